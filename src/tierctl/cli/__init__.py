@@ -1,0 +1,1 @@
+"""The ``tierctl`` command line: thin commands over the library."""

@@ -1,0 +1,101 @@
+"""Entry point of the ``tierctl`` command.
+
+Subcommands are imported lazily so that ``tierctl render`` starts fast and does not need the
+optional extras (the simulator and the load generator pull in numpy, aiohttp, tokenizers).
+Every :class:`~tierctl.errors.TierctlError` becomes a message and its exit code; a traceback
+is shown only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from typing import Any
+
+import click
+
+from tierctl.errors import TierctlError
+
+# name -> (module, attribute, one-line help). Order is the lifecycle order shown in --help.
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "schema": ("tierctl.cli.spec_cmds", "schema", "Print the JSON Schema of the tier spec."),
+    "render": ("tierctl.cli.spec_cmds", "render", "Render a tier spec into a compose file."),
+    "show": ("tierctl.cli.spec_cmds", "show", "Summarise a tier: replicas, argv differences, variants."),
+    "validate": ("tierctl.cli.validate", "validate", "Check compose files against the spec's contracts."),
+    "catalog": ("tierctl.cli.catalog", "catalog", "Engine flag catalogs built from the engines' own source."),
+    "sim": ("tierctl.cli.sim", "sim", "Simulate the engine scheduler, offline or as a server."),
+    "bench": ("tierctl.cli.bench", "bench", "Load-test endpoints: workloads, probes, paired A/B."),
+    "plan": ("tierctl.cli.rollout", "plan", "Plan a rollout between two compose files."),
+    "rollout": ("tierctl.cli.rollout", "rollout", "Execute a rollout plan, gated and journaled."),
+    "runbook": ("tierctl.cli.rollout", "runbook", "Write the Markdown runbook of a rollout."),
+    "readout": ("tierctl.cli.readout", "readout", "Judge canary against control from Prometheus."),
+    "demo": ("tierctl.cli.demo", "demo", "Run tierctl's main job on the bundled example."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported only when used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name, (mod, _, _) in _COMMANDS.items() if _module_exists(mod)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = _COMMANDS.get(cmd_name)
+        if entry is None or not _module_exists(entry[0]):
+            return None
+        module = importlib.import_module(entry[0])
+        command: click.Command = getattr(module, entry[1])
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [
+            (name, help_)
+            for name, (mod, _, help_) in _COMMANDS.items()
+            if _module_exists(mod)
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _module_exists(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.version_option(package_name="tierctl")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """tierctl: declare, render, validate, simulate, load-test, roll out and read out an LLM
+    serving tier on docker compose."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Run the CLI; map tierctl errors to their exit codes without a traceback."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        rv = cli.main(args=args, prog_name="tierctl", standalone_mode=False)
+    except TierctlError as exc:
+        if debug:
+            raise
+        click.echo(f"error: {exc.format()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    # standalone_mode=False returns ctx.exit(n)'s code instead of exiting.
+    if isinstance(rv, int) and rv != 0:
+        sys.exit(rv)
+    return rv

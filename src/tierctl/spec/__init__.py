@@ -1,0 +1,1 @@
+"""tierctl.spec."""
