@@ -54,8 +54,9 @@ class LazyGroup(click.Group):
             for name, (mod, _, help_) in _COMMANDS.items()
             if _module_exists(mod)
         ]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 def _module_exists(module: str) -> bool:
