@@ -13,9 +13,7 @@ from tierctl.render.files import check_rendered
 from tierctl.spec import load_spec, resolve_tier
 from tierctl.spec.summary import summarise
 
-DEFAULT_SPEC = (
-    Path(__file__).resolve().parents[2] / "examples" / "glm53-long-context" / "tier.yaml"
-)
+DEFAULT_SPEC = Path(__file__).resolve().parents[2] / "examples" / "glm53-long-context" / "tier.yaml"
 
 Stage = Callable[[Path, Console], bool]
 

@@ -26,8 +26,9 @@ def _validator() -> Any:
         encoding="utf-8"
     )
     schema = json.loads(text)
-    cls = jsonschema.validators.validator_for(schema)
-    return cls(schema)
+    # The file declares draft-07 as "https://json-schema.org/draft-07/schema" (no trailing
+    # "#"), which jsonschema does not recognise; name the draft explicitly.
+    return jsonschema.Draft7Validator(schema)
 
 
 def schema_source() -> dict[str, Any]:
@@ -37,6 +38,14 @@ def schema_source() -> dict[str, Any]:
     )
     data: dict[str, Any] = json.loads(text)
     return data
+
+
+def _explain(error: Any) -> str:
+    """jsonschema's message, reworded where it is cryptic (unknown keys)."""
+    if "does not match any of the regexes: '^x-'" in error.message:
+        key = error.message.split("'")[1]
+        return f"unknown key {key!r} (not a compose key; extensions must start with x-)"
+    return str(error.message)
 
 
 def check(ctx: Context) -> Iterator[Violation]:
@@ -49,7 +58,7 @@ def check(ctx: Context) -> Iterator[Violation]:
         yield Violation(
             rule="TC007",
             service=service,
-            message=f"{dotted}: {error.message}",
+            message=f"{dotted}: {_explain(error)}",
             location=ctx.compose.location(*path),
         )
     if len(errors) > MAX_PER_FILE:

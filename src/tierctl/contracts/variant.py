@@ -102,6 +102,9 @@ def _wrong(
         if isinstance(found, str) and other.expected.variant and other.expected.variant in found:
             owner = f" - that is {other.expected.name}'s variant"
             break
+        if variant == other.expected.variant:
+            owner = f" - its argv/env are {other.expected.name}'s configuration"
+            break
     shown = "missing" if found is None else repr(found)
     location = (
         ctx.compose.location("services", svc, *path)
