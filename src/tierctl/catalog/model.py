@@ -94,7 +94,10 @@ class Catalog(BaseModel):
 
     def lookup(self, token: str) -> Flag | None:
         """The flag a command-line token selects (any spelling), or None."""
-        return self._by_spelling.get(token)
+        # Read the private dict directly: pydantic routes `self._x` through __getattr__,
+        # which is slow enough to matter when a fleet's argv tokens are looked up.
+        index: dict[str, Flag] = self.__pydantic_private__["_by_spelling"]  # type: ignore[index]
+        return index.get(token)
 
     @property
     def ref(self) -> str:

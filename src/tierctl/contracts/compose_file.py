@@ -9,6 +9,7 @@ Several files merge like compose override files: maps merge, ``command`` is repl
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,12 +57,24 @@ class ComposeService:
 
 @dataclass(frozen=True)
 class ComposeFile:
-    """A compose document (or several merged), normalised, with where each key came from."""
+    """A compose document (or several merged), normalised, with where each key came from.
+
+    The line map is computed on first use: a clean file never needs it, and building it
+    costs a second pass over the YAML.
+    """
 
     source: str
     data: dict[str, Any] = field(repr=False)
     services: dict[str, ComposeService]
-    lines: dict[PathKey, tuple[str, int]] = field(repr=False)
+    texts: tuple[tuple[str, str], ...] = field(repr=False)  # (source, YAML text) in merge order
+
+    @functools.cached_property
+    def lines(self) -> dict[PathKey, tuple[str, int]]:
+        """(file, line) of each key path; a later file wins, as in a merge."""
+        out: dict[PathKey, tuple[str, int]] = {}
+        for name, text in self.texts:
+            out.update({k: (name, v) for k, v in _line_map(text).items()})
+        return out
 
     def location(self, *path: str | int) -> Location:
         """File and line of ``path`` (or its nearest ancestor), and the dotted path."""
@@ -103,9 +116,9 @@ def load_compose(
     else:
         text = str(path_or_text)
         name = source or "<compose>"
-    data, lines = _parse(text, name)
-    data = _interpolate_tree(data, (), name, lines, env)
-    return _build(name, data, {k: (name, v) for k, v in lines.items()})
+    data = _parse(text, name)
+    data = _interpolate_tree(data, (), name, text, env)
+    return _build(name, data, ((name, text),))
 
 
 def merge_compose(files: Sequence[ComposeFile]) -> ComposeFile:
@@ -113,18 +126,16 @@ def merge_compose(files: Sequence[ComposeFile]) -> ComposeFile:
     if len(files) == 1:
         return files[0]
     data: dict[str, Any] = {}
-    lines: dict[PathKey, tuple[str, int]] = {}
     for f in files:
         data = _merge(data, _normalised_for_merge(f.data), "")
-        lines.update(f.lines)
-    return _build(" + ".join(f.source for f in files), data, lines)
+    texts = tuple(t for f in files for t in f.texts)
+    return _build(" + ".join(f.source for f in files), data, texts)
 
 
-def _parse(text: str, source: str) -> tuple[dict[str, Any], dict[PathKey, int]]:
+def _parse(text: str, source: str) -> dict[str, Any]:
     loader = _Loader(text)
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        data = loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise ComposeInputError(
@@ -149,10 +160,19 @@ def _parse(text: str, source: str) -> tuple[dict[str, Any], dict[PathKey, int]]:
             "services: must be a mapping of service name to service",
             location=Location(file=source, path="services"),
         )
+    return data
+
+
+def _line_map(text: str) -> dict[PathKey, int]:
+    """Line of each key/item path, from the YAML node tree (anchors resolved as aliases)."""
     lines: dict[PathKey, int] = {}
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.YAMLError:
+        return lines
     if node is not None:
         _record_lines(node, (), lines)
-    return data, lines
+    return lines
 
 
 def _record_lines(node: yaml.Node, path: PathKey, lines: dict[PathKey, int]) -> None:
@@ -174,21 +194,21 @@ def _interpolate_tree(
     node: Any,
     path: PathKey,
     source: str,
-    lines: Mapping[PathKey, int],
+    text: str,
     env: Mapping[str, str] | None,
 ) -> Any:
     if isinstance(node, dict):
         return {
-            k: _interpolate_tree(v, (*path, str(k)), source, lines, env) for k, v in node.items()
+            k: _interpolate_tree(v, (*path, str(k)), source, text, env) for k, v in node.items()
         }
     if isinstance(node, list):
-        return [_interpolate_tree(v, (*path, i), source, lines, env) for i, v in enumerate(node)]
+        return [_interpolate_tree(v, (*path, i), source, text, env) for i, v in enumerate(node)]
     if isinstance(node, str) and "$" in node:
         try:
             return interpolate(node, env)
         except InterpolationError as exc:
             line_map = LineMap()
-            for key, line in lines.items():
+            for key, line in _line_map(text).items():
                 line_map.add(key, line - 1)
             raise ComposeInputError(
                 str(exc),
@@ -199,14 +219,14 @@ def _interpolate_tree(
     return node
 
 
-def _build(source: str, data: dict[str, Any], lines: dict[PathKey, tuple[str, int]]) -> ComposeFile:
+def _build(source: str, data: dict[str, Any], texts: tuple[tuple[str, str], ...]) -> ComposeFile:
     services: dict[str, ComposeService] = {}
     for name, raw in (data.get("services") or {}).items():
         if not isinstance(raw, dict):
-            hit = lines.get(("services", str(name)))
+            line = _line_map(texts[-1][1]).get(("services", str(name)))
             raise ComposeInputError(
                 f"service {name} must be a mapping",
-                location=Location(file=hit[0] if hit else source, line=hit[1] if hit else None),
+                location=Location(file=texts[-1][0], line=line),
             )
         services[str(name)] = ComposeService(
             name=str(name),
@@ -218,7 +238,7 @@ def _build(source: str, data: dict[str, Any], lines: dict[PathKey, tuple[str, in
                 for k, v in normalise_environment(raw.get("labels")).items()
             },
         )
-    return ComposeFile(source=source, data=data, services=services, lines=lines)
+    return ComposeFile(source=source, data=data, services=services, texts=texts)
 
 
 def split_command(value: Any) -> tuple[str, ...] | None:

@@ -30,8 +30,8 @@ def check(ctx: Context) -> Iterator[Violation]:
             continue
         svc = view.expected.service
         for use in view.uses:
-            location = ctx.compose.location("services", svc, "command", use.index)
             if not use.token:
+                location = ctx.compose.location("services", svc, "command", use.index)
                 yield Violation(
                     rule="TC004",
                     service=svc,
@@ -41,6 +41,7 @@ def check(ctx: Context) -> Iterator[Violation]:
                 continue
             flag = catalog.lookup(use.token)
             if flag is None:
+                location = ctx.compose.location("services", svc, "command", use.index)
                 yield Violation(
                     rule="TC004",
                     service=svc,
@@ -51,6 +52,7 @@ def check(ctx: Context) -> Iterator[Violation]:
                 continue
             problem = value_problem(flag, use)
             if problem:
+                location = ctx.compose.location("services", svc, "command", use.index)
                 yield Violation(
                     rule="TC004",
                     service=svc,

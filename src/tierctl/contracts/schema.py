@@ -21,11 +21,30 @@ MAX_PER_FILE = 20
 
 
 @functools.cache
-def _validator() -> Any:
+def _fast_validator() -> Any | None:
+    """jsonschema-rs when installed (extra ``fast``): a quick yes/no on a valid file.
+
+    Messages always come from the pure-Python validator, so the report does not depend on
+    which one is installed.
+    """
+    try:
+        import jsonschema_rs
+    except ImportError:
+        return None
+    return jsonschema_rs.Draft7Validator(_schema())
+
+
+@functools.cache
+def _schema() -> Any:
     text = (resources.files("tierctl.contracts") / "schema" / "compose-spec.json").read_text(
         encoding="utf-8"
     )
-    schema = json.loads(text)
+    return json.loads(text)
+
+
+@functools.cache
+def _validator() -> Any:
+    schema = _schema()
     # The file declares draft-07 as "https://json-schema.org/draft-07/schema" (no trailing
     # "#"), which jsonschema does not recognise; name the draft explicitly.
     return jsonschema.Draft7Validator(schema)
@@ -50,6 +69,9 @@ def _explain(error: Any) -> str:
 
 def check(ctx: Context) -> Iterator[Violation]:
     """Schema errors, at most MAX_PER_FILE, each with its path."""
+    fast = _fast_validator()
+    if fast is not None and fast.is_valid(ctx.compose.data):
+        return
     errors = sorted(_validator().iter_errors(ctx.compose.data), key=lambda e: list(e.path))
     for error in errors[:MAX_PER_FILE]:
         path = [str(p) if not isinstance(p, int) else p for p in error.absolute_path]
