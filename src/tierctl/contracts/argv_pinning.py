@@ -6,6 +6,7 @@ import difflib
 from collections.abc import Iterator
 
 from tierctl.contracts.context import Context, ReplicaView
+from tierctl.contracts.credentials import redact_argv
 from tierctl.contracts.report import Violation
 
 MAX_SHOWN = 5
@@ -16,10 +17,11 @@ def check(ctx: Context) -> Iterator[Violation]:
     for view in ctx.replicas.values():
         if view.service is None:
             continue  # reported by TC006 (service missing)
-        expected = view.expected.argv
-        actual = list(view.argv)
-        if expected == actual:
+        if view.expected.argv == list(view.argv):
             continue
+        # Credentials never reach a report, not even as a differing token.
+        expected = redact_argv(view.expected.argv)
+        actual = redact_argv(view.argv)
         diffs = describe_differences(ctx, view, expected, actual)
         shown = "; ".join(diffs[:MAX_SHOWN])
         more = f"; (+{len(diffs) - MAX_SHOWN} more)" if len(diffs) > MAX_SHOWN else ""

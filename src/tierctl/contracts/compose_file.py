@@ -49,6 +49,19 @@ class ComposeService:
         return str(value) if value is not None else None
 
     @property
+    def gpu_ids(self) -> tuple[str, ...]:
+        """GPU ids reserved in ``deploy.resources.reservations.devices[*].device_ids``."""
+        deploy = self.data.get("deploy")
+        resources = deploy.get("resources") if isinstance(deploy, dict) else None
+        reservations = resources.get("reservations") if isinstance(resources, dict) else None
+        devices = reservations.get("devices") if isinstance(reservations, dict) else None
+        out: list[str] = []
+        for device in devices if isinstance(devices, list) else []:
+            if isinstance(device, dict):
+                out.extend(str(d) for d in device.get("device_ids") or [])
+        return tuple(out)
+
+    @property
     def container_name(self) -> str | None:
         """The container name, if set."""
         value = self.data.get("container_name")

@@ -15,6 +15,7 @@ from tierctl.catalog.model import Flag, FlagType
 from tierctl.catalog.store import flag_history
 from tierctl.contracts.argv import FlagUse
 from tierctl.contracts.context import Context
+from tierctl.contracts.credentials import is_secret_flag, looks_secret_value
 from tierctl.contracts.report import Violation
 
 _HUMAN_INT = re.compile(r"^-?\d+(\.\d+)?[kKmMgGtT]?$")
@@ -51,6 +52,8 @@ def check(ctx: Context) -> Iterator[Violation]:
                 )
                 continue
             problem = value_problem(flag, use)
+            if problem and (is_secret_flag(use.token) or any(map(looks_secret_value, use.values))):
+                problem = "value rejected (a credential: not shown)"
             if problem:
                 location = ctx.compose.location("services", svc, "command", use.index)
                 yield Violation(
@@ -58,7 +61,6 @@ def check(ctx: Context) -> Iterator[Violation]:
                     service=svc,
                     location=location,
                     message=f"{use.token}: {problem} ({catalog.ref})",
-                    found=" ".join(use.values),
                 )
 
 

@@ -8,25 +8,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from tierctl.contracts.context import Context
+from tierctl.contracts.credentials import looks_secret_name, looks_secret_value, secret_positions
 from tierctl.contracts.interpolation import InterpolationError, references
 from tierctl.contracts.report import Violation
-from tierctl.contracts.shared_runtime import device_ids
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-_SECRET_NAME = re.compile(
-    r"(TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL|AUTH)", re.I
-)
-# Shapes of real credentials: Hugging Face, OpenAI-style, GitHub, AWS, Slack, JWT.
-_SECRET_VALUE = re.compile(
-    r"^(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|AKIA[0-9A-Z]{16}"
-    r"|xox[abpr]-[A-Za-z0-9-]{10,}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]+)$"
-)
-_SECRET_FLAG = re.compile(r"^--[a-z0-9-]*(token|api-key|secret|password)$")
-
-
-def looks_secret_name(name: str) -> bool:
-    """Whether an env var or flag name says it holds a credential."""
-    return bool(_SECRET_NAME.search(name))
 
 
 def check(ctx: Context) -> Iterator[Violation]:
@@ -89,7 +75,7 @@ def _images(ctx: Context) -> Iterator[Violation]:
 def _gpus(ctx: Context) -> Iterator[Violation]:
     owner: dict[str, str] = {}
     for name, service in ctx.compose.services.items():
-        for gpu in device_ids(service.data):
+        for gpu in service.gpu_ids:
             first = owner.setdefault(gpu, name)
             if first != name:
                 yield Violation(
@@ -150,7 +136,7 @@ def _secrets(ctx: Context) -> Iterator[Violation]:
         for key, value in service.environment.items():
             if not value or _is_reference(value):
                 continue
-            if looks_secret_name(key) or _SECRET_VALUE.match(value):
+            if looks_secret_name(key) or looks_secret_value(value):
                 yield Violation(
                     rule="TC006",
                     service=name,
@@ -158,27 +144,14 @@ def _secrets(ctx: Context) -> Iterator[Violation]:
                     f"where a ${{{key}}} reference belongs",
                     location=ctx.compose.location("services", name, "environment", key),
                 )
-        command = service.command or ()
-        for i, token in enumerate(command):
-            flag_secret = i > 0 and _SECRET_FLAG.match(command[i - 1].split("=")[0])
-            inline = (
-                token.startswith("--") and "=" in token and _SECRET_FLAG.match(token.split("=")[0])
+        for i, value in secret_positions(service.command or ()):
+            yield Violation(
+                rule="TC006",
+                service=name,
+                message=f"command token {i} is a literal credential ({len(value)} chars); "
+                "pass it through a ${VAR} reference or a secret file",
+                location=ctx.compose.location("services", name, "command", i),
             )
-            value = token.split("=", 1)[1] if inline else token
-            if (
-                (flag_secret or inline or _SECRET_VALUE.match(value))
-                and value
-                and not _is_reference(value)
-            ):
-                if value.startswith("--"):
-                    continue
-                yield Violation(
-                    rule="TC006",
-                    service=name,
-                    message=f"command token {i} is a literal credential ({len(value)} chars); "
-                    "pass it through a ${VAR} reference or a secret file",
-                    location=ctx.compose.location("services", name, "command", i),
-                )
 
 
 def _is_reference(value: str) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tierctl.contracts.context import Context, ReplicaView
+from tierctl.contracts.credentials import looks_secret_name
 from tierctl.contracts.report import Violation
 from tierctl.render.compose import compose_document
 
@@ -98,7 +99,7 @@ def _env(ctx: Context, view: ReplicaView) -> Iterator[Violation]:
 
 def _gpus(ctx: Context, view: ReplicaView) -> Iterator[Violation]:
     assert view.service is not None
-    found = device_ids(view.service.data)
+    found = list(view.service.gpu_ids)
     want = [str(g) for g in view.expected.gpus]
     if found != want:
         yield Violation(
@@ -110,18 +111,6 @@ def _gpus(ctx: Context, view: ReplicaView) -> Iterator[Violation]:
             expected=",".join(want),
             found=",".join(found),
         )
-
-
-def device_ids(service: dict[str, Any]) -> list[str]:
-    """GPU ids reserved by a service (deploy.resources.reservations.devices[*].device_ids)."""
-    devices = (
-        ((service.get("deploy") or {}).get("resources") or {}).get("reservations") or {}
-    ).get("devices") or []
-    out: list[str] = []
-    for device in devices:
-        if isinstance(device, dict):
-            out.extend(str(d) for d in device.get("device_ids") or [])
-    return out
 
 
 class _Missing:
@@ -139,8 +128,6 @@ def _show(value: Any) -> str:
 
 def _redact(key: str, value: str) -> str:
     """Env values can be secrets: show references, lengths for anything that looks secret."""
-    from tierctl.contracts.hygiene import looks_secret_name
-
     if looks_secret_name(key) and "${" not in value:
         return f"<literal, {len(value)} chars>"
     return repr(value)

@@ -72,3 +72,18 @@ def test_render_then_validate_holds_every_structural_contract(data: dict[str, ob
     spec = load_spec_text(dump_yaml(data), "gen.yaml")
     report = validate(spec, [load_compose(render_compose(spec), source="gen-compose.yaml")])
     assert {v.rule for v in report.violations} <= {"TC004"}, report.text()
+
+
+def test_a_literal_token_in_argv_is_flagged_and_never_printed() -> None:
+    spec = load_spec(GLM_SPEC)
+    token = "hf_" + "a1B2c3D4e5" * 3
+    text = render_compose(spec, spec_path=GLM_SPEC).replace(
+        "      - --enable-metrics\n",
+        f"      - --enable-metrics\n      - --hf-token\n      - {token}\n",
+        1,
+    )
+    report = validate(spec, [load_compose(text, source="c.yaml")])
+    assert "TC006" in {v.rule for v in report.violations}
+    assert any("is a literal credential (33 chars)" in v.message for v in report.violations)
+    assert token not in report.text()
+    assert token not in report.to_json()
