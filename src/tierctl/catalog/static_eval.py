@@ -65,9 +65,15 @@ class Namespace:
         if node is None or depth > _MAX_DEPTH:
             return UNKNOWN
         try:
-            return ast.literal_eval(node)
+            value = ast.literal_eval(node)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             pass
+        else:
+            # A set literal iterates in hash order, which changes between runs; catalogs must
+            # be byte-identical when rebuilt, so sets become sorted lists.
+            if isinstance(value, set | frozenset):
+                return sorted(value, key=repr)
+            return value
         if isinstance(node, ast.Name | ast.Attribute):
             dotted = dotted_name(node)
             if dotted is not None and dotted in self.bindings:
@@ -170,7 +176,9 @@ def jsonable(value: Any) -> Any:
         return None
     if value is None or isinstance(value, bool | int | float | str):
         return value
-    if isinstance(value, list | tuple | set):
+    if isinstance(value, set | frozenset):
+        return [jsonable(v) for v in sorted(value, key=repr)]
+    if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}

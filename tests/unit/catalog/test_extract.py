@@ -215,3 +215,13 @@ def test_failed_download_is_a_runtime_failure(tmp_path: Path) -> None:
 
     with pytest.raises(RuntimeFailure, match="No matching distribution"):
         download_wheel("sglang", "0.0.0", tmp_path, runner=runner)
+
+
+def test_set_literal_choices_are_sorted_so_rebuilds_are_identical(tmp_path: Path) -> None:
+    source = (
+        "class ServerArgs:\n    def add_cli_args(parser):\n"
+        "        parser.add_argument('--backend', choices={'pytorch', 'flashinfer', 'ascend'})\n"
+    )
+    wheel = _wheel(tmp_path, "sglang-0.0.2-py3-none-any.whl", {"sglang/srt/server_args.py": source})
+    cat = build_catalog("sglang==0.0.2", wheel=wheel)
+    assert cat.flags["--backend"].choices == ("ascend", "flashinfer", "pytorch")
