@@ -24,7 +24,7 @@ from fleet import fleet_spec_texts
 
 from tierctl.contracts.compose_file import load_compose
 from tierctl.contracts.schema import _fast_validator, _validator
-from tierctl.contracts.validate import validate
+from tierctl.contracts.validation import validate
 from tierctl.render import render_compose
 from tierctl.spec import load_spec_text
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tierctl.contracts.validate import validate_paths
+from tierctl.contracts.validation import validate_paths
 
 
 @click.command()

@@ -10,7 +10,7 @@ from tests.conftest import EXAMPLES, GLM_SPEC
 from tests.strategies import spec_dicts
 
 from tierctl.contracts.compose_file import load_compose
-from tierctl.contracts.validate import validate, validate_paths
+from tierctl.contracts.validation import validate, validate_paths
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.spec import load_spec, load_spec_text
