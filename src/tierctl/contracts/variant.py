@@ -149,9 +149,15 @@ def _scrape_labels(ctx: Context) -> dict[str, dict[str, str]] | str | None:
         scrape_configs = _get(doc, "scrape_configs")
         if scrape_configs is None:
             scrape_configs = _get(doc, "receivers", "prometheus", "config", "scrape_configs")
-        for job in scrape_configs or []:
-            for static in (job or {}).get("static_configs") or []:
-                labels = {str(k): str(v) for k, v in ((static or {}).get("labels") or {}).items()}
-                key = labels.get("container_name") or str(job.get("job_name"))
-                out[key] = labels
+        if not isinstance(scrape_configs, list):
+            return f"configs.{name}.content has no scrape_configs list"
+        for job in scrape_configs:
+            statics = job.get("static_configs") if isinstance(job, dict) else None
+            for static in statics if isinstance(statics, list) else []:
+                labels = static.get("labels") if isinstance(static, dict) else None
+                if not isinstance(labels, dict):
+                    continue
+                found = {str(k): str(v) for k, v in labels.items()}
+                assert isinstance(job, dict)
+                out[found.get("container_name") or str(job.get("job_name"))] = found
     return out
