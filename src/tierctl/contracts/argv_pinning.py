@@ -65,7 +65,7 @@ def describe_differences(
     for op, a0, a1, b0, b1 in matcher.get_opcodes():
         if op == "equal":
             continue
-        want, got = expected[a0:a1], actual[b0:b1]
+        want, got = _clip(expected[a0:a1]), _clip(actual[b0:b1])
         flag = _flag_at(expected, a0) if want and not want[0].startswith("--") else None
         where = f"{flag} " if flag else ""
         if op == "replace":
@@ -82,6 +82,13 @@ def describe_differences(
     if _same_tokens_reordered(expected, actual):
         out.insert(0, "same flags in a different order")
     return out
+
+
+def _clip(tokens: list[str], most: int = 6) -> list[str]:
+    """At most ``most`` tokens of a long run (a whole missing argv stays one readable item)."""
+    if len(tokens) <= most:
+        return tokens
+    return [*tokens[:most], f"... ({len(tokens) - most} more tokens)"]
 
 
 def _same_tokens_reordered(expected: list[str], actual: list[str]) -> bool:

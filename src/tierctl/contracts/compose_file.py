@@ -57,8 +57,11 @@ class ComposeService:
         devices = reservations.get("devices") if isinstance(reservations, dict) else None
         out: list[str] = []
         for device in devices if isinstance(devices, list) else []:
-            if isinstance(device, dict):
-                out.extend(str(d) for d in device.get("device_ids") or [])
+            ids = device.get("device_ids") if isinstance(device, dict) else None
+            if isinstance(ids, list):
+                out.extend(str(d) for d in ids)
+            elif isinstance(ids, str | int) and not isinstance(ids, bool):
+                out.append(str(ids))
         return tuple(out)
 
     @property

@@ -126,8 +126,10 @@ def _show(value: Any) -> str:
     return "nothing" if value is _MISSING else repr(value)
 
 
-def _redact(key: str, value: str) -> str:
+def _redact(key: str, value: str | None) -> str:
     """Env values can be secrets: show references, lengths for anything that looks secret."""
+    if value is None:
+        return "unset (a bare key)"
     if looks_secret_name(key) and "${" not in value:
         return f"<literal, {len(value)} chars>"
     return repr(value)

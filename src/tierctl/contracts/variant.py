@@ -43,10 +43,11 @@ def check(ctx: Context) -> Iterator[Violation]:
         view = ctx.replicas[name]
         assert view.service is not None
         svc = view.expected.service
-        found_places: list[tuple[str, str | None, tuple[str | int, ...]]] = []
+        # (what, found, path, expected) in the order of telemetry places.
+        found_places: list[tuple[str, str | None, tuple[str | int, ...], str]] = []
         if "service-labels" in places:
             found_places.append(
-                (f"label {label}", view.service.labels.get(label), ("labels", label))
+                (f"label {label}", view.service.labels.get(label), ("labels", label), variant)
             )
         if "log-tags" in places:
             tag = _get(view.service.data, "logging", "options", "tag")
@@ -55,9 +56,7 @@ def check(ctx: Context) -> Iterator[Violation]:
                 {"service": svc, "variant": variant, "replica": name, "host": spec.host},
             )
             if tag != want_tag:
-                yield _wrong(
-                    ctx, view, "log tag", tag, want_tag, variant, ("logging", "options", "tag")
-                )
+                found_places.append(("log tag", tag, ("logging", "options", "tag"), want_tag))
         if "collector-scrape-config" in places:
             if scrape_labels is None:
                 pass  # no collector with a scrape config in the spec: nothing to compare
@@ -80,11 +79,11 @@ def check(ctx: Context) -> Iterator[Violation]:
                     )
                 else:
                     found_places.append(
-                        ("collector scrape label " + label, job.get(label), ("configs",))
+                        ("collector scrape label " + label, job.get(label), ("configs",), variant)
                     )
-        for what, found, path in found_places:
-            if found != variant:
-                yield _wrong(ctx, view, what, found, variant, variant, path)
+        for what, found, path, expected in found_places:
+            if found != expected:
+                yield _wrong(ctx, view, what, found, expected, variant, path)
 
 
 def _wrong(

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+
 from tests.conftest import EXAMPLES, GLM_SPEC
 from tests.strategies import spec_dicts
-
 from tierctl.contracts.compose_file import load_compose
 from tierctl.contracts.validation import validate, validate_paths
 from tierctl.render import render_compose
