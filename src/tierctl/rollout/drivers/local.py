@@ -93,10 +93,9 @@ class LocalDriver:
         return str(entry["url"])
 
     def dry_run(self, dep: Deployment, services: list[str]) -> DryRunResult:
-        """Every requested engine would be (re)started; nothing else is touched."""
+        """Exactly the requested services would be applied (non-engines as no-ops)."""
         require_services(services)
-        changed = frozenset(s for s in services if self._is_engine(dep, s))
-        return DryRunResult(changed=changed, removed=frozenset(), lines=())
+        return DryRunResult(changed=frozenset(services), removed=frozenset(), lines=())
 
     def apply(self, dep: Deployment, services: list[str]) -> None:
         """Stop the services' processes, then start them from ``dep``."""
