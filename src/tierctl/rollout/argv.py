@@ -86,6 +86,8 @@ class FlagChange:
 
     def __str__(self) -> str:
         if self.old is None:
+            if self.new is True:
+                return f"+ --{self.flag}"
             return f"+ --{self.flag} {format_value(self.new or True)}"
         if self.new is None:
             return f"- --{self.flag}"

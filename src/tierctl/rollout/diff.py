@@ -68,6 +68,11 @@ def _detail(key: str, a: Any, b: Any) -> list[str]:
         return _map_detail("env", a or {}, b or {}, show_values=False)
     if key == "labels":
         return _map_detail("label", a or {}, b or {}, show_values=True)
+    if key == "logging":
+        tag_a = ((a or {}).get("options") or {}).get("tag")
+        tag_b = ((b or {}).get("options") or {}).get("tag")
+        if tag_a != tag_b:
+            return [f"log tag: {tag_a} -> {tag_b}"]
     if key == "image":
         return [f"image: {a} -> {b}"]
     if key == CONFIGS_KEY:
