@@ -117,9 +117,9 @@ def plan(
 @click.option(
     "--time-scale",
     type=float,
-    default=0.001,
+    default=100.0,
     show_default=True,
-    help="Local driver: simulated engine time scale.",
+    help="Local driver: modelled seconds per wall second.",
 )
 @click.option(
     "--gate-host", default="127.0.0.1", show_default=True, help="Host the gates reach engines on."

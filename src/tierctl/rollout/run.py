@@ -39,7 +39,7 @@ class DriverConfig:
         project: Compose project name.
         workdir: Where the docker driver writes ``git:`` sides.
         state_dir: The local driver's state directory.
-        time_scale: The local driver's simulated engine time scale.
+        time_scale: Modelled seconds per wall second of the local driver's simulated engine.
         gate_host: The host the gates reach engines on (compose-manager, docker).
     """
 
@@ -52,7 +52,7 @@ class DriverConfig:
     project: str | None = None
     workdir: Path = Path(".tierctl-rollout")
     state_dir: Path = Path(".tierctl-rollout/local")
-    time_scale: float = 0.001
+    time_scale: float = 100.0
     gate_host: str = "127.0.0.1"
 
 

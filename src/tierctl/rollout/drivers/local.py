@@ -47,7 +47,7 @@ class LocalDriver:
         state_dir: Path,
         *,
         launcher: Sequence[str] | None = None,
-        time_scale: float = 0.001,
+        time_scale: float = 100.0,
         start_timeout_s: float = 60.0,
         stop_timeout_s: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
@@ -57,7 +57,7 @@ class LocalDriver:
         Args:
             state_dir: Where pids, URLs and logs are kept.
             launcher: Replaces each engine's launcher; the simulated engine by default.
-            time_scale: The simulated engine's time scale (smaller runs faster).
+            time_scale: Modelled seconds per wall second of the simulated engine.
             start_timeout_s: How long a process has to print ``listening on``.
             stop_timeout_s: How long a process has to exit after SIGTERM.
             sleep: Injected sleep.
@@ -163,7 +163,9 @@ class LocalDriver:
                 )
             self._sleep(0.05)
         state = self.state()
-        state[service] = {"pid": proc.pid, "url": m.group(1), "log": str(log), "argv": argv}
+        # A server bound to every interface is reached on loopback.
+        url = m.group(1).replace("//0.0.0.0:", "//127.0.0.1:").replace("//[::]:", "//[::1]:")
+        state[service] = {"pid": proc.pid, "url": url, "log": str(log), "argv": argv}
         self._save(state)
 
     def _stop(self, service: str) -> None:
