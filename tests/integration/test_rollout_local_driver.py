@@ -44,6 +44,8 @@ while i < len(args):
                 pass
     info[name] = v
 info.update(json.loads(os.environ.get("FAKE_ENGINE_REPORTS", "{}")))
+import time
+time.sleep(float(os.environ.get("FAKE_ENGINE_DELAY_S", "0")))
 
 class H(BaseHTTPRequestHandler):
     def log_message(self, *a):
@@ -82,6 +84,7 @@ def compose(
     *,
     reports: dict[str, str] | None = None,
     scrape_variant_r2: str | None = None,
+    delay_s: dict[str, float] | None = None,
 ) -> str:
     """A small tier: r1 control, r2 canary, a proxy and a collector scraping both."""
     services: dict[str, object] = {}
@@ -96,7 +99,10 @@ def compose(
                 "--host", "127.0.0.1", "--port", str(ports[name]),
                 "--prefill-decode-interval", str(pdi[name]), "--enable-metrics",
             ],
-            "environment": {"FAKE_ENGINE_REPORTS": (reports or {}).get(name, "{}")},
+            "environment": {
+                "FAKE_ENGINE_REPORTS": (reports or {}).get(name, "{}"),
+                "FAKE_ENGINE_DELAY_S": str((delay_s or {}).get(name, 0)),
+            },
             "labels": {"config_variant": variant, "tierctl.role": role},
         }
         shown = scrape_variant_r2 if name == "r2" and scrape_variant_r2 else variant
@@ -187,3 +193,57 @@ def test_a_variant_the_collector_would_report_differently_is_rolled_back(tier: T
     with pytest.raises(GateFailed, match="would be reported as 'small-pdi1'"):
         run_rollout(plan, tier.driver, old, new, RolloutOptions(tier.journal, gates=GateSettings(poll_interval_s=0.05)))  # type: ignore[arg-type]
     assert tier.reported("model-r2", "prefill_decode_interval") == 1
+
+
+CRASHING_RUN = """
+import sys
+from pathlib import Path
+from tierctl.rollout.drivers.local import LocalDriver
+from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
+from tierctl.rollout.gates import GateSettings
+from tierctl.rollout.planner import plan_files
+
+tmp = Path(sys.argv[1])
+plan = plan_files(str(tmp / "old.yaml"), str(tmp / "new.yaml"))
+old, new = load_sides(plan)
+driver = LocalDriver(tmp / "state", launcher=[sys.executable, str(tmp / "fake_engine.py")])
+run_rollout(plan, driver, old, new, RolloutOptions(tmp / "journal.jsonl", gates=GateSettings(poll_interval_s=0.05)))
+"""
+
+
+def test_a_killed_rollout_resumes_without_repeating_a_finished_step(tier: Tier) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    old_p, new_p = tier.files(
+        compose(tier.ports, {"r1": 1, "r2": 1}),
+        # Both replicas change; r1 (the second step) takes a while to start, so the kill lands
+        # while it is in flight.
+        compose(tier.ports, {"r1": 2, "r2": 2}, delay_s={"r1": 3.0}),
+    )
+    plan, old, new = tier.start_old(old_p, new_p)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.Popen([sys.executable, "-c", CRASHING_RUN, str(tier.tmp)], env=env)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            lines = tier.journal.read_text().splitlines() if tier.journal.exists() else []
+            if any('"begin"' in x and "model-r1" in x for x in lines):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the rollout never reached its second step")
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(10)
+    r2_pid = tier.driver.state()["model-r2"]["pid"]
+    result = run_rollout(plan, tier.driver, old, new, RolloutOptions(tier.journal, resume=True, gates=GateSettings(poll_interval_s=0.05)))  # type: ignore[arg-type]
+    assert [o.status for o in result.outcomes] == ["skipped", "done", "done"]
+    # r2's engine from the first run is the one still serving: its step was not repeated.
+    assert tier.driver.state()["model-r2"]["pid"] == r2_pid
+    assert tier.reported("model-r1", "prefill_decode_interval") == 2
+    begins = [json.loads(x).get("step") for x in tier.journal.read_text().splitlines() if '"begin"' in x]
+    assert begins.count("01-recreate-model-r2") == 1
+    assert begins.count("02-recreate-model-r1") == 2

@@ -100,6 +100,7 @@ class LocalDriver:
     def apply(self, dep: Deployment, services: list[str]) -> None:
         """Stop the services' processes, then start them from ``dep``."""
         require_services(services)
+        self._reap()
         for service in services:
             self._stop(service)
             if self._is_engine(dep, service):
@@ -112,9 +113,18 @@ class LocalDriver:
             self._stop(service)
 
     def down_all(self) -> None:
-        """Stop every process this driver's state knows (test and demo teardown)."""
+        """Stop every process this driver's state knows, and reap its own children."""
         for service in list(self.state()):
             self._stop(service)
+        for pid in list(self._children):
+            self._kill(pid)
+        self._reap()
+
+    def _reap(self) -> None:
+        # A child stopped by another tierctl process (a resumed rollout) is reaped here.
+        for pid, child in list(self._children.items()):
+            if child.poll() is not None:
+                del self._children[pid]
 
     def _is_engine(self, dep: Deployment, service: str) -> bool:
         return service in dep.services and is_engine_command(dep.argv(service))
