@@ -155,7 +155,8 @@ def test_tokens_and_env_values_never_reach_the_journal_or_the_log(world: World) 
         world.run(world.driver())
     text = world.journal.read_text() + "\n".join(world.log)
     assert "injected failure" in text
-    assert TOKEN not in text and "hf-SECRET-VALUE" not in text
+    assert TOKEN not in text
+    assert "hf-SECRET-VALUE" not in text
     # The env did reach the agent, under its key.
     assert world.agent.state.requests[0]["env"] == {"HF_TOKEN": "hf-SECRET-VALUE"}
 
@@ -200,7 +201,8 @@ def test_a_dry_run_that_plans_an_extra_service_is_refused(world: World) -> None:
         world.run(world.driver())
     assert world.calls() == [("/compose/up", True, "v2", (R2,))]
     assert world.events() == ["start", "begin", "refused"]
-    assert world.running_as("old", R1) and world.running_as("old", R2)
+    assert world.running_as("old", R1)
+    assert world.running_as("old", R2)
 
 
 def test_a_failed_gate_rolls_that_replica_back_and_stops(world: World) -> None:
@@ -211,7 +213,8 @@ def test_a_failed_gate_rolls_that_replica_back_and_stops(world: World) -> None:
         ("/compose/down", None, "v1", (R2,)),
         ("/compose/up", False, "v1", (R2,)),
     ]
-    assert world.running_as("old", R2) and world.running_as("old", R1)
+    assert world.running_as("old", R2)
+    assert world.running_as("old", R1)
     assert world.events()[-2:] == ["gate-failed", "rolled-back"]
     # A journal that ends in a rollback is not resumed: the plan's premise did not hold.
     with pytest.raises(InputError, match="rolled back"):

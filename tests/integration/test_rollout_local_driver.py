@@ -24,7 +24,7 @@ from tierctl.rollout.planner import plan_files
 
 pytestmark = pytest.mark.integration
 
-FAKE_ENGINE = r'''
+FAKE_ENGINE = r"""
 import json, os, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -69,7 +69,7 @@ class H(BaseHTTPRequestHandler):
 srv = ThreadingHTTPServer(("127.0.0.1", int(info["port"])), H)
 print(f"listening on http://127.0.0.1:{srv.server_address[1]}", flush=True)
 srv.serve_forever()
-'''
+"""
 
 
 def free_port() -> int:
@@ -95,9 +95,18 @@ def compose(
             "image": "sglang@sha256:1",
             "container_name": f"model-{name}",
             "command": [
-                "python3", "-m", "sglang.launch_server", "--model-path", "/m",
-                "--host", "127.0.0.1", "--port", str(ports[name]),
-                "--prefill-decode-interval", str(pdi[name]), "--enable-metrics",
+                "python3",
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                "/m",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(ports[name]),
+                "--prefill-decode-interval",
+                str(pdi[name]),
+                "--enable-metrics",
             ],
             "environment": {
                 "FAKE_ENGINE_REPORTS": (reports or {}).get(name, "{}"),
@@ -111,7 +120,11 @@ def compose(
     services["otelcol"] = {"image": "otel/opentelemetry-collector-contrib", "configs": ["scrape"]}
     doc = {
         "services": services,
-        "configs": {"scrape": {"content": yaml.safe_dump({"static_configs": [{"labels": s} for s in scrape]})}},
+        "configs": {
+            "scrape": {
+                "content": yaml.safe_dump({"static_configs": [{"labels": s} for s in scrape]})
+            }
+        },
     }
     return yaml.safe_dump(doc, sort_keys=False)
 
@@ -122,7 +135,9 @@ class Tier:
         self.ports = {"r1": free_port(), "r2": free_port()}
         script = tmp / "fake_engine.py"
         script.write_text(FAKE_ENGINE)
-        self.driver = LocalDriver(tmp / "state", launcher=[sys.executable, str(script)], start_timeout_s=30)
+        self.driver = LocalDriver(
+            tmp / "state", launcher=[sys.executable, str(script)], start_timeout_s=30
+        )
         self.journal = tmp / "journal.jsonl"
 
     def files(self, old: str, new: str) -> tuple[Path, Path]:
@@ -158,7 +173,13 @@ def test_canary_rollout_recreates_only_r2_and_passes_its_gates(tier: Tier) -> No
     )
     plan, old, new = tier.start_old(old_p, new_p)
     r1_pid = tier.driver.state()["model-r1"]["pid"]
-    result = run_rollout(plan, tier.driver, old, new, RolloutOptions(tier.journal, gates=GateSettings(poll_interval_s=0.05)))  # type: ignore[arg-type]
+    result = run_rollout(
+        plan,
+        tier.driver,
+        old,
+        new,
+        RolloutOptions(tier.journal, gates=GateSettings(poll_interval_s=0.05)),
+    )  # type: ignore[arg-type]
     assert [(o.step, o.status) for o in result.outcomes] == [
         ("01-recreate-model-r2", "done"),
         ("02-recreate-otelcol", "done"),
@@ -166,18 +187,29 @@ def test_canary_rollout_recreates_only_r2_and_passes_its_gates(tier: Tier) -> No
     assert tier.reported("model-r2", "prefill_decode_interval") == 2
     assert tier.driver.state()["model-r1"]["pid"] == r1_pid
     notes = result.outcomes[0].notes
-    assert "health: 200" in notes and any("flags match" in n for n in notes)
+    assert "health: 200" in notes
+    assert any("flags match" in n for n in notes)
 
 
 def test_an_engine_reporting_other_args_is_rolled_back(tier: Tier) -> None:
     old_p, new_p = tier.files(
         compose(tier.ports, {"r1": 1, "r2": 1}),
-        compose(tier.ports, {"r1": 1, "r2": 2}, reports={"r2": json.dumps({"prefill_decode_interval": 0})}),
+        compose(
+            tier.ports,
+            {"r1": 1, "r2": 2},
+            reports={"r2": json.dumps({"prefill_decode_interval": 0})},
+        ),
     )
     plan, old, new = tier.start_old(old_p, new_p)
     r1_pid = tier.driver.state()["model-r1"]["pid"]
     with pytest.raises(GateFailed, match="prefill-decode-interval: rendered 2, engine reports 0"):
-        run_rollout(plan, tier.driver, old, new, RolloutOptions(tier.journal, gates=GateSettings(poll_interval_s=0.05)))  # type: ignore[arg-type]
+        run_rollout(
+            plan,
+            tier.driver,
+            old,
+            new,
+            RolloutOptions(tier.journal, gates=GateSettings(poll_interval_s=0.05)),
+        )  # type: ignore[arg-type]
     assert tier.reported("model-r2", "prefill_decode_interval") == 1
     assert tier.driver.state()["model-r1"]["pid"] == r1_pid
     events = [json.loads(line)["event"] for line in tier.journal.read_text().splitlines()]
@@ -191,7 +223,13 @@ def test_a_variant_the_collector_would_report_differently_is_rolled_back(tier: T
     )
     plan, old, new = tier.start_old(old_p, new_p)
     with pytest.raises(GateFailed, match="would be reported as 'small-pdi1'"):
-        run_rollout(plan, tier.driver, old, new, RolloutOptions(tier.journal, gates=GateSettings(poll_interval_s=0.05)))  # type: ignore[arg-type]
+        run_rollout(
+            plan,
+            tier.driver,
+            old,
+            new,
+            RolloutOptions(tier.journal, gates=GateSettings(poll_interval_s=0.05)),
+        )  # type: ignore[arg-type]
     assert tier.reported("model-r2", "prefill_decode_interval") == 1
 
 
@@ -239,11 +277,19 @@ def test_a_killed_rollout_resumes_without_repeating_a_finished_step(tier: Tier) 
     finally:
         proc.wait(10)
     r2_pid = tier.driver.state()["model-r2"]["pid"]
-    result = run_rollout(plan, tier.driver, old, new, RolloutOptions(tier.journal, resume=True, gates=GateSettings(poll_interval_s=0.05)))  # type: ignore[arg-type]
+    result = run_rollout(
+        plan,
+        tier.driver,
+        old,
+        new,
+        RolloutOptions(tier.journal, resume=True, gates=GateSettings(poll_interval_s=0.05)),
+    )  # type: ignore[arg-type]
     assert [o.status for o in result.outcomes] == ["skipped", "done", "done"]
     # r2's engine from the first run is the one still serving: its step was not repeated.
     assert tier.driver.state()["model-r2"]["pid"] == r2_pid
     assert tier.reported("model-r1", "prefill_decode_interval") == 2
-    begins = [json.loads(x).get("step") for x in tier.journal.read_text().splitlines() if '"begin"' in x]
+    begins = [
+        json.loads(x).get("step") for x in tier.journal.read_text().splitlines() if '"begin"' in x
+    ]
     assert begins.count("01-recreate-model-r2") == 1
     assert begins.count("02-recreate-model-r1") == 2

@@ -8,9 +8,16 @@ LAUNCH = ["python3", "-m", "sglang.launch_server"]
 
 
 def test_launcher_flags_bare_inline_and_multi_values() -> None:
-    p = parse_argv([*LAUNCH, "--port=30001", "--enable-metrics", "--cuda-graph-bs", "1", "2", "--x", "-1"])
+    p = parse_argv(
+        [*LAUNCH, "--port=30001", "--enable-metrics", "--cuda-graph-bs", "1", "2", "--x", "-1"]
+    )
     assert p.launcher == tuple(LAUNCH)
-    assert p.flags == {"port": "30001", "enable-metrics": True, "cuda-graph-bs": ("1", "2"), "x": "-1"}
+    assert p.flags == {
+        "port": "30001",
+        "enable-metrics": True,
+        "cuda-graph-bs": ("1", "2"),
+        "x": "-1",
+    }
 
 
 def test_order_and_spelling_do_not_count_as_changes() -> None:

@@ -42,21 +42,55 @@ def test_apply_is_a_scoped_forced_up_without_dependencies(tmp_path: Path) -> Non
     run = Recorder()
     DockerDriver(tmp_path, runner=run).apply(_dep(), ["r2"])
     assert run.calls == [
-        ["docker", "compose", "-f", "deploy/tier.yaml", "up", "-d", "--no-deps", "--force-recreate", "r2"]
+        [
+            "docker",
+            "compose",
+            "-f",
+            "deploy/tier.yaml",
+            "up",
+            "-d",
+            "--no-deps",
+            "--force-recreate",
+            "r2",
+        ]
     ]
 
 
 def test_dry_run_and_down_commands(tmp_path: Path) -> None:
-    run = Recorder(" ✔ DRY-RUN MODE -  Container model-r2  Recreated\n ✔ DRY-RUN MODE -  Container model-r2  Started\n")
+    run = Recorder(
+        " ✔ DRY-RUN MODE -  Container model-r2  Recreated\n ✔ DRY-RUN MODE -  Container model-r2  Started\n"
+    )
     d = DockerDriver(tmp_path, project="tier", runner=run)
     result = d.dry_run(_dep(), ["r2"])
     d.down(_dep(), ["r1"])
     assert run.calls[0] == [
-        "docker", "compose", "-f", "deploy/tier.yaml", "-p", "tier", "--dry-run",
-        "up", "-d", "--no-deps", "--force-recreate", "r2",
+        "docker",
+        "compose",
+        "-f",
+        "deploy/tier.yaml",
+        "-p",
+        "tier",
+        "--dry-run",
+        "up",
+        "-d",
+        "--no-deps",
+        "--force-recreate",
+        "r2",
     ]
-    assert run.calls[1] == ["docker", "compose", "-f", "deploy/tier.yaml", "-p", "tier", "rm", "-s", "-f", "r1"]
-    assert result.changed == {"r2"} and result.removed == frozenset()
+    assert run.calls[1] == [
+        "docker",
+        "compose",
+        "-f",
+        "deploy/tier.yaml",
+        "-p",
+        "tier",
+        "rm",
+        "-s",
+        "-f",
+        "r1",
+    ]
+    assert result.changed == {"r2"}
+    assert result.removed == frozenset()
 
 
 def test_dry_run_that_touches_another_container_is_visible(tmp_path: Path) -> None:
@@ -70,10 +104,13 @@ def test_dry_run_that_touches_another_container_is_visible(tmp_path: Path) -> No
 
 def test_git_side_is_written_out_and_run_from_its_repository_directory(tmp_path: Path) -> None:
     run = Recorder()
-    DockerDriver(tmp_path / "work", repo_root=tmp_path / "repo", runner=run).apply(_dep("v1"), ["r1"])
+    DockerDriver(tmp_path / "work", repo_root=tmp_path / "repo", runner=run).apply(
+        _dep("v1"), ["r1"]
+    )
     argv = run.calls[0]
     written = Path(argv[3])
-    assert written.read_text() == TEXT and written.parent == tmp_path / "work"
+    assert written.read_text() == TEXT
+    assert written.parent == tmp_path / "work"
     assert argv[4:6] == ["--project-directory", str(tmp_path / "repo" / "deploy")]
 
 

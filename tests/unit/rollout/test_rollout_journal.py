@@ -19,7 +19,8 @@ def test_done_and_begun_steps_are_read_back(tmp_path: Path) -> None:
     state = Journal(tmp_path / "j.jsonl", "digest-a").read()
     assert state.done == {"01"}
     assert state.begun == {"02"}
-    assert state.rolled_back is None and not state.completed
+    assert state.rolled_back is None
+    assert not state.completed
 
 
 def test_a_torn_last_line_is_ignored(tmp_path: Path) -> None:

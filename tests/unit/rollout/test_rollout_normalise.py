@@ -34,7 +34,13 @@ def test_merge_keys_interpolation_and_tokenised_command() -> None:
     svcs = load_services(ANCHORED, "c.yaml").services
     assert svcs["r1"]["image"] == "img@sha256:1"
     assert svcs["r1"]["command"] == [
-        "python3", "-m", "sglang.launch_server", "--port", "30001", "--model-path", "/m x",
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--port",
+        "30001",
+        "--model-path",
+        "/m x",
     ]
     # Numbers in a list command become tokens, as compose does.
     assert svcs["r2"]["command"][4] == "30002"

@@ -37,8 +37,10 @@ def test_interval_canary_recreates_exactly_r2_then_the_collector(tmp_path: Path)
     assert _steps(plan) == [("recreate", R2), ("recreate", COLLECTOR)]
     r2 = next(c for c in plan.services if c.service == R2)
     assert r2.details[0] == "command: --prefill-decode-interval: 1 -> 2"
-    assert r2.old_variant is not None and r2.old_variant.endswith("pdi1-h200-tp4")
-    assert r2.new_variant is not None and r2.new_variant.endswith("pdi2-h200-tp4")
+    assert r2.old_variant is not None
+    assert r2.old_variant.endswith("pdi1-h200-tp4")
+    assert r2.new_variant is not None
+    assert r2.new_variant.endswith("pdi2-h200-tp4")
     assert {R1, PROXY, REGISTRAR} <= set(plan.untouched)
     assert plan.steps[0].gates[:3] == ["health", "server-info", "metrics-variant"]
 
@@ -74,7 +76,8 @@ def test_a_plan_that_needs_the_proxy_refuses_unless_allowed(tmp_path: Path) -> N
     new = render_variant(tmp_path, "new", _proxy_timeout)
     with pytest.raises(ContractViolation, match="protected services: proxy-glm53") as info:
         make_plan(str(old), str(new), spec=EXAMPLE)
-    assert info.value.fix is not None and "--allow proxy-glm53" in info.value.fix
+    assert info.value.fix is not None
+    assert "--allow proxy-glm53" in info.value.fix
     allowed = make_plan(str(old), str(new), spec=EXAMPLE, allow=frozenset({PROXY}))
     assert _steps(allowed) == [("recreate", PROXY)]
     assert allowed.allowed == [PROXY]
@@ -110,10 +113,13 @@ def test_removed_engine_is_stopped_with_the_old_file_before_anything_else(tmp_pa
     with pytest.raises(ContractViolation, match="proxy-glm53"):
         make_plan(str(old), str(new))
     plan = make_plan(str(old), str(new), allow=frozenset({PROXY}))
-    assert plan.steps[0].action == "down" and plan.steps[0].service == r3
+    assert plan.steps[0].action == "down"
+    assert plan.steps[0].service == r3
     assert plan.steps[0].side == "old"
     assert [s.service for s in plan.steps[1:]] == [R2, R1, COLLECTOR, PROXY]
-    added = make_plan(str(new), str(render_variant(tmp_path, "new3", three)), allow=frozenset({PROXY}))
+    added = make_plan(
+        str(new), str(render_variant(tmp_path, "new3", three)), allow=frozenset({PROXY})
+    )
     assert _steps(added) == [("up", r3), ("recreate", COLLECTOR), ("recreate", PROXY)]
 
 
@@ -137,7 +143,8 @@ def test_git_sources_are_read_at_their_ref(tmp_path: Path) -> None:
     git("commit", "-qam", "new")
     plan = plan_files("git:v1:tier.yaml", "git:HEAD:tier.yaml", PlanOptions(), repo=repo)
     assert _steps(plan) == [("recreate", R2), ("recreate", COLLECTOR)]
-    assert plan.source.git_ref == "v1" and plan.source.path == "tier.yaml"
+    assert plan.source.git_ref == "v1"
+    assert plan.source.path == "tier.yaml"
     with pytest.raises(InputError, match="git cannot show"):
         plan_files("git:v9:tier.yaml", "git:HEAD:tier.yaml", repo=repo)
     with pytest.raises(InputError, match="malformed git source"):
@@ -145,7 +152,9 @@ def test_git_sources_are_read_at_their_ref(tmp_path: Path) -> None:
 
 
 _NAMES = st.from_regex(r"[a-z][a-z0-9-]{0,8}", fullmatch=True)
-_FLAGS = st.dictionaries(_NAMES, st.one_of(st.just(True), st.integers(0, 99999), _NAMES), max_size=6)
+_FLAGS = st.dictionaries(
+    _NAMES, st.one_of(st.just(True), st.integers(0, 99999), _NAMES), max_size=6
+)
 
 
 @st.composite
@@ -158,13 +167,24 @@ def compose_files(draw: st.DrawFn) -> str:
         services[name] = {
             "image": draw(_NAMES),
             "command": argv,
-            "environment": draw(st.dictionaries(_NAMES.map(str.upper).map(lambda s: s.replace("-", "_")), _NAMES, max_size=3)),
-            "labels": {"config_variant": draw(_NAMES), "tierctl.role": draw(st.sampled_from(["canary", "control", "proxy", "collector", "other"]))},
+            "environment": draw(
+                st.dictionaries(
+                    _NAMES.map(str.upper).map(lambda s: s.replace("-", "_")), _NAMES, max_size=3
+                )
+            ),
+            "labels": {
+                "config_variant": draw(_NAMES),
+                "tierctl.role": draw(
+                    st.sampled_from(["canary", "control", "proxy", "collector", "other"])
+                ),
+            },
         }
     return yaml.safe_dump({"services": services})
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(text=compose_files())
 def test_plan_between_equal_files_is_empty(tmp_path: Path, text: str) -> None:
     a = tmp_path / "a.yaml"
