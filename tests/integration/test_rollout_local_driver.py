@@ -293,3 +293,86 @@ def test_a_killed_rollout_resumes_without_repeating_a_finished_step(tier: Tier) 
     ]
     assert begins.count("01-recreate-model-r2") == 1
     assert begins.count("02-recreate-model-r1") == 2
+
+
+class _Prometheus:
+    """A stub of Prometheus's /api/v1/query on loopback that answers one variant per container."""
+
+    def __init__(self, variants: dict[str, str]) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import parse_qs, urlparse
+
+        self.queries: list[str] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                query = parse_qs(urlparse(self.path).query)["query"][0]
+                stub.queries.append(query)
+                result = [
+                    {"metric": {"container_name": c, "config_variant": v}, "value": [0, "1"]}
+                    for c, v in variants.items()
+                    if f'container_name="{c}"' in query
+                ]
+                body = json.dumps(
+                    {"status": "success", "data": {"resultType": "vector", "result": result}}
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+@pytest.mark.parametrize(("reported", "passes"), [("small-pdi2", True), ("small-pdi1", False)])
+def test_prometheus_must_show_the_new_variant_after_the_collector_step(
+    tier: Tier, reported: str, passes: bool
+) -> None:
+    old_p, new_p = tier.files(
+        compose(tier.ports, {"r1": 1, "r2": 1}), compose(tier.ports, {"r1": 1, "r2": 2})
+    )
+    plan, old, new = tier.start_old(old_p, new_p)
+    prom = _Prometheus({"model-r2": reported})
+    gates = GateSettings(
+        poll_interval_s=0.01, prometheus_url=prom.url, host_label="gpu02", metrics_timeout_s=0.05
+    )
+    try:
+        if passes:
+            result = run_rollout(
+                plan, tier.driver, old, new, RolloutOptions(tier.journal, gates=gates)
+            )  # type: ignore[arg-type]
+            assert "prometheus: model-r2 reports small-pdi2" in result.outcomes[1].notes
+            # One query, from the collector step: the engine step must not ask Prometheus
+            # while the collector still attaches the old labels.
+            assert len(prom.queries) == 1
+        else:
+            with pytest.raises(GateFailed, match=r"Prometheus shows model-r2 as \['small-pdi1'\]"):
+                run_rollout(plan, tier.driver, old, new, RolloutOptions(tier.journal, gates=gates))  # type: ignore[arg-type]
+            events = [json.loads(x) for x in tier.journal.read_text().splitlines()]
+            # r2's step finished; only the collector step failed and was rolled back.
+            assert [(e["event"], e.get("step")) for e in events][-2:] == [
+                ("gate-failed", "02-recreate-otelcol"),
+                ("rolled-back", "02-recreate-otelcol"),
+            ]
+    finally:
+        prom.close()
+    assert prom.queries
+    assert all('host_machine="gpu02"' in q for q in prom.queries)
+    assert prom.queries[0] == (
+        "count by (container_name, config_variant) "
+        '(sglang_num_running_reqs{container_name="model-r2",host_machine="gpu02"})'
+    )
