@@ -13,6 +13,7 @@ from tierctl.render.files import check_rendered
 from tierctl.spec import load_spec, resolve_tier
 from tierctl.spec.summary import summarise
 
+
 def _examples_dir() -> Path:
     """The checkout's examples/ (editable installs), else the copy inside the wheel."""
     here = Path(__file__).resolve().parent
