@@ -14,7 +14,7 @@ from tierctl.readout.stats import compare_paired, compare_proportions
 positive = st.floats(min_value=0.01, max_value=100.0, allow_nan=False)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.lists(st.tuples(positive, positive), min_size=6, max_size=60))
 def test_swapping_the_arms_inverts_the_ratio(pairs: list[tuple[float, float]]) -> None:
     a = np.array([p[0] for p in pairs])
