@@ -112,11 +112,11 @@ def hammer(
 def field_burst(rng: random.Random, *, with_hammer: bool = False) -> Workload:
     """The field report's burst: 8 prompts of ~720K tokens while 3 short sequences decode.
 
-    With ``with_hammer`` a short-request hammer (2 req/s for the burst's span) runs too.
+    With ``with_hammer`` a short-request hammer (one request per 20 s for 600 s) runs too.
     """
     wl = decoders(output_tokens=300).merged(burst(rng))
     if with_hammer:
-        wl = wl.merged(hammer(rng, rate_per_s=2.0, duration_s=600.0))
+        wl = wl.merged(hammer(rng, rate_per_s=0.05, duration_s=600.0))
     return Workload(name="field-burst" + ("+hammer" if with_hammer else ""), requests=wl.requests)
 
 
@@ -176,3 +176,46 @@ def multi_turn_day(
             ctx = grown
         conv += 1
     return Workload.of(f"multi-turn-{hours:g}h", [r for r in reqs if r.arrival_s < end_s])
+
+
+GENERATORS = ("burst", "hammer", "both", "field", "field+hammer", "day")
+
+
+def generate(
+    kind: str,
+    seed: int = 0,
+    *,
+    count: int = 8,
+    input_tokens: int = 720_000,
+    output_tokens: int = 256,
+    rate_per_s: float = 2.0,
+    duration_s: float = 600.0,
+    hours: float = 24.0,
+) -> Workload:
+    """Build a built-in workload by name with a generator seeded by ``seed``.
+
+    ``burst``: ``count`` prompts of ``input_tokens``; ``hammer``: short requests at
+    ``rate_per_s`` for ``duration_s``; ``both``: the two at once; ``field``: the field report's
+    burst (8 x ~720K while 3 short sequences decode); ``field+hammer``: with a hammer too;
+    ``day``: the multi-turn long-context trace over ``hours``.
+    """
+    from tierctl.errors import InputError
+
+    rng = random.Random(seed)
+    if kind == "burst":
+        return burst(rng, count=count, input_tokens=input_tokens, output_tokens=output_tokens)
+    if kind == "hammer":
+        return hammer(rng, rate_per_s=rate_per_s, duration_s=duration_s)
+    if kind == "both":
+        b = burst(rng, count=count, input_tokens=input_tokens, output_tokens=output_tokens)
+        return b.merged(hammer(rng, rate_per_s=rate_per_s, duration_s=duration_s))
+    if kind in ("field", "field+hammer"):
+        return field_burst(rng, with_hammer=kind == "field+hammer")
+    if kind == "day":
+        return multi_turn_day(rng, hours=hours)
+    raise InputError(
+        f"unknown workload {kind!r}",
+        rule="the workload is a trace file or one of the built-in generators",
+        value=kind,
+        fix="use one of: " + ", ".join(GENERATORS),
+    )
