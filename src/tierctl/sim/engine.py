@@ -354,11 +354,13 @@ class Scheduler:
 
     # -- fast-forward (offline only) ----------------------------------------------------
 
-    def decode_only(self) -> bool:
+    def decode_only(self, now_s: float) -> bool:
         """True when the next rounds are pure decode until a finish or an arrival.
 
         That holds when no prefill is in progress and the waiting queue is empty or its head
         cannot be admitted (the blocking conditions only change when a request finishes).
+        A head blocked on KV room is recorded as waiting from ``now_s``, as a stepped round
+        would record it.
         """
         if not self.running or self.chunked is not None:
             return False
@@ -366,13 +368,21 @@ class Scheduler:
             return True
         if len(self.running) >= self.max_running:
             return True
-        head = self.waiting[0].req
+        if self.countdown > 0 and len(self.running) >= self.config.prefill_decode_interval_min_bs:
+            # The next round defers prefill anyway; step it so admission is tried in order.
+            return False
+        head_live = self.waiting[0]
+        head = head_live.req
         cached = 0
         if self.cache is not None and head.block_hashes:
             cached = min(self.cache.match(head.block_hashes), head.input_tokens - 1)
-        return head.input_tokens - cached + head.output_tokens > (
+        blocked = head.input_tokens - cached + head.output_tokens > (
             self.kv_pool_tokens - self.kv_used_tokens
         )
+        if blocked and head_live.kv_blocked_since is None:
+            head_live.kv_blocked_since = now_s
+            self.stats.kv_waits += 1
+        return blocked
 
     def fast_forward(self, now_s: float, until_s: float) -> tuple[float, int]:
         """Run decode rounds in closed form until the first finish or ``until_s``.

@@ -54,7 +54,7 @@ def simulate(
             sched.idle(upcoming - now)
             now = upcoming
             continue
-        if fast_forward and steps is None and sched.decode_only():
+        if fast_forward and steps is None and sched.decode_only(now):
             now, _ = sched.fast_forward(now, min(upcoming, horizon_s))
             continue
         rnd = sched.step(now)
