@@ -9,7 +9,7 @@ YAML 1.1 or 1.2 reader could take for something else (booleans, numbers, sexages
 
 from __future__ import annotations
 
-import json
+import functools
 import re
 from typing import Any
 
@@ -23,7 +23,17 @@ _AMBIGUOUS = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=8192)
+def _string(text: str) -> str:
+    """Plain when unambiguous, else double-quoted (cached: flags and keys repeat a lot)."""
+    if _PLAIN.match(text) and not _AMBIGUOUS.match(text):
+        return text
+    return _double_quoted(text)
+
+
 def _scalar(value: Any) -> str:
+    if isinstance(value, str):
+        return _string(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -31,11 +41,38 @@ def _scalar(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return json.dumps(value)
-    text = str(value)
-    if _PLAIN.match(text) and not _AMBIGUOUS.match(text):
+        if value != value or value in (float("inf"), float("-inf")):
+            return ".nan" if value != value else (".inf" if value > 0 else "-.inf")
+        text = repr(value)
+        # YAML 1.1 readers (PyYAML) need a dot in exponent form: 1e-05 -> 1.0e-05.
+        if "e" in text and "." not in text:
+            text = text.replace("e", ".0e", 1)
         return text
-    return json.dumps(text, ensure_ascii=False)
+    return _string(str(value))
+
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _double_quoted(text: str) -> str:
+    """A YAML double-quoted scalar; non-printable characters use YAML's own escapes
+    (JSON's surrogate pairs for astral characters are not read back by YAML readers)."""
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(
+                f"\\x{code:02x}"
+                if code < 0x100
+                else f"\\u{code:04x}"
+                if code < 0x10000
+                else f"\\U{code:08x}"
+            )
+    return '"' + "".join(out) + '"'
 
 
 def _literal_ok(text: str) -> bool:

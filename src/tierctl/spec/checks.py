@@ -18,6 +18,7 @@ from tierctl.spec.model import SecretRef, TierSpec
 PathKey = tuple[str | int, ...]
 
 DIGEST_IMAGE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
+FLAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 REPLICA_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 # Keys whose values are credentials: they must be ${VAR} references, never literals.
 SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
@@ -53,6 +54,7 @@ def check_spec(spec: TierSpec) -> list[Problem]:
     """Every cross-field problem of a spec, in file order as far as practical."""
     problems: list[Problem] = []
     for check in (
+        _check_flag_names,
         _check_engine,
         _check_owned_keys,
         _check_overlays,
@@ -64,6 +66,32 @@ def check_spec(spec: TierSpec) -> list[Problem]:
     ):
         problems.extend(check(spec))
     return problems
+
+
+def _check_flag_names(spec: TierSpec) -> Iterator[Problem]:
+    maps: list[tuple[PathKey, dict[str, Any]]] = [(("engine", "args"), spec.engine.args)]
+    maps += [(("engine", "overlays", n), o) for n, o in spec.engine.overlays.items()]
+    maps += [(("replicas", n, "args"), r.args) for n, r in spec.replicas.items()]
+    for i, rule in enumerate(spec.rules):
+        maps += [
+            (("rules", i, part, "args"), getattr(rule, part).args) for part in ("when", "require")
+        ]
+    for path, flags in maps:
+        for name in flags:
+            if name.startswith("-"):
+                yield Problem(
+                    (*path, name),
+                    f"flag {name!r} is written with leading dashes",
+                    "flag-name",
+                    f"write it without leading dashes: {name.lstrip('-')}:",
+                )
+            elif not FLAG_NAME.match(name):
+                yield Problem(
+                    (*path, name),
+                    f"{name!r} is not a flag name",
+                    "flag-name",
+                    "use letters, digits, '-', '_' and '.'",
+                )
 
 
 def _check_engine(spec: TierSpec) -> Iterator[Problem]:

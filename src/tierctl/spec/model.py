@@ -9,7 +9,6 @@ several fields (a GPU given twice, an overlay clashing with the base argv) live 
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
@@ -44,8 +43,6 @@ _OVERRIDE_SCHEMA: dict[str, Any] = {
     "description": "Like a flag value; null removes the flag from this replica.",
     "anyOf": [*_FLAG_VALUE_SCHEMA["anyOf"], {"type": "null"}],
 }
-
-_FLAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def _is_scalar(value: object) -> bool:
@@ -84,17 +81,9 @@ FlagValue = Annotated[Any, AfterValidator(_check_flag_value), WithJsonSchema(_FL
 FlagOverride = Annotated[Any, AfterValidator(_check_override), WithJsonSchema(_OVERRIDE_SCHEMA)]
 
 
-def _check_flag_names(flags: dict[str, Any]) -> dict[str, Any]:
-    for name in flags:
-        if name.startswith("-"):
-            raise ValueError(f"flag {name!r}: write flag names without leading dashes")
-        if not _FLAG_NAME.match(name):
-            raise ValueError(f"flag {name!r} is not a valid flag name")
-    return flags
+FlagMap = dict[str, FlagValue]
+OverrideMap = dict[str, FlagOverride]
 
-
-FlagMap = Annotated[dict[str, FlagValue], AfterValidator(_check_flag_names)]
-OverrideMap = Annotated[dict[str, FlagOverride], AfterValidator(_check_flag_names)]
 
 # --- env values ---------------------------------------------------------------------------
 
