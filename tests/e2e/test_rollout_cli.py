@@ -184,5 +184,8 @@ def test_runbook_names_calls_checks_and_rollbacks(tmp_path: Path) -> None:
     )
     assert f'"services": ["{R2}"], "env": {{}}, "force_recreate": true, "dry_run": true' in md
     assert md.count("Rollback (recreate the service from OLD, scoped to it)") == 3
-    assert f"tierctl readout --canary {R2} --control {R1}" in md
+    assert (
+        f"tierctl readout --spec {EXAMPLE} --prometheus $PROMETHEUS --window 24h --step 5m "
+        "--match 'host_machine=\"gpu02\"' --canary r2 --control r1"
+    ) in md
     assert "$TIERCTL_AGENT_TOKEN" in md

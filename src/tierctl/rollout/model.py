@@ -39,6 +39,9 @@ class ServiceChange(_Model):
     change: ChangeKind = Field(description="unchanged, recreate, added or removed.")
     role: str = Field(description="The service role: engine, collector, proxy, registrar, ...")
     replica_role: str | None = Field(default=None, description="canary or control, engines only.")
+    replica: str | None = Field(
+        default=None, description="The spec's replica name (tierctl.replica label), engines only."
+    )
     reasons: list[Reason] = Field(default_factory=list, description="What differs, by kind.")
     details: list[str] = Field(
         default_factory=list, description="Readable differences: flags, env keys, labels."

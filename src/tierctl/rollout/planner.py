@@ -25,7 +25,7 @@ from tierctl.errors import ContractViolation, InputError
 from tierctl.rollout.diff import diff_service
 from tierctl.rollout.model import Action, Plan, ServiceChange, Side, Step
 from tierctl.rollout.normalise import load_services
-from tierctl.rollout.roles import VARIANT_LABEL, ServiceRole, infer_role
+from tierctl.rollout.roles import REPLICA_LABEL, VARIANT_LABEL, ServiceRole, infer_role
 from tierctl.rollout.source import LoadedSource, read_source
 
 ENGINE_GATES = ["health", "server-info", "metrics-variant", "soak"]
@@ -168,12 +168,15 @@ def _change(
     role = infer_role(name, present, options.roles)
     old_variant = _variant(old)
     new_variant = _variant(new)
+    replica_label = (present.get("labels") or {}).get(REPLICA_LABEL)
+    replica = str(replica_label) if role.role == "engine" and replica_label else None
     if old is None or new is None:
         return ServiceChange(
             service=name,
             change="added" if old is None else "removed",
             role=role.role,
             replica_role=role.replica_role,
+            replica=replica,
             old_variant=old_variant,
             new_variant=new_variant,
         )
@@ -183,6 +186,7 @@ def _change(
         change="recreate" if d.reasons else "unchanged",
         role=role.role,
         replica_role=role.replica_role,
+        replica=replica,
         reasons=list(d.reasons),
         details=list(d.details),
         old_variant=old_variant,

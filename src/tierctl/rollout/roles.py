@@ -14,6 +14,7 @@ from typing import Any
 
 ROLE_LABEL = "tierctl.role"
 REPLICA_ROLE_LABEL = "tierctl.replica-role"
+REPLICA_LABEL = "tierctl.replica"
 VARIANT_LABEL = "config_variant"
 
 #: Service roles, as the spec names them; ``engine`` is an engine replica.

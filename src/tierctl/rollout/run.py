@@ -190,4 +190,5 @@ def make_runbook(
 ) -> str:
     """Plan OLD -> NEW and write its Markdown runbook."""
     plan = make_plan(old, new, spec=spec, allow=allow, protect=protect, repo=repo)
-    return render_runbook(plan, host=compose_host(read_source(new, repo).text))
+    host = compose_host(read_source(new, repo).text)
+    return render_runbook(plan, host=host, spec=str(spec) if spec else None)

@@ -27,13 +27,16 @@ def compose_host(text: str) -> str | None:
     return str(host) if host else None
 
 
-def render_runbook(plan: Plan, host: str | None = None, agent_url: str = "$AGENT") -> str:
+def render_runbook(
+    plan: Plan, host: str | None = None, agent_url: str = "$AGENT", spec: str | None = None
+) -> str:
     """Write the runbook of a plan.
 
     Args:
         plan: The plan.
         host: The host label for the Prometheus queries (``host_machine``).
         agent_url: How the compose-manager URL is written in the commands.
+        spec: The tier spec path, for the readout command.
 
     Returns:
         Markdown text.
@@ -115,14 +118,20 @@ def render_runbook(plan: Plan, host: str | None = None, agent_url: str = "$AGENT
     canaries = [c for c in plan.services if c.replica_role == "canary"]
     controls = [c for c in plan.services if c.replica_role == "control"]
     if canaries and controls:
+        canary, control = canaries[0], controls[0]
         w(
-            f"Compare canary `{canaries[0].service}` against control `{controls[0].service}` "
-            "over at least 24 h of traffic:"
+            f"Compare canary `{canary.service}` against control `{control.service}` over at "
+            "least 24 h of traffic, from the engines' own histograms:"
         )
         w("")
+        match = f" --match 'host_machine=\"{host}\"'" if host else ""
+        arms = ""
+        if canary.replica and control.replica:
+            arms = f" --canary {canary.replica} --control {control.replica}"
         w("```sh")
         w(
-            f"tierctl readout --canary {canaries[0].service} --control {controls[0].service} --window 24h"
+            f"tierctl readout --spec {spec or 'tier.yaml'} --prometheus $PROMETHEUS "
+            f"--window 24h --step 5m{match}{arms}"
         )
         w("```")
     else:
