@@ -61,12 +61,17 @@ def measure(old: Path, new: Path, runs: int) -> tuple[float, int]:
 def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        for label, replicas, runs in (("example (2 replicas)", 2, 50), ("wide (64 replicas)", 64, 10)):
+        for label, replicas, runs in (
+            ("example (2 replicas)", 2, 50),
+            ("wide (64 replicas)", 64, 10),
+        ):
             old = render(tmp, f"old{replicas}", replicas, False)
             new = render(tmp, f"new{replicas}", replicas, True)
             median_s, steps = measure(old, new, runs)
             size_kb = (old.stat().st_size + new.stat().st_size) / 1024
-            print(f"{label:<22} {steps:>3} steps  {size_kb:7.1f} KiB read  median {median_s * 1e3:7.2f} ms/plan  ({runs} runs)")
+            print(
+                f"{label:<22} {steps:>3} steps  {size_kb:7.1f} KiB read  median {median_s * 1e3:7.2f} ms/plan  ({runs} runs)"
+            )
 
 
 if __name__ == "__main__":
