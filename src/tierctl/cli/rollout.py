@@ -125,16 +125,37 @@ def plan(
     "--gate-host", default="127.0.0.1", show_default=True, help="Host the gates reach engines on."
 )
 @click.option("--prometheus-url", help="Prometheus to query for the variant gates.")
-@click.option("--host-label", help="host_machine label for the Prometheus query.")
-@click.option("--health-timeout-s", type=float, default=120.0, show_default=True)
-@click.option("--metrics-timeout-s", type=float, default=120.0, show_default=True)
+@click.option(
+    "--host-label", help="host_machine label for the Prometheus query [NEW's x-tierctl.host]."
+)
+@click.option(
+    "--health-timeout-s",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="How long a recreated engine has to answer /health.",
+)
+@click.option(
+    "--metrics-timeout-s",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="How long the new variant may take to show in Prometheus.",
+)
 @click.option(
     "--soak-s", type=float, default=0.0, show_default=True, help="Soak window per engine step."
 )
-@click.option("--max-error-rate", type=float, default=0.01, show_default=True)
+@click.option(
+    "--max-error-rate",
+    type=float,
+    default=0.01,
+    show_default=True,
+    help="Highest aborted/finished ratio the soak accepts.",
+)
 @click.option(
     "--skip-gate",
     multiple=True,
+    help="Do not run this gate.",
     type=click.Choice(["health", "server-info", "metrics-variant", "prometheus-variants", "soak"]),
 )
 def rollout(

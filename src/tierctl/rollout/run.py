@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -170,6 +170,9 @@ def execute_plan(
     """Run a plan file with a driver: re-read and check both files, then :func:`run_rollout`."""
     plan = load_plan(plan_path)
     old, new = load_sides(plan, repo)
+    if options.gates.host_label is None:
+        host = compose_host(new.text)
+        options = replace(options, gates=replace(options.gates, host_label=host))
     driver = make_driver(config, plan, repo)
     try:
         return run_rollout(plan, driver, old, new, options, log=log)
