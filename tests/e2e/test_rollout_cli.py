@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tierctl.cli.main import main
 from tierctl.render import render_compose
 from tierctl.spec import load_spec
 
@@ -21,15 +24,21 @@ R2 = "model-sg-glm53-w4afp8-tp4-r2"
 
 
 def tierctl(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "tierctl", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=120,
-        check=False,
-    )
+    """Run the CLI in-process (fast), as `tierctl ARGS` would: exit code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = dict(os.environ)
+    os.environ.update(env or {})
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+            except SystemExit as exc:
+                code = int(exc.code or 0)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(["tierctl", *args], code, out.getvalue(), err.getvalue())
 
 
 def render(tmp: Path, name: str, mutate: object = None) -> Path:
@@ -110,7 +119,26 @@ def test_a_plan_touching_the_proxy_is_refused_without_a_traceback(tmp_path: Path
         cmd[cmd.index("3s")] = "5s"
 
     old, new = render(tmp_path, "old"), render(tmp_path, "new", slower_probe)
-    res = tierctl("plan", "--from", str(old), "--to", str(new), "--spec", str(EXAMPLE))
+    # A real process, to see exactly what an operator sees.
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tierctl",
+            "plan",
+            "--from",
+            str(old),
+            "--to",
+            str(new),
+            "--spec",
+            str(EXAMPLE),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     assert res.returncode == 1
     assert res.stderr.startswith("error: the plan would change protected services: proxy-glm53")
     assert "--allow proxy-glm53" in res.stderr
@@ -132,31 +160,21 @@ def test_bad_inputs_exit_2_with_a_message(args: list[str], message: str) -> None
 
 
 def test_compose_manager_needs_a_token_from_the_environment(
-    canary: tuple[Path, Path], tmp_path: Path
+    canary: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     old, new = canary
     plan_path = tmp_path / "plan.json"
     tierctl("plan", "--from", str(old), "--to", str(new), "-o", str(plan_path))
-    env = {k: v for k, v in os.environ.items() if k != "TIERCTL_AGENT_TOKEN"}
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tierctl",
-            "rollout",
-            "--plan",
-            str(plan_path),
-            "--driver",
-            "compose-manager",
-            "--agent-url",
-            "http://127.0.0.1:9",
-            "--dry-run",
-        ],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": str(ROOT / "src")},
-        timeout=60,
-        check=False,
+    monkeypatch.delenv("TIERCTL_AGENT_TOKEN", raising=False)
+    res = tierctl(
+        "rollout",
+        "--plan",
+        str(plan_path),
+        "--driver",
+        "compose-manager",
+        "--agent-url",
+        "http://127.0.0.1:9",
+        "--dry-run",
     )
     assert res.returncode == 2
     assert "no compose-manager token" in res.stderr

@@ -39,7 +39,7 @@ def format_plan(plan: Plan) -> str:
     for c in plan.services:
         role = c.role + (f"/{c.replica_role}" if c.replica_role else "")
         why = ", ".join(c.reasons)
-        lines.append(f"  {c.service:<{width}}  {role:<16} {c.change:<9} {why}")
+        lines.append(f"  {c.service:<{width}}  {role:<16} {c.change:<9} {why}".rstrip())
         for d in c.details:
             lines.append(f"  {'':<{width}}    {d}")
     lines.append("")
