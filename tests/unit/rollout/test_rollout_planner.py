@@ -183,7 +183,7 @@ def compose_files(draw: st.DrawFn) -> str:
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(text=compose_files())
 def test_plan_between_equal_files_is_empty(tmp_path: Path, text: str) -> None:
@@ -195,3 +195,38 @@ def test_plan_between_equal_files_is_empty(tmp_path: Path, text: str) -> None:
     plan = plan_files(str(a), str(b))
     assert plan.steps == []
     assert all(c.change == "unchanged" for c in plan.services)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(a=compose_files(), b=compose_files())
+def test_any_plan_touches_each_service_once_and_never_a_protected_one(
+    tmp_path: Path, a: str, b: str
+) -> None:
+    (tmp_path / "a.yaml").write_text(a)
+    (tmp_path / "b.yaml").write_text(b)
+    try:
+        plan = plan_files(str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"))
+    except ContractViolation as exc:
+        refusal = exc.message
+    else:
+        refusal = ""
+    if refusal:
+        assert refusal.startswith("the plan would change protected services: ")
+        return
+    touched = [s.service for s in plan.steps]
+    assert len(touched) == len(set(touched))
+    assert all(s.role != "proxy" for s in plan.steps)
+    changed = {c.service for c in plan.services if c.change != "unchanged"}
+    assert set(touched) <= changed | {c.service for c in plan.services if c.role == "collector"}
+    # Scoped downs come first, and canaries before the other replicas.
+    actions = [s.action for s in plan.steps]
+    assert actions == sorted(actions, key=lambda x: x != "down")
+    engine_roles = [
+        c.replica_role
+        for s in plan.steps
+        for c in plan.services
+        if c.service == s.service and s.role == "engine" and s.action == "recreate"
+    ]
+    assert engine_roles == sorted(engine_roles, key=lambda r: r != "canary")
