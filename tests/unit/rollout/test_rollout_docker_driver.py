@@ -124,3 +124,13 @@ def test_an_empty_service_list_is_never_sent(tmp_path: Path) -> None:
 def test_a_failing_command_is_a_runtime_failure(tmp_path: Path) -> None:
     with pytest.raises(RuntimeFailure, match="exited 1: boom"):
         DockerDriver(tmp_path, runner=Recorder(rc=1)).apply(_dep(), ["r1"])
+
+
+def test_a_compose_without_dry_run_is_named(tmp_path: Path) -> None:
+    def old_compose(argv: Sequence[str]) -> RunResult:
+        return RunResult(1, "", "unknown flag: --dry-run")
+
+    with pytest.raises(RuntimeFailure, match="no --dry-run") as info:
+        DockerDriver(tmp_path, runner=old_compose).dry_run(_dep(), ["r2"])
+    assert info.value.fix is not None
+    assert "2.17" in info.value.fix

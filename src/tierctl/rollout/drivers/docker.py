@@ -120,7 +120,16 @@ class DockerDriver:
 
     def dry_run(self, dep: Deployment, services: list[str]) -> DryRunResult:
         """Run the dry run and parse what it would do."""
-        res = self._run(self.dry_run_argv(dep, services))
+        argv = self.dry_run_argv(dep, services)
+        res = self._runner(argv)
+        if res.returncode != 0 and "dry-run" in (res.stderr + res.stdout).lower():
+            raise RuntimeFailure(
+                "this docker compose has no --dry-run",
+                rule="every step is dry-run first and must plan exactly its service",
+                value=(res.stderr or res.stdout).strip()[:200],
+                fix="upgrade the compose plugin to 2.17 or later, or use --driver compose-manager",
+            )
+        res = self._check(argv, res)
         lines = (res.stdout + "\n" + res.stderr).splitlines()
         return parse_dry_run(lines, dep.services, self._project)
 
@@ -147,7 +156,9 @@ class DockerDriver:
         return path
 
     def _run(self, argv: list[str]) -> RunResult:
-        res = self._runner(argv)
+        return self._check(argv, self._runner(argv))
+
+    def _check(self, argv: list[str], res: RunResult) -> RunResult:
         if res.returncode != 0:
             tail = "; ".join((res.stderr or res.stdout).strip().splitlines()[-5:])
             raise RuntimeFailure(
