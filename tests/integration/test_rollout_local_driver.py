@@ -293,6 +293,25 @@ def test_a_killed_rollout_resumes_without_repeating_a_finished_step(tier: Tier) 
     ]
     assert begins.count("01-recreate-model-r2") == 1
     assert begins.count("02-recreate-model-r1") == 2
+    # The engine the killed run was starting was stopped by the resume, not orphaned.
+    running = {int(e["pid"]) for e in tier.driver.state().values()}
+    assert _live_pids(str(tier.tmp / "fake_engine.py")) == running
+
+
+def _live_pids(marker: str) -> set[int]:
+    """Pids of live (not zombie) processes whose command line contains ``marker``."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            zombie = "State:\tZ" in (proc / "status").read_text()
+        except OSError:
+            continue
+        if marker in cmdline and not zombie:
+            found.add(int(proc.name))
+    return found
 
 
 class _Prometheus:

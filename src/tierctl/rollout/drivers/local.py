@@ -84,7 +84,7 @@ class LocalDriver:
     def endpoint(self, dep: Deployment, service: str) -> str:
         """The URL the service printed when it started."""
         entry = self.state().get(service)
-        if entry is None:
+        if entry is None or not entry.get("url"):
             raise RuntimeFailure(
                 f"{service} is not running under the local driver",
                 rule="gates reach engines the local driver started",
@@ -156,6 +156,11 @@ class LocalDriver:
                 start_new_session=True,
             )
         self._children[proc.pid] = proc
+        # Recorded before it is ready: if this rollout dies while the engine starts, the next
+        # one (a --resume) still finds and stops it.
+        state = self.state()
+        state[service] = {"pid": proc.pid, "url": None, "log": str(log), "argv": argv}
+        self._save(state)
         deadline = time.monotonic() + self._start_timeout_s
         while True:
             text = log.read_text(errors="replace")
@@ -163,7 +168,7 @@ class LocalDriver:
             if m:
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
-                self._kill(proc.pid)
+                self._stop(service)
                 tail = " | ".join(text.strip().splitlines()[-5:])
                 why = f"exited {proc.returncode}" if proc.returncode is not None else "timed out"
                 raise RuntimeFailure(
