@@ -13,7 +13,16 @@ from tierctl.render.files import check_rendered
 from tierctl.spec import load_spec, resolve_tier
 from tierctl.spec.summary import summarise
 
-DEFAULT_SPEC = Path(__file__).resolve().parents[2] / "examples" / "glm53-long-context" / "tier.yaml"
+
+def _examples_dir() -> Path:
+    """The checkout's examples/ (editable installs), else the copy inside the wheel."""
+    here = Path(__file__).resolve().parent
+    checkout = here.parents[1] / "examples"
+    return checkout if checkout.is_dir() else here / "_examples"
+
+
+EXAMPLES = _examples_dir()
+DEFAULT_SPEC = EXAMPLES / "glm53-long-context" / "tier.yaml"
 
 Stage = Callable[[Path, Console], bool]
 
