@@ -13,6 +13,7 @@ Run: PYTHONPATH=src python benchmarks/validate_scale.py [--hosts 100] [--replica
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
 import tracemalloc
@@ -23,10 +24,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fleet import fleet_spec_texts
 
 from tierctl.contracts.compose_file import load_compose
-from tierctl.contracts.schema import _fast_validator, _validator
+from tierctl.contracts.schema import _validator
 from tierctl.contracts.validation import validate
 from tierctl.render import render_compose
 from tierctl.spec import load_spec_text
+
+
+def schema_module_fast() -> bool:
+    """Whether the jsonschema-rs fast path is in use (after --pure)."""
+    import tierctl.contracts.schema as schema_module
+
+    return schema_module._fast_validator() is not None
 
 
 def main() -> None:
@@ -35,7 +43,14 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=100)
     parser.add_argument("--replicas", type=int, default=8)
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument(
+        "--pure", action="store_true", help="Disable the jsonschema-rs fast path (pure Python)."
+    )
     args = parser.parse_args()
+    if args.pure:
+        import tierctl.contracts.schema as schema_module
+
+        schema_module._fast_validator = lambda: None  # type: ignore[assignment]
     texts = fleet_spec_texts(args.hosts, args.replicas)
     t0 = time.perf_counter()
     specs = [load_spec_text(text, name) for name, text in texts]
@@ -83,10 +98,13 @@ def main() -> None:
     print(f"  CPU time of that pass:                 {best_cpu:.3f} s (less sensitive to load)")
     print(f"  of which reading compose files:       {best_read:.3f} s")
     print(f"  jsonschema (pure Python) alone:        {schema_s:.3f} s")
-    print(f"  schema fast path (jsonschema-rs):      {'on' if _fast_validator() else 'off'}")
+    fast = "on" if schema_module_fast() else "off"
+    print(f"  schema fast path (jsonschema-rs):      {fast}")
     print(f"spec loading (not part of the goal):     {load_s:.3f} s")
     print(f"violations found: {violations} (expected 0)")
-    print(f"peak traced memory during validation: {peak / 2**20:.1f} MiB")
+    print(f"peak traced memory during validation: {peak / 2**20:.1f} MiB (Python heap)")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"process max RSS: {rss:.0f} MiB")
 
 
 if __name__ == "__main__":
