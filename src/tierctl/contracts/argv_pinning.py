@@ -29,10 +29,20 @@ def check(ctx: Context) -> Iterator[Violation]:
             rule="TC001",
             service=view.expected.service,
             message=f"argv differs from the spec's for {view.expected.name}: {shown}{more}",
-            location=ctx.compose.location("services", view.expected.service, "command"),
+            location=ctx.compose.location(
+                "services", view.expected.service, "command", _first_difference(expected, actual)
+            ),
             expected=" ".join(expected),
             found=" ".join(actual),
         )
+
+
+def _first_difference(expected: list[str], actual: list[str]) -> int:
+    """Index in the file's argv of the first token that differs (where the line points)."""
+    for i, (want, got) in enumerate(zip(expected, actual, strict=False)):
+        if want != got:
+            return i
+    return max(0, min(len(expected), len(actual)) - 1) if actual else 0
 
 
 def _flag_at(tokens: list[str], index: int) -> str | None:

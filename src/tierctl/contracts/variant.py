@@ -16,6 +16,7 @@ import yaml
 
 from tierctl.contracts.context import Context, ReplicaView
 from tierctl.contracts.report import Violation
+from tierctl.errors import Location
 from tierctl.spec.effective import VariantError, fill, render_variant
 
 
@@ -79,7 +80,12 @@ def check(ctx: Context) -> Iterator[Violation]:
                     )
                 else:
                     found_places.append(
-                        ("collector scrape label " + label, job.get(label), ("configs",), variant)
+                        (
+                            "collector scrape label " + label,
+                            job.get(label),
+                            ("configs", _scrape_config_name(ctx), "content", svc, label),
+                            variant,
+                        )
                     )
         for what, found, path, expected in found_places:
             if found != expected:
@@ -108,7 +114,7 @@ def _wrong(
     location = (
         ctx.compose.location("services", svc, *path)
         if path[0] != "configs"
-        else ctx.compose.location(*path)
+        else _content_location(ctx, str(path[1]), str(path[3]), str(path[4]))
     )
     return Violation(
         rule="TC002",
@@ -118,6 +124,28 @@ def _wrong(
         expected=expected,
         found=None if found is None else str(found),
     )
+
+
+def _scrape_config_name(ctx: Context) -> str:
+    return next(s.scrape.config for s in ctx.tier.services.values() if s.scrape is not None)
+
+
+def _content_location(ctx: Context, config: str, service: str, label: str) -> Location:
+    """The file line of ``label`` in the scrape job of ``service`` inside a block-scalar
+    ``configs.<config>.content`` (the key's line when the content is not a block)."""
+    base = ctx.compose.location("configs", config, "content")
+    content = _get(ctx.compose.data, "configs", config, "content")
+    if base.line is None or not isinstance(content, str):
+        return base
+    lines = content.splitlines()
+    start = next((i for i, text in enumerate(lines) if f"container_name: {service}" in text), None)
+    if start is None:
+        return base
+    # The labels of one static config sit together; look a few lines around the container name.
+    for i in range(max(0, start - 8), min(len(lines), start + 8)):
+        if lines[i].strip().startswith(f"{label}:"):
+            return Location(file=base.file, line=base.line + 1 + i, path=base.path)
+    return base
 
 
 def _get(node: Any, *keys: str) -> Any:
