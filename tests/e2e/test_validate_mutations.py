@@ -82,6 +82,9 @@ def test_replica_given_the_other_replicas_interval(
     [argv] = _violations(result, "TC001")
     assert f"{service}: TC001 argv-pinning:" in argv
     assert f"--prefill-decode-interval expected '{own}', found '{other}' ({owner}'s value)" in argv
+    start, _ = _section(text, service)
+    value_line = text[: text.index(PDI.format(other), start)].count("\n") + 2
+    assert argv.split(": ", 1)[0].endswith(f"compose.yaml:{value_line}")
     [label] = [v for v in _violations(result, "TC002") if "variant-truthfulness: label" in v]
     assert f"give variant '{V1 if other == '1' else V2}' - its argv/env are {owner}'s" in label
 
