@@ -1,10 +1,11 @@
 """TC003 shared-runtime: replicas share everything the spec does not declare per replica.
 
 Per-replica by declaration: the command (TC001 pins it), labels, container name, log tag,
-GPU ids, environment variables some replica overrides, the image when a replica overrides it,
-and any compose key a replica's ``compose`` fragment sets. Every other key must be equal
-across the replicas; a difference is reported with its path, and the replica that departs
-from what the spec renders is the one named. Environment and GPUs are also held to the spec.
+GPU ids, the environment, the image when a replica overrides it, and any compose key a
+replica's ``compose`` fragment sets. Every other key must be equal across the replicas; a
+difference is reported with its path, and the replica that departs from what the spec renders
+is the one named. The environment and the GPUs are held to the spec variable by variable and
+id by id instead, which also catches a change made to every replica at once.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def _env(ctx: Context, view: ReplicaView) -> Iterator[Violation]:
     actual = view.service.environment
     svc = view.expected.service
     for key in [*expected, *(k for k in actual if k not in expected)]:
-        want, got = expected.get(key), actual.get(key, _ABSENT)
-        if got is _ABSENT:
+        want, got = expected.get(key), actual.get(key, _MISSING)
+        if got is _MISSING:
             message = f"environment {key} is missing; the spec gives {want!r}"
         elif want is None:
             message = f"environment {key} is not in the spec (found {_redact(key, got)})"
@@ -93,7 +94,7 @@ def _env(ctx: Context, view: ReplicaView) -> Iterator[Violation]:
             message=message,
             location=ctx.compose.location("services", svc, "environment", key),
             expected=None if want is None else _redact(key, want),
-            found=None if got is _ABSENT else _redact(key, got),
+            found=None if got is _MISSING else _redact(key, got),
         )
 
 
@@ -119,7 +120,6 @@ class _Missing:
 
 
 _MISSING: Any = _Missing()
-_ABSENT: Any = _MISSING
 
 
 def _show(value: Any) -> str:
