@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tierctl.catalog.build import build_catalog, parse_ref
+from tierctl.catalog.build import build_catalog
 from tierctl.catalog.store import diff_catalogs, resolve_catalog, shipped
 from tierctl.errors import InputError
 
@@ -76,9 +76,6 @@ def show(ref: str, flag_name: str | None, fmt: str) -> None:
 @click.argument("b")
 def diff(a: str, b: str) -> None:
     """Flags added, removed and changed from catalog A to catalog B."""
-    for ref in (a, b):
-        if "==" in ref:
-            parse_ref(ref)
     result = diff_catalogs(resolve_catalog(a), resolve_catalog(b))
     for flag in result.added:
         click.echo(f"+ {flag.name}\t{flag.type}\tdefault={json.dumps(flag.default)}")
