@@ -14,6 +14,7 @@ PARSER_TYPES: dict[str, FlagType] = {
     "int": "int",
     "float": "float",
     "str": "str",
+    "json": "json",
     "human_readable_int": "int",
     "human_readable_int_or_auto": "str",
     "json.loads": "json",

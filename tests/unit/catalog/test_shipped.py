@@ -64,3 +64,9 @@ def test_missing_catalog_is_an_input_error_naming_the_shipped_ones() -> None:
 
 def test_versions_sort_numerically() -> None:
     assert sorted(["0.5.16", "0.5.9", "0.5.23"], key=version_key) == ["0.5.9", "0.5.16", "0.5.23"]
+
+
+def test_vllm_config_object_flags_take_json() -> None:
+    cat = load_catalog("vllm", "0.33.0")
+    assert cat.flags["--compilation-config"].type == "json"
+    assert cat.lookup("-cc") is cat.flags["--compilation-config"]
