@@ -77,8 +77,14 @@ def extract(files: dict[str, str]) -> tuple[list[Flag], str, list[str]]:
     )
     if make_parser is not None:
         flags.extend(_explicit_calls(make_parser, ns, {}))
+    customised = _customisations(ns, "FrontendArgs")
     for cls_name, field_name, hints_node in _class_fields(ns, "FrontendArgs"):
         kwargs = _field_kwargs(ns, cls_name, field_name, hints_node)
+        for key, value in customised.get(field_name, {}).items():
+            if value is _DELETED:
+                kwargs.pop(key, None)
+            else:
+                kwargs[key] = value
         flags.append(_flag("--" + field_name.replace("_", "-"), [], field_name, kwargs))
     for cls_name in ("EngineArgs", "AsyncEngineArgs"):
         cls = ns.classes.get(cls_name)
@@ -88,6 +94,47 @@ def extract(files: dict[str, str]) -> tuple[list[Flag], str, list[str]]:
     unique = list({f.name: f for f in reversed(flags)}.values())[::-1]
     used = [ENGINE_ARGS, frontend_path, *sorted(p for p in trees if p.startswith("vllm/config/"))]
     return unique, "config-dataclasses", used
+
+
+_DELETED = object()
+
+
+def _customisations(ns: Namespace, cls_name: str, depth: int = 0) -> dict[str, dict[str, Any]]:
+    """Edits ``_customize_cli_kwargs`` makes to the derived keywords, bases first:
+    ``kwargs["field"]["type"] = json.loads`` and ``del kwargs["field"]["nargs"]``."""
+    cls = ns.classes.get(cls_name)
+    if cls is None or depth > 5:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for base in cls.bases:
+        name = dotted_name(base)
+        if name:
+            for field, edits in _customisations(ns, name.rsplit(".", 1)[-1], depth + 1).items():
+                out.setdefault(field, {}).update(edits)
+    method = _method(cls, "_customize_cli_kwargs")
+    for node in ast.walk(method) if method is not None else ():
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = _field_key(node.targets[0])
+            if target is not None:
+                out.setdefault(target[0], {})[target[1]] = _keyword_value(target[1], node.value, ns)
+        elif isinstance(node, ast.Delete):
+            for item in node.targets:
+                target = _field_key(item)
+                if target is not None:
+                    out.setdefault(target[0], {})[target[1]] = _DELETED
+    return out
+
+
+def _field_key(node: ast.expr) -> tuple[str, str] | None:
+    """("field", "key") for ``something["field"]["key"]``."""
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.value, ast.Subscript)
+        and isinstance(node.value.slice, ast.Constant)
+    ):
+        return str(node.value.slice.value), str(node.slice.value)
+    return None
 
 
 def _has_class(tree: ast.Module, name: str) -> bool:
@@ -281,6 +328,9 @@ def _splat(
 
 def _keyword_value(key: str, node: ast.expr, ns: Namespace) -> Any:
     if key == "type":
+        # optional_type(str) / parse_type(json.loads) wrap the real parser.
+        if isinstance(node, ast.Call) and len(node.args) == 1:
+            return dotted_name(node.args[0]) or "custom"
         return dotted_name(node) or "custom"
     if key == "action":
         name = dotted_name(node)

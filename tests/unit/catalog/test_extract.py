@@ -156,6 +156,14 @@ def make_arg_parser(parser):
 class FrontendArgs(BaseFrontendArgs):
     host: str | None = None
     """Host name."""
+    allowed_origins: list[str] = field(default_factory=list)
+    """Allowed origins."""
+    @classmethod
+    def _customize_cli_kwargs(cls, kw):
+        kw = super()._customize_cli_kwargs(kw)
+        kw["allowed_origins"]["type"] = json.loads
+        del kw["allowed_origins"]["nargs"]
+        return kw
 '''
 
 
@@ -178,6 +186,8 @@ def test_vllm_layout(tmp_path: Path) -> None:
     assert cat.lookup("--no-chunked") is flags["--chunked"]
     assert (flags["--policy"].choices, flags["--policy"].default) == (("fcfs", "priority"), None)
     assert flags["--budget"].parser == "human_readable_int"
+    origins = flags["--allowed-origins"]
+    assert (origins.type, origins.nargs, origins.default) == ("json", None, [])
 
 
 def test_wheel_without_server_args_is_an_input_error(tmp_path: Path) -> None:
