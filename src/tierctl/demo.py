@@ -338,7 +338,7 @@ def _live_traffic(ctx: DemoContext, urls: dict[str, str]) -> tuple[float, float]
                 console=Console(quiet=True),
                 plots=False,
             )
-        except BaseException as exc:  # noqa: BLE001 - reported below, never swallowed
+        except BaseException as exc:  # reported below, never swallowed
             errors.append(exc)
 
     threads = [threading.Thread(target=drive, args=(n,)) for n in ("r1", "r2")]
