@@ -14,19 +14,19 @@ from tierctl.rollout.normalise import CONFIGS_KEY, load_services
 ANCHORED = """
 x-engine: &engine
   image: img@sha256:1
-  environment: [A=1, B=2]
-  labels: {config_variant: v1}
+  labels: [config_variant=v1]
 services:
   r1:
     <<: *engine
-    command: python3 -m sglang.launch_server --port ${R1_PORT:-30001} --model-path "/m x"
+    command: sglang --port ${R1_PORT:-30001} --name "a b"
     environment: ["HF_TOKEN=${HF_TOKEN:?set HF_TOKEN}"]
   r2:
     <<: *engine
-    command: ["python3", "-m", "sglang.launch_server", "--port", 30002, "--model-path", "/m x"]
+    entrypoint: [python3, -m]
+    environment: {A: 1, B: "2"}
   col:
     image: otel
-    configs: [scrape]
+    configs: [{source: scrape, target: /etc/scrape.yaml}]
     depends_on: [r1, r2]
 configs:
   scrape:
@@ -37,15 +37,9 @@ configs:
 def test_services_are_long_form_maps_with_defaults_applied_and_secrets_kept() -> None:
     svcs = load_services(ANCHORED, "c.yaml").services
     assert svcs["r1"]["image"] == "img@sha256:1"
-    assert svcs["r1"]["command"] == [
-        "python3",
-        "-m",
-        "sglang.launch_server",
-        "--port",
-        "30001",
-        "--model-path",
-        "/m x",
-    ]
+    assert svcs["r1"]["command"] == ["sglang", "--port", "30001", "--name", "a b"]
+    assert svcs["r2"]["entrypoint"] == ["python3", "-m"]
+    assert "command" not in svcs["r2"]
     assert svcs["r1"]["environment"] == {"HF_TOKEN": "${HF_TOKEN:?set HF_TOKEN}"}
     assert svcs["r2"]["environment"] == {"A": "1", "B": "2"}
     assert svcs["r2"]["labels"] == {"config_variant": "v1"}
@@ -53,7 +47,7 @@ def test_services_are_long_form_maps_with_defaults_applied_and_secrets_kept() ->
 
 def test_given_variables_are_substituted() -> None:
     svcs = load_services(ANCHORED, "c.yaml", env={"R1_PORT": "7", "HF_TOKEN": "t"}).services
-    assert svcs["r1"]["command"][4] == "7"
+    assert svcs["r1"]["command"][2] == "7"
     assert svcs["r1"]["environment"] == {"HF_TOKEN": "t"}
 
 
