@@ -40,13 +40,6 @@ class Interpolation(enum.Enum):
     """Substituted from the environment; an unset required variable is an error."""
 
 
-def resolve_mode(mode: Interpolation | None, env: Mapping[str, str] | None) -> Interpolation:
-    """The mode a caller means: given, else KEEP without an environment and STRICT with one."""
-    if mode is not None:
-        return mode
-    return Interpolation.KEEP if env is None else Interpolation.STRICT
-
-
 @dataclass(frozen=True)
 class VarRef:
     """One variable reference as written: ``${NAME<operator><argument>}``."""
@@ -150,7 +143,7 @@ def references(text: str) -> list[VarRef]:
 def interpolate(
     text: str, env: Mapping[str, str] | None = None, mode: Interpolation | None = None
 ) -> str:
-    """Substitute references in ``text`` as ``mode`` says (see :func:`resolve_mode`).
+    """Substitute references in ``text`` as ``mode`` says.
 
     Args:
         text: a string value from a compose file.
@@ -162,7 +155,8 @@ def interpolate(
     """
     if "$" not in text:
         return text
-    mode = resolve_mode(mode, env)
+    if mode is None:
+        mode = Interpolation.KEEP if env is None else Interpolation.STRICT
     variables: Mapping[str, str] = env or {}
     out: list[str] = []
     for piece in parse(text):
