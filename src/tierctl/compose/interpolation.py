@@ -28,6 +28,14 @@ class InterpolationError(ValueError):
     """A malformed ``$`` reference, or (strict mode) an unset required variable."""
 
 
+class MissingVariable(InterpolationError):
+    """STRICT mode: a required variable (``${NAME:?message}``) is unset."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"required variable {name} is missing a value: {message}")
+        self.name = name
+
+
 class Interpolation(enum.Enum):
     """How references are treated when a compose file is read."""
 
@@ -182,7 +190,7 @@ def _resolve(ref: VarRef, env: Mapping[str, str], mode: Interpolation) -> str:
         if missing and mode is Interpolation.DEFAULTS:
             return ref.text
         if missing:
-            raise InterpolationError(f"required variable {ref.name} is missing a value: {arg}")
+            raise MissingVariable(ref.name, arg)
         return str(value)
     if ref.operator == ":+":
         return "" if empty else interpolate(arg, env, mode)

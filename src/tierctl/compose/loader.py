@@ -14,7 +14,12 @@ from typing import Any
 
 import yaml
 
-from tierctl.compose.interpolation import Interpolation, InterpolationError, interpolate
+from tierctl.compose.interpolation import (
+    Interpolation,
+    InterpolationError,
+    MissingVariable,
+    interpolate,
+)
 from tierctl.compose.lines import YamlLoader, locate, merged_lines
 from tierctl.compose.model import ComposeFile
 from tierctl.errors import ComposeInputError, Location
@@ -126,6 +131,8 @@ def _interpolate_tree(node: Any, path: PathKey, where: _Where) -> Any:
                 str(exc),
                 location=locate(merged_lines(((where.source, where.text),)), path, where.source),
                 rule="interpolation",
-                fix="use ${NAME}, ${NAME:-default} or ${NAME:?message}; write $$ for a literal $",
+                fix=f"set {exc.name} in the environment"
+                if isinstance(exc, MissingVariable)
+                else "use ${NAME}, ${NAME:-default} or ${NAME:?message}; write $$ for a literal $",
             ) from None
     return node

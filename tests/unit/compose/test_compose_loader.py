@@ -182,6 +182,7 @@ def test_unset_required_variable_with_env_is_located() -> None:
     assert info.value.location is not None
     assert info.value.location.line == 5
     assert "set TOKEN" in info.value.message
+    assert info.value.fix == "set TOKEN in the environment"
 
 
 def test_bad_yaml_is_located(tmp_path: Path) -> None:
