@@ -34,8 +34,9 @@ AISIM = Path("/tmp/peer-aisim/bin/aisimulate")
 VIDUR_PY = Path("/tmp/peer-vidur/bin/python")
 
 
-def run_child(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None,
-              cwd: str | None = None) -> dict[str, Any]:
+def run_child(
+    cmd: list[str], timeout_s: float, env: dict[str, str] | None = None, cwd: str | None = None
+) -> dict[str, Any]:
     """Run ``cmd``; wall time, its own peak RSS (MiB, from wait4), exit code, output tail."""
     with tempfile.TemporaryFile("w+") as log:
         t = time.perf_counter()
@@ -203,8 +204,11 @@ def main(args: argparse.Namespace) -> None:
 
     # The field report's burst, interval 1 vs 2, through both simulators.
     fb = field_burst(random.Random(0))
-    mk = lambda n: EngineConfig.from_argv(["--chunked-prefill-size", "16384", "--max-running-requests",
-                                            "16", "--prefill-decode-interval", str(n)])  # noqa: E731  # fmt: skip
+
+    def mk(n):
+        return EngineConfig.from_argv(["--chunked-prefill-size", "16384", "--max-running-requests",
+                                                "16", "--prefill-decode-interval", str(n)])  # fmt: skip
+
     cmp = compare(mk(1), mk(2), fb)
     ours = {r.metric: (r.control, r.candidate) for r in cmp.table}
     print_table("field burst (8 x ~720K + 3 decoding), tierctl:",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import signal
 import time
@@ -58,6 +59,7 @@ class SimServer:
         self.inflight = 0
         self._idle = asyncio.Event()
         self.started_at = time.time()
+        self.bound_port = config.port
         load_tokenizer()  # load before serving so the first request does not pay for it
 
     def app(self) -> web.Application:
@@ -116,6 +118,7 @@ class SimServer:
     async def server_info(self, request: web.Request) -> web.Response:
         """Every effective server arg as a top-level key, plus the simulator's own settings."""
         info: dict[str, Any] = self.config.server_args()
+        info["port"] = self.bound_port  # the port actually bound (differs with --port 0)
         info["version"] = SGLANG_VERSION
         info["tierctl_sim"] = {
             "time_scale": self.options.time_scale,
@@ -146,9 +149,7 @@ class SimServer:
         """Prometheus text format; 404 unless ``--enable-metrics``, as in SGLang."""
         if not self.config.enable_metrics:
             raise web.HTTPNotFound()
-        return web.Response(
-            body=self.metrics.render(), content_type="text/plain", charset="utf-8"
-        )
+        return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8")
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         """``POST /v1/chat/completions``."""
@@ -268,7 +269,7 @@ class SimServer:
             generation_tokens=len(texts),
             ttft_s=(times[0] - arrived) * scale if times else None,
             e2e_s=(times[-1] - arrived) * scale if times else 0.0,
-            itl_s=[(b - a) * scale for a, b in zip(times, times[1:], strict=False)],
+            itl_s=[(b - a) * scale for a, b in itertools.pairwise(times)],
         )
         if resp is not None:
             if gen.include_usage:
@@ -365,8 +366,9 @@ async def serve(
             f"cannot listen on {config.host}:{config.port}: {exc.strerror}",
             fix="pick a free --port (0 picks one)",
         ) from None
-    sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
-    port = sockets[0].getsockname()[1] if sockets else config.port
+    addresses = runner.addresses
+    port = int(addresses[0][1]) if addresses else config.port
+    server.bound_port = port
     host = f"[{config.host}]" if ":" in config.host else config.host
     announce(f"listening on http://{host}:{port}")
     stop_ev = stop or asyncio.Event()

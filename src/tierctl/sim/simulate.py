@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel, preset
 from tierctl.sim.engine import Round, Scheduler, itl_quantile
-from tierctl.sim.result import RequestResult, SimResult, ratio_table, summarize, RatioRow
+from tierctl.sim.result import RatioRow, RequestResult, SimResult, ratio_table, summarize
 from tierctl.sim.workload import Workload
 
 
@@ -63,7 +63,9 @@ def simulate(
             steps.append(rnd)
         now += rnd.duration_s
     lives = [*sched.done, *sched.lives.values()]
-    results = tuple(sorted((RequestResult.of(x) for x in lives), key=lambda r: (r.arrival_s, r.rid)))
+    results = tuple(
+        sorted((RequestResult.of(x) for x in lives), key=lambda r: (r.arrival_s, r.rid))
+    )
     hist = sched.stats.itl_hist
     summary = summarize(
         list(results), sched.stats.kv_waits, (itl_quantile(hist, 0.5), itl_quantile(hist, 0.99))

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 from tierctl.sim.workload import BLOCK_TOKENS
@@ -25,12 +25,49 @@ VOCAB_SIZE = 4096
 
 # Side-effect-free standard library modules whose docstrings make the training corpus.
 _CORPUS_MODULES = (
-    "argparse", "asyncio", "collections", "concurrent.futures", "contextlib", "csv",
-    "dataclasses", "datetime", "decimal", "email", "enum", "fractions", "functools", "glob",
-    "gzip", "heapq", "http.client", "http.server", "inspect", "io", "itertools", "json",
-    "logging", "math", "os", "pathlib", "pickle", "random", "re", "shutil", "socket",
-    "sqlite3", "statistics", "string", "subprocess", "tarfile", "textwrap", "threading",
-    "typing", "unittest", "urllib.parse", "uuid", "zipfile",
+    "argparse",
+    "asyncio",
+    "collections",
+    "concurrent.futures",
+    "contextlib",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "email",
+    "enum",
+    "fractions",
+    "functools",
+    "glob",
+    "gzip",
+    "heapq",
+    "http.client",
+    "http.server",
+    "inspect",
+    "io",
+    "itertools",
+    "json",
+    "logging",
+    "math",
+    "os",
+    "pathlib",
+    "pickle",
+    "random",
+    "re",
+    "shutil",
+    "socket",
+    "sqlite3",
+    "statistics",
+    "string",
+    "subprocess",
+    "tarfile",
+    "textwrap",
+    "threading",
+    "typing",
+    "unittest",
+    "urllib.parse",
+    "uuid",
+    "zipfile",
 )
 
 

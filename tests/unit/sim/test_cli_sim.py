@@ -46,7 +46,8 @@ def test_bad_engine_flag_is_exit_2_without_traceback(run_cli: Callable[..., Any]
 def test_unknown_replica_is_exit_2(run_cli: Callable[..., Any]) -> None:
     res = run_cli("sim", "run", "--spec", str(GLM_SPEC), "--replica", "r9")
     assert res.code == 2
-    assert "no replica 'r9'" in res.err and "r1, r2" in res.err
+    assert "no replica 'r9'" in res.err
+    assert "r1, r2" in res.err
 
 
 def test_fit_prints_coefficients(run_cli: Callable[..., Any], tmp_path: Path) -> None:
