@@ -26,7 +26,7 @@ from tierctl.errors import RuntimeFailure
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.driver import EngineDriver
-from tierctl.sim.engine import Emission, Scheduler
+from tierctl.sim.engine import Scheduler
 from tierctl.sim.metrics import EngineMetrics
 from tierctl.sim.openai_io import ApiError, GenRequest, parse, token_text
 from tierctl.sim.tokenizer import DynamicBatchTokenizer, block_hashes, encode_prompt, load_tokenizer
@@ -105,7 +105,7 @@ class SimServer:
         if self.draining or self.driver is None:
             return web.Response(status=503)
         rid = "health-" + self.driver.new_rid()
-        outcome, q = self.driver.submit(rid, 8, 1, ())
+        outcome, q, _ = self.driver.submit(rid, 8, 1, ())
         if q is None:
             return web.Response(status=503, text=outcome)
         try:
@@ -206,7 +206,8 @@ class SimServer:
         driver = self.driver
         assert driver is not None
         rid = driver.new_rid()
-        outcome, q = driver.submit(rid, max(n_tokens, 1), gen.max_tokens, hashes)
+        submitted = time.monotonic()
+        outcome, q, enqueued_s = driver.submit(rid, max(n_tokens, 1), gen.max_tokens, hashes)
         if q is None:
             self.metrics.aborted()
             if outcome == "queue_full":
@@ -224,8 +225,7 @@ class SimServer:
         created = int(time.time())
         model = self.config.model_name
         obj = "chat.completion" if gen.chat else "text_completion"
-        scale = self.options.time_scale
-        times: list[float] = []
+        times: list[float] = []  # modelled seconds at which each token was produced
         cached = 0
         resp: web.StreamResponse | None = None
         finished = False
@@ -239,8 +239,8 @@ class SimServer:
                     await _sse(resp, _chunk(rid, obj, created, model, {"role": "assistant"}, None))
             texts: list[str] = []
             while not finished:
-                em: Emission = await q.get()
-                times.append(time.monotonic())
+                em, produced_s = await q.get()
+                times.append(produced_s)
                 if em.index == 1:
                     cached = driver.cached_tokens(rid)
                 finished = em.finished
@@ -267,9 +267,11 @@ class SimServer:
             prompt_tokens=n_tokens,
             cached_tokens=cached,
             generation_tokens=len(texts),
-            ttft_s=(times[0] - arrived) * scale if times else None,
-            e2e_s=(times[-1] - arrived) * scale if times else 0.0,
-            itl_s=[(b - a) * scale for a, b in itertools.pairwise(times)],
+            # Wall time before the scheduler saw it (body read, tokenization) plus modelled
+            # engine time, so a time-scaled server reports what the modelled GPU would.
+            ttft_s=(submitted - arrived) + (times[0] - enqueued_s) if times else None,
+            e2e_s=(submitted - arrived) + (times[-1] - enqueued_s) if times else 0.0,
+            itl_s=[b - a for a, b in itertools.pairwise(times)],
         )
         if resp is not None:
             if gen.include_usage:
