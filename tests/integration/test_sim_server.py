@@ -153,6 +153,14 @@ async def test_queue_limit_answers_the_configured_status_and_bad_requests_get_40
         async with s.post(srv.url + "/v1/chat/completions", json={"messages": "hi"}) as r:
             assert r.status == 400
             assert (await r.json())["error"]["param"] == "messages"
+        # A legitimate 100 MB body is read and answered, not refused for its size.
+        big = io.BytesIO(
+            b'{"prompt": "hi", "max_tokens": 1, "user": "' + b"x" * 100_000_000 + b'"}'
+        )
+        async with s.post(srv.url + "/v1/completions", data=big,
+                          headers={"Content-Type": "application/json"}) as r:  # fmt: skip
+            assert r.status == 200
+            assert (await r.json())["usage"]["completion_tokens"] == 1
         async with s.get(srv.url + "/metrics") as r:
             assert r.status == 404  # no --enable-metrics, as in SGLang
         async with s.get(srv.url + "/health_generate") as r:
