@@ -34,6 +34,23 @@ AISIM = Path("/tmp/peer-aisim/bin/aisimulate")
 VIDUR_PY = Path("/tmp/peer-vidur/bin/python")
 
 
+def group_rss_kib(pgid: int) -> int:
+    """Summed resident memory of the processes in process group ``pgid`` (Linux /proc)."""
+    total = 0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:  # field 5 of stat: pgrp
+                for line in (d / "status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
 def run_child(
     cmd: list[str], timeout_s: float, env: dict[str, str] | None = None, cwd: str | None = None
 ) -> dict[str, Any]:
@@ -44,10 +61,16 @@ def run_child(
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env,
                                 cwd=cwd, start_new_session=True)  # fmt: skip
         timed_out = False
+        sampled_kib = 0
+        last_sample = 0.0
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
+            if time.perf_counter() - last_sample > 0.5:
+                # wait4 misses workers a killed child never reaped: sample the group too.
+                sampled_kib = max(sampled_kib, group_rss_kib(proc.pid))
+                last_sample = time.perf_counter()
             if time.perf_counter() - t > timeout_s:
                 os.killpg(proc.pid, signal.SIGKILL)
                 timed_out = True
@@ -58,7 +81,8 @@ def run_child(
         proc.returncode = os.waitstatus_to_exitcode(status)
         log.seek(0)
         out = log.read()
-    return {"wall_s": wall, "peak_mib": usage.ru_maxrss / 1024, "rc": proc.returncode,
+    peak_kib = max(usage.ru_maxrss, sampled_kib)
+    return {"wall_s": wall, "peak_mib": peak_kib / 1024, "rc": proc.returncode,
             "timed_out": timed_out, "tail": out[-1500:]}  # fmt: skip
 
 
@@ -178,6 +202,20 @@ def main(args: argparse.Namespace) -> None:
           f"{res['cached_fraction']:.1%}, TTFT p50 {res['ttft_p50_s']:.2f} s, TPOT p50 "
           f"{res['tpot_p50_s'] * 1000:.1f} ms")  # fmt: skip
 
+    if AISIM.exists() and args.hours > 1:
+        # One hour of the same trace first, so there is a like-for-like figure even when the
+        # peer cannot finish the whole day within the time box.
+        hour = type(wl)(wl.name + "-1h", tuple(r for r in wl.requests if r.arrival_s < 3600))
+        h_trace, h_mc = work / "hour.jsonl", work / "hour-mooncake.jsonl"
+        write_jsonl(hour, h_trace)
+        write_mooncake(hour, h_mc)
+        ours_h = run_child([sys.executable, __file__, "--worker", "--trace", str(h_trace)],
+                           args.peer_timeout_s, env=env)  # fmt: skip
+        ah = run_aisim(h_mc, 2, work, args.peer_timeout_s)
+        if ah["prediction"] is not None and ours_h["rc"] == 0:
+            print(f"first hour ({len(hour.requests)} requests): tierctl {ours_h['wall_s']:.2f} s, "
+                  f"{ours_h['peak_mib']:.0f} MiB; AISimulate {ah['wall_s']:.1f} s, "
+                  f"{ah['peak_mib']:.0f} MiB ({ah['wall_s'] / ours_h['wall_s']:.0f}x the wall time)")  # fmt: skip
     if AISIM.exists():
         a = run_aisim(mc, 2, work, args.peer_timeout_s)
         if a["prediction"] is not None:
