@@ -9,6 +9,7 @@ YAML 1.1 or 1.2 reader could take for something else (booleans, numbers, sexages
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -22,7 +23,17 @@ _AMBIGUOUS = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=8192)
+def _string(text: str) -> str:
+    """Plain when unambiguous, else double-quoted (cached: flags and keys repeat a lot)."""
+    if _PLAIN.match(text) and not _AMBIGUOUS.match(text):
+        return text
+    return _double_quoted(text)
+
+
 def _scalar(value: Any) -> str:
+    if isinstance(value, str):
+        return _string(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -37,10 +48,7 @@ def _scalar(value: Any) -> str:
         if "e" in text and "." not in text:
             text = text.replace("e", ".0e", 1)
         return text
-    text = str(value)
-    if _PLAIN.match(text) and not _AMBIGUOUS.match(text):
-        return text
-    return _double_quoted(text)
+    return _string(str(value))
 
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}

@@ -1,7 +1,7 @@
 """Reading a tier spec from YAML, with every problem located by file, line and field path.
 
-The YAML is read with ruamel's round-trip loader only to learn where each key sits; the data
-is then converted to plain Python and checked by the pydantic models and by
+The YAML is parsed once (PyYAML's C parser where available, with YAML 1.2 scalars); the node
+tree gives the line of every key, and the constructed data is checked by the pydantic models and by
 :mod:`tierctl.spec.checks`. Every problem becomes a :class:`~tierctl.errors.SpecError` carrying
 the line of the offending key, so an operator never has to hunt for it.
 """
@@ -15,10 +15,8 @@ import typing
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
+import yaml
 from pydantic import BaseModel, ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from tierctl.errors import Location, SpecError, SpecErrors
 from tierctl.spec.checks import check_spec
@@ -59,71 +57,88 @@ def format_path(path: PathKey) -> str:
     return out
 
 
-def _plain(node: Any, path: PathKey, lines: LineMap) -> Any:
-    """Convert ruamel's round-trip nodes to plain Python, recording each key's line."""
-    if isinstance(node, CommentedMap):
-        out: dict[str, Any] = {}
-        for key in node:
-            line0, _ = node.lc.key(key)
-            child = (*path, str(key))
-            lines.add(child, line0)
-            out[str(key)] = _plain(node[key], child, lines)
-        return out
-    if isinstance(node, CommentedSeq):
-        items = []
-        for i, item in enumerate(node):
-            line0, _ = node.lc.item(i)
-            lines.add((*path, i), line0)
-            items.append(_plain(item, (*path, i), lines))
-        return items
-    # ruamel's scalar subclasses (ScalarFloat, ScalarInt...) become the builtin types so that
-    # hashing and JSON output do not depend on how the value was spelled.
-    if isinstance(node, bool) or node is None:
-        return node
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    if isinstance(node, str):
-        return str(node)
-    return node
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class SpecLoader(_Loader):  # type: ignore[misc]
+    """PyYAML's (C) safe loader with YAML 1.2 booleans and integers.
+
+    YAML 1.1 reads ``no``/``on`` as booleans and ``22:22`` as the sexagesimal integer 1342;
+    compose (go-yaml v3) and YAML 1.2 read them as strings, and so does tierctl.
+    """
+
+
+SpecLoader.yaml_implicit_resolvers = {
+    key: [
+        (tag, regexp)
+        for tag, regexp in resolvers
+        if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int")
+    ]
+    for key, resolvers in _Loader.yaml_implicit_resolvers.items()
+}
+SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:int",
+    re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+    list("-+0123456789"),
+)
+
+
+def _walk(node: yaml.Node, path: PathKey, lines: LineMap, source: str) -> None:
+    """Record the line of every key and item; refuse duplicate keys (PyYAML keeps the last)."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            line0 = key_node.start_mark.line
+            if key in seen and key != "<<":
+                raise SpecError(
+                    f"duplicate key {key!r} (first given at line {seen[key] + 1})",
+                    location=Location(file=source, line=line0 + 1, path=format_path((*path, key))),
+                    rule="duplicate-key",
+                    fix="give each key (each replica, flag, service) once",
+                )
+            seen[key] = line0
+            lines.add((*path, key), line0)
+            _walk(value_node, (*path, key), lines, source)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines.add((*path, i), item.start_mark.line)
+            _walk(item, (*path, i), lines, source)
 
 
 def parse_yaml(text: str, source: str) -> tuple[Any, LineMap]:
     """Parse YAML text into plain data and a line map; syntax errors become SpecError."""
-    yaml = YAML(typ="rt")
-    yaml.allow_duplicate_keys = False
+    lines = LineMap()
+    loader = SpecLoader(text)
     try:
-        doc = yaml.load(text)
-    except MarkedYAMLError as exc:
+        node = loader.get_single_node()
+        if node is None:
+            return None, lines
+        _walk(node, (), lines, source)
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        problem = (exc.problem or exc.context or "malformed YAML").strip()
-        dup = re.search(r'duplicate key "([^"]*)"', problem)
-        if dup:
-            first = exc.context_mark.line + 1 if exc.context_mark is not None else None
-            raise SpecError(
-                f"duplicate key {dup.group(1)!r}"
-                + (f" (first given at line {first})" if first else ""),
-                location=Location(file=source, line=line),
-                rule="duplicate-key",
-                fix="give each key (each replica, flag, service) once",
-            ) from None
         raise SpecError(
-            problem,
-            location=Location(file=source, line=line),
+            (exc.problem or exc.context or "malformed YAML").strip(),
+            location=Location(file=source, line=mark.line + 1 if mark is not None else None),
             rule="yaml-syntax",
             fix="fix the YAML syntax at that line (indentation, quoting, colons)",
         ) from None
-    except YAMLError as exc:
+    except yaml.YAMLError as exc:
         raise SpecError(
             f"malformed YAML: {exc}",
             location=Location(file=source),
             rule="yaml-syntax",
             fix="fix the YAML syntax",
         ) from None
-    lines = LineMap()
-    return _plain(doc, (), lines), lines
+    finally:
+        loader.dispose()
+    return data, lines
 
 
 def _field_names_at(loc: PathKey) -> list[str] | None:

@@ -207,3 +207,13 @@ def test_debug_shows_traceback(tmp_path: Path) -> None:
     )
     assert proc.returncode != 0
     assert "Traceback" in proc.stderr
+
+
+def test_yaml_12_scalars_like_compose(tmp_path: Path) -> None:
+    """`no`, `on` and `22:22` are strings, as compose (go-yaml v3) reads them."""
+    from tierctl.spec import load_spec_text
+
+    text = GOOD.replace('HF_HUB_OFFLINE: "1"', "HF_HUB_OFFLINE: no\n    PORTS: 22:22")
+    spec = load_spec_text(text, "x.yaml")
+    assert spec.engine.env["HF_HUB_OFFLINE"] == "no"
+    assert spec.engine.env["PORTS"] == "22:22"

@@ -1,0 +1,37 @@
+"""Test helpers around the real Prometheus server (Debian's ``prometheus`` package).
+
+``make test`` installs the package; tests that need it are skipped with a reason without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tierctl.readout.local_prom import LocalPrometheus, prometheus_binaries
+from tierctl.readout.local_prom import backfill as _backfill
+
+BINARIES = prometheus_binaries()
+needs_prometheus = pytest.mark.skipif(
+    BINARIES is None,
+    reason="Debian's prometheus package is not installed (make test installs it as root)",
+)
+
+
+def backfill(openmetrics: str, data_dir: Path) -> None:
+    """Backfill with the installed promtool."""
+    assert BINARIES is not None
+    _backfill(openmetrics, data_dir, promtool=BINARIES[1])
+
+
+@contextlib.contextmanager
+def running_prometheus(
+    workdir: Path, config: str = "global: {}\n", data_dir: Path | None = None
+) -> Iterator[str]:
+    """Start Prometheus on a free loopback port; yields its URL; always stops it."""
+    assert BINARIES is not None
+    with LocalPrometheus(workdir, config, data_dir=data_dir, binary=BINARIES[0]) as prom:
+        yield prom.url
