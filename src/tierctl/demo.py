@@ -44,7 +44,7 @@ EXAMPLES = _examples_dir()
 DEFAULT_SPEC = EXAMPLES / "glm53-long-context" / "tier.yaml"
 # Modelled GPU seconds per wall second for the simulated engines: long-context prefill
 # chunks of the GLM preset take ~0.5-1 s modelled, so the story fits in about a minute.
-TIME_SCALE = 40.0
+TIME_SCALE = 10.0
 
 
 @dataclass
