@@ -45,6 +45,9 @@ DEFAULT_SPEC = EXAMPLES / "glm53-long-context" / "tier.yaml"
 # Modelled GPU seconds per wall second for the simulated engines: long-context prefill
 # chunks of the GLM preset take ~0.5-1 s modelled, so the story fits in about a minute.
 TIME_SCALE = 10.0
+# The live phase: long enough for six 10-second readout steps with ~50 requests each.
+LIVE_S = 60.0
+LIVE_STEP_S = 10.0
 
 
 @dataclass
@@ -95,9 +98,7 @@ def stage_validate(ctx: DemoContext) -> bool:
     bad = validate(spec, [load_compose(drifted, source="hand-edited.yaml")])
     ctx.console.print("after giving r1 the canary's interval by hand:")
     for v in bad.violations[:4]:
-        ctx.console.print(
-            f"  {v.rule} {v.service}: {v.message}", overflow="ellipsis", no_wrap=True
-        )
+        ctx.console.print(f"  {v.rule} {v.service}: {v.message}", overflow="ellipsis", no_wrap=True)
     return not report.violations and bool(bad.violations)
 
 
@@ -267,22 +268,22 @@ def _workload(name: str, lanes: list[dict[str, Any]], max_s: float) -> Any:
 
 # Three sequences keep decoding while a burst of long prompts prefills (the field report's
 # scheduler canary in miniature).
-_DECODE_UNDER_PREFILL = [
+_DECODE_UNDER_PREFILL: list[dict[str, Any]] = [
     {
         "kind": "hammer",
         "name": "decoders",
         "concurrency": 3,
         "count": 3,
         "input_tokens": 200,
-        "output_tokens": 120,
+        "output_tokens": 1500,
     },
     {
         "kind": "burst",
         "name": "burst",
         "count": 3,
-        "input_tokens": 40000,
+        "input_tokens": 100000,
         "output_tokens": 4,
-        "at_s": 0.2,
+        "at_s": 0.1,
     },
 ]
 
@@ -295,7 +296,7 @@ def _ab(ctx: DemoContext, urls: dict[str, str]) -> bool:
     outcome = bench_ab(
         urls["r1"],
         urls["r2"],
-        _workload("decode-under-prefill", _DECODE_UNDER_PREFILL, 60),
+        _workload("decode-under-prefill", _DECODE_UNDER_PREFILL, 90),
         order="ABBA",
         out_dir=ctx.workdir / "ab",
         console=ctx.console,
@@ -308,27 +309,33 @@ def _live_traffic(ctx: DemoContext, urls: dict[str, str]) -> tuple[float, float]
     """Both replicas serve the same mix at the same time, as behind the proxy."""
     from tierctl.bench import bench_run
 
-    lanes = [
+    lanes: list[dict[str, Any]] = [
         {
             "kind": "hammer",
             "name": "chat",
-            "rate_rps": 3,
+            "rate_rps": 5,
             "arrival": "poisson",
-            "count": 90,
-            "duration_s": 30,
+            "count": int(5 * LIVE_S),
+            "duration_s": LIVE_S,
             "input_tokens": 300,
-            "output_tokens": 60,
-        },
-        {
-            "kind": "burst",
-            "name": "long",
-            "count": 2,
-            "input_tokens": 30000,
-            "output_tokens": 8,
-            "at_s": 10,
+            "output_tokens": 150,
         },
     ]
-    ctx.console.print("live traffic on both replicas for ~30 s (Prometheus scrapes every 1 s) ...")
+    lanes += [
+        {
+            "kind": "burst",
+            "name": f"long{i}",
+            "count": 2,
+            "input_tokens": 100000,
+            "output_tokens": 8,
+            "at_s": at,
+        }
+        for i, at in enumerate((8.0, 28.0, 48.0))
+    ]
+    ctx.console.print(
+        f"live traffic on both replicas for {LIVE_S:.0f} s: chat at 5/s and three bursts of "
+        "long prompts (Prometheus scrapes every 1 s) ..."
+    )
     start = time.time()
     errors: list[BaseException] = []
 
@@ -336,7 +343,7 @@ def _live_traffic(ctx: DemoContext, urls: dict[str, str]) -> tuple[float, float]
         try:
             bench_run(
                 urls[name],
-                _workload(f"live-{name}", lanes, 45),
+                _workload(f"live-{name}", lanes, LIVE_S + 30),
                 console=Console(quiet=True),
                 plots=False,
             )
@@ -347,7 +354,7 @@ def _live_traffic(ctx: DemoContext, urls: dict[str, str]) -> tuple[float, float]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=90)
+        t.join(timeout=LIVE_S + 60)
     time.sleep(2.5)  # let the last scrape land
     if errors:
         raise errors[0]
@@ -366,7 +373,7 @@ def _readout(ctx: DemoContext, prom_url: str, tier: Any, window: tuple[float, fl
             canary,
             start_s=window[0],
             end_s=window[1],
-            step_s=5.0,
+            step_s=LIVE_STEP_S,
             min_requests_per_step=1.0,
             tolerance=0.1,
         )

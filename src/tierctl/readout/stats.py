@@ -65,11 +65,14 @@ def _block_bootstrap_means(
 
 
 def _classify(low: float, high: float, tolerance: float) -> Verdict:
-    if high < 1.0:
+    """Equivalence-style verdict: a change counts only when it is confidently larger than
+    the tolerance, in either direction; a tiny but significant shift is "same"."""
+    band_low, band_high = 1.0 / (1.0 + tolerance), 1.0 + tolerance
+    if high < band_low:
         return "better"
-    if low > 1.0 + tolerance:
+    if low > band_high:
         return "worse"
-    if low >= 1.0 / (1.0 + tolerance) and high <= 1.0 + tolerance:
+    if low >= band_low and high <= band_high:
         return "same"
     return "inconclusive"
 
