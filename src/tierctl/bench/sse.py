@@ -1,0 +1,137 @@
+"""Incremental parsing of OpenAI-style server-sent events (``data: {...}`` lines).
+
+The decoder is fed raw byte chunks as they arrive and yields the payload of each ``data:``
+line; comments (``:`` lines, keep-alives) and the other SSE fields are skipped. A line that is
+not SSE at all raises :class:`MalformedStream`, so a broken server is reported as such rather
+than as an empty answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+DONE = b"[DONE]"
+_SSE_FIELDS = (b"event", b"id", b"retry")
+
+
+class MalformedStream(Exception):
+    """The response body is not an OpenAI SSE stream."""
+
+
+class SSEDecoder:
+    """Split a byte stream into SSE ``data`` payloads."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Add bytes; return the payloads of every complete ``data:`` line."""
+        self._buffer += chunk
+        out: list[bytes] = []
+        start = 0
+        buf = self._buffer
+        while True:
+            end = buf.find(b"\n", start)
+            if end < 0:
+                break
+            line = bytes(buf[start:end]).rstrip(b"\r")
+            start = end + 1
+            payload = _payload(line)
+            if payload is not None:
+                out.append(payload)
+        del buf[:start]
+        return out
+
+    def close(self) -> list[bytes]:
+        """End of stream: a final line without a newline still counts."""
+        rest = bytes(self._buffer).strip()
+        self._buffer.clear()
+        if not rest:
+            return []
+        payload = _payload(rest)
+        return [] if payload is None else [payload]
+
+
+def _payload(line: bytes) -> bytes | None:
+    if not line or line.startswith(b":"):
+        return None
+    name, sep, value = line.partition(b":")
+    if not sep:
+        raise MalformedStream(f"not an SSE line: {line[:80]!r}")
+    if name == b"data":
+        return value[1:] if value.startswith(b" ") else value
+    if name in _SSE_FIELDS:
+        return None
+    raise MalformedStream(f"unknown SSE field: {line[:80]!r}")
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """What one ``data:`` payload of an OpenAI stream carries.
+
+    Attributes:
+        text: generated text in this chunk (empty for role/usage-only chunks).
+        done: the ``[DONE]`` sentinel.
+        prompt_tokens: ``usage.prompt_tokens`` when the chunk carries usage.
+        completion_tokens: ``usage.completion_tokens`` when the chunk carries usage.
+        error: the message of an in-stream error object.
+    """
+
+    text: str = ""
+    done: bool = False
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None
+
+
+def parse_event(payload: bytes) -> StreamEvent:
+    """Interpret one payload of a chat or completions stream.
+
+    Raises:
+        MalformedStream: the payload is not JSON or not an object.
+    """
+    if payload.strip() == DONE:
+        return StreamEvent(done=True)
+    try:
+        obj = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedStream(f"data is not JSON: {payload[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise MalformedStream(f"data is not a JSON object: {payload[:80]!r}")
+    error = _error_message(obj)
+    if error is not None:
+        return StreamEvent(error=error)
+    text = ""
+    choices = obj.get("choices")
+    if isinstance(choices, list):
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            if isinstance(piece, str):
+                text += piece
+    usage = obj.get("usage")
+    prompt = completion = None
+    if isinstance(usage, dict):
+        prompt = _as_int(usage.get("prompt_tokens"))
+        completion = _as_int(usage.get("completion_tokens"))
+    return StreamEvent(text=text, prompt_tokens=prompt, completion_tokens=completion)
+
+
+def _error_message(obj: dict[str, Any]) -> str | None:
+    err = obj.get("error")
+    if isinstance(err, dict):
+        return str(err.get("message", err))
+    if isinstance(err, str):
+        return err
+    if obj.get("object") == "error":
+        return str(obj.get("message", "error"))
+    return None
+
+
+def _as_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,193 @@
+"""The load client against small fixture servers that misbehave on purpose.
+
+Each fixture is a real aiohttp server on a free loopback port, so the HTTP behaviour under test
+(resets, 503s, stalls, malformed SSE) is real; it stops at the end of each test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+
+from tierctl.bench.plan import build_plan
+from tierctl.bench.prompts import WordPrompts
+from tierctl.bench.runner import run_plan
+from tierctl.bench.workload import workload_from_dict
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Fixture:
+    """Behaviours cycled per chat request; a health delay for the probe lane."""
+
+    behaviours: list[str]
+    chunks: int = 4
+    chunk_delay_s: float = 0.002
+    health_delay_s: float = 0.0
+    seen: list[dict[str, object]] = field(default_factory=list)
+    flushes: int = 0
+
+    def app(self) -> web.Application:
+        cycle = itertools.cycle(self.behaviours)
+
+        async def chat(request: web.Request) -> web.StreamResponse:
+            body = await request.json()
+            self.seen.append(body)
+            mode = next(cycle)
+            if mode == "503":
+                return web.Response(status=503, text="The request queue is full.")
+            if mode == "reset":
+                assert request.transport is not None
+                request.transport.abort()
+                return web.Response(status=200)
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            if mode == "stall":
+                await asyncio.sleep(30)
+            n = int(body.get("max_tokens", self.chunks))
+            for i in range(n):
+                if mode == "malformed" and i == 1:
+                    await resp.write(b"this is not sse\n\n")
+                    break
+                if mode == "stream_error" and i == 1:
+                    await resp.write(b'data: {"error": {"message": "boom", "code": 500}}\n\n')
+                    break
+                if mode == "cut" and i == 1:
+                    assert request.transport is not None
+                    request.transport.abort()
+                    return resp
+                delta = {"choices": [{"index": 0, "delta": {"content": f"t{i} "}}]}
+                await resp.write(b"data: " + json.dumps(delta).encode() + b"\n\n")
+                await asyncio.sleep(self.chunk_delay_s)
+            usage = {"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": n}}
+            await resp.write(b"data: " + json.dumps(usage).encode() + b"\n\n")
+            await resp.write(b"data: [DONE]\n\n")
+            return resp
+
+        async def health(_: web.Request) -> web.Response:
+            await asyncio.sleep(self.health_delay_s)
+            return web.Response(text="ok")
+
+        async def models(_: web.Request) -> web.Response:
+            return web.json_response({"object": "list", "data": [{"id": "fixture-model"}]})
+
+        async def flush(_: web.Request) -> web.Response:
+            self.flushes += 1
+            return web.Response(text="ok")
+
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", chat)
+        app.router.add_post("/v1/completions", chat)
+        app.router.add_get("/health", health)
+        app.router.add_get("/v1/models", models)
+        app.router.add_post("/flush_cache", flush)
+        return app
+
+
+async def serve(fixture: Fixture) -> AsyncIterator[str]:
+    runner = web.AppRunner(fixture.app(), shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+def burst(count: int, *, timeout_s: float = 5.0, output_tokens: int = 4, **extra: object):
+    data: dict[str, object] = {
+        "name": "t",
+        "seed": 1,
+        "timeout_s": timeout_s,
+        "lanes": [
+            {"kind": "burst", "count": count, "input_tokens": 16, "output_tokens": output_tokens}
+        ],
+        "probe": {"interval_s": 0.2, "timeout_s": 0.5},
+    }
+    data.update(extra)
+    return workload_from_dict(data)
+
+
+async def run(fixture: Fixture, workload, **kw):
+    async for url in serve(fixture):
+        return await run_plan(url, workload, build_plan(workload), WordPrompts(1), **kw)
+    raise AssertionError("unreachable")
+
+
+async def test_normal_stream_is_measured_from_usage_and_chunks():
+    rec = await run(Fixture(["ok"]), burst(3, output_tokens=5))
+    assert rec.sent == 3
+    assert rec.count("completed") == 3
+    s = rec.requests[0]
+    assert s.output_tokens == 5
+    assert s.input_tokens == 11  # from usage, not the plan
+    assert len(s.itl_s) == 4  # 5 content chunks -> 4 gaps
+    assert s.ttft_s is not None
+    assert 0 < s.ttft_s <= s.e2e_s
+    assert s.tpot_s is not None
+    assert s.tpot_s > 0
+
+
+async def test_accounting_holds_under_every_injected_failure():
+    modes = ["ok", "503", "reset", "malformed", "stream_error", "cut", "stall"]
+    rec = await run(Fixture(modes), burst(14, timeout_s=1.0))
+    assert rec.sent == 14
+    assert rec.count("completed") + rec.count("failed") + rec.count("timed_out") == 14
+    classes = sorted({s.error_class or "ok" for s in rec.requests})
+    assert classes == sorted(
+        ["ok", "http_status", "connection", "malformed_stream", "stream_error", "timeout"]
+    )
+    assert rec.count("timed_out") == 2
+    assert rec.count("completed") == 2
+    assert all(s.http_status == 503 for s in rec.requests if s.error_class == "http_status")
+
+
+async def test_stop_mid_run_keeps_every_sent_request():
+    stop = asyncio.Event()
+    fixture = Fixture(["stall"])
+    wl = burst(5, timeout_s=20.0)
+
+    async def stopper():
+        while len(fixture.seen) < 5:
+            await asyncio.sleep(0.01)
+        stop.set()
+
+    task = asyncio.create_task(stopper())
+    rec = await run(fixture, wl, stop=stop)
+    await task
+    assert rec.interrupted
+    assert rec.sent == 5
+    assert rec.count("failed") == 5
+    assert {s.error_class for s in rec.requests} == {"interrupted"}
+
+
+async def test_cancelling_the_run_returns_partial_results():
+    fixture = Fixture(["ok", "stall"])
+    wl = burst(4, timeout_s=20.0)
+    async for url in serve(fixture):
+        task = asyncio.create_task(run_plan(url, wl, build_plan(wl), WordPrompts(1)))
+        while len(fixture.seen) < 4:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        task.cancel()
+        rec = await task
+    assert rec.interrupted
+    assert rec.sent == 4
+    assert rec.count("completed") == 2
+    assert rec.count("failed") == 2
+
+
+async def test_slow_health_is_counted_as_probe_misses():
+    fixture = Fixture(["ok"], chunk_delay_s=0.3, health_delay_s=1.0)
+    rec = await run(fixture, burst(1, output_tokens=6))
+    assert rec.probes
+    assert all(p.missed for p in rec.probes)
