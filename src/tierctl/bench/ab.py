@@ -132,7 +132,12 @@ async def run_ab(
                 break
             if on_block is not None:
                 on_block(len(blocks), total, arm)
-            flushed = await flush_cache(urls[arm]) if flush else None
+            try:
+                flushed = await flush_cache(urls[arm]) if flush else None
+            except asyncio.CancelledError:
+                _uncancel()
+                interrupted = True
+                break
             record = await run_plan(
                 urls[arm],
                 workload,
@@ -150,6 +155,12 @@ async def run_ab(
         if interrupted:
             break
     return ABResult(a_url, b_url, order, repetitions, tuple(blocks), interrupted)
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
 
 
 @dataclass(frozen=True)

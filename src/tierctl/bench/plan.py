@@ -31,6 +31,7 @@ class LanePlan:
     """A lane's requests; ``concurrency`` set means a closed loop (offsets are the lane start)."""
 
     name: str
+    kind: str
     requests: tuple[PlannedRequest, ...]
     concurrency: int | None = None
     stop_s: float | None = None
@@ -78,7 +79,7 @@ def build_plan(workload: Workload) -> Plan:
             for i, (off, inp, out) in enumerate(reqs)
         )
         next_index += len(planned)
-        lanes.append(LanePlan(lane.name, planned, conc, stop))
+        lanes.append(LanePlan(lane.name, lane.kind, planned, conc, stop))
     return Plan(tuple(lanes))
 
 

@@ -112,7 +112,10 @@ def _summary_json(s: Summary) -> dict[str, Any]:
 
 
 def _ms(x: float | None) -> str:
-    return "-" if x is None else f"{x * 1e3:.1f}"
+    if x is None:
+        return "-"
+    ms = x * 1e3
+    return f"{ms:.2f}" if ms < 10 else f"{ms:.1f}" if ms < 1000 else f"{ms:.0f}"
 
 
 def _ratio_cell(m: MetricRatio) -> str:
@@ -157,9 +160,11 @@ def ab_table(result: ABResult, ratios: Sequence[MetricRatio]) -> Table:
 
 def run_table(record: RunRecord) -> Table:
     """Per-lane and overall summary of one run (latencies in ms)."""
-    table = Table(title=f"{record.url} ({record.duration_s:.1f} s)", title_justify="left")
+    table = Table(
+        title=f"{record.url} ({record.duration_s:.1f} s; latencies in ms)", title_justify="left"
+    )
     cols = ["lane", "sent", "ok", "failed", "timeout", "TTFT p50", "TTFT p95", "TPOT p50"]
-    cols += ["TPOT p90", "ITL p90", "E2E p50", "send lag p99"]
+    cols += ["TPOT p90", "ITL p90", "E2E p50", "lag p99"]
     for c in cols:
         table.add_column(c, justify="left" if c == "lane" else "right")
     lanes = sorted({r.lane for r in record.requests})

@@ -217,7 +217,10 @@ def _warnings(
     samples: list[RequestSample], plan: Plan, cpu_s: float, duration_s: float
 ) -> list[str]:
     out: list[str] = []
-    open_lanes = {lane.name for lane in plan.lanes if lane.concurrency is None}
+    # A burst queues by design (its sends are serialised); pacing is judged on paced lanes.
+    open_lanes = {
+        lane.name for lane in plan.lanes if lane.concurrency is None and lane.kind != "burst"
+    }
     lags = sorted(s.queue_s for s in samples if s.lane in open_lanes)
     if lags:
         p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]

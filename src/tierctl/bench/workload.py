@@ -213,3 +213,48 @@ def _plain(node: Any) -> Any:
     if isinstance(node, list):
         return [_plain(v) for v in node]
     return node
+
+
+def parse_probe(text: str) -> dict[str, Any]:
+    """Parse ``--probe PATH[@INTERVAL]`` (interval in seconds, ``s``/``ms`` suffix allowed).
+
+    Raises:
+        InputError: the path does not start with ``/`` or the interval is not positive.
+    """
+    path, _, interval = text.partition("@")
+    out: dict[str, Any] = {"path": path}
+    if not path.startswith("/"):
+        raise InputError(
+            "--probe path must start with /", value=text, fix="for example --probe /health@1s"
+        )
+    if interval:
+        scale = 1.0
+        raw = interval
+        if raw.endswith("ms"):
+            raw, scale = raw[:-2], 1e-3
+        elif raw.endswith("s"):
+            raw = raw[:-1]
+        try:
+            seconds = float(raw) * scale
+        except ValueError:
+            seconds = -1.0
+        if not seconds > 0:
+            raise InputError(
+                "--probe interval must be a positive duration",
+                value=text,
+                fix="for example --probe /health@1s or --probe /health@500ms",
+            )
+        out["interval_s"] = seconds
+    return out
+
+
+def parse_burst(text: str) -> tuple[int, int]:
+    """Parse ``--burst COUNTxTOKENS`` (e.g. ``8x20000``).
+
+    Raises:
+        InputError: not two positive integers joined by ``x``.
+    """
+    count, sep, tokens = text.lower().partition("x")
+    if sep and count.isdigit() and tokens.isdigit() and int(count) > 0 and int(tokens) > 0:
+        return int(count), int(tokens)
+    raise InputError("--burst must be COUNTxTOKENS", value=text, fix="for example --burst 8x20000")

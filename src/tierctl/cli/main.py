@@ -21,9 +21,21 @@ from tierctl.errors import TierctlError
 _COMMANDS: dict[str, tuple[str, str, str]] = {
     "schema": ("tierctl.cli.spec_cmds", "schema", "Print the JSON Schema of the tier spec."),
     "render": ("tierctl.cli.spec_cmds", "render", "Render a tier spec into a compose file."),
-    "show": ("tierctl.cli.spec_cmds", "show", "Summarise a tier: replicas, argv differences, variants."),
-    "validate": ("tierctl.cli.validate", "validate", "Check compose files against the spec's contracts."),
-    "catalog": ("tierctl.cli.catalog", "catalog", "Engine flag catalogs built from the engines' own source."),
+    "show": (
+        "tierctl.cli.spec_cmds",
+        "show",
+        "Summarise a tier: replicas, argv differences, variants.",
+    ),
+    "validate": (
+        "tierctl.cli.validate",
+        "validate",
+        "Check compose files against the spec's contracts.",
+    ),
+    "catalog": (
+        "tierctl.cli.catalog",
+        "catalog",
+        "Engine flag catalogs built from the engines' own source.",
+    ),
     "sim": ("tierctl.cli.sim", "sim", "Simulate the engine scheduler, offline or as a server."),
     "bench": ("tierctl.cli.bench", "bench", "Load-test endpoints: workloads, probes, paired A/B."),
     "plan": ("tierctl.cli.rollout", "plan", "Plan a rollout between two compose files."),
@@ -49,11 +61,7 @@ class LazyGroup(click.Group):
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [
-            (name, help_)
-            for name, (mod, _, help_) in _COMMANDS.items()
-            if _module_exists(mod)
-        ]
+        rows = [(name, help_) for name, (mod, _, help_) in _COMMANDS.items() if _module_exists(mod)]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)

@@ -1,0 +1,46 @@
+// A trivial OpenAI-style SSE server for measuring the *client*: it answers every POST with
+// CHUNKS content chunks, a usage chunk and [DONE], as fast as Node can write them.
+// Usage: node sse_server.js PORT [CHUNKS] [DELAY_MS]
+// DELAY_MS > 0 waits that long before the first chunk (to measure TTFT error against a known
+// server-side delay). Bound to 127.0.0.1 only.
+"use strict";
+const http = require("http");
+const port = parseInt(process.argv[2] || "0", 10);
+const chunks = parseInt(process.argv[3] || "16", 10);
+const delayMs = parseFloat(process.argv[4] || "0");
+const pieces = [];
+for (let i = 0; i < chunks; i++) {
+  pieces.push("data: " + JSON.stringify({ choices: [{ index: 0, delta: { content: "tok" + i + " " } }] }) + "\n\n");
+}
+const tail = "data: " + JSON.stringify({ choices: [], usage: { prompt_tokens: 8, completion_tokens: chunks } }) + "\n\ndata: [DONE]\n\n";
+const body = pieces.join("") + tail;
+const server = http.createServer((req, res) => {
+  if (req.method === "GET") {
+    if (req.url === "/v1/models") {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({ object: "list", data: [{ id: "node-sse" }] }));
+    } else {
+      res.writeHead(200, { "Content-Type": "text/plain" });
+      res.end("ok");
+    }
+    return;
+  }
+  let received = 0;
+  req.on("data", (c) => { received += c.length; });
+  req.on("end", () => {
+    if (req.url === "/upload") {
+      res.writeHead(200, { "Content-Type": "text/plain" });
+      res.end(String(received));
+      return;
+    }
+    const send = () => {
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      res.end(body);
+    };
+    if (delayMs > 0) setTimeout(send, delayMs); else send();
+  });
+});
+server.keepAliveTimeout = 60000;
+server.listen(port, "127.0.0.1", () => {
+  process.stdout.write(String(server.address().port) + "\n");
+});
