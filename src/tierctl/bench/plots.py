@@ -82,6 +82,7 @@ def plot_run(record: RunRecord, out_dir: Path, *, probe_timeout_s: float) -> lis
     fig, ax = plt.subplots(figsize=(10, 4), constrained_layout=True)
     _probe_axes(ax, record.label, record.probes, probe_timeout_s, None)
     _probe_decor(ax, probe_timeout_s, "Probe latency over time")
+    ax.set_xlabel("time since run start (s)")
     probe = out_dir / "probe_latency.png"
     fig.savefig(probe, dpi=110)
     plt.close(fig)
@@ -114,8 +115,9 @@ def plot_ab(result: ABResult, out_dir: Path, *, probe_timeout_s: float) -> list[
 def _probe_decor(ax: Axes, timeout_s: float, title: str) -> None:
     ax.axhline(timeout_s * 1e3, color="red", linestyle="--", linewidth=0.8, label="timeout")
     ax.set_title(title)
-    ax.set_ylabel("probe latency (ms)")
-    ax.set_xlabel("time since run start (s)")
+    ax.set_ylabel("probe latency (ms, log)")
+    # Log scale: healthy probes (~1 ms) and misses at the timeout (seconds) both stay visible.
+    ax.set_yscale("log")
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper right", fontsize=8)

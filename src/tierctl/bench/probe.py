@@ -77,6 +77,7 @@ async def run_probes(
     async with aiohttp.ClientSession(connector=connector) as session:
         k = 0
         try:
+            await pacer.sleep_until(t0)
             while not stop.is_set():
                 task = asyncio.create_task(
                     _probe_once(session, url, spec.timeout_s, t0, sink, clock)

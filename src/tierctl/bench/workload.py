@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
@@ -108,13 +108,14 @@ class Workload(_Model):
     probe: ProbeSpec = Field(default_factory=ProbeSpec, description="Probe lane settings.")
     base_dir: str = Field(".", description="Directory trace paths are relative to (set on load).")
 
-    @model_validator(mode="after")
-    def _unique_lane_names(self) -> Workload:
-        names = [lane.name for lane in self.lanes]
+    @field_validator("lanes")
+    @classmethod
+    def _unique_lane_names(cls, lanes: tuple[Lane, ...]) -> tuple[Lane, ...]:
+        names = [lane.name for lane in lanes]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"lane names must be unique; repeated: {', '.join(dupes)}")
-        return self
+        return lanes
 
 
 def load_workload(path: str | Path) -> Workload:
@@ -221,13 +222,13 @@ def parse_probe(text: str) -> dict[str, Any]:
     Raises:
         InputError: the path does not start with ``/`` or the interval is not positive.
     """
-    path, _, interval = text.partition("@")
+    path, at, interval = text.partition("@")
     out: dict[str, Any] = {"path": path}
     if not path.startswith("/"):
         raise InputError(
             "--probe path must start with /", value=text, fix="for example --probe /health@1s"
         )
-    if interval:
+    if at:
         scale = 1.0
         raw = interval
         if raw.endswith("ms"):
