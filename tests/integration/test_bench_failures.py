@@ -33,6 +33,12 @@ class Fixture:
     health_delay_s: float = 0.0
     seen: list[dict[str, object]] = field(default_factory=list)
     flushes: int = 0
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    async def wait_seen(self, n: int) -> None:
+        """Wait until the server has received ``n`` chat requests."""
+        async with self.changed:
+            await self.changed.wait_for(lambda: len(self.seen) >= n)
 
     def app(self) -> web.Application:
         cycle = itertools.cycle(self.behaviours)
@@ -40,6 +46,8 @@ class Fixture:
         async def chat(request: web.Request) -> web.StreamResponse:
             body = await request.json()
             self.seen.append(body)
+            async with self.changed:
+                self.changed.notify_all()
             mode = next(cycle)
             if mode == "503":
                 return web.Response(status=503, text="The request queue is full.")
@@ -157,8 +165,7 @@ async def test_stop_mid_run_keeps_every_sent_request():
     wl = burst(5, timeout_s=20.0)
 
     async def stopper():
-        while len(fixture.seen) < 5:
-            await asyncio.sleep(0.01)
+        await fixture.wait_seen(5)
         stop.set()
 
     task = asyncio.create_task(stopper())
@@ -173,11 +180,20 @@ async def test_stop_mid_run_keeps_every_sent_request():
 async def test_cancelling_the_run_returns_partial_results():
     fixture = Fixture(["ok", "stall"])
     wl = burst(4, timeout_s=20.0)
+    completed = asyncio.Event()
+    done: list[object] = []
+
+    def progress(sample):
+        done.append(sample)
+        if len(done) == 2:
+            completed.set()
+
     async for url in serve(fixture):
-        task = asyncio.create_task(run_plan(url, wl, build_plan(wl), WordPrompts(1)))
-        while len(fixture.seen) < 4:
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.1)
+        task = asyncio.create_task(
+            run_plan(url, wl, build_plan(wl), WordPrompts(1), progress=progress)
+        )
+        await fixture.wait_seen(4)
+        await completed.wait()  # the two "ok" answers are in; the two stalls hang
         task.cancel()
         rec = await task
     assert rec.interrupted
@@ -191,3 +207,24 @@ async def test_slow_health_is_counted_as_probe_misses():
     rec = await run(fixture, burst(1, output_tokens=6))
     assert rec.probes
     assert all(p.missed for p in rec.probes)
+
+
+async def test_paired_ab_between_two_fixtures_sees_the_faster_decoder(tmp_path):
+    from tierctl.bench.ab import compare, run_ab
+
+    slow = Fixture(["ok"], chunk_delay_s=0.02)
+    fast = Fixture(["ok"], chunk_delay_s=0.005)
+    wl = burst(3, output_tokens=6)
+    async for a_url in serve(slow):
+        async for b_url in serve(fast):
+            result = await run_ab(a_url, b_url, wl, WordPrompts(1), flush=True, repetitions=1)
+    assert [b.arm for b in result.blocks] == ["A", "B", "B", "A"]
+    assert slow.flushes == 2
+    assert fast.flushes == 2
+    assert {b.flush for b in result.blocks} == {"ok"}
+    # Both arms received byte-identical request sequences.
+    assert slow.seen[:3] == fast.seen[:3]
+    ratios = {m.metric: m.ratio for m in compare(result, ["burst"])}
+    assert ratios["tpot_p50_s"].ratio is not None
+    assert ratios["tpot_p50_s"].ratio < 0.7
+    assert ratios["completion_pct"].ratio == 1.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -41,7 +43,7 @@ def test_payloads_of_a_whole_stream():
 @given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=12))
 def test_any_split_of_the_bytes_gives_the_same_payloads(cuts):
     bounds = [0, *sorted(cuts), len(STREAM)]
-    chunks = [STREAM[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    chunks = [STREAM[a:b] for a, b in itertools.pairwise(bounds)]
     assert _decode(chunks) == _decode([STREAM])
 
 

@@ -77,16 +77,56 @@ def test_limit_reads_only_the_first_rows(tmp_path):
 
 
 BAD = [
-    ("jsonl", '{"arrival_s": 0, "input_tokens": 5, "output_tokens": 1}\n{"arrival_s": -1, "input_tokens": 5, "output_tokens": 1}\n', 2, "negative arrival"),
-    ("jsonl", '{"arrival_s": 0, "input_tokens": 5.5, "output_tokens": 1}\n', 1, "input tokens must be an integer"),
+    (
+        "jsonl",
+        '{"arrival_s": 0, "input_tokens": 5, "output_tokens": 1}\n{"arrival_s": -1, "input_tokens": 5, "output_tokens": 1}\n',
+        2,
+        "negative arrival",
+    ),
+    (
+        "jsonl",
+        '{"arrival_s": 0, "input_tokens": 5.5, "output_tokens": 1}\n',
+        1,
+        "input tokens must be an integer",
+    ),
     ("jsonl", '{"arrival_s": 0, "input_tokens": 5}\n', 1, "missing field(s) output_tokens"),
     ("jsonl", '{"arrival_s": 0, "input_tokens": 5, "output_tokens": 1}\n{oops\n', 2, "not JSON"),
-    ("jsonl", '{"arrival_s": "soon", "input_tokens": 5, "output_tokens": 1}\n', 1, "arrival is not a number"),
-    ("jsonl", '{"arrival_s": 0, "input_tokens": 0, "output_tokens": 1}\n', 1, "input tokens must be an integer >= 1"),
-    ("mooncake", '{"timestamp": 0, "input_length": 3, "output_len": 1}\n', 1, "missing field(s) output_length"),
-    ("azure", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,10,2\nyesterday,10,2\n", 3, "TIMESTAMP is not a date-time"),
-    ("azure", "TIME,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,10,2\n", 1, "CSV header lacks column(s) TIMESTAMP"),
-    ("burstgpt", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n1,m,10,2,12,x\n2,m,ten,2,12,x\n", 3, "input tokens is not a number"),
+    (
+        "jsonl",
+        '{"arrival_s": "soon", "input_tokens": 5, "output_tokens": 1}\n',
+        1,
+        "arrival is not a number",
+    ),
+    (
+        "jsonl",
+        '{"arrival_s": 0, "input_tokens": 0, "output_tokens": 1}\n',
+        1,
+        "input tokens must be an integer >= 1",
+    ),
+    (
+        "mooncake",
+        '{"timestamp": 0, "input_length": 3, "output_len": 1}\n',
+        1,
+        "missing field(s) output_length",
+    ),
+    (
+        "azure",
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,10,2\nyesterday,10,2\n",
+        3,
+        "TIMESTAMP is not a date-time",
+    ),
+    (
+        "azure",
+        "TIME,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,10,2\n",
+        1,
+        "CSV header lacks column(s) TIMESTAMP",
+    ),
+    (
+        "burstgpt",
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n1,m,10,2,12,x\n2,m,ten,2,12,x\n",
+        3,
+        "input tokens is not a number",
+    ),
 ]
 
 

@@ -61,9 +61,19 @@ def test_good_file_defaults(tmp_path):
     ("old", "new", "line", "message"),
     [
         ("    count: 2\n", "    count: 2\n    colour: red\n", 6, "Extra inputs are not permitted"),
-        ("    rate_rps: 5\n", "    rate_rps: 5\n    concurrency: 3\n", 8, "exactly one of rate_rps"),
+        (
+            "    rate_rps: 5\n",
+            "    rate_rps: 5\n    concurrency: 3\n",
+            8,
+            "exactly one of rate_rps",
+        ),
         ("    count: 2\n", "    count: 0\n", 5, "greater than or equal to 1"),
-        ("  - kind: hammer\n", "  - kind: hammer\n    name: burst\n", 3, "lane names must be unique"),
+        (
+            "  - kind: hammer\n",
+            "  - kind: hammer\n    name: burst\n",
+            3,
+            "lane names must be unique",
+        ),
         ("kind: burst", "kind: blast", 4, "does not match any of the expected tags"),
     ],
 )
