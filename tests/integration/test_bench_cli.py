@@ -22,14 +22,16 @@ SERVER_JS = Path(__file__).parents[2] / "benchmarks" / "assets" / "sse_server.js
 
 @pytest.fixture
 def node_url() -> Iterator[str]:
-    proc = subprocess.Popen(["node", str(SERVER_JS), "0", "8"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with subprocess.Popen(
+        ["node", str(SERVER_JS), "0", "8"], stdout=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            port = int(proc.stdout.readline())
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
 
 
 def test_run_writes_every_output(node_url, tmp_path, capsys):
