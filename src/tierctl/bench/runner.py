@@ -31,6 +31,10 @@ PACING_WARN_S = 0.001
 #: Client CPU share of one core above which the run's timings are flagged.
 CPU_WARN_SHARE = 0.8
 
+#: Prompts are synthesised up front when the plan holds at most this many prompt tokens
+#: (about 100 MB of text).
+PREGENERATE_TOKENS = 20_000_000
+
 Progress = Callable[[RequestSample], None]
 
 
@@ -94,6 +98,7 @@ async def run_plan(
         if progress is not None:
             progress(sample)
 
+    ready = _pregenerate(plan, prompts)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     cpu0 = time.process_time()
     t0 = time.monotonic() + 0.05
@@ -135,7 +140,10 @@ async def run_plan(
             pacer = make_pacer(precise_pacing)
             try:
                 for req in lane.requests:
-                    prompt = prompts.prompt(req.input_tokens, req.index)  # before the wait
+                    # Built before the wait, so synthesis never delays a send that is due.
+                    prompt = ready.pop(req.index, None) or prompts.prompt(
+                        req.input_tokens, req.index
+                    )
                     at = t0 + req.offset_s
                     if at > deadline or stop.is_set():
                         return
@@ -158,7 +166,9 @@ async def run_plan(
                     now = time.monotonic()
                     if now > min(stop_at, deadline) or stop.is_set():
                         return
-                    prompt = prompts.prompt(req.input_tokens, req.index)
+                    prompt = ready.pop(req.index, None) or prompts.prompt(
+                        req.input_tokens, req.index
+                    )
                     await launch(req, prompt, time.monotonic() - t0)
 
             await asyncio.gather(*(worker() for _ in range(lane.concurrency)))
@@ -206,6 +216,26 @@ async def run_plan(
         client_cpu_s=cpu,
         warnings=tuple(_warnings(samples, plan, cpu, duration)),
     )
+
+
+def _pregenerate(plan: Plan, prompts: PromptSource) -> dict[int, str]:
+    """Synthesise every prompt before the clock starts when they fit in memory.
+
+    Tokenizer-based synthesis of a long prompt takes milliseconds to seconds; done between
+    sends it would show up as client lag (and hit whichever arm runs first hardest). Beyond
+    :data:`PREGENERATE_TOKENS` in total, prompts are built lazily, each before its wait.
+    """
+    if plan.size == 0:
+        return {}
+    prompts.prompt(plan.max_input_tokens, -1)  # warm the source's base text once
+    total = sum(r.input_tokens for lane in plan.lanes for r in lane.requests)
+    if total > PREGENERATE_TOKENS:
+        return {}
+    return {
+        r.index: prompts.prompt(r.input_tokens, r.index)
+        for lane in plan.lanes
+        for r in lane.requests
+    }
 
 
 def _loop_time_at(monotonic_deadline: float) -> float:

@@ -87,17 +87,20 @@ class StreamEvent:
     error: str | None = None
 
 
+_DONE_EVENT = StreamEvent(done=True)
+
+
 def parse_event(payload: bytes) -> StreamEvent:
     """Interpret one payload of a chat or completions stream.
 
     Raises:
         MalformedStream: the payload is not JSON or not an object.
     """
-    if payload.strip() == DONE:
-        return StreamEvent(done=True)
     try:
         obj = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
+        if payload.strip() == DONE:
+            return _DONE_EVENT
         raise MalformedStream(f"data is not JSON: {payload[:80]!r}") from exc
     if not isinstance(obj, dict):
         raise MalformedStream(f"data is not a JSON object: {payload[:80]!r}")
