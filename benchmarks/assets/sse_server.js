@@ -9,10 +9,14 @@ const port = parseInt(process.argv[2] || "0", 10);
 const chunks = parseInt(process.argv[3] || "16", 10);
 const delayMs = parseFloat(process.argv[4] || "0");
 const pieces = [];
+// The fields a strict OpenAI client (AIPerf) expects on every chunk.
+const head = { id: "chatcmpl-node", object: "chat.completion.chunk", created: 1700000000, model: "node-sse" };
 for (let i = 0; i < chunks; i++) {
-  pieces.push("data: " + JSON.stringify({ choices: [{ index: 0, delta: { content: "tok" + i + " " } }] }) + "\n\n");
+  const finish = i === chunks - 1 ? "length" : null;
+  pieces.push("data: " + JSON.stringify({ ...head, choices: [{ index: 0, delta: { role: "assistant", content: "tok" + i + " " }, finish_reason: finish }] }) + "\n\n");
 }
-const tail = "data: " + JSON.stringify({ choices: [], usage: { prompt_tokens: 8, completion_tokens: chunks } }) + "\n\ndata: [DONE]\n\n";
+const usage = { prompt_tokens: 8, completion_tokens: chunks, total_tokens: 8 + chunks };
+const tail = "data: " + JSON.stringify({ ...head, choices: [], usage }) + "\n\ndata: [DONE]\n\n";
 const body = pieces.join("") + tail;
 const server = http.createServer((req, res) => {
   if (req.method === "GET") {
