@@ -2,7 +2,8 @@
 // CHUNKS content chunks, a usage chunk and [DONE], as fast as Node can write them.
 // Usage: node sse_server.js PORT [CHUNKS] [DELAY_MS]
 // DELAY_MS > 0 waits that long before the first chunk (to measure TTFT error against a known
-// server-side delay). Bound to 127.0.0.1 only.
+// server-side delay). With SSE_LOG=1 it prints "request" on stdout as each POST arrives (tests
+// use that to know requests are in flight). Bound to 127.0.0.1 only.
 "use strict";
 const http = require("http");
 const port = parseInt(process.argv[2] || "0", 10);
@@ -29,6 +30,7 @@ const server = http.createServer((req, res) => {
     }
     return;
   }
+  if (process.env.SSE_LOG === "1") process.stdout.write("request\n");
   let received = 0;
   req.on("data", (c) => { received += c.length; });
   req.on("end", () => {

@@ -93,3 +93,42 @@ def test_ab_same_server_gives_ratios_near_one(node_url, tmp_path, capsys):
     completion = next(r for r in doc["ratios"] if r["metric"] == "completion_pct")
     assert completion["ratio"] == 1.0
     assert "B/A (4 paired blocks" in capsys.readouterr().out
+
+
+def test_ctrl_c_saves_partial_results_with_the_accounting(tmp_path):
+    """SIGINT to a real `tierctl bench run` whose server stalls: exit 130, results written."""
+    import os
+    import signal
+    import sys
+
+    out = tmp_path / "partial"
+    env = {**os.environ, "SSE_LOG": "1"}
+    src = str(Path(__file__).parents[2] / "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    # The server waits 60 s before answering: every request is in flight when SIGINT lands.
+    with subprocess.Popen(
+        ["node", str(SERVER_JS), "0", "8", "60000"], stdout=subprocess.PIPE, text=True, env=env
+    ) as server:
+        try:
+            assert server.stdout is not None
+            port = int(server.stdout.readline())
+            cmd = [sys.executable, "-m", "tierctl", "bench", "run", "--url",
+                   f"http://127.0.0.1:{port}", "--burst", "3x20", "--hammer-rate", "1",
+                   "--hammer-count", "50", "--timeout", "120", "--out", str(out), "--no-plots"]  # fmt: skip
+            with subprocess.Popen(
+                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            ) as cli:
+                for _ in range(4):  # the burst of 3 and the first hammer request arrived
+                    assert server.stdout.readline().strip() == "request"
+                cli.send_signal(signal.SIGINT)
+                _, err = cli.communicate(timeout=60)
+                assert cli.returncode == 130, err.decode()[-2000:]
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    doc = orjson.loads((out / "results.json").read_bytes())["run"]
+    assert doc["interrupted"] is True
+    assert doc["sent"] >= 4
+    assert doc["sent"] == doc["completed"] + doc["failed"] + doc["timed_out"]
+    assert doc["sent"] < doc["planned"]
+    assert {r["error_class"] for r in doc["requests"]} == {"interrupted"}
