@@ -100,13 +100,13 @@ async def run_plan(
 
     ready = _pregenerate(plan, prompts)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    gc_state = _gc_quiet()  # before the clock: a full collection can take tens of ms
     cpu0 = time.process_time()
     t0 = time.monotonic() + 0.05
     deadline = t0 + workload.max_duration_s
     in_flight: set[asyncio.Task[None]] = set()
     interrupted = False
     probe_stop = asyncio.Event()
-    gc_state = _gc_quiet()
     async with make_session() as session:
         probe_task = (
             asyncio.create_task(
