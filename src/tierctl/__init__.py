@@ -10,15 +10,26 @@ from tierctl.errors import (
     InputError,
     RuntimeFailure,
     SpecError,
+    SpecErrors,
     TierctlError,
 )
+from tierctl.render import render_compose
+from tierctl.spec import ResolvedReplica, Tier, TierSpec, load_spec, load_spec_text, resolve_tier
 
 __all__ = [
     "ComposeInputError",
     "ContractViolation",
     "GateFailed",
     "InputError",
+    "ResolvedReplica",
     "RuntimeFailure",
     "SpecError",
+    "SpecErrors",
+    "Tier",
+    "TierSpec",
     "TierctlError",
+    "load_spec",
+    "load_spec_text",
+    "render_compose",
+    "resolve_tier",
 ]

@@ -1,1 +1,6 @@
-"""tierctl.readout."""
+"""Read out: canary vs control from Prometheus, with paired statistics and a verdict."""
+
+from tierctl.readout.core import Arm, Readout, arms_from_tier, run_readout
+from tierctl.readout.prom import PrometheusClient
+
+__all__ = ["Arm", "PrometheusClient", "Readout", "arms_from_tier", "run_readout"]

@@ -1,0 +1,30 @@
+"""``tierctl demo``: the lifecycle on the bundled example, on one machine.
+
+Each stage calls the same library functions as the individual commands and prints what an
+operator would see; the demo stops at the first stage that fails.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from tierctl.demo import DEFAULT_SPEC, run_demo
+
+
+@click.command()
+@click.option(
+    "--spec",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Tier spec to use (default: the bundled GLM-5.3 long-context example).",
+)
+@click.option("--quick", is_flag=True, help="Only the offline stages (no servers).")
+def demo(spec: Path | None, quick: bool) -> None:
+    """Run tierctl's main job on the bundled example: render, validate, simulate, A/B, plan."""
+    console = Console(width=None if Console().is_terminal else 140)
+    ok = run_demo(spec or DEFAULT_SPEC, console=console, quick=quick)
+    if not ok:
+        raise SystemExit(1)

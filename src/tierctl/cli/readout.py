@@ -1,0 +1,107 @@
+"""``tierctl readout``: judge the canary against the live control from Prometheus."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from tierctl.errors import InputError
+from tierctl.spec import load_spec, resolve_tier
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, option: str) -> float:
+    """``90s``, ``5m``, ``24h``, ``2d`` -> seconds."""
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise InputError(
+            f"{option}: {text!r} is not a duration",
+            rule="duration",
+            value=text,
+            fix="write a number and a unit: 90s, 5m, 24h, 2d",
+        )
+    return float(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+@click.command()
+@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--prometheus", required=True, help="Prometheus base URL, e.g. http://127.0.0.1:9090."
+)
+@click.option("--control", help="Control replica (default: the one with role control).")
+@click.option("--canary", help="Canary replica (default: the one with role canary).")
+@click.option("--window", default="24h", show_default=True, help="How far back from --end.")
+@click.option("--end", "end_s", type=float, help="End of the window, Unix seconds (default now).")
+@click.option("--step", default="5m", show_default=True, help="Step and rate window (one pair).")
+@click.option(
+    "--label",
+    default="container_name",
+    show_default=True,
+    help="Scrape label that names each replica's service.",
+)
+@click.option(
+    "--match", "extra", help='Extra PromQL matchers for both arms, e.g. host_machine="gpu02".'
+)
+@click.option(
+    "--prefix", type=click.Choice(["sglang:", "sglang_"]), help="Metric prefix (default: detect)."
+)
+@click.option(
+    "--tolerance", default=0.05, show_default=True, help="Relative change treated as none."
+)
+@click.option(
+    "--min-requests", default=3.0, show_default=True, help="Per arm per step to compare it."
+)
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table")
+def readout(
+    spec_path: Path,
+    prometheus: str,
+    control: str | None,
+    canary: str | None,
+    window: str,
+    end_s: float | None,
+    step: str,
+    label: str,
+    extra: str | None,
+    prefix: str | None,
+    tolerance: float,
+    min_requests: float,
+    fmt: str,
+) -> None:
+    """Compare canary and control over a window; exit 0 pass, 1 fail, 3 inconclusive."""
+    from tierctl.readout import PrometheusClient, arms_from_tier, run_readout
+    from tierctl.readout.core import Arm
+    from tierctl.readout.report import print_readout, readout_markdown
+
+    tier = resolve_tier(load_spec(spec_path))
+    arm_c, arm_k = arms_from_tier(tier, control, canary, label)
+    if extra:
+        arm_c = Arm(arm_c.replica, f"{arm_c.matchers},{extra}", arm_c.expected_variant)
+        arm_k = Arm(arm_k.replica, f"{arm_k.matchers},{extra}", arm_k.expected_variant)
+    end = end_s if end_s is not None else time.time()
+    with PrometheusClient(prometheus) as client:
+        result = run_readout(
+            client,
+            arm_c,
+            arm_k,
+            start_s=end - parse_duration(window, "--window"),
+            end_s=end,
+            step_s=parse_duration(step, "--step"),
+            prefix=prefix,
+            min_requests_per_step=min_requests,
+            tolerance=tolerance,
+        )
+    if fmt == "json":
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    elif fmt == "markdown":
+        click.echo(readout_markdown(result), nl=False)
+    else:
+        console = Console()
+        print_readout(result, Console(width=None if console.is_terminal else 150))
+    raise SystemExit({"pass": 0, "fail": 1, "inconclusive": 3}[result.verdict])

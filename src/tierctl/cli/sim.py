@@ -1,0 +1,189 @@
+"""``tierctl sim``: run, compare, fit and serve the scheduler model."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from typing import Any
+
+import click
+
+from tierctl.sim.cost import DEFAULT_PRESET, PRESETS
+from tierctl.sim.result import SimResult, Summary
+from tierctl.sim.workload import GENERATORS
+from tierctl.sim.workload_traces import FORMATS
+
+_PRESET = click.option(
+    "--preset",
+    type=click.Choice(sorted(PRESETS)),
+    default=DEFAULT_PRESET,
+    show_default=True,
+    help="Step cost model.",
+)
+
+
+def _workload_options(f: Any) -> Any:
+    opts = [
+        click.option("--workload", "kind", type=click.Choice(GENERATORS), default="field",
+                     show_default=True, help="Built-in workload (ignored with --trace)."),
+        click.option("--trace", type=click.Path(dir_okay=False), help="Trace file to replay."),
+        click.option("--trace-format", type=click.Choice(FORMATS), default="jsonl",
+                     show_default=True),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--count", type=int, default=8, show_default=True, help="Burst size."),
+        click.option("--input-tokens", type=int, default=720_000, show_default=True,
+                     help="Burst prompt tokens."),
+        click.option("--output-tokens", type=int, default=256, show_default=True,
+                     help="Burst output tokens."),
+        click.option("--rate", "rate_per_s", type=float, default=2.0, show_default=True,
+                     help="Hammer requests per second."),
+        click.option("--duration-s", type=float, default=600.0, show_default=True,
+                     help="Hammer duration."),
+        click.option("--hours", type=float, default=24.0, show_default=True,
+                     help="Length of the 'day' trace."),
+    ]  # fmt: skip
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _workload(kw: dict[str, Any]) -> Any:
+    from tierctl.sim.sources import WorkloadSource
+
+    keys = {f.name for f in dataclasses.fields(WorkloadSource)}
+    return WorkloadSource(**{k: kw.pop(k) for k in list(kw) if k in keys})
+
+
+@click.group()
+def sim() -> None:
+    """Simulate the engine scheduler, offline or as an OpenAI-compatible server."""
+
+
+@sim.command(context_settings={"ignore_unknown_options": True})
+@click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec to take the argv from.")
+@click.option("--replica", help="Replica of --spec to simulate.")
+@_PRESET
+@_workload_options
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@click.option("--per-request", is_flag=True, help="Also print one line per request.")
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def run(
+    spec: str | None, replica: str | None, preset: str, as_json: bool, per_request: bool,
+    argv: tuple[str, ...], **kw: Any,
+) -> None:
+    """Simulate one replica: `tierctl sim run [--spec S --replica R] [-- ENGINE ARGV...]`."""
+    from tierctl.sim.sources import EngineSource, run_sim
+
+    if spec is not None and replica is None:
+        raise click.UsageError("--spec needs --replica")
+    result = run_sim(EngineSource(argv, spec, replica), _workload(kw), preset)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=1))
+        return
+    click.echo(_render_run(result, per_request))
+
+
+@sim.command()
+@click.option("--control", "control_argv", default="", help="Control engine argv (one string).")
+@click.option("--candidate", "candidate_argv", default="", help="Candidate engine argv.")
+@click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec for both replicas.")
+@click.option("--control-replica", help="Control replica of --spec.")
+@click.option("--candidate-replica", help="Candidate replica of --spec.")
+@click.option("--focus", help="Only requests whose id starts with this (e.g. 'dec', 'burst').")
+@_PRESET
+@_workload_options
+@click.option("--json", "as_json", is_flag=True)
+def compare(
+    control_argv: str, candidate_argv: str, spec: str | None, control_replica: str | None,
+    candidate_replica: str | None, focus: str | None, preset: str, as_json: bool, **kw: Any,
+) -> None:
+    """Run two argv sets on the identical workload; print candidate/control ratios."""
+    import shlex
+
+    from tierctl.sim.sources import EngineSource, compare_sims
+
+    if spec is not None and not (control_replica and candidate_replica):
+        raise click.UsageError("--spec needs --control-replica and --candidate-replica")
+    a = EngineSource(tuple(shlex.split(control_argv)), spec, control_replica)
+    b = EngineSource(tuple(shlex.split(candidate_argv)), spec, candidate_replica)
+    cmp = compare_sims(a, b, _workload(kw), preset, focus=focus)
+    rows = [dataclasses.asdict(r) for r in cmp.table]
+    if as_json:
+        click.echo(json.dumps({"focus": focus, "table": rows,
+                               "control": dataclasses.asdict(cmp.control.summary),
+                               "candidate": dataclasses.asdict(cmp.candidate.summary)}, indent=1))
+        return
+    click.echo(f"workload {cmp.control.workload}" + (f", requests {focus}*" if focus else ""))
+    click.echo(f"{'metric':<12}{'control':>12}{'candidate':>12}{'ratio':>8}")
+    for r in cmp.table:
+        click.echo(f"{r.metric:<12}{_fmt(r.control):>12}{_fmt(r.candidate):>12}"
+                   f"{_fmt(r.ratio, '.2f'):>8}")
+
+
+@sim.command()
+@click.argument("steps", type=click.Path(dir_okay=False))
+@_PRESET
+@click.option("--json", "as_json", is_flag=True)
+def fit(steps: str, preset: str, as_json: bool) -> None:
+    """Fit the step cost coefficients to a step log (JSONL) by least squares."""
+    from tierctl.sim.steplog import fit_file
+
+    model = fit_file(steps, preset)
+    doc = dataclasses.asdict(model)
+    if as_json:
+        click.echo(json.dumps(doc, indent=1))
+        return
+    for k, v in doc.items():
+        click.echo(f"{k:<24}{v:.4g}" if isinstance(v, float) else f"{k:<24}{v}")
+
+
+@sim.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--time-scale", type=click.FloatRange(min=1e-3), default=1.0, show_default=True,
+              help="Modelled seconds per wall second (50 = 50x faster than the GPU).")
+@_PRESET
+@click.option("--queue-full-status", type=click.IntRange(400, 599), default=503,
+              show_default=True, help="HTTP status when --max-queued-requests is exceeded.")
+@click.option("--drain-timeout-s", type=float, default=30.0, show_default=True)
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def serve(time_scale: float, preset: str, queue_full_status: int, drain_timeout_s: float,
+          argv: tuple[str, ...]) -> None:
+    """Serve an engine: `tierctl sim serve --time-scale 50 -- --port 30001 ...`."""
+    from tierctl.sim.config import EngineConfig
+    from tierctl.sim.cost import preset as get_preset
+    from tierctl.sim.server import ServeOptions, serve as run_server
+
+    config = EngineConfig.from_argv(list(argv))
+    opts = ServeOptions(time_scale=time_scale, queue_full_status=queue_full_status,
+                        drain_timeout_s=drain_timeout_s)
+    asyncio.run(run_server(config, get_preset(preset), opts,
+                           announce=lambda s: click.echo(s, nl=True)))
+
+
+def _fmt(v: float | None, spec: str = ".3g") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _render_run(result: SimResult, per_request: bool) -> str:
+    s: Summary = result.summary
+    lines = [
+        f"workload {result.workload}: {s.requests} requests, preset {result.preset}",
+        f"completed {s.completed} ({s.completion:.1%}), aborted/rejected {s.aborted}, "
+        f"KV admission waits {s.kv_waits}, cached prompt tokens {s.cached_fraction:.1%}",
+        f"rounds {result.rounds} (prefill {result.prefill_rounds}, deferred "
+        f"{result.deferred_rounds}), simulated {result.sim_end_s:.1f} s",
+        f"TTFT  p50 {_fmt(s.ttft_p50_s)} s  p95 {_fmt(s.ttft_p95_s)} s  p99 {_fmt(s.ttft_p99_s)} s",
+        f"TPOT  p50 {_fmt(s.tpot_p50_s)} s  p90 {_fmt(s.tpot_p90_s)} s  p99 {_fmt(s.tpot_p99_s)} s",
+        f"ITL   p50 {_fmt(s.itl_p50_s)} s  p99 {_fmt(s.itl_p99_s)} s",
+        f"queue p50 {_fmt(s.queue_p50_s)} s  p95 {_fmt(s.queue_p95_s)} s",
+    ]
+    if per_request:
+        lines.append(f"{'rid':<14}{'arrival':>9}{'input':>9}{'cached':>9}{'out':>6}"
+                     f"{'queue':>9}{'ttft':>9}{'tpot':>8}{'status':>11}")
+        for r in result.requests:
+            lines.append(
+                f"{r.rid:<14}{r.arrival_s:>9.1f}{r.input_tokens:>9}{r.cached_tokens:>9}"
+                f"{r.output_tokens:>6}{_fmt(r.queue_s):>9}{_fmt(r.ttft_s):>9}"
+                f"{_fmt(r.tpot_s):>8}{r.status:>11}"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,97 @@
+"""``tierctl schema``, ``tierctl render`` and ``tierctl show``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from tierctl.errors import InputError
+from tierctl.render import output_path, render_compose
+from tierctl.render.files import RenderCheck, check_rendered, write_rendered
+from tierctl.spec import load_spec, resolve_tier
+from tierctl.spec.model import TierSpec
+from tierctl.spec.summary import summarise
+
+
+@click.command()
+@click.option("--indent", default=2, show_default=True, help="JSON indentation.")
+def schema(indent: int) -> None:
+    """Print the JSON Schema of the tier spec (for editors and CI)."""
+    doc = TierSpec.model_json_schema()
+    doc["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    doc["title"] = "tierctl tier spec"
+    click.echo(json.dumps(doc, indent=indent, sort_keys=False))
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--write", "write", is_flag=True, help="Write the file the spec names in `output`.")
+@click.option("--check", "check", is_flag=True, help="Exit 1 with a diff when that file is stale.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Compare with / write to this path instead of the spec's `output`.",
+)
+@click.option(
+    "--force", is_flag=True, help="With --write: overwrite a file tierctl did not generate."
+)
+def render(spec: Path, write: bool, check: bool, output: Path | None, force: bool) -> None:
+    """Render SPEC into a docker compose file (printed unless --write or --check)."""
+    if write and check:
+        raise InputError(
+            "--write and --check exclude each other", rule="usage", fix="pass one of them"
+        )
+    tier_spec = load_spec(spec)
+    text = render_compose(tier_spec, spec_path=spec)
+    target = output or output_path(tier_spec, spec)
+    if check:
+        result: RenderCheck = check_rendered(text, target)
+        if result.fresh:
+            click.echo(f"{target}: up to date")
+            return
+        sys.stdout.write(result.diff)
+        click.echo(f"{target}: stale; run `tierctl render --write {spec}`", err=True)
+        sys.exit(1)
+    if write:
+        outcome = write_rendered(text, target, force=force)
+        click.echo(f"{target}: {outcome}")
+        return
+    sys.stdout.write(text)
+
+
+@click.command()
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def show(spec: Path, as_json: bool) -> None:
+    """Summarise a tier: replicas, their argv differences and their variants."""
+    summary = summarise(resolve_tier(load_spec(spec)))
+    if as_json:
+        click.echo(json.dumps(summary.to_dict(), indent=2))
+        return
+    # Wide enough for full service names and variants when piped (rich defaults to 80).
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    console.print(f"[bold]{summary.tier}[/bold] on [bold]{summary.host}[/bold]: {summary.engine}")
+    table = Table(show_header=True, header_style="bold")
+    for col in ("replica", "service", "role", "GPUs", "port", "config_variant"):
+        table.add_column(col, overflow="fold")
+    for r in summary.replicas:
+        table.add_row(r.name, r.service, r.role, r.gpus, str(r.port), r.variant)
+    console.print(table)
+    if summary.differences:
+        diff = Table(title="argv and env differences between replicas", header_style="bold")
+        diff.add_column("setting")
+        for r in summary.replicas:
+            diff.add_column(r.name)
+        for row in summary.differences:
+            diff.add_row(row.setting, *row.values)
+        console.print(diff)
+    else:
+        console.print("replicas run identical argv and env (apart from GPUs)")
+    for line in summary.notes:
+        console.print(line)

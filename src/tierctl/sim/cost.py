@@ -1,0 +1,203 @@
+"""The step cost model: how long one scheduler round takes on the modelled GPUs.
+
+A prefill (extend) batch of requests, each adding ``c`` new tokens on ``p`` already-cached
+ones, costs ``a + sum(b*c + g*c*(p + c/2))``: a fixed launch cost, a linear (GEMM) term and
+the causal attention term over the token pairs the chunk attends to. A decode step of batch
+``B`` with ``K`` context tokens in total costs ``a_d + d*B + k*K``. Every round adds a
+scheduler overhead. The presets and their derivations are in docs/sim.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from tierctl.errors import InputError
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Coefficients of the step cost model, in seconds, plus the engine's memory sizes."""
+
+    name: str
+    prefill_base_s: float
+    prefill_per_token_s: float
+    prefill_attn_pair_s: float
+    decode_base_s: float
+    decode_per_seq_s: float
+    decode_per_ctx_token_s: float
+    round_overhead_s: float
+    kv_pool_tokens: int
+    max_running_requests: int
+    chunked_prefill_size: int
+
+    def prefill_s(self, chunks: Iterable[tuple[int, int]]) -> float:
+        """Time of one extend batch; ``chunks`` are ``(new_tokens, cached_tokens)`` pairs."""
+        total = self.prefill_base_s
+        for c, p in chunks:
+            total += self.prefill_per_token_s * c + self.prefill_attn_pair_s * c * (p + c / 2)
+        return total
+
+    def decode_s(self, batch_size: int, context_tokens: int) -> float:
+        """Time of one decode step for ``batch_size`` sequences over ``context_tokens``."""
+        return (
+            self.decode_base_s
+            + self.decode_per_seq_s * batch_size
+            + self.decode_per_ctx_token_s * context_tokens
+        )
+
+    def decode_marginal_s(self, batch_size: int, context_tokens: int) -> float:
+        """What decodes riding in a mixed chunk add to the chunk's time (no launch cost)."""
+        return self.decode_per_seq_s * batch_size + self.decode_per_ctx_token_s * context_tokens
+
+
+# GLM-5.3 Flash W4AFP8 on 4 x H200 (TP4). Calibrated to the field report's anchors, not to a
+# profile: a 720K-token prompt prefills in ~80 s at chunk 16384 (linear ~36 s + attention
+# ~45 s), a decode step of a few sequences costs ~25-30 ms, and the KV pool holds ~3M tokens
+# (MLA-compressed KV replicated per TP rank, ~60 GB free per GPU after the 4-bit weights).
+GLM53_FLASH_W4AFP8_TP4_H200 = CostModel(
+    name="glm53-flash-w4afp8-tp4-h200",
+    prefill_base_s=0.020,
+    prefill_per_token_s=5.0e-5,
+    prefill_attn_pair_s=1.7e-10,
+    decode_base_s=0.022,
+    decode_per_seq_s=2.0e-4,
+    decode_per_ctx_token_s=5.0e-9,
+    round_overhead_s=5.0e-4,
+    kv_pool_tokens=3_000_000,
+    max_running_requests=64,
+    chunked_prefill_size=8192,
+)
+
+# A small dense model (8B class, one 80 GB H100, bf16). From first principles: ~16 GFLOP per
+# token at ~600 TFLOP/s effective -> b ~ 2.7e-5 s; attention ~0.5 MFLOP per token pair ->
+# g ~ 9e-10 s; decode reads 16 GB of weights at ~3.3 TB/s -> ~6 ms, plus 128 KB of KV per
+# context token -> k ~ 4e-8 s; ~60 GB free for KV at 128 KB/token -> ~460K tokens.
+DENSE_8B_H100 = CostModel(
+    name="dense-8b-h100",
+    prefill_base_s=0.005,
+    prefill_per_token_s=2.7e-5,
+    prefill_attn_pair_s=9.0e-10,
+    decode_base_s=0.006,
+    decode_per_seq_s=5.0e-5,
+    decode_per_ctx_token_s=4.0e-8,
+    round_overhead_s=3.0e-4,
+    kv_pool_tokens=460_000,
+    max_running_requests=256,
+    chunked_prefill_size=8192,
+)
+
+PRESETS: dict[str, CostModel] = {m.name: m for m in (GLM53_FLASH_W4AFP8_TP4_H200, DENSE_8B_H100)}
+DEFAULT_PRESET = GLM53_FLASH_W4AFP8_TP4_H200.name
+
+
+def preset(name: str) -> CostModel:
+    """The named preset.
+
+    Raises:
+        InputError: no preset has that name.
+    """
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise InputError(
+            f"unknown cost-model preset {name!r}",
+            rule="the preset must be one of the bundled ones",
+            value=name,
+            fix=f"use one of: {', '.join(sorted(PRESETS))}",
+        ) from None
+
+
+@dataclass(frozen=True)
+class PrefillSample:
+    """One logged extend step: its chunks and how long it took."""
+
+    chunks: tuple[tuple[int, int], ...]
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class DecodeSample:
+    """One logged decode step."""
+
+    batch_size: int
+    context_tokens: int
+    duration_s: float
+
+
+def fit(
+    prefill: Sequence[PrefillSample],
+    decode: Sequence[DecodeSample],
+    *,
+    base: CostModel = GLM53_FLASH_W4AFP8_TP4_H200,
+    name: str = "fitted",
+) -> CostModel:
+    """Fit the step coefficients to logged step times by non-negative least squares.
+
+    The round overhead cannot be told apart from the launch costs in step logs, so it is
+    kept from ``base`` (as are the memory sizes) and subtracted before fitting.
+
+    Raises:
+        InputError: fewer samples than coefficients for either step kind.
+    """
+    import numpy as np
+
+    if len(prefill) < 3 or len(decode) < 3:
+        raise InputError(
+            "not enough step samples to fit the cost model",
+            rule="at least 3 prefill and 3 decode steps are needed (3 coefficients each)",
+            value={"prefill": len(prefill), "decode": len(decode)},
+            fix="log more steps, with varied chunk sizes, cached lengths and batch sizes",
+        )
+    oh = base.round_overhead_s
+    xp = np.array(
+        [
+            [
+                1.0,
+                float(sum(c for c, _ in s.chunks)),
+                float(sum(c * (p + c / 2) for c, p in s.chunks)),
+            ]
+            for s in prefill
+        ]
+    )
+    yp = np.array([s.duration_s - oh for s in prefill])
+    xd = np.array([[1.0, float(s.batch_size), float(s.context_tokens)] for s in decode])
+    yd = np.array([s.duration_s - oh for s in decode])
+    a, b, g = _nnls(xp, yp)
+    ad, d, k = _nnls(xd, yd)
+    return replace(
+        base,
+        name=name,
+        prefill_base_s=a,
+        prefill_per_token_s=b,
+        prefill_attn_pair_s=g,
+        decode_base_s=ad,
+        decode_per_seq_s=d,
+        decode_per_ctx_token_s=k,
+    )
+
+
+def _nnls(x: object, y: object) -> tuple[float, float, float]:
+    """Least squares with coefficients clamped at zero (a small active-set loop).
+
+    Columns are scaled to unit norm first: the attention column is ~1e12 times the constant
+    one, and unscaled least squares would lose the small coefficients.
+    """
+    import numpy as np
+
+    xa = np.asarray(x, dtype=float)
+    ya = np.asarray(y, dtype=float)
+    scale = np.linalg.norm(xa, axis=0)
+    scale[scale == 0] = 1.0
+    xs = xa / scale
+    active = list(range(xa.shape[1]))
+    coef = np.zeros(xa.shape[1])
+    while active:
+        sol, *_ = np.linalg.lstsq(xs[:, active], ya, rcond=None)
+        if (sol >= 0).all():
+            coef[:] = 0
+            coef[active] = sol
+            break
+        active.pop(int(np.argmin(sol)))
+    out = coef / scale
+    return float(out[0]), float(out[1]), float(out[2])

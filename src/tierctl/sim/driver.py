@@ -1,0 +1,120 @@
+"""Drive the scheduler model in (scaled) real time for the engine server.
+
+The driver plays SGLang's scheduler process: its simulated clock advances by each round's
+modelled duration and it sleeps until the wall clock catches up (``time_scale`` modelled
+seconds per wall second). Like the real scheduler, which is a separate process, it keeps its
+own pace when the HTTP event loop stalls: tokens produced meanwhile are delivered late, all at
+once. Only an idle engine re-syncs its clock to the wall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+from tierctl.sim.engine import Emission, Scheduler
+from tierctl.sim.metrics import EngineMetrics
+from tierctl.sim.workload import SimRequest
+
+
+class EngineDriver:
+    """Runs a :class:`Scheduler` against the wall clock and fans tokens out to streams."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        *,
+        time_scale: float,
+        metrics: EngineMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.scheduler = scheduler
+        self.time_scale = time_scale
+        self.metrics = metrics
+        self._clock = clock
+        self._t0 = clock()
+        self._sim_s = 0.0
+        self._streams: dict[str, asyncio.Queue[Emission]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._seq = 0
+
+    def sim_now(self) -> float:
+        """Modelled seconds since start, from the wall clock."""
+        return (self._clock() - self._t0) * self.time_scale
+
+    def new_rid(self) -> str:
+        """A fresh request id."""
+        self._seq += 1
+        return f"req-{self._seq}"
+
+    def submit(
+        self, rid: str, input_tokens: int, output_tokens: int, block_hashes: tuple[int, ...]
+    ) -> tuple[str, asyncio.Queue[Emission] | None]:
+        """Hand a tokenized request to the scheduler; returns its outcome and token stream."""
+        now = max(self._sim_s, self.sim_now()) if not self.scheduler.busy else self._sim_s
+        req = SimRequest(rid, now, input_tokens, output_tokens, block_hashes)
+        outcome = self.scheduler.submit(req, now)
+        if outcome != "queued":
+            return outcome, None
+        q: asyncio.Queue[Emission] = asyncio.Queue()
+        self._streams[rid] = q
+        self._wake.set()
+        return outcome, q
+
+    def cancel(self, rid: str) -> None:
+        """The client went away: drop the request from the scheduler."""
+        self._streams.pop(rid, None)
+        self.scheduler.abort(rid, self._sim_s)
+
+    def start(self) -> None:
+        """Start the scheduler loop on the running event loop."""
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop the scheduler loop."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        sched = self.scheduler
+        while True:
+            if not sched.busy:
+                self._wake.clear()
+                await self._wake.wait()
+                now = self.sim_now()
+                sched.idle(now - self._sim_s)
+                self._sim_s = max(self._sim_s, now)
+                continue
+            rnd = sched.step(self._sim_s)
+            if rnd is None:
+                continue
+            self._sim_s += rnd.duration_s
+            delay = self._sim_s / self.time_scale - (self._clock() - self._t0)
+            # Yield even when behind so HTTP handlers get the loop between rounds.
+            await asyncio.sleep(max(delay, 0.0))
+            for em in rnd.emitted:
+                q = self._streams.get(em.rid)
+                if q is not None:
+                    q.put_nowait(em)
+                    if em.finished:
+                        self._streams.pop(em.rid, None)
+            if self.metrics is not None:
+                self.metrics.set_scheduler(
+                    len(sched.running),
+                    len(sched.waiting) + (1 if sched.chunked else 0),
+                    sched.kv_used_tokens,
+                    sched.kv_pool_tokens,
+                    sched.context_tokens,
+                )
+            # Finished requests' bookkeeping is not needed by the server; keep memory flat.
+            sched.done.clear()
+
+    def cached_tokens(self, rid: str) -> int:
+        """Prompt tokens the prefix cache served for a live request (0 when unknown)."""
+        live = self.scheduler.lives.get(rid)
+        return live.cached_tokens if live is not None else 0

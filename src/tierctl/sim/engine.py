@@ -1,0 +1,477 @@
+"""The scheduler model: one SGLang replica, round by round.
+
+Each call to :meth:`Scheduler.step` is one pass of SGLang's ``get_next_batch_to_run``:
+
+1. ``--prefill-decode-interval``: if the countdown is armed it is decremented and no prefill
+   is scheduled this round (unless the running batch is below
+   ``--prefill-decode-interval-min-bs``, which disarms it).
+2. Otherwise a prefill batch is built: the in-progress chunked request first, then waiting
+   requests in arrival order, within the chunk budget ``C``, ``--max-prefill-tokens``,
+   ``--max-running-requests`` and the KV pool (a request is admitted only when its new
+   prompt tokens and its output fit; the head of the queue blocks the rest).
+3. A prefill batch runs (with the running decodes riding along under
+   ``--enable-mixed-chunk``) and re-arms the countdown; otherwise the running batch decodes
+   one token each; otherwise the round idles.
+
+The model is pure: it holds no clock and no randomness. Callers pass the simulated time in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from tierctl.sim.config import EngineConfig
+from tierctl.sim.cost import CostModel
+from tierctl.sim.prefix_cache import PrefixCache
+from tierctl.sim.workload import BLOCK_TOKENS, SimRequest
+
+# ITL histogram: log-spaced buckets from 0.1 ms, 20 per e-fold (~5% wide).
+_ITL_FLOOR_S = 1e-4
+_ITL_PER_EFOLD = 20.0
+_ITL_BUCKETS = 400
+
+
+@dataclass(slots=True)
+class Live:
+    """A request's mutable state inside the scheduler."""
+
+    req: SimRequest
+    enqueued_s: float
+    cached_tokens: int = 0
+    prefilled_tokens: int = 0
+    admitted_s: float | None = None
+    generated: int = 0
+    first_token_s: float | None = None
+    last_token_s: float = 0.0
+    finished_s: float | None = None
+    itl_max_s: float = 0.0
+    kv_tokens: int = 0
+    kv_wait_s: float = 0.0
+    kv_blocked_since: float | None = None
+    status: str = "waiting"
+
+    @property
+    def extend_tokens(self) -> int:
+        """Prompt tokens that must be computed (not served from the prefix cache)."""
+        return self.req.input_tokens - self.cached_tokens
+
+
+@dataclass(frozen=True)
+class Emission:
+    """A token produced at the end of a round: the request and its 1-based output index."""
+
+    rid: str
+    index: int
+    finished: bool
+
+
+@dataclass(frozen=True)
+class Round:
+    """One scheduler round: what ran, how long it took, and the tokens it produced."""
+
+    start_s: float
+    duration_s: float
+    kind: str  # "prefill" | "mixed" | "decode" | "idle"
+    chunks: tuple[tuple[int, int], ...]
+    batch_size: int
+    context_tokens: int
+    emitted: tuple[Emission, ...] = ()
+
+
+@dataclass
+class SchedulerStats:
+    """Counters the scheduler keeps for metrics and reports."""
+
+    rounds: int = 0
+    prefill_rounds: int = 0
+    deferred_rounds: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    kv_waits: int = 0
+    itl_hist: list[int] = field(default_factory=lambda: [0] * _ITL_BUCKETS)
+
+
+class Scheduler:
+    """A discrete-event model of one engine replica's scheduler."""
+
+    def __init__(self, config: EngineConfig, cost: CostModel) -> None:
+        self.config = config
+        self.cost = cost
+        chunk = config.chunked_prefill_size
+        if chunk is None:
+            chunk = cost.chunked_prefill_size
+        self.chunk_tokens: int | None = chunk if chunk > 0 else None
+        self.max_running = config.max_running_requests or cost.max_running_requests
+        self.kv_pool_tokens = config.max_total_tokens or cost.kv_pool_tokens
+        self.interval_rounds = config.prefill_decode_interval
+        # HiCache keeps evicted prefixes in a host pool of ratio x the device pool (2.0 by
+        # default in cache mode); the simulator treats host hits as free to load.
+        ratio = config.hicache_ratio if config.hicache_ratio is not None else 2.0
+        self.host_cache_tokens = (
+            int(ratio * self.kv_pool_tokens) if config.enable_hierarchical_cache else 0
+        )
+        self.cache: PrefixCache | None = (
+            None if config.disable_radix_cache else PrefixCache(BLOCK_TOKENS)
+        )
+        self.waiting: deque[Live] = deque()
+        self.running: list[Live] = []
+        self.chunked: Live | None = None
+        self.lives: dict[str, Live] = {}
+        self.done: list[Live] = []
+        self.countdown = 0
+        self.kv_used_tokens = 0
+        self.context_tokens = 0
+        self.stats = SchedulerStats()
+
+    # -- intake -------------------------------------------------------------------------
+
+    def submit(self, req: SimRequest, now_s: float) -> str:
+        """Enqueue a request; returns ``"queued"``, ``"queue_full"`` or ``"too_long"``.
+
+        A full queue aborts the incoming request, as SGLang 0.5.23 does
+        (``_abort_on_queued_limit``); a request that can never fit the KV pool is refused.
+        """
+        live = Live(req=req, enqueued_s=now_s, last_token_s=now_s)
+        limit = self.config.max_queued_requests
+        if limit is not None and len(self.waiting) + 1 > limit:
+            live.status = "aborted"
+            self._close(live, now_s)
+            return "queue_full"
+        if req.input_tokens + req.output_tokens > self.kv_pool_tokens:
+            live.status = "rejected"
+            self._close(live, now_s)
+            return "too_long"
+        self.lives[req.rid] = live
+        self.waiting.append(live)
+        return "queued"
+
+    def abort(self, rid: str, now_s: float) -> bool:
+        """Drop a request wherever it is (a client went away); True if it was live."""
+        live = self.lives.get(rid)
+        if live is None:
+            return False
+        if live in self.waiting:
+            self.waiting.remove(live)
+        elif live is self.chunked:
+            self.chunked = None
+        elif live in self.running:
+            self.running.remove(live)
+            self.context_tokens -= live.req.input_tokens + live.generated
+        self.kv_used_tokens -= live.kv_tokens
+        live.status = "aborted"
+        self._close(live, now_s)
+        return True
+
+    @property
+    def busy(self) -> bool:
+        """Whether a round would do anything besides idling."""
+        return bool(self.running or self.chunked or self.waiting)
+
+    def idle(self, elapsed_s: float) -> None:
+        """Account for idle rounds spun while nothing was runnable (they drain the countdown)."""
+        if self.countdown and elapsed_s > 0:
+            spun = int(elapsed_s / max(self.cost.round_overhead_s, 1e-9))
+            self.countdown = max(0, self.countdown - spun)
+
+    # -- one round ----------------------------------------------------------------------
+
+    def step(self, now_s: float) -> Round | None:
+        """Run one scheduler round starting at ``now_s``; None when there is nothing to do."""
+        if not self.busy:
+            return None
+        cost = self.cost
+        self.stats.rounds += 1
+        defer = False
+        if self.countdown > 0:
+            if len(self.running) < self.config.prefill_decode_interval_min_bs:
+                self.countdown = 0
+            else:
+                self.countdown -= 1
+                defer = True
+                self.stats.deferred_rounds += 1
+        chunks: list[tuple[int, int]] = []
+        completing: list[Live] = []
+        mixed = False
+        if not defer:
+            mixed = self.config.enable_mixed_chunk and bool(self.running)
+            chunks, completing = self._build_prefill(now_s, len(self.running) if mixed else 0)
+        if chunks:
+            self.stats.prefill_rounds += 1
+            dur = cost.round_overhead_s + cost.prefill_s(chunks)
+            riders = self.running if mixed else []
+            if riders:
+                dur += cost.decode_marginal_s(len(riders), self.context_tokens)
+            end = now_s + dur
+            emitted = self._decode_tokens(riders, end) if riders else []
+            for live in completing:
+                emitted.append(self._first_token(live, end))
+            if self.interval_rounds:
+                self.countdown = self.interval_rounds
+            return Round(
+                now_s,
+                dur,
+                "mixed" if riders else "prefill",
+                tuple(chunks),
+                len(riders) + len(completing),
+                self.context_tokens,
+                tuple(emitted),
+            )
+        if self.running:
+            b, k = len(self.running), self.context_tokens
+            dur = cost.round_overhead_s + cost.decode_s(b, k)
+            emitted = self._decode_tokens(self.running, now_s + dur)
+            return Round(now_s, dur, "decode", (), b, k, tuple(emitted))
+        return Round(now_s, cost.round_overhead_s, "idle", (), 0, 0)
+
+    def _build_prefill(self, now_s: float, riders: int) -> tuple[list[tuple[int, int]], list[Live]]:
+        rem_chunk = None if self.chunk_tokens is None else self.chunk_tokens - riders
+        rem_input = self.config.max_prefill_tokens - riders
+        chunks: list[tuple[int, int]] = []
+        completing: list[Live] = []
+        if self.chunked is not None:
+            live = self.chunked
+            left = live.extend_tokens - live.prefilled_tokens
+            take = left if rem_chunk is None else min(left, max(rem_chunk, 1))
+            chunks.append((take, live.cached_tokens + live.prefilled_tokens))
+            live.prefilled_tokens += take
+            if live.prefilled_tokens < live.extend_tokens:
+                return chunks, completing
+            self.chunked = None
+            completing.append(live)
+            rem_input -= take
+            if rem_chunk is not None:
+                rem_chunk -= take
+        in_batch = len(self.running) + len(completing)
+        while self.waiting:
+            if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
+                break
+            if in_batch >= self.max_running:
+                break
+            live = self.waiting[0]
+            if not self._admit(live, now_s):
+                break
+            self.waiting.popleft()
+            extend = live.extend_tokens
+            if self.chunk_tokens is None and chunks and extend > rem_input:
+                # Without chunking a request larger than the budget goes alone next round.
+                self._unadmit(live)
+                self.waiting.appendleft(live)
+                break
+            take = extend if rem_chunk is None else min(extend, rem_chunk)
+            chunks.append((take, live.cached_tokens))
+            live.prefilled_tokens = take
+            rem_input -= take
+            if rem_chunk is not None:
+                rem_chunk -= take
+            if take < extend:
+                self.chunked = live
+                break
+            completing.append(live)
+            in_batch += 1
+        return chunks, completing
+
+    def _admit(self, live: Live, now_s: float) -> bool:
+        req = live.req
+        cached = 0
+        if self.cache is not None and req.block_hashes:
+            cached = min(self.cache.match(req.block_hashes), req.input_tokens - 1)
+        need = req.input_tokens - cached + req.output_tokens
+        free_for_new = self.kv_pool_tokens - self.kv_used_tokens
+        if need > free_for_new:
+            if live.kv_blocked_since is None:
+                live.kv_blocked_since = now_s
+                self.stats.kv_waits += 1
+            return False
+        if self.cache is not None:
+            self.cache.evict_to(free_for_new - need + self.host_cache_tokens)
+        if live.kv_blocked_since is not None:
+            live.kv_wait_s = now_s - live.kv_blocked_since
+        live.cached_tokens = cached
+        live.kv_tokens = need
+        live.admitted_s = now_s
+        live.status = "prefilling"
+        self.kv_used_tokens += need
+        self.stats.prompt_tokens += req.input_tokens
+        self.stats.cached_tokens += cached
+        return True
+
+    def _unadmit(self, live: Live) -> None:
+        self.kv_used_tokens -= live.kv_tokens
+        self.stats.prompt_tokens -= live.req.input_tokens
+        self.stats.cached_tokens -= live.cached_tokens
+        live.kv_tokens = 0
+        live.admitted_s = None
+        live.status = "waiting"
+
+    def _first_token(self, live: Live, end_s: float) -> Emission:
+        live.generated = 1
+        live.first_token_s = end_s
+        live.last_token_s = end_s
+        if live.req.output_tokens <= 1:
+            self._finish(live, end_s)
+            return Emission(live.req.rid, 1, True)
+        live.status = "decoding"
+        self.running.append(live)
+        self.context_tokens += live.req.input_tokens + 1
+        return Emission(live.req.rid, 1, False)
+
+    def _decode_tokens(self, batch: list[Live], end_s: float) -> list[Emission]:
+        out: list[Emission] = []
+        finished: list[Live] = []
+        hist = self.stats.itl_hist
+        for live in batch:
+            gap = end_s - live.last_token_s
+            if gap > live.itl_max_s:
+                live.itl_max_s = gap
+            hist[_itl_bucket(gap)] += 1
+            live.generated += 1
+            live.last_token_s = end_s
+            done = live.generated >= live.req.output_tokens
+            out.append(Emission(live.req.rid, live.generated, done))
+            if done:
+                finished.append(live)
+        self.context_tokens += len(batch)
+        for live in finished:
+            self.running.remove(live)
+            self.context_tokens -= live.req.input_tokens + live.generated
+            self._finish(live, end_s)
+        return out
+
+    def _finish(self, live: Live, end_s: float) -> None:
+        self.kv_used_tokens -= live.kv_tokens
+        live.kv_tokens = 0
+        live.status = "completed"
+        if self.cache is not None and live.req.block_hashes:
+            self.cache.insert(live.req.block_hashes)
+        self._close(live, end_s)
+
+    def _close(self, live: Live, end_s: float) -> None:
+        live.finished_s = end_s
+        self.lives.pop(live.req.rid, None)
+        self.done.append(live)
+
+    # -- fast-forward (offline only) ----------------------------------------------------
+
+    def decode_only(self, now_s: float) -> bool:
+        """True when the next rounds are pure decode until a finish or an arrival.
+
+        That holds when no prefill is in progress and the waiting queue is empty or its head
+        cannot be admitted (the blocking conditions only change when a request finishes).
+        A head blocked on KV room is recorded as waiting from ``now_s``, as a stepped round
+        would record it.
+        """
+        if not self.running or self.chunked is not None:
+            return False
+        if not self.waiting:
+            return True
+        if len(self.running) >= self.max_running:
+            return True
+        if self.countdown > 0 and len(self.running) >= self.config.prefill_decode_interval_min_bs:
+            # The next round defers prefill anyway; step it so admission is tried in order.
+            return False
+        head_live = self.waiting[0]
+        head = head_live.req
+        cached = 0
+        if self.cache is not None and head.block_hashes:
+            cached = min(self.cache.match(head.block_hashes), head.input_tokens - 1)
+        blocked = head.input_tokens - cached + head.output_tokens > (
+            self.kv_pool_tokens - self.kv_used_tokens
+        )
+        if blocked and head_live.kv_blocked_since is None:
+            head_live.kv_blocked_since = now_s
+            self.stats.kv_waits += 1
+        return blocked
+
+    def fast_forward(self, now_s: float, until_s: float) -> tuple[float, int]:
+        """Run decode rounds in closed form until the first finish or ``until_s``.
+
+        Equivalent to calling :meth:`step` round by round while :meth:`decode_only` holds:
+        rounds start while their start time is before ``until_s``; the last one may finish
+        requests. Returns the new time and the number of rounds run.
+        """
+        import numpy as np
+
+        run = self.running
+        b = len(run)
+        cost = self.cost
+        c0 = cost.round_overhead_s + cost.decode_s(b, self.context_tokens)
+        s = cost.decode_per_ctx_token_s * b  # each round adds b context tokens
+
+        def t_after(n: int) -> float:
+            return n * c0 + s * n * (n - 1) / 2
+
+        n_finish = min(live.req.output_tokens - live.generated for live in run)
+        n = n_finish
+        if until_s < math.inf:
+            horizon = until_s - now_s
+            # Smallest n with t_after(n) >= horizon, from the quadratic, then nudged exact.
+            if s > 0:
+                n_est = (-(c0 - s / 2) + math.sqrt((c0 - s / 2) ** 2 + 2 * s * horizon)) / s
+            else:
+                n_est = horizon / c0
+            n_until = max(1, math.ceil(n_est))
+            while n_until > 1 and t_after(n_until - 1) >= horizon:
+                n_until -= 1
+            while t_after(n_until) < horizon:
+                n_until += 1
+            n = min(n, n_until)
+        n = max(n, 1)
+        if n == 1:
+            rnd = self.step(now_s)
+            assert rnd is not None
+            return now_s + rnd.duration_s, 1
+        end = now_s + t_after(n)
+        first_end = now_s + c0
+        durs = c0 + s * np.arange(1, n)
+        idx = np.clip(
+            (np.log(durs / _ITL_FLOOR_S) * _ITL_PER_EFOLD).astype(np.int64), 0, _ITL_BUCKETS - 1
+        )
+        counts = np.bincount(idx, minlength=_ITL_BUCKETS)
+        hist = self.stats.itl_hist
+        for i in np.nonzero(counts)[0]:
+            hist[int(i)] += int(counts[i]) * b
+        last_gap = float(durs[-1])
+        finished: list[Live] = []
+        for live in run:
+            gap0 = first_end - live.last_token_s
+            hist[_itl_bucket(gap0)] += 1
+            live.itl_max_s = max(live.itl_max_s, gap0, last_gap)
+            live.generated += n
+            live.last_token_s = end
+            if live.generated >= live.req.output_tokens:
+                finished.append(live)
+        self.context_tokens += n * b
+        self.stats.rounds += n
+        if self.countdown:
+            if b < self.config.prefill_decode_interval_min_bs:
+                self.countdown = 0
+            else:
+                self.stats.deferred_rounds += min(self.countdown, n)
+                self.countdown = max(0, self.countdown - n)
+        for live in finished:
+            run.remove(live)
+            self.context_tokens -= live.req.input_tokens + live.generated
+            self._finish(live, end)
+        return end, n
+
+
+def _itl_bucket(gap_s: float) -> int:
+    if gap_s <= _ITL_FLOOR_S:
+        return 0
+    return min(int(math.log(gap_s / _ITL_FLOOR_S) * _ITL_PER_EFOLD), _ITL_BUCKETS - 1)
+
+
+def itl_quantile(hist: list[int], q: float) -> float:
+    """The ``q`` quantile of the ITL histogram (bucket's geometric middle); 0 when empty."""
+    total = sum(hist)
+    if total == 0:
+        return 0.0
+    target = q * total
+    acc = 0
+    for i, c in enumerate(hist):
+        acc += c
+        if acc >= target and c:
+            return _ITL_FLOOR_S * math.exp((i + 0.5) / _ITL_PER_EFOLD)
+    return _ITL_FLOOR_S * math.exp((_ITL_BUCKETS - 0.5) / _ITL_PER_EFOLD)

@@ -1,0 +1,172 @@
+"""Results of a simulation: per-request figures, summary percentiles and the A/B ratio table."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tierctl.sim.engine import Live
+
+
+@dataclass(frozen=True)
+class RequestResult:
+    """One request's outcome. Times in seconds; ``None`` where it does not apply.
+
+    ``tpot_s`` excludes the first token: ``(finish - first_token) / (tokens - 1)``.
+    """
+
+    rid: str
+    arrival_s: float
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    status: str  # completed | aborted | rejected | unfinished
+    queue_s: float | None
+    kv_wait_s: float
+    ttft_s: float | None
+    tpot_s: float | None
+    itl_max_s: float | None
+    e2e_s: float | None
+
+    @staticmethod
+    def of(live: Live) -> RequestResult:
+        """Freeze a scheduler's request state."""
+        r = live.req
+        first = live.first_token_s
+        fin = live.finished_s if live.status == "completed" else None
+        tpot = None
+        if fin is not None and first is not None and live.generated > 1:
+            tpot = (fin - first) / (live.generated - 1)
+        return RequestResult(
+            rid=r.rid,
+            arrival_s=r.arrival_s,
+            input_tokens=r.input_tokens,
+            cached_tokens=live.cached_tokens,
+            output_tokens=live.generated,
+            status=live.status if live.status in ("completed", "aborted", "rejected") else "unfinished",
+            queue_s=None if live.admitted_s is None else live.admitted_s - live.enqueued_s,
+            kv_wait_s=live.kv_wait_s,
+            ttft_s=None if first is None else first - live.enqueued_s,
+            tpot_s=tpot,
+            itl_max_s=live.itl_max_s if live.generated > 1 else None,
+            e2e_s=None if fin is None else fin - live.enqueued_s,
+        )
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile (``q`` in 0..100) of ``values``; None when empty."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Summary percentiles over the requests of one run."""
+
+    requests: int
+    completed: int
+    aborted: int
+    completion: float
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    ttft_p99_s: float | None
+    tpot_p50_s: float | None
+    tpot_p90_s: float | None
+    tpot_p99_s: float | None
+    itl_p50_s: float | None
+    itl_p99_s: float | None
+    queue_p50_s: float | None
+    queue_p95_s: float | None
+    kv_waits: int
+    cached_fraction: float
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Everything one simulation produced."""
+
+    workload: str
+    preset: str
+    argv: tuple[str, ...]
+    requests: tuple[RequestResult, ...]
+    summary: Summary
+    rounds: int
+    prefill_rounds: int
+    deferred_rounds: int
+    sim_end_s: float
+
+    def subset(self, prefix: str) -> Summary:
+        """The summary over the requests whose id starts with ``prefix``."""
+        return summarize([r for r in self.requests if r.rid.startswith(prefix)], 0, None)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def summarize(
+    reqs: list[RequestResult], kv_waits: int, itl: tuple[float, float] | None
+) -> Summary:
+    """Summary percentiles of ``reqs``; ITL percentiles come from the scheduler's histogram."""
+    done = [r for r in reqs if r.status == "completed"]
+    ttft = [r.ttft_s for r in reqs if r.ttft_s is not None]
+    tpot = [r.tpot_s for r in done if r.tpot_s is not None]
+    queue = [r.queue_s for r in reqs if r.queue_s is not None]
+    prompt = sum(r.input_tokens for r in reqs if r.queue_s is not None)
+    cached = sum(r.cached_tokens for r in reqs if r.queue_s is not None)
+    if itl is None:
+        itl_vals = [r.itl_max_s for r in done if r.itl_max_s is not None]
+        itl = (percentile(itl_vals, 50) or 0.0, percentile(itl_vals, 99) or 0.0)
+    return Summary(
+        requests=len(reqs),
+        completed=len(done),
+        aborted=sum(r.status in ("aborted", "rejected") for r in reqs),
+        completion=len(done) / len(reqs) if reqs else 0.0,
+        ttft_p50_s=percentile(ttft, 50),
+        ttft_p95_s=percentile(ttft, 95),
+        ttft_p99_s=percentile(ttft, 99),
+        tpot_p50_s=percentile(tpot, 50),
+        tpot_p90_s=percentile(tpot, 90),
+        tpot_p99_s=percentile(tpot, 99),
+        itl_p50_s=itl[0],
+        itl_p99_s=itl[1],
+        queue_p50_s=percentile(queue, 50),
+        queue_p95_s=percentile(queue, 95),
+        kv_waits=kv_waits,
+        cached_fraction=cached / prompt if prompt else 0.0,
+    )
+
+
+@dataclass(frozen=True)
+class RatioRow:
+    """One row of the A/B table: the metric, both values and candidate/control."""
+
+    metric: str
+    control: float | None
+    candidate: float | None
+    ratio: float | None
+
+
+COMPARE_METRICS = (
+    ("TTFT p50", "ttft_p50_s"),
+    ("TTFT p95", "ttft_p95_s"),
+    ("TPOT p50", "tpot_p50_s"),
+    ("TPOT p90", "tpot_p90_s"),
+    ("completion", "completion"),
+)
+
+
+def ratio_table(control: Summary, candidate: Summary) -> tuple[RatioRow, ...]:
+    """The field report's table: candidate / control for TTFT, TPOT and completion."""
+    rows = []
+    for label, attr in COMPARE_METRICS:
+        a, b = getattr(control, attr), getattr(candidate, attr)
+        ratio = b / a if a and b is not None else None
+        rows.append(RatioRow(label, a, b, ratio))
+    return tuple(rows)

@@ -1,0 +1,383 @@
+"""``tierctl sim serve``: an OpenAI-compatible engine server driven by the scheduler model.
+
+aiohttp.web serves the API on one event loop, like SGLang's tokenizer manager: prompts are
+tokenized on that loop by default (so a burst of huge prompts stalls ``/health``, as in the
+field report) or, with ``--enable-dynamic-batch-tokenizer``, through the batching queue onto
+one worker thread. aiohttp was chosen over starlette+uvicorn because it is already a
+dependency of the ``sim`` extra, streams with one write per token without a framework layer in
+between, and takes ``client_max_size`` directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from tierctl.errors import RuntimeFailure
+from tierctl.sim.config import EngineConfig
+from tierctl.sim.cost import CostModel
+from tierctl.sim.driver import EngineDriver
+from tierctl.sim.engine import Emission, Scheduler
+from tierctl.sim.metrics import EngineMetrics
+from tierctl.sim.openai_io import ApiError, GenRequest, parse, token_text
+from tierctl.sim.tokenizer import DynamicBatchTokenizer, block_hashes, encode_prompt, load_tokenizer
+
+MAX_BODY_BYTES = 256 * 1024 * 1024
+SGLANG_VERSION = "0.5.23"
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Options of the simulated server that are not engine flags."""
+
+    time_scale: float = 1.0
+    queue_full_status: int = 503
+    drain_timeout_s: float = 30.0
+    health_generate_timeout_s: float = 20.0
+
+
+class SimServer:
+    """One simulated engine: scheduler driver, tokenizer, metrics and HTTP routes."""
+
+    def __init__(self, config: EngineConfig, cost: CostModel, options: ServeOptions) -> None:
+        self.config = config
+        self.cost = cost
+        self.options = options
+        self.metrics = EngineMetrics(config.model_name)
+        self.driver: EngineDriver | None = None
+        self.dyntok: DynamicBatchTokenizer | None = None
+        self.draining = False
+        self.inflight = 0
+        self._idle = asyncio.Event()
+        self.started_at = time.time()
+        load_tokenizer()  # load before serving so the first request does not pay for it
+
+    def app(self) -> web.Application:
+        """The aiohttp application."""
+        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/health_generate", self.health_generate)
+        app.router.add_get("/server_info", self.server_info)
+        app.router.add_get("/get_server_info", self.server_info)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/metrics", self.metrics_route)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/completions", self.completions)
+        app.on_startup.append(self._on_startup)
+        app.on_cleanup.append(self._on_cleanup)
+        return app
+
+    async def _on_startup(self, app: web.Application) -> None:
+        sched = Scheduler(self.config, self.cost)
+        self.driver = EngineDriver(sched, time_scale=self.options.time_scale, metrics=self.metrics)
+        self.driver.start()
+        self._idle.set()
+        if self.config.enable_dynamic_batch_tokenizer:
+            self.dyntok = DynamicBatchTokenizer(
+                self.config.dynamic_batch_tokenizer_batch_size,
+                self.config.dynamic_batch_tokenizer_batch_timeout,
+            )
+
+    async def _on_cleanup(self, app: web.Application) -> None:
+        if self.driver is not None:
+            await self.driver.stop()
+        if self.dyntok is not None:
+            await self.dyntok.close()
+
+    # -- routes -------------------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.Response:
+        """200 while serving; 503 while draining."""
+        return web.Response(status=503 if self.draining else 200)
+
+    async def health_generate(self, request: web.Request) -> web.Response:
+        """Run a one-token generation through the scheduler; 503 if draining or stuck."""
+        if self.draining or self.driver is None:
+            return web.Response(status=503)
+        rid = "health-" + self.driver.new_rid()
+        outcome, q = self.driver.submit(rid, 8, 1, ())
+        if q is None:
+            return web.Response(status=503, text=outcome)
+        try:
+            await asyncio.wait_for(q.get(), self.options.health_generate_timeout_s)
+        except TimeoutError:
+            self.driver.cancel(rid)
+            return web.Response(status=503)
+        return web.Response(status=200)
+
+    async def server_info(self, request: web.Request) -> web.Response:
+        """Every effective server arg as a top-level key, plus the simulator's own settings."""
+        info: dict[str, Any] = self.config.server_args()
+        info["version"] = SGLANG_VERSION
+        info["tierctl_sim"] = {
+            "time_scale": self.options.time_scale,
+            "cost_model": self.cost.name,
+            "queue_full_status": self.options.queue_full_status,
+            "argv": list(self.config.argv),
+        }
+        return web.json_response(info, dumps=_dumps)
+
+    async def models(self, request: web.Request) -> web.Response:
+        """The one served model."""
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.config.model_name,
+                        "object": "model",
+                        "created": int(self.started_at),
+                        "owned_by": "sglang",
+                        "root": self.config.model_path,
+                    }
+                ],
+            }
+        )
+
+    async def metrics_route(self, request: web.Request) -> web.Response:
+        """Prometheus text format; 404 unless ``--enable-metrics``, as in SGLang."""
+        if not self.config.enable_metrics:
+            raise web.HTTPNotFound()
+        return web.Response(
+            body=self.metrics.render(), content_type="text/plain", charset="utf-8"
+        )
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        """``POST /v1/chat/completions``."""
+        return await self._generate(request, chat=True)
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        """``POST /v1/completions``."""
+        return await self._generate(request, chat=False)
+
+    # -- generation ---------------------------------------------------------------------
+
+    async def _generate(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+        arrived = time.monotonic()
+        self.inflight += 1
+        self._idle.clear()
+        try:
+            if self.draining:
+                raise ApiError("the server is shutting down", status=503)
+            try:
+                raw = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise ApiError("request body too large", status=413) from None
+            try:
+                body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ApiError(f"the request body is not valid JSON: {exc}") from None
+            gen = parse(body, chat=chat)
+            n_tokens, hashes = await self._tokenize(gen)
+            return await self._run(request, gen, n_tokens, hashes, arrived)
+        except ApiError as err:
+            return web.json_response(err.body(), status=err.status)
+        finally:
+            self.inflight -= 1
+            if self.inflight == 0:
+                self._idle.set()
+
+    async def _tokenize(self, gen: GenRequest) -> tuple[int, tuple[int, ...]]:
+        if gen.token_ids is not None:
+            return len(gen.token_ids), block_hashes(gen.token_ids)
+        assert gen.text is not None
+        if self.dyntok is not None:
+            return await self.dyntok.encode(gen.text)
+        # On the event loop, as SGLang's tokenizer manager does without the flag.
+        return encode_prompt(gen.text)
+
+    async def _run(
+        self,
+        request: web.Request,
+        gen: GenRequest,
+        n_tokens: int,
+        hashes: tuple[int, ...],
+        arrived: float,
+    ) -> web.StreamResponse:
+        driver = self.driver
+        assert driver is not None
+        rid = driver.new_rid()
+        outcome, q = driver.submit(rid, max(n_tokens, 1), gen.max_tokens, hashes)
+        if q is None:
+            self.metrics.aborted()
+            if outcome == "queue_full":
+                raise ApiError(
+                    "The request queue is full.",
+                    status=self.options.queue_full_status,
+                    kind="server_error",
+                )
+            raise ApiError(
+                f"the prompt ({n_tokens} tokens) plus max_tokens ({gen.max_tokens}) exceeds "
+                f"the KV pool ({driver.scheduler.kv_pool_tokens} tokens)",
+                param="max_tokens",
+            )
+        seed = zlib.crc32(rid.encode())
+        created = int(time.time())
+        model = self.config.model_name
+        obj = "chat.completion" if gen.chat else "text_completion"
+        scale = self.options.time_scale
+        times: list[float] = []
+        cached = 0
+        resp: web.StreamResponse | None = None
+        finished = False
+        try:
+            if gen.stream:
+                resp = web.StreamResponse(
+                    headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+                )
+                await resp.prepare(request)
+                if gen.chat:
+                    await _sse(resp, _chunk(rid, obj, created, model, {"role": "assistant"}, None))
+            texts: list[str] = []
+            while not finished:
+                em: Emission = await q.get()
+                times.append(time.monotonic())
+                if em.index == 1:
+                    cached = driver.cached_tokens(rid)
+                finished = em.finished
+                piece = token_text(seed, em.index)
+                texts.append(piece)
+                if resp is not None:
+                    delta = {"content": piece} if gen.chat else piece
+                    await _sse(
+                        resp,
+                        _chunk(rid, obj, created, model, delta, "length" if finished else None),
+                    )
+        except (ConnectionResetError, asyncio.CancelledError):
+            driver.cancel(rid)
+            self.metrics.aborted()
+            raise
+        usage = {
+            "prompt_tokens": n_tokens,
+            "completion_tokens": len(texts),
+            "total_tokens": n_tokens + len(texts),
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+        self.metrics.finished(
+            streaming=gen.stream,
+            prompt_tokens=n_tokens,
+            cached_tokens=cached,
+            generation_tokens=len(texts),
+            ttft_s=(times[0] - arrived) * scale if times else None,
+            e2e_s=(times[-1] - arrived) * scale if times else 0.0,
+            itl_s=[(b - a) * scale for a, b in zip(times, times[1:], strict=False)],
+        )
+        if resp is not None:
+            if gen.include_usage:
+                await _sse(
+                    resp,
+                    {
+                        "id": rid,
+                        "object": obj + ".chunk",
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": usage,
+                    },
+                )
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+            return resp
+        text = "".join(texts)
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "length", "logprobs": None}
+        if gen.chat:
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        return web.json_response(
+            {
+                "id": rid,
+                "object": obj,
+                "created": created,
+                "model": model,
+                "choices": [choice],
+                "usage": usage,
+            }
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def drain(self) -> None:
+        """Refuse new work, answer /health 503, and wait for in-flight requests."""
+        self.draining = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), self.options.drain_timeout_s)
+
+
+def _chunk(
+    rid: str, obj: str, created: int, model: str, delta: Any, finish: str | None
+) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish, "logprobs": None}
+    if obj == "chat.completion":
+        choice["delta"] = delta
+    else:
+        choice["text"] = delta
+    return {
+        "id": rid,
+        "object": obj + ".chunk" if obj == "chat.completion" else obj,
+        "created": created,
+        "model": model,
+        "choices": [choice],
+    }
+
+
+async def _sse(resp: web.StreamResponse, obj: dict[str, Any]) -> None:
+    await resp.write(b"data: " + _dumps(obj).encode() + b"\n\n")
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), default=str)
+
+
+async def serve(
+    config: EngineConfig,
+    cost: CostModel,
+    options: ServeOptions,
+    *,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+    announce: Any = print,
+) -> None:
+    """Serve until SIGTERM/SIGINT (or ``stop``), then drain and exit.
+
+    Prints ``listening on http://HOST:PORT`` once ready (port 0 picks a free port).
+
+    Raises:
+        RuntimeFailure: the address cannot be bound.
+    """
+    server = SimServer(config, cost, options)
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port, backlog=1024)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise RuntimeFailure(
+            f"cannot listen on {config.host}:{config.port}: {exc.strerror}",
+            fix="pick a free --port (0 picks one)",
+        ) from None
+    sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
+    port = sockets[0].getsockname()[1] if sockets else config.port
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    announce(f"listening on http://{host}:{port}")
+    stop_ev = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop_ev.set)
+    if ready is not None:
+        ready.set()
+    try:
+        await stop_ev.wait()
+        await server.drain()
+    finally:
+        await runner.cleanup()

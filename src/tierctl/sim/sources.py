@@ -1,0 +1,96 @@
+"""Where a simulation's inputs come from: an argv or a spec replica, a trace or a generator.
+
+These are the library entry points the ``tierctl sim`` commands call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tierctl.errors import InputError
+from tierctl.sim.config import EngineConfig
+from tierctl.sim.cost import CostModel, preset
+from tierctl.sim.result import SimResult
+from tierctl.sim.simulate import Comparison, compare, simulate
+from tierctl.sim.workload import Workload, generate
+from tierctl.sim.workload_traces import read_trace
+
+
+@dataclass(frozen=True)
+class EngineSource:
+    """An engine argv given directly, or a replica of a tier spec (its rendered argv)."""
+
+    argv: tuple[str, ...] = ()
+    spec: str | None = None
+    replica: str | None = None
+
+    def config(self) -> EngineConfig:
+        """The engine configuration.
+
+        Raises:
+            InputError: the spec or replica cannot be read, or the argv is invalid.
+        """
+        if self.spec is None:
+            return EngineConfig.from_argv(list(self.argv))
+        from tierctl.spec import load_spec, resolve_tier
+
+        tier = resolve_tier(load_spec(self.spec))
+        if self.replica not in tier.replicas:
+            raise InputError(
+                f"no replica {self.replica!r} in the spec",
+                rule="--replica names one of the spec's replicas",
+                value=self.replica,
+                fix="use one of: " + ", ".join(tier.replicas),
+            )
+        argv = [*tier.replicas[self.replica].argv, *self.argv]
+        return EngineConfig.from_argv(argv, source=f"{self.spec}:replicas.{self.replica}")
+
+
+@dataclass(frozen=True)
+class WorkloadSource:
+    """A trace file, or a built-in generator with its parameters."""
+
+    kind: str = "field"
+    trace: str | None = None
+    trace_format: str = "jsonl"
+    seed: int = 0
+    count: int = 8
+    input_tokens: int = 720_000
+    output_tokens: int = 256
+    rate_per_s: float = 2.0
+    duration_s: float = 600.0
+    hours: float = 24.0
+
+    def load(self) -> Workload:
+        """Read or generate the workload."""
+        if self.trace is not None:
+            return read_trace(self.trace, self.trace_format)
+        return generate(
+            self.kind,
+            self.seed,
+            count=self.count,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            rate_per_s=self.rate_per_s,
+            duration_s=self.duration_s,
+            hours=self.hours,
+        )
+
+
+def run_sim(engine: EngineSource, workload: WorkloadSource, cost: str | CostModel) -> SimResult:
+    """Simulate one replica on one workload."""
+    model = preset(cost) if isinstance(cost, str) else cost
+    return simulate(engine.config(), workload.load(), model)
+
+
+def compare_sims(
+    control: EngineSource,
+    candidate: EngineSource,
+    workload: WorkloadSource,
+    cost: str | CostModel,
+    *,
+    focus: str | None = None,
+) -> Comparison:
+    """Simulate two replicas on the identical workload and build the ratio table."""
+    model = preset(cost) if isinstance(cost, str) else cost
+    return compare(control.config(), candidate.config(), workload.load(), model, focus=focus)

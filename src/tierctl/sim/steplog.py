@@ -1,0 +1,75 @@
+"""Step logs: one JSON line per scheduler step, the input of ``tierctl sim fit``.
+
+A line is ``{"kind": "prefill", "chunks": [[new, cached], ...], "duration_s": t}`` (or
+``"new_tokens"``/``"cached_tokens"`` for a one-request step) or
+``{"kind": "decode", "batch_size": B, "context_tokens": K, "duration_s": t}``. Mixed and idle
+steps are skipped when fitting.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tierctl.errors import InputError, Location
+from tierctl.sim.cost import CostModel, DecodeSample, PrefillSample, fit, preset
+from tierctl.sim.engine import Round
+
+
+def write_steps(rounds: list[Round], path: str | Path) -> None:
+    """Write simulated rounds as a step log."""
+    with Path(path).open("w", encoding="utf-8") as fh:
+        for r in rounds:
+            obj: dict[str, Any] = {"kind": r.kind, "duration_s": r.duration_s}
+            if r.kind in ("prefill", "mixed"):
+                obj["chunks"] = [list(c) for c in r.chunks]
+            if r.kind in ("decode", "mixed"):
+                obj["batch_size"] = r.batch_size
+                obj["context_tokens"] = r.context_tokens
+            fh.write(json.dumps(obj) + "\n")
+
+
+def read_steps(path: str | Path) -> tuple[list[PrefillSample], list[DecodeSample]]:
+    """Read a step log.
+
+    Raises:
+        InputError: the file cannot be read or a line is malformed (file and line named).
+    """
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InputError(f"cannot read step log: {exc.strerror}", location=Location(file=str(p))) from None
+    pre: list[PrefillSample] = []
+    dec: list[DecodeSample] = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        loc = Location(file=str(p), line=n)
+        try:
+            obj = json.loads(line)
+            kind = obj["kind"]
+            dur = float(obj["duration_s"])
+            if kind == "prefill":
+                if "chunks" in obj:
+                    chunks = tuple((int(c), int(q)) for c, q in obj["chunks"])
+                else:
+                    chunks = ((int(obj["new_tokens"]), int(obj.get("cached_tokens", 0))),)
+                pre.append(PrefillSample(chunks, dur))
+            elif kind == "decode":
+                dec.append(DecodeSample(int(obj["batch_size"]), int(obj["context_tokens"]), dur))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(
+                f"malformed step: {exc!r}",
+                location=loc,
+                rule="a step is a JSON object with kind, duration_s and its sizes",
+                fix="see docs/sim.md, 'Step logs'",
+            ) from None
+    return pre, dec
+
+
+def fit_file(path: str | Path, base: str = "glm53-flash-w4afp8-tp4-h200") -> CostModel:
+    """Fit the cost model to a step log, keeping ``base``'s overhead and memory sizes."""
+    pre, dec = read_steps(path)
+    return fit(pre, dec, base=preset(base), name=f"fitted:{Path(path).name}")

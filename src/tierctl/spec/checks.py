@@ -1,0 +1,327 @@
+"""Rules of a tier spec that relate several fields.
+
+Each rule returns :class:`Problem` values located by field path; the loader turns the path
+into a line. A problem that involves two places (an overlay clashing with the base argv, a GPU
+given to two replicas) names both.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tierctl.spec.effective import VariantError, effective_env, effective_flags, render_variant
+from tierctl.spec.model import SecretRef, TierSpec
+
+PathKey = tuple[str | int, ...]
+
+DIGEST_IMAGE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
+FLAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+REPLICA_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# Keys whose values are credentials: they must be ${VAR} references, never literals.
+SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
+# Values that look like real credentials wherever they appear.
+SECRET_VALUE = re.compile(
+    r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
+    r"xox[abp]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|Bearer\s+[A-Za-z0-9._~+/=-]{16,})"
+)
+REFERENCE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
+REFERENCES = ("backends", "replica_services", "host", "tier")
+# Keys of a replica service that the renderer owns: setting them in a compose fragment would
+# let the fragment disagree with the spec's argv, env or image.
+OWNED_KEYS = ("image", "container_name", "command", "entrypoint", "environment")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One broken rule, at ``path``; ``also`` is a second place involved."""
+
+    path: PathKey
+    message: str
+    rule: str
+    fix: str
+    value: Any = None
+    also: PathKey | None = None
+
+
+def _dotted(path: PathKey) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def check_spec(spec: TierSpec) -> list[Problem]:
+    """Every cross-field problem of a spec, in file order as far as practical."""
+    problems: list[Problem] = []
+    for check in (
+        _check_flag_names,
+        _check_engine,
+        _check_owned_keys,
+        _check_overlays,
+        _check_replicas,
+        _check_gpus,
+        _check_variant,
+        _check_services,
+        _check_secrets,
+    ):
+        problems.extend(check(spec))
+    return problems
+
+
+def _check_flag_names(spec: TierSpec) -> Iterator[Problem]:
+    maps: list[tuple[PathKey, dict[str, Any]]] = [(("engine", "args"), spec.engine.args)]
+    maps += [(("engine", "overlays", n), o) for n, o in spec.engine.overlays.items()]
+    maps += [(("replicas", n, "args"), r.args) for n, r in spec.replicas.items()]
+    for i, rule in enumerate(spec.rules):
+        maps += [
+            (("rules", i, part, "args"), getattr(rule, part).args) for part in ("when", "require")
+        ]
+    for path, flags in maps:
+        for name in flags:
+            if name.startswith("-"):
+                yield Problem(
+                    (*path, name),
+                    f"flag {name!r} is written with leading dashes",
+                    "flag-name",
+                    f"write it without leading dashes: {name.lstrip('-')}:",
+                )
+            elif not FLAG_NAME.match(name):
+                yield Problem(
+                    (*path, name),
+                    f"{name!r} is not a flag name",
+                    "flag-name",
+                    "use letters, digits, '-', '_' and '.'",
+                )
+
+
+def _check_engine(spec: TierSpec) -> Iterator[Problem]:
+    if "{replica}" not in spec.engine.service:
+        yield Problem(
+            ("engine", "service"),
+            "the service name template does not contain {replica}",
+            "service-template",
+            "add {replica}, e.g. model-{replica}, so each replica gets its own service",
+            spec.engine.service,
+        )
+    images: list[tuple[PathKey, str]] = [(("engine", "image"), spec.engine.image)]
+    images += [(("replicas", n, "image"), r.image) for n, r in spec.replicas.items() if r.image]
+    images += [
+        (("services", n, "compose", "image"), str(s.compose["image"]))
+        for n, s in spec.services.items()
+        if "image" in s.compose
+    ]
+    for path, image in images:
+        if not DIGEST_IMAGE.match(image):
+            yield Problem(
+                path,
+                "image is not pinned by digest",
+                "image-digest",
+                "use name@sha256:<64 hex> (docker buildx imagetools inspect NAME:TAG prints it)",
+                image,
+            )
+
+
+def _check_owned_keys(spec: TierSpec) -> Iterator[Problem]:
+    fragments: list[tuple[PathKey, dict[str, Any]]] = [(("engine", "compose"), spec.engine.compose)]
+    fragments += [(("replicas", n, "compose"), r.compose) for n, r in spec.replicas.items()]
+    for path, fragment in fragments:
+        for key in OWNED_KEYS:
+            if key in fragment:
+                yield Problem(
+                    (*path, key),
+                    f"{_dotted(path)} sets {key!r}, which the renderer derives from the spec",
+                    "owned-key",
+                    "use engine.image / engine.launcher / engine.args / engine.env "
+                    "(or the replica's image, args and env overrides)",
+                )
+
+
+def _check_overlays(spec: TierSpec) -> Iterator[Problem]:
+    owner: dict[str, PathKey] = {flag: ("engine", "args", flag) for flag in spec.engine.args}
+    for overlay, flags in spec.engine.overlays.items():
+        for flag in flags:
+            path: PathKey = ("engine", "overlays", overlay, flag)
+            first = owner.get(flag)
+            if first is not None:
+                yield Problem(
+                    path,
+                    f"overlay {overlay!r} sets --{flag}, which is already set",
+                    "overlay-clash",
+                    f"remove --{flag} from {_dotted(first)} (the overlay adds it to every "
+                    "replica) or drop it from the overlay",
+                    also=first,
+                )
+            else:
+                owner[flag] = path
+
+
+def _check_replicas(spec: TierSpec) -> Iterator[Problem]:
+    base_flags = dict(spec.engine.args)
+    for overlay in spec.engine.overlays.values():
+        base_flags.update(overlay)
+    for name, replica in spec.replicas.items():
+        if not REPLICA_NAME.match(name):
+            yield Problem(
+                ("replicas", name),
+                f"replica name {name!r} is not usable in a service name",
+                "replica-name",
+                "use lower-case letters, digits, '-' and '_' (e.g. r1)",
+            )
+        for flag, value in replica.args.items():
+            if value is None and flag not in base_flags:
+                yield Problem(
+                    ("replicas", name, "args", flag),
+                    f"replica {name} removes --{flag}, which no base arg or overlay sets",
+                    "override-unknown",
+                    "remove this line, or fix the flag name",
+                )
+        for key, env_value in replica.env.items():
+            if env_value is None and key not in spec.engine.env:
+                yield Problem(
+                    ("replicas", name, "env", key),
+                    f"replica {name} removes env {key}, which engine.env does not set",
+                    "override-unknown",
+                    "remove this line, or fix the variable name",
+                )
+
+
+def _check_gpus(spec: TierSpec) -> Iterator[Problem]:
+    owner: dict[int, tuple[str, int]] = {}
+    for name, replica in spec.replicas.items():
+        for i, gpu in enumerate(replica.gpus):
+            if gpu in owner:
+                other, j = owner[gpu]
+                where = "twice on this replica" if other == name else f"also to replica {other}"
+                yield Problem(
+                    ("replicas", name, "gpus", i),
+                    f"GPU {gpu} is given {where}",
+                    "gpu-overlap",
+                    "give each GPU to one replica only",
+                    gpu,
+                    also=("replicas", other, "gpus", j),
+                )
+            else:
+                owner[gpu] = (name, i)
+
+
+def _check_variant(spec: TierSpec) -> Iterator[Problem]:
+    for name in spec.replicas:
+        try:
+            render_variant(spec, name, effective_flags(spec, name), effective_env(spec, name))
+        except VariantError as exc:
+            yield Problem(
+                ("telemetry", "variant"),
+                f"variant placeholder {exc}",
+                "variant-template",
+                "use a flag every replica sets with a value, a name from telemetry.tokens, "
+                "or {replica}/{host}/{tier}",
+                spec.telemetry.variant,
+            )
+    for token_name, token in spec.telemetry.tokens.items():
+        if not token.text:
+            yield Problem(
+                ("telemetry", "tokens", token_name, "text"),
+                "a token's text is empty, so the variant could not show it",
+                "variant-token",
+                "give the token a text such as -dyntok",
+            )
+    collectors = [n for n, s in spec.services.items() if s.role == "collector" and s.scrape]
+    if "collector-scrape-config" in spec.telemetry.places and not collectors:
+        yield Problem(
+            ("telemetry", "places"),
+            "collector-scrape-config is a place of the variant, but no collector service "
+            "has a scrape config",
+            "variant-place",
+            "add `scrape: {target: ...}` to the collector service, or drop the place",
+        )
+
+
+def _check_services(spec: TierSpec) -> Iterator[Problem]:
+    replica_services = {spec.engine.service.replace("{replica}", r) for r in spec.replicas}
+    for name, service in spec.services.items():
+        if name in replica_services:
+            yield Problem(
+                ("services", name),
+                f"service {name!r} has the name of a replica service",
+                "service-name",
+                "rename the service",
+            )
+        if service.scrape and service.role != "collector":
+            yield Problem(
+                ("services", name, "scrape"),
+                "only a collector has a scrape config",
+                "scrape-role",
+                "set role: collector, or move the scrape config",
+            )
+        for path, text in _strings(service.compose, ("services", name, "compose")):
+            for ref in REFERENCE.findall(text):
+                if ref not in REFERENCES:
+                    yield Problem(
+                        path,
+                        f"unknown reference {{{{{ref}}}}}",
+                        "reference",
+                        f"use one of {', '.join('{{' + r + '}}' for r in REFERENCES)}",
+                        text,
+                    )
+
+
+def _strings(node: Any, path: PathKey) -> Iterator[tuple[PathKey, str]]:
+    if isinstance(node, str):
+        yield path, node
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            yield from _strings(v, (*path, str(k)))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _strings(v, (*path, i))
+
+
+def _env_items(node: Any, path: PathKey) -> Iterator[tuple[PathKey, str, Any]]:
+    """(path, key, value) of a compose ``environment`` in map or list form."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield (*path, str(k)), str(k), v
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            if isinstance(item, str) and "=" in item:
+                k, v = item.split("=", 1)
+                yield (*path, i), k, v
+
+
+def _check_secrets(spec: TierSpec) -> Iterator[Problem]:
+    fix = "use {secret: NAME} (rendered as ${NAME:?...}) and set NAME where compose runs"
+    envs: list[tuple[PathKey, str, Any]] = []
+    envs += [(("engine", "env", k), k, v) for k, v in spec.engine.env.items()]
+    for name, replica in spec.replicas.items():
+        envs += [(("replicas", name, "env", k), k, v) for k, v in replica.env.items()]
+    for name, service in spec.services.items():
+        env = service.compose.get("environment")
+        envs += list(_env_items(env, ("services", name, "compose", "environment")))
+    for path, key, value in envs:
+        if value is None or isinstance(value, SecretRef):
+            continue
+        text = str(value)
+        if SECRET_KEY.search(key) and text and not text.startswith("${"):
+            yield Problem(
+                path,
+                f"{key} holds a literal value; credentials never go into the spec",
+                "literal-secret",
+                fix,
+                "<redacted>",
+            )
+    roots: list[tuple[PathKey, Any]] = [
+        (("engine", "args"), spec.engine.args),
+        (("engine", "compose"), spec.engine.compose),
+    ]
+    roots += [(("replicas", n, "args"), r.args) for n, r in spec.replicas.items()]
+    roots += [(("services", n, "compose"), s.compose) for n, s in spec.services.items()]
+    for root, node in roots:
+        for path, text in _strings(node, root):
+            if SECRET_VALUE.search(text):
+                yield Problem(
+                    path,
+                    "this value looks like a credential",
+                    "literal-secret",
+                    fix,
+                    "<redacted>",
+                )

@@ -1,0 +1,233 @@
+"""What each replica actually runs: effective flags, argv, env, variant.
+
+The effective flags of a replica are the base args, then every overlay (appended in the order
+declared), then the replica's overrides: a changed flag keeps its position, a new flag is
+appended, ``null`` removes it. The argv and the telemetry variant are both derived from these
+effective flags, which is what makes a variant unable to disagree with the flags it describes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from tierctl.spec.model import EnvToken, SecretRef, Service, TierSpec
+
+DEFAULT_LAUNCHERS: dict[str, tuple[str, ...]] = {
+    "sglang": ("python3", "-m", "sglang.launch_server"),
+    "vllm": ("vllm", "serve"),
+}
+DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000}
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
+_FALSY_ENV = {"", "0", "false", "False", "no", "off"}
+
+
+class VariantError(ValueError):
+    """The variant template cannot be applied to a replica's effective flags and env."""
+
+    def __init__(self, placeholder: str, reason: str) -> None:
+        super().__init__(f"{{{placeholder}}}: {reason}")
+        self.placeholder = placeholder
+        self.reason = reason
+
+
+def format_scalar(value: Any) -> str:
+    """One argv token for a scalar: ints and floats as Python prints them, strings as is."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def flag_tokens(name: str, value: Any) -> list[str]:
+    """The argv tokens of one flag: ``--name value``, bare ``--name``, repeated or JSON."""
+    flag = f"--{name}"
+    if value is True:
+        return [flag]
+    if value is False or value is None:
+        return []
+    if isinstance(value, list):
+        return [flag, *(format_scalar(v) for v in value)]
+    if isinstance(value, dict):
+        if "json" in value:
+            # Compact and in the author's key order, so the token is stable and readable.
+            return [flag, json.dumps(value["json"], separators=(",", ":"), ensure_ascii=False)]
+        tokens: list[str] = []
+        for item in value["repeat"]:
+            tokens += [flag, format_scalar(item)]
+        return tokens
+    return [flag, format_scalar(value)]
+
+
+def argv_from_flags(flags: dict[str, Any]) -> list[str]:
+    """The flag part of an argv, in the flags' order."""
+    tokens: list[str] = []
+    for name, value in flags.items():
+        tokens += flag_tokens(name, value)
+    return tokens
+
+
+def effective_flags(spec: TierSpec, replica: str) -> dict[str, Any]:
+    """Base args, then overlays, then the replica's overrides (see the module docstring)."""
+    flags: dict[str, Any] = dict(spec.engine.args)
+    for overlay in spec.engine.overlays.values():
+        flags.update(overlay)
+    for name, value in spec.replicas[replica].args.items():
+        if value is None:
+            flags.pop(name, None)
+        else:
+            flags[name] = value
+    return flags
+
+
+def env_text(value: Any) -> str:
+    """An env value as compose writes it; secrets become ``${NAME:?message}``."""
+    if isinstance(value, SecretRef):
+        message = value.message or f"set {value.secret} in the deployer's environment"
+        return f"${{{value.secret}:?{message}}}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def effective_env(spec: TierSpec, replica: str) -> dict[str, str]:
+    """Engine env, then the replica's additions and overrides (``null`` removes)."""
+    env: dict[str, Any] = dict(spec.engine.env)
+    for name, value in spec.replicas[replica].env.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return {k: env_text(v) for k, v in env.items()}
+
+
+def launcher(spec: TierSpec) -> list[str]:
+    """The argv before the flags."""
+    if spec.engine.launcher is not None:
+        return list(spec.engine.launcher)
+    return list(DEFAULT_LAUNCHERS[spec.engine.kind])
+
+
+def service_name(spec: TierSpec, replica: str) -> str:
+    """The compose service (and container) name of a replica."""
+    return spec.engine.service.replace("{replica}", replica)
+
+
+def replica_port(spec: TierSpec, flags: dict[str, Any]) -> int:
+    """The HTTP port the replica listens on (its --port, else the engine's default)."""
+    port = flags.get("port", DEFAULT_PORTS[spec.engine.kind])
+    try:
+        return int(port)
+    except (TypeError, ValueError):
+        return DEFAULT_PORTS[spec.engine.kind]
+
+
+def token_on(token: Any, flags: dict[str, Any], env: dict[str, str]) -> bool:
+    """Whether a telemetry token's condition holds on these effective flags and env."""
+    if isinstance(token, EnvToken):
+        value = env.get(token.env)
+        if value is None:
+            return False
+        return value == token.equals if token.equals is not None else value not in _FALSY_ENV
+    value = flags.get(token.flag)
+    if value is None or value is False:
+        return False
+    if token.equals is None:
+        return True
+    return flag_tokens(token.flag, value) == flag_tokens(token.flag, token.equals)
+
+
+def render_variant(spec: TierSpec, replica: str, flags: dict[str, Any], env: dict[str, str]) -> str:
+    """Apply the telemetry template to a replica's effective flags and env.
+
+    Raises:
+        VariantError: a placeholder is neither a token, a name, nor a valued flag here.
+    """
+    names = {"replica": replica, "host": spec.host, "tier": spec.tier}
+
+    def substitute(match: re.Match[str]) -> str:
+        key = match.group(1)
+        token = spec.telemetry.tokens.get(key)
+        if token is not None:
+            return token.text if token_on(token, flags, env) else ""
+        if key in names:
+            return names[key]
+        if key not in flags or flags[key] is False:
+            raise VariantError(key, f"replica {replica} does not set --{key}")
+        value = flags[key]
+        if value is True or isinstance(value, list | dict):
+            raise VariantError(
+                key, f"--{key} is not a single value on replica {replica}; use a token"
+            )
+        return format_scalar(value)
+
+    return _PLACEHOLDER.sub(substitute, spec.telemetry.variant)
+
+
+@dataclass(frozen=True)
+class ResolvedReplica:
+    """A replica as it will run: every value derived from the spec."""
+
+    name: str
+    service: str
+    role: str | None
+    gpus: tuple[int, ...]
+    image: str
+    flags: dict[str, Any]
+    argv: list[str]
+    env: dict[str, str]
+    variant: str
+    port: int
+
+    @property
+    def backend_url_context(self) -> dict[str, str]:
+        """Placeholders available to URL and address templates."""
+        return {"service": self.service, "port": str(self.port), "replica": self.name}
+
+
+@dataclass(frozen=True)
+class Tier:
+    """The resolved tier: replicas in spec order and the other services."""
+
+    spec: TierSpec
+    replicas: dict[str, ResolvedReplica]
+    services: dict[str, Service]
+
+    def by_role(self, role: str) -> list[str]:
+        """Names of the non-engine services with this role, in spec order."""
+        return [name for name, s in self.services.items() if s.role == role]
+
+
+def fill(template: str, context: dict[str, str]) -> str:
+    """Replace ``{name}`` placeholders from ``context``; unknown ones are left as they are."""
+    return _PLACEHOLDER.sub(lambda m: context.get(m.group(1), m.group(0)), template)
+
+
+def resolve_replica(spec: TierSpec, name: str) -> ResolvedReplica:
+    """Everything one replica runs with (raises VariantError on a bad template)."""
+    replica = spec.replicas[name]
+    flags = effective_flags(spec, name)
+    env = effective_env(spec, name)
+    return ResolvedReplica(
+        name=name,
+        service=service_name(spec, name),
+        role=replica.role,
+        gpus=tuple(replica.gpus),
+        image=replica.image or spec.engine.image,
+        flags=flags,
+        argv=launcher(spec) + argv_from_flags(flags),
+        env=env,
+        variant=render_variant(spec, name, flags, env),
+        port=replica_port(spec, flags),
+    )
+
+
+def resolve_tier(spec: TierSpec) -> Tier:
+    """Resolve every replica of a checked spec (see :func:`tierctl.spec.load_spec`)."""
+    return Tier(
+        spec=spec,
+        replicas={name: resolve_replica(spec, name) for name in spec.replicas},
+        services=dict(spec.services),
+    )

@@ -1,0 +1,312 @@
+"""The tier spec (``tier.yaml``) as pydantic models.
+
+One file describes one serving tier: the engine and its pinned version, the ordered base argv,
+tier-wide overlays, the replicas with their overrides, the telemetry variant template, the
+pairing rules and the other services of the host. Shapes are checked here; rules that relate
+several fields (a GPU given twice, an overlay clashing with the base argv) live in
+:mod:`tierctl.spec.checks` so that they can name every place involved.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+
+# --- flag values --------------------------------------------------------------------------
+
+_SCALAR_SCHEMA: dict[str, Any] = {"type": ["string", "integer", "number", "boolean"]}
+_FLAG_VALUE_SCHEMA: dict[str, Any] = {
+    "description": (
+        "A flag's value: a scalar (`--flag value`), true (bare `--flag`), false (omitted), "
+        "a list (`--flag a b c`), {json: ...} (one compact JSON token) or {repeat: [...]} "
+        "(`--flag a --flag b`)."
+    ),
+    "anyOf": [
+        _SCALAR_SCHEMA,
+        {"type": "array", "items": _SCALAR_SCHEMA},
+        {
+            "type": "object",
+            "properties": {"json": {}},
+            "required": ["json"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {"repeat": {"type": "array", "items": _SCALAR_SCHEMA}},
+            "required": ["repeat"],
+            "additionalProperties": False,
+        },
+    ],
+}
+_OVERRIDE_SCHEMA: dict[str, Any] = {
+    "description": "Like a flag value; null removes the flag from this replica.",
+    "anyOf": [*_FLAG_VALUE_SCHEMA["anyOf"], {"type": "null"}],
+}
+
+
+def _is_scalar(value: object) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
+def _check_flag_value(value: Any) -> Any:
+    """Accept the flag value shapes the renderer knows how to turn into argv tokens."""
+    if _is_scalar(value):
+        return value
+    if isinstance(value, list):
+        if not value:
+            raise ValueError("an empty list renders no value; use true for a bare flag")
+        if not all(_is_scalar(v) and not isinstance(v, bool) for v in value):
+            raise ValueError("list items must be strings or numbers (one token each)")
+        return value
+    if isinstance(value, dict):
+        if set(value) == {"json"}:
+            return value
+        if set(value) == {"repeat"} and isinstance(value["repeat"], list):
+            if not all(_is_scalar(v) and not isinstance(v, bool) for v in value["repeat"]):
+                raise ValueError("repeat items must be strings or numbers")
+            return value
+        raise ValueError(
+            "a mapping value must be {json: <value>} for a JSON-valued flag or "
+            "{repeat: [a, b]} for a repeated flag"
+        )
+    raise ValueError(f"unsupported flag value of type {type(value).__name__}")
+
+
+def _check_override(value: Any) -> Any:
+    return None if value is None else _check_flag_value(value)
+
+
+FlagValue = Annotated[Any, AfterValidator(_check_flag_value), WithJsonSchema(_FLAG_VALUE_SCHEMA)]
+FlagOverride = Annotated[Any, AfterValidator(_check_override), WithJsonSchema(_OVERRIDE_SCHEMA)]
+
+
+FlagMap = dict[str, FlagValue]
+OverrideMap = dict[str, FlagOverride]
+
+
+# --- env values ---------------------------------------------------------------------------
+
+
+class SecretRef(BaseModel):
+    """An environment value that must come from the deployer's environment, never the file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    secret: str = Field(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Name of the variable the deployer sets; rendered as ${NAME:?message}.",
+    )
+    message: str | None = Field(
+        default=None, description="Message compose prints when the variable is unset."
+    )
+
+
+EnvValue = str | int | float | bool | SecretRef
+EnvOverride = str | int | float | bool | SecretRef | None
+
+# --- models -------------------------------------------------------------------------------
+
+
+class StrictModel(BaseModel):
+    """Base for spec models: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Engine(StrictModel):
+    """The engine every replica runs."""
+
+    kind: Literal["sglang", "vllm"] = Field(description="Engine family.")
+    version: str = Field(
+        pattern=r"^\d+(\.\d+)*([.-]?(post|rc|dev|a|b)\d*)*$",
+        description="Pinned engine release; selects the flag catalog used by validation.",
+    )
+    image: str = Field(description="Container image, pinned by digest (name@sha256:<64 hex>).")
+    service: str = Field(
+        default="engine-{replica}",
+        description="Service (and container) name template; must contain {replica}.",
+    )
+    launcher: list[str] | None = Field(
+        default=None,
+        description=(
+            "argv before the flags. Default: python3 -m sglang.launch_server (sglang), "
+            "vllm serve (vllm)."
+        ),
+    )
+    args: FlagMap = Field(description="Base flags, in order, without leading dashes.")
+    env: dict[str, EnvValue] = Field(
+        default_factory=dict, description="Environment of every replica."
+    )
+    overlays: dict[str, FlagMap] = Field(
+        default_factory=dict,
+        description=(
+            "Named flag sets added to every replica after the base args. An overlay may not "
+            "set a flag the base args already carry."
+        ),
+    )
+    compose: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Compose keys added to every replica service (volumes, ipc, healthcheck...).",
+    )
+    backend_url: str = Field(
+        default="http://{service}:{port}",
+        description="How the proxy reaches a replica; placeholders {service}, {port}, {replica}.",
+    )
+
+
+class Replica(StrictModel):
+    """One engine replica."""
+
+    gpus: list[Annotated[int, Field(ge=0)]] = Field(
+        min_length=1, description="GPU indices this replica owns."
+    )
+    role: Literal["control", "canary"] | None = Field(
+        default=None, description="control (the live baseline) or canary (the change)."
+    )
+    args: OverrideMap = Field(
+        default_factory=dict,
+        description="Flag overrides: set or change a flag (kept in place), null removes it.",
+    )
+    env: dict[str, EnvOverride] = Field(
+        default_factory=dict, description="Environment additions/overrides; null removes."
+    )
+    image: str | None = Field(default=None, description="Image override for this replica.")
+    compose: dict[str, Any] = Field(
+        default_factory=dict, description="Compose keys merged into this replica's service."
+    )
+
+
+class EnvToken(StrictModel):
+    """A variant token that appears when an environment variable has a value."""
+
+    env: str = Field(description="Environment variable to look at (effective env).")
+    equals: str | None = Field(
+        default=None, description="Required value; default: set, non-empty, not 0/false."
+    )
+    text: str = Field(description="Text the token contributes to the variant.")
+
+
+class FlagToken(StrictModel):
+    """A variant token that appears when a flag is on."""
+
+    flag: str = Field(description="Flag to look at (effective argv, without dashes).")
+    equals: str | int | float | bool | None = Field(
+        default=None, description="Required value; default: present and not false."
+    )
+    text: str = Field(description="Text the token contributes to the variant.")
+
+
+Place = Literal["service-labels", "log-tags", "collector-scrape-config"]
+ALL_PLACES: tuple[Place, ...] = ("service-labels", "log-tags", "collector-scrape-config")
+
+
+class Telemetry(StrictModel):
+    """The config_variant each replica reports, and where it is written."""
+
+    label: str = Field(default="config_variant", description="Label key carrying the variant.")
+    variant: str = Field(
+        description=(
+            "Template: {flag-name} is the flag's effective value, {token} a token's text, "
+            "{replica}/{host}/{tier} the names."
+        )
+    )
+    tokens: dict[str, EnvToken | FlagToken] = Field(
+        default_factory=dict, description="Named conditional text pieces for the template."
+    )
+    places: list[Place] = Field(
+        default_factory=lambda: list(ALL_PLACES),
+        description="Where the variant is written.",
+    )
+    log_tag: str = Field(
+        default="{service}|{variant}",
+        description="Log tag template; placeholders {service}, {variant}, {replica}, {host}.",
+    )
+
+
+class Condition(StrictModel):
+    """A conjunction over a replica's effective flags and env."""
+
+    args: dict[str, FlagValue] = Field(default_factory=dict, description="Flag == value.")
+    env: dict[str, str] = Field(default_factory=dict, description="Env var == value.")
+
+
+class Rule(StrictModel):
+    """A pairing rule: when ``when`` holds on a replica, ``require`` must hold too."""
+
+    id: str | None = Field(default=None, description="Short name used in reports.")
+    when: Condition = Field(description="Condition that triggers the rule.")
+    require: Condition = Field(description="What must then hold.")
+    because: str = Field(description="Why: shown with every violation.")
+
+
+class ScrapeConfig(StrictModel):
+    """The collector's per-replica scrape config, rendered as a compose ``configs`` entry."""
+
+    config: str = Field(default="tierctl-scrape", description="Compose config name.")
+    target: str = Field(description="Path of the rendered file inside the collector.")
+    format: Literal["prometheus", "otelcol"] = Field(
+        default="prometheus",
+        description="prometheus: a scrape_configs document; otelcol: wrapped in a collector config.",
+    )
+    address: str = Field(
+        default="{service}:{port}", description="Scrape target; {service}, {port}, {replica}."
+    )
+    metrics_path: str = Field(default="/metrics", description="Metrics path on the engine.")
+    interval_s: int = Field(default=15, ge=1, description="Scrape interval in seconds.")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra static labels for every replica; {host}, {tier}, {replica} expand.",
+    )
+    otelcol: dict[str, Any] = Field(
+        default_factory=dict,
+        description="With format otelcol: the rest of the collector config (exporters, service).",
+    )
+
+
+ServiceRole = Literal[
+    "proxy", "registrar", "collector", "gpu-exporter", "downloader", "nginx", "other"
+]
+
+
+class Service(StrictModel):
+    """A non-engine service of the host, as a compose fragment."""
+
+    role: ServiceRole = Field(description="What the service is for.")
+    compose: dict[str, Any] = Field(
+        description=(
+            "The compose service. Strings may hold {{backends}}, {{replica_services}}, "
+            "{{host}}, {{tier}}; a list item that is exactly {{backends}} or "
+            "{{replica_services}} expands to one item per replica."
+        )
+    )
+    scrape: ScrapeConfig | None = Field(
+        default=None, description="For the collector: the per-replica scrape config."
+    )
+    rollout: Literal["never", "allowed"] | None = Field(
+        default=None,
+        description="Whether a rollout may recreate it; default never for proxy and registrar.",
+    )
+
+    @property
+    def recreate_policy(self) -> Literal["never", "allowed"]:
+        """The effective rollout policy (proxy and registrar default to never)."""
+        if self.rollout is not None:
+            return self.rollout
+        return "never" if self.role in ("proxy", "registrar") else "allowed"
+
+
+class TierSpec(StrictModel):
+    """A whole serving tier: one file per tier."""
+
+    tier: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Tier name (compose project).")
+    host: str = Field(description="Host the tier runs on (e.g. gpu02).")
+    description: str | None = Field(default=None, description="Free text.")
+    output: str = Field(description="Where `render --write` writes, relative to the spec file.")
+    engine: Engine = Field(description="The engine all replicas run.")
+    replicas: dict[str, Replica] = Field(min_length=1, description="Replicas by name.")
+    telemetry: Telemetry = Field(description="The config_variant and where it goes.")
+    rules: list[Rule] = Field(default_factory=list, description="Pairing rules.")
+    services: dict[str, Service] = Field(
+        default_factory=dict, description="The other services of the host."
+    )

@@ -1,0 +1,42 @@
+"""Shared fixtures: run the CLI in-process and capture what an operator would see."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tierctl.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+GLM_SPEC = EXAMPLES / "glm53-long-context" / "tier.yaml"
+SMALL_SPEC = EXAMPLES / "small-model" / "tier.yaml"
+
+
+@dataclass
+class CliResult:
+    """Exit code and captured streams of one CLI call."""
+
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Call ``tierctl ARGS`` in-process; returns exit code, stdout and stderr."""
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run

@@ -1,0 +1,36 @@
+"""Small builders shared by the simulator tests."""
+
+from __future__ import annotations
+
+from tierctl.sim.config import EngineConfig
+from tierctl.sim.cost import CostModel
+from tierctl.sim.workload import SimRequest, Workload
+
+# Round numbers so expected times can be worked out by hand.
+FLAT = CostModel(
+    name="flat",
+    prefill_base_s=0.0,
+    prefill_per_token_s=1e-4,  # a 1000-token chunk takes 0.1 s
+    prefill_attn_pair_s=0.0,
+    decode_base_s=0.01,  # a decode step takes 10 ms
+    decode_per_seq_s=0.0,
+    decode_per_ctx_token_s=0.0,
+    round_overhead_s=0.0,
+    kv_pool_tokens=1_000_000,
+    max_running_requests=64,
+    chunked_prefill_size=1000,
+)
+
+
+def cfg(*argv: str) -> EngineConfig:
+    """An EngineConfig from flag tokens."""
+    return EngineConfig.from_argv(list(argv))
+
+
+def decoders_and_prompt(
+    prompt_tokens: int = 10_000, n_decoders: int = 3, decode_out: int = 5_000
+) -> Workload:
+    """``n_decoders`` short requests decoding from t=0, then one long prompt at t=1 s."""
+    reqs = [SimRequest(f"dec-{i}", 0.0, 100, decode_out) for i in range(n_decoders)]
+    reqs.append(SimRequest("long", 1.0, prompt_tokens, 2))
+    return Workload.of("decoders+prompt", reqs)

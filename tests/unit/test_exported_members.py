@@ -1,0 +1,29 @@
+"""The public API is exactly tierctl.__all__, sorted, and every name resolves."""
+
+from __future__ import annotations
+
+import tierctl
+
+
+def test_all_is_sorted_and_resolves() -> None:
+    assert tierctl.__all__ == sorted(tierctl.__all__)
+    for name in tierctl.__all__:
+        assert getattr(tierctl, name) is not None, name
+
+
+def test_public_members_are_pinned() -> None:
+    public = {name for name in dir(tierctl) if not name.startswith("_")}
+    # Subpackages show up as attributes once imported; they are not part of __all__.
+    public -= {
+        "errors",
+        "spec",
+        "render",
+        "cli",
+        "contracts",
+        "catalog",
+        "sim",
+        "bench",
+        "rollout",
+        "readout",
+    }
+    assert public == set(tierctl.__all__)
