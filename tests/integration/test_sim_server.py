@@ -1,0 +1,222 @@
+"""`tierctl sim serve` on loopback: real clients against a real subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Server:
+    """A running `sim serve` subprocess."""
+
+    def __init__(self, proc: subprocess.Popen[str], url: str) -> None:
+        self.proc = proc
+        self.url = url
+
+
+@asynccontextmanager
+async def sim_serve(*engine_args: str, time_scale: float = 100.0, preset: str = "dense-8b-h100",
+                    extra: tuple[str, ...] = ()) -> AsyncIterator[Server]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-m", "tierctl", "sim", "serve", "--time-scale", str(time_scale),
+           "--preset", preset, *extra, "--", "python3", "-m", "sglang.launch_server",
+           "--host", "127.0.0.1", "--port", "0", *engine_args]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)
+        m = re.search(r"listening on (http://\S+)", line)
+        assert m, f"no listening line: {line!r}"
+        yield Server(proc, m.group(1))
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+async def _sse_events(resp: aiohttp.ClientResponse) -> list[Any]:
+    events: list[Any] = []
+    async for raw in resp.content:
+        line = raw.decode().strip()
+        if line.startswith("data: "):
+            data = line[len("data: "):]
+            events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+async def test_streaming_token_count_equals_usage_and_server_info_reflects_argv() -> None:
+    async with sim_serve("--model-path", "/models/glm", "--served-model-name", "glm-sim",
+                         "--tp-size", "4", "--dist-init-addr", "127.0.0.1:29510",
+                         "--enable-hierarchical-cache", "--hicache-ratio", "2",
+                         "--cuda-graph-bs", "1", "2", "--prefill-decode-interval", "2",
+                         "--enable-metrics") as srv, aiohttp.ClientSession() as s:  # fmt: skip
+        body = {"model": "glm-sim", "messages": [{"role": "user", "content": "count me " * 50}],
+                "max_tokens": 37, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+        async with s.post(srv.url + "/v1/chat/completions", json=body) as r:
+            assert r.status == 200
+            events = await _sse_events(r)
+        assert events[-1] == "[DONE]"
+        content = [e for e in events[:-1] if e["choices"] and "content" in e["choices"][0]["delta"]]
+        usage = events[-2]["usage"]
+        assert len(content) == usage["completion_tokens"] == 37
+        assert usage["prompt_tokens"] > 50
+        assert content[-1]["choices"][0]["finish_reason"] == "length"
+
+        async with s.post(srv.url + "/v1/completions", json={"prompt": [5] * 900, "max_tokens": 3}) as r:
+            doc = await r.json()
+        assert doc["usage"] == {"prompt_tokens": 900, "completion_tokens": 3, "total_tokens": 903,
+                                "prompt_tokens_details": {"cached_tokens": 0}}  # fmt: skip
+
+        for path in ("/server_info", "/get_server_info"):
+            async with s.get(srv.url + path) as r:
+                info = await r.json()
+            assert info["tp_size"] == 4
+            assert info["dist_init_addr"] == "127.0.0.1:29510"
+            assert info["enable_hierarchical_cache"] is True
+            assert info["hicache_ratio"] == 2
+            assert info["cuda_graph_bs"] == [1, 2]
+            assert info["prefill_decode_interval"] == 2
+            assert info["served_model_name"] == "glm-sim"
+        async with s.get(srv.url + "/v1/models") as r:
+            assert [m["id"] for m in (await r.json())["data"]] == ["glm-sim"]
+        async with s.get(srv.url + "/metrics") as r:
+            text = await r.text()
+        fams = {f.name: f for f in text_string_to_metric_families(text)}
+        for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
+                     "sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds",
+                     "sglang:e2e_request_latency_seconds", "sglang:prompt_tokens",
+                     "sglang:generation_tokens", "sglang:num_aborted_requests"):  # fmt: skip
+            assert name in fams, name
+        gen = [x for x in fams["sglang:generation_tokens"].samples if x.name.endswith("_total")]
+        assert sum(x.value for x in gen) == 40
+        assert all(x.labels["model_name"] == "glm-sim" for x in gen)
+        running = fams["sglang:num_running_reqs"].samples[0]
+        assert running.labels["tp_rank"] == "0"
+
+
+async def test_queue_limit_answers_the_configured_status_and_bad_requests_get_400() -> None:
+    async with sim_serve("--max-queued-requests", "1", "--chunked-prefill-size", "2048",
+                         time_scale=1.0, extra=("--queue-full-status", "429")) as srv, \
+            aiohttp.ClientSession() as s:  # fmt: skip
+        # A 60K-token prompt keeps the engine in chunked prefill for ~2 s of wall time.
+        long_task = asyncio.create_task(
+            s.post(srv.url + "/v1/completions", json={"prompt": [7] * 60_000, "max_tokens": 2})
+        )
+        await asyncio.sleep(0.5)
+        tasks = [asyncio.create_task(s.post(srv.url + "/v1/completions",
+                                            json={"prompt": [1, 2], "max_tokens": 2}))
+                 for _ in range(3)]  # fmt: skip
+        done = await asyncio.gather(*tasks)
+        codes = sorted(r.status for r in done)
+        assert codes == [200, 429, 429]
+        rejected = next(r for r in done if r.status == 429)
+        assert (await rejected.json())["error"]["message"] == "The request queue is full."
+        assert (await long_task).status == 200
+
+        async with s.post(srv.url + "/v1/chat/completions", data=b"{not json") as r:
+            assert r.status == 400
+            assert (await r.json())["error"]["type"] == "invalid_request_error"
+        async with s.post(srv.url + "/v1/chat/completions", json={"messages": "hi"}) as r:
+            assert r.status == 400
+            assert (await r.json())["error"]["param"] == "messages"
+        async with s.get(srv.url + "/metrics") as r:
+            assert r.status == 404  # no --enable-metrics, as in SGLang
+        async with s.get(srv.url + "/health_generate") as r:
+            assert r.status == 200
+
+
+async def test_sigterm_drains_in_flight_streams_and_health_turns_503() -> None:
+    async with sim_serve(time_scale=1.0) as srv, aiohttp.ClientSession() as s:
+        body = {"prompt": "drain me", "max_tokens": 150, "stream": True}
+        async with s.post(srv.url + "/v1/completions", json=body) as r:
+            first = await r.content.readline()
+            assert first.startswith(b"data: ")
+            srv.proc.send_signal(signal.SIGTERM)
+            await asyncio.sleep(0.2)
+            async with s.get(srv.url + "/health") as h:
+                assert h.status == 503
+            async with s.post(srv.url + "/v1/completions", json={"prompt": "x"}) as late:
+                assert late.status == 503
+            events = await _sse_events(r)
+        assert events[-1] == "[DONE]"
+        assert len([e for e in events if e != "[DONE]"]) == 149  # the first was read above
+        assert await asyncio.to_thread(srv.proc.wait, 30) == 0
+
+
+_WORDS = (
+    "the scheduler admits a long prompt and splits its prefill into chunks while running "
+    "sequences keep decoding one token per round until the request queue drains and the "
+    "cache serves the shared prefix of every conversation turn from memory"
+).split()
+
+
+def _big_prompt(n_bytes: int, seed: int) -> str:
+    """About ``n_bytes`` of English-like text (~0.4 tokens per byte with the bundled BPE)."""
+    words = [_WORDS[(seed * 31 + i * 17) % len(_WORDS)] for i in range(n_bytes // 4)]
+    return " ".join(words)[:n_bytes]
+
+
+async def _health_p99_during_burst(url: str, n: int) -> float:
+    lat: list[float] = []
+    async with aiohttp.ClientSession() as s:
+        stop = asyncio.Event()
+
+        async def probe() -> None:
+            for _ in range(1000):
+                if stop.is_set():
+                    return
+                t = time.perf_counter()
+                async with s.get(url + "/health", timeout=aiohttp.ClientTimeout(total=30)) as r:
+                    await r.read()
+                lat.append(time.perf_counter() - t)
+                await asyncio.sleep(0.05)
+
+        prober = asyncio.create_task(probe())
+        await asyncio.sleep(0.2)
+        posts = [s.post(url + "/v1/completions",
+                        data=io.BytesIO(json.dumps({"prompt": _big_prompt(1_400_000, i),
+                                                    "max_tokens": 2}).encode()),
+                        headers={"Content-Type": "application/json"},
+                        timeout=aiohttp.ClientTimeout(total=120)) for i in range(n)]  # fmt: skip
+        resps = await asyncio.gather(*posts)
+        assert [r.status for r in resps] == [200] * n
+        stop.set()
+        await prober
+    lat.sort()
+    return lat[min(len(lat) - 1, int(0.99 * len(lat)))]
+
+
+@pytest.mark.slow
+async def test_health_p99_far_worse_with_on_loop_tokenization() -> None:
+    n = 2
+    glm = {"preset": "glm53-flash-w4afp8-tp4-h200", "time_scale": 1000.0}
+    async with sim_serve(**glm) as srv:  # type: ignore[arg-type]
+        on_loop = await _health_p99_during_burst(srv.url, n)
+    async with sim_serve("--enable-dynamic-batch-tokenizer", **glm) as srv:  # type: ignore[arg-type]
+        dyntok = await _health_p99_during_burst(srv.url, n)
+    assert on_loop > 5 * dyntok, (on_loop, dyntok)
