@@ -34,13 +34,19 @@ class Server:
 
 
 @asynccontextmanager
-async def sim_serve(*engine_args: str, time_scale: float = 100.0, preset: str = "dense-8b-h100",
-                    extra: tuple[str, ...] = ()) -> AsyncIterator[Server]:
+async def sim_serve(
+    *engine_args: str,
+    time_scale: float = 100.0,
+    preset: str = "dense-8b-h100",
+    extra: tuple[str, ...] = (),
+) -> AsyncIterator[Server]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     cmd = [sys.executable, "-m", "tierctl", "sim", "serve", "--time-scale", str(time_scale),
            "--preset", preset, *extra, "--", "python3", "-m", "sglang.launch_server",
            "--host", "127.0.0.1", "--port", "0", *engine_args]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     try:
         assert proc.stdout is not None
         line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)
@@ -64,7 +70,7 @@ async def _sse_events(resp: aiohttp.ClientResponse) -> list[Any]:
     async for raw in resp.content:
         line = raw.decode().strip()
         if line.startswith("data: "):
-            data = line[len("data: "):]
+            data = line[len("data: ") :]
             events.append(data if data == "[DONE]" else json.loads(data))
     return events
 
@@ -87,7 +93,9 @@ async def test_streaming_token_count_equals_usage_and_server_info_reflects_argv(
         assert usage["prompt_tokens"] > 50
         assert content[-1]["choices"][0]["finish_reason"] == "length"
 
-        async with s.post(srv.url + "/v1/completions", json={"prompt": [5] * 900, "max_tokens": 3}) as r:
+        async with s.post(
+            srv.url + "/v1/completions", json={"prompt": [5] * 900, "max_tokens": 3}
+        ) as r:
             doc = await r.json()
         assert doc["usage"] == {"prompt_tokens": 900, "completion_tokens": 3, "total_tokens": 903,
                                 "prompt_tokens_details": {"cached_tokens": 0}}  # fmt: skip

@@ -118,7 +118,19 @@ class TokenizerPrompts:
 
 
 def make_prompt_source(tokenizer_path: str | None, seed: int) -> PromptSource:
-    """A tokenizer-based source when a ``tokenizer.json`` is given, else bundled words."""
+    """A tokenizer-based source when a ``tokenizer.json`` is given, else bundled words.
+
+    ``"sim"`` selects the tokenizer bundled with ``tierctl sim serve`` (exact counts there).
+    """
+    if tokenizer_path == "sim":
+        try:
+            from tierctl.sim.tokenizer import load_tokenizer
+        except ImportError as exc:
+            raise InputError(
+                "--tokenizer sim needs the simulator (tierctl.sim) and `tokenizers`",
+                fix="pip install 'tierctl[sim]', or pass a tokenizer.json path",
+            ) from exc
+        return TokenizerPrompts(load_tokenizer(), name="tokenizer:sim", seed=seed)
     if tokenizer_path:
         return TokenizerPrompts.from_file(tokenizer_path, seed=seed)
     return WordPrompts(seed)

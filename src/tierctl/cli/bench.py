@@ -83,7 +83,8 @@ def _workload_options(f: _F) -> _F:
         click.option(
             "--tokenizer",
             type=click.Path(dir_okay=False),
-            help="tokenizer.json to size prompts with (default: bundled words).",
+            help="tokenizer.json to size prompts with, or `sim` for the simulator's "
+            "(default: bundled words).",
         ),
         click.option(
             "--out",

@@ -42,9 +42,11 @@ def test_public_measurement_ordering_8x256k() -> None:
 
 def test_fit_recovers_the_coefficients_of_simulated_steps(tmp_path: Path) -> None:
     rng = random.Random(1)
-    wl = decoders(count=4, output_tokens=400).merged(
-        burst(rng, count=4, input_tokens=60_000, output_tokens=50)
-    ).merged(hammer(rng, rate_per_s=1.0, duration_s=60))
+    wl = (
+        decoders(count=4, output_tokens=400)
+        .merged(burst(rng, count=4, input_tokens=60_000, output_tokens=50))
+        .merged(hammer(rng, rate_per_s=1.0, duration_s=60))
+    )
     steps: list[Round] = []
     simulate(cfg("--chunked-prefill-size", "4096", "--prefill-decode-interval", "1"), wl,
              steps=steps)  # fmt: skip
@@ -64,7 +66,9 @@ def test_fit_needs_enough_samples() -> None:
 
 def test_malformed_step_log_names_the_line(tmp_path: Path) -> None:
     p = tmp_path / "s.jsonl"
-    p.write_text('{"kind": "decode", "batch_size": 1, "context_tokens": 5, "duration_s": 0.1}\n{"kind": "decode"}\n')
+    p.write_text(
+        '{"kind": "decode", "batch_size": 1, "context_tokens": 5, "duration_s": 0.1}\n{"kind": "decode"}\n'
+    )
     with pytest.raises(InputError) as exc:
         fit_file(p)
     assert f"{p}:2" in exc.value.format()

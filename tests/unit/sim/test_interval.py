@@ -34,7 +34,9 @@ def test_interval_n_puts_exactly_n_decode_rounds_between_chunks() -> None:
     assert len(chunk_idx) == 10
     gaps = [b - a - 1 for a, b in zip(chunk_idx, chunk_idx[1:], strict=False)]
     assert gaps == [3] * 9
-    assert all(kinds[i] == "decode" for i in range(chunk_idx[0] + 1, chunk_idx[-1]) if i not in chunk_idx)
+    assert all(
+        kinds[i] == "decode" for i in range(chunk_idx[0] + 1, chunk_idx[-1]) if i not in chunk_idx
+    )
 
 
 @pytest.mark.parametrize("n", [1, 2, 4])

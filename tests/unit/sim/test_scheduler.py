@@ -121,9 +121,15 @@ def test_prefix_cache_serves_multi_turn_prefixes_unless_disabled() -> None:
 
 
 def test_same_seed_same_result_other_seed_other_result() -> None:
-    a = simulate(cfg("--prefill-decode-interval", "1"), generate("both", 5, count=2, duration_s=60.0), FLAT)
-    b = simulate(cfg("--prefill-decode-interval", "1"), generate("both", 5, count=2, duration_s=60.0), FLAT)
-    c = simulate(cfg("--prefill-decode-interval", "1"), generate("both", 6, count=2, duration_s=60.0), FLAT)
+    a = simulate(
+        cfg("--prefill-decode-interval", "1"), generate("both", 5, count=2, duration_s=60.0), FLAT
+    )
+    b = simulate(
+        cfg("--prefill-decode-interval", "1"), generate("both", 5, count=2, duration_s=60.0), FLAT
+    )
+    c = simulate(
+        cfg("--prefill-decode-interval", "1"), generate("both", 6, count=2, duration_s=60.0), FLAT
+    )
     assert a.to_json() == b.to_json()
     assert a.to_json() != c.to_json()
 
