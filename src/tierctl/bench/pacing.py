@@ -83,6 +83,8 @@ class TimerfdPacer:
             raise OSError(ctypes.get_errno(), "timerfd_create failed")
         self._fd = fd
         self._spec = _Itimerspec()
+        self._waiter: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def sleep_until(self, deadline: float) -> None:
         """Arm the timer for ``deadline`` and wait for the fd to become readable."""
@@ -95,23 +97,30 @@ class TimerfdPacer:
             raise OSError(ctypes.get_errno(), "timerfd_settime failed")
         loop = asyncio.get_running_loop()
         fired: asyncio.Future[None] = loop.create_future()
-
-        def _ready() -> None:
-            try:
-                os.read(self._fd, 8)
-            except BlockingIOError:
-                return
-            if not fired.done():
-                fired.set_result(None)
-
-        loop.add_reader(self._fd, _ready)
+        self._waiter = fired
+        if self._loop is not loop:
+            # Registered once per loop, not per wait: two epoll_ctl calls per send add up.
+            loop.add_reader(self._fd, self._ready)
+            self._loop = loop
         try:
             await fired
         finally:
-            loop.remove_reader(self._fd)
+            self._waiter = None
+
+    def _ready(self) -> None:
+        try:
+            os.read(self._fd, 8)
+        except BlockingIOError:
+            return
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def close(self) -> None:
         """Close the timer's file descriptor."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._fd)
+            self._loop = None
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

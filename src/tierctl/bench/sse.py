@@ -8,8 +8,7 @@ than as an empty answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -29,20 +28,25 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Add bytes; return the payloads of every complete ``data:`` line."""
-        self._buffer += chunk
+        if self._buffer:
+            self._buffer += chunk
+            data = bytes(self._buffer)
+            self._buffer.clear()
+        else:
+            data = chunk
+        lines = data.split(b"\n")
+        tail = lines.pop()  # the part after the last newline (usually b"")
+        if tail:
+            self._buffer += tail
         out: list[bytes] = []
-        start = 0
-        buf = self._buffer
-        while True:
-            end = buf.find(b"\n", start)
-            if end < 0:
-                break
-            line = bytes(buf[start:end]).rstrip(b"\r")
-            start = end + 1
-            payload = _payload(line)
+        for line in lines:
+            # Fast path: the OpenAI servers write exactly "data: <json>".
+            if line.startswith(b"data: "):
+                out.append(line[6:].rstrip(b"\r"))
+                continue
+            payload = _payload(line.rstrip(b"\r"))
             if payload is not None:
                 out.append(payload)
-        del buf[:start]
         return out
 
     def close(self) -> list[bytes]:
@@ -68,8 +72,7 @@ def _payload(line: bytes) -> bytes | None:
     raise MalformedStream(f"unknown SSE field: {line[:80]!r}")
 
 
-@dataclass(frozen=True)
-class StreamEvent:
+class StreamEvent(NamedTuple):
     """What one ``data:`` payload of an OpenAI stream carries.
 
     Attributes:
@@ -88,6 +91,7 @@ class StreamEvent:
 
 
 _DONE_EVENT = StreamEvent(done=True)
+_EMPTY_EVENT = StreamEvent()
 
 
 def parse_event(payload: bytes) -> StreamEvent:
@@ -104,25 +108,28 @@ def parse_event(payload: bytes) -> StreamEvent:
         raise MalformedStream(f"data is not JSON: {payload[:80]!r}") from exc
     if not isinstance(obj, dict):
         raise MalformedStream(f"data is not a JSON object: {payload[:80]!r}")
-    error = _error_message(obj)
-    if error is not None:
-        return StreamEvent(error=error)
+    if "error" in obj or obj.get("object") == "error":
+        error = _error_message(obj)
+        if error is not None:
+            return StreamEvent(error=error)
     text = ""
     choices = obj.get("choices")
-    if isinstance(choices, list):
+    if choices and isinstance(choices, list):
         for choice in choices:
             if not isinstance(choice, dict):
                 continue
             delta = choice.get("delta")
             piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
-            if isinstance(piece, str):
-                text += piece
+            if piece and isinstance(piece, str):
+                text = piece if not text else text + piece
     usage = obj.get("usage")
-    prompt = completion = None
-    if isinstance(usage, dict):
-        prompt = _as_int(usage.get("prompt_tokens"))
-        completion = _as_int(usage.get("completion_tokens"))
-    return StreamEvent(text=text, prompt_tokens=prompt, completion_tokens=completion)
+    if usage and isinstance(usage, dict):
+        return StreamEvent(
+            text=text,
+            prompt_tokens=_as_int(usage.get("prompt_tokens")),
+            completion_tokens=_as_int(usage.get("completion_tokens")),
+        )
+    return StreamEvent(text=text) if text else _EMPTY_EVENT
 
 
 def _error_message(obj: dict[str, Any]) -> str | None:
