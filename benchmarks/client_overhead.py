@@ -141,6 +141,31 @@ def fmt_rate(r: dict[str, float]) -> str:
 # ---------------------------------------------------------------------------- sections
 
 
+def section_floor(n: int) -> float:
+    """Lateness of bare timerfd wake-ups, no HTTP: the best pacing this machine allows now."""
+    from tierctl.bench.pacing import TimerfdPacer
+
+    async def loop() -> list[float]:
+        pacer = TimerfdPacer()
+        late = []
+        t = time.monotonic() + 0.01
+        for k in range(n):
+            d = t + k * 0.002
+            await pacer.sleep_until(d)
+            late.append(time.monotonic() - d)
+        pacer.close()
+        return late
+
+    late = np.array(asyncio.run(loop())) * 1e3
+    p99 = float(np.percentile(late, 99))
+    print(
+        f"\n== 0. noise floor: {n} bare timerfd wake-ups every 2 ms, no HTTP: lateness p50 "
+        f"{np.percentile(late, 50):.3f} ms, p99 {p99:.3f} ms, max {late.max():.3f} ms"
+    )
+    print(f"   load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    return p99
+
+
 def section_pacing(url: str, rate: float, seconds: float) -> None:
     print(f"\n== 1. pacing at {rate:g} req/s Poisson: timerfd vs asyncio.sleep")
     a = run_rate(url, rate, seconds, precise=True)
@@ -150,23 +175,32 @@ def section_pacing(url: str, rate: float, seconds: float) -> None:
     print(f"  p99 pacing error ratio sleep/timerfd: {b['p99_ms'] / max(a['p99_ms'], 1e-6):.1f}x")
 
 
-def section_ramp(url: str, rates: list[float], seconds: float) -> float:
+def section_ramp(url: str, rates: list[float], seconds: float) -> tuple[float, float, float]:
+    """Returns (highest rate at p99 < 1 ms, highest at p50 < 1 ms and p99 < 10 ms, peak rps)."""
     print("\n== 2. Poisson ramp with tierctl's runner (aiohttp + timerfd + GC tuning)")
-    best = 0.0
+    best = relaxed = peak = 0.0
     misses = 0
     for rate in rates:
         r = run_rate(url, rate, seconds)
-        good = r["p99_ms"] < 1.0 and r["completed"] == r["sent"]
-        print("  ", fmt_rate(r), "OK" if good else "-- p99 >= 1 ms or failures")
+        complete = r["completed"] == r["sent"]
+        good = r["p99_ms"] < 1.0 and complete
+        ok = r["p50_ms"] < 1.0 and r["p99_ms"] < 10.0 and complete
+        peak = max(peak, r["achieved_rps"])
+        verdict = "p99 < 1 ms" if good else "p50 < 1 ms, p99 < 10 ms" if ok else "late"
+        print("  ", fmt_rate(r), f"achieved {r['achieved_rps']:.0f}/s", verdict)
         if good:
             best = max(best, rate)
+        if ok:
+            relaxed = max(relaxed, rate)
             misses = 0
         else:
             misses += 1
             if misses >= 2:
                 break
     print(f"  highest rate with pacing p99 < 1 ms: {best:g} req/s")
-    return best
+    print(f"  highest rate with pacing p50 < 1 ms and p99 < 10 ms: {relaxed:g} req/s")
+    print(f"  peak achieved send rate: {peak:.0f} req/s")
+    return best, relaxed, peak
 
 
 async def _aiohttp_loop(url: str, n: int, conc: int) -> None:
@@ -310,7 +344,7 @@ def rebuild_o200k(cache_dir: Path) -> str:
 
 
 def section_aiperf(
-    url: str, client_core: int | None, rates: list[float], seconds: float, tierctl_best: float
+    url: str, client_core: int | None, rates: list[float], seconds: float, tierctl_peak: float
 ) -> None:
     print("\n== 7. AIPerf side by side (same server, same core, same Poisson rates)")
     exe = AIPERF_VENV / "bin" / "aiperf"
@@ -329,6 +363,7 @@ def section_aiperf(
     print(f"  tiktoken o200k_base: {how} in {cache}")
     env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
     peak = 0.0
+    first: tuple[float, float] | None = None
     for rate in rates:
         count = max(50, int(rate * seconds))
         art = Path(tempfile.mkdtemp(prefix="aiperf-"))
@@ -355,17 +390,26 @@ def section_aiperf(
             return
         ours = run_rate(url, rate, seconds)
         peak = max(peak, got["throughput"])
+        if first is None:
+            first = (got["p50_ms"], ours["e2e_p50_ms"])
         print(
             f"  rate {rate:>5.0f}/s  AIPerf: {got['throughput']:6.0f} req/s achieved, latency "
             f"p50 {got['p50_ms']:7.2f} ms p99 {got['p99_ms']:7.2f} ms | tierctl: "
             f"{ours['achieved_rps']:6.0f} req/s, E2E p50 {ours['e2e_p50_ms']:6.2f} ms "
             f"p99 {ours['e2e_p99_ms']:7.2f} ms, pacing p99 {ours['p99_ms']:.2f} ms"
         )
-    if peak:
+    if peak and first is not None:
         print(
-            f"  AIPerf peak achieved {peak:.0f} req/s; tierctl holds {tierctl_best:g} req/s at "
-            f"pacing p99 < 1 ms -> ratio {tierctl_best / peak:.1f}x (AIPerf reports no send-time "
-            "pacing error, so its achieved rate and latency against a ~0.1 ms server are compared)"
+            f"  peak achieved rate: tierctl {tierctl_peak:.0f} req/s vs AIPerf {peak:.0f} req/s "
+            f"-> {tierctl_peak / peak:.1f}x"
+        )
+        print(
+            f"  latency against the ~0.1 ms server at {rates[0]:g} req/s (client overhead): "
+            f"AIPerf p50 {first[0]:.2f} ms vs tierctl {first[1]:.2f} ms -> "
+            f"{first[0] / max(first[1], 1e-9):.0f}x"
+        )
+        print(
+            "  (AIPerf reports no send-time pacing error, so achieved rate and latency are compared)"
         )
 
 
@@ -403,14 +447,15 @@ def main() -> int:
         f"({os.cpu_count()} cores on this machine)"
     )
     secs = 1.0 if args.quick else 2.0
+    section_floor(500 if args.quick else 1500)
     with node_server(core=server_core) as url:
         section_pacing(url, 200, secs * 2)
-        best = section_ramp(url, [250, 500, 1000, 1500, 2000, 2500, 3000, 4000], secs)
+        _, relaxed, peak = section_ramp(url, [250, 500, 1000, 1500, 2000, 2500, 3000, 4000], secs)
         section_libraries(url, 1000 if args.quick else 3000)
-        section_gc(url, max(best, 1000), secs)
+        section_gc(url, max(relaxed, 250), secs * 2)
         section_upload(url, args.upload_mb)
         if not args.skip_aiperf:
-            section_aiperf(url, client_core, [200, 500, 1000, 2000], secs, best)
+            section_aiperf(url, client_core, [200, 500, 1000, 2000], secs, peak)
     section_ttft(server_core, 100 if args.quick else 200)
     return 0
 

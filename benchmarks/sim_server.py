@@ -61,7 +61,11 @@ async def sim_server(*engine_args: str, time_scale: float = 100.0) -> AsyncItera
 def big_prompt(n_bytes: int, seed: int) -> str:
     """A prompt of about ``n_bytes`` of English-like words."""
     rng = random.Random(seed)
-    words = (ROOT / "docs" / "sim.md").read_text().split() if (ROOT / "docs" / "sim.md").exists() else ["token", "cache", "prefill", "decode", "scheduler"]
+    words = (
+        (ROOT / "docs" / "sim.md").read_text().split()
+        if (ROOT / "docs" / "sim.md").exists()
+        else ["token", "cache", "prefill", "decode", "scheduler"]
+    )
     out: list[str] = []
     size = 0
     while size < n_bytes:
@@ -71,8 +75,13 @@ def big_prompt(n_bytes: int, seed: int) -> str:
     return " ".join(out)
 
 
-async def probe_health(session: aiohttp.ClientSession, url: str, stop: asyncio.Event,
-                       every_s: float = 0.05, max_probes: int = 2000) -> list[float]:
+async def probe_health(
+    session: aiohttp.ClientSession,
+    url: str,
+    stop: asyncio.Event,
+    every_s: float = 0.05,
+    max_probes: int = 2000,
+) -> list[float]:
     """Probe /health until ``stop``; return latencies in seconds (timeouts count as 10 s)."""
     lat: list[float] = []
     for _ in range(max_probes):
@@ -98,8 +107,9 @@ async def health_under_burst(url: str, prompts: list[str]) -> tuple[float, float
 
         async def one(p: str) -> int:
             body = {"model": "m", "prompt": p, "max_tokens": 4}
-            async with s.post(url + "/v1/completions", json=body,
-                              timeout=aiohttp.ClientTimeout(total=300)) as r:
+            async with s.post(
+                url + "/v1/completions", json=body, timeout=aiohttp.ClientTimeout(total=300)
+            ) as r:
                 await r.read()
                 return r.status
 
@@ -116,13 +126,19 @@ async def streamed_rps(url: str, n: int, concurrency: int) -> float:
     """Streamed chat requests per second (16 tokens each) at ``concurrency``."""
     sem = asyncio.Semaphore(concurrency)
     async with aiohttp.ClientSession() as s:
+
         async def one(i: int) -> None:
             async with sem:
-                body = {"model": "m", "messages": [{"role": "user", "content": f"hi {i}"}],
-                        "max_tokens": 16, "stream": True}
+                body = {
+                    "model": "m",
+                    "messages": [{"role": "user", "content": f"hi {i}"}],
+                    "max_tokens": 16,
+                    "stream": True,
+                }
                 async with s.post(url + "/v1/chat/completions", json=body) as r:
                     async for _ in r.content:
                         pass
+
         t = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(n)))
         return n / (time.perf_counter() - t)
@@ -136,12 +152,17 @@ async def main(quick: bool) -> None:
     k = 3 if quick else 6
     prompts = [big_prompt(1_400_000, i) for i in range(k)]
     rows = []
-    for label, extra in (("on-loop tokenizer", ()), ("dynamic batch tokenizer", ("--enable-dynamic-batch-tokenizer",))):
+    for label, extra in (
+        ("on-loop tokenizer", ()),
+        ("dynamic batch tokenizer", ("--enable-dynamic-batch-tokenizer",)),
+    ):
         async with sim_server(*extra) as url:
             rows.append((label, *await health_under_burst(url, prompts)))
     print(f"/health latency during a burst of {k} prompts of 1.4 MB (probe every 50 ms):")
     for label, p50, p99, mx in rows:
-        print(f"  {label:<24} p50 {p50 * 1000:8.1f} ms   p99 {p99 * 1000:8.1f} ms   max {mx * 1000:8.1f} ms")
+        print(
+            f"  {label:<24} p50 {p50 * 1000:8.1f} ms   p99 {p99 * 1000:8.1f} ms   max {mx * 1000:8.1f} ms"
+        )
     print(f"  p99 ratio on-loop / dynamic: {rows[0][2] / rows[1][2]:.1f}x")
 
 
