@@ -3,7 +3,9 @@
 // Usage: node sse_server.js PORT [CHUNKS] [DELAY_MS]
 // DELAY_MS > 0 waits that long before the first chunk (to measure TTFT error against a known
 // server-side delay). With SSE_LOG=1 it prints "request" on stdout as each POST arrives (tests
-// use that to know requests are in flight). Bound to 127.0.0.1 only.
+// use that to know requests are in flight); with SSE_LOG=2 it prints, for each response, the
+// CLOCK_MONOTONIC nanoseconds (process.hrtime, the clock Python's time.monotonic reads) just
+// before the body is written, so a client can measure its own TTFT error. Bound to 127.0.0.1.
 "use strict";
 const http = require("http");
 const port = parseInt(process.argv[2] || "0", 10);
@@ -41,6 +43,7 @@ const server = http.createServer((req, res) => {
     }
     const send = () => {
       res.writeHead(200, { "Content-Type": "text/event-stream" });
+      if (process.env.SSE_LOG === "2") process.stdout.write(process.hrtime.bigint().toString() + "\n");
       res.end(body);
     };
     if (delayMs > 0) setTimeout(send, delayMs); else send();
