@@ -344,6 +344,21 @@ def section_upload(url: str, mb: int) -> None:
             f"  upload ({kind:8s}, encode included): {best[1] / 1e6 / best[0]:7.0f} MB/s "
             f"({best[1] / 1e6:.0f} MB in {best[0] * 1e3:.0f} ms)"
         )
+    curl = shutil.which("curl")
+    if curl is not None:
+        # The same bytes from a file with curl: what this server and machine take at best.
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            f.write(orjson.dumps(obj))
+            f.flush()
+            rates = []
+            for _ in range(3):
+                out = subprocess.run(
+                    [curl, "-s", "-o", "/dev/null", "-w", "%{speed_upload}", "--data-binary",
+                     f"@{f.name}", url + "/upload"],
+                    capture_output=True, text=True, timeout=120,
+                )  # fmt: skip
+                rates.append(float(out.stdout or 0) / 1e6)
+        print(f"  reference: curl --data-binary from a file: {max(rates):7.0f} MB/s")
 
 
 # ---------------------------------------------------------------------------- AIPerf
