@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tierctl.bench.traces import read_trace
 from tierctl.errors import InputError
@@ -148,3 +151,34 @@ def test_empty_trace_and_unknown_format(tmp_path):
         read_trace(_write(tmp_path, "x.jsonl", ""), "parquet")
     with pytest.raises(InputError, match="cannot read trace file"):
         read_trace(tmp_path / "missing.jsonl", "jsonl")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(min_value=0, max_value=1e5, allow_nan=False),
+            st.integers(min_value=1, max_value=10**6),
+            st.integers(min_value=1, max_value=10**5),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_jsonl_round_trip(tmp_path_factory, rows):
+    # Law: reading what was written gives the same rows, sorted and shifted to start at 0.
+    path = tmp_path_factory.mktemp("rt") / "t.jsonl"
+    path.write_text(
+        "".join(
+            orjson.dumps({"arrival_s": a, "input_tokens": i, "output_tokens": o}).decode() + "\n"
+            for a, i, o in rows
+        ),
+        encoding="utf-8",
+    )
+    got = read_trace(path, "jsonl")
+    t0 = min(a for a, _, _ in rows)
+    assert sorted((r.arrival_s, r.input_tokens, r.output_tokens) for r in got) == sorted(
+        (a - t0, i, o) for a, i, o in rows
+    )
+    assert [r.arrival_s for r in got] == sorted(r.arrival_s for r in got)
+    assert got[0].arrival_s == 0.0
