@@ -69,8 +69,13 @@ def sim() -> None:
 @click.option("--per-request", is_flag=True, help="Also print one line per request.")
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def run(
-    spec: str | None, replica: str | None, preset: str, as_json: bool, per_request: bool,
-    argv: tuple[str, ...], **kw: Any,
+    spec: str | None,
+    replica: str | None,
+    preset: str,
+    as_json: bool,
+    per_request: bool,
+    argv: tuple[str, ...],
+    **kw: Any,
 ) -> None:
     """Simulate one replica: `tierctl sim run [--spec S --replica R] [-- ENGINE ARGV...]`."""
     from tierctl.sim.sources import EngineSource, run_sim
@@ -95,8 +100,15 @@ def run(
 @_workload_options
 @click.option("--json", "as_json", is_flag=True)
 def compare(
-    control_argv: str, candidate_argv: str, spec: str | None, control_replica: str | None,
-    candidate_replica: str | None, focus: str | None, preset: str, as_json: bool, **kw: Any,
+    control_argv: str,
+    candidate_argv: str,
+    spec: str | None,
+    control_replica: str | None,
+    candidate_replica: str | None,
+    focus: str | None,
+    preset: str,
+    as_json: bool,
+    **kw: Any,
 ) -> None:
     """Run two argv sets on the identical workload; print candidate/control ratios."""
     import shlex
@@ -110,15 +122,24 @@ def compare(
     cmp = compare_sims(a, b, _workload(kw), preset, focus=focus)
     rows = [dataclasses.asdict(r) for r in cmp.table]
     if as_json:
-        click.echo(json.dumps({"focus": focus, "table": rows,
-                               "control": dataclasses.asdict(cmp.control.summary),
-                               "candidate": dataclasses.asdict(cmp.candidate.summary)}, indent=1))
+        click.echo(
+            json.dumps(
+                {
+                    "focus": focus,
+                    "table": rows,
+                    "control": dataclasses.asdict(cmp.control.summary),
+                    "candidate": dataclasses.asdict(cmp.candidate.summary),
+                },
+                indent=1,
+            )
+        )
         return
     click.echo(f"workload {cmp.control.workload}" + (f", requests {focus}*" if focus else ""))
     click.echo(f"{'metric':<12}{'control':>12}{'candidate':>12}{'ratio':>8}")
     for r in cmp.table:
-        click.echo(f"{r.metric:<12}{_fmt(r.control):>12}{_fmt(r.candidate):>12}"
-                   f"{_fmt(r.ratio, '.2f'):>8}")
+        click.echo(
+            f"{r.metric:<12}{_fmt(r.control):>12}{_fmt(r.candidate):>12}{_fmt(r.ratio, '.2f'):>8}"
+        )
 
 
 @sim.command()
@@ -139,25 +160,42 @@ def fit(steps: str, preset: str, as_json: bool) -> None:
 
 
 @sim.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--time-scale", type=click.FloatRange(min=1e-3), default=1.0, show_default=True,
-              help="Modelled seconds per wall second (50 = 50x faster than the GPU).")
+@click.option(
+    "--time-scale",
+    type=click.FloatRange(min=1e-3),
+    default=1.0,
+    show_default=True,
+    help="Modelled seconds per wall second (50 = 50x faster than the GPU).",
+)
 @_PRESET
-@click.option("--queue-full-status", type=click.IntRange(400, 599), default=503,
-              show_default=True, help="HTTP status when --max-queued-requests is exceeded.")
+@click.option(
+    "--queue-full-status",
+    type=click.IntRange(400, 599),
+    default=503,
+    show_default=True,
+    help="HTTP status when --max-queued-requests is exceeded.",
+)
 @click.option("--drain-timeout-s", type=float, default=30.0, show_default=True)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
-def serve(time_scale: float, preset: str, queue_full_status: int, drain_timeout_s: float,
-          argv: tuple[str, ...]) -> None:
+def serve(
+    time_scale: float,
+    preset: str,
+    queue_full_status: int,
+    drain_timeout_s: float,
+    argv: tuple[str, ...],
+) -> None:
     """Serve an engine: `tierctl sim serve --time-scale 50 -- --port 30001 ...`."""
     from tierctl.sim.config import EngineConfig
     from tierctl.sim.cost import preset as get_preset
     from tierctl.sim.server import ServeOptions, serve as run_server
 
     config = EngineConfig.from_argv(list(argv))
-    opts = ServeOptions(time_scale=time_scale, queue_full_status=queue_full_status,
-                        drain_timeout_s=drain_timeout_s)
-    asyncio.run(run_server(config, get_preset(preset), opts,
-                           announce=lambda s: click.echo(s, nl=True)))
+    opts = ServeOptions(
+        time_scale=time_scale, queue_full_status=queue_full_status, drain_timeout_s=drain_timeout_s
+    )
+    asyncio.run(
+        run_server(config, get_preset(preset), opts, announce=lambda s: click.echo(s, nl=True))
+    )
 
 
 def _fmt(v: float | None, spec: str = ".3g") -> str:
@@ -178,8 +216,10 @@ def _render_run(result: SimResult, per_request: bool) -> str:
         f"queue p50 {_fmt(s.queue_p50_s)} s  p95 {_fmt(s.queue_p95_s)} s",
     ]
     if per_request:
-        lines.append(f"{'rid':<14}{'arrival':>9}{'input':>9}{'cached':>9}{'out':>6}"
-                     f"{'queue':>9}{'ttft':>9}{'tpot':>8}{'status':>11}")
+        lines.append(
+            f"{'rid':<14}{'arrival':>9}{'input':>9}{'cached':>9}{'out':>6}"
+            f"{'queue':>9}{'ttft':>9}{'tpot':>8}{'status':>11}"
+        )
         for r in result.requests:
             lines.append(
                 f"{r.rid:<14}{r.arrival_s:>9.1f}{r.input_tokens:>9}{r.cached_tokens:>9}"

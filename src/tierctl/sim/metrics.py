@@ -52,7 +52,10 @@ class EngineMetrics:
         )
         stream = [*tok, "is_streaming"]
         self.prompt_tokens = Counter(
-            "sglang:prompt_tokens_total", "Number of prefill tokens processed.", stream, registry=reg
+            "sglang:prompt_tokens_total",
+            "Number of prefill tokens processed.",
+            stream,
+            registry=reg,
         )
         self.generation_tokens = Counter(
             "sglang:generation_tokens_total",

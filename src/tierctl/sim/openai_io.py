@@ -115,12 +115,12 @@ def _chat_text(messages: object) -> str:
             text = content
         elif isinstance(content, list):
             texts = [
-                p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+                p.get("text", "")
+                for p in content
+                if isinstance(p, dict) and p.get("type") == "text"
             ]
             if len(texts) != len(content) or not all(isinstance(t, str) for t in texts):
-                raise ApiError(
-                    f"messages[{i}].content parts must be text parts", param="messages"
-                )
+                raise ApiError(f"messages[{i}].content parts must be text parts", param="messages")
             text = "".join(texts)
         elif content is None:
             text = ""

@@ -44,7 +44,9 @@ class RequestResult:
             input_tokens=r.input_tokens,
             cached_tokens=live.cached_tokens,
             output_tokens=live.generated,
-            status=live.status if live.status in ("completed", "aborted", "rejected") else "unfinished",
+            status=live.status
+            if live.status in ("completed", "aborted", "rejected")
+            else "unfinished",
             queue_s=None if live.admitted_s is None else live.admitted_s - live.enqueued_s,
             kv_wait_s=live.kv_wait_s,
             ttft_s=None if first is None else first - live.enqueued_s,
@@ -110,9 +112,7 @@ class SimResult:
         return asdict(self)
 
 
-def summarize(
-    reqs: list[RequestResult], kv_waits: int, itl: tuple[float, float] | None
-) -> Summary:
+def summarize(reqs: list[RequestResult], kv_waits: int, itl: tuple[float, float] | None) -> Summary:
     """Summary percentiles of ``reqs``; ITL percentiles come from the scheduler's histogram."""
     done = [r for r in reqs if r.status == "completed"]
     ttft = [r.ttft_s for r in reqs if r.ttft_s is not None]

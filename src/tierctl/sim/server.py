@@ -146,9 +146,7 @@ class SimServer:
         """Prometheus text format; 404 unless ``--enable-metrics``, as in SGLang."""
         if not self.config.enable_metrics:
             raise web.HTTPNotFound()
-        return web.Response(
-            body=self.metrics.render(), content_type="text/plain", charset="utf-8"
-        )
+        return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8")
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         """``POST /v1/chat/completions``."""

@@ -63,7 +63,9 @@ def simulate(
             steps.append(rnd)
         now += rnd.duration_s
     lives = [*sched.done, *sched.lives.values()]
-    results = tuple(sorted((RequestResult.of(x) for x in lives), key=lambda r: (r.arrival_s, r.rid)))
+    results = tuple(
+        sorted((RequestResult.of(x) for x in lives), key=lambda r: (r.arrival_s, r.rid))
+    )
     hist = sched.stats.itl_hist
     summary = summarize(
         list(results), sched.stats.kv_waits, (itl_quantile(hist, 0.5), itl_quantile(hist, 0.99))

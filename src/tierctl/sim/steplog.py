@@ -40,7 +40,9 @@ def read_steps(path: str | Path) -> tuple[list[PrefillSample], list[DecodeSample
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise InputError(f"cannot read step log: {exc.strerror}", location=Location(file=str(p))) from None
+        raise InputError(
+            f"cannot read step log: {exc.strerror}", location=Location(file=str(p))
+        ) from None
     pre: list[PrefillSample] = []
     dec: list[DecodeSample] = []
     for n, line in enumerate(lines, start=1):

@@ -75,9 +75,7 @@ def decoders(
     *, count: int = 3, input_tokens: int = 2_000, output_tokens: int = 4_000, prefix: str = "dec"
 ) -> Workload:
     """``count`` short prompts at t=0 with long outputs: the sequences that keep decoding."""
-    reqs = [
-        SimRequest(f"{prefix}-{i}", 0.0, input_tokens, output_tokens) for i in range(count)
-    ]
+    reqs = [SimRequest(f"{prefix}-{i}", 0.0, input_tokens, output_tokens) for i in range(count)]
     return Workload.of(prefix, reqs)
 
 

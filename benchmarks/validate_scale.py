@@ -1,0 +1,111 @@
+"""Validate a generated fleet of 100 hosts x 8 replicas; print seconds and peak memory.
+
+Goal (issue #3): under 2 s for the whole fleet. The fleet is the render benchmark's (specs
+from ``benchmarks/fleet.py``), rendered once untimed; the timed phase is what ``tierctl
+validate`` does per host after the spec is loaded: read the compose text (YAML, anchors,
+interpolation, line map) and run all seven contracts. Loading the specs is reported too, as
+is a reference: jsonschema alone over the same documents (the compose-schema contract),
+to show how much of the time the vendored schema costs.
+
+Run: PYTHONPATH=src python benchmarks/validate_scale.py [--hosts 100] [--replicas 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fleet import fleet_spec_texts
+
+from tierctl.contracts.compose_file import load_compose
+from tierctl.contracts.schema import _validator
+from tierctl.contracts.validation import validate
+from tierctl.render import render_compose
+from tierctl.spec import load_spec_text
+
+
+def schema_module_fast() -> bool:
+    """Whether the jsonschema-rs fast path is in use (after --pure)."""
+    import tierctl.contracts.schema as schema_module
+
+    return schema_module._fast_validator() is not None
+
+
+def main() -> None:
+    """Time validation of the fleet; print figures."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--hosts", type=int, default=100)
+    parser.add_argument("--replicas", type=int, default=8)
+    parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument(
+        "--pure", action="store_true", help="Disable the jsonschema-rs fast path (pure Python)."
+    )
+    args = parser.parse_args()
+    if args.pure:
+        import tierctl.contracts.schema as schema_module
+
+        schema_module._fast_validator = lambda: None  # type: ignore[assignment]
+    texts = fleet_spec_texts(args.hosts, args.replicas)
+    t0 = time.perf_counter()
+    specs = [load_spec_text(text, name) for name, text in texts]
+    load_s = time.perf_counter() - t0
+    rendered = [
+        (f"{name}.compose.yaml", render_compose(spec))
+        for (name, _), spec in zip(texts, specs, strict=True)
+    ]
+    validate(specs[0], [load_compose(rendered[0][1], source=rendered[0][0])])  # warm caches
+
+    # Best of N passes (the machine is shared with other work), then one pass under
+    # tracemalloc for peak memory (not timed: tracemalloc slows Python several-fold).
+    best = best_read = best_cpu = float("inf")
+    violations = 0
+    for _ in range(args.passes):
+        c1 = time.process_time()
+        t1 = time.perf_counter()
+        files = [load_compose(text, source=name) for name, text in rendered]
+        t2 = time.perf_counter()
+        reports = [validate(spec, [f]) for spec, f in zip(specs, files, strict=True)]
+        t3 = time.perf_counter()
+        best_cpu = min(best_cpu, time.process_time() - c1)
+        best, best_read = min(best, t3 - t1), min(best_read, t2 - t1)
+        violations = sum(len(r.violations) for r in reports)
+    tracemalloc.start()
+    kept = [
+        validate(spec, [load_compose(text, source=name)])
+        for spec, (name, text) in zip(specs, rendered, strict=True)
+    ]
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+
+    docs = [load_compose(text, source=name).data for name, text in rendered]
+    t4 = time.perf_counter()
+    for doc in docs:
+        for _ in _validator().iter_errors(doc):
+            pass
+    schema_s = time.perf_counter() - t4
+
+    replicas = sum(len(s.replicas) for s in specs)
+    print(f"fleet: {len(specs)} hosts, {replicas} replicas, {len(kept)} compose files")
+    print(
+        f"validate (read compose + 7 contracts): {best:.3f} s best of {args.passes}  (goal < 2 s)"
+    )
+    print(f"  CPU time of that pass:                 {best_cpu:.3f} s (less sensitive to load)")
+    print(f"  of which reading compose files:       {best_read:.3f} s")
+    print(f"  jsonschema (pure Python) alone:        {schema_s:.3f} s")
+    fast = "on" if schema_module_fast() else "off"
+    print(f"  schema fast path (jsonschema-rs):      {fast}")
+    print(f"spec loading (not part of the goal):     {load_s:.3f} s")
+    print(f"violations found: {violations} (expected 0)")
+    print(f"peak traced memory during validation: {peak / 2**20:.1f} MiB (Python heap)")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"process max RSS: {rss:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

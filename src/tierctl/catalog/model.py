@@ -1,0 +1,114 @@
+"""The flag catalog of one engine release: every command-line flag its server accepts.
+
+A catalog is data, produced by :mod:`tierctl.catalog.build` from the engine's own source and
+committed as JSON under ``tierctl/catalog/data/``. The JSON file is a boundary, so it is read
+through pydantic models with ``extra="forbid"``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+FlagType = Literal["bool", "int", "float", "str", "json", "list"]
+EngineKind = Literal["sglang", "vllm"]
+
+
+class Flag(BaseModel):
+    """One command-line flag as the engine's argument parser registers it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(
+        description="Primary spelling, with the leading dashes: --chunked-prefill-size."
+    )
+    aliases: tuple[str, ...] = Field(default=(), description="Other spellings of the same flag.")
+    dest: str = Field(description="The attribute the parser stores the value under.")
+    type: FlagType = Field(description="Value type: bool flags take no value (or a --no- form).")
+    element_type: FlagType | None = Field(
+        default=None, description="For list flags: the type of each element."
+    )
+    parser: str | None = Field(
+        default=None,
+        description="Name of a custom value parser (e.g. human_readable_int accepts 16K).",
+    )
+    default: Any = Field(default=None, description="Default value; non-JSON values as their repr.")
+    choices: tuple[Any, ...] | None = Field(
+        default=None, description="Allowed values; None when open or computed at run time."
+    )
+    nargs: str | int | None = Field(default=None, description="argparse nargs when set.")
+    action: str | None = Field(
+        default=None,
+        description="argparse action: store_true, store_false, boolean_optional, append, "
+        "store_const or the name of a custom action class.",
+    )
+    deprecated: bool = Field(default=False, description="The engine marks the flag deprecated.")
+    help: str = Field(default="", description="First sentence of the flag's help text.")
+
+    def spellings(self) -> tuple[str, ...]:
+        """Every token that selects this flag, including a --no- form for optional booleans."""
+        names = (self.name, *self.aliases)
+        if self.action == "boolean_optional":
+            names += tuple("--no-" + n[2:] for n in names if n.startswith("--"))
+        return names
+
+    def takes_value(self) -> bool:
+        """Whether the flag consumes at least one following token."""
+        if self.type == "bool" and self.action in ("store_true", "store_false", "boolean_optional"):
+            return False
+        return not (self.action in ("store_const", "count") or self.nargs in (0, "?", "*"))
+
+
+class CatalogSource(BaseModel):
+    """Where a catalog's data came from, so anyone can rebuild and compare it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    distribution: str = Field(description="Package name on the index, e.g. sglang.")
+    wheel: str = Field(description="File name of the wheel the flags were read from.")
+    sha256: str = Field(description="SHA-256 of that wheel file.")
+    files: tuple[str, ...] = Field(description="Files inside the wheel that defined flags.")
+    layout: str = Field(description="Which definition style the extractor found.")
+
+
+class Catalog(BaseModel):
+    """All flags of one engine release, keyed by primary spelling, in registration order."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: EngineKind = Field(description="Engine kind.")
+    version: str = Field(description="Engine release, e.g. 0.5.23.")
+    source: CatalogSource = Field(description="Provenance of the data.")
+    flags: dict[str, Flag] = Field(description="Flags by primary spelling.")
+
+    _by_spelling: dict[str, Flag] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Index every spelling once: validation looks flags up per argv token."""
+        for flag in self.flags.values():
+            for spelling in flag.spellings():
+                self._by_spelling.setdefault(spelling, flag)
+
+    def lookup(self, token: str) -> Flag | None:
+        """The flag a command-line token selects (any spelling), or None."""
+        # Read the private dict directly: pydantic routes `self._x` through __getattr__,
+        # which is slow enough to matter when a fleet's argv tokens are looked up.
+        index: dict[str, Flag] = self.__pydantic_private__["_by_spelling"]  # type: ignore[index]
+        return index.get(token)
+
+    @property
+    def ref(self) -> str:
+        """``engine==version``, the way the CLI names a catalog."""
+        return f"{self.engine}=={self.version}"
+
+    def to_json(self) -> str:
+        """Stable JSON text (sorted keys inside flags, flags in registration order)."""
+        return json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=False) + "\n"
+
+    @classmethod
+    def from_path(cls, path: Path) -> Catalog:
+        """Read a catalog JSON file."""
+        return cls.model_validate_json(path.read_text(encoding="utf-8"))

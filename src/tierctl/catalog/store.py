@@ -1,0 +1,135 @@
+"""The catalogs shipped with tierctl (package data) and lookups across releases."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from tierctl.catalog.build import parse_ref
+from tierctl.catalog.model import Catalog, Flag
+from tierctl.errors import InputError
+
+_FILE = re.compile(r"^(?P<engine>sglang|vllm)-(?P<version>.+)\.json$")
+
+
+def version_key(version: str) -> tuple[tuple[int, str], ...]:
+    """Order release strings numerically part by part (0.5.9 < 0.5.16 < 0.5.23)."""
+    return tuple(
+        (int(part), "") if part.isdigit() else (-1, part) for part in re.split(r"[.+-]", version)
+    )
+
+
+def data_dir() -> Path:
+    """The folder of committed catalog JSON files."""
+    return Path(str(resources.files("tierctl.catalog") / "data"))
+
+
+@functools.cache
+def shipped() -> tuple[tuple[str, str], ...]:
+    """(engine, version) of every shipped catalog, sorted by engine then version."""
+    found = []
+    for path in data_dir().glob("*.json"):
+        match = _FILE.match(path.name)
+        if match:
+            found.append((match["engine"], match["version"]))
+    return tuple(sorted(found, key=lambda ev: (ev[0], version_key(ev[1]))))
+
+
+@functools.cache
+def load_catalog(engine: str, version: str) -> Catalog:
+    """A shipped catalog, read once per process.
+
+    Raises:
+        InputError: no catalog for that release (lists the shipped ones and how to build one).
+    """
+    path = data_dir() / f"{engine}-{version}.json"
+    if not path.is_file():
+        have = ", ".join(f"{e}=={v}" for e, v in shipped() if e == engine) or "none"
+        raise InputError(
+            f"no flag catalog for {engine}=={version} (shipped: {have})",
+            fix=f"run `tierctl catalog build {engine}=={version} --out {path.name}` and pass it, "
+            "or pin a shipped release",
+        )
+    return Catalog.from_path(path)
+
+
+def resolve_catalog(ref_or_path: str) -> Catalog:
+    """A catalog named ``engine==version`` (shipped) or a path to a catalog JSON file."""
+    if "==" in ref_or_path:
+        engine, version = parse_ref(ref_or_path)
+        return load_catalog(engine, version)
+    path = Path(ref_or_path)
+    if not path.is_file():
+        raise InputError(f"{ref_or_path}: neither ENGINE==VERSION nor a catalog file")
+    try:
+        return Catalog.from_path(path)
+    except ValueError as exc:
+        raise InputError(f"{path}: not a tierctl catalog: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class FlagHistory:
+    """Where else a flag unknown to one release appears among the shipped catalogs."""
+
+    added_in: str | None  # first later release that has it
+    last_seen: str | None  # last earlier release that had it (when it was removed)
+
+
+def flag_history(engine: str, version: str, token: str) -> FlagHistory:
+    """For a flag missing from ``engine==version``: the later release that adds it, or the
+    earlier release that last had it."""
+    pinned = version_key(version)
+    added_in = last_seen = None
+    for other_engine, other in shipped():
+        if other_engine != engine or other == version:
+            continue
+        if load_catalog(engine, other).lookup(token) is None:
+            continue
+        if version_key(other) > pinned and added_in is None:
+            added_in = other
+        elif version_key(other) < pinned:
+            last_seen = other
+    return FlagHistory(added_in=added_in, last_seen=last_seen)
+
+
+@dataclass(frozen=True)
+class FlagChange:
+    """One flag that differs between two catalogs."""
+
+    name: str
+    field: str
+    before: object
+    after: object
+
+
+@dataclass(frozen=True)
+class CatalogDiff:
+    """Flags added, removed and changed from catalog ``a`` to catalog ``b``."""
+
+    a: str
+    b: str
+    added: tuple[Flag, ...]
+    removed: tuple[Flag, ...]
+    changed: tuple[FlagChange, ...]
+
+
+_COMPARED = ("type", "default", "choices", "nargs", "action", "deprecated", "aliases")
+
+
+def diff_catalogs(a: Catalog, b: Catalog) -> CatalogDiff:
+    """What changed in the flag surface from ``a`` to ``b``."""
+    added = tuple(f for n, f in b.flags.items() if n not in a.flags)
+    removed = tuple(f for n, f in a.flags.items() if n not in b.flags)
+    changed: list[FlagChange] = []
+    for name, before in a.flags.items():
+        after = b.flags.get(name)
+        if after is None:
+            continue
+        for attr in _COMPARED:
+            old, new = getattr(before, attr), getattr(after, attr)
+            if old != new:
+                changed.append(FlagChange(name, attr, old, new))
+    return CatalogDiff(a.ref, b.ref, added, removed, tuple(changed))

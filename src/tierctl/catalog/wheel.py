@@ -1,0 +1,101 @@
+"""Getting an engine release's source: a wheel from the package index, read as a zip.
+
+The wheel is fetched with ``pip download --no-deps --only-binary=:all:`` into a cache folder
+(pip already knows the user's index, proxy and credentials settings), and only the few
+members that define flags are read; nothing is installed or imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tierctl.errors import InputError, RuntimeFailure
+
+Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+def default_cache_dir() -> Path:
+    """Where downloaded wheels are kept: ``$XDG_CACHE_HOME/tierctl/wheels``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tierctl" / "wheels"
+
+
+def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=900)
+
+
+def find_cached(distribution: str, version: str, cache_dir: Path) -> Path | None:
+    """A wheel of exactly this release already in the cache, if any."""
+    prefix = f"{distribution.replace('-', '_')}-{version}-"
+    if not cache_dir.is_dir():
+        return None
+    hits = sorted(p for p in cache_dir.glob("*.whl") if p.name.startswith(prefix))
+    return hits[0] if hits else None
+
+
+def download_wheel(
+    distribution: str, version: str, cache_dir: Path, *, runner: Runner = _run
+) -> Path:
+    """The wheel of ``distribution==version``, from the cache or downloaded with pip.
+
+    Raises:
+        RuntimeFailure: pip failed (no network, no such release, no wheel for it).
+    """
+    cached = find_cached(distribution, version, cache_dir)
+    if cached is not None:
+        return cached
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+        "--dest",
+        str(cache_dir),
+        f"{distribution}=={version}",
+    ]
+    result = runner(argv)
+    found = find_cached(distribution, version, cache_dir)
+    if result.returncode != 0 or found is None:
+        tail = (result.stderr or result.stdout or "").strip().splitlines()[-3:]
+        raise RuntimeFailure(
+            f"could not download {distribution}=={version}: " + " / ".join(tail),
+            fix="check the version exists on the index, or pass --wheel PATH",
+        )
+    return found
+
+
+def read_members(wheel: Path, wanted: Callable[[str], bool]) -> dict[str, str]:
+    """Text of the wheel members ``wanted`` selects.
+
+    Raises:
+        InputError: the file is not a readable wheel.
+    """
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            return {
+                name: archive.read(name).decode("utf-8")
+                for name in archive.namelist()
+                if wanted(name)
+            }
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        raise InputError(f"{wheel}: not a readable wheel: {exc}") from exc
+
+
+def sha256_of(path: Path) -> str:
+    """Hex SHA-256 of a file, read in chunks (wheels are hundreds of MB)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

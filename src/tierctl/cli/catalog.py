@@ -1,0 +1,92 @@
+"""``tierctl catalog``: build, list, show and compare engine flag catalogs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from tierctl.catalog.build import build_catalog
+from tierctl.catalog.store import diff_catalogs, resolve_catalog, shipped
+from tierctl.errors import InputError
+
+
+@click.group()
+def catalog() -> None:
+    """Engine flag catalogs built from the engines' own source."""
+
+
+@catalog.command("build")
+@click.argument("ref")
+@click.option("--wheel", type=click.Path(path_type=Path), help="Use this wheel; no download.")
+@click.option(
+    "--out", type=click.Path(path_type=Path), help="Write the JSON here (default: stdout)."
+)
+@click.option("--cache-dir", type=click.Path(path_type=Path), help="Where downloaded wheels go.")
+def build(ref: str, wheel: Path | None, out: Path | None, cache_dir: Path | None) -> None:
+    """Build the catalog of REF (sglang==0.5.23, vllm==0.33.0) from its wheel."""
+    result = build_catalog(ref, wheel=wheel, cache_dir=cache_dir)
+    if out is None:
+        click.echo(result.to_json(), nl=False)
+        return
+    out.write_text(result.to_json(), encoding="utf-8")
+    click.echo(
+        f"{result.ref}: {len(result.flags)} flags from {result.source.wheel} "
+        f"({result.source.layout}) -> {out}"
+    )
+
+
+@catalog.command("list")
+def list_() -> None:
+    """List the shipped catalogs."""
+    for engine, version in shipped():
+        loaded = resolve_catalog(f"{engine}=={version}")
+        click.echo(f"{engine}=={version}\t{len(loaded.flags)} flags\t{loaded.source.layout}")
+
+
+@catalog.command("show")
+@click.argument("ref")
+@click.option("--flag", "flag_name", help="Show one flag in full (any spelling).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+def show(ref: str, flag_name: str | None, fmt: str) -> None:
+    """Show a catalog (REF: engine==version or a catalog file), or one flag of it."""
+    loaded = resolve_catalog(ref)
+    if flag_name is not None:
+        token = flag_name if flag_name.startswith("-") else "--" + flag_name
+        flag = loaded.lookup(token)
+        if flag is None:
+            raise InputError(f"{loaded.ref} has no flag {token}")
+        if fmt == "json":
+            click.echo(json.dumps(flag.model_dump(mode="json"), indent=2))
+            return
+        for key, value in flag.model_dump(mode="json").items():
+            click.echo(f"{key}: {json.dumps(value)}")
+        return
+    if fmt == "json":
+        click.echo(loaded.to_json(), nl=False)
+        return
+    for flag in loaded.flags.values():
+        note = " (deprecated)" if flag.deprecated else ""
+        click.echo(f"{flag.name}\t{flag.type}\tdefault={json.dumps(flag.default)}{note}")
+
+
+@catalog.command("diff")
+@click.argument("a")
+@click.argument("b")
+def diff(a: str, b: str) -> None:
+    """Flags added, removed and changed from catalog A to catalog B."""
+    result = diff_catalogs(resolve_catalog(a), resolve_catalog(b))
+    for flag in result.added:
+        click.echo(f"+ {flag.name}\t{flag.type}\tdefault={json.dumps(flag.default)}")
+    for flag in result.removed:
+        click.echo(f"- {flag.name}")
+    for change in result.changed:
+        click.echo(
+            f"~ {change.name}\t{change.field}: {json.dumps(change.before)} -> "
+            f"{json.dumps(change.after)}"
+        )
+    click.echo(
+        f"{result.a} -> {result.b}: {len(result.added)} added, {len(result.removed)} removed, "
+        f"{len(result.changed)} changed"
+    )

@@ -1,0 +1,242 @@
+"""``tierctl plan``, ``tierctl rollout`` and ``tierctl runbook``: parse, call, render."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from tierctl.rollout.executor import RolloutOptions
+from tierctl.rollout.gates import GateSettings
+from tierctl.rollout.model import Plan
+from tierctl.rollout.run import DriverConfig, execute_plan, make_plan, make_runbook
+
+_common = [
+    click.option("--from", "old", required=True, help="OLD: compose file or git:REF:PATH."),
+    click.option("--to", "new", required=True, help="NEW: compose file or git:REF:PATH."),
+    click.option(
+        "--spec", type=click.Path(path_type=Path), help="Tier spec: roles and protection."
+    ),
+    click.option("--allow", multiple=True, help="Let the plan change this protected service."),
+    click.option(
+        "--protect", multiple=True, help="Never recreate this service (adds to the spec's)."
+    ),
+    click.option("--repo", type=click.Path(path_type=Path), help="Repository for git:REF:PATH."),
+]
+
+
+def _with_common(f: click.decorators.FC) -> click.decorators.FC:
+    for option in reversed(_common):
+        f = option(f)
+    return f
+
+
+def format_plan(plan: Plan) -> str:
+    """The human view of a plan: services, steps, untouched."""
+    lines = [f"plan {plan.source.spec} -> {plan.target.spec}", ""]
+    width = max((len(c.service) for c in plan.services), default=8)
+    for c in plan.services:
+        role = c.role + (f"/{c.replica_role}" if c.replica_role else "")
+        why = ", ".join(c.reasons)
+        lines.append(f"  {c.service:<{width}}  {role:<16} {c.change:<9} {why}".rstrip())
+        for d in c.details:
+            lines.append(f"  {'':<{width}}    {d}")
+    lines.append("")
+    if not plan.steps:
+        lines.append("steps: none (nothing changes)")
+    else:
+        lines.append("steps:")
+        for s in plan.steps:
+            gates = f"  gates: {', '.join(s.gates)}" if s.gates else ""
+            lines.append(f"  {s.id}  ({s.why}){gates}")
+    lines.append("untouched: " + (", ".join(plan.untouched) or "none"))
+    return "\n".join(lines)
+
+
+@click.command("plan")
+@_with_common
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the JSON plan here.")
+def plan(
+    old: str,
+    new: str,
+    spec: Path | None,
+    allow: tuple[str, ...],
+    protect: tuple[str, ...],
+    repo: Path | None,
+    as_json: bool,
+    output: Path | None,
+) -> None:
+    """Plan a rollout between two compose files: which services change, in what order."""
+    result = make_plan(
+        old, new, spec=spec, allow=frozenset(allow), protect=frozenset(protect), repo=repo
+    )
+    text = json.dumps(result.model_dump(mode="json"), indent=2)
+    if output is not None:
+        output.write_text(text + "\n")
+    click.echo(text if as_json else format_plan(result))
+
+
+@click.command("rollout")
+@click.option(
+    "--plan",
+    "plan_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Plan JSON from `tierctl plan -o`.",
+)
+@click.option("--driver", required=True, type=click.Choice(["compose-manager", "docker", "local"]))
+@click.option(
+    "--journal", type=click.Path(path_type=Path), help="Journal file [PLAN.journal.jsonl]."
+)
+@click.option("--resume", is_flag=True, help="Continue the journal; finished steps are skipped.")
+@click.option("--dry-run", is_flag=True, help="Run every step's dry run only; apply nothing.")
+@click.option("--repo", type=click.Path(path_type=Path), help="Repository for git:REF:PATH.")
+@click.option("--agent-url", help="compose-manager URL.")
+@click.option(
+    "--token-env",
+    default="TIERCTL_AGENT_TOKEN",
+    show_default=True,
+    help="Env var holding the agent token.",
+)
+@click.option("--token-file", type=click.Path(path_type=Path), help="File holding the agent token.")
+@click.option("--tag-old", help="compose-manager tag of OLD (default: its git ref).")
+@click.option("--tag-new", help="compose-manager tag of NEW (default: its git ref).")
+@click.option(
+    "--pass-env", multiple=True, help="Forward this env var to the agent (value never shown)."
+)
+@click.option("--project", help="Compose project name.")
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path),
+    default=Path(".tierctl-rollout/local"),
+    show_default=True,
+    help="Local driver state.",
+)
+@click.option(
+    "--time-scale",
+    type=float,
+    default=100.0,
+    show_default=True,
+    help="Local driver: modelled seconds per wall second.",
+)
+@click.option(
+    "--gate-host", default="127.0.0.1", show_default=True, help="Host the gates reach engines on."
+)
+@click.option("--prometheus-url", help="Prometheus to query for the variant gates.")
+@click.option(
+    "--host-label", help="host_machine label for the Prometheus query [NEW's x-tierctl.host]."
+)
+@click.option(
+    "--health-timeout-s",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="How long a recreated engine has to answer /health.",
+)
+@click.option(
+    "--metrics-timeout-s",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="How long the new variant may take to show in Prometheus.",
+)
+@click.option(
+    "--soak-s", type=float, default=0.0, show_default=True, help="Soak window per engine step."
+)
+@click.option(
+    "--max-error-rate",
+    type=float,
+    default=0.01,
+    show_default=True,
+    help="Highest aborted/finished ratio the soak accepts.",
+)
+@click.option(
+    "--skip-gate",
+    multiple=True,
+    help="Do not run this gate.",
+    type=click.Choice(["health", "server-info", "metrics-variant", "prometheus-variants", "soak"]),
+)
+def rollout(
+    plan_path: Path,
+    driver: str,
+    journal: Path | None,
+    resume: bool,
+    dry_run: bool,
+    repo: Path | None,
+    agent_url: str | None,
+    token_env: str,
+    token_file: Path | None,
+    tag_old: str | None,
+    tag_new: str | None,
+    pass_env: tuple[str, ...],
+    project: str | None,
+    state_dir: Path,
+    time_scale: float,
+    gate_host: str,
+    prometheus_url: str | None,
+    host_label: str | None,
+    health_timeout_s: float,
+    metrics_timeout_s: float,
+    soak_s: float,
+    max_error_rate: float,
+    skip_gate: tuple[str, ...],
+) -> None:
+    """Execute a plan one service at a time: dry run, apply, gates, rollback on failure."""
+    tags = {k: v for k, v in (("old", tag_old), ("new", tag_new)) if v}
+    config = DriverConfig(
+        name=driver,  # type: ignore[arg-type]
+        agent_url=agent_url,
+        token_env=token_env,
+        token_file=token_file,
+        tags=tags,
+        pass_env=pass_env,
+        project=project,
+        state_dir=state_dir,
+        time_scale=time_scale,
+        gate_host=gate_host,
+    )
+    options = RolloutOptions(
+        journal_path=journal or plan_path.with_suffix(".journal.jsonl"),
+        resume=resume,
+        dry_run=dry_run,
+        gates=GateSettings(
+            prometheus_url=prometheus_url,
+            host_label=host_label,
+            health_timeout_s=health_timeout_s,
+            metrics_timeout_s=metrics_timeout_s,
+            soak_s=soak_s,
+            max_error_rate=max_error_rate,
+            skip=frozenset(skip_gate),
+        ),
+    )
+    result = execute_plan(
+        plan_path, config, options, repo=repo, log=lambda m: click.echo(m, err=True)
+    )
+    for o in result.outcomes:
+        click.echo(f"{o.step}: {o.status}")
+    if result.journal is not None:
+        click.echo(f"journal: {result.journal}")
+
+
+@click.command("runbook")
+@_with_common
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the Markdown here.")
+def runbook(
+    old: str,
+    new: str,
+    spec: Path | None,
+    allow: tuple[str, ...],
+    protect: tuple[str, ...],
+    repo: Path | None,
+    output: Path | None,
+) -> None:
+    """Write the Markdown runbook of the rollout from OLD to NEW."""
+    text = make_runbook(
+        old, new, spec=spec, allow=frozenset(allow), protect=frozenset(protect), repo=repo
+    )
+    if output is not None:
+        output.write_text(text)
+    else:
+        click.echo(text)

@@ -1,0 +1,97 @@
+"""Reading an engine argv back into flags, the way the engine's parser would group tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tierctl.catalog.model import Catalog
+
+
+@dataclass(frozen=True)
+class FlagUse:
+    """One flag occurrence in an argv: the token, its values, and where it sits."""
+
+    token: str  # as written, without any =value part: --prefill-decode-interval
+    values: tuple[str, ...]
+    index: int  # position of the flag token in the argv
+    inline: bool = False  # written as --flag=value
+
+    @property
+    def name(self) -> str:
+        """The flag without leading dashes, as the spec writes flag names."""
+        return self.token.lstrip("-")
+
+
+def split_launcher(argv: tuple[str, ...], launcher: list[str]) -> int:
+    """Index of the first flag token: after the spec's launcher when the argv starts with it,
+    otherwise at the first ``--`` token."""
+    if list(argv[: len(launcher)]) == launcher:
+        return len(launcher)
+    for i, token in enumerate(argv):
+        if token.startswith("--"):
+            return i
+    return len(argv)
+
+
+def parse_flags(argv: tuple[str, ...], start: int, catalog: Catalog | None) -> list[FlagUse]:
+    """Group the tokens from ``start`` into flags and their values.
+
+    A known flag takes values per its catalog entry (none for store_true flags); an unknown
+    one takes the tokens up to the next flag. A value starting with ``-`` followed by a digit
+    (``-1``) is a value, as argparse treats negative numbers.
+    """
+    uses: list[FlagUse] = []
+    i = start
+    while i < len(argv):
+        token = argv[i]
+        if not token.startswith("-") or _is_number(token):
+            # A stray positional: attach it to the previous flag so it is reported there.
+            if uses:
+                prev = uses[-1]
+                uses[-1] = FlagUse(prev.token, (*prev.values, token), prev.index, prev.inline)
+            else:
+                uses.append(FlagUse("", (token,), i))
+            i += 1
+            continue
+        if "=" in token and token.startswith("--"):
+            name, _, value = token.partition("=")
+            uses.append(FlagUse(name, (value,), i, inline=True))
+            i += 1
+            continue
+        flag = catalog.lookup(token) if catalog is not None else None
+        j = i + 1
+        if flag is None or flag.takes_value() or flag.nargs in ("?", "*"):
+            limit = 1 if flag is not None and flag.nargs in (None, "?") else len(argv)
+            while j < len(argv) and j - i - 1 < limit and not _is_flag(argv[j]):
+                j += 1
+        uses.append(FlagUse(token, tuple(argv[i + 1 : j]), i))
+        i = j
+    return uses
+
+
+def flags_dict(uses: list[FlagUse]) -> dict[str, Any]:
+    """Flags as the spec's effective-flags map: bare -> True, one value -> str, more -> list."""
+    out: dict[str, Any] = {}
+    for use in uses:
+        if not use.token:
+            continue
+        if not use.values:
+            out[use.name] = True
+        elif len(use.values) == 1:
+            out[use.name] = use.values[0]
+        else:
+            out[use.name] = list(use.values)
+    return out
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_flag(token: str) -> bool:
+    return token.startswith("-") and not _is_number(token) and token != "-"

@@ -1,0 +1,123 @@
+"""TC004 engine-flag-catalog: every flag exists in the pinned release and its value fits.
+
+The catalog is the engine's own argument definitions (see :mod:`tierctl.catalog`). A flag the
+pinned release lacks is checked against the other shipped releases, so the message can say
+"added in 0.5.23" (pin a newer engine) or "last in 0.5.16" (the flag was removed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+from tierctl.catalog.model import Flag, FlagType
+from tierctl.catalog.store import flag_history
+from tierctl.contracts.argv import FlagUse
+from tierctl.contracts.context import Context
+from tierctl.contracts.credentials import is_secret_flag, looks_secret_value
+from tierctl.contracts.report import Violation
+
+_HUMAN_INT = re.compile(r"^-?\d+(\.\d+)?[kKmMgGtT]?$")
+
+
+def check(ctx: Context) -> Iterator[Violation]:
+    """Unknown flags, wrong value types, values outside the choices, missing values."""
+    catalog = ctx.catalog
+    if catalog is None:
+        return
+    for view in ctx.replicas.values():
+        if view.service is None:
+            continue
+        svc = view.expected.service
+        for use in view.uses:
+            if not use.token:
+                location = ctx.compose.location("services", svc, "command", use.index)
+                yield Violation(
+                    rule="TC004",
+                    service=svc,
+                    location=location,
+                    message=f"stray value {use.values[0]!r} before any flag",
+                )
+                continue
+            flag = catalog.lookup(use.token)
+            if flag is None:
+                location = ctx.compose.location("services", svc, "command", use.index)
+                yield Violation(
+                    rule="TC004",
+                    service=svc,
+                    location=location,
+                    message=_unknown(catalog.engine, catalog.version, use.token),
+                    found=use.token,
+                )
+                continue
+            problem = value_problem(flag, use)
+            if problem and (is_secret_flag(use.token) or any(map(looks_secret_value, use.values))):
+                problem = "value rejected (a credential: not shown)"
+            if problem:
+                location = ctx.compose.location("services", svc, "command", use.index)
+                yield Violation(
+                    rule="TC004",
+                    service=svc,
+                    location=location,
+                    message=f"{use.token}: {problem} ({catalog.ref})",
+                )
+
+
+def _unknown(engine: str, version: str, token: str) -> str:
+    history = flag_history(engine, version, token)
+    if history.added_in:
+        return (
+            f"{token} is not a flag of {engine} {version}: added in {history.added_in}; "
+            "pin that release or drop the flag"
+        )
+    if history.last_seen:
+        return f"{token} is not a flag of {engine} {version}: removed (last in {history.last_seen})"
+    return f"{token} is not a flag of {engine} {version} (nor of any catalogued release)"
+
+
+def value_problem(flag: Flag, use: FlagUse) -> str | None:
+    """Why the values given to ``flag`` are not acceptable, or None."""
+    values = use.values
+    if any("${" in v for v in values):
+        return None  # filled in by compose at deploy time
+    if not flag.takes_value() and flag.nargs != "?":
+        if values:
+            return f"takes no value, found {' '.join(values)!r}"
+        return None
+    if not values:
+        return None if flag.nargs in ("?", "*") else f"expects a {flag.type} value, found none"
+    if flag.type != "list" and len(values) > 1:
+        return f"takes one value, found {len(values)}: {' '.join(values)!r}"
+    element: FlagType = flag.element_type or "str" if flag.type == "list" else flag.type
+    for value in values:
+        bad = _type_problem(element, value, flag.parser)
+        if bad:
+            return bad
+        if flag.choices is not None:
+            allowed = [str(c) for c in flag.choices if c is not None]
+            if value not in allowed:
+                shown = ", ".join(allowed[:12]) + (", ..." if len(allowed) > 12 else "")
+                return f"{value!r} is not one of the allowed choices ({shown})"
+    return None
+
+
+def _type_problem(kind: FlagType, value: str, parser: str | None) -> str | None:
+    if kind == "int":
+        pattern_ok = _HUMAN_INT.match(value) if parser == "human_readable_int" else None
+        try:
+            int(value)
+        except ValueError:
+            if not pattern_ok:
+                return f"expects an integer, found {value!r}"
+    elif kind == "float":
+        try:
+            float(value)
+        except ValueError:
+            return f"expects a number, found {value!r}"
+    elif kind == "json":
+        try:
+            json.loads(value)
+        except ValueError:
+            return f"expects JSON, found {value!r}"
+    return None

@@ -1,0 +1,161 @@
+"""TC006 hygiene: pinned images, exclusive GPUs, no port clashes, no literal secrets, and
+exactly the services the spec lists."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from tierctl.contracts.context import Context
+from tierctl.contracts.credentials import looks_secret_name, looks_secret_value, secret_positions
+from tierctl.contracts.interpolation import InterpolationError, references
+from tierctl.contracts.report import Violation
+
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+
+
+def check(ctx: Context) -> Iterator[Violation]:
+    """All hygiene checks over every service of the file."""
+    yield from _services_present(ctx)
+    yield from _images(ctx)
+    yield from _gpus(ctx)
+    yield from _ports(ctx)
+    yield from _secrets(ctx)
+
+
+def _services_present(ctx: Context) -> Iterator[Violation]:
+    expected = [r.service for r in ctx.tier.replicas.values()] + list(ctx.tier.services)
+    for name in expected:
+        if name not in ctx.compose.services:
+            yield Violation(
+                rule="TC006",
+                service=name,
+                message=f"service {name} is in the spec but not in the file",
+                location=ctx.compose.location("services"),
+            )
+    for name in ctx.compose.services:
+        if name not in expected:
+            yield Violation(
+                rule="TC006",
+                service=name,
+                message=f"service {name} is in the file but not in the spec",
+                location=ctx.compose.location("services", name),
+            )
+
+
+def _images(ctx: Context) -> Iterator[Violation]:
+    for name, service in ctx.compose.services.items():
+        if "build" in service.data:
+            yield Violation(
+                rule="TC006",
+                service=name,
+                message="build: is not allowed; deploy a pushed image pinned by digest",
+                location=ctx.compose.location("services", name, "build"),
+            )
+        image = service.image
+        if image is None:
+            if "build" not in service.data:
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message="no image",
+                    location=ctx.compose.location("services", name),
+                )
+        elif not _DIGEST.search(image):
+            yield Violation(
+                rule="TC006",
+                service=name,
+                message=f"image {image!r} is not pinned by digest (expected name@sha256:<64 hex>)",
+                location=ctx.compose.location("services", name, "image"),
+                found=image,
+            )
+
+
+def _gpus(ctx: Context) -> Iterator[Violation]:
+    owner: dict[str, str] = {}
+    for name, service in ctx.compose.services.items():
+        for gpu in service.gpu_ids:
+            first = owner.setdefault(gpu, name)
+            if first != name:
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"GPU {gpu} is also given to {first}",
+                    location=ctx.compose.location("services", name, "deploy"),
+                    found=gpu,
+                )
+
+
+def _ports(ctx: Context) -> Iterator[Violation]:
+    seen: dict[tuple[str, str], str] = {}
+
+    def claim(kind: str, value: str, service: str) -> Violation | None:
+        first = seen.setdefault((kind, value), service)
+        if first == service:
+            return None
+        return Violation(
+            rule="TC006",
+            service=service,
+            message=f"{kind} {value} is also used by {first}",
+            location=ctx.compose.location("services", service),
+            found=value,
+        )
+
+    for view in ctx.replicas.values():
+        # In its own network namespace each container may listen on the same port; only
+        # replicas on the host's network share one port space.
+        if view.service is None or view.service.data.get("network_mode") != "host":
+            continue
+        for key in ("port", "dist-init-addr"):
+            value = view.flags.get(key)
+            if isinstance(value, str):
+                hit = claim(f"--{key}", value, view.expected.service)
+                if hit:
+                    yield hit
+    for name, service in ctx.compose.services.items():
+        for port in service.data.get("ports") or []:
+            host = _host_port(port)
+            if host:
+                hit = claim("host port", host, name)
+                if hit:
+                    yield hit
+
+
+def _host_port(entry: Any) -> str | None:
+    if isinstance(entry, dict):
+        published = entry.get("published")
+        return str(published) if published is not None else None
+    text = str(entry)
+    parts = text.split("/")[0].split(":")
+    return parts[-2] if len(parts) >= 2 else None
+
+
+def _secrets(ctx: Context) -> Iterator[Violation]:
+    for name, service in ctx.compose.services.items():
+        for key, value in service.environment.items():
+            if not value or _is_reference(value):
+                continue
+            if looks_secret_name(key) or looks_secret_value(value):
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"environment {key} holds a literal value ({len(value)} chars) "
+                    f"where a ${{{key}}} reference belongs",
+                    location=ctx.compose.location("services", name, "environment", key),
+                )
+        for i, value in secret_positions(service.command or ()):
+            yield Violation(
+                rule="TC006",
+                service=name,
+                message=f"command token {i} is a literal credential ({len(value)} chars); "
+                "pass it through a ${VAR} reference or a secret file",
+                location=ctx.compose.location("services", name, "command", i),
+            )
+
+
+def _is_reference(value: str) -> bool:
+    try:
+        return bool(references(value))
+    except InterpolationError:
+        return False

@@ -1,0 +1,116 @@
+"""What validation reports: the contracts (rule ids), violations and the report."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+
+from tierctl.errors import Location
+
+#: Rule id -> short name. Each rule is described in docs/contracts.md.
+RULES: dict[str, str] = {
+    "TC001": "argv-pinning",
+    "TC002": "variant-truthfulness",
+    "TC003": "shared-runtime",
+    "TC004": "engine-flag-catalog",
+    "TC005": "pairing-rule",
+    "TC006": "hygiene",
+    "TC007": "compose-schema",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken contract on one service (or on the file, when ``service`` is None)."""
+
+    rule: str
+    service: str | None
+    message: str
+    location: Location | None = None
+    expected: str | None = None
+    found: str | None = None
+
+    @property
+    def rule_name(self) -> str:
+        """The rule's short name (argv-pinning...)."""
+        return RULES[self.rule]
+
+    def line(self) -> str:
+        """One line for the terminal: where, service, rule, what."""
+        where = (
+            f"{self.location.file}:{self.location.line}: "
+            if self.location and self.location.line
+            else (f"{self.location.file}: " if self.location and self.location.file else "")
+        )
+        who = f"{self.service}: " if self.service else ""
+        return f"{where}{who}{self.rule} {self.rule_name}: {self.message}"
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready form."""
+        return {
+            "rule": self.rule,
+            "rule_name": self.rule_name,
+            "service": self.service,
+            "message": self.message,
+            "expected": self.expected,
+            "found": self.found,
+            "file": self.location.file if self.location else None,
+            "line": self.location.line if self.location else None,
+            "path": self.location.path if self.location else None,
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    """The result of validating compose files against a spec."""
+
+    spec: str
+    files: tuple[str, ...]
+    catalog: str | None
+    services_checked: int
+    replicas_checked: int
+    violations: tuple[Violation, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        """Whether every contract holds."""
+        return not self.violations
+
+    @property
+    def exit_code(self) -> int:
+        """0 when clean, 1 with violations."""
+        return 0 if self.ok else 1
+
+    def summary(self) -> str:
+        """One line: clean, or how many violations of which rules."""
+        scope = (
+            f"{self.replicas_checked} replicas, {self.services_checked} services in "
+            f"{', '.join(self.files)}"
+        )
+        if self.ok:
+            return f"ok: all {len(RULES)} contracts hold ({scope})"
+        counts = Counter(v.rule for v in self.violations)
+        by_rule = ", ".join(f"{r} {RULES[r]} x{n}" for r, n in sorted(counts.items()))
+        n = len(self.violations)
+        return f"{n} violation{'s' if n != 1 else ''} ({by_rule}) in {scope}"
+
+    def text(self) -> str:
+        """Every violation on its own line, then the summary."""
+        return "\n".join([*(v.line() for v in self.violations), self.summary()])
+
+    def to_json(self) -> str:
+        """Machine-readable report."""
+        return json.dumps(
+            {
+                "ok": self.ok,
+                "spec": self.spec,
+                "files": list(self.files),
+                "catalog": self.catalog,
+                "services_checked": self.services_checked,
+                "replicas_checked": self.replicas_checked,
+                "violations": [v.as_dict() for v in self.violations],
+                "summary": self.summary(),
+            },
+            indent=2,
+        )

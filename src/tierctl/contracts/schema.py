@@ -1,0 +1,91 @@
+"""TC007 compose-schema: the file validates against the compose-spec JSON schema.
+
+The schema is vendored unchanged (``schema/compose-spec.json``, Apache-2.0, provenance in
+``schema/SOURCE.json``) so validation works offline and does not drift under the user.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from importlib import resources
+from typing import Any
+
+import jsonschema
+
+from tierctl.contracts.context import Context
+from tierctl.contracts.report import Violation
+
+MAX_PER_FILE = 20
+
+
+@functools.cache
+def _fast_validator() -> Any | None:
+    """jsonschema-rs when installed (extra ``fast``): a quick yes/no on a valid file.
+
+    Messages always come from the pure-Python validator, so the report does not depend on
+    which one is installed.
+    """
+    try:
+        import jsonschema_rs
+    except ImportError:
+        return None
+    return jsonschema_rs.Draft7Validator(_schema())
+
+
+@functools.cache
+def _schema() -> Any:
+    text = (resources.files("tierctl.contracts") / "schema" / "compose-spec.json").read_text(
+        encoding="utf-8"
+    )
+    return json.loads(text)
+
+
+@functools.cache
+def _validator() -> Any:
+    schema = _schema()
+    # The file declares draft-07 as "https://json-schema.org/draft-07/schema" (no trailing
+    # "#"), which jsonschema does not recognise; name the draft explicitly.
+    return jsonschema.Draft7Validator(schema)
+
+
+def schema_source() -> dict[str, Any]:
+    """The vendored schema's provenance (repository, commit, date)."""
+    text = (resources.files("tierctl.contracts") / "schema" / "SOURCE.json").read_text(
+        encoding="utf-8"
+    )
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def _explain(error: Any) -> str:
+    """jsonschema's message, reworded where it is cryptic (unknown keys)."""
+    if "does not match any of the regexes: '^x-'" in error.message:
+        key = error.message.split("'")[1]
+        return f"unknown key {key!r} (not a compose key; extensions must start with x-)"
+    return str(error.message)
+
+
+def check(ctx: Context) -> Iterator[Violation]:
+    """Schema errors, at most MAX_PER_FILE, each with its path."""
+    fast = _fast_validator()
+    if fast is not None and fast.is_valid(ctx.compose.data):
+        return
+    errors = sorted(_validator().iter_errors(ctx.compose.data), key=lambda e: list(e.path))
+    for error in errors[:MAX_PER_FILE]:
+        path = [str(p) if not isinstance(p, int) else p for p in error.absolute_path]
+        service = str(path[1]) if len(path) > 1 and path[0] == "services" else None
+        dotted = ".".join(str(p) for p in path) or "(top level)"
+        yield Violation(
+            rule="TC007",
+            service=service,
+            message=f"{dotted}: {_explain(error)}",
+            location=ctx.compose.location(*path),
+        )
+    if len(errors) > MAX_PER_FILE:
+        yield Violation(
+            rule="TC007",
+            service=None,
+            message=f"... and {len(errors) - MAX_PER_FILE} more schema errors",
+        )

@@ -1,0 +1,119 @@
+"""Engine argv as parsed flags: the launcher, then ``--flag [value...]`` tokens.
+
+Rollout compares argv by flags, not by raw strings, so ``--tp-size=4`` and ``--tp-size 4`` are
+the same setting and the order of flags does not matter; that is also how an engine's
+``/server_info`` reports them (one key per flag, dashes as underscores).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: A flag's value: ``True`` for a bare flag, a string, or a tuple for several values.
+FlagValue = str | bool | tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ParsedArgv:
+    """An engine command split into launcher and flags.
+
+    Attributes:
+        launcher: Tokens before the first ``--flag`` (``python3 -m sglang.launch_server``).
+        flags: Flag name without dashes -> value, in argv order.
+    """
+
+    launcher: tuple[str, ...]
+    flags: dict[str, FlagValue]
+
+
+def parse_argv(tokens: list[str] | tuple[str, ...]) -> ParsedArgv:
+    """Split an argv into launcher tokens and flags.
+
+    Args:
+        tokens: The command tokens.
+
+    Returns:
+        The launcher and an ordered flag map; a repeated flag keeps its last value, as argparse
+        does.
+    """
+    i = 0
+    while i < len(tokens) and not tokens[i].startswith("--"):
+        i += 1
+    launcher = tuple(tokens[:i])
+    flags: dict[str, FlagValue] = {}
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
+        if not tok.startswith("--") or tok == "--":
+            # A stray positional after the flags: keep it visible rather than drop it.
+            flags[f"<positional:{tok}>"] = True
+            continue
+        name, eq, inline = tok[2:].partition("=")
+        if eq:
+            flags[name] = inline
+            continue
+        values: list[str] = []
+        while i < len(tokens) and not _is_flag(tokens[i]):
+            values.append(tokens[i])
+            i += 1
+        flags[name] = True if not values else values[0] if len(values) == 1 else tuple(values)
+    return ParsedArgv(launcher=launcher, flags=flags)
+
+
+def _is_flag(token: str) -> bool:
+    # A negative number is a value, not a flag.
+    return token.startswith("--") and not token[2:3].isdigit()
+
+
+def format_value(value: FlagValue) -> str:
+    """Show a flag value the way it would be written on a command line."""
+    if value is True:
+        return "(set)"
+    if value is False:
+        return "(unset)"
+    if isinstance(value, tuple):
+        return " ".join(value)
+    return value
+
+
+@dataclass(frozen=True)
+class FlagChange:
+    """One flag that differs between two argvs; ``None`` on a side means absent there."""
+
+    flag: str
+    old: FlagValue | None
+    new: FlagValue | None
+
+    def __str__(self) -> str:
+        if self.old is None:
+            if self.new is True:
+                return f"+ --{self.flag}"
+            return f"+ --{self.flag} {format_value(self.new or True)}"
+        if self.new is None:
+            return f"- --{self.flag}"
+        return f"--{self.flag}: {format_value(self.old)} -> {format_value(self.new)}"
+
+
+def diff_argv(old: list[str], new: list[str]) -> tuple[FlagChange, ...]:
+    """Flag-level differences between two argvs, launcher changes reported as ``<launcher>``.
+
+    Args:
+        old: The old command tokens.
+        new: The new command tokens.
+
+    Returns:
+        The changes, in the order the flags appear (old first, then flags only in new).
+    """
+    a, b = parse_argv(old), parse_argv(new)
+    changes: list[FlagChange] = []
+    if a.launcher != b.launcher:
+        changes.append(FlagChange("<launcher>", " ".join(a.launcher), " ".join(b.launcher)))
+    for name, value in a.flags.items():
+        if name not in b.flags:
+            changes.append(FlagChange(name, value, None))
+        elif b.flags[name] != value:
+            changes.append(FlagChange(name, value, b.flags[name]))
+    for name, value in b.flags.items():
+        if name not in a.flags:
+            changes.append(FlagChange(name, None, value))
+    return tuple(changes)

@@ -1,0 +1,1 @@
+"""Rollout drivers: compose-manager (HTTP agent), docker (compose CLI), local (processes)."""

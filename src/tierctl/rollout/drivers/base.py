@@ -1,0 +1,44 @@
+"""The interface every rollout driver implements."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from tierctl.rollout.deployment import Deployment
+from tierctl.rollout.dryrun import DryRunResult
+
+
+class Driver(Protocol):
+    """Applies compose changes one service at a time.
+
+    Every method is scoped to the services it is given and never acts on others; an empty
+    list is a programming error (compose tools read it as "every service").
+    """
+
+    name: str
+
+    def dry_run(self, dep: Deployment, services: list[str]) -> DryRunResult:
+        """What recreating ``services`` from ``dep`` would do, without doing it."""
+        ...
+
+    def apply(self, dep: Deployment, services: list[str]) -> None:
+        """Recreate ``services`` from ``dep`` (create them when missing)."""
+        ...
+
+    def down(self, dep: Deployment, services: list[str]) -> None:
+        """Stop and remove ``services`` as ``dep`` defines them."""
+        ...
+
+    def endpoint(self, dep: Deployment, service: str) -> str:
+        """The base URL the gates use to reach an engine service."""
+        ...
+
+    def secrets(self) -> tuple[str, ...]:
+        """Secret values this driver holds, to mask should they reach any output."""
+        ...
+
+
+def require_services(services: list[str]) -> None:
+    """Refuse an empty service list: compose tools read it as every service."""
+    if not services:
+        raise ValueError("a driver call needs at least one service; empty means all to compose")

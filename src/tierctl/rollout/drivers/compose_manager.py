@@ -1,0 +1,268 @@
+"""The compose-manager driver: the HTTP agent on each host that runs docker compose for us.
+
+API (design.md): ``POST /compose/up`` with ``{tag, file, services, env, force_recreate,
+dry_run}``, ``POST /compose/down`` with ``{tag, file, services, env, volumes}``, a bearer
+token, and an NDJSON event stream of ``stdout``/``stderr`` lines ending in an ``exit`` event.
+
+A step recreates a service as a scoped down then an up without ``force_recreate``: after the
+down the up only creates what is missing, so both calls are idempotent and are retried with
+backoff on 5xx, time-outs and connection errors. An up with ``force_recreate`` would recreate
+again on a retry, so that one (unused by the steps, kept for operators) is never retried once
+sent. The services list is never empty: the agent reads empty as "every service".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from tierctl.errors import InputError, RuntimeFailure
+from tierctl.rollout.deployment import Deployment
+from tierctl.rollout.drivers.base import require_services
+from tierctl.rollout.dryrun import DryRunResult, parse_dry_run
+
+#: The agent's rule for environment keys (shell-safe names).
+ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def validate_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Check env keys and values the way the agent does; return a copy.
+
+    Raises:
+        InputError: A key that is not a shell-safe name, or a value with a NUL byte. The value
+            itself is never shown: it may be a secret.
+    """
+    for key, value in env.items():
+        if not ENV_KEY.match(key):
+            raise InputError(
+                f"environment key {key!r} is not accepted by compose-manager",
+                rule="env keys match [A-Za-z_][A-Za-z0-9_]*",
+                value=key,
+                fix="rename the variable",
+            )
+        if not isinstance(value, str) or "\x00" in value:
+            raise InputError(
+                f"environment value of {key} is not a plain string",
+                rule="env values are strings without NUL bytes",
+                fix=f"check the value of {key}",
+            )
+    return dict(env)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the agent needs to find a file: the deployment repository's tag and the path."""
+
+    tag: str
+    file: str
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """One agent call's outcome."""
+
+    exit_code: int
+    lines: tuple[str, ...]
+
+
+class _Retryable(Exception):
+    pass
+
+
+class ComposeManagerDriver:
+    """Drive one host's compose-manager agent."""
+
+    name = "compose-manager"
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        targets: Mapping[str, Target],
+        *,
+        env: Mapping[str, str] | None = None,
+        gate_host: str = "127.0.0.1",
+        project: str | None = None,
+        timeout_s: float = 600.0,
+        attempts: int = 4,
+        backoff_s: float = 1.0,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """Create the driver.
+
+        Args:
+            base_url: The agent's URL.
+            token: The bearer token (from the environment or a file, never argv).
+            targets: ``old``/``new`` -> the tag and file the agent applies.
+            env: Interpolation variables sent with each call (validated).
+            gate_host: The host the gates reach engines on.
+            project: The compose project name, for mapping dry-run container names.
+            timeout_s: Per-call read time-out (compose pulls can be slow).
+            attempts: Tries for an idempotent call.
+            backoff_s: First back-off; doubled per retry.
+            transport: Injected HTTP transport (tests).
+            sleep: Injected sleep (tests).
+        """
+        self._token = token
+        self._targets = dict(targets)
+        self._env = validate_env(env or {})
+        self._gate_host = gate_host
+        self._project = project
+        self._attempts = max(1, attempts)
+        self._backoff_s = backoff_s
+        self._sleep = sleep
+        self._client = httpx.Client(
+            base_url=base_url,
+            transport=transport,
+            timeout=httpx.Timeout(timeout_s, connect=10.0),
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        self.calls: list[dict[str, Any]] = []
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self._client.close()
+
+    def secrets(self) -> tuple[str, ...]:
+        """The token and the env values sent to the agent."""
+        return (self._token, *self._env.values())
+
+    def endpoint(self, dep: Deployment, service: str) -> str:
+        """``http://GATE_HOST:PORT`` from the service's ``--port``."""
+        return f"http://{self._gate_host}:{dep.engine_port(service)}"
+
+    def dry_run(self, dep: Deployment, services: list[str]) -> DryRunResult:
+        """Ask the agent for a dry-run ``up`` of exactly ``services``."""
+        res = self._up(dep, services, force_recreate=True, dry_run=True)
+        return parse_dry_run(res.lines, dep.services, self._project)
+
+    def apply(self, dep: Deployment, services: list[str]) -> None:
+        """Scoped down, then up of exactly ``services`` (both idempotent)."""
+        self.down(dep, services)
+        self._up(dep, services, force_recreate=False, dry_run=False)
+
+    def recreate_in_place(self, dep: Deployment, services: list[str]) -> None:
+        """An up with ``force_recreate`` (not idempotent, so never retried once sent)."""
+        self._up(dep, services, force_recreate=True, dry_run=False)
+
+    def down(self, dep: Deployment, services: list[str]) -> None:
+        """Scoped down of exactly ``services``; volumes are kept."""
+        require_services(services)
+        target = self._target(dep)
+        body = {
+            "tag": target.tag,
+            "file": target.file,
+            "services": list(services),
+            "env": self._env,
+            "volumes": False,
+        }
+        self._call("/compose/down", body, idempotent=True)
+
+    def _up(
+        self, dep: Deployment, services: list[str], *, force_recreate: bool, dry_run: bool
+    ) -> CallResult:
+        require_services(services)
+        target = self._target(dep)
+        body = {
+            "tag": target.tag,
+            "file": target.file,
+            "services": list(services),
+            "env": self._env,
+            "force_recreate": force_recreate,
+            "dry_run": dry_run,
+        }
+        return self._call("/compose/up", body, idempotent=dry_run or not force_recreate)
+
+    def _target(self, dep: Deployment) -> Target:
+        target = self._targets.get(dep.side)
+        if target is None:
+            raise InputError(
+                f"no compose-manager tag for the {dep.side} file",
+                rule="compose-manager applies a file at a tag of the deployment repository",
+                fix=f"use a git:REF:PATH source or pass --tag-{dep.side}",
+            )
+        return target
+
+    def _call(self, path: str, body: dict[str, Any], *, idempotent: bool) -> CallResult:
+        self.calls.append({"path": path, **{k: v for k, v in body.items() if k != "env"}})
+        delay = self._backoff_s
+        last = ""
+        for attempt in range(1, self._attempts + 1):
+            try:
+                return self._once(path, body)
+            except _Retryable as exc:
+                last = str(exc)
+                if not idempotent or attempt == self._attempts:
+                    break
+                self._sleep(delay)
+                delay *= 2
+        tries = "once (not idempotent)" if not idempotent else f"{self._attempts} times"
+        raise RuntimeFailure(
+            f"compose-manager {path} for {', '.join(body['services'])} failed {tries}: {last}",
+            rule="the agent must answer with an exit event of code 0",
+            fix="check the agent's log on the host and retry with --resume",
+        )
+
+    def _once(self, path: str, body: dict[str, Any]) -> CallResult:
+        try:
+            with self._client.stream("POST", path, json=body) as resp:
+                if resp.status_code in (401, 403):
+                    raise RuntimeFailure(
+                        f"compose-manager refused the token ({resp.status_code})",
+                        rule="calls carry a valid bearer token",
+                        fix="set TIERCTL_AGENT_TOKEN (or --token-file) to the agent's token",
+                    )
+                if resp.status_code >= 500:
+                    raise _Retryable(f"HTTP {resp.status_code}")
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise RuntimeFailure(
+                        f"compose-manager rejected {path} ({resp.status_code}): {resp.text[:300]}",
+                        rule="the request follows the agent's API",
+                        fix="check the tag (old enough?), the file path and the service names",
+                    )
+                lines: list[str] = []
+                exit_code: int | None = None
+                for raw in resp.iter_lines():
+                    if not raw.strip():
+                        continue
+                    event = _event(raw)
+                    if event[0] == "exit":
+                        exit_code = int(event[1])
+                    else:
+                        lines.append(event[1])
+        except (httpx.TimeoutException, httpx.TransportError) as exc:
+            raise _Retryable(f"{type(exc).__name__}: {exc}") from None
+        if exit_code is None:
+            raise _Retryable("event stream ended without an exit event")
+        if exit_code != 0:
+            tail = "; ".join(lines[-5:])
+            raise RuntimeFailure(
+                f"compose-manager {path} exited {exit_code}: {tail}",
+                rule="docker compose must succeed on the host",
+                fix="read the agent output above, fix, then retry with --resume",
+            )
+        return CallResult(exit_code, tuple(lines))
+
+
+def _event(raw: str) -> tuple[str, str]:
+    """One NDJSON event as (kind, text or exit code)."""
+    try:
+        rec = json.loads(raw)
+    except json.JSONDecodeError:
+        return ("stdout", raw)
+    if not isinstance(rec, dict):
+        return ("stdout", raw)
+    kind = str(rec.get("type") or rec.get("event") or rec.get("stream") or "stdout")
+    if kind == "exit":
+        code = rec.get("code", rec.get("exit_code", 1))
+        return ("exit", str(code if isinstance(code, int) else 1))
+    text = rec.get("line", rec.get("data", rec.get("text", "")))
+    return (kind, str(text))

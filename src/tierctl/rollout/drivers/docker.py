@@ -1,0 +1,169 @@
+"""The docker driver: the ``docker compose`` CLI, local or through ``DOCKER_HOST``.
+
+Per step: ``docker compose -f F --dry-run up -d --no-deps --force-recreate SERVICE`` to see what
+would happen, ``docker compose -f F up -d --no-deps --force-recreate SERVICE`` to apply, and
+``docker compose -f F rm -s -f SERVICE`` for a scoped down (``down SERVICE`` is missing from
+older compose releases; ``rm -s -f`` stops and removes just that service everywhere).
+A ``git:REF:PATH`` side is written to a work directory first and run with
+``--project-directory`` set to where the file lives in the repository, so relative paths and
+the project name resolve as they would from a checkout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tierctl.errors import RuntimeFailure
+from tierctl.rollout.deployment import Deployment
+from tierctl.rollout.drivers.base import require_services
+from tierctl.rollout.dryrun import DryRunResult, parse_dry_run
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished command."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Runner = Callable[[Sequence[str]], RunResult]
+
+
+def subprocess_runner(argv: Sequence[str]) -> RunResult:
+    """Run a command and capture its output (the default runner)."""
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=900)
+    except FileNotFoundError:
+        raise RuntimeFailure(
+            f"{argv[0]} is not installed",
+            rule="the docker driver runs the docker compose CLI",
+            fix="install docker with the compose plugin, or use --driver compose-manager",
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise RuntimeFailure(
+            f"{' '.join(argv[:4])} did not finish in 900 s",
+            rule="compose commands finish",
+            fix="check the docker daemon",
+        ) from None
+    return RunResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+class DockerDriver:
+    """Drive ``docker compose`` through an injected runner."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        project: str | None = None,
+        repo_root: Path | None = None,
+        gate_host: str = "127.0.0.1",
+        runner: Runner = subprocess_runner,
+        docker: str = "docker",
+    ) -> None:
+        """Create the driver.
+
+        Args:
+            workdir: Where ``git:`` sides are written as files.
+            project: ``-p`` project name; compose's default when ``None``.
+            repo_root: The repository root of ``git:`` sources.
+            gate_host: The host the gates reach engines on.
+            runner: Runs one argv (injected in tests: no Docker engine there).
+            docker: The docker executable.
+        """
+        self._workdir = workdir
+        self._project = project
+        self._repo_root = repo_root or Path.cwd()
+        self._gate_host = gate_host
+        self._runner = runner
+        self._docker = docker
+
+    def secrets(self) -> tuple[str, ...]:
+        """None: the docker CLI reads its own credentials."""
+        return ()
+
+    def endpoint(self, dep: Deployment, service: str) -> str:
+        """``http://GATE_HOST:PORT`` from the service's ``--port``."""
+        return f"http://{self._gate_host}:{dep.engine_port(service)}"
+
+    def base_argv(self, dep: Deployment) -> list[str]:
+        """``docker compose -f FILE [--project-directory D] [-p P]`` for one side."""
+        argv = [self._docker, "compose", "-f", str(self._file(dep))]
+        if dep.ref.git_ref is not None:
+            argv += ["--project-directory", str((self._repo_root / dep.ref.path).parent)]
+        if self._project:
+            argv += ["-p", self._project]
+        return argv
+
+    def dry_run_argv(self, dep: Deployment, services: list[str]) -> list[str]:
+        """The dry-run command of a scoped up."""
+        require_services(services)
+        return [*self.base_argv(dep), "--dry-run", *self._up_args(services)]
+
+    def apply_argv(self, dep: Deployment, services: list[str]) -> list[str]:
+        """The scoped, forced up."""
+        require_services(services)
+        return [*self.base_argv(dep), *self._up_args(services)]
+
+    def down_argv(self, dep: Deployment, services: list[str]) -> list[str]:
+        """The scoped down: stop and remove only these services."""
+        require_services(services)
+        return [*self.base_argv(dep), "rm", "-s", "-f", *services]
+
+    def dry_run(self, dep: Deployment, services: list[str]) -> DryRunResult:
+        """Run the dry run and parse what it would do."""
+        argv = self.dry_run_argv(dep, services)
+        res = self._runner(argv)
+        if res.returncode != 0 and "dry-run" in (res.stderr + res.stdout).lower():
+            raise RuntimeFailure(
+                "this docker compose has no --dry-run",
+                rule="every step is dry-run first and must plan exactly its service",
+                value=(res.stderr or res.stdout).strip()[:200],
+                fix="upgrade the compose plugin to 2.17 or later, or use --driver compose-manager",
+            )
+        res = self._check(argv, res)
+        lines = (res.stdout + "\n" + res.stderr).splitlines()
+        return parse_dry_run(lines, dep.services, self._project)
+
+    def apply(self, dep: Deployment, services: list[str]) -> None:
+        """Recreate the services."""
+        self._run(self.apply_argv(dep, services))
+
+    def down(self, dep: Deployment, services: list[str]) -> None:
+        """Stop and remove the services."""
+        self._run(self.down_argv(dep, services))
+
+    @staticmethod
+    def _up_args(services: list[str]) -> list[str]:
+        return ["up", "-d", "--no-deps", "--force-recreate", *services]
+
+    def _file(self, dep: Deployment) -> Path:
+        if dep.ref.git_ref is None:
+            return Path(dep.ref.path)
+        digest = hashlib.sha256(dep.text.encode()).hexdigest()[:16]
+        path = self._workdir / f"{dep.side}-{digest}-{Path(dep.ref.path).name}"
+        if not path.exists():
+            self._workdir.mkdir(parents=True, exist_ok=True)
+            path.write_text(dep.text)
+        return path
+
+    def _run(self, argv: list[str]) -> RunResult:
+        return self._check(argv, self._runner(argv))
+
+    def _check(self, argv: list[str], res: RunResult) -> RunResult:
+        if res.returncode != 0:
+            tail = "; ".join((res.stderr or res.stdout).strip().splitlines()[-5:])
+            raise RuntimeFailure(
+                f"`{' '.join(argv)}` exited {res.returncode}: {tail}",
+                rule="docker compose must succeed",
+                fix="read compose's message, fix, then retry with --resume",
+            )
+        return res

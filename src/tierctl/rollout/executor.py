@@ -1,0 +1,288 @@
+"""Execute a plan: per step a dry run that must plan exactly that service, the action, the
+gates, and on a failed gate a rollback of that one service to OLD; all of it journaled.
+
+Nothing else is touched on failure: the rollout stops with every other service as it was.
+``resume`` skips the steps the journal records as done; ``dry_run`` walks every step's dry run
+without applying anything or writing the journal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+from tierctl.errors import ContractViolation, GateFailed, InputError, Location, TierctlError
+from tierctl.rollout.deployment import Deployment
+from tierctl.rollout.drivers.base import Driver
+from tierctl.rollout.gates import GateContext, GateSettings, run_gates
+from tierctl.rollout.journal import Journal
+from tierctl.rollout.model import Plan, Step, plan_digest
+from tierctl.rollout.normalise import load_services
+from tierctl.rollout.source import read_source
+
+Status = Literal["done", "skipped", "checked", "rolled-back"]
+
+
+@dataclass(frozen=True)
+class RolloutOptions:
+    """How to run a plan.
+
+    Attributes:
+        journal_path: The journal file.
+        resume: Continue a journal, skipping finished steps.
+        dry_run: Only run each step's dry run.
+        gates: Gate settings.
+    """
+
+    journal_path: Path
+    resume: bool = False
+    dry_run: bool = False
+    gates: GateSettings = field(default_factory=GateSettings)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What happened to one step."""
+
+    step: str
+    status: Status
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RolloutResult:
+    """The outcome of a rollout run (a failure raises instead)."""
+
+    outcomes: tuple[StepOutcome, ...]
+    journal: Path | None
+
+
+def load_sides(plan: Plan, repo: Path | None = None) -> tuple[Deployment, Deployment]:
+    """Read both files of a plan again and check they are the files that were planned.
+
+    Raises:
+        InputError: A file changed since the plan was made.
+    """
+    sides: list[Deployment] = []
+    for side, ref in (("old", plan.source), ("new", plan.target)):
+        loaded = read_source(ref.spec, repo)
+        if loaded.ref.sha256 != ref.sha256:
+            raise InputError(
+                f"{ref.spec} changed since the plan was made",
+                location=Location(file=ref.spec),
+                rule="a rollout applies the files its plan was made from",
+                value=loaded.ref.sha256[:12],
+                fix="make the plan again with tierctl plan",
+            )
+        services = load_services(loaded.text, ref.spec).services
+        sides.append(
+            Deployment("old" if side == "old" else "new", loaded.ref, loaded.text, services)
+        )
+    return sides[0], sides[1]
+
+
+def run_rollout(
+    plan: Plan,
+    driver: Driver,
+    old: Deployment,
+    new: Deployment,
+    options: RolloutOptions,
+    *,
+    client: httpx.Client | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> RolloutResult:
+    """Run a plan with a driver.
+
+    Args:
+        plan: The plan.
+        driver: Applies the steps.
+        old: The OLD side, for rollbacks and scoped downs.
+        new: The NEW side.
+        options: Journal, resume, dry run and gate settings.
+        client: HTTP client for the gates (injected in tests).
+        log: Receives one line per event; secrets are masked first.
+        sleep: Injected sleep for the gates.
+        clock: Injected monotonic clock for the gates.
+
+    Returns:
+        One outcome per step.
+
+    Raises:
+        GateFailed: A gate failed; that step's service was rolled back to OLD.
+        ContractViolation: A dry run planned more or other than the step's service.
+        RuntimeFailure: The driver failed.
+        InputError: A journal exists without ``resume``, or belongs to another plan.
+    """
+    secrets = driver.secrets()
+
+    def say(message: str) -> None:
+        for s in secrets:
+            if s:
+                message = message.replace(s, "***")
+        log(message)
+
+    journal = (
+        None
+        if options.dry_run
+        else Journal(options.journal_path, plan_digest(plan), secrets=secrets)
+    )
+    done: frozenset[str] = frozenset()
+    if journal is not None:
+        done = _open_journal(journal, options.resume)
+    own_client = client is None
+    http = client or httpx.Client()
+    outcomes: list[StepOutcome] = []
+    try:
+        for index, step in enumerate(plan.steps):
+            if step.id in done:
+                say(f"{step.id}: done in an earlier run, skipped")
+                outcomes.append(StepOutcome(step.id, "skipped"))
+                continue
+            ctx = GateContext(
+                step=step,
+                base_url=None,
+                new=new,
+                settings=options.gates,
+                client=http,
+                sleep=sleep,
+                clock=clock,
+                collector_pending=any(s.role == "collector" for s in plan.steps[index + 1 :]),
+                recreated_engines={
+                    s.container_name or s.service: s.variant
+                    for s in plan.steps[:index]
+                    if s.role == "engine" and s.action != "down"
+                },
+            )
+            outcomes.append(_run_step(step, driver, old, new, journal, ctx, options.dry_run, say))
+        if journal is not None:
+            journal.write("completed")
+    finally:
+        if own_client:
+            http.close()
+    return RolloutResult(tuple(outcomes), None if journal is None else journal.path)
+
+
+def _open_journal(journal: Journal, resume: bool) -> frozenset[str]:
+    if not journal.exists():
+        journal.write("start")
+        return frozenset()
+    if not resume:
+        raise InputError(
+            f"journal {journal.path} exists: this plan was started before",
+            location=Location(file=str(journal.path)),
+            rule="a rollout never repeats a finished step",
+            fix="pass --resume to continue it, or --journal NEW_PATH for a fresh run",
+        )
+    state = journal.read()
+    if state.rolled_back:
+        raise InputError(
+            f"the journal ends with step {state.rolled_back} rolled back after a failed gate",
+            location=Location(file=str(journal.path)),
+            rule="a rollout that failed a gate is not resumed: its premise did not hold",
+            fix="fix the cause, make a new plan from the running files, and roll that out",
+        )
+    journal.write("resume", done=sorted(state.done))
+    return state.done
+
+
+def _run_step(
+    step: Step,
+    driver: Driver,
+    old: Deployment,
+    new: Deployment,
+    journal: Journal | None,
+    ctx: GateContext,
+    dry_run: bool,
+    say: Callable[[str], None],
+) -> StepOutcome:
+    side = old if step.side == "old" else new
+    if step.action == "down":
+        if dry_run:
+            say(f"{step.id}: would stop {step.service} with a scoped down of the OLD file")
+            return StepOutcome(step.id, "checked")
+        assert journal is not None
+        journal.write("begin", step.id, action="down", service=step.service)
+        driver.down(side, [step.service])
+        journal.write("done", step.id)
+        say(f"{step.id}: {step.service} stopped")
+        return StepOutcome(step.id, "done")
+    if journal is not None:
+        journal.write("begin", step.id, action=step.action, service=step.service)
+    planned = driver.dry_run(side, [step.service])
+    if planned.changed != {step.service} or planned.removed:
+        message = (
+            f"{step.id}: the dry run plans {sorted(planned.changed) or 'nothing'}"
+            + (f" and removes {sorted(planned.removed)}" if planned.removed else "")
+            + f", the step plans exactly [{step.service!r}]"
+        )
+        if journal is not None:
+            journal.write(
+                "refused", step.id, changed=sorted(planned.changed), removed=sorted(planned.removed)
+            )
+        raise ContractViolation(
+            message,
+            rule="a step's dry run plans exactly that step's service and removes nothing",
+            value={"changed": sorted(planned.changed), "removed": sorted(planned.removed)},
+            fix="find why compose would touch the others (a dependency, an orphan) and re-plan",
+        )
+    if dry_run:
+        say(f"{step.id}: dry run plans exactly {step.service}")
+        return StepOutcome(step.id, "checked", ("dry run ok",))
+    assert journal is not None
+    say(f"{step.id}: {step.action} {step.service} from NEW")
+    try:
+        driver.apply(side, [step.service])
+        journal.write("applied", step.id)
+        if step.gates:
+            ctx.base_url = driver.endpoint(side, step.service) if step.role == "engine" else None
+            notes = run_gates(ctx)
+        else:
+            notes = []
+    except TierctlError as exc:
+        journal.write(
+            "gate-failed" if isinstance(exc, GateFailed) else "failed", step.id, error=exc.message
+        )
+        say(f"{step.id}: {exc.message}; rolling {step.service} back to OLD")
+        _rollback(step, driver, old, new, journal, say)
+        raise type(exc)(
+            f"{step.id} failed: {exc.message}; {step.service} was rolled back to OLD and the "
+            "rollout stopped, every other service as it was",
+            rule=exc.rule,
+            value=exc.value,
+            fix=exc.fix,
+        ) from exc
+    for note in notes:
+        say(f"{step.id}: {note}")
+    journal.write("done", step.id, notes=notes)
+    return StepOutcome(step.id, "done", tuple(notes))
+
+
+def _rollback(
+    step: Step,
+    driver: Driver,
+    old: Deployment,
+    new: Deployment,
+    journal: Journal,
+    say: Callable[[str], None],
+) -> None:
+    try:
+        if step.service not in old.services:
+            driver.down(new, [step.service])
+        else:
+            driver.apply(old, [step.service])
+    except TierctlError as exc:
+        journal.write("rollback-failed", step.id, error=exc.message)
+        raise type(exc)(
+            f"{step.id}: rolling {step.service} back to OLD failed too: {exc.message}",
+            rule=exc.rule,
+            fix="restore the service by hand from the OLD file, then make a new plan",
+        ) from exc
+    journal.write("rolled-back", step.id)
+    say(f"{step.id}: {step.service} rolled back to OLD")

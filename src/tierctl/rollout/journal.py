@@ -1,0 +1,144 @@
+"""The write-ahead journal of a rollout: one JSON line per event, fsynced before moving on.
+
+A step is journaled ``begin`` before its action and ``done`` after its gates pass, so after a
+crash or Ctrl-C ``--resume`` skips every ``done`` step and re-runs a step that began but did not
+finish (every step is safe to repeat: a scoped down, or a recreate of one service). A step
+that failed its gates and was rolled back ends the journal: resuming past it is refused, since
+the plan's premise did not hold. Secret values handed to the journal are masked before they are
+written; nothing in it is meant to carry a secret in the first place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tierctl.errors import InputError, Location
+
+Clock = Callable[[], datetime]
+
+
+@dataclass(frozen=True)
+class JournalState:
+    """What a journal says has happened.
+
+    Attributes:
+        done: Ids of finished steps.
+        begun: Ids of steps that began but did not finish or fail.
+        rolled_back: Id of the step whose gate failed and which was rolled back, if any.
+        completed: Whether the whole plan finished.
+    """
+
+    done: frozenset[str]
+    begun: frozenset[str]
+    rolled_back: str | None
+    completed: bool
+
+
+class Journal:
+    """An append-only, fsynced JSON-lines journal tied to one plan digest."""
+
+    def __init__(
+        self,
+        path: Path,
+        plan_digest: str,
+        *,
+        secrets: Iterable[str] = (),
+        clock: Clock | None = None,
+    ) -> None:
+        """Open a journal.
+
+        Args:
+            path: The journal file.
+            plan_digest: The digest of the plan it records.
+            secrets: Values to mask if they ever reach a journal line.
+            clock: Injected clock for timestamps.
+        """
+        self.path = path
+        self.plan_digest = plan_digest
+        self._secrets = tuple(s for s in secrets if s)
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    def exists(self) -> bool:
+        """Whether the journal file exists."""
+        return self.path.exists()
+
+    def read(self) -> JournalState:
+        """Read the journal back.
+
+        Raises:
+            InputError: The journal belongs to another plan or is not a journal.
+        """
+        done: set[str] = set()
+        begun: set[str] = set()
+        rolled_back: str | None = None
+        completed = False
+        for lineno, line in enumerate(self.path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                # A torn last line from a crash mid-write: everything before it stands.
+                if lineno == len(self.path.read_text().splitlines()):
+                    break
+                raise InputError(
+                    "journal line is not JSON",
+                    location=Location(file=str(self.path), line=lineno),
+                    rule="a journal is JSON lines written by tierctl rollout",
+                    fix="point --journal at the rollout's journal",
+                ) from None
+            if rec.get("plan") != self.plan_digest:
+                raise InputError(
+                    "the journal records a different plan",
+                    location=Location(file=str(self.path), line=lineno),
+                    rule="--resume continues the plan its journal was written for",
+                    value=rec.get("plan"),
+                    fix="resume with the same plan file, or start a new journal",
+                )
+            event, step = rec.get("event"), rec.get("step")
+            if event == "begin":
+                begun.add(step)
+            elif event == "done":
+                done.add(step)
+                begun.discard(step)
+            elif event == "rolled-back":
+                rolled_back = step
+                begun.discard(step)
+            elif event == "completed":
+                completed = True
+        return JournalState(frozenset(done), frozenset(begun), rolled_back, completed)
+
+    def write(self, event: str, step: str | None = None, **fields: Any) -> None:
+        """Append one event and fsync it before returning."""
+        rec: dict[str, Any] = {
+            "at": self._clock().isoformat(),
+            "plan": self.plan_digest,
+            "event": event,
+        }
+        if step is not None:
+            rec["step"] = step
+        rec.update(fields)
+        line = json.dumps(rec, sort_keys=True)
+        for secret in self._secrets:
+            line = line.replace(secret, "***")
+        new = not self.path.exists()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, (line + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if new:
+            # The file's directory entry must survive a crash too.
+            dfd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)

@@ -1,0 +1,233 @@
+"""Build a rollout plan between two compose files.
+
+Order of steps, and why:
+
+1. removed services, engines first: a scoped ``down`` with the OLD file, before anything is
+   applied, because compose-manager removes a service missing from the applied file as an
+   orphan after only a short grace;
+2. changed engine replicas, canaries first, one replica per step, so the others carry traffic;
+3. added engine replicas;
+4. the collector, alone, when it changed or any engine's labels or log tags changed: it keeps
+   old static labels until recreated;
+5. other changed services (exporters, ...), one per step;
+6. protected services (proxy, registrar) only when ``--allow`` names them; otherwise a plan
+   that needs them changed is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tierctl.errors import ContractViolation, InputError
+from tierctl.rollout.diff import diff_service
+from tierctl.rollout.model import Action, Plan, ServiceChange, Side, Step
+from tierctl.rollout.normalise import load_services
+from tierctl.rollout.roles import REPLICA_LABEL, VARIANT_LABEL, ServiceRole, infer_role
+from tierctl.rollout.source import LoadedSource, read_source
+
+ENGINE_GATES = ["health", "server-info", "metrics-variant", "soak"]
+COLLECTOR_GATES = ["prometheus-variants"]
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What the planner needs besides the two files.
+
+    Attributes:
+        protected_roles: Roles a rollout never recreates unless allowed.
+        protected_services: Further service names never recreated unless allowed.
+        allow: Protected services the operator allows this plan to change.
+        roles: Explicit roles (from the spec or options); they win over inference.
+    """
+
+    protected_roles: frozenset[str] = frozenset({"proxy", "registrar"})
+    protected_services: frozenset[str] = frozenset()
+    allow: frozenset[str] = frozenset()
+    roles: Mapping[str, ServiceRole] = field(default_factory=dict)
+
+
+def plan_files(
+    old: str, new: str, options: PlanOptions | None = None, repo: Path | None = None
+) -> Plan:
+    """Read OLD and NEW (paths or ``git:REF:PATH``) and plan the rollout between them.
+
+    Args:
+        old: The compose file running now.
+        new: The compose file to roll out.
+        options: Protection, allowances and roles.
+        repo: The repository for ``git:`` sources.
+
+    Returns:
+        The plan.
+
+    Raises:
+        InputError: A source cannot be read or parsed.
+        ContractViolation: The plan would change a protected service that is not allowed.
+    """
+    return build_plan(read_source(old, repo), read_source(new, repo), options or PlanOptions())
+
+
+def build_plan(old: LoadedSource, new: LoadedSource, options: PlanOptions) -> Plan:
+    """Plan the rollout between two loaded sources (see the module docstring for the order)."""
+    a = load_services(old.text, old.ref.spec).services
+    b = load_services(new.text, new.ref.spec).services
+    names = list(b) + [n for n in a if n not in b]
+    unknown = sorted(options.allow - set(names))
+    if unknown:
+        raise InputError(
+            f"--allow names services that are in neither file: {', '.join(unknown)}",
+            rule="--allow names protected services of OLD or NEW",
+            value=unknown,
+            fix=f"use one of: {', '.join(names)}",
+        )
+    changes = [_change(n, a.get(n), b.get(n), options) for n in names]
+    by_name = {c.service: c for c in changes}
+    protected = [c.service for c in changes if _is_protected(c, options)]
+    refused = [
+        c
+        for c in changes
+        if c.service in protected and c.change != "unchanged" and c.service not in options.allow
+    ]
+    if refused:
+        what = "; ".join(
+            f"{c.service} ({c.role}, {c.change}: {', '.join(c.reasons) or c.change})"
+            for c in refused
+        )
+        raise ContractViolation(
+            f"the plan would change protected services: {what}",
+            rule="a rollout never recreates the proxy, the registrar or other protected services",
+            value=[c.service for c in refused],
+            fix="render NEW without changing them, or pass "
+            + " ".join(f"--allow {c.service}" for c in refused)
+            + " if that is intended",
+        )
+    steps: list[tuple[Action, ServiceChange, Side, str, list[str]]] = []
+    removed = [c for c in changes if c.change == "removed"]
+    for c in sorted(removed, key=lambda c: c.role != "engine"):
+        steps.append(("down", c, "old", "removed in NEW: scoped down with OLD before applying", []))
+    engines = [c for c in changes if c.role == "engine" and c.service not in protected]
+    changed = [c for c in engines if c.change == "recreate"]
+    for c in sorted(changed, key=lambda c: c.replica_role != "canary"):
+        why = f"{c.replica_role or 'replica'} changed: {', '.join(c.reasons)}"
+        steps.append(("recreate", c, "new", why, list(ENGINE_GATES)))
+    for c in (c for c in engines if c.change == "added"):
+        steps.append(("up", c, "new", "added in NEW", list(ENGINE_GATES)))
+    telemetry = any(
+        {"labels", "logging"} & set(c.reasons) or c.change in ("added", "removed") for c in engines
+    )
+    for c in changes:
+        if c.role != "collector" or c.service in protected or c.change == "removed":
+            continue
+        if c.change != "unchanged" or telemetry:
+            why = (
+                f"collector changed: {', '.join(c.reasons)}"
+                if c.change == "recreate"
+                else "added in NEW"
+                if c.change == "added"
+                else "engine labels changed; the collector keeps old static labels until recreated"
+            )
+            action: Action = "up" if c.change == "added" else "recreate"
+            steps.append((action, c, "new", why, list(COLLECTOR_GATES)))
+    for c in changes:
+        if c.role in ("engine", "collector") or c.service in protected:
+            continue
+        if c.change in ("recreate", "added"):
+            act: Action = "up" if c.change == "added" else "recreate"
+            steps.append((act, c, "new", f"changed: {', '.join(c.reasons) or c.change}", []))
+    for c in changes:
+        if c.service in protected and c.change in ("recreate", "added"):
+            act2: Action = "up" if c.change == "added" else "recreate"
+            steps.append((act2, c, "new", f"allowed by --allow: {', '.join(c.reasons)}", []))
+    built = [
+        _step(i + 1, action, c, side, why, gates, a if side == "old" else b)
+        for i, (action, c, side, why, gates) in enumerate(steps)
+    ]
+    touched = {s.service for s in built}
+    return Plan(
+        source=old.ref,
+        target=new.ref,
+        services=[by_name[n] for n in names],
+        steps=built,
+        untouched=[n for n in names if n not in touched],
+        allowed=sorted(options.allow),
+    )
+
+
+def _is_protected(c: ServiceChange, options: PlanOptions) -> bool:
+    return c.role in options.protected_roles or c.service in options.protected_services
+
+
+def _change(
+    name: str, old: dict[str, Any] | None, new: dict[str, Any] | None, options: PlanOptions
+) -> ServiceChange:
+    present = new if new is not None else old
+    assert present is not None
+    role = infer_role(name, present, options.roles)
+    old_variant = _variant(old)
+    new_variant = _variant(new)
+    replica_label = (present.get("labels") or {}).get(REPLICA_LABEL)
+    replica = str(replica_label) if role.role == "engine" and replica_label else None
+    if old is None or new is None:
+        return ServiceChange(
+            service=name,
+            change="added" if old is None else "removed",
+            role=role.role,
+            replica_role=role.replica_role,
+            replica=replica,
+            old_variant=old_variant,
+            new_variant=new_variant,
+        )
+    d = diff_service(old, new)
+    return ServiceChange(
+        service=name,
+        change="recreate" if d.reasons else "unchanged",
+        role=role.role,
+        replica_role=role.replica_role,
+        replica=replica,
+        reasons=list(d.reasons),
+        details=list(d.details),
+        old_variant=old_variant,
+        new_variant=new_variant,
+    )
+
+
+def _variant(svc: Mapping[str, Any] | None) -> str | None:
+    if svc is None:
+        return None
+    value = (svc.get("labels") or {}).get(VARIANT_LABEL)
+    return None if value is None else str(value)
+
+
+def _step(
+    index: int,
+    action: Action,
+    c: ServiceChange,
+    side: Side,
+    why: str,
+    gates: list[str],
+    services: Mapping[str, dict[str, Any]],
+) -> Step:
+    svc = services.get(c.service, {})
+    argv = list(svc.get("entrypoint") or []) + list(svc.get("command") or [])
+    if action == "down":
+        rollback = "up the service again from OLD, scoped to it"
+    elif action == "up":
+        rollback = "scoped down of the service (it did not exist in OLD)"
+    else:
+        rollback = "recreate the service from OLD, scoped to it"
+    return Step(
+        id=f"{index:02d}-{action}-{c.service}",
+        action=action,
+        service=c.service,
+        role=c.role,
+        side=side,
+        why=why,
+        gates=gates,
+        container_name=svc.get("container_name"),
+        variant=c.new_variant if side == "new" else c.old_variant,
+        expected_argv=argv if c.role == "engine" else [],
+        rollback=rollback,
+    )

@@ -1,0 +1,197 @@
+"""The library entry points behind ``tierctl plan``, ``rollout`` and ``runbook``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from pydantic import ValidationError
+
+from tierctl.errors import InputError, Location
+from tierctl.rollout.drivers.base import Driver
+from tierctl.rollout.drivers.compose_manager import ComposeManagerDriver, Target
+from tierctl.rollout.drivers.docker import DockerDriver
+from tierctl.rollout.drivers.local import LocalDriver
+from tierctl.rollout.executor import RolloutOptions, RolloutResult, load_sides, run_rollout
+from tierctl.rollout.model import Plan
+from tierctl.rollout.planner import PlanOptions, plan_files
+from tierctl.rollout.runbook import compose_host, render_runbook
+from tierctl.rollout.source import read_source
+from tierctl.rollout.spec_roles import options_from_spec
+
+DriverName = Literal["compose-manager", "docker", "local"]
+
+
+@dataclass(frozen=True)
+class DriverConfig:
+    """Everything needed to build a driver; secrets are read from the environment or a file.
+
+    Attributes:
+        name: Which driver.
+        agent_url: compose-manager's URL.
+        token_env: Environment variable holding the agent token.
+        token_file: File holding the agent token (wins over ``token_env``).
+        tags: ``old``/``new`` tag overrides for compose-manager.
+        pass_env: Names of local environment variables sent to the agent for interpolation.
+        project: Compose project name.
+        workdir: Where the docker driver writes ``git:`` sides.
+        state_dir: The local driver's state directory.
+        time_scale: Modelled seconds per wall second of the local driver's simulated engine.
+        gate_host: The host the gates reach engines on (compose-manager, docker).
+    """
+
+    name: DriverName
+    agent_url: str | None = None
+    token_env: str = "TIERCTL_AGENT_TOKEN"
+    token_file: Path | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    pass_env: tuple[str, ...] = ()
+    project: str | None = None
+    workdir: Path = Path(".tierctl-rollout")
+    state_dir: Path = Path(".tierctl-rollout/local")
+    time_scale: float = 100.0
+    gate_host: str = "127.0.0.1"
+
+
+def make_plan(
+    old: str,
+    new: str,
+    *,
+    spec: Path | None = None,
+    allow: frozenset[str] = frozenset(),
+    protect: frozenset[str] = frozenset(),
+    repo: Path | None = None,
+) -> Plan:
+    """Plan the rollout from OLD to NEW; roles come from ``spec`` when given."""
+    options = options_from_spec(spec, allow) if spec else PlanOptions(allow=allow)
+    if protect:
+        options = PlanOptions(
+            protected_roles=options.protected_roles,
+            protected_services=options.protected_services | protect,
+            allow=options.allow,
+            roles=options.roles,
+        )
+    return plan_files(old, new, options, repo)
+
+
+def load_plan(path: Path) -> Plan:
+    """Read a plan written by ``tierctl plan --json``."""
+    try:
+        return Plan.model_validate_json(path.read_text())
+    except OSError as exc:
+        raise InputError(
+            f"cannot read plan {path}: {exc.strerror}",
+            location=Location(file=str(path)),
+            rule="--plan names a file written by `tierctl plan --json`",
+            fix="write one with `tierctl plan --from OLD --to NEW --json -o plan.json`",
+        ) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(
+            f"{path} is not a tierctl plan: {first['msg']}",
+            location=Location(file=str(path), path=".".join(str(p) for p in first["loc"])),
+            rule="--plan names a file written by `tierctl plan --json`",
+            fix="write one with `tierctl plan --from OLD --to NEW --json -o plan.json`",
+        ) from None
+
+
+def make_driver(config: DriverConfig, plan: Plan, repo: Path | None = None) -> Driver:
+    """Build a driver from its configuration; the token is read here, never from argv."""
+    if config.name == "local":
+        return LocalDriver(config.state_dir, time_scale=config.time_scale)
+    if config.name == "docker":
+        return DockerDriver(
+            config.workdir, project=config.project, repo_root=repo, gate_host=config.gate_host
+        )
+    if not config.agent_url:
+        raise InputError(
+            "the compose-manager driver needs --agent-url",
+            rule="compose-manager is reached over HTTP",
+            fix="pass --agent-url http://HOST:PORT",
+        )
+    token = _token(config)
+    targets: dict[str, Target] = {}
+    for side, ref in (("old", plan.source), ("new", plan.target)):
+        tag = config.tags.get(side) or ref.git_ref
+        if tag:
+            targets[side] = Target(tag=tag, file=ref.path)
+    env: dict[str, str] = {}
+    for name in config.pass_env:
+        if name not in os.environ:
+            raise InputError(
+                f"--pass-env {name}: not set in this environment",
+                rule="--pass-env forwards variables that are set",
+                fix=f"export {name} first",
+            )
+        env[name] = os.environ[name]
+    return ComposeManagerDriver(
+        config.agent_url,
+        token,
+        targets,
+        env=env,
+        gate_host=config.gate_host,
+        project=config.project,
+    )
+
+
+def _token(config: DriverConfig) -> str:
+    if config.token_file is not None:
+        try:
+            token = config.token_file.read_text().strip()
+        except OSError as exc:
+            raise InputError(
+                f"cannot read the token file: {exc.strerror}",
+                location=Location(file=str(config.token_file)),
+                rule="--token-file names a readable file holding the agent token",
+                fix="check the path and its permissions",
+            ) from None
+    else:
+        token = os.environ.get(config.token_env, "").strip()
+    if not token:
+        raise InputError(
+            "no compose-manager token",
+            rule="the token comes from an environment variable or a file, never the command line",
+            fix=f"export {config.token_env}=... or pass --token-file PATH",
+        )
+    return token
+
+
+def execute_plan(
+    plan_path: Path,
+    config: DriverConfig,
+    options: RolloutOptions,
+    *,
+    repo: Path | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+) -> RolloutResult:
+    """Run a plan file with a driver: re-read and check both files, then :func:`run_rollout`."""
+    plan = load_plan(plan_path)
+    old, new = load_sides(plan, repo)
+    if options.gates.host_label is None:
+        host = compose_host(new.text)
+        options = replace(options, gates=replace(options.gates, host_label=host))
+    driver = make_driver(config, plan, repo)
+    try:
+        return run_rollout(plan, driver, old, new, options, log=log)
+    finally:
+        close = getattr(driver, "close", None)
+        if callable(close):
+            close()
+
+
+def make_runbook(
+    old: str,
+    new: str,
+    *,
+    spec: Path | None = None,
+    allow: frozenset[str] = frozenset(),
+    protect: frozenset[str] = frozenset(),
+    repo: Path | None = None,
+) -> str:
+    """Plan OLD -> NEW and write its Markdown runbook."""
+    plan = make_plan(old, new, spec=spec, allow=allow, protect=protect, repo=repo)
+    host = compose_host(read_source(new, repo).text)
+    return render_runbook(plan, host=host, spec=str(spec) if spec else None)

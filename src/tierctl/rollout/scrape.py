@@ -1,0 +1,48 @@
+"""Just enough of the Prometheus text format to read an engine's ``/metrics``.
+
+Pipelines often rewrite ``sglang:`` to ``sglang_``; :func:`metric_total` accepts either.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_SAMPLE = re.compile(
+    r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)"
+)
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample line."""
+
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+def parse_metrics(text: str) -> list[Sample]:
+    """Parse the sample lines of a Prometheus text exposition (comments skipped)."""
+    out: list[Sample] = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if m is None:
+            continue
+        try:
+            value = float(m.group("value"))
+        except ValueError:
+            continue
+        labels = dict(_LABEL.findall(m.group("labels") or ""))
+        out.append(Sample(m.group("name"), labels, value))
+    return out
+
+
+def metric_total(samples: list[Sample], name: str) -> float | None:
+    """Sum of a metric over its label sets, under ``sglang:x`` or ``sglang_x``; None if absent."""
+    names = {name, name.replace(":", "_")}
+    values = [s.value for s in samples if s.name in names]
+    return sum(values) if values else None

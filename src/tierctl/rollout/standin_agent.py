@@ -1,0 +1,207 @@
+"""A stand-in compose-manager agent on loopback, for tests and the demo.
+
+It speaks the agent's API (``POST /compose/up``, ``POST /compose/down``, bearer token, NDJSON
+``stdout``/``stderr``/``exit`` events) over compose files it is given by ``(tag, file)``, keeps
+which services "run" with which definition, and answers dry runs with docker compose's own
+line format. Faults can be queued per request: ``"500"``, ``"timeout"`` (answers after
+``slow_s``), ``"cut"`` (stream ends without an exit event), ``"exit1"``, and
+``"extra:SERVICE"`` (a dry run that also plans SERVICE). Like the real agent it rejects env keys
+that are not shell names; unlike it, it refuses an empty ``services`` list with 400 instead of
+applying every service, so a client bug shows. Requires the ``sim`` extra (aiohttp).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tierctl.rollout.drivers.compose_manager import ENV_KEY
+from tierctl.rollout.normalise import load_services
+
+
+@dataclass
+class AgentState:
+    """What the stand-in agent knows and has seen."""
+
+    files: dict[tuple[str, str], str]
+    token: str
+    running: dict[str, str] = field(default_factory=dict)
+    faults: list[str] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    auth_headers: list[str] = field(default_factory=list)
+    slow_s: float = 2.0
+
+
+class StandinAgent:
+    """Run the stand-in agent in a background thread on 127.0.0.1 and a free port."""
+
+    def __init__(self, files: Mapping[tuple[str, str], str], token: str) -> None:
+        """Create it.
+
+        Args:
+            files: ``(tag, file)`` -> compose text the agent can apply.
+            token: The bearer token it accepts.
+        """
+        self.state = AgentState(files=dict(files), token=token)
+        self.url = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> str:
+        """Start serving; return the base URL."""
+        ready = threading.Event()
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            app = web.Application()
+            app.router.add_post("/compose/up", self._up)
+            app.router.add_post("/compose/down", self._down)
+            runner = web.AppRunner(app)
+            loop.run_until_complete(runner.setup())
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+            site = web.SockSite(runner, sock)
+            loop.run_until_complete(site.start())
+            self.url = f"http://127.0.0.1:{port}"
+            self._runner = runner
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self.url
+
+    def stop(self) -> None:
+        """Stop serving and join the thread."""
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+    def __enter__(self) -> StandinAgent:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _auth(self, request: web.Request) -> web.Response | None:
+        header = request.headers.get("Authorization", "")
+        self.state.auth_headers.append(header)
+        if header != f"Bearer {self.state.token}":
+            return web.json_response({"error": "unauthorized"}, status=401)
+        return None
+
+    async def _body(self, request: web.Request, keys: set[str]) -> dict[str, Any] | web.Response:
+        body = await request.json()
+        self.state.requests.append({"path": request.path, **body})
+        if set(body) != keys:
+            return web.json_response({"error": f"keys must be {sorted(keys)}"}, status=400)
+        if not body["services"]:
+            return web.json_response(
+                {"error": "empty services would mean every service"}, status=400
+            )
+        bad = [k for k in body["env"] if not ENV_KEY.match(k)]
+        if bad:
+            return web.json_response({"error": f"invalid env keys {bad}"}, status=400)
+        if (body["tag"], body["file"]) not in self.state.files:
+            return web.json_response({"error": "unknown tag or file"}, status=404)
+        return dict(body)
+
+    async def _fault(self) -> str | None:
+        return self.state.faults.pop(0) if self.state.faults else None
+
+    async def _up(self, request: web.Request) -> web.StreamResponse:
+        denied = await self._auth(request)
+        if denied is not None:
+            return denied
+        body = await self._body(
+            request, {"tag", "file", "services", "env", "force_recreate", "dry_run"}
+        )
+        if isinstance(body, web.Response):
+            return body
+        fault = await self._fault()
+        early = await self._early_fault(fault)
+        if early is not None:
+            return early
+        services = load_services(
+            self.state.files[(body["tag"], body["file"])], body["file"]
+        ).services
+        lines: list[str] = []
+        prefix = " ✔ DRY-RUN MODE - " if body["dry_run"] else " ✔ "
+        targets = list(body["services"])
+        if fault and fault.startswith("extra:"):
+            targets.append(fault.split(":", 1)[1])
+        for name in targets:
+            svc = services.get(name, {})
+            container = svc.get("container_name") or name
+            fingerprint = json.dumps(svc, sort_keys=True)
+            if name not in self.state.running:
+                verb = "Created"
+            elif body["force_recreate"] or self.state.running[name] != fingerprint:
+                verb = "Recreated"
+            else:
+                verb = "Running"
+            lines.append(f"{prefix} Container {container}  {verb}")
+            if not body["dry_run"]:
+                self.state.running[name] = fingerprint
+        return await self._stream(request, lines, fault)
+
+    async def _down(self, request: web.Request) -> web.StreamResponse:
+        denied = await self._auth(request)
+        if denied is not None:
+            return denied
+        body = await self._body(request, {"tag", "file", "services", "env", "volumes"})
+        if isinstance(body, web.Response):
+            return body
+        fault = await self._fault()
+        early = await self._early_fault(fault)
+        if early is not None:
+            return early
+        services = load_services(
+            self.state.files[(body["tag"], body["file"])], body["file"]
+        ).services
+        lines = []
+        for name in body["services"]:
+            container = services.get(name, {}).get("container_name") or name
+            if self.state.running.pop(name, None) is not None:
+                lines.append(f" ✔ Container {container}  Removed")
+        return await self._stream(request, lines, fault)
+
+    async def _early_fault(self, fault: str | None) -> web.Response | None:
+        if fault == "500":
+            return web.json_response({"error": "injected"}, status=500)
+        if fault == "timeout":
+            await asyncio.sleep(self.state.slow_s)
+            return web.json_response({"error": "too late"}, status=500)
+        return None
+
+    async def _stream(
+        self, request: web.Request, lines: list[str], fault: str | None
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await resp.prepare(request)
+        for line in lines:
+            await resp.write((json.dumps({"type": "stdout", "line": line}) + "\n").encode())
+        if fault != "cut":
+            code = 1 if fault == "exit1" else 0
+            if code:
+                await resp.write(
+                    (json.dumps({"type": "stderr", "line": "injected failure"}) + "\n").encode()
+                )
+            await resp.write((json.dumps({"type": "exit", "code": code}) + "\n").encode())
+        await resp.write_eof()
+        return resp

@@ -1,0 +1,255 @@
+"""The compose-manager driver and the executor against a stand-in agent on loopback.
+
+The stand-in speaks the agent's API (tierctl.rollout.standin_agent); faults are injected per
+request. Gates that need engines are skipped here (no engines run); the rollback test uses the
+health gate against a port nothing listens on.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tierctl.errors import ContractViolation, GateFailed, InputError, RuntimeFailure
+from tierctl.render import render_compose
+from tierctl.rollout.drivers.compose_manager import ComposeManagerDriver, Target
+from tierctl.rollout.executor import RolloutOptions, RolloutResult, load_sides, run_rollout
+from tierctl.rollout.gates import GateSettings
+from tierctl.rollout.model import Plan
+from tierctl.rollout.normalise import load_services
+from tierctl.rollout.planner import plan_files
+from tierctl.rollout.standin_agent import StandinAgent
+from tierctl.spec import load_spec
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "glm53-long-context" / "tier.yaml"
+R1 = "model-sg-glm53-w4afp8-tp4-r1"
+R2 = "model-sg-glm53-w4afp8-tp4-r2"
+COLLECTOR = "otelcol-contrib"
+TOKEN = "tok-SENTINEL-8c1f"
+ALL_GATES = frozenset({"health", "server-info", "metrics-variant", "prometheus-variants", "soak"})
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _render(tmp: Path, name: str, ingestion: bool, ports: tuple[int, int]) -> Path:
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    if not ingestion:
+        doc["engine"].pop("overlays")
+    doc["replicas"]["r1"]["args"]["port"] = ports[0]
+    doc["replicas"]["r2"]["args"]["port"] = ports[1]
+    spec = tmp / f"{name}.tier.yaml"
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False))
+    out = tmp / f"{name}.yaml"
+    out.write_text(render_compose(load_spec(spec), spec_path=spec))
+    return out
+
+
+class World:
+    """OLD/NEW files, the plan, the agent with OLD running, and a driver factory."""
+
+    def __init__(self, tmp: Path) -> None:
+        ports = (_closed_port(), _closed_port())
+        self.plan: Plan = plan_files(
+            str(_render(tmp, "old", False, ports)), str(_render(tmp, "new", True, ports))
+        )
+        self.old, self.new = load_sides(self.plan)
+        self.agent = StandinAgent(
+            {("v1", "tier.yaml"): self.old.text, ("v2", "tier.yaml"): self.new.text}, TOKEN
+        )
+        self.agent.start()
+        self.agent.state.running = {
+            n: json.dumps(s, sort_keys=True)
+            for n, s in load_services(self.old.text, "tier.yaml").services.items()
+        }
+        self.sleeps: list[float] = []
+        self.journal = tmp / "journal.jsonl"
+        self.log: list[str] = []
+        self.drivers: list[ComposeManagerDriver] = []
+
+    def driver(self, **kw: Any) -> ComposeManagerDriver:
+        kw.setdefault("backoff_s", 0.01)
+        driver = ComposeManagerDriver(
+            self.agent.url,
+            TOKEN,
+            {"old": Target("v1", "tier.yaml"), "new": Target("v2", "tier.yaml")},
+            env={"HF_TOKEN": "hf-SECRET-VALUE"},
+            sleep=self.sleeps.append,
+            **kw,
+        )
+        self.drivers.append(driver)
+        return driver
+
+    def run(
+        self,
+        driver: ComposeManagerDriver,
+        skip: frozenset[str] = ALL_GATES,
+        resume: bool = False,
+        **gates: Any,
+    ) -> RolloutResult:
+        options = RolloutOptions(
+            self.journal, resume=resume, gates=GateSettings(skip=skip, **gates)
+        )
+        return run_rollout(self.plan, driver, self.old, self.new, options, log=self.log.append)
+
+    def calls(self) -> list[tuple[str, bool | None, str, tuple[str, ...]]]:
+        return [
+            (r["path"], r.get("dry_run"), r["tag"], tuple(r["services"]))
+            for r in self.agent.state.requests
+        ]
+
+    def events(self) -> list[str]:
+        return [json.loads(line)["event"] for line in self.journal.read_text().splitlines()]
+
+    def running_as(self, side: str, svc: str) -> bool:
+        text = self.old.text if side == "old" else self.new.text
+        want = json.dumps(load_services(text, "x").services[svc], sort_keys=True)
+        return self.agent.state.running.get(svc) == want
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path)
+    yield w
+    for d in w.drivers:
+        d.close()
+    w.agent.stop()
+
+
+def _step_calls(tag: str, svc: str) -> list[tuple[str, bool | None, str, tuple[str, ...]]]:
+    return [
+        ("/compose/up", True, tag, (svc,)),
+        ("/compose/down", None, tag, (svc,)),
+        ("/compose/up", False, tag, (svc,)),
+    ]
+
+
+def test_ingestion_rollout_calls_exactly_the_planned_services(world: World) -> None:
+    result = world.run(world.driver())
+    assert [o.status for o in result.outcomes] == ["done", "done", "done"]
+    assert world.calls() == (
+        _step_calls("v2", R2) + _step_calls("v2", R1) + _step_calls("v2", COLLECTOR)
+    )
+    assert set(world.agent.state.auth_headers) == {f"Bearer {TOKEN}"}
+    for svc in (R1, R2, COLLECTOR):
+        assert world.running_as("new", svc)
+    for svc in ("proxy-glm53", "model-proxy-registrar", "dcgm-exporter"):
+        assert world.running_as("old", svc)
+    assert world.events()[-1] == "completed"
+
+
+def test_tokens_and_env_values_never_reach_the_journal_or_the_log(world: World) -> None:
+    world.agent.state.faults = ["", "", "exit1"]
+    with pytest.raises(RuntimeFailure, match="exited 1"):
+        world.run(world.driver())
+    text = world.journal.read_text() + "\n".join(world.log)
+    assert "injected failure" in text
+    assert TOKEN not in text
+    assert "hf-SECRET-VALUE" not in text
+    # The env did reach the agent, under its key.
+    assert world.agent.state.requests[0]["env"] == {"HF_TOKEN": "hf-SECRET-VALUE"}
+
+
+def test_500s_are_retried_with_growing_backoff(world: World) -> None:
+    world.agent.state.faults = ["500", "500"]
+    world.run(world.driver(backoff_s=0.5))
+    assert world.sleeps == [0.5, 1.0]
+    assert world.calls()[:3] == [("/compose/up", True, "v2", (R2,))] * 3
+
+
+def test_a_time_out_is_retried(world: World) -> None:
+    world.agent.state.slow_s = 1.0
+    world.agent.state.faults = ["timeout"]
+    result = world.run(world.driver(timeout_s=0.3))
+    assert result.outcomes[-1].status == "done"
+    assert world.sleeps == [0.01]
+
+
+def test_a_cut_event_stream_is_retried(world: World) -> None:
+    world.agent.state.faults = ["cut"]
+    world.run(world.driver())
+    assert world.calls()[:2] == [("/compose/up", True, "v2", (R2,))] * 2
+
+
+def test_retries_give_up_after_the_attempts(world: World) -> None:
+    world.agent.state.faults = ["500"] * 3
+    with pytest.raises(RuntimeFailure, match="failed 3 times: HTTP 500"):
+        world.driver(attempts=3).dry_run(world.new, [R2])
+
+
+def test_a_forced_recreate_is_not_retried(world: World) -> None:
+    world.agent.state.faults = ["500"]
+    with pytest.raises(RuntimeFailure, match=r"once \(not idempotent\)"):
+        world.driver().recreate_in_place(world.new, [R2])
+    assert len(world.agent.state.requests) == 1
+
+
+def test_a_dry_run_that_plans_an_extra_service_is_refused(world: World) -> None:
+    world.agent.state.faults = [f"extra:{R1}"]
+    with pytest.raises(ContractViolation, match=r"plans \[.*r1.*r2.*\], the step plans exactly"):
+        world.run(world.driver())
+    assert world.calls() == [("/compose/up", True, "v2", (R2,))]
+    assert world.events() == ["start", "begin", "refused"]
+    assert world.running_as("old", R1)
+    assert world.running_as("old", R2)
+
+
+def test_a_failed_gate_rolls_that_replica_back_and_stops(world: World) -> None:
+    with pytest.raises(GateFailed, match="rolled back to OLD") as info:
+        world.run(world.driver(), skip=ALL_GATES - {"health"}, health_timeout_s=0.0)
+    assert info.value.exit_code == 1
+    assert world.calls()[3:] == [
+        ("/compose/down", None, "v1", (R2,)),
+        ("/compose/up", False, "v1", (R2,)),
+    ]
+    assert world.running_as("old", R2)
+    assert world.running_as("old", R1)
+    assert world.events()[-2:] == ["gate-failed", "rolled-back"]
+    # A journal that ends in a rollback is not resumed: the plan's premise did not hold.
+    with pytest.raises(InputError, match="rolled back"):
+        world.run(world.driver(), resume=True)
+
+
+def test_resume_continues_without_repeating_a_finished_step(world: World) -> None:
+    world.agent.state.faults = ["", "", "", "exit1"]
+    with pytest.raises(RuntimeFailure):
+        world.run(world.driver())
+    assert world.calls() == [*_step_calls("v2", R2), ("/compose/up", True, "v2", (R1,))]
+    with pytest.raises(InputError, match="--resume"):
+        world.run(world.driver())
+    first = len(world.agent.state.requests)
+    result = world.run(world.driver(), resume=True)
+    assert [o.status for o in result.outcomes] == ["skipped", "done", "done"]
+    assert world.calls()[first:] == _step_calls("v2", R1) + _step_calls("v2", COLLECTOR)
+
+
+def test_a_wrong_token_fails_at_once(world: World) -> None:
+    driver = ComposeManagerDriver(
+        world.agent.url, "wrong", {"new": Target("v2", "tier.yaml")}, sleep=world.sleeps.append
+    )
+    world.drivers.append(driver)
+    with pytest.raises(RuntimeFailure, match="refused the token"):
+        driver.dry_run(world.new, [R2])
+    assert world.sleeps == []
+
+
+def test_env_keys_are_validated_like_the_agent_does(world: World) -> None:
+    with pytest.raises(InputError, match="not accepted by compose-manager"):
+        ComposeManagerDriver(world.agent.url, TOKEN, {}, env={"BAD-KEY": "x"})
+
+
+def test_an_empty_service_list_is_never_sent(world: World) -> None:
+    with pytest.raises(ValueError, match="empty means all"):
+        world.driver().down(world.new, [])
+    assert world.agent.state.requests == []
