@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,8 @@ async def sim_serve(
     cmd = [sys.executable, "-m", "tierctl", "sim", "serve", "--time-scale", str(time_scale),
            "--preset", preset, *extra, "--", "python3", "-m", "sglang.launch_server",
            "--host", "127.0.0.1", "--port", "0", *engine_args]  # fmt: skip
-    proc = subprocess.Popen(
+    # Popen returns at once; the blocking reads below go through to_thread.
+    proc = subprocess.Popen(  # noqa: ASYNC220
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
     try:
@@ -152,6 +153,14 @@ async def test_queue_limit_answers_the_configured_status_and_bad_requests_get_40
         async with s.post(srv.url + "/v1/chat/completions", json={"messages": "hi"}) as r:
             assert r.status == 400
             assert (await r.json())["error"]["param"] == "messages"
+        # A legitimate 100 MB body is read and answered, not refused for its size.
+        big = io.BytesIO(
+            b'{"prompt": "hi", "max_tokens": 1, "user": "' + b"x" * 100_000_000 + b'"}'
+        )
+        async with s.post(srv.url + "/v1/completions", data=big,
+                          headers={"Content-Type": "application/json"}) as r:  # fmt: skip
+            assert r.status == 200
+            assert (await r.json())["usage"]["completion_tokens"] == 1
         async with s.get(srv.url + "/metrics") as r:
             assert r.status == 404  # no --enable-metrics, as in SGLang
         async with s.get(srv.url + "/health_generate") as r:
@@ -176,11 +185,47 @@ async def test_sigterm_drains_in_flight_streams_and_health_turns_503() -> None:
         assert await asyncio.to_thread(srv.proc.wait, 30) == 0
 
 
-_WORDS = (
-    "the scheduler admits a long prompt and splits its prefill into chunks while running "
-    "sequences keep decoding one token per round until the request queue drains and the "
-    "cache serves the shared prefix of every conversation turn from memory"
-).split()
+_WORDS = [
+    "the",
+    "scheduler",
+    "admits",
+    "a",
+    "long",
+    "prompt",
+    "and",
+    "splits",
+    "its",
+    "prefill",
+    "into",
+    "chunks",
+    "while",
+    "running",
+    "sequences",
+    "keep",
+    "decoding",
+    "one",
+    "token",
+    "per",
+    "round",
+    "until",
+    "the",
+    "request",
+    "queue",
+    "drains",
+    "and",
+    "the",
+    "cache",
+    "serves",
+    "the",
+    "shared",
+    "prefix",
+    "of",
+    "every",
+    "conversation",
+    "turn",
+    "from",
+    "memory",
+]
 
 
 def _big_prompt(n_bytes: int, seed: int) -> str:

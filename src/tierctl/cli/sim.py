@@ -187,7 +187,8 @@ def serve(
     """Serve an engine: `tierctl sim serve --time-scale 50 -- --port 30001 ...`."""
     from tierctl.sim.config import EngineConfig
     from tierctl.sim.cost import preset as get_preset
-    from tierctl.sim.server import ServeOptions, serve as run_server
+    from tierctl.sim.server import ServeOptions
+    from tierctl.sim.server import serve as run_server
 
     config = EngineConfig.from_argv(list(argv))
     opts = ServeOptions(

@@ -18,6 +18,9 @@ from tierctl.sim.engine import Emission, Scheduler
 from tierctl.sim.metrics import EngineMetrics
 from tierctl.sim.workload import SimRequest
 
+# A token and the modelled time (seconds since start) at which the engine produced it.
+Timed = tuple[Emission, float]
+
 
 class EngineDriver:
     """Runs a :class:`Scheduler` against the wall clock and fans tokens out to streams."""
@@ -36,7 +39,7 @@ class EngineDriver:
         self._clock = clock
         self._t0 = clock()
         self._sim_s = 0.0
-        self._streams: dict[str, asyncio.Queue[Emission]] = {}
+        self._streams: dict[str, asyncio.Queue[Timed]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._seq = 0
@@ -52,17 +55,20 @@ class EngineDriver:
 
     def submit(
         self, rid: str, input_tokens: int, output_tokens: int, block_hashes: tuple[int, ...]
-    ) -> tuple[str, asyncio.Queue[Emission] | None]:
-        """Hand a tokenized request to the scheduler; returns its outcome and token stream."""
+    ) -> tuple[str, asyncio.Queue[Timed] | None, float]:
+        """Hand a tokenized request to the scheduler.
+
+        Returns its outcome, its token stream and the modelled time it was enqueued at.
+        """
         now = max(self._sim_s, self.sim_now()) if not self.scheduler.busy else self._sim_s
         req = SimRequest(rid, now, input_tokens, output_tokens, block_hashes)
         outcome = self.scheduler.submit(req, now)
         if outcome != "queued":
-            return outcome, None
-        q: asyncio.Queue[Emission] = asyncio.Queue()
+            return outcome, None, now
+        q: asyncio.Queue[Timed] = asyncio.Queue()
         self._streams[rid] = q
         self._wake.set()
-        return outcome, q
+        return outcome, q, now
 
     def cancel(self, rid: str) -> None:
         """The client went away: drop the request from the scheduler."""
@@ -82,6 +88,7 @@ class EngineDriver:
 
     async def _run(self) -> None:
         sched = self.scheduler
+        window_tokens, window_s, window_rounds = 0, 0.0, 0
         while True:
             if not sched.busy:
                 self._wake.clear()
@@ -100,9 +107,18 @@ class EngineDriver:
             for em in rnd.emitted:
                 q = self._streams.get(em.rid)
                 if q is not None:
-                    q.put_nowait(em)
+                    q.put_nowait((em, self._sim_s))
                     if em.finished:
                         self._streams.pop(em.rid, None)
+            window_tokens += len(rnd.emitted)
+            window_s += rnd.duration_s
+            window_rounds += 1
+            if self.metrics is not None and window_rounds >= 40:
+                # SGLang logs throughput every --decode-log-interval (40) rounds.
+                stats = sched.stats
+                hit = stats.cached_tokens / stats.prompt_tokens if stats.prompt_tokens else 0.0
+                self.metrics.set_rates(window_tokens / window_s if window_s else 0.0, hit)
+                window_tokens, window_s, window_rounds = 0, 0.0, 0
             if self.metrics is not None:
                 self.metrics.set_scheduler(
                     len(sched.running),

@@ -110,6 +110,11 @@ class EngineMetrics:
         self.token_usage.labels(**lab).set(used_tokens / pool_tokens if pool_tokens else 0.0)
         self.decode_sum_seq_lens.labels(**lab).set(ctx_tokens)
 
+    def set_rates(self, gen_tokens_per_s: float, cache_hit_rate: float) -> None:
+        """Refresh the throughput and prefix-cache hit-rate gauges."""
+        self.gen_throughput.labels(**self.sched_labels).set(gen_tokens_per_s)
+        self.cache_hit_rate.labels(**self.sched_labels).set(cache_hit_rate)
+
     def finished(
         self,
         *,

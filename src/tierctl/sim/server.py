@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import signal
 import time
@@ -25,7 +26,7 @@ from tierctl.errors import RuntimeFailure
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.driver import EngineDriver
-from tierctl.sim.engine import Emission, Scheduler
+from tierctl.sim.engine import Scheduler
 from tierctl.sim.metrics import EngineMetrics
 from tierctl.sim.openai_io import ApiError, GenRequest, parse, token_text
 from tierctl.sim.tokenizer import DynamicBatchTokenizer, block_hashes, encode_prompt, load_tokenizer
@@ -58,6 +59,7 @@ class SimServer:
         self.inflight = 0
         self._idle = asyncio.Event()
         self.started_at = time.time()
+        self.bound_port = config.port
         load_tokenizer()  # load before serving so the first request does not pay for it
 
     def app(self) -> web.Application:
@@ -103,7 +105,7 @@ class SimServer:
         if self.draining or self.driver is None:
             return web.Response(status=503)
         rid = "health-" + self.driver.new_rid()
-        outcome, q = self.driver.submit(rid, 8, 1, ())
+        outcome, q, _ = self.driver.submit(rid, 8, 1, ())
         if q is None:
             return web.Response(status=503, text=outcome)
         try:
@@ -116,6 +118,7 @@ class SimServer:
     async def server_info(self, request: web.Request) -> web.Response:
         """Every effective server arg as a top-level key, plus the simulator's own settings."""
         info: dict[str, Any] = self.config.server_args()
+        info["port"] = self.bound_port  # the port actually bound (differs with --port 0)
         info["version"] = SGLANG_VERSION
         info["tierctl_sim"] = {
             "time_scale": self.options.time_scale,
@@ -203,7 +206,8 @@ class SimServer:
         driver = self.driver
         assert driver is not None
         rid = driver.new_rid()
-        outcome, q = driver.submit(rid, max(n_tokens, 1), gen.max_tokens, hashes)
+        submitted = time.monotonic()
+        outcome, q, enqueued_s = driver.submit(rid, max(n_tokens, 1), gen.max_tokens, hashes)
         if q is None:
             self.metrics.aborted()
             if outcome == "queue_full":
@@ -221,8 +225,7 @@ class SimServer:
         created = int(time.time())
         model = self.config.model_name
         obj = "chat.completion" if gen.chat else "text_completion"
-        scale = self.options.time_scale
-        times: list[float] = []
+        times: list[float] = []  # modelled seconds at which each token was produced
         cached = 0
         resp: web.StreamResponse | None = None
         finished = False
@@ -236,8 +239,8 @@ class SimServer:
                     await _sse(resp, _chunk(rid, obj, created, model, {"role": "assistant"}, None))
             texts: list[str] = []
             while not finished:
-                em: Emission = await q.get()
-                times.append(time.monotonic())
+                em, produced_s = await q.get()
+                times.append(produced_s)
                 if em.index == 1:
                     cached = driver.cached_tokens(rid)
                 finished = em.finished
@@ -264,9 +267,11 @@ class SimServer:
             prompt_tokens=n_tokens,
             cached_tokens=cached,
             generation_tokens=len(texts),
-            ttft_s=(times[0] - arrived) * scale if times else None,
-            e2e_s=(times[-1] - arrived) * scale if times else 0.0,
-            itl_s=[(b - a) * scale for a, b in zip(times, times[1:], strict=False)],
+            # Wall time before the scheduler saw it (body read, tokenization) plus modelled
+            # engine time, so a time-scaled server reports what the modelled GPU would.
+            ttft_s=(submitted - arrived) + (times[0] - enqueued_s) if times else None,
+            e2e_s=(submitted - arrived) + (times[-1] - enqueued_s) if times else 0.0,
+            itl_s=[b - a for a, b in itertools.pairwise(times)],
         )
         if resp is not None:
             if gen.include_usage:
@@ -363,8 +368,9 @@ async def serve(
             f"cannot listen on {config.host}:{config.port}: {exc.strerror}",
             fix="pick a free --port (0 picks one)",
         ) from None
-    sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
-    port = sockets[0].getsockname()[1] if sockets else config.port
+    addresses = runner.addresses
+    port = int(addresses[0][1]) if addresses else config.port
+    server.bound_port = port
     host = f"[{config.host}]" if ":" in config.host else config.host
     announce(f"listening on http://{host}:{port}")
     stop_ev = stop or asyncio.Event()

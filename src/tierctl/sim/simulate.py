@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel, preset
 from tierctl.sim.engine import Round, Scheduler, itl_quantile
-from tierctl.sim.result import RequestResult, SimResult, ratio_table, summarize, RatioRow
+from tierctl.sim.result import RatioRow, RequestResult, SimResult, ratio_table, summarize
 from tierctl.sim.workload import Workload
 
 

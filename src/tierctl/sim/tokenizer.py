@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 from tierctl.sim.workload import BLOCK_TOKENS

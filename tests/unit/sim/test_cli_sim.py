@@ -46,7 +46,8 @@ def test_bad_engine_flag_is_exit_2_without_traceback(run_cli: Callable[..., Any]
 def test_unknown_replica_is_exit_2(run_cli: Callable[..., Any]) -> None:
     res = run_cli("sim", "run", "--spec", str(GLM_SPEC), "--replica", "r9")
     assert res.code == 2
-    assert "no replica 'r9'" in res.err and "r1, r2" in res.err
+    assert "no replica 'r9'" in res.err
+    assert "r1, r2" in res.err
 
 
 def test_fit_prints_coefficients(run_cli: Callable[..., Any], tmp_path: Path) -> None:
@@ -64,3 +65,10 @@ def test_fit_prints_coefficients(run_cli: Callable[..., Any], tmp_path: Path) ->
     doc = json.loads(res.out)
     assert abs(doc["decode_per_seq_s"] - 0.001) < 1e-6
     assert abs(doc["prefill_per_token_s"] - 1e-5) < 1e-7
+
+
+def test_serve_with_a_bad_flag_exits_2_before_listening(run_cli: Callable[..., Any]) -> None:
+    res = run_cli("sim", "serve", "--", "--port", "0", "--max-running-requests", "lots")
+    assert res.code == 2
+    assert "--max-running-requests" in res.err
+    assert "listening" not in res.out

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tierctl.errors import InputError
-from tierctl.sim.config import EngineConfig
+from tierctl.sim.config import _MODELLED, EngineConfig, _scalar
 
 FULL = [
     "python3", "-m", "sglang.launch_server", "--model-path", "/models/x", "--tp-size", "4",
@@ -56,3 +58,20 @@ def test_bad_modelled_values_are_input_errors(argv: list[str], needle: str) -> N
         EngineConfig.from_argv(argv)
     assert needle in exc.value.format()
     assert exc.value.exit_code == 2
+
+
+_names = st.from_regex(r"[a-z][a-z0-9]{1,8}(-[a-z0-9]{1,6}){0,2}", fullmatch=True).filter(
+    lambda n: n not in _MODELLED and not n.startswith(("enable-", "disable-"))
+)
+_values = st.one_of(
+    st.integers(-5, 10**6).map(str),
+    st.from_regex(r"[A-Za-z/:._0-9]{1,12}", fullmatch=True).filter(lambda v: not v.startswith("-")),
+)
+
+
+@given(st.dictionaries(_names, _values, max_size=6))
+def test_any_unmodelled_flag_is_accepted_and_reported(flags: dict[str, str]) -> None:
+    argv = [tok for k, v in flags.items() for tok in (f"--{k}", v)]
+    args = EngineConfig.from_argv(["--model-path", "/m", *argv]).server_args()
+    for k, v in flags.items():
+        assert str(args[k.replace("-", "_")]) == str(_scalar(v)), k

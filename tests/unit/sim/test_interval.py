@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -32,7 +33,7 @@ def test_interval_n_puts_exactly_n_decode_rounds_between_chunks() -> None:
     first = next(i for i, s in enumerate(steps) if s.kind == "prefill" and s.start_s >= 1.0)
     chunk_idx = [i for i, k in enumerate(kinds) if k == "prefill" and i >= first]
     assert len(chunk_idx) == 10
-    gaps = [b - a - 1 for a, b in zip(chunk_idx, chunk_idx[1:], strict=False)]
+    gaps = [b - a - 1 for a, b in itertools.pairwise(chunk_idx)]
     assert gaps == [3] * 9
     assert all(
         kinds[i] == "decode" for i in range(chunk_idx[0] + 1, chunk_idx[-1]) if i not in chunk_idx
@@ -90,9 +91,11 @@ def test_field_burst_interval_two_lowers_decoder_tpot_at_similar_ttft() -> None:
     one = simulate(cfg("--chunked-prefill-size", "16384", "--prefill-decode-interval", "1"), wl)
     two = simulate(cfg("--chunked-prefill-size", "16384", "--prefill-decode-interval", "2"), wl)
     d1, d2 = one.subset("dec"), two.subset("dec")
-    assert d1.tpot_p50_s is not None and d2.tpot_p50_s is not None
+    assert d1.tpot_p50_s is not None
+    assert d2.tpot_p50_s is not None
     assert d2.tpot_p50_s < 0.9 * d1.tpot_p50_s
     b1, b2 = one.subset("burst"), two.subset("burst")
-    assert b1.ttft_p50_s is not None and b2.ttft_p50_s is not None
+    assert b1.ttft_p50_s is not None
+    assert b2.ttft_p50_s is not None
     assert abs(b2.ttft_p50_s / b1.ttft_p50_s - 1) < 0.03
     assert one.summary.completion == two.summary.completion == 1.0

@@ -9,7 +9,9 @@ from tierctl.sim.openai_io import DEFAULT_MAX_TOKENS, ApiError, parse
 
 def test_chat_request_is_templated_and_defaults_apply() -> None:
     g = parse({"messages": [{"role": "user", "content": "hi"}]}, chat=True)
-    assert g.text is not None and "hi" in g.text and "<|user|>" in g.text
+    assert g.text is not None
+    assert "hi" in g.text
+    assert "<|user|>" in g.text
     assert (g.max_tokens, g.stream, g.include_usage) == (DEFAULT_MAX_TOKENS, False, False)
 
 
@@ -24,7 +26,8 @@ def test_text_parts_are_joined() -> None:
                                                    {"type": "text", "text": "b"}]}]},
         chat=True,
     )  # fmt: skip
-    assert g.text is not None and "ab" in g.text
+    assert g.text is not None
+    assert "ab" in g.text
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,8 @@ def test_admission_waits_for_kv_room_and_reports_it() -> None:
     assert [r.rid for r in waited] == ["r2"]
     r2 = waited[0]
     r0 = next(r for r in res.requests if r.rid == "r0")
-    assert r2.queue_s is not None and r0.e2e_s is not None
+    assert r2.queue_s is not None
+    assert r0.e2e_s is not None
     assert r2.queue_s >= r0.e2e_s
 
 
@@ -116,7 +117,8 @@ def test_prefix_cache_serves_multi_turn_prefixes_unless_disabled() -> None:
     off = simulate(cfg("--chunked-prefill-size", "16384", "--disable-radix-cache"), wl)
     assert on.summary.cached_fraction > 0.5
     assert off.summary.cached_fraction == 0.0
-    assert on.summary.ttft_p50_s is not None and off.summary.ttft_p50_s is not None
+    assert on.summary.ttft_p50_s is not None
+    assert off.summary.ttft_p50_s is not None
     assert on.summary.ttft_p50_s < off.summary.ttft_p50_s
 
 

@@ -97,4 +97,5 @@ def test_multi_turn_day_caches_most_prompt_tokens() -> None:
     assert 0.7 < cached / total < 0.9
     assert 500 < len(wl.requests) / 4 < 900
     assert all(10_000 <= r.input_tokens <= 720_000 for r in wl.requests)
-    assert isinstance(wl, Workload) and isinstance(wl.requests[0], SimRequest)
+    assert isinstance(wl, Workload)
+    assert isinstance(wl.requests[0], SimRequest)
