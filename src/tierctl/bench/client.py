@@ -19,7 +19,7 @@ import aiohttp
 import orjson
 
 from tierctl.bench.samples import RequestSample
-from tierctl.bench.sse import MalformedStream, SSEDecoder, parse_event
+from tierctl.bench.sse import MalformedStream, SSEDecoder, parse_events
 
 #: Prompts longer than this (characters) are sent as a streamed body.
 STREAM_BODY_BYTES = 1 << 20
@@ -191,8 +191,7 @@ async def _exchange(
         gaps = p.gaps if p.gaps is not None else []
         async for chunk in resp.content.iter_any():
             now = clock()
-            for payload in decoder.feed(chunk):
-                ev = parse_event(payload)
+            for ev in parse_events(decoder.feed(chunk)):
                 if ev.error is not None:
                     stream_error = stream_error or ev.error
                 if ev.text:
@@ -207,8 +206,7 @@ async def _exchange(
                 if ev.completion_tokens is not None:
                     p.completion_tokens = ev.completion_tokens
                 done = done or ev.done
-        for payload in decoder.close():
-            ev = parse_event(payload)
+        for ev in parse_events(decoder.close()):
             done = done or ev.done
         if stream_error is not None:
             return "stream_error", stream_error[:300]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tierctl.bench.sse import MalformedStream, SSEDecoder, parse_event
+from tierctl.bench.sse import MalformedStream, SSEDecoder, parse_event, parse_events
 
 STREAM = (
     b": keep-alive\r\n\r\n"
@@ -67,3 +67,25 @@ def test_completions_text_and_errors():
 def test_payload_that_is_not_an_object_is_malformed(payload):
     with pytest.raises(MalformedStream):
         parse_event(payload)
+
+
+def test_batch_parse_equals_one_by_one():
+    payloads = _decode([STREAM])
+    assert parse_events(payloads) == [parse_event(p) for p in payloads]
+    assert parse_events(payloads[:1]) == [parse_event(payloads[0])]
+    assert parse_events([]) == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [b"{not json", b'{"a": 1},{"b": 2}', b"[1]", b"42"],
+)
+def test_batch_with_a_bad_payload_is_malformed(bad):
+    good = b'{"choices":[{"index":0,"delta":{"content":"x"}}]}'
+    with pytest.raises(MalformedStream):
+        parse_events([good, bad, good])
+
+
+def test_reasoning_tokens_count_as_generated_text():
+    ev = parse_event(b'{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}')
+    assert ev.text == "hmm"
