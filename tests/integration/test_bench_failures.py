@@ -228,3 +228,16 @@ async def test_paired_ab_between_two_fixtures_sees_the_faster_decoder(tmp_path):
     assert ratios["tpot_p50_s"].ratio is not None
     assert ratios["tpot_p50_s"].ratio < 0.7
     assert ratios["completion_pct"].ratio == 1.0
+
+
+async def test_multi_megabyte_prompt_arrives_intact():
+    fixture = Fixture(["ok"])
+    wl = burst(1, output_tokens=2)
+    wl = wl.model_copy(
+        update={"lanes": (wl.lanes[0].model_copy(update={"input_tokens": 400_000}),)}
+    )
+    rec = await run(fixture, wl)
+    assert rec.count("completed") == 1
+    content = fixture.seen[0]["messages"][0]["content"]  # type: ignore[index]
+    assert len(content) > 2_000_000  # above the streamed-body threshold
+    assert content == WordPrompts(1).prompt(400_000, 0)
