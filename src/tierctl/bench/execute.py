@@ -9,10 +9,10 @@ measured so far is still returned and written.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import orjson
@@ -27,6 +27,8 @@ from tierctl.bench.runner import run_plan
 from tierctl.bench.samples import RequestSample, RunRecord
 from tierctl.bench.workload import Workload
 from tierctl.errors import InputError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ def _bars(console: Console) -> Progress:
     )
 
 
-def _run_loop(make: Callable[[], Any]) -> Any:
+def _run_loop(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     # asyncio.run turns the first Ctrl-C into a cancellation of the main task; the runners
     # catch it and return what they measured, so the partial result comes back here.
     return asyncio.run(make())
