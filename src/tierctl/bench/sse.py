@@ -40,6 +40,8 @@ class SSEDecoder:
             self._buffer += tail
         out: list[bytes] = []
         for line in lines:
+            if not line:
+                continue  # event separator
             # Fast path: the OpenAI servers write exactly "data: <json>".
             if line.startswith(b"data: "):
                 out.append(line[6:].rstrip(b"\r"))
@@ -148,6 +150,15 @@ def _interpret(obj: Any, payload: bytes) -> StreamEvent:
             return StreamEvent(error=error)
     text = ""
     choices = obj.get("choices")
+    # Fast path: one choice with a delta, the shape of nearly every chat chunk.
+    if type(choices) is list and len(choices) == 1 and type(choices[0]) is dict:
+        delta = choices[0].get("delta")
+        if type(delta) is dict and "usage" not in obj:
+            for name in _TEXT_FIELDS:
+                piece = delta.get(name)
+                if piece and type(piece) is str:
+                    text += piece
+            return StreamEvent(text=text) if text else _EMPTY_EVENT
     if choices and isinstance(choices, list):
         for choice in choices:
             if not isinstance(choice, dict):
