@@ -1,0 +1,130 @@
+"""A real Prometheus server run as a child process on a free loopback port.
+
+For the demo and the integration tests: Debian's ``prometheus`` binary, a scrape config
+rendered by tierctl, a data directory (optionally backfilled with ``promtool``), and
+``/-/reload`` to apply a new scrape config — the local stand-in for recreating the collector.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from tierctl.errors import RuntimeFailure
+
+
+def prometheus_binaries() -> tuple[str, str] | None:
+    """Paths of ``prometheus`` and ``promtool``, or None when not installed."""
+    server, tool = shutil.which("prometheus"), shutil.which("promtool")
+    return (server, tool) if server and tool else None
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def backfill(openmetrics: str, data_dir: Path, promtool: str = "promtool") -> None:
+    """Write OpenMetrics text (ending in ``# EOF``) into TSDB blocks with promtool."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    source = data_dir.parent / f"{data_dir.name}.om"
+    source.write_text(openmetrics)
+    proc = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeFailure(f"promtool backfill failed: {proc.stderr.strip()[-500:]}")
+
+
+class LocalPrometheus:
+    """``with LocalPrometheus(workdir, config) as prom: prom.url`` — started and always stopped."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        config: str,
+        *,
+        data_dir: Path | None = None,
+        binary: str = "prometheus",
+        ready_timeout_s: float = 30.0,
+    ) -> None:
+        self.workdir = workdir
+        self.config_path = workdir / "prometheus.yml"
+        self.data_dir = data_dir or workdir / "data"
+        self.binary = binary
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._config = config
+        self._ready_timeout_s = ready_timeout_s
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> LocalPrometheus:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(self._config)
+        log = (self.workdir / "prometheus.log").open("wb")
+        self._proc = subprocess.Popen(
+            [
+                self.binary,
+                f"--config.file={self.config_path}",
+                f"--storage.tsdb.path={self.data_dir}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=3650d",
+                "--web.enable-lifecycle",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + self._ready_timeout_s
+        while True:
+            if self._proc.poll() is not None:
+                tail = (self.workdir / "prometheus.log").read_text(errors="replace")[-1500:]
+                raise RuntimeFailure(f"prometheus exited at start: {tail}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return self
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeFailure(f"prometheus was not ready in {self._ready_timeout_s:.0f} s")
+            time.sleep(0.2)
+
+    def reload(self, config: str) -> None:
+        """Write a new config and apply it (as recreating the collector would)."""
+        self.config_path.write_text(config)
+        response = httpx.post(f"{self.url}/-/reload", timeout=10)
+        if response.status_code != 200:
+            raise RuntimeFailure(f"prometheus reload failed: HTTP {response.status_code}")
+
+    def stop(self) -> None:
+        """Terminate the server (kill after 10 s)."""
+        if self._proc is None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
