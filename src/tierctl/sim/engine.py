@@ -375,7 +375,8 @@ class Scheduler:
         head = head_live.req
         cached = 0
         if self.cache is not None and head.block_hashes:
-            cached = min(self.cache.match(head.block_hashes), head.input_tokens - 1)
+            cached = self.cache.match(head.block_hashes, touch=False)
+            cached = min(cached, head.input_tokens - 1)
         blocked = head.input_tokens - cached + head.output_tokens > (
             self.kv_pool_tokens - self.kv_used_tokens
         )
@@ -391,8 +392,6 @@ class Scheduler:
         rounds start while their start time is before ``until_s``; the last one may finish
         requests. Returns the new time and the number of rounds run.
         """
-        import numpy as np
-
         run = self.running
         b = len(run)
         cost = self.cost
@@ -424,15 +423,21 @@ class Scheduler:
             return now_s + rnd.duration_s, 1
         end = now_s + t_after(n)
         first_end = now_s + c0
-        durs = c0 + s * np.arange(1, n)
-        idx = np.clip(
-            (np.log(durs / _ITL_FLOOR_S) * _ITL_PER_EFOLD).astype(np.int64), 0, _ITL_BUCKETS - 1
-        )
-        counts = np.bincount(idx, minlength=_ITL_BUCKETS)
         hist = self.stats.itl_hist
-        for i in np.nonzero(counts)[0]:
-            hist[int(i)] += int(counts[i]) * b
-        last_gap = float(durs[-1])
+        # Rounds 1..n-1 have gaps c0 + s*i, increasing: count them bucket by bucket.
+        lo_b, hi_b = _itl_bucket(c0 + s), _itl_bucket(c0 + s * (n - 1))
+        start = 1
+        for j in range(lo_b, hi_b + 1):
+            if j == hi_b or s <= 0:
+                stop = n
+            else:
+                edge = _ITL_FLOOR_S * math.exp((j + 1) / _ITL_PER_EFOLD)
+                stop = min(n, max(start, math.ceil((edge - c0) / s)))
+            hist[j] += (stop - start) * b
+            start = stop
+            if start >= n:
+                break
+        last_gap = c0 + s * (n - 1)
         finished: list[Live] = []
         for live in run:
             gap0 = first_end - live.last_token_s

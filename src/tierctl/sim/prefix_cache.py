@@ -22,26 +22,33 @@ class PrefixCache:
         """Tokens the cache holds."""
         return len(self._blocks) * self.block_tokens
 
-    def match(self, hashes: tuple[int, ...]) -> int:
-        """Cached leading blocks of ``hashes`` (touched as recently used); returns tokens."""
+    def match(self, hashes: tuple[int, ...], *, touch: bool = True) -> int:
+        """Tokens of the cached leading blocks of ``hashes``; touches them unless told not to."""
         n = 0
         blocks = self._blocks
         for h in hashes:
             if h not in blocks:
                 break
             n += 1
-        for h in hashes[:n]:
-            blocks.move_to_end(h)
+        if touch:
+            self._touch(hashes[:n])
         return n * self.block_tokens
 
     def insert(self, hashes: tuple[int, ...]) -> None:
         """Cache (or refresh) a finished prompt's blocks as most recently used."""
         blocks = self._blocks
-        for h in hashes:
+        for h in reversed(hashes):
             if h in blocks:
                 blocks.move_to_end(h)
             else:
                 blocks[h] = None
+
+    def _touch(self, hashes: tuple[int, ...]) -> None:
+        # Deepest block first, so a prompt's leading blocks end up most recent and eviction
+        # takes the tail of a chain first, as a radix tree evicts leaves before their parents.
+        move = self._blocks.move_to_end
+        for h in reversed(hashes):
+            move(h)
 
     def evict_to(self, max_tokens: int) -> int:
         """Drop least-recently-used blocks until at most ``max_tokens``; returns tokens freed."""

@@ -125,15 +125,15 @@ def multi_turn_day(
     rate_per_h: float = 700.0,
     min_prompt_tokens: int = 10_000,
     max_prompt_tokens: int = 720_000,
-    start_max_tokens: int = 240_000,
+    start_max_tokens: int = 300_000,
     turns: tuple[int, int] = (4, 10),
-    growth: tuple[float, float] = (0.04, 0.12),
+    growth: tuple[float, float] = (0.04, 0.15),
     output_tokens: tuple[int, int] = (100, 1_500),
 ) -> Workload:
     """A long-context multi-turn trace: conversations whose turns resend a growing prefix.
 
-    Each conversation starts with a 10K-240K-token context (log-uniform) and each later turn
-    adds that turn's output plus a new user message of 4-12% of the context, capped at
+    Each conversation starts with a 10K-300K-token context (log-uniform) and each later turn
+    adds that turn's output plus a new user message of 4-15% of the context, capped at
     ``max_prompt_tokens``, so most prompt tokens are a prefix the engine has seen. A turn
     arrives after the previous reply plus 20-90 s of thinking; conversations start as a
     Poisson process sized so the whole trace carries ``rate_per_h`` requests per hour.
