@@ -9,8 +9,6 @@ from typing import Any
 import click
 from rich.console import Console
 
-from tierctl.errors import InputError
-
 _F = Callable[..., Any]
 
 
@@ -100,80 +98,10 @@ def _workload_options(f: _F) -> _F:
 
 
 def _workload(opts: dict[str, Any]) -> Any:
-    from tierctl.bench.workload import (
-        load_workload,
-        parse_burst,
-        parse_probe,
-        workload_from_dict,
-    )
+    from tierctl.bench.flags import WorkloadFlags, workload_from_flags
 
-    lanes: list[dict[str, Any]] = []
-    if opts["burst"]:
-        count, tokens = parse_burst(opts["burst"])
-        lanes.append(
-            {
-                "kind": "burst",
-                "count": count,
-                "input_tokens": tokens,
-                "output_tokens": opts["output_tokens"],
-            }
-        )
-    if opts["hammer_rate"] is not None or opts["hammer_concurrency"] is not None:
-        inp, _, out = opts["hammer_tokens"].partition(":")
-        if not (inp.isdigit() and out.isdigit()):
-            raise InputError(
-                "--hammer-tokens must be INPUT:OUTPUT",
-                value=opts["hammer_tokens"],
-                fix="for example --hammer-tokens 64:16",
-            )
-        lanes.append(
-            {
-                "kind": "hammer",
-                "rate_rps": opts["hammer_rate"],
-                "concurrency": opts["hammer_concurrency"],
-                "arrival": "constant" if opts["hammer_constant"] else "poisson",
-                "count": opts["hammer_count"],
-                "duration_s": opts["hammer_duration"],
-                "input_tokens": int(inp),
-                "output_tokens": int(out),
-            }
-        )
-    if opts["trace_path"]:
-        lanes.append(
-            {
-                "kind": "trace",
-                "path": str(Path(opts["trace_path"]).resolve()),
-                "format": opts["trace_format"],
-                "time_scale": opts["time_scale"],
-            }
-        )
-    overrides = {
-        k: opts[k]
-        for k in ("api", "model", "seed", "timeout_s", "max_duration_s")
-        if opts[k] is not None
-    }
-    if opts["workload_path"]:
-        if lanes:
-            raise InputError(
-                "give either --workload or lane flags (--burst/--hammer-*/--trace)",
-                fix="put every lane in the workload file",
-            )
-        base = load_workload(opts["workload_path"]).model_dump()
-    elif lanes:
-        base = {"name": "cli", "lanes": lanes}
-    else:
-        raise InputError(
-            "no load given",
-            fix="pass --workload FILE, or --burst, --hammer-rate/--hammer-concurrency, or --trace",
-        )
-    probe = dict(base.get("probe") or {})
-    if opts["probe"]:
-        probe.update(parse_probe(opts["probe"]))
-    if opts["no_probe"]:
-        probe["enabled"] = False
-    return workload_from_dict(
-        {**base, **overrides, "probe": probe}, source=opts["workload_path"] or "<flags>"
-    )
+    names = WorkloadFlags.__dataclass_fields__
+    return workload_from_flags(WorkloadFlags(**{k: v for k, v in opts.items() if k in names}))
 
 
 def _console() -> Console:
