@@ -247,15 +247,18 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workl
         "",
         "## Blocks",
         "",
-        "| # | rep | arm | sent | ok | failed | timed out | probe misses | flush |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---|",
+        "| # | rep | arm | sent | ok | failed | timed out | probe p50 ms | probe p99 ms | "
+        "probe max ms | probe misses | unhealthy episodes | flush |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for k, b in enumerate(result.blocks):
         rec = b.record
-        misses = sum(p.missed for p in rec.probes)
+        ps = summarize([], rec.probes, misses_to_mark=workload.probe.unhealthy_after)
         lines.append(
             f"| {k} | {b.repetition} | {b.arm} | {rec.sent} | {rec.count('completed')} | "
-            f"{rec.count('failed')} | {rec.count('timed_out')} | {misses} | {b.flush or '-'} |"
+            f"{rec.count('failed')} | {rec.count('timed_out')} | {_ms(ps.probe_p50_s)} | "
+            f"{_ms(ps.probe_p99_s)} | {_ms(ps.probe_max_s)} | {ps.probe_misses} | "
+            f"{ps.unhealthy_episodes} | {b.flush or '-'} |"
         )
     warnings = [
         f"block {k} ({b.arm}): {w}" for k, b in enumerate(result.blocks) for w in b.record.warnings

@@ -101,3 +101,4 @@ def test_ab_pairs_and_ratios():
     assert sum(len(b["requests"]) for b in doc["blocks"]) == 16
     md = ab_markdown(result, compare(result, ["burst"]), WL)
     assert "| all | 0.50 (0.50-0.50) |" in md
+    assert "| 0 | 0 | A | 4 | 2 | 1 | 1 | 10.0 | 10.0 | 10.0 | 3 | 1 | - |" in md
