@@ -241,3 +241,34 @@ async def test_multi_megabyte_prompt_arrives_intact():
     content = fixture.seen[0]["messages"][0]["content"]  # type: ignore[index]
     assert len(content) > 2_000_000  # above the streamed-body threshold
     assert content == WordPrompts(1).prompt(400_000, 0)
+
+
+async def test_stop_while_the_sender_waits_for_a_far_arrival():
+    # The second arrival is due in 1000 s: a stop must end the run without waiting for it.
+    fixture = Fixture(["ok"])
+    wl = workload_from_dict(
+        {
+            "lanes": [
+                {
+                    "kind": "hammer",
+                    "rate_rps": 0.001,
+                    "arrival": "constant",
+                    "count": 3,
+                    "input_tokens": 8,
+                    "output_tokens": 2,
+                },
+            ],
+            "probe": {"enabled": False},
+        }
+    )
+    stop = asyncio.Event()
+    async for url in serve(fixture):
+        rec = await asyncio.wait_for(
+            run_plan(
+                url, wl, build_plan(wl), WordPrompts(1), stop=stop, progress=lambda _s: stop.set()
+            ),
+            timeout=60,  # a hang guard, not a measurement
+        )
+    assert rec.interrupted
+    assert rec.sent == 1
+    assert rec.count("completed") == 1

@@ -15,6 +15,7 @@ import gc
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import aiohttp
 
@@ -105,6 +106,13 @@ async def run_plan(
     t0 = time.monotonic() + 0.05
     deadline = t0 + workload.max_duration_s
     in_flight: set[asyncio.Task[None]] = set()
+    idle = asyncio.Event()  # set whenever nothing is in flight: O(1) per completion
+
+    def settle(task: asyncio.Task[None]) -> None:
+        in_flight.discard(task)
+        if not in_flight:
+            idle.set()
+
     interrupted = False
     probe_stop = asyncio.Event()
     async with make_session() as session:
@@ -133,7 +141,8 @@ async def run_plan(
                 )
             )
             in_flight.add(task)
-            task.add_done_callback(in_flight.discard)
+            idle.clear()
+            task.add_done_callback(settle)
             return task
 
         async def open_loop(lane: LanePlan) -> None:
@@ -177,13 +186,16 @@ async def run_plan(
             asyncio.create_task(closed_loop(lane) if lane.concurrency else open_loop(lane))
             for lane in plan.lanes
         ]
+        stopped: asyncio.Future[Any] = asyncio.create_task(stop.wait())
+        sending: asyncio.Future[Any] = asyncio.gather(*senders, return_exceptions=True)
+        drained: asyncio.Future[Any] | None = None
         try:
             async with asyncio.timeout_at(_loop_time_at(deadline)):
-                waiter = asyncio.create_task(stop.wait())
-                await asyncio.wait([*senders], return_when=asyncio.ALL_COMPLETED)
-                while in_flight and not stop.is_set():
-                    await asyncio.wait([*in_flight, waiter], return_when=asyncio.FIRST_COMPLETED)
-                waiter.cancel()
+                await asyncio.wait([sending, stopped], return_when=asyncio.FIRST_COMPLETED)
+                if not stop.is_set() and in_flight:
+                    # Invariant: ``idle`` is set exactly when nothing is in flight.
+                    drained = asyncio.create_task(idle.wait())
+                    await asyncio.wait([drained, stopped], return_when=asyncio.FIRST_COMPLETED)
             interrupted = stop.is_set() and bool(in_flight)
         except TimeoutError:
             interrupted = True
@@ -193,9 +205,14 @@ async def run_plan(
             if task is not None:
                 task.uncancel()
         finally:
+            stopped.cancel()
+            if drained is not None:
+                drained.cancel()
             for t in [*senders, *in_flight]:
                 t.cancel()
-            await asyncio.gather(*senders, *list(in_flight), return_exceptions=True)
+            await asyncio.gather(sending, stopped, *list(in_flight), return_exceptions=True)
+            if drained is not None:
+                await asyncio.gather(drained, return_exceptions=True)
             interrupted = interrupted or stop.is_set()
             probe_stop.set()
             if probe_task is not None:
