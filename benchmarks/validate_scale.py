@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fleet import fleet_spec_texts
 
-from tierctl.contracts.compose_file import load_compose
+from tierctl.compose import load_compose
 from tierctl.contracts.schema import _validator
 from tierctl.contracts.validation import validate
 from tierctl.render import render_compose

@@ -19,6 +19,7 @@ def test_public_members_are_pinned() -> None:
         "spec",
         "render",
         "cli",
+        "compose",
         "contracts",
         "catalog",
         "sim",

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierctl.catalog.model import Catalog
-from tierctl.contracts.argv import FlagUse, flags_dict, parse_flags, split_launcher
-from tierctl.contracts.compose_file import ComposeFile, ComposeService
+from tierctl.compose import ComposeFile, ComposeService
+from tierctl.compose.argv import FlagUse, flags_dict, parse_flags, split_launcher
 from tierctl.spec.effective import ResolvedReplica, Tier, launcher
 
 

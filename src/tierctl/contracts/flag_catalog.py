@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from tierctl.catalog.model import Flag, FlagType
 from tierctl.catalog.store import flag_history
-from tierctl.contracts.argv import FlagUse
+from tierctl.compose.argv import FlagUse
 from tierctl.contracts.context import Context
 from tierctl.contracts.credentials import is_secret_flag, looks_secret_value
 from tierctl.contracts.report import Violation

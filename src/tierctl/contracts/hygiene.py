@@ -7,9 +7,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from tierctl.compose.interpolation import InterpolationError, references
 from tierctl.contracts.context import Context
 from tierctl.contracts.credentials import looks_secret_name, looks_secret_value, secret_positions
-from tierctl.contracts.interpolation import InterpolationError, references
 from tierctl.contracts.report import Violation
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tierctl.catalog.model import Catalog
 from tierctl.catalog.store import load_catalog, resolve_catalog
+from tierctl.compose import ComposeFile, load_compose, merge_compose
 from tierctl.contracts import (
     argv_pinning,
     flag_catalog,
@@ -16,7 +17,6 @@ from tierctl.contracts import (
     shared_runtime,
     variant,
 )
-from tierctl.contracts.compose_file import ComposeFile, load_compose, merge_compose
 from tierctl.contracts.context import build_context
 from tierctl.contracts.report import Report, Violation
 from tierctl.render.compose import output_path

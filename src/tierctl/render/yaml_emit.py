@@ -26,7 +26,7 @@ _AMBIGUOUS = re.compile(
 @functools.lru_cache(maxsize=8192)
 def _string(text: str) -> str:
     """Plain when unambiguous, else double-quoted (cached: flags and keys repeat a lot)."""
-    if _PLAIN.match(text) and not _AMBIGUOUS.match(text):
+    if _PLAIN.fullmatch(text) and not _AMBIGUOUS.fullmatch(text):
         return text
     return _double_quoted(text)
 

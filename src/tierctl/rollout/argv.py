@@ -1,13 +1,16 @@
 """Engine argv as parsed flags: the launcher, then ``--flag [value...]`` tokens.
 
-Rollout compares argv by flags, not by raw strings, so ``--tp-size=4`` and ``--tp-size 4`` are
-the same setting and the order of flags does not matter; that is also how an engine's
-``/server_info`` reports them (one key per flag, dashes as underscores).
+Rollout compares argv by flags (grouped by :mod:`tierctl.compose.argv`, as the contracts group
+them), not by raw strings, so ``--tp-size=4`` and ``--tp-size 4`` are the same setting and the
+order of flags does not matter; that is also how an engine's ``/server_info`` reports them (one
+key per flag, dashes as underscores).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tierctl.compose.argv import first_flag, parse_flags
 
 #: A flag's value: ``True`` for a bare flag, a string, or a tuple for several values.
 FlagValue = str | bool | tuple[str, ...]
@@ -27,7 +30,7 @@ class ParsedArgv:
 
 
 def parse_argv(tokens: list[str] | tuple[str, ...]) -> ParsedArgv:
-    """Split an argv into launcher tokens and flags.
+    """Split an argv into launcher tokens and flags (grouped by :mod:`tierctl.compose.argv`).
 
     Args:
         tokens: The command tokens.
@@ -36,33 +39,18 @@ def parse_argv(tokens: list[str] | tuple[str, ...]) -> ParsedArgv:
         The launcher and an ordered flag map; a repeated flag keeps its last value, as argparse
         does.
     """
-    i = 0
-    while i < len(tokens) and not tokens[i].startswith("--"):
-        i += 1
-    launcher = tuple(tokens[:i])
+    argv = tuple(tokens)
+    start = first_flag(argv)
     flags: dict[str, FlagValue] = {}
-    while i < len(tokens):
-        tok = tokens[i]
-        i += 1
-        if not tok.startswith("--") or tok == "--":
-            # A stray positional after the flags: keep it visible rather than drop it.
-            flags[f"<positional:{tok}>"] = True
+    for use in parse_flags(argv, start, None):
+        values = use.values
+        if not use.name:
+            # ``--`` and what follows it are positionals: keep them visible rather than drop them.
+            for token in (use.token, *values):
+                flags[f"<positional:{token}>"] = True
             continue
-        name, eq, inline = tok[2:].partition("=")
-        if eq:
-            flags[name] = inline
-            continue
-        values: list[str] = []
-        while i < len(tokens) and not _is_flag(tokens[i]):
-            values.append(tokens[i])
-            i += 1
-        flags[name] = True if not values else values[0] if len(values) == 1 else tuple(values)
-    return ParsedArgv(launcher=launcher, flags=flags)
-
-
-def _is_flag(token: str) -> bool:
-    # A negative number is a value, not a flag.
-    return token.startswith("--") and not token[2:3].isdigit()
+        flags[use.name] = True if not values else values[0] if len(values) == 1 else values
+    return ParsedArgv(launcher=argv[:start], flags=flags)
 
 
 def format_value(value: FlagValue) -> str:

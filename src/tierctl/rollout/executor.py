@@ -159,6 +159,7 @@ def run_rollout(
                     for s in plan.steps[:index]
                     if s.role == "engine" and s.action != "down"
                 },
+                variant_label=plan.variant_label,
             )
             outcomes.append(_run_step(step, driver, old, new, journal, ctx, options.dry_run, say))
         if journal is not None:

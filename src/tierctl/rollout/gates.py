@@ -6,7 +6,8 @@
   matches ``16384`` whether reported as a number or a string, a bare flag matches ``true``);
 - ``metrics-variant``: the engine exports ``sglang`` metrics, and the variant the collector will
   attach to this container (its rendered scrape config in NEW) is the step's variant; with a
-  Prometheus URL and no collector step left, the query also has to show that variant;
+  Prometheus URL and no collector step left, the query also has to show that variant. The
+  variant is read under the plan's ``variant_label`` (the spec's ``telemetry.label``);
 - ``prometheus-variants`` (collector steps): with a Prometheus URL, every engine recreated so far
   shows its new variant, and no other, under its ``container_name``;
 - ``soak``: for ``soak_s`` seconds health keeps answering and the aborted/finished request ratio
@@ -33,7 +34,7 @@ from tierctl.rollout.roles import VARIANT_LABEL, infer_role
 from tierctl.rollout.scrape import metric_total, parse_metrics
 
 DEFAULT_QUERY = (
-    "count by (container_name, config_variant) "
+    "count by (container_name, {label}) "
     '(sglang_num_running_reqs{{container_name="{container}"{host_matcher}}})'
 )
 
@@ -78,6 +79,7 @@ class GateContext:
     clock: Callable[[], float] = time.monotonic
     collector_pending: bool = False
     recreated_engines: Mapping[str, str | None] = field(default_factory=dict)
+    variant_label: str = VARIANT_LABEL
     notes: list[str] = field(default_factory=list)
 
 
@@ -188,8 +190,8 @@ def gate_server_info(ctx: GateContext) -> None:
     ctx.notes.append(f"server-info: {len(parse_argv(ctx.step.expected_argv).flags)} flags match")
 
 
-def scrape_variants(dep: Deployment) -> dict[str, str]:
-    """container_name -> config_variant from every collector's rendered scrape config in ``dep``."""
+def scrape_variants(dep: Deployment, label: str = VARIANT_LABEL) -> dict[str, str]:
+    """container_name -> variant (the ``label`` value) from every collector's scrape config."""
     found: dict[str, str] = {}
     for name, svc in dep.services.items():
         if infer_role(name, svc).role != "collector":
@@ -198,23 +200,23 @@ def scrape_variants(dep: Deployment) -> dict[str, str]:
             content = cfg.get("content") if isinstance(cfg, dict) else None
             if isinstance(content, str):
                 try:
-                    _walk_labels(yaml.safe_load(content), found)
+                    _walk_labels(yaml.safe_load(content), label, found)
                 except yaml.YAMLError:
                     continue
             elif content is not None:
-                _walk_labels(content, found)
+                _walk_labels(content, label, found)
     return found
 
 
-def _walk_labels(node: Any, found: dict[str, str]) -> None:
+def _walk_labels(node: Any, label: str, found: dict[str, str]) -> None:
     if isinstance(node, dict):
-        if "container_name" in node and VARIANT_LABEL in node:
-            found[str(node["container_name"])] = str(node[VARIANT_LABEL])
+        if "container_name" in node and label in node:
+            found[str(node["container_name"])] = str(node[label])
         for v in node.values():
-            _walk_labels(v, found)
+            _walk_labels(v, label, found)
     elif isinstance(node, list):
         for v in node:
-            _walk_labels(v, found)
+            _walk_labels(v, label, found)
 
 
 def gate_metrics_variant(ctx: GateContext) -> None:
@@ -233,7 +235,7 @@ def gate_metrics_variant(ctx: GateContext) -> None:
             fix="render the engine with --enable-metrics",
         )
     container = ctx.step.container_name or ctx.step.service
-    scraped = scrape_variants(ctx.new).get(container)
+    scraped = scrape_variants(ctx.new, ctx.variant_label).get(container)
     if ctx.step.variant is not None and scraped is not None and scraped != ctx.step.variant:
         raise GateFailed(
             f"{container} would be reported as {scraped!r}, its labels say {ctx.step.variant!r}",
@@ -265,7 +267,9 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
     matcher = f',host_machine="{host}"' if host else ""
     deadline = ctx.clock() + ctx.settings.metrics_timeout_s
     for container, variant in wanted.items():
-        query = DEFAULT_QUERY.format(container=container, host_matcher=matcher)
+        query = DEFAULT_QUERY.format(
+            label=ctx.variant_label, container=container, host_matcher=matcher
+        )
         seen: list[str] = []
         while True:
             try:
@@ -275,7 +279,7 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
                     timeout=ctx.settings.request_timeout_s,
                 )
                 result = resp.json().get("data", {}).get("result", [])
-                seen = sorted({str(r.get("metric", {}).get(VARIANT_LABEL)) for r in result})
+                seen = sorted({str(r.get("metric", {}).get(ctx.variant_label)) for r in result})
             except (httpx.HTTPError, ValueError, AttributeError):
                 seen = []
             if seen == [variant]:

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tierctl.rollout.roles import VARIANT_LABEL
+
 ChangeKind = Literal["unchanged", "recreate", "added", "removed"]
 Reason = Literal["argv", "env", "image", "labels", "logging", "config", "other"]
 Action = Literal["down", "recreate", "up"]
@@ -46,8 +48,8 @@ class ServiceChange(_Model):
     details: list[str] = Field(
         default_factory=list, description="Readable differences: flags, env keys, labels."
     )
-    old_variant: str | None = Field(default=None, description="config_variant label in OLD.")
-    new_variant: str | None = Field(default=None, description="config_variant label in NEW.")
+    old_variant: str | None = Field(default=None, description="The variant label in OLD.")
+    new_variant: str | None = Field(default=None, description="The variant label in NEW.")
 
 
 class Step(_Model):
@@ -63,7 +65,7 @@ class Step(_Model):
         default_factory=list, description="Gates run after the action: health, server-info, ..."
     )
     container_name: str | None = Field(default=None, description="container_name in the file.")
-    variant: str | None = Field(default=None, description="The config_variant expected after.")
+    variant: str | None = Field(default=None, description="The variant expected after.")
     expected_argv: list[str] = Field(
         default_factory=list, description="The rendered command the engine must report."
     )
@@ -81,6 +83,10 @@ class Plan(_Model):
     untouched: list[str] = Field(description="Services the rollout never touches.")
     allowed: list[str] = Field(
         default_factory=list, description="Protected services --allow let the plan recreate."
+    )
+    variant_label: str = Field(
+        default=VARIANT_LABEL,
+        description="The label key carrying the variant: the spec's telemetry.label.",
     )
 
     def changed(self) -> list[ServiceChange]:

@@ -41,12 +41,14 @@ class PlanOptions:
         protected_services: Further service names never recreated unless allowed.
         allow: Protected services the operator allows this plan to change.
         roles: Explicit roles (from the spec or options); they win over inference.
+        variant_label: The label key carrying the variant (the spec's ``telemetry.label``).
     """
 
     protected_roles: frozenset[str] = frozenset({"proxy", "registrar"})
     protected_services: frozenset[str] = frozenset()
     allow: frozenset[str] = frozenset()
     roles: Mapping[str, ServiceRole] = field(default_factory=dict)
+    variant_label: str = VARIANT_LABEL
 
 
 def plan_files(
@@ -153,6 +155,7 @@ def build_plan(old: LoadedSource, new: LoadedSource, options: PlanOptions) -> Pl
         steps=built,
         untouched=[n for n in names if n not in touched],
         allowed=sorted(options.allow),
+        variant_label=options.variant_label,
     )
 
 
@@ -166,8 +169,8 @@ def _change(
     present = new if new is not None else old
     assert present is not None
     role = infer_role(name, present, options.roles)
-    old_variant = _variant(old)
-    new_variant = _variant(new)
+    old_variant = _variant(old, options.variant_label)
+    new_variant = _variant(new, options.variant_label)
     replica_label = (present.get("labels") or {}).get(REPLICA_LABEL)
     replica = str(replica_label) if role.role == "engine" and replica_label else None
     if old is None or new is None:
@@ -194,10 +197,10 @@ def _change(
     )
 
 
-def _variant(svc: Mapping[str, Any] | None) -> str | None:
+def _variant(svc: Mapping[str, Any] | None, label: str) -> str | None:
     if svc is None:
         return None
-    value = (svc.get("labels") or {}).get(VARIANT_LABEL)
+    value = (svc.get("labels") or {}).get(label)
     return None if value is None else str(value)
 
 

@@ -68,12 +68,7 @@ def make_plan(
     """Plan the rollout from OLD to NEW; roles come from ``spec`` when given."""
     options = options_from_spec(spec, allow) if spec else PlanOptions(allow=allow)
     if protect:
-        options = PlanOptions(
-            protected_roles=options.protected_roles,
-            protected_services=options.protected_services | protect,
-            allow=options.allow,
-            roles=options.roles,
-        )
+        options = replace(options, protected_services=options.protected_services | protect)
     return plan_files(old, new, options, repo)
 
 

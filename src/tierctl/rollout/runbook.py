@@ -103,7 +103,8 @@ def render_runbook(
     w("")
     w("```promql")
     w(
-        f"count by (container_name, config_variant) (sglang_num_running_reqs{{{matcher.lstrip(',')}}})"
+        f"count by (container_name, {plan.variant_label}) "
+        f"(sglang_num_running_reqs{{{matcher.lstrip(',')}}})"
     )
     w("```")
     w("")
@@ -235,7 +236,7 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
         w("3. Gates:")
         w("")
         for gate in step.gates:
-            w(f"   - {_gate_text(gate, step, host)}")
+            w(f"   - {_gate_text(gate, step, host, plan.variant_label)}")
         w("")
     w(f"Rollback ({step.rollback}):")
     w("")
@@ -274,7 +275,7 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
     w("")
 
 
-def _gate_text(gate: str, step: Step, host: str | None) -> str:
+def _gate_text(gate: str, step: Step, host: str | None, label: str) -> str:
     container = step.container_name or step.service
     matcher = f',host_machine="{host}"' if host else ""
     if gate == "health":
@@ -283,7 +284,7 @@ def _gate_text(gate: str, step: Step, host: str | None) -> str:
         flags = " ".join(t for t in step.expected_argv if t.startswith("--"))
         return f"`GET /server_info` reports exactly the rendered flags ({flags})"
     if gate == "metrics-variant":
-        q = DEFAULT_QUERY.format(container=container, host_matcher=matcher)
+        q = DEFAULT_QUERY.format(label=label, container=container, host_matcher=matcher)
         return f"`/metrics` exports sglang metrics; `{q}` shows `{step.variant}`"
     if gate == "prometheus-variants":
         return (

@@ -1,8 +1,9 @@
 """Roles and protection taken from a tier spec, when the operator passes ``--spec``.
 
 The spec is the authority: replicas are engines with their canary/control role, every other
-service has its declared role, and a service whose ``rollout`` policy is ``never`` (the default
-for the proxy and the registrar) is protected.
+service has its declared role, a service whose ``rollout`` policy is ``never`` (the default
+for the proxy and the registrar) is protected, and the variant is read from the label the
+spec's ``telemetry.label`` names.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def options_from_spec(path: str | Path, allow: frozenset[str] = frozenset()) -> 
         allow: Protected services the operator allows the plan to change.
 
     Returns:
-        Options whose roles and protected services come from the spec.
+        Options whose roles, protected services and variant label come from the spec.
 
     Raises:
         SpecError: The spec is invalid (exit 2, located).
@@ -41,4 +42,5 @@ def options_from_spec(path: str | Path, allow: frozenset[str] = frozenset()) -> 
         protected_services=frozenset(protected),
         allow=allow,
         roles=roles,
+        variant_label=tier.spec.telemetry.label,
     )

@@ -65,7 +65,15 @@ def test_any_value_replaced_by_junk_is_reported_not_crashed(
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.one_of(junk, st.just("scrape_configs: {a: 1}\n"), st.just("receivers: [1, 2]\n")))
+# A `$` in junk text is malformed interpolation (bad input, exit 2: tested in tests/unit/compose),
+# not a scrape-config question, so this test leaves it out.
+@given(
+    st.one_of(
+        junk.filter(lambda c: "$" not in repr(c)),
+        st.just("scrape_configs: {a: 1}\n"),
+        st.just("receivers: [1, 2]\n"),
+    )
+)
 def test_odd_scrape_config_content_is_a_violation(content: Any) -> None:
     doc = yaml.safe_load(yaml.safe_dump(GOOD))
     _with_scrape(doc, content)

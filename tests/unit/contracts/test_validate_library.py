@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.conftest import EXAMPLES, GLM_SPEC
 from tests.strategies import spec_dicts
-from tierctl.contracts.compose_file import load_compose
+from tierctl.compose import load_compose
 from tierctl.contracts.validation import validate, validate_paths
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml

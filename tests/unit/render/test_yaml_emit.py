@@ -90,3 +90,9 @@ def test_flags_and_ports_are_readable_and_safe() -> None:
 def test_multiline_strings_are_literal_blocks() -> None:
     text = dump_yaml({"content": "a: 1\nb:\n  - 2\n"})
     assert text == "content: |\n  a: 1\n  b:\n    - 2\n"
+
+
+def test_trailing_newline_is_never_plain() -> None:
+    """`$` in a regex matches before a final newline; a plain `A` would lose it."""
+    for doc in ({"k": ["A\n"]}, {"A\n": None}, {"k": {"A\n": 1}}):
+        assert yaml.safe_load(dump_yaml(doc)) == doc

@@ -39,3 +39,8 @@ def test_changes_are_reported_per_flag() -> None:
 def test_launcher_change_is_reported() -> None:
     changes = diff_argv([*LAUNCH, "--a", "1"], ["vllm", "serve", "--a", "1"])
     assert [c.flag for c in changes] == ["<launcher>"]
+
+
+def test_double_dash_and_what_follows_stay_visible_as_positionals() -> None:
+    p = parse_argv([*LAUNCH, "--a", "1", "--", "x"])
+    assert p.flags == {"a": "1", "<positional:-->": True, "<positional:x>": True}

@@ -18,6 +18,7 @@ from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
 from tierctl.rollout.gates import GateContext, GateSettings, gate_soak
 from tierctl.rollout.model import Plan, Step
 from tierctl.rollout.planner import plan_files
+from tierctl.rollout.run import make_plan
 
 
 class RecordingDriver:
@@ -134,6 +135,43 @@ def test_a_failed_server_info_gate_rolls_back_with_the_old_file(
         run_rollout(plan, driver, old, new, RolloutOptions(journal, gates=gates), client=client)
     assert driver.calls[-1][:3] == ("apply", "old", R2)
     assert [c[2] for c in driver.calls] == [R2, R2, R2]
+
+
+def test_the_collector_gate_reads_the_plans_variant_label(tmp_path: Path) -> None:
+    def tier_variant(doc: dict) -> None:  # type: ignore[type-arg]
+        doc["telemetry"]["label"] = "tier_variant"
+
+    old = render_variant(tmp_path, "old", lambda d: (tier_variant(d), without_ingestion(d)))
+    new = render_variant(tmp_path, "new", tier_variant)
+    plan = make_plan(str(old), str(new), spec=tmp_path / "new.tier.yaml")
+    old_dep, new_dep = load_sides(plan)
+    variants = {s.container_name: s.variant for s in plan.steps if s.role == "engine"}
+    queries: list[str] = []
+
+    def prometheus(request: httpx.Request) -> httpx.Response:
+        query = request.url.params["query"]
+        queries.append(query)
+        container = next(c for c in variants if f'"{c}"' in query)
+        metric = {"container_name": container, "tier_variant": variants[container]}
+        return httpx.Response(200, json={"data": {"result": [{"metric": metric}]}})
+
+    gates = GateSettings(
+        prometheus_url="http://prom",
+        metrics_timeout_s=0,
+        skip=frozenset({"health", "server-info", "metrics-variant", "soak"}),
+    )
+    with httpx.Client(transport=httpx.MockTransport(prometheus)) as client:
+        result = run_rollout(
+            plan,
+            RecordingDriver(tmp_path / "j.jsonl"),
+            old_dep,
+            new_dep,
+            RolloutOptions(tmp_path / "j.jsonl", gates=gates),
+            client=client,
+        )
+    assert [o.status for o in result.outcomes] == ["done"] * 3
+    assert len(queries) == 2
+    assert all(q.startswith("count by (container_name, tier_variant) ") for q in queries)
 
 
 def _soak_ctx(counts: list[tuple[float, float]], healthy: bool = True) -> GateContext:

@@ -1,4 +1,8 @@
-"""The compose normaliser sees services the way `docker compose config` does."""
+"""The planner's view of compose services: one long-form map per service, configs folded in.
+
+How the file is read (anchors, interpolation, tokenising, list forms, errors) is tested once,
+against the shared reader, in tests/unit/compose/.
+"""
 
 from __future__ import annotations
 
@@ -10,19 +14,19 @@ from tierctl.rollout.normalise import CONFIGS_KEY, load_services
 ANCHORED = """
 x-engine: &engine
   image: img@sha256:1
-  environment: [A=1, B=2]
-  labels: {config_variant: v1}
+  labels: [config_variant=v1]
 services:
   r1:
     <<: *engine
-    command: python3 -m sglang.launch_server --port ${R1_PORT:-30001} --model-path "/m x"
+    command: sglang --port ${R1_PORT:-30001} --name "a b"
+    environment: ["HF_TOKEN=${HF_TOKEN:?set HF_TOKEN}"]
   r2:
     <<: *engine
+    entrypoint: [python3, -m]
     environment: {A: 1, B: "2"}
-    command: ["python3", "-m", "sglang.launch_server", "--port", 30002, "--model-path", "/m x"]
   col:
     image: otel
-    configs: [scrape]
+    configs: [{source: scrape, target: /etc/scrape.yaml}]
     depends_on: [r1, r2]
 configs:
   scrape:
@@ -30,41 +34,35 @@ configs:
 """
 
 
-def test_merge_keys_interpolation_and_tokenised_command() -> None:
+def test_services_are_long_form_maps_with_defaults_applied_and_secrets_kept() -> None:
     svcs = load_services(ANCHORED, "c.yaml").services
     assert svcs["r1"]["image"] == "img@sha256:1"
-    assert svcs["r1"]["command"] == [
-        "python3",
-        "-m",
-        "sglang.launch_server",
-        "--port",
-        "30001",
-        "--model-path",
-        "/m x",
-    ]
-    # Numbers in a list command become tokens, as compose does.
-    assert svcs["r2"]["command"][4] == "30002"
+    assert svcs["r1"]["command"] == ["sglang", "--port", "30001", "--name", "a b"]
+    assert svcs["r2"]["entrypoint"] == ["python3", "-m"]
+    assert "command" not in svcs["r2"]
+    assert svcs["r1"]["environment"] == {"HF_TOKEN": "${HF_TOKEN:?set HF_TOKEN}"}
+    assert svcs["r2"]["environment"] == {"A": "1", "B": "2"}
+    assert svcs["r2"]["labels"] == {"config_variant": "v1"}
 
 
-def test_list_and_map_environment_normalise_to_the_same_map() -> None:
-    svcs = load_services(ANCHORED, "c.yaml").services
-    assert svcs["r1"]["environment"] == svcs["r2"]["environment"] == {"A": "1", "B": "2"}
+def test_given_variables_are_substituted() -> None:
+    svcs = load_services(ANCHORED, "c.yaml", env={"R1_PORT": "7", "HF_TOKEN": "t"}).services
+    assert svcs["r1"]["command"][2] == "7"
+    assert svcs["r1"]["environment"] == {"HF_TOKEN": "t"}
 
 
 def test_mounted_config_content_is_folded_into_the_service() -> None:
     svcs = load_services(ANCHORED, "c.yaml").services
     assert svcs["col"][CONFIGS_KEY] == {"scrape": {"content": "labels: {config_variant: v1}"}}
     assert svcs["col"]["depends_on"]["r1"]["condition"] == "service_started"
+    assert CONFIGS_KEY not in svcs["r1"]
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("services: [a, b]", "no services mapping"),
-        ("services:\n  a: [1]\n", "not a mapping"),
+        ("name: x\n", "no services mapping"),
         ("services:\n  a: {command: 'x \"y'}\n", "cannot split"),
-        ("services: {a: {image: '${X'}}", "unterminated"),
-        ("services:\n  a: {\n", "cannot parse compose YAML"),
     ],
 )
 def test_bad_compose_is_a_located_input_error(text: str, message: str) -> None:

@@ -1,15 +1,21 @@
-"""Compose variable interpolation, checked without needing the variables.
+"""Compose variable interpolation, in the three modes tierctl reads files in.
 
 Compose substitutes ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``,
 ``${VAR:?message}``, ``${VAR?message}``, ``${VAR:+alt}``, ``${VAR+alt}`` (nested in the
-default/alt part) and writes ``$$`` for a literal ``$``. Validation reads files on a machine
-that does not have the deployment's secrets, so the default mode keeps every reference as it
-is written (only ``$$`` becomes ``$``) and never fails on an unset required variable; a
-malformed reference is still an error, as it is for ``docker compose config``.
+default/alt part) and writes ``$$`` for a literal ``$``. A malformed reference (``${A``, ``$5``)
+is an error in every mode, as it is for ``docker compose config``.
+
+Validation reads files on a machine that does not have the deployment's secrets, so it keeps
+every reference as written (:attr:`Interpolation.KEEP`). A plan compares files, not hosts: it
+applies defaults but keeps an unset required variable (``${HF_TOKEN:?...}``, how the renderer
+writes secrets) as written, so secret values stay out of plans and a changed expression still
+shows (:attr:`Interpolation.DEFAULTS`). With a real environment, an unset required variable
+fails as it would on deploy (:attr:`Interpolation.STRICT`).
 """
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +25,27 @@ _OPERATORS = (":-", ":?", ":+", "-", "?", "+")
 
 
 class InterpolationError(ValueError):
-    """A malformed ``$`` reference, or (with an environment) an unset required variable."""
+    """A malformed ``$`` reference, or (strict mode) an unset required variable."""
+
+
+class MissingVariable(InterpolationError):
+    """STRICT mode: a required variable (``${NAME:?message}``) is unset."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"required variable {name} is missing a value: {message}")
+        self.name = name
+
+
+class Interpolation(enum.Enum):
+    """How references are treated when a compose file is read."""
+
+    KEEP = "keep"
+    """Every reference kept as written (only ``$$`` becomes ``$``); needs no variables."""
+    DEFAULTS = "defaults"
+    """Substituted from the environment (empty unless given), defaults applied; an unset
+    required variable is kept as written."""
+    STRICT = "strict"
+    """Substituted from the environment; an unset required variable is an error."""
 
 
 @dataclass(frozen=True)
@@ -122,40 +148,52 @@ def references(text: str) -> list[VarRef]:
     return [p for p in parse(text) if isinstance(p, VarRef)]
 
 
-def interpolate(text: str, env: Mapping[str, str] | None = None) -> str:
-    """Substitute references from ``env``; with ``env=None`` keep them as written.
+def interpolate(
+    text: str, env: Mapping[str, str] | None = None, mode: Interpolation | None = None
+) -> str:
+    """Substitute references in ``text`` as ``mode`` says.
+
+    Args:
+        text: a string value from a compose file.
+        env: the variables; an absent one is unset. Ignored in KEEP mode.
+        mode: KEEP, DEFAULTS or STRICT; default KEEP without ``env``, STRICT with it.
 
     Raises:
-        InterpolationError: malformed text, or a required variable unset in ``env``.
+        InterpolationError: malformed text, or (STRICT) a required variable unset in ``env``.
     """
     if "$" not in text:
         return text
+    if mode is None:
+        mode = Interpolation.KEEP if env is None else Interpolation.STRICT
+    variables: Mapping[str, str] = env or {}
     out: list[str] = []
     for piece in parse(text):
         if isinstance(piece, str):
             out.append(piece)
-        elif env is None:
+        elif mode is Interpolation.KEEP:
             out.append(piece.text)
         else:
-            out.append(_resolve(piece, env))
+            out.append(_resolve(piece, variables, mode))
     return "".join(out)
 
 
-def _resolve(ref: VarRef, env: Mapping[str, str]) -> str:
+def _resolve(ref: VarRef, env: Mapping[str, str], mode: Interpolation) -> str:
     value = env.get(ref.name)
     empty = value is None or value == ""
     arg = ref.argument or ""
     if ref.operator == ":-":
-        return interpolate(arg, env) if empty else str(value)
+        return interpolate(arg, env, mode) if empty else str(value)
     if ref.operator == "-":
-        return interpolate(arg, env) if value is None else value
+        return interpolate(arg, env, mode) if value is None else value
     if ref.operator in (":?", "?"):
         missing = empty if ref.operator == ":?" else value is None
+        if missing and mode is Interpolation.DEFAULTS:
+            return ref.text
         if missing:
-            raise InterpolationError(f"required variable {ref.name} is missing a value: {arg}")
+            raise MissingVariable(ref.name, arg)
         return str(value)
     if ref.operator == ":+":
-        return "" if empty else interpolate(arg, env)
+        return "" if empty else interpolate(arg, env, mode)
     if ref.operator == "+":
-        return "" if value is None else interpolate(arg, env)
+        return "" if value is None else interpolate(arg, env, mode)
     return value or ""

@@ -1,4 +1,9 @@
-"""Reading an engine argv back into flags, the way the engine's parser would group tokens."""
+"""Reading an engine argv back into flags, the way the engine's parser would group tokens.
+
+Used wherever a compose ``command`` is compared by flags: the contracts (with the pinned
+engine's catalog, so a flag takes exactly its number of values) and the rollout planner and
+gates (without one: a flag takes the tokens up to the next flag).
+"""
 
 from __future__ import annotations
 
@@ -28,6 +33,12 @@ def split_launcher(argv: tuple[str, ...], launcher: list[str]) -> int:
     otherwise at the first ``--`` token."""
     if list(argv[: len(launcher)]) == launcher:
         return len(launcher)
+    return first_flag(argv)
+
+
+def first_flag(argv: tuple[str, ...] | list[str]) -> int:
+    """Index of the first ``--`` token: what comes before it is the launcher
+    (``python3 -m sglang.launch_server``)."""
     for i, token in enumerate(argv):
         if token.startswith("--"):
             return i

@@ -1,0 +1,98 @@
+"""Compose's alternative spellings of one value, read as one shape.
+
+A ``command`` is a list or a string split like a shell line (a folded ``command: >`` is one
+string); ``environment`` and ``labels`` are a map or a list of ``KEY=VALUE`` / bare ``KEY``;
+``depends_on`` is a list of names or the long map. ``docker compose config`` prints the long
+form of each, and so do these functions. A value of the wrong shape raises
+:class:`FormError`; the loader turns it into a located input error.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+
+class FormError(ValueError):
+    """A value compose cannot read in any of its forms."""
+
+    def __init__(self, message: str, *, rule: str, fix: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.fix = fix
+
+
+def scalar_text(value: Any) -> str:
+    """A YAML scalar as compose passes it to the container (``true``, ``4``, ``0.82``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    return str(value)
+
+
+def split_command(value: Any) -> tuple[str, ...] | None:
+    """A ``command``/``entrypoint`` as argv tokens; None when absent.
+
+    Raises:
+        FormError: unbalanced quotes in a string (compose refuses it too), or a mapping.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:
+            raise FormError(
+                f"cannot split the command into tokens: {exc}",
+                rule="a string command is split like a shell line",
+                fix="balance the quotes or write the command as a list",
+            ) from None
+    if isinstance(value, list):
+        return tuple(scalar_text(v) for v in value)
+    if isinstance(value, dict):
+        raise FormError(
+            "a command must be a string or a list",
+            rule="compose command syntax",
+            fix="write the command as a list of tokens",
+        )
+    return (scalar_text(value),)
+
+
+def normalise_environment(value: Any) -> dict[str, str | None]:
+    """``environment`` in map or list (``A=1``, bare ``A``) form, as a map; bare keys map to None.
+
+    Raises:
+        FormError: neither a map nor a list.
+    """
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return {str(k): None if v is None else scalar_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        out: dict[str, str | None] = {}
+        for item in value:
+            key, sep, val = str(item).partition("=")
+            out[key] = val if sep else None
+        return out
+    raise FormError(
+        "must be a map or a list of KEY=VALUE",
+        rule="compose environment/labels syntax",
+        fix="write a mapping or a list of KEY=VALUE strings",
+    )
+
+
+def normalise_labels(value: Any) -> dict[str, str]:
+    """``labels`` in map or list form, as a map; a bare key is an empty label, as in compose.
+
+    Raises:
+        FormError: neither a map nor a list.
+    """
+    return {k: "" if v is None else v for k, v in normalise_environment(value).items()}
+
+
+def normalise_depends_on(value: Any) -> Any:
+    """``depends_on`` as the long map; a list of names means started and required."""
+    if isinstance(value, list):
+        return {str(d): {"condition": "service_started", "required": True} for d in value}
+    return value

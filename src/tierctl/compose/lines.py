@@ -1,0 +1,66 @@
+"""Where each key of a compose file sits, so that every message can name file and line."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import yaml
+
+from tierctl.errors import Location
+from tierctl.spec.loader import PathKey, format_path
+
+try:  # libyaml is several times faster; the pure-Python loader gives the same result.
+    YamlLoader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
+except AttributeError:  # pragma: no cover - depends on how PyYAML was built
+    YamlLoader = yaml.SafeLoader
+
+# Messages point at services.<name>.<key>[i].<sub> at the deepest; deeper keys are not recorded
+# so that a large inline config does not cost a walk of every scalar.
+_LINE_DEPTH = 5
+
+#: (file, line) of each key path.
+Lines = Mapping[PathKey, tuple[str, int]]
+
+
+def line_map(text: str) -> dict[PathKey, int]:
+    """Line of each key/item path, from the YAML node tree (anchors resolved as aliases)."""
+    lines: dict[PathKey, int] = {}
+    try:
+        node = yaml.compose(text, Loader=YamlLoader)
+    except yaml.YAMLError:
+        return lines
+    if node is not None:
+        _record_lines(node, (), lines)
+    return lines
+
+
+def merged_lines(texts: Sequence[tuple[str, str]]) -> dict[PathKey, tuple[str, int]]:
+    """(file, line) of each key path over files merged in order; a later file wins."""
+    out: dict[PathKey, tuple[str, int]] = {}
+    for name, text in texts:
+        out.update({k: (name, v) for k, v in line_map(text).items()})
+    return out
+
+
+def locate(lines: Lines, path: PathKey, default_file: str) -> Location:
+    """File and line of ``path`` (or its nearest ancestor that has one), and the dotted path."""
+    for end in range(len(path), -1, -1):
+        hit = lines.get(tuple(path[:end]))
+        if hit is not None:
+            return Location(file=hit[0], line=hit[1], path=format_path(tuple(path)))
+    return Location(file=default_file, path=format_path(tuple(path)))
+
+
+def _record_lines(node: yaml.Node, path: PathKey, lines: dict[PathKey, int]) -> None:
+    if len(path) > _LINE_DEPTH:
+        return
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            child = (*path, key)
+            lines.setdefault(child, key_node.start_mark.line + 1)
+            _record_lines(value_node, child, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines.setdefault((*path, i), item.start_mark.line + 1)
+            _record_lines(item, (*path, i), lines)

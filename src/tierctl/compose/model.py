@@ -1,0 +1,156 @@
+"""A compose file as data: its services in their long forms, and where each key came from."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from tierctl.compose.forms import (
+    FormError,
+    normalise_environment,
+    normalise_labels,
+    split_command,
+)
+from tierctl.compose.lines import locate, merged_lines
+from tierctl.errors import ComposeInputError, Location
+from tierctl.spec.loader import PathKey
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class ComposeService:
+    """One service, normalised.
+
+    Attributes:
+        name: The service name.
+        data: The service's keys as read (anchors merged, interpolated), in their written form.
+        command: ``command`` as argv tokens; None when absent.
+        environment: ``environment`` as a map; a bare key maps to None.
+        labels: ``labels`` as a map; a bare key is an empty label.
+        entrypoint: ``entrypoint`` as argv tokens; None when absent.
+        mounted_configs: Each top-level config the service mounts (by ``configs:``), name ->
+            its definition (``content``/``file``), None when the file does not define it.
+    """
+
+    name: str
+    data: dict[str, Any] = field(repr=False)
+    command: tuple[str, ...] | None
+    environment: dict[str, str | None]
+    labels: dict[str, str]
+    entrypoint: tuple[str, ...] | None = None
+    mounted_configs: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def image(self) -> str | None:
+        """The image reference, if any."""
+        value = self.data.get("image")
+        return str(value) if value is not None else None
+
+    @property
+    def gpu_ids(self) -> tuple[str, ...]:
+        """GPU ids reserved in ``deploy.resources.reservations.devices[*].device_ids``."""
+        deploy = self.data.get("deploy")
+        resources = deploy.get("resources") if isinstance(deploy, dict) else None
+        reservations = resources.get("reservations") if isinstance(resources, dict) else None
+        devices = reservations.get("devices") if isinstance(reservations, dict) else None
+        out: list[str] = []
+        for device in devices if isinstance(devices, list) else []:
+            ids = device.get("device_ids") if isinstance(device, dict) else None
+            if isinstance(ids, list):
+                out.extend(str(d) for d in ids)
+            elif isinstance(ids, str | int) and not isinstance(ids, bool):
+                out.append(str(ids))
+        return tuple(out)
+
+    @property
+    def container_name(self) -> str | None:
+        """The container name, if set."""
+        value = self.data.get("container_name")
+        return str(value) if value is not None else None
+
+
+@dataclass(frozen=True)
+class ComposeFile:
+    """A compose document (or several merged), normalised, with where each key came from.
+
+    The line map is computed on first use: a clean file never needs it, and building it
+    costs a second pass over the YAML.
+    """
+
+    source: str
+    data: dict[str, Any] = field(repr=False)
+    services: dict[str, ComposeService]
+    texts: tuple[tuple[str, str], ...] = field(repr=False)  # (source, YAML text) in merge order
+
+    @functools.cached_property
+    def lines(self) -> dict[PathKey, tuple[str, int]]:
+        """(file, line) of each key path; a later file wins, as in a merge."""
+        return merged_lines(self.texts)
+
+    def location(self, *path: str | int) -> Location:
+        """File and line of ``path`` (or its nearest ancestor), and the dotted path."""
+        return locate(self.lines, tuple(path), self.source)
+
+    @classmethod
+    def from_data(
+        cls, source: str, data: dict[str, Any], texts: tuple[tuple[str, str], ...]
+    ) -> ComposeFile:
+        """Normalise every service of ``data`` (already interpolated).
+
+        Raises:
+            ComposeInputError: a service that is not a mapping, or a command, environment or
+                labels value compose cannot read; located at file:line.
+        """
+        configs = data.get("configs")
+        services: dict[str, ComposeService] = {}
+        for name, raw in (data.get("services") or {}).items():
+            if not isinstance(raw, dict):
+                raise ComposeInputError(
+                    f"service {name} is not a mapping",
+                    location=locate(merged_lines(texts), ("services", str(name)), texts[-1][0]),
+                    rule="each service is a mapping of compose keys",
+                    value=type(raw).__name__,
+                    fix="write the service as a mapping of compose keys",
+                )
+            services[str(name)] = _service(str(name), raw, configs, texts)
+        return cls(source=source, data=data, services=services, texts=texts)
+
+
+def _service(
+    name: str, raw: dict[str, Any], configs: Any, texts: tuple[tuple[str, str], ...]
+) -> ComposeService:
+    def read(key: str, form: Callable[[Any], _T]) -> _T:
+        try:
+            return form(raw.get(key))
+        except FormError as exc:
+            path = ("services", name, key)
+            raise ComposeInputError(
+                str(exc),
+                location=locate(merged_lines(texts), path, texts[-1][0]),
+                rule=exc.rule,
+                value=raw.get(key),
+                fix=exc.fix,
+            ) from None
+
+    return ComposeService(
+        name=name,
+        data=raw,
+        command=read("command", split_command),
+        environment=read("environment", normalise_environment),
+        labels=read("labels", normalise_labels),
+        entrypoint=read("entrypoint", split_command),
+        mounted_configs=_mounted(raw.get("configs"), configs),
+    )
+
+
+def _mounted(refs: Any, configs: Any) -> dict[str, Any]:
+    """The top-level definitions of the configs a service mounts (short or long syntax)."""
+    defined = configs if isinstance(configs, dict) else {}
+    out: dict[str, Any] = {}
+    for ref in refs if isinstance(refs, list) else []:
+        source = str(ref.get("source") if isinstance(ref, dict) else ref)
+        out[source] = defined.get(source)
+    return out
