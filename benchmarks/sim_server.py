@@ -26,13 +26,15 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @asynccontextmanager
-async def sim_server(*engine_args: str, time_scale: float = 100.0) -> AsyncIterator[str]:
+async def sim_server(
+    *engine_args: str, time_scale: float = 100.0, preset: str = "dense-8b-h100"
+) -> AsyncIterator[str]:
     """Start `tierctl sim serve` in a subprocess; yield its base URL; always stop it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     # Popen returns at once; the blocking reads below go through to_thread.
     proc = subprocess.Popen(  # noqa: ASYNC220
         [sys.executable, "-m", "tierctl", "sim", "serve", "--time-scale", str(time_scale),
-         "--preset", "dense-8b-h100", "--", "--port", "0", "--enable-metrics", *engine_args],
+         "--preset", preset, "--", "--port", "0", "--enable-metrics", *engine_args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )  # fmt: skip
     try:
@@ -59,21 +61,59 @@ async def sim_server(*engine_args: str, time_scale: float = 100.0) -> AsyncItera
             proc.wait()
 
 
+_WORDS = [
+    "the",
+    "scheduler",
+    "admits",
+    "a",
+    "long",
+    "prompt",
+    "and",
+    "splits",
+    "its",
+    "prefill",
+    "into",
+    "chunks",
+    "while",
+    "running",
+    "sequences",
+    "keep",
+    "decoding",
+    "one",
+    "token",
+    "per",
+    "round",
+    "until",
+    "the",
+    "request",
+    "queue",
+    "drains",
+    "and",
+    "the",
+    "cache",
+    "serves",
+    "the",
+    "shared",
+    "prefix",
+    "of",
+    "every",
+    "conversation",
+    "turn",
+    "from",
+    "memory",
+]
+
+
 def big_prompt(n_bytes: int, seed: int) -> str:
-    """A prompt of about ``n_bytes`` of English-like words."""
+    """About ``n_bytes`` of English-like text (~370K tokens per 1.4 MB with the bundled BPE)."""
     rng = random.Random(seed)
-    words = (
-        (ROOT / "docs" / "sim.md").read_text().split()
-        if (ROOT / "docs" / "sim.md").exists()
-        else ["token", "cache", "prefill", "decode", "scheduler"]
-    )
     out: list[str] = []
     size = 0
     while size < n_bytes:
-        w = rng.choice(words)
+        w = rng.choice(_WORDS)
         out.append(w)
         size += len(w) + 1
-    return " ".join(out)
+    return " ".join(out)[:n_bytes]
 
 
 async def probe_health(
@@ -157,7 +197,10 @@ async def main(quick: bool) -> None:
         ("on-loop tokenizer", ()),
         ("dynamic batch tokenizer", ("--enable-dynamic-batch-tokenizer",)),
     ):
-        async with sim_server(*extra) as url:
+        # The long-context preset: its KV pool holds several 1.4 MB (~370K-token) prompts.
+        async with sim_server(
+            *extra, time_scale=1000.0, preset="glm53-flash-w4afp8-tp4-h200"
+        ) as url:
             rows.append((label, *await health_under_burst(url, prompts)))
     print(f"/health latency during a burst of {k} prompts of 1.4 MB (probe every 50 ms):")
     for label, p50, p99, mx in rows:

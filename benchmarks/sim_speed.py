@@ -18,6 +18,7 @@ both ratio tables are printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -34,21 +35,36 @@ AISIM = Path("/tmp/peer-aisim/bin/aisimulate")
 VIDUR_PY = Path("/tmp/peer-vidur/bin/python")
 
 
-def group_rss_kib(pgid: int) -> int:
-    """Summed resident memory of the processes in process group ``pgid`` (Linux /proc)."""
-    total = 0
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, resident KiB) for every process (Linux /proc)."""
+    table: dict[int, tuple[int, int]] = {}
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid:  # field 5 of stat: pgrp
-                for line in (d / "status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            rss = 0
+            for line in (d / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1])
+            table[int(d.name)] = (ppid, rss)
         except (OSError, IndexError, ValueError):
             continue
-    return total
+    return table
+
+
+def descendants(root: int, table: dict[int, tuple[int, int]]) -> set[int]:
+    """``root`` and every process below it (AISimulate's worker starts a session of its own,
+    so neither the process group nor wait4 covers it)."""
+    found = {root}
+    grew = True
+    while grew:
+        grew = False
+        for pid, (ppid, _) in table.items():
+            if ppid in found and pid not in found:
+                found.add(pid)
+                grew = True
+    return found
 
 
 def run_child(
@@ -57,9 +73,8 @@ def run_child(
     """Run ``cmd``; wall time, its own peak RSS (MiB, from wait4), exit code, output tail."""
     with tempfile.TemporaryFile("w+") as log:
         t = time.perf_counter()
-        # A session of its own, so a time-out can stop the child's own workers too.
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env,
-                                cwd=cwd, start_new_session=True)  # fmt: skip
+                                cwd=cwd)  # fmt: skip
         timed_out = False
         sampled_kib = 0
         last_sample = 0.0
@@ -68,11 +83,15 @@ def run_child(
             if pid:
                 break
             if time.perf_counter() - last_sample > 0.5:
-                # wait4 misses workers a killed child never reaped: sample the group too.
-                sampled_kib = max(sampled_kib, group_rss_kib(proc.pid))
+                # wait4 misses workers a killed child never reaped: sample the whole tree.
+                table = _proc_table()
+                tree = descendants(proc.pid, table)
+                sampled_kib = max(sampled_kib, sum(table[p][1] for p in tree if p in table))
                 last_sample = time.perf_counter()
             if time.perf_counter() - t > timeout_s:
-                os.killpg(proc.pid, signal.SIGKILL)
+                for p in descendants(proc.pid, _proc_table()):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(p, signal.SIGKILL)
                 timed_out = True
                 pid, status, usage = os.wait4(proc.pid, 0)
                 break
@@ -216,6 +235,9 @@ def main(args: argparse.Namespace) -> None:
             print(f"first hour ({len(hour.requests)} requests): tierctl {ours_h['wall_s']:.2f} s, "
                   f"{ours_h['peak_mib']:.0f} MiB; AISimulate {ah['wall_s']:.1f} s, "
                   f"{ah['peak_mib']:.0f} MiB ({ah['wall_s'] / ours_h['wall_s']:.0f}x the wall time)")  # fmt: skip
+        else:
+            print(f"first hour: AISimulate did not finish ({ah['wall_s']:.0f} s, "
+                  f"{'timed out' if ah['timed_out'] else 'exit ' + str(ah['rc'])})")  # fmt: skip
     if AISIM.exists():
         a = run_aisim(mc, 2, work, args.peer_timeout_s)
         if a["prediction"] is not None:
