@@ -150,6 +150,10 @@ async def test_queue_limit_answers_the_configured_status_and_bad_requests_get_40
         async with s.post(srv.url + "/v1/chat/completions", data=b"{not json") as r:
             assert r.status == 400
             assert (await r.json())["error"]["type"] == "invalid_request_error"
+        lone_surrogate = b'{"prompt": "a\\ud800b"}'  # valid JSON, not encodable text
+        async with s.post(srv.url + "/v1/completions", data=lone_surrogate) as r:
+            assert r.status == 400
+            assert (await r.json())["error"]["param"] == "prompt"
         async with s.post(srv.url + "/v1/chat/completions", json={"messages": "hi"}) as r:
             assert r.status == 400
             assert (await r.json())["error"]["param"] == "messages"

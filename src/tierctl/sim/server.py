@@ -177,7 +177,11 @@ class SimServer:
             except (ValueError, UnicodeDecodeError) as exc:
                 raise ApiError(f"the request body is not valid JSON: {exc}") from None
             gen = parse(body, chat=chat)
-            n_tokens, hashes = await self._tokenize(gen)
+            try:
+                n_tokens, hashes = await self._tokenize(gen)
+            except Exception as exc:
+                # e.g. a lone surrogate the tokenizer refuses: the client's input, not a crash
+                raise ApiError(f"cannot tokenize the prompt: {exc}", param="prompt") from None
             return await self._run(request, gen, n_tokens, hashes, arrived)
         except ApiError as err:
             return web.json_response(err.body(), status=err.status)
@@ -279,7 +283,7 @@ class SimServer:
                     resp,
                     {
                         "id": rid,
-                        "object": obj + ".chunk",
+                        "object": obj + ".chunk" if gen.chat else obj,
                         "created": created,
                         "model": model,
                         "choices": [],

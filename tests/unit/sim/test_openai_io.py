@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tierctl.sim.openai_io import DEFAULT_MAX_TOKENS, ApiError, parse
 
@@ -53,3 +55,30 @@ def test_bad_bodies_are_400s(body: object, chat: bool, param: str | None) -> Non
     assert err["type"] == "invalid_request_error"
     assert err["param"] == param
     assert err["message"]
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10**9) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(
+        st.sampled_from(["messages", "prompt", "max_tokens", "stream", "stream_options", "n",
+                         "model", "role", "content", "type", "text", "include_usage"]),
+        inner,
+        max_size=5,
+    ),
+    max_leaves=20,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json, st.booleans())
+def test_any_json_body_is_parsed_or_refused_with_an_api_error(body: object, chat: bool) -> None:
+    try:
+        g = parse(body, chat=chat)
+    except ApiError as exc:
+        status = exc.status
+    else:
+        status = 200
+        assert (g.text is None) != (g.token_ids is None)
+        assert g.max_tokens >= 1
+    assert status in (200, 400)
