@@ -44,7 +44,7 @@ EXAMPLES = _examples_dir()
 DEFAULT_SPEC = EXAMPLES / "glm53-long-context" / "tier.yaml"
 # Modelled GPU seconds per wall second for the simulated engines: long-context prefill
 # chunks of the GLM preset take ~0.5-1 s modelled, so the story fits in about a minute.
-TIME_SCALE = 40.0
+TIME_SCALE = 10.0
 
 
 @dataclass
@@ -95,7 +95,9 @@ def stage_validate(ctx: DemoContext) -> bool:
     bad = validate(spec, [load_compose(drifted, source="hand-edited.yaml")])
     ctx.console.print("after giving r1 the canary's interval by hand:")
     for v in bad.violations[:4]:
-        ctx.console.print(f"  {v.rule} {v.service}: {v.message}")
+        ctx.console.print(
+            f"  {v.rule} {v.service}: {v.message}", overflow="ellipsis", no_wrap=True
+        )
     return not report.violations and bool(bad.violations)
 
 
@@ -209,7 +211,7 @@ def stage_live(ctx: DemoContext) -> bool:
     )
     console.print("plan OLD (r2 at pdi1) -> NEW (r2 at pdi2):")
     for step in plan.steps:
-        console.print(f"  {step.id}  services={list(step.services)}")
+        console.print(f"  {step.id}  ({step.why}; gates: {', '.join(step.gates) or '-'})")
     console.print(f"  untouched: {', '.join(plan.untouched)}")
     old_side, new_side = load_sides(plan)
     driver = LocalDriver(ctx.workdir / "engines", time_scale=TIME_SCALE)
