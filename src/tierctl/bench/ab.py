@@ -1,0 +1,237 @@
+"""Paired A/B between two endpoints: the same requests, counterbalanced order, repetitions.
+
+Each repetition runs the plan once per letter of ``order`` (default ``ABBA``), against A or B,
+one block after the other, so slow drift (thermal, cache warm-up, a neighbour's load) hits both
+arms alike. Optionally the target's prefix cache is flushed (``POST /flush_cache``, as SGLang
+has it) before every block so no arm inherits the other's cache. Within a repetition the k-th A
+block is paired with the k-th B block; ratios B/A and their intervals come from
+:mod:`tierctl.bench.bootstrap` over those pairs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import aiohttp
+import numpy as np
+
+from tierctl.bench.bootstrap import Ratio, paired_ratio
+from tierctl.bench.plan import Plan, build_plan
+from tierctl.bench.prompts import PromptSource
+from tierctl.bench.runner import Progress, resolve_model, run_plan
+from tierctl.bench.samples import RunRecord
+from tierctl.bench.summary import METRICS, percentile
+from tierctl.bench.workload import Workload
+from tierctl.errors import InputError
+
+
+@dataclass(frozen=True)
+class Block:
+    """One run of the plan against one arm."""
+
+    repetition: int
+    position: int
+    arm: str
+    record: RunRecord
+    flush: str | None = None  # "ok", "unsupported (HTTP 404)", ... or None when not asked
+
+
+@dataclass(frozen=True)
+class ABResult:
+    """Every block of a paired A/B, in the order they ran."""
+
+    a_url: str
+    b_url: str
+    order: str
+    repetitions: int
+    blocks: tuple[Block, ...]
+    interrupted: bool
+
+    def pairs(self) -> list[tuple[Block, Block]]:
+        """(A block, B block) pairs: the k-th of each arm within one repetition."""
+        out: list[tuple[Block, Block]] = []
+        for rep in sorted({b.repetition for b in self.blocks}):
+            arms = [b for b in self.blocks if b.repetition == rep]
+            a = [b for b in arms if b.arm == "A" and not b.record.interrupted]
+            bb = [b for b in arms if b.arm == "B" and not b.record.interrupted]
+            out.extend(zip(a, bb, strict=False))
+        return out
+
+
+@dataclass(frozen=True)
+class MetricRatio:
+    """One cell of the A/B table: a metric of one lane (``None`` = all lanes)."""
+
+    lane: str | None
+    metric: str
+    ratio: Ratio
+
+
+def check_order(order: str) -> str:
+    """Validate an arm order such as ``ABBA``; return it upper-cased.
+
+    Raises:
+        InputError: letters other than A/B, or an arm missing.
+    """
+    up = order.upper()
+    if not up or set(up) - {"A", "B"} or up.count("A") == 0 or up.count("B") == 0:
+        raise InputError(
+            f"bad --order {order!r}",
+            rule="a sequence of the letters A and B containing both",
+            value=order,
+            fix="use ABBA (counterbalanced, the default), BAAB, AB or ABAB",
+        )
+    return up
+
+
+async def flush_cache(base_url: str) -> str:
+    """Ask the server to drop its prefix cache; say what happened (never raises)."""
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            asyncio.timeout(30),
+            session.post(base_url.rstrip("/") + "/flush_cache") as resp,
+        ):
+            return "ok" if resp.status < 300 else f"unsupported (HTTP {resp.status})"
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        return f"failed ({type(exc).__name__})"
+
+
+async def run_ab(
+    a_url: str,
+    b_url: str,
+    workload: Workload,
+    prompts: PromptSource,
+    *,
+    order: str = "ABBA",
+    repetitions: int = 1,
+    flush: bool = False,
+    plan: Plan | None = None,
+    stop: asyncio.Event | None = None,
+    on_block: Callable[[int, int, str], None] | None = None,
+    progress: Progress | None = None,
+) -> ABResult:
+    """Run the paired A/B; a stop (or Ctrl-C) keeps every block run so far.
+
+    ``on_block(k, total, arm)`` is called before each block.
+    """
+    order = check_order(order)
+    plan = plan or build_plan(workload)
+    stop = stop or asyncio.Event()
+    urls = {"A": a_url, "B": b_url}
+    models = {arm: await resolve_model(url, workload.model) for arm, url in urls.items()}
+    blocks: list[Block] = []
+    total = repetitions * len(order)
+    interrupted = False
+    for rep in range(repetitions):
+        for pos, arm in enumerate(order):
+            if stop.is_set():
+                interrupted = True
+                break
+            if on_block is not None:
+                on_block(len(blocks), total, arm)
+            try:
+                flushed = await flush_cache(urls[arm]) if flush else None
+            except asyncio.CancelledError:
+                _uncancel()
+                interrupted = True
+                break
+            record = await run_plan(
+                urls[arm],
+                workload,
+                plan,
+                prompts,
+                label=arm,
+                model=models[arm],
+                stop=stop,
+                progress=progress,
+            )
+            blocks.append(Block(rep, pos, arm, record, flushed))
+            if record.interrupted:
+                interrupted = True
+                break
+        if interrupted:
+            break
+    return ABResult(a_url, b_url, order, repetitions, tuple(blocks), interrupted)
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
+@dataclass(frozen=True)
+class _BlockArrays:
+    """Per-block, per-lane values, precomputed so each bootstrap draw only concatenates."""
+
+    ttft: np.ndarray
+    tpot: np.ndarray
+    itl: np.ndarray
+    e2e: np.ndarray
+    sent: int
+    completed: int
+    probe_misses: int | None
+
+    @classmethod
+    def of(cls, record: RunRecord, lane: str | None) -> _BlockArrays:
+        reqs = [r for r in record.requests if lane is None or r.lane == lane]
+        done = [r for r in reqs if r.outcome == "completed"]
+        return cls(
+            ttft=np.array([r.ttft_s for r in done if r.ttft_s is not None], dtype=float),
+            tpot=np.array([t for t in (r.tpot_s for r in done) if t is not None], dtype=float),
+            itl=np.array([g for r in done for g in r.itl_s], dtype=float),
+            e2e=np.array([r.e2e_s for r in done], dtype=float),
+            sent=len(reqs),
+            completed=len(done),
+            # Probes belong to the endpoint, not to a lane.
+            probe_misses=sum(p.missed for p in record.probes) if lane is None else None,
+        )
+
+
+_PCT: dict[str, tuple[str, float]] = {
+    "ttft_p50_s": ("ttft", 50),
+    "ttft_p95_s": ("ttft", 95),
+    "tpot_p50_s": ("tpot", 50),
+    "tpot_p90_s": ("tpot", 90),
+    "itl_p90_s": ("itl", 90),
+    "e2e_p50_s": ("e2e", 50),
+}
+
+
+def pooled_metric(name: str, blocks: Sequence[_BlockArrays]) -> float | None:
+    """A metric of :data:`~tierctl.bench.summary.METRICS` over pooled blocks."""
+    if name in _PCT:
+        field, q = _PCT[name]
+        return percentile(np.concatenate([getattr(b, field) for b in blocks]), q)
+    sent = sum(b.sent for b in blocks)
+    completed = sum(b.completed for b in blocks)
+    if name == "completion_pct":
+        return 100.0 * completed / sent if sent else None
+    if name == "errors":
+        return float(sent - completed)
+    if name == "probe_misses":
+        misses = [b.probe_misses for b in blocks]
+        return None if any(m is None for m in misses) else float(sum(m or 0 for m in misses))
+    raise KeyError(name)
+
+
+def compare(result: ABResult, lanes: Sequence[str], *, seed: int = 0) -> list[MetricRatio]:
+    """Every metric of :data:`~tierctl.bench.summary.METRICS`, for all lanes and each lane."""
+    out: list[MetricRatio] = []
+    for lane in [None, *lanes] if len(lanes) > 1 else [None]:
+        pairs = [
+            (_BlockArrays.of(a.record, lane), _BlockArrays.of(b.record, lane))
+            for a, b in result.pairs()
+        ]
+        for name in METRICS:
+            if name == "probe_misses" and lane is not None:
+                continue
+
+            def metric(blocks: Sequence[_BlockArrays], name: str = name) -> float | None:
+                return pooled_metric(name, blocks)
+
+            out.append(MetricRatio(lane, name, paired_ratio(pairs, metric, seed=seed)))
+    return out

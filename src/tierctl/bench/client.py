@@ -1,0 +1,215 @@
+"""The streaming HTTP client: one OpenAI-style request in, one :class:`RequestSample` out.
+
+Built on aiohttp, which costs a fraction of httpx's CPU per streamed request (see
+``benchmarks/client_overhead.py``). Bodies are encoded with orjson; prompts above
+:data:`STREAM_BODY_BYTES` are streamed to the socket chunk by chunk so that encoding a
+100 MB body neither blocks the event loop nor holds a second full copy. Reads use a 1 MiB
+buffer so that the client, not the server, is never the bottleneck of a long stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import aiohttp
+import orjson
+
+from tierctl.bench.samples import RequestSample
+from tierctl.bench.sse import MalformedStream, SSEDecoder, parse_events
+
+#: Prompts longer than this (characters) are sent as a streamed body.
+STREAM_BODY_BYTES = 1 << 20
+#: Size of each streamed body piece and of the response read buffer.
+CHUNK_BYTES = 1 << 20
+_PROMPT_MARK = "\x00__tierctl_prompt__"
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """What every request of a run looks like apart from its prompt and max_tokens."""
+
+    api: Literal["chat", "completions"]
+    model: str
+    ignore_eos: bool
+    timeout_s: float
+
+
+@dataclass
+class _Progress:
+    """Mutable state of one in-flight request (so an interruption can still be recorded)."""
+
+    sent: float
+    first: float | None = None
+    last: float | None = None
+    gaps: list[float] | None = None
+    chunks: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    status: int | None = None
+
+
+def build_body(shape: RequestShape, prompt: str, max_tokens: int) -> dict[str, Any]:
+    """The JSON request object (prompt included) for the chat or completions API."""
+    body: dict[str, Any] = {"model": shape.model}
+    if shape.api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    body.update(
+        max_tokens=max_tokens,
+        temperature=0.0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    if shape.ignore_eos:
+        # SGLang and vLLM accept these sampling extras; OpenAI-strict servers ignore them.
+        body["ignore_eos"] = True
+        body["min_tokens"] = max_tokens
+    return body
+
+
+def encode_body(shape: RequestShape, prompt: str, max_tokens: int) -> bytes:
+    """The whole request body as bytes (small prompts)."""
+    return orjson.dumps(build_body(shape, prompt, max_tokens))
+
+
+async def stream_body(
+    shape: RequestShape, prompt: str, max_tokens: int, chunk_chars: int = CHUNK_BYTES
+) -> AsyncIterator[bytes]:
+    """The request body in pieces: JSON head, the prompt escaped piece by piece, JSON tail."""
+    skeleton = orjson.dumps(build_body(shape, _PROMPT_MARK, max_tokens))
+    mark = orjson.dumps(_PROMPT_MARK)
+    head, _, tail = skeleton.partition(mark)
+    yield head + b'"'
+    for i in range(0, len(prompt), chunk_chars):
+        yield orjson.dumps(prompt[i : i + chunk_chars])[1:-1]
+        await asyncio.sleep(0)  # let the loop serve other streams between pieces
+    yield b'"' + tail
+
+
+def make_session(*, read_bufsize: int = CHUNK_BYTES) -> aiohttp.ClientSession:
+    """An aiohttp session with no connection cap (caps are the workload's job)."""
+    connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=False)
+    return aiohttp.ClientSession(
+        connector=connector,
+        read_bufsize=read_bufsize,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+        auto_decompress=False,
+    )
+
+
+async def send_request(
+    session: aiohttp.ClientSession,
+    url: str,
+    shape: RequestShape,
+    *,
+    index: int,
+    lane: str,
+    prompt: str,
+    planned_input_tokens: int,
+    max_tokens: int,
+    scheduled_s: float,
+    t0: float,
+    on_done: Callable[[RequestSample], None],
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Send one streaming request and hand exactly one sample to ``on_done``.
+
+    ``on_done`` is called on every path, including cancellation (error class
+    ``interrupted``), which is what keeps ``sent = completed + failed + timed_out``.
+    """
+    data: bytes | AsyncIterator[bytes]
+    if len(prompt) > STREAM_BODY_BYTES:
+        data = stream_body(shape, prompt, max_tokens)
+    else:
+        data = encode_body(shape, prompt, max_tokens)
+    p = _Progress(sent=clock(), gaps=[])
+
+    def finish(outcome: Any, error_class: str | None, error: str | None) -> None:
+        end = clock()
+        on_done(
+            RequestSample(
+                index=index,
+                lane=lane,
+                scheduled_s=scheduled_s,
+                sent_s=p.sent - t0,
+                queue_s=max(0.0, p.sent - t0 - scheduled_s),
+                ttft_s=None if p.first is None else p.first - p.sent,
+                e2e_s=end - p.sent,
+                itl_s=tuple(p.gaps or ()),
+                input_tokens=p.prompt_tokens or planned_input_tokens,
+                output_tokens=p.completion_tokens if p.completion_tokens is not None else p.chunks,
+                planned_input_tokens=planned_input_tokens,
+                outcome=outcome,
+                error_class=error_class,
+                http_status=p.status,
+                error=error,
+            )
+        )
+
+    try:
+        async with asyncio.timeout(shape.timeout_s):
+            error = await _exchange(session, url, data, p, clock)
+    except TimeoutError:
+        finish("timed_out", "timeout", f"no complete answer within {shape.timeout_s:g} s")
+        return
+    except asyncio.CancelledError:
+        finish("failed", "interrupted", "run stopped while the request was in flight")
+        raise
+    except MalformedStream as exc:
+        finish("failed", "malformed_stream", str(exc))
+        return
+    except (aiohttp.ClientError, OSError) as exc:
+        finish("failed", "connection", f"{type(exc).__name__}: {exc}"[:300])
+        return
+    if error is None:
+        finish("completed", None, None)
+    else:
+        finish("failed", error[0], error[1])
+
+
+async def _exchange(
+    session: aiohttp.ClientSession,
+    url: str,
+    data: bytes | AsyncIterator[bytes],
+    p: _Progress,
+    clock: Callable[[], float],
+) -> tuple[str, str] | None:
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    async with session.post(url, data=data, headers=headers) as resp:
+        p.status = resp.status
+        if resp.status >= 300:
+            text = (await resp.content.read(512)).decode("utf-8", "replace")
+            return "http_status", f"HTTP {resp.status}: {text.strip()[:200]}"
+        decoder = SSEDecoder()
+        done = False
+        stream_error: str | None = None
+        gaps = p.gaps if p.gaps is not None else []
+        async for chunk in resp.content.iter_any():
+            now = clock()
+            for ev in parse_events(decoder.feed(chunk)):
+                if ev.error is not None:
+                    stream_error = stream_error or ev.error
+                if ev.text:
+                    if p.first is None:
+                        p.first = now
+                    elif p.last is not None:
+                        gaps.append(now - p.last)
+                    p.last = now
+                    p.chunks += 1
+                if ev.prompt_tokens is not None:
+                    p.prompt_tokens = ev.prompt_tokens
+                if ev.completion_tokens is not None:
+                    p.completion_tokens = ev.completion_tokens
+                done = done or ev.done
+        for ev in parse_events(decoder.close()):
+            done = done or ev.done
+        if stream_error is not None:
+            return "stream_error", stream_error[:300]
+        if not done:
+            return "connection", "stream ended before [DONE]"
+    return None

@@ -1,0 +1,136 @@
+"""Prompts synthesised to a requested token count.
+
+With a tokenizer (a Hugging Face ``tokenizer.json``, e.g. the target model's) the prompt is
+cut from a token sequence and decoded, so its length matches the target's count closely.
+Without one, a bundled vocabulary of short common English words is used, one word per token —
+what BPE tokenizers give for such words with a leading space, to within a few percent; the
+server's ``usage.prompt_tokens`` is recorded either way.
+
+Each prompt starts with a unique tag (the request's index and the seed) so no two requests of
+one run share a cached prefix, while the same request in arm A and arm B is byte-identical.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any, Protocol
+
+from tierctl.errors import InputError, Location
+
+_WORDS_TEXT = (
+    "the of and to in is was for on that with as by at from his it an were are which this be "
+    "or had not but first one their its new after who they two her she been other when there "
+    "all into more also time over most only can would about some years may then these such "
+    "city made used many year where later three state during him being under both world early "
+    "long river part work between people through before known same since war first water school "
+    "north south east west small large found well while each name house town film album game "
+    "team season family number song group life area village line music began left became "
+    "county high until including member third several around public along following late four "
+    "called local based against another built second still great open book station church road "
+    "major five land general near island without city power field light night air stone garden "
+    "story market bridge summer winter paper table window letter engine signal measure report"
+)
+_WORDS = tuple(_WORDS_TEXT.split())
+
+
+class PromptSource(Protocol):
+    """Makes the prompt text for one request."""
+
+    name: str
+
+    def prompt(self, tokens: int, salt: int) -> str:
+        """A prompt of about ``tokens`` tokens, unique per ``salt``."""
+
+
+class WordPrompts:
+    """Prompts from the bundled word list; one word ~ one token."""
+
+    name = "bundled-words"
+
+    def __init__(self, seed: int = 0) -> None:
+        self._rng = random.Random(seed)
+        self._seed = seed
+        self._base: list[str] = []
+
+    def _ensure(self, n: int) -> None:
+        if len(self._base) < n:
+            extra = n - len(self._base) + 4096
+            self._base.extend(self._rng.choices(_WORDS, k=extra))
+
+    def prompt(self, tokens: int, salt: int) -> str:
+        """Tag plus ``tokens - 4`` words starting at a salt-dependent offset."""
+        tag = f"Request {salt} seed {self._seed}:"
+        body = max(0, tokens - 4)
+        self._ensure(body + 1024)
+        start = (salt * 7919) % 1024
+        return tag + " " + " ".join(self._base[start : start + body])
+
+
+class TokenizerPrompts:
+    """Prompts cut from a tokenizer's own token sequence and decoded."""
+
+    def __init__(self, tokenizer: Any, *, name: str = "tokenizer", seed: int = 0) -> None:
+        self._tok = tokenizer
+        self.name = name
+        self._seed = seed
+        self._words = WordPrompts(seed)
+        self._ids: list[int] = []
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, seed: int = 0) -> TokenizerPrompts:
+        """Load a Hugging Face ``tokenizer.json``.
+
+        Raises:
+            InputError: the file is missing or not a tokenizer.
+        """
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as exc:  # pragma: no cover - the bench extra ships it
+            raise InputError(
+                "the `tokenizers` package is needed for --tokenizer",
+                fix="pip install 'tierctl[bench]'",
+            ) from exc
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as exc:
+            raise InputError(
+                f"cannot load tokenizer: {exc}",
+                location=Location(file=str(path)),
+                fix="pass a Hugging Face tokenizer.json",
+            ) from exc
+        return cls(tok, name=f"tokenizer:{Path(path).name}", seed=seed)
+
+    def _ensure(self, n: int) -> None:
+        if len(self._ids) < n:
+            text = self._words.prompt(int(n * 1.2) + 2048, salt=-1)
+            self._ids = list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def prompt(self, tokens: int, salt: int) -> str:
+        """Tag plus ``tokens`` minus the tag's length, decoded from the token sequence."""
+        tag = f"Request {salt} seed {self._seed}:"
+        tag_len = len(self._tok.encode(tag, add_special_tokens=False).ids)
+        body = max(0, tokens - tag_len)
+        self._ensure(body + 1024)
+        start = (salt * 7919) % 1024
+        text: str = self._tok.decode(self._ids[start : start + body])
+        return tag + " " + text.lstrip()
+
+
+def make_prompt_source(tokenizer_path: str | None, seed: int) -> PromptSource:
+    """A tokenizer-based source when a ``tokenizer.json`` is given, else bundled words.
+
+    ``"sim"`` selects the tokenizer bundled with ``tierctl sim serve`` (exact counts there).
+    """
+    if tokenizer_path == "sim":
+        try:
+            from tierctl.sim.tokenizer import load_tokenizer
+        except ImportError as exc:
+            raise InputError(
+                "--tokenizer sim needs the simulator (tierctl.sim) and `tokenizers`",
+                fix="pip install 'tierctl[sim]', or pass a tokenizer.json path",
+            ) from exc
+        return TokenizerPrompts(load_tokenizer(), name="tokenizer:sim", seed=seed)
+    if tokenizer_path:
+        return TokenizerPrompts.from_file(tokenizer_path, seed=seed)
+    return WordPrompts(seed)

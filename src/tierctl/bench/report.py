@@ -1,0 +1,273 @@
+"""Reports of a run or an A/B: JSON with every raw sample, Markdown, and rich tables.
+
+The JSON is the record of truth (every request and probe sample, every block, the workload);
+Markdown and the terminal tables are views of it. The A/B table has the field report's shape:
+one row per workload lane, one B/A ratio per metric with its bootstrap interval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from rich.table import Table
+
+from tierctl.bench.ab import ABResult, MetricRatio
+from tierctl.bench.probe import unhealthy_episodes
+from tierctl.bench.samples import RunRecord
+from tierctl.bench.summary import METRICS, Summary, summarize
+from tierctl.bench.workload import Workload
+
+SCHEMA_VERSION = 1
+
+
+def _tool() -> str:
+    try:
+        return f"tierctl {version('tierctl')}"
+    except PackageNotFoundError:
+        return "tierctl (source tree)"
+
+
+def record_json(record: RunRecord, misses_to_mark: int = 3) -> dict[str, Any]:
+    """One run as plain data: counts, summary, every sample, probe episodes."""
+    requests = []
+    for r in record.requests:
+        row = dataclasses.asdict(r)
+        row["tpot_s"] = r.tpot_s
+        requests.append(row)
+    lanes = sorted({r.lane for r in record.requests})
+    return {
+        "url": record.url,
+        "label": record.label,
+        "started_at": record.started_at,
+        "duration_s": record.duration_s,
+        "planned": record.planned,
+        "sent": record.sent,
+        "completed": record.count("completed"),
+        "failed": record.count("failed"),
+        "timed_out": record.count("timed_out"),
+        "interrupted": record.interrupted,
+        "client_cpu_s": record.client_cpu_s,
+        "warnings": list(record.warnings),
+        "summary": _summary_json(summarize(record.requests, record.probes)),
+        "lanes": {
+            lane: _summary_json(summarize([r for r in record.requests if r.lane == lane]))
+            for lane in lanes
+        },
+        "unhealthy_episodes": [
+            dataclasses.asdict(e) for e in unhealthy_episodes(record.probes, misses_to_mark)
+        ],
+        "requests": requests,
+        "probes": [dataclasses.asdict(p) for p in record.probes],
+    }
+
+
+def run_json(record: RunRecord, workload: Workload) -> dict[str, Any]:
+    """The JSON document of ``tierctl bench run``."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": _tool(),
+        "kind": "run",
+        "workload": workload.model_dump(mode="json"),
+        "run": record_json(record, workload.probe.unhealthy_after),
+    }
+
+
+def ab_json(result: ABResult, ratios: Sequence[MetricRatio], workload: Workload) -> dict[str, Any]:
+    """The JSON document of ``tierctl bench ab``: ratios plus every block's raw samples."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": _tool(),
+        "kind": "ab",
+        "workload": workload.model_dump(mode="json"),
+        "a_url": result.a_url,
+        "b_url": result.b_url,
+        "order": result.order,
+        "repetitions": result.repetitions,
+        "interrupted": result.interrupted,
+        "pairs": len(result.pairs()),
+        "ratios": [
+            {"lane": m.lane or "all", "metric": m.metric, **dataclasses.asdict(m.ratio)}
+            for m in ratios
+        ],
+        "blocks": [
+            {
+                "repetition": b.repetition,
+                "position": b.position,
+                "arm": b.arm,
+                "flush": b.flush,
+                **record_json(b.record, workload.probe.unhealthy_after),
+            }
+            for b in result.blocks
+        ],
+    }
+
+
+def _summary_json(s: Summary) -> dict[str, Any]:
+    d = dataclasses.asdict(s)
+    d["completion_pct"] = s.completion_pct
+    return d
+
+
+def _ms(x: float | None) -> str:
+    if x is None:
+        return "-"
+    ms = x * 1e3
+    return f"{ms:.2f}" if ms < 10 else f"{ms:.1f}" if ms < 1000 else f"{ms:.0f}"
+
+
+def _ratio_cell(m: MetricRatio) -> str:
+    r = m.ratio
+    if r.ratio is None:
+        return f"{_num(r.a)} → {_num(r.b)}"
+    if m.metric in ("errors", "probe_misses", "completion_pct"):
+        return f"{_num(r.a)} → {_num(r.b)}"
+    ci = "" if r.ci_low is None else f" ({r.ci_low:.2f}-{r.ci_high:.2f})"
+    return f"{r.ratio:.2f}{ci}"
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
+
+
+def _ab_rows(ratios: Sequence[MetricRatio]) -> tuple[list[str], list[list[str]]]:
+    header = ["workload", *[METRICS[name][0] for name in METRICS]]
+    rows: list[list[str]] = []
+    for lane in dict.fromkeys(m.lane for m in ratios):
+        cells = {m.metric: _ratio_cell(m) for m in ratios if m.lane == lane}
+        rows.append([lane or "all", *[cells.get(name, "") for name in METRICS]])
+    return header, rows
+
+
+def ab_table(result: ABResult, ratios: Sequence[MetricRatio]) -> Table:
+    """The field-report table: B/A ratio (95% bootstrap CI) per metric, A → B for counts."""
+    header, rows = _ab_rows(ratios)
+    table = Table(
+        title=f"B/A ({len(result.pairs())} paired blocks, order {result.order}, "
+        f"{result.repetitions} repetition(s)); latency cells: ratio (95% CI), counts: A → B",
+        title_justify="left",
+    )
+    for h in header:
+        table.add_column(h, justify="left" if h == "workload" else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def run_table(record: RunRecord) -> Table:
+    """Per-lane and overall summary of one run (latencies in ms)."""
+    table = Table(
+        title=f"{record.url} ({record.duration_s:.1f} s; latencies in ms)", title_justify="left"
+    )
+    cols = ["lane", "sent", "ok", "failed", "timeout", "TTFT p50", "TTFT p95", "TPOT p50"]
+    cols += ["TPOT p90", "ITL p90", "E2E p50", "lag p99"]
+    for c in cols:
+        table.add_column(c, justify="left" if c == "lane" else "right")
+    lanes = sorted({r.lane for r in record.requests})
+    groups = [(lane, [r for r in record.requests if r.lane == lane]) for lane in lanes]
+    if len(groups) != 1:
+        groups.append(("all", list(record.requests)))
+    for name, reqs in groups:
+        s = summarize(reqs)
+        table.add_row(
+            name,
+            str(s.sent),
+            str(s.completed),
+            str(s.failed),
+            str(s.timed_out),
+            *(
+                _ms(v)
+                for v in (
+                    s.ttft_p50_s,
+                    s.ttft_p95_s,
+                    s.tpot_p50_s,
+                    s.tpot_p90_s,
+                    s.itl_p90_s,
+                    s.e2e_p50_s,
+                    s.queue_p99_s,
+                )
+            ),
+        )
+    return table
+
+
+def probe_line(record: RunRecord, misses_to_mark: int = 3) -> str:
+    """One line on the probe lane: latency p50/p99/max, misses, unhealthy episodes."""
+    s = summarize([], record.probes, misses_to_mark=misses_to_mark)
+    return (
+        f"probes {s.probes}: p50 {_ms(s.probe_p50_s)} ms, p99 {_ms(s.probe_p99_s)} ms, "
+        f"max {_ms(s.probe_max_s)} ms, misses {s.probe_misses}, "
+        f"marked-unhealthy episodes ({misses_to_mark} misses) {s.unhealthy_episodes}"
+    )
+
+
+def run_markdown(record: RunRecord, workload: Workload) -> str:
+    """Markdown report of one run."""
+    lines = [f"# tierctl bench run: {workload.name}", "", f"- endpoint: `{record.url}`"]
+    lines += [
+        f"- started: {record.started_at}, duration {record.duration_s:.1f} s",
+        f"- sent {record.sent} = completed {record.count('completed')} + failed "
+        f"{record.count('failed')} + timed out {record.count('timed_out')}"
+        + (" (interrupted)" if record.interrupted else ""),
+        f"- {probe_line(record, workload.probe.unhealthy_after)}",
+        "",
+        "| lane | sent | ok | TTFT p50 ms | TTFT p95 ms | TPOT p50 ms | TPOT p90 ms | "
+        "ITL p90 ms | E2E p50 ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for lane in sorted({r.lane for r in record.requests}):
+        s = summarize([r for r in record.requests if r.lane == lane])
+        lines.append(
+            f"| {lane} | {s.sent} | {s.completed} | {_ms(s.ttft_p50_s)} | {_ms(s.ttft_p95_s)} | "
+            f"{_ms(s.tpot_p50_s)} | {_ms(s.tpot_p90_s)} | {_ms(s.itl_p90_s)} | {_ms(s.e2e_p50_s)} |"
+        )
+    lines += _warning_lines(record.warnings)
+    return "\n".join(lines) + "\n"
+
+
+def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workload) -> str:
+    """Markdown report of a paired A/B."""
+    header, rows = _ab_rows(ratios)
+    lines = [
+        f"# tierctl bench ab: {workload.name}",
+        "",
+        f"- A: `{result.a_url}`",
+        f"- B: `{result.b_url}`",
+        f"- order {result.order}, {result.repetitions} repetition(s), "
+        f"{len(result.pairs())} paired blocks" + (" (interrupted)" if result.interrupted else ""),
+        "- latency cells: B/A ratio (95% bootstrap CI over paired blocks); counts: A → B",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|---|" + "---:|" * (len(header) - 1),
+        *("| " + " | ".join(r) + " |" for r in rows),
+        "",
+        "## Blocks",
+        "",
+        "| # | rep | arm | sent | ok | failed | timed out | probe p50 ms | probe p99 ms | "
+        "probe max ms | probe misses | unhealthy episodes | flush |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for k, b in enumerate(result.blocks):
+        rec = b.record
+        ps = summarize([], rec.probes, misses_to_mark=workload.probe.unhealthy_after)
+        lines.append(
+            f"| {k} | {b.repetition} | {b.arm} | {rec.sent} | {rec.count('completed')} | "
+            f"{rec.count('failed')} | {rec.count('timed_out')} | {_ms(ps.probe_p50_s)} | "
+            f"{_ms(ps.probe_p99_s)} | {_ms(ps.probe_max_s)} | {ps.probe_misses} | "
+            f"{ps.unhealthy_episodes} | {b.flush or '-'} |"
+        )
+    warnings = [
+        f"block {k} ({b.arm}): {w}" for k, b in enumerate(result.blocks) for w in b.record.warnings
+    ]
+    lines += _warning_lines(warnings)
+    return "\n".join(lines) + "\n"
+
+
+def _warning_lines(warnings: Sequence[str]) -> list[str]:
+    if not warnings:
+        return []
+    return ["", "## Warnings", "", *(f"- {w}" for w in warnings)]

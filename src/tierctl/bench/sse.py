@@ -1,0 +1,198 @@
+"""Incremental parsing of OpenAI-style server-sent events (``data: {...}`` lines).
+
+The decoder is fed raw byte chunks as they arrive and yields the payload of each ``data:``
+line; comments (``:`` lines, keep-alives) and the other SSE fields are skipped. A line that is
+not SSE at all raises :class:`MalformedStream`, so a broken server is reported as such rather
+than as an empty answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import orjson
+
+DONE = b"[DONE]"
+_SSE_FIELDS = (b"event", b"id", b"retry")
+
+
+class MalformedStream(Exception):
+    """The response body is not an OpenAI SSE stream."""
+
+
+class SSEDecoder:
+    """Split a byte stream into SSE ``data`` payloads."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Add bytes; return the payloads of every complete ``data:`` line."""
+        if self._buffer:
+            self._buffer += chunk
+            data = bytes(self._buffer)
+            self._buffer.clear()
+        else:
+            data = chunk
+        lines = data.split(b"\n")
+        tail = lines.pop()  # the part after the last newline (usually b"")
+        if tail:
+            self._buffer += tail
+        out: list[bytes] = []
+        for line in lines:
+            if not line:
+                continue  # event separator
+            # Fast path: the OpenAI servers write exactly "data: <json>".
+            if line.startswith(b"data: "):
+                out.append(line[6:].rstrip(b"\r"))
+                continue
+            payload = _payload(line.rstrip(b"\r"))
+            if payload is not None:
+                out.append(payload)
+        return out
+
+    def close(self) -> list[bytes]:
+        """End of stream: a final line without a newline still counts."""
+        rest = bytes(self._buffer).strip()
+        self._buffer.clear()
+        if not rest:
+            return []
+        payload = _payload(rest)
+        return [] if payload is None else [payload]
+
+
+def _payload(line: bytes) -> bytes | None:
+    if not line or line.startswith(b":"):
+        return None
+    name, sep, value = line.partition(b":")
+    if not sep:
+        raise MalformedStream(f"not an SSE line: {line[:80]!r}")
+    if name == b"data":
+        return value[1:] if value.startswith(b" ") else value
+    if name in _SSE_FIELDS:
+        return None
+    raise MalformedStream(f"unknown SSE field: {line[:80]!r}")
+
+
+class StreamEvent(NamedTuple):
+    """What one ``data:`` payload of an OpenAI stream carries.
+
+    Attributes:
+        text: generated text in this chunk (empty for role/usage-only chunks).
+        done: the ``[DONE]`` sentinel.
+        prompt_tokens: ``usage.prompt_tokens`` when the chunk carries usage.
+        completion_tokens: ``usage.completion_tokens`` when the chunk carries usage.
+        error: the message of an in-stream error object.
+    """
+
+    text: str = ""
+    done: bool = False
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None
+
+
+_DONE_EVENT = StreamEvent(done=True)
+_EMPTY_EVENT = StreamEvent()
+
+
+def parse_event(payload: bytes) -> StreamEvent:
+    """Interpret one payload of a chat or completions stream.
+
+    Raises:
+        MalformedStream: the payload is not JSON or not an object.
+    """
+    try:
+        obj = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        if payload.strip() == DONE:
+            return _DONE_EVENT
+        raise MalformedStream(f"data is not JSON: {payload[:80]!r}") from exc
+    return _interpret(obj, payload)
+
+
+def parse_events(payloads: list[bytes]) -> list[StreamEvent]:
+    """:func:`parse_event` over the payloads of one socket read, with one JSON parse.
+
+    One ``orjson.loads`` of ``[p1,p2,...]`` costs far less than one call per payload; when the
+    batch does not parse cleanly, each payload is parsed alone so the bad one is named.
+
+    Raises:
+        MalformedStream: a payload is not JSON or not an object.
+    """
+    if len(payloads) < 2:
+        return [parse_event(p) for p in payloads]
+    done = payloads[-1].strip() == DONE
+    body = payloads[:-1] if done else payloads
+    try:
+        objs = orjson.loads(b"[" + b",".join(body) + b"]")
+    except orjson.JSONDecodeError:
+        objs = None
+    if not isinstance(objs, list) or len(objs) != len(body):
+        return [parse_event(p) for p in payloads]
+    events = [_interpret(obj, p) for obj, p in zip(objs, body, strict=True)]
+    if done:
+        events.append(_DONE_EVENT)
+    return events
+
+
+#: Delta fields that carry generated text; reasoning models stream their thinking tokens in
+#: ``reasoning_content`` (vLLM, SGLang) before any ``content``, and those are output tokens too.
+_TEXT_FIELDS = ("content", "reasoning_content", "reasoning")
+
+
+def _interpret(obj: Any, payload: bytes) -> StreamEvent:
+    if not isinstance(obj, dict):
+        raise MalformedStream(f"data is not a JSON object: {payload[:80]!r}")
+    if "error" in obj or obj.get("object") == "error":
+        error = _error_message(obj)
+        if error is not None:
+            return StreamEvent(error=error)
+    text = ""
+    choices = obj.get("choices")
+    # Fast path: one choice with a delta, the shape of nearly every chat chunk.
+    if type(choices) is list and len(choices) == 1 and type(choices[0]) is dict:
+        delta = choices[0].get("delta")
+        if type(delta) is dict and "usage" not in obj:
+            for name in _TEXT_FIELDS:
+                piece = delta.get(name)
+                if piece and type(piece) is str:
+                    text += piece
+            return StreamEvent(text=text) if text else _EMPTY_EVENT
+    if choices and isinstance(choices, list):
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                for name in _TEXT_FIELDS:
+                    piece = delta.get(name)
+                    if piece and isinstance(piece, str):
+                        text += piece
+            else:
+                piece = choice.get("text")
+                if piece and isinstance(piece, str):
+                    text += piece
+    usage = obj.get("usage")
+    if usage and isinstance(usage, dict):
+        return StreamEvent(
+            text=text,
+            prompt_tokens=_as_int(usage.get("prompt_tokens")),
+            completion_tokens=_as_int(usage.get("completion_tokens")),
+        )
+    return StreamEvent(text=text) if text else _EMPTY_EVENT
+
+
+def _error_message(obj: dict[str, Any]) -> str | None:
+    err = obj.get("error")
+    if isinstance(err, dict):
+        return str(err.get("message", err))
+    if isinstance(err, str):
+        return err
+    if obj.get("object") == "error":
+        return str(obj.get("message", "error"))
+    return None
+
+
+def _as_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

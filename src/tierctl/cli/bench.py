@@ -1,0 +1,189 @@
+"""``tierctl bench``: load-test one endpoint (``run``) or two in a paired A/B (``ab``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+_F = Callable[..., Any]
+
+
+def _workload_options(f: _F) -> _F:
+    options = [
+        click.option(
+            "--workload",
+            "workload_path",
+            type=click.Path(dir_okay=False),
+            help="Workload YAML file (see docs/bench.md).",
+        ),
+        click.option("--burst", help="Burst lane COUNTxTOKENS, e.g. 8x20000."),
+        click.option(
+            "--output-tokens",
+            type=int,
+            default=256,
+            show_default=True,
+            help="max_tokens of burst requests.",
+        ),
+        click.option("--hammer-rate", type=float, help="Hammer lane: requests/s (Poisson)."),
+        click.option(
+            "--hammer-constant", is_flag=True, help="Constant instead of Poisson arrivals."
+        ),
+        click.option("--hammer-concurrency", type=int, help="Hammer lane: fixed concurrency."),
+        click.option(
+            "--hammer-count",
+            type=int,
+            default=100,
+            show_default=True,
+            help="Hammer lane: requests at most.",
+        ),
+        click.option("--hammer-duration", type=float, help="Hammer lane: seconds at most."),
+        click.option(
+            "--hammer-tokens",
+            default="64:16",
+            show_default=True,
+            help="Hammer request INPUT:OUTPUT tokens.",
+        ),
+        click.option(
+            "--trace",
+            "trace_path",
+            type=click.Path(dir_okay=False),
+            help="Trace lane: file to replay.",
+        ),
+        click.option(
+            "--trace-format",
+            default="jsonl",
+            show_default=True,
+            type=click.Choice(["jsonl", "mooncake", "azure", "burstgpt"]),
+        ),
+        click.option(
+            "--time-scale",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="Multiply trace inter-arrival times (0.5 = twice as fast).",
+        ),
+        click.option("--api", type=click.Choice(["chat", "completions"]), help="API to call."),
+        click.option("--model", help="Model name (default: first of /v1/models)."),
+        click.option("--seed", type=int, help="Seed of arrivals and prompts."),
+        click.option("--timeout", "timeout_s", type=float, help="Per-request timeout, s."),
+        click.option(
+            "--max-duration",
+            "max_duration_s",
+            type=float,
+            help="Hard bound on a run's wall time, s.",
+        ),
+        click.option("--probe", "probe", help="Probe PATH[@INTERVAL] (default /health@1s)."),
+        click.option("--no-probe", is_flag=True, help="Do not run the probe lane."),
+        click.option(
+            "--tokenizer",
+            type=click.Path(dir_okay=False),
+            help="tokenizer.json to size prompts with, or `sim` for the simulator's "
+            "(default: bundled words).",
+        ),
+        click.option(
+            "--out",
+            "out_dir",
+            type=click.Path(file_okay=False),
+            help="Write results.json, report.md and PNG plots here.",
+        ),
+        click.option("--no-plots", is_flag=True, help="Skip the PNG plots."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _workload(opts: dict[str, Any]) -> Any:
+    from tierctl.bench.flags import WorkloadFlags, workload_from_flags
+
+    names = WorkloadFlags.__dataclass_fields__
+    return workload_from_flags(WorkloadFlags(**{k: v for k, v in opts.items() if k in names}))
+
+
+def _console() -> Console:
+    probe = Console()
+    # Tables are wide; when piped, do not squeeze them into rich's 80-column default.
+    return probe if probe.is_terminal else Console(width=200)
+
+
+@click.group()
+def bench() -> None:
+    """Load-test endpoints: workloads, liveness probes under load, paired A/B."""
+
+
+@bench.command("run")
+@click.option("--url", required=True, help="Base URL of the OpenAI-compatible server.")
+@_workload_options
+def run(url: str, **opts: Any) -> None:
+    """Run a workload against one endpoint, with the probe lane beside it."""
+    from tierctl.bench.execute import bench_run
+    from tierctl.bench.report import probe_line, run_table
+
+    workload = _workload(opts)
+    out = Path(opts["out_dir"]) if opts["out_dir"] else None
+    outcome = bench_run(
+        url, workload, tokenizer=opts["tokenizer"], out_dir=out, plots=not opts["no_plots"]
+    )
+    console = _console()
+    rec = outcome.record
+    console.print(run_table(rec))
+    console.print(probe_line(rec, workload.probe.unhealthy_after))
+    console.print(
+        f"sent {rec.sent} = completed {rec.count('completed')} + failed "
+        f"{rec.count('failed')} + timed out {rec.count('timed_out')}"
+    )
+    for w in rec.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+    for f in outcome.files:
+        console.print(f"wrote {f}")
+    if rec.interrupted:
+        raise click.exceptions.Exit(130)
+
+
+@bench.command("ab")
+@click.option("--a", "a_url", required=True, help="Base URL of arm A (control).")
+@click.option("--b", "b_url", required=True, help="Base URL of arm B (candidate).")
+@click.option("--order", default="ABBA", show_default=True, help="Arm order per repetition.")
+@click.option(
+    "--repeat",
+    "repetitions",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Repetitions of the order.",
+)
+@click.option("--flush-cache", is_flag=True, help="POST /flush_cache before every block.")
+@_workload_options
+def ab(
+    a_url: str, b_url: str, order: str, repetitions: int, flush_cache: bool, **opts: Any
+) -> None:
+    """Paired A/B: the same requests against A and B in counterbalanced blocks; B/A ratios."""
+    from tierctl.bench.execute import bench_ab
+    from tierctl.bench.report import ab_table
+
+    workload = _workload(opts)
+    out = Path(opts["out_dir"]) if opts["out_dir"] else None
+    outcome = bench_ab(
+        a_url,
+        b_url,
+        workload,
+        order=order,
+        repetitions=repetitions,
+        flush=flush_cache,
+        tokenizer=opts["tokenizer"],
+        out_dir=out,
+        plots=not opts["no_plots"],
+    )
+    console = _console()
+    console.print(ab_table(outcome.result, outcome.ratios))
+    for k, b in enumerate(outcome.result.blocks):
+        for w in b.record.warnings:
+            console.print(f"[yellow]warning:[/yellow] block {k} ({b.arm}): {w}")
+    for f in outcome.files:
+        console.print(f"wrote {f}")
+    if outcome.result.interrupted:
+        raise click.exceptions.Exit(130)

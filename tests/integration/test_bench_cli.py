@@ -1,0 +1,134 @@
+"""``tierctl bench run`` / ``bench ab`` end to end against the Node.js SSE server on loopback."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tierctl.cli.main import main
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed"),
+]
+
+SERVER_JS = Path(__file__).parents[2] / "benchmarks" / "assets" / "sse_server.js"
+
+
+@pytest.fixture
+def node_url() -> Iterator[str]:
+    with subprocess.Popen(
+        ["node", str(SERVER_JS), "0", "8"], stdout=subprocess.PIPE, text=True
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            port = int(proc.stdout.readline())
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def test_run_writes_every_output(node_url, tmp_path, capsys):
+    out = tmp_path / "out"
+    main(
+        [
+            "bench",
+            "run",
+            "--url",
+            node_url,
+            "--burst",
+            "4x50",
+            "--hammer-rate",
+            "50",
+            "--hammer-count",
+            "20",
+            "--probe",
+            "/health@200ms",
+            "--out",
+            str(out),
+        ]
+    )
+    stdout = capsys.readouterr().out
+    assert "sent 24 = completed 24 + failed 0 + timed out 0" in stdout
+    doc = orjson.loads((out / "results.json").read_bytes())
+    assert doc["run"]["sent"] == 24
+    assert {r["lane"] for r in doc["run"]["requests"]} == {"burst", "hammer"}
+    assert all(r["output_tokens"] == 8 for r in doc["run"]["requests"])
+    assert doc["run"]["probes"]
+    for name in ("report.md", "latency_cdf.png", "probe_latency.png"):
+        assert (out / name).stat().st_size > 0
+
+
+def test_ab_same_server_gives_ratios_near_one(node_url, tmp_path, capsys):
+    out = tmp_path / "ab"
+    main(
+        [
+            "bench",
+            "ab",
+            "--a",
+            node_url,
+            "--b",
+            node_url,
+            "--burst",
+            "20x50",
+            "--order",
+            "ABBA",
+            "--repeat",
+            "2",
+            "--no-probe",
+            "--out",
+            str(out),
+            "--no-plots",
+        ]
+    )
+    doc = orjson.loads((out / "results.json").read_bytes())
+    assert doc["pairs"] == 4
+    assert [b["arm"] for b in doc["blocks"]] == list("ABBAABBA")
+    completion = next(r for r in doc["ratios"] if r["metric"] == "completion_pct")
+    assert completion["ratio"] == 1.0
+    assert "B/A (4 paired blocks" in capsys.readouterr().out
+
+
+def test_ctrl_c_saves_partial_results_with_the_accounting(tmp_path):
+    """SIGINT to a real `tierctl bench run` whose server stalls: exit 130, results written."""
+    import os
+    import signal
+    import sys
+
+    out = tmp_path / "partial"
+    env = {**os.environ, "SSE_LOG": "1"}
+    src = str(Path(__file__).parents[2] / "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    # The server waits 60 s before answering: every request is in flight when SIGINT lands.
+    with subprocess.Popen(
+        ["node", str(SERVER_JS), "0", "8", "60000"], stdout=subprocess.PIPE, text=True, env=env
+    ) as server:
+        try:
+            assert server.stdout is not None
+            port = int(server.stdout.readline())
+            cmd = [sys.executable, "-m", "tierctl", "bench", "run", "--url",
+                   f"http://127.0.0.1:{port}", "--burst", "3x20", "--hammer-rate", "1",
+                   "--hammer-count", "50", "--timeout", "120", "--out", str(out), "--no-plots"]  # fmt: skip
+            with subprocess.Popen(
+                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            ) as cli:
+                for _ in range(4):  # the burst of 3 and the first hammer request arrived
+                    assert server.stdout.readline().strip() == "request"
+                cli.send_signal(signal.SIGINT)
+                _, err = cli.communicate(timeout=60)
+                assert cli.returncode == 130, err.decode()[-2000:]
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    doc = orjson.loads((out / "results.json").read_bytes())["run"]
+    assert doc["interrupted"] is True
+    assert doc["sent"] >= 4
+    assert doc["sent"] == doc["completed"] + doc["failed"] + doc["timed_out"]
+    assert doc["sent"] < doc["planned"]
+    assert {r["error_class"] for r in doc["requests"]} == {"interrupted"}

@@ -1,0 +1,51 @@
+"""Prompt synthesis: length, uniqueness per request, identity across arms."""
+
+from __future__ import annotations
+
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from tierctl.bench.prompts import _WORDS, TokenizerPrompts, WordPrompts, make_prompt_source
+from tierctl.errors import InputError
+
+
+def test_word_prompts_have_one_word_per_token_and_are_reproducible():
+    a, b = WordPrompts(5), WordPrompts(5)
+    p = a.prompt(300, salt=12)
+    assert len(p.split()) == 300
+    assert p == b.prompt(300, salt=12)
+    assert p != a.prompt(300, salt=13)
+    assert p.startswith("Request 12 seed 5:")
+
+
+def test_prompts_of_other_requests_do_not_share_a_prefix():
+    w = WordPrompts(0)
+    p1, p2 = w.prompt(50, 1), w.prompt(50, 2)
+    common = next(i for i, (x, y) in enumerate(zip(p1, p2, strict=False)) if x != y)
+    assert common < 12
+
+
+def _word_level_tokenizer() -> Tokenizer:
+    vocab = {w: i for i, w in enumerate(sorted({*_WORDS, "Request", "seed", ":", "[UNK]"}))}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return tok
+
+
+def test_tokenizer_prompts_hit_the_requested_count():
+    tok = _word_level_tokenizer()
+    src = TokenizerPrompts(tok, seed=2)
+    for n in (20, 100, 1000):
+        prompt = src.prompt(n, salt=7)
+        assert len(tok.encode(prompt, add_special_tokens=False).ids) == n
+
+
+def test_tokenizer_file_errors(tmp_path):
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text("{}", encoding="utf-8")
+    with pytest.raises(InputError, match="cannot load tokenizer"):
+        make_prompt_source(str(bad), 0)
+    good = tmp_path / "good.json"
+    _word_level_tokenizer().save(str(good))
+    assert make_prompt_source(str(good), 0).name == "tokenizer:good.json"
+    assert make_prompt_source(None, 0).name == "bundled-words"

@@ -1,0 +1,91 @@
+"""SSE decoding and OpenAI stream events."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tierctl.bench.sse import MalformedStream, SSEDecoder, parse_event, parse_events
+
+STREAM = (
+    b": keep-alive\r\n\r\n"
+    b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
+    b'data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n'
+    b"event: ping\nid: 3\n\n"
+    b'data: {"choices":[{"index":0,"delta":{"content":"lo"}}]}\r\n\r\n'
+    b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+def _decode(chunks: list[bytes]) -> list[bytes]:
+    dec = SSEDecoder()
+    out: list[bytes] = []
+    for c in chunks:
+        out += dec.feed(c)
+    return out + dec.close()
+
+
+def test_payloads_of_a_whole_stream():
+    payloads = _decode([STREAM])
+    assert len(payloads) == 5
+    assert payloads[-1] == b"[DONE]"
+    events = [parse_event(p) for p in payloads]
+    assert "".join(e.text for e in events) == "Hello"
+    assert events[3].prompt_tokens == 7
+    assert events[3].completion_tokens == 2
+    assert events[-1].done
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=12))
+def test_any_split_of_the_bytes_gives_the_same_payloads(cuts):
+    bounds = [0, *sorted(cuts), len(STREAM)]
+    chunks = [STREAM[a:b] for a, b in itertools.pairwise(bounds)]
+    assert _decode(chunks) == _decode([STREAM])
+
+
+def test_last_line_without_newline_still_counts():
+    assert _decode([b"data: [DONE]"]) == [b"[DONE]"]
+
+
+@pytest.mark.parametrize("line", [b"hello world\n", b"<html>\n", b"foo: bar\n"])
+def test_non_sse_lines_are_malformed(line):
+    with pytest.raises(MalformedStream):
+        SSEDecoder().feed(line)
+
+
+def test_completions_text_and_errors():
+    assert parse_event(b'{"choices":[{"text":"abc","index":0}]}').text == "abc"
+    assert parse_event(b'{"error":{"message":"boom","code":500}}').error == "boom"
+    assert parse_event(b'{"object":"error","message":"queue full"}').error == "queue full"
+
+
+@pytest.mark.parametrize("payload", [b"{not json", b"[1, 2]", b'"text"'])
+def test_payload_that_is_not_an_object_is_malformed(payload):
+    with pytest.raises(MalformedStream):
+        parse_event(payload)
+
+
+def test_batch_parse_equals_one_by_one():
+    payloads = _decode([STREAM])
+    assert parse_events(payloads) == [parse_event(p) for p in payloads]
+    assert parse_events(payloads[:1]) == [parse_event(payloads[0])]
+    assert parse_events([]) == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [b"{not json", b'{"a": 1},{"b": 2}', b"[1]", b"42"],
+)
+def test_batch_with_a_bad_payload_is_malformed(bad):
+    good = b'{"choices":[{"index":0,"delta":{"content":"x"}}]}'
+    with pytest.raises(MalformedStream):
+        parse_events([good, bad, good])
+
+
+def test_reasoning_tokens_count_as_generated_text():
+    ev = parse_event(b'{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}')
+    assert ev.text == "hmm"
