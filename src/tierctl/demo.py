@@ -44,7 +44,7 @@ EXAMPLES = _examples_dir()
 DEFAULT_SPEC = EXAMPLES / "glm53-long-context" / "tier.yaml"
 # Modelled GPU seconds per wall second for the simulated engines: long-context prefill
 # chunks of the GLM preset take ~0.5-1 s modelled, so the story fits in about a minute.
-TIME_SCALE = 10.0
+TIME_SCALE = 5.0
 # The live phase: long enough for six 10-second readout steps with ~50 requests each.
 LIVE_S = 60.0
 LIVE_STEP_S = 10.0
@@ -153,6 +153,12 @@ def _tier_copy(spec_path: Path, ports: tuple[int, int], *, old: bool) -> dict[st
         doc["replicas"][name]["args"]["port"] = port
     if old:
         doc["replicas"]["r2"]["args"].pop("prefill-decode-interval", None)
+    # Sized for a 2-core machine: 4K chunks so a 60K-token prompt is 15 chunks (the real
+    # tier's 16K chunks over 720K prompts give ~44), and no prefix cache, because the
+    # simulated engine has no /flush_cache and repeated A/B blocks must start cold.
+    doc["engine"]["args"]["chunked-prefill-size"] = 4096
+    doc["engine"]["args"]["disable-radix-cache"] = True
+    doc["rules"] = []  # the qsplit rule is about 16K chunks on real GPUs
     return doc
 
 
