@@ -272,24 +272,26 @@ def _workload(name: str, lanes: list[dict[str, Any]], max_s: float) -> Any:
     )
 
 
-# Three sequences keep decoding while a burst of long prompts prefills (the field report's
-# scheduler canary in miniature).
+# Three sequences decode while a burst of long prompts prefills (the field report's scheduler
+# canary in miniature). The decoders start once the burst is prefilling and ask for fewer
+# tokens than the burst has chunks, so every one of their tokens competes with a chunk.
 _DECODE_UNDER_PREFILL: list[dict[str, Any]] = [
-    {
-        "kind": "hammer",
-        "name": "decoders",
-        "concurrency": 3,
-        "count": 3,
-        "input_tokens": 200,
-        "output_tokens": 1500,
-    },
     {
         "kind": "burst",
         "name": "burst",
         "count": 3,
         "input_tokens": 100000,
         "output_tokens": 4,
-        "at_s": 0.1,
+        "at_s": 0.0,
+    },
+    {
+        "kind": "hammer",
+        "name": "decoders",
+        "concurrency": 3,
+        "count": 3,
+        "start_s": 2.0,
+        "input_tokens": 200,
+        "output_tokens": 40,
     },
 ]
 
