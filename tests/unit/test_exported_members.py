@@ -28,3 +28,16 @@ def test_public_members_are_pinned() -> None:
         "readout",
     }
     assert public == set(tierctl.__all__)
+
+
+def test_base_import_does_not_pull_in_the_extras() -> None:
+    """`import tierctl` must work on the base install: no numpy, aiohttp, scipy, tokenizers."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tierctl; heavy = {'numpy', 'aiohttp', 'scipy', 'tokenizers', 'matplotlib'};"
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
