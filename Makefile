@@ -15,6 +15,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 demo: $(STAMP)
+	./scripts/ensure-prometheus
 	$(BIN)/tierctl demo
 
 test: $(STAMP)
