@@ -8,11 +8,11 @@ import yaml
 
 from tierctl.errors import Location
 from tierctl.spec.loader import PathKey, format_path
+from tierctl.yaml12 import Yaml12Loader
 
-try:  # libyaml is several times faster; the pure-Python loader gives the same result.
-    YamlLoader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
-except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    YamlLoader = yaml.SafeLoader
+# libyaml's parser with YAML 1.2 scalars: `restart: no` and `"22:22"`-like values stay
+# strings, as compose reads them.
+YamlLoader = Yaml12Loader
 
 # Messages point at services.<name>.<key>[i].<sub> at the deepest; deeper keys are not recorded
 # so that a large inline config does not cost a walk of every scalar.

@@ -9,7 +9,6 @@ the line of the offending key, so an operator never has to hunt for it.
 from __future__ import annotations
 
 import difflib
-import re
 import types
 import typing
 from pathlib import Path
@@ -21,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from tierctl.errors import Location, SpecError, SpecErrors
 from tierctl.spec.checks import check_spec
 from tierctl.spec.model import TierSpec
+from tierctl.yaml12 import Yaml12Loader
 
 PathKey = tuple[str | int, ...]
 
@@ -57,35 +57,7 @@ def format_path(path: PathKey) -> str:
     return out
 
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class SpecLoader(_Loader):  # type: ignore[misc]
-    """PyYAML's (C) safe loader with YAML 1.2 booleans and integers.
-
-    YAML 1.1 reads ``no``/``on`` as booleans and ``22:22`` as the sexagesimal integer 1342;
-    compose (go-yaml v3) and YAML 1.2 read them as strings, and so does tierctl.
-    """
-
-
-SpecLoader.yaml_implicit_resolvers = {
-    key: [
-        (tag, regexp)
-        for tag, regexp in resolvers
-        if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int")
-    ]
-    for key, resolvers in _Loader.yaml_implicit_resolvers.items()
-}
-SpecLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool",
-    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-    list("tTfF"),
-)
-SpecLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:int",
-    re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
-    list("-+0123456789"),
-)
+SpecLoader = Yaml12Loader
 
 
 def _walk(node: yaml.Node, path: PathKey, lines: LineMap, source: str) -> None:

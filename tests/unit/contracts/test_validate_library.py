@@ -87,3 +87,13 @@ def test_a_literal_token_in_argv_is_flagged_and_never_printed() -> None:
     assert any("is a literal credential (33 chars)" in v.message for v in report.violations)
     assert token not in report.text()
     assert token not in report.to_json()
+
+
+def test_compose_scalars_are_read_as_compose_reads_them() -> None:
+    """YAML 1.2 like go-yaml v3: `restart: no` is the string "no", `22:22` a string."""
+    from tierctl.compose import parse_compose
+
+    text = "services:\n  a:\n    image: x\n    restart: no\n    ports: [22:22]\n"
+    service = parse_compose(text, source="c.yaml").services["a"]
+    assert service.data["restart"] == "no"
+    assert service.data["ports"] == ["22:22"]
