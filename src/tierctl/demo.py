@@ -154,8 +154,8 @@ def _tier_copy(spec_path: Path, ports: tuple[int, int], *, old: bool) -> dict[st
     if old:
         doc["replicas"]["r2"]["args"].pop("prefill-decode-interval", None)
     # Sized for a 2-core machine: 4K chunks so a 60K-token prompt is 15 chunks (the real
-    # tier's 16K chunks over 720K prompts give ~44), and no prefix cache, because the
-    # simulated engine has no /flush_cache and repeated A/B blocks must start cold.
+    # tier's 16K chunks over 720K prompts give ~44), and no prefix cache, so that repeated A/B
+    # blocks and the live phase's repeated prompts all prefill in full.
     doc["engine"]["args"]["chunked-prefill-size"] = 4096
     doc["engine"]["args"]["disable-radix-cache"] = True
     doc["rules"] = []  # the qsplit rule is about 16K chunks on real GPUs

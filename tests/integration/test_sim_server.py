@@ -277,3 +277,21 @@ async def test_health_p99_far_worse_with_on_loop_tokenization() -> None:
     async with sim_serve("--enable-dynamic-batch-tokenizer", **glm) as srv:  # type: ignore[arg-type]
         dyntok = await _health_p99_during_burst(srv.url, n)
     assert on_loop > 5 * dyntok, (on_loop, dyntok)
+
+
+async def test_flush_cache_empties_the_prefix_cache() -> None:
+    """A repeated prompt hits the prefix cache; after POST /flush_cache it starts cold again."""
+    async with sim_serve("--enable-cache-report") as srv, aiohttp.ClientSession() as s:
+        body = {"prompt": "the same long prompt " * 400, "max_tokens": 2}
+
+        async def cached_tokens() -> int:
+            async with s.post(srv.url + "/v1/completions", json=body) as r:
+                doc = await r.json()
+            return int(doc["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+        assert await cached_tokens() == 0
+        assert await cached_tokens() > 0
+        async with s.post(srv.url + "/flush_cache") as r:
+            assert r.status == 200
+            assert "flushed" in await r.text()
+        assert await cached_tokens() == 0

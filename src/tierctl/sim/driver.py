@@ -40,6 +40,7 @@ class EngineDriver:
         self._t0 = clock()
         self._sim_s = 0.0
         self._streams: dict[str, asyncio.Queue[Timed]] = {}
+        self._cached: dict[str, int] = {}  # rid -> prefix-cached prompt tokens, until read
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._seq = 0
@@ -73,6 +74,7 @@ class EngineDriver:
     def cancel(self, rid: str) -> None:
         """The client went away: drop the request from the scheduler."""
         self._streams.pop(rid, None)
+        self._cached.pop(rid, None)
         self.scheduler.abort(rid, self._sim_s)
 
     def start(self) -> None:
@@ -104,8 +106,14 @@ class EngineDriver:
             delay = self._sim_s / self.time_scale - (self._clock() - self._t0)
             # Yield even when behind so HTTP handlers get the loop between rounds.
             await asyncio.sleep(max(delay, 0.0))
+            finished = {live.req.rid: live for live in sched.done}
             for em in rnd.emitted:
                 q = self._streams.get(em.rid)
+                if em.index == 1 and q is not None:
+                    # Recorded now: a short request may already be finished (and gone from
+                    # sched.lives) by the time its handler reads the first token.
+                    live = sched.lives.get(em.rid) or finished.get(em.rid)
+                    self._cached[em.rid] = live.cached_tokens if live is not None else 0
                 if q is not None:
                     q.put_nowait((em, self._sim_s))
                     if em.finished:
@@ -131,6 +139,6 @@ class EngineDriver:
             sched.done.clear()
 
     def cached_tokens(self, rid: str) -> int:
-        """Prompt tokens the prefix cache served for a live request (0 when unknown)."""
-        live = self.scheduler.lives.get(rid)
-        return live.cached_tokens if live is not None else 0
+        """Prompt tokens the prefix cache served for a request (read once, after its first
+        token; 0 when unknown)."""
+        return self._cached.pop(rid, 0)

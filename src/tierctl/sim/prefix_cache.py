@@ -50,6 +50,10 @@ class PrefixCache:
         for h in reversed(hashes):
             move(h)
 
+    def clear(self) -> None:
+        """Forget every cached block (``/flush_cache``)."""
+        self._blocks.clear()
+
     def evict_to(self, max_tokens: int) -> int:
         """Drop least-recently-used blocks until at most ``max_tokens``; returns tokens freed."""
         freed = 0

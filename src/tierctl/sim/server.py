@@ -71,6 +71,7 @@ class SimServer:
         app.router.add_get("/get_server_info", self.server_info)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/metrics", self.metrics_route)
+        app.router.add_post("/flush_cache", self.flush_cache)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
         app.on_startup.append(self._on_startup)
@@ -99,6 +100,18 @@ class SimServer:
     async def health(self, request: web.Request) -> web.Response:
         """200 while serving; 503 while draining."""
         return web.Response(status=503 if self.draining else 200)
+
+    async def flush_cache(self, request: web.Request) -> web.Response:
+        """Empty the prefix cache, as SGLang's ``POST /flush_cache`` does: refused (400) while
+        requests are running or waiting, so paired A/B blocks can each start cold."""
+        sched = self.driver.scheduler if self.driver is not None else None
+        if sched is None or sched.waiting or sched.running or sched.chunked is not None:
+            return web.Response(
+                status=400, text="Cache not flushed: there are running or waiting requests.\n"
+            )
+        if sched.cache is not None:
+            sched.cache.clear()
+        return web.Response(text="Cache flushed.\n")
 
     async def health_generate(self, request: web.Request) -> web.Response:
         """Run a one-token generation through the scheduler; 503 if draining or stuck."""
