@@ -26,6 +26,7 @@ def test_public_members_are_pinned() -> None:
         "bench",
         "rollout",
         "readout",
+        "traces",
     }
     assert public == set(tierctl.__all__)
 

@@ -246,3 +246,16 @@ def test_jsonl_round_trip(tmp_path_factory, rows):
     )
     assert [r.arrival_s for r in got] == sorted(r.arrival_s for r in got)
     assert got[0].arrival_s == 0.0
+
+
+def test_the_reader_needs_none_of_the_extras():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tierctl.traces;"
+        "heavy = {'numpy', 'aiohttp', 'orjson', 'scipy', 'tokenizers', 'tierctl.sim', 'tierctl.bench'};"
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
