@@ -34,29 +34,20 @@ def test_jsonl_rows_are_sorted_and_shifted_to_zero(tmp_path):
     ]
 
 
-def test_mooncake_timestamps_are_milliseconds(tmp_path):
-    p = _write(
-        tmp_path,
-        "m.jsonl",
-        '{"timestamp": 0, "input_length": 100, "output_length": 5, "hash_ids": [1]}\n'
-        '{"timestamp": 1500, "input_length": 200, "output_length": 6, "hash_ids": [2]}\n',
-    )
-    assert [r.arrival_s for r in read_trace(p, "mooncake")] == [0.0, 1.5]
-
-
-def test_mooncake_lines_carry_block_hashes(tmp_path):
+def test_mooncake_timestamps_are_milliseconds_and_lines_carry_block_hashes(tmp_path):
     p = _write(
         tmp_path,
         "mc.jsonl",
         '{"timestamp": 0, "input_length": 1024, "output_length": 10, "hash_ids": [1, 2]}\n'
+        '{"timestamp": 1500, "input_length": 200, "output_length": 6}\n'
         '{"timestamp": 2500, "input_length": 1536, "output_length": 5, "hash_ids": [1, 2, 3]}\n',
     )
     rows = read_trace(p, "mooncake")
     assert [(r.arrival_s, r.input_tokens, r.output_tokens) for r in rows] == [
-        (0.0, 1024, 10), (2.5, 1536, 5)
+        (0.0, 1024, 10), (1.5, 200, 6), (2.5, 1536, 5)
     ]  # fmt: skip
-    assert rows[1].hash_ids == (1, 2, 3)
-    assert rows[1].block_tokens == 512
+    assert [r.hash_ids for r in rows] == [(1, 2), (), (1, 2, 3)]
+    assert rows[2].block_tokens == 512
 
 
 def test_jsonl_keeps_rid_and_hash_ids_and_offsets_without_rebase(tmp_path):
