@@ -34,20 +34,29 @@ def test_jsonl_rows_are_sorted_and_shifted_to_zero(tmp_path):
     ]
 
 
-def test_mooncake_timestamps_are_milliseconds_and_lines_carry_block_hashes(tmp_path):
-    p = _write(
-        tmp_path,
-        "mc.jsonl",
+FORMAT_CASES = [
+    (
+        "mooncake",  # timestamps in milliseconds; hash_ids carried for the prefix cache
         '{"timestamp": 0, "input_length": 1024, "output_length": 10, "hash_ids": [1, 2]}\n'
         '{"timestamp": 1500, "input_length": 200, "output_length": 6}\n'
         '{"timestamp": 2500, "input_length": 1536, "output_length": 5, "hash_ids": [1, 2, 3]}\n',
-    )
-    rows = read_trace(p, "mooncake")
-    assert [(r.arrival_s, r.input_tokens, r.output_tokens) for r in rows] == [
-        (0.0, 1024, 10), (1.5, 200, 6), (2.5, 1536, 5)
-    ]  # fmt: skip
-    assert [r.hash_ids for r in rows] == [(1, 2), (), (1, 2, 3)]
-    assert rows[2].block_tokens == 512
+        [(0.0, 1024, 10, (1, 2)), (1.5, 200, 6, ()), (2.5, 1536, 5, (1, 2, 3))],
+    ),
+    (
+        "burstgpt",  # a zero response asks for one token
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5,ChatGPT,472,18,490,Conversation log\n"
+        "7,GPT-4,1087,0,1087,API log\n",
+        [(0.0, 472, 18, ()), (2.0, 1087, 1, ())],
+    ),
+]
+
+
+@pytest.mark.parametrize(("fmt", "text", "expected"), FORMAT_CASES)
+def test_formats_give_arrival_tokens_and_hashes(tmp_path, fmt, text, expected):
+    rows = read_trace(_write(tmp_path, "t.trace", text), fmt)
+    assert [(r.arrival_s, r.input_tokens, r.output_tokens, r.hash_ids) for r in rows] == expected
+    assert {r.block_tokens for r in rows} == {512}
 
 
 def test_jsonl_keeps_rid_and_hash_ids_and_offsets_without_rebase(tmp_path):
@@ -90,21 +99,6 @@ def test_azure_csv_with_seven_fraction_digits(tmp_path):
     rows = read_trace(p, "azure")
     assert rows[1].arrival_s == pytest.approx(4.314579, abs=1e-6)
     assert (rows[1].input_tokens, rows[1].output_tokens) == (396, 109)
-
-
-def test_burstgpt_zero_response_asks_for_one_token(tmp_path):
-    p = _write(
-        tmp_path,
-        "b.csv",
-        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
-        "5,ChatGPT,472,18,490,Conversation log\n"
-        "7,GPT-4,1087,0,1087,API log\n",
-    )
-    rows = read_trace(p, "burstgpt")
-    assert [(r.arrival_s, r.input_tokens, r.output_tokens) for r in rows] == [
-        (0.0, 472, 18),
-        (2.0, 1087, 1),
-    ]
 
 
 def test_limit_reads_only_the_first_rows(tmp_path):
