@@ -109,9 +109,9 @@ def worker(args: argparse.Namespace) -> None:
     """Child: simulate the day trace with tierctl and print JSON figures."""
     from tierctl.sim.config import EngineConfig
     from tierctl.sim.simulate import simulate
-    from tierctl.sim.workload_traces import read_trace
+    from tierctl.sim.workload_traces import read_workload
 
-    wl = read_trace(args.trace, "jsonl")
+    wl = read_workload(args.trace, "jsonl")
     cfg = EngineConfig.from_argv(["--chunked-prefill-size", "16384", "--max-running-requests",
                                   "16", "--prefill-decode-interval", str(args.pdi),
                                   "--enable-hierarchical-cache", "--hicache-ratio", "2"])  # fmt: skip

@@ -28,6 +28,7 @@ def test_public_members_are_pinned() -> None:
         "readout",
         "yaml12",
         "demo",
+        "traces",
     }
     assert public == set(tierctl.__all__)
 

@@ -11,8 +11,8 @@ from tierctl.bench.plan import Plan, PlannedRequest, build_plan
 from tierctl.bench.probe import Episode, unhealthy_episodes
 from tierctl.bench.runner import run_plan
 from tierctl.bench.samples import ProbeSample, RequestSample, RunRecord
-from tierctl.bench.traces import TraceRow, read_trace
 from tierctl.bench.workload import Workload, load_workload, workload_from_dict
+from tierctl.traces import TraceRow, read_trace
 
 __all__ = [
     "ABOutcome",

@@ -11,8 +11,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from tierctl.bench.traces import read_trace
 from tierctl.bench.workload import BurstLane, HammerLane, TraceLane, Workload
+from tierctl.traces import read_trace
 
 
 @dataclass(frozen=True)

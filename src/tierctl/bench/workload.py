@@ -15,6 +15,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from tierctl.errors import InputError, Location
+from tierctl.traces import TraceFormat
 
 
 class _Model(BaseModel):
@@ -65,9 +66,7 @@ class TraceLane(_Model):
     kind: Literal["trace"] = Field(description="Lane kind.")
     name: str = Field("trace", description="Lane name used in reports.")
     path: str = Field(description="Trace file, relative to the workload file.")
-    format: Literal["jsonl", "mooncake", "azure", "burstgpt"] = Field(
-        "jsonl", description="Trace format."
-    )
+    format: TraceFormat = Field("jsonl", description="Trace format.")
     time_scale: float = Field(
         1.0, gt=0, description="Multiply inter-arrival times by this (0.5 = twice as fast)."
     )

@@ -9,6 +9,8 @@ from typing import Any
 import click
 from rich.console import Console
 
+from tierctl.traces import TRACE_FORMATS
+
 _F = Callable[..., Any]
 
 
@@ -57,7 +59,7 @@ def _workload_options(f: _F) -> _F:
             "--trace-format",
             default="jsonl",
             show_default=True,
-            type=click.Choice(["jsonl", "mooncake", "azure", "burstgpt"]),
+            type=click.Choice(TRACE_FORMATS),
         ),
         click.option(
             "--time-scale",

@@ -12,7 +12,7 @@ import click
 from tierctl.sim.cost import DEFAULT_PRESET, PRESETS
 from tierctl.sim.result import SimResult, Summary
 from tierctl.sim.workload import GENERATORS
-from tierctl.sim.workload_traces import FORMATS
+from tierctl.traces import TRACE_FORMATS
 
 _PRESET = click.option(
     "--preset",
@@ -28,7 +28,7 @@ def _workload_options(f: Any) -> Any:
         click.option("--workload", "kind", type=click.Choice(GENERATORS), default="field",
                      show_default=True, help="Built-in workload (ignored with --trace)."),
         click.option("--trace", type=click.Path(dir_okay=False), help="Trace file to replay."),
-        click.option("--trace-format", type=click.Choice(FORMATS), default="jsonl",
+        click.option("--trace-format", type=click.Choice(TRACE_FORMATS), default="jsonl",
                      show_default=True),
         click.option("--seed", type=int, default=0, show_default=True),
         click.option("--count", type=int, default=8, show_default=True, help="Burst size."),

@@ -19,7 +19,7 @@ from tierctl.sim.result import RatioRow, RequestResult, SimResult, Summary, rati
 from tierctl.sim.simulate import Comparison, compare, simulate
 from tierctl.sim.sources import EngineSource, WorkloadSource, compare_sims, run_sim
 from tierctl.sim.workload import SimRequest, Workload, generate
-from tierctl.sim.workload_traces import read_trace, write_jsonl
+from tierctl.sim.workload_traces import read_workload, write_jsonl
 
 __all__ = [
     "PRESETS",
@@ -42,7 +42,7 @@ __all__ = [
     "generate",
     "preset",
     "ratio_table",
-    "read_trace",
+    "read_workload",
     "run_sim",
     "simulate",
     "write_jsonl",

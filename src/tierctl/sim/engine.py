@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.prefix_cache import PrefixCache
-from tierctl.sim.workload import BLOCK_TOKENS, SimRequest
+from tierctl.sim.workload import SimRequest
+from tierctl.traces import BLOCK_TOKENS
 
 # ITL histogram: log-spaced buckets from 0.1 ms, 20 per e-fold (~5% wide).
 _ITL_FLOOR_S = 1e-4

@@ -13,7 +13,7 @@ from tierctl.sim.cost import CostModel, preset
 from tierctl.sim.result import SimResult
 from tierctl.sim.simulate import Comparison, compare, simulate
 from tierctl.sim.workload import Workload, generate
-from tierctl.sim.workload_traces import read_trace
+from tierctl.sim.workload_traces import read_workload
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class WorkloadSource:
     def load(self) -> Workload:
         """Read or generate the workload."""
         if self.trace is not None:
-            return read_trace(self.trace, self.trace_format)
+            return read_workload(self.trace, self.trace_format)
         return generate(
             self.kind,
             self.seed,

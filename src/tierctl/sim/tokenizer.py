@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tierctl.sim.workload import BLOCK_TOKENS
+from tierctl.traces import BLOCK_TOKENS
 
 Encoded = tuple[int, tuple[int, ...]]
 

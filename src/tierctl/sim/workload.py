@@ -1,7 +1,7 @@
 """Workloads for the simulator: the request type and the built-in generators.
 
-Generators take a seeded ``random.Random`` so the same seed gives the same workload. The trace
-readers live in :mod:`tierctl.sim.workload_traces`.
+Generators take a seeded ``random.Random`` so the same seed gives the same workload. Traces are
+read into workloads by :mod:`tierctl.sim.workload_traces`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-# Mooncake traces hash 512-token blocks; the generators use the same block size.
-BLOCK_TOKENS = 512
+# The generators hash prompt blocks of the size Mooncake traces use (tierctl.traces).
+from tierctl.traces import BLOCK_TOKENS
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,265 @@
+"""Recorded request traces: one reader for the simulator and the load generator.
+
+Each row gives an arrival time, prompt tokens and output tokens; JSON formats may also carry
+Mooncake-style ``hash_ids`` (chained hashes of the prompt's :data:`BLOCK_TOKENS`-token blocks)
+for the simulator's prefix cache. The formats are described once, in docs/traces.md.
+
+Rows come back sorted by arrival (stable). A bad row raises
+:class:`~tierctl.errors.InputError` (exit 2) naming ``file:line``. Only the standard library is
+imported, so the base CLI can read traces without the ``sim``/``bench`` extras.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from tierctl.errors import InputError, Location
+
+#: Tokens per hashed prompt block: Mooncake's ``hash_ids`` name 512-token blocks.
+BLOCK_TOKENS = 512
+
+TraceFormat = Literal["jsonl", "mooncake", "azure", "burstgpt"]
+
+#: The trace formats :func:`read_trace` understands.
+TRACE_FORMATS: tuple[str, ...] = ("jsonl", "mooncake", "azure", "burstgpt")
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One request of a trace.
+
+    ``line`` is the row's 1-based line in the file; ``rid`` is the file's request id, if it
+    names one; ``hash_ids`` chain the prompt's ``block_tokens``-sized blocks (empty: unknown).
+    """
+
+    arrival_s: float
+    input_tokens: int
+    output_tokens: int
+    line: int
+    rid: str | None = None
+    hash_ids: tuple[int, ...] = ()
+    block_tokens: int = BLOCK_TOKENS
+
+
+@dataclass(frozen=True)
+class _Raw:
+    line: int
+    arrival: Any
+    input_tokens: Any
+    output_tokens: Any
+    rid: str | None = None
+    hash_ids: tuple[int, ...] = ()
+
+
+_Reader = Callable[[str, str, tuple[str, str, str]], Iterator[_Raw]]
+
+
+class _BadRow(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class _Format:
+    keys: tuple[str, str, str]  # arrival, input tokens, output tokens
+    read: _Reader
+    # A wall-clock arrival (a date-time) means nothing until made relative to the first row.
+    wall_clock: bool = False
+
+
+def read_trace(
+    path: str | Path,
+    fmt: str = "jsonl",
+    *,
+    limit: int | None = None,
+    rebase: bool = True,
+) -> list[TraceRow]:
+    """Read a trace file; rows sorted by arrival.
+
+    Args:
+        path: the trace file (UTF-8).
+        fmt: one of :data:`TRACE_FORMATS`.
+        limit: keep only the first ``limit`` rows of the file.
+        rebase: shift arrivals so the first is at 0 s. Date-time arrivals (``azure``) are
+            always made relative to the earliest row.
+
+    Raises:
+        InputError: unreadable file, unknown format, no rows, or a bad row (``file:line``).
+    """
+    file = Path(path)
+    spec = _FORMATS.get(fmt)
+    if spec is None:
+        raise InputError(
+            f"unknown trace format {fmt!r}",
+            value=fmt,
+            fix=f"use one of: {', '.join(TRACE_FORMATS)}",
+        )
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(
+            f"cannot read trace file: {exc}",
+            location=Location(file=str(file)),
+            fix="pass an existing UTF-8 trace file",
+        ) from None
+    rows: list[TraceRow] = []
+    for raw in spec.read(text, str(file), spec.keys):
+        try:
+            rows.append(_row(raw))
+        except _BadRow as exc:
+            raise InputError(
+                f"bad {fmt} trace row: {exc}",
+                location=Location(file=str(file), line=raw.line),
+                rule="arrival >= 0 and token counts are positive integers",
+                fix=f"each row needs numeric {', '.join(spec.keys)}; fix or delete the row",
+            ) from None
+        if limit is not None and len(rows) >= limit:
+            break
+    if not rows:
+        raise InputError(
+            "the trace has no rows (no requests to replay)",
+            location=Location(file=str(file)),
+            fix="pass a non-empty trace",
+        )
+    rows.sort(key=lambda r: r.arrival_s)
+    t0 = rows[0].arrival_s if rebase or spec.wall_clock else 0.0
+    if t0 == 0.0:
+        return rows
+    return [replace(r, arrival_s=r.arrival_s - t0) for r in rows]
+
+
+def _row(raw: _Raw) -> TraceRow:
+    a = _number(raw.arrival, "arrival")
+    if a < 0:
+        raise _BadRow(f"negative arrival {raw.arrival!r}")
+    i = _count(raw.input_tokens, "input tokens", minimum=1)
+    # A logged request may have produced nothing (BurstGPT logs failures); still ask for 1.
+    o = max(1, _count(raw.output_tokens, "output tokens", minimum=0))
+    return TraceRow(a, i, o, raw.line, raw.rid, raw.hash_ids)
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool):
+        raise _BadRow(f"{what} is not a number: {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise _BadRow(f"{what} is not a number: {value!r}") from None
+    if not math.isfinite(x):
+        raise _BadRow(f"{what} is not finite: {value!r}")
+    return x
+
+
+def _count(value: Any, what: str, *, minimum: int) -> int:
+    x = _number(value, what)
+    if x != int(x) or x < minimum:
+        raise _BadRow(f"{what} must be an integer >= {minimum}: {value!r}")
+    return int(x)
+
+
+def _jsonl(divisor: float) -> _Reader:
+    """A JSON-lines reader whose arrival field is in seconds times ``divisor``."""
+
+    def read(text: str, file: str, keys: tuple[str, str, str]) -> Iterator[_Raw]:
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            loc = Location(file=file, line=n)
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    f"not JSON: {exc.msg}", location=loc, fix="one JSON object per line"
+                ) from None
+            if not isinstance(obj, dict):
+                raise InputError("each line must be a JSON object", location=loc, value=obj)
+            missing = [k for k in keys if k not in obj]
+            if missing:
+                raise InputError(
+                    f"missing field(s) {', '.join(missing)}",
+                    location=loc,
+                    fix=f"each row needs {', '.join(keys)}",
+                )
+            hashes = obj.get("hash_ids", [])
+            if not isinstance(hashes, list) or not all(
+                isinstance(h, int) and not isinstance(h, bool) for h in hashes
+            ):
+                raise InputError("hash_ids must be a list of integers", location=loc, value=hashes)
+            arrival = obj[keys[0]]
+            if isinstance(arrival, int | float) and not isinstance(arrival, bool):
+                arrival = arrival / divisor
+            rid = obj.get("rid")
+            yield _Raw(
+                n,
+                arrival,
+                obj[keys[1]],
+                obj[keys[2]],
+                None if rid is None else str(rid),
+                tuple(hashes),
+            )
+
+    return read
+
+
+def _csv(arrival: Callable[[str | None], float]) -> _Reader:
+    """A CSV reader (header row naming the columns) with an arrival parser."""
+
+    def read(text: str, file: str, keys: tuple[str, str, str]) -> Iterator[_Raw]:
+        reader = csv.DictReader(io.StringIO(text))
+        header = reader.fieldnames or []
+        missing = [k for k in keys if k not in header]
+        if missing:
+            raise InputError(
+                f"CSV header lacks column(s) {', '.join(missing)}",
+                location=Location(file=file, line=1),
+                value=header,
+                fix=f"the header must name {', '.join(keys)}",
+            )
+        for rec in reader:
+            n = reader.line_num
+            try:
+                t = arrival(rec[keys[0]])
+            except _BadRow as exc:
+                raise InputError(
+                    f"bad trace row: {exc}", location=Location(file=file, line=n)
+                ) from None
+            yield _Raw(n, t, rec[keys[1]], rec[keys[2]])
+
+    return read
+
+
+def _seconds(value: str | None) -> float:
+    return _number(value, "timestamp")
+
+
+def _date_time(value: str | None) -> float:
+    if not value:
+        raise _BadRow("empty TIMESTAMP")
+    text = value.strip()
+    # Azure writes 7 fractional digits; datetime parses at most 6.
+    head, dot, frac = text.partition(".")
+    if dot:
+        text = f"{head}.{frac[:6]}"
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        raise _BadRow(f"TIMESTAMP is not a date-time: {value!r}") from None
+    # Only differences matter; reading a naive stamp as UTC keeps them free of local DST shifts.
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+
+
+_FORMATS: dict[str, _Format] = {
+    "jsonl": _Format(("arrival_s", "input_tokens", "output_tokens"), _jsonl(1.0)),
+    "mooncake": _Format(("timestamp", "input_length", "output_length"), _jsonl(1000.0)),
+    "azure": _Format(
+        ("TIMESTAMP", "ContextTokens", "GeneratedTokens"), _csv(_date_time), wall_clock=True
+    ),
+    "burstgpt": _Format(("Timestamp", "Request tokens", "Response tokens"), _csv(_seconds)),
+}
