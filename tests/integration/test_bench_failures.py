@@ -272,3 +272,35 @@ async def test_stop_while_the_sender_waits_for_a_far_arrival():
     assert rec.interrupted
     assert rec.sent == 1
     assert rec.count("completed") == 1
+
+
+async def test_flush_cache_outcomes_are_reported_never_raised() -> None:
+    """ok on 200, unsupported on 404 (a server without /flush_cache), failed when unreachable."""
+    import socket
+
+    from aiohttp import web
+
+    from tierctl.bench.ab import flush_cache
+
+    async def ok(_: web.Request) -> web.Response:
+        return web.Response(text="Cache flushed.")
+
+    for routes, expected in (
+        ([web.post("/flush_cache", ok)], "ok"),
+        ([], "unsupported (HTTP 404)"),
+    ):
+        app = web.Application()
+        app.add_routes(routes)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        try:
+            assert await flush_cache(f"http://127.0.0.1:{port}") == expected
+        finally:
+            await runner.cleanup()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    assert (await flush_cache(f"http://127.0.0.1:{closed}")).startswith("failed (")
