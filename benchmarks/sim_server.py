@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import random
 import re
 import signal
 import subprocess
@@ -21,6 +20,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
+
+from tierctl.bench.prompts import text_of_size
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,61 +60,6 @@ async def sim_server(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-_WORDS = [
-    "the",
-    "scheduler",
-    "admits",
-    "a",
-    "long",
-    "prompt",
-    "and",
-    "splits",
-    "its",
-    "prefill",
-    "into",
-    "chunks",
-    "while",
-    "running",
-    "sequences",
-    "keep",
-    "decoding",
-    "one",
-    "token",
-    "per",
-    "round",
-    "until",
-    "the",
-    "request",
-    "queue",
-    "drains",
-    "and",
-    "the",
-    "cache",
-    "serves",
-    "the",
-    "shared",
-    "prefix",
-    "of",
-    "every",
-    "conversation",
-    "turn",
-    "from",
-    "memory",
-]
-
-
-def big_prompt(n_bytes: int, seed: int) -> str:
-    """About ``n_bytes`` of English-like text (~370K tokens per 1.4 MB with the bundled BPE)."""
-    rng = random.Random(seed)
-    out: list[str] = []
-    size = 0
-    while size < n_bytes:
-        w = rng.choice(_WORDS)
-        out.append(w)
-        size += len(w) + 1
-    return " ".join(out)[:n_bytes]
 
 
 async def probe_health(
@@ -191,7 +137,7 @@ async def main(quick: bool) -> None:
         rps = await streamed_rps(url, n, 64)
     print(f"streamed chat requests/s (16 tokens each, 64 concurrent, {n} requests): {rps:.0f}")
     k = 3 if quick else 6
-    prompts = [big_prompt(1_400_000, i) for i in range(k)]
+    prompts = [text_of_size(1_400_000, i) for i in range(k)]
     rows = []
     for label, extra in (
         ("on-loop tokenizer", ()),

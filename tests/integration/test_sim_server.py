@@ -20,6 +20,8 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tierctl.bench.prompts import text_of_size
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,55 +191,6 @@ async def test_sigterm_drains_in_flight_streams_and_health_turns_503() -> None:
         assert await asyncio.to_thread(srv.proc.wait, 30) == 0
 
 
-_WORDS = [
-    "the",
-    "scheduler",
-    "admits",
-    "a",
-    "long",
-    "prompt",
-    "and",
-    "splits",
-    "its",
-    "prefill",
-    "into",
-    "chunks",
-    "while",
-    "running",
-    "sequences",
-    "keep",
-    "decoding",
-    "one",
-    "token",
-    "per",
-    "round",
-    "until",
-    "the",
-    "request",
-    "queue",
-    "drains",
-    "and",
-    "the",
-    "cache",
-    "serves",
-    "the",
-    "shared",
-    "prefix",
-    "of",
-    "every",
-    "conversation",
-    "turn",
-    "from",
-    "memory",
-]
-
-
-def _big_prompt(n_bytes: int, seed: int) -> str:
-    """About ``n_bytes`` of English-like text (~0.4 tokens per byte with the bundled BPE)."""
-    words = [_WORDS[(seed * 31 + i * 17) % len(_WORDS)] for i in range(n_bytes // 4)]
-    return " ".join(words)[:n_bytes]
-
-
 async def _health_p99_during_burst(url: str, n: int) -> float:
     lat: list[float] = []
     async with aiohttp.ClientSession() as s:
@@ -256,7 +209,7 @@ async def _health_p99_during_burst(url: str, n: int) -> float:
         prober = asyncio.create_task(probe())
         await asyncio.sleep(0.2)
         posts = [s.post(url + "/v1/completions",
-                        data=io.BytesIO(json.dumps({"prompt": _big_prompt(1_400_000, i),
+                        data=io.BytesIO(json.dumps({"prompt": text_of_size(1_400_000, i),
                                                     "max_tokens": 2}).encode()),
                         headers={"Content-Type": "application/json"},
                         timeout=aiohttp.ClientTimeout(total=120)) for i in range(n)]  # fmt: skip

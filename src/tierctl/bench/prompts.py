@@ -34,6 +34,18 @@ _WORDS_TEXT = (
 _WORDS = tuple(_WORDS_TEXT.split())
 
 
+def text_of_size(n_bytes: int, seed: int) -> str:
+    """About ``n_bytes`` of English-like text from the bundled words (multi-MB prompt tests)."""
+    rng = random.Random(seed)
+    words: list[str] = []
+    size = 0
+    while size < n_bytes:
+        word = rng.choice(_WORDS)
+        words.append(word)
+        size += len(word) + 1
+    return " ".join(words)[:n_bytes]
+
+
 class PromptSource(Protocol):
     """Makes the prompt text for one request."""
 
