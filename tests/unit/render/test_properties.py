@@ -80,7 +80,8 @@ def test_a_replica_override_changes_only_that_replicas_service(
     flag = draw.draw(
         st.sampled_from(["max-running-requests", "prefill-decode-interval", "extra-x"])
     )
-    value = draw.draw(st.integers(1000, 2000))
+    # Outside every generated range, so the override always changes the effective value.
+    value = draw.draw(st.integers(2_000_000, 2_001_000))
     changed["replicas"][replica]["args"][flag] = value
     after = yaml.safe_load(_render(changed))
     target = f"eng-{replica}"
