@@ -295,6 +295,10 @@ def test_a_killed_rollout_resumes_without_repeating_a_finished_step(tier: Tier) 
     assert begins.count("02-recreate-model-r1") == 2
     # The engine the killed run was starting was stopped by the resume, not orphaned.
     running = {int(e["pid"]) for e in tier.driver.state().values()}
+    # A stopped engine can take a moment to exit after its signal; wait for it, bounded.
+    deadline = time.monotonic() + 10
+    while _live_pids(str(tier.tmp / "fake_engine.py")) != running and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert _live_pids(str(tier.tmp / "fake_engine.py")) == running
 
 
