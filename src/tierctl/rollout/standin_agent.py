@@ -124,13 +124,15 @@ class StandinAgent:
     async def _fault(self) -> str | None:
         return self.state.faults.pop(0) if self.state.faults else None
 
-    async def _up(self, request: web.Request) -> web.StreamResponse:
+    async def _accept(
+        self, request: web.Request, keys: set[str]
+    ) -> web.Response | tuple[dict[str, Any], str | None, dict[str, dict[str, Any]]]:
+        """What /compose/up and /compose/down share: auth, body checks, injected faults, and
+        the services of the named file. Returns an error response, or (body, fault, services)."""
         denied = await self._auth(request)
         if denied is not None:
             return denied
-        body = await self._body(
-            request, {"tag", "file", "services", "env", "force_recreate", "dry_run"}
-        )
+        body = await self._body(request, keys)
         if isinstance(body, web.Response):
             return body
         fault = await self._fault()
@@ -140,6 +142,15 @@ class StandinAgent:
         services = load_services(
             self.state.files[(body["tag"], body["file"])], body["file"]
         ).services
+        return body, fault, services
+
+    async def _up(self, request: web.Request) -> web.StreamResponse:
+        accepted = await self._accept(
+            request, {"tag", "file", "services", "env", "force_recreate", "dry_run"}
+        )
+        if isinstance(accepted, web.Response):
+            return accepted
+        body, fault, services = accepted
         lines: list[str] = []
         prefix = " ✔ DRY-RUN MODE - " if body["dry_run"] else " ✔ "
         targets = list(body["services"])
@@ -161,19 +172,10 @@ class StandinAgent:
         return await self._stream(request, lines, fault)
 
     async def _down(self, request: web.Request) -> web.StreamResponse:
-        denied = await self._auth(request)
-        if denied is not None:
-            return denied
-        body = await self._body(request, {"tag", "file", "services", "env", "volumes"})
-        if isinstance(body, web.Response):
-            return body
-        fault = await self._fault()
-        early = await self._early_fault(fault)
-        if early is not None:
-            return early
-        services = load_services(
-            self.state.files[(body["tag"], body["file"])], body["file"]
-        ).services
+        accepted = await self._accept(request, {"tag", "file", "services", "env", "volumes"})
+        if isinstance(accepted, web.Response):
+            return accepted
+        body, fault, services = accepted
         lines = []
         for name in body["services"]:
             container = services.get(name, {}).get("container_name") or name
