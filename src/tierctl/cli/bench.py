@@ -9,6 +9,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from tierctl.errors import ExitCode
 from tierctl.traces import TRACE_FORMATS
 
 _F = Callable[..., Any]
@@ -120,7 +121,7 @@ def bench() -> None:
 @bench.command("run")
 @click.option("--url", required=True, help="Base URL of the OpenAI-compatible server.")
 @_workload_options
-def run(url: str, **opts: Any) -> None:
+def run(url: str, **opts: Any) -> ExitCode:
     """Run a workload against one endpoint, with the probe lane beside it."""
     from tierctl.bench.execute import bench_run
     from tierctl.bench.report import probe_line, run_table
@@ -143,7 +144,8 @@ def run(url: str, **opts: Any) -> None:
     for f in outcome.files:
         console.print(f"wrote {f}")
     if rec.interrupted:
-        raise click.exceptions.Exit(130)
+        return ExitCode.INTERRUPTED
+    return ExitCode.OK
 
 
 @bench.command("ab")
@@ -162,7 +164,7 @@ def run(url: str, **opts: Any) -> None:
 @_workload_options
 def ab(
     a_url: str, b_url: str, order: str, repetitions: int, flush_cache: bool, **opts: Any
-) -> None:
+) -> ExitCode:
     """Paired A/B: the same requests against A and B in counterbalanced blocks; B/A ratios."""
     from tierctl.bench.execute import bench_ab
     from tierctl.bench.report import ab_table
@@ -187,5 +189,4 @@ def ab(
             console.print(f"[yellow]warning:[/yellow] block {k} ({b.arm}): {w}")
     for f in outcome.files:
         console.print(f"wrote {f}")
-    if outcome.result.interrupted:
-        raise click.exceptions.Exit(130)
+    return ExitCode.INTERRUPTED if outcome.result.interrupted else ExitCode.OK
