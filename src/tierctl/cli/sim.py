@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from tierctl.sim.cost import DEFAULT_PRESET, PRESETS
-from tierctl.sim.result import SimResult, Summary
+from tierctl.sim.result import SimResult, SimSummary
 from tierctl.sim.workload import GENERATORS
 from tierctl.traces import TRACE_FORMATS
 
@@ -226,7 +226,7 @@ def _fmt(v: float | None, spec: str = ".3g") -> str:
 
 
 def _render_run(result: SimResult, per_request: bool) -> str:
-    s: Summary = result.summary
+    s: SimSummary = result.summary
     lines = [
         f"workload {result.workload}: {s.requests} requests, preset {result.preset}",
         f"completed {s.completed} ({s.completion:.1%}), aborted/rejected {s.aborted}, "
