@@ -18,7 +18,7 @@ from tierctl.bench.ab import ABResult, MetricRatio
 from tierctl.bench.clientcheck import verdict_line
 from tierctl.bench.probe import unhealthy_episodes
 from tierctl.bench.samples import RunRecord
-from tierctl.bench.summary import METRICS, Summary, summarize
+from tierctl.bench.summary import METRICS, BenchSummary, summarize
 from tierctl.bench.workload import Workload
 
 SCHEMA_VERSION = 1
@@ -125,7 +125,7 @@ def ab_client_line(result: ABResult) -> str:
     return f"client kept up in all {len(result.blocks)} blocks"
 
 
-def _summary_json(s: Summary) -> dict[str, Any]:
+def _summary_json(s: BenchSummary) -> dict[str, Any]:
     d = dataclasses.asdict(s)
     d["completion_pct"] = s.completion_pct
     return d

@@ -93,7 +93,7 @@ async def test_the_loop_monitor_sees_a_blocked_loop() -> None:
     monitor = LoopMonitor(period_s=0.005)
     monitor.start()
     await asyncio.sleep(0.02)
-    time.sleep(0.1)  # the client's loop does CPU work and serves nothing
+    time.sleep(0.1)  # noqa: ASYNC251 -- the point: the loop does CPU work, serves nothing
     await asyncio.sleep(0.02)
     await monitor.stop()
     assert monitor.lags_s
