@@ -26,7 +26,7 @@ from tierctl.errors import RuntimeFailure
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.driver import EngineDriver
-from tierctl.sim.engine import Scheduler
+from tierctl.sim.engine import make_scheduler
 from tierctl.sim.metrics import EngineMetrics
 from tierctl.sim.openai_io import ApiError, GenRequest, parse, token_text
 from tierctl.sim.tokenizer import DynamicBatchTokenizer, block_hashes, encode_prompt, load_tokenizer
@@ -79,7 +79,7 @@ class SimServer:
         return app
 
     async def _on_startup(self, app: web.Application) -> None:
-        sched = Scheduler(self.config, self.cost)
+        sched = make_scheduler(self.config, self.cost)
         self.driver = EngineDriver(sched, time_scale=self.options.time_scale, metrics=self.metrics)
         self.driver.start()
         self._idle.set()
