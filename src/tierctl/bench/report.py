@@ -17,7 +17,7 @@ from rich.table import Table
 from tierctl.bench.ab import ABResult, MetricRatio
 from tierctl.bench.probe import unhealthy_episodes
 from tierctl.bench.samples import RunRecord
-from tierctl.bench.summary import METRICS, Summary, summarize
+from tierctl.bench.summary import METRICS, BenchSummary, summarize
 from tierctl.bench.workload import Workload
 
 SCHEMA_VERSION = 1
@@ -105,7 +105,7 @@ def ab_json(result: ABResult, ratios: Sequence[MetricRatio], workload: Workload)
     }
 
 
-def _summary_json(s: Summary) -> dict[str, Any]:
+def _summary_json(s: BenchSummary) -> dict[str, Any]:
     d = dataclasses.asdict(s)
     d["completion_pct"] = s.completion_pct
     return d

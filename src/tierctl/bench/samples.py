@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tierctl.latency import tpot_s
+
 Outcome = Literal["completed", "failed", "timed_out"]
 
 #: Error classes, one per way a request can go wrong (``None`` when it completed).
@@ -64,10 +66,13 @@ class RequestSample:
 
     @property
     def tpot_s(self) -> float | None:
-        """Time per output token after the first: (E2E - TTFT) / (output tokens - 1)."""
-        if self.outcome != "completed" or self.ttft_s is None or self.output_tokens < 2:
+        """Time per output token after the first: (E2E - TTFT) / (output tokens - 1).
+
+        :func:`tierctl.latency.tpot_s`'s definition; ``None`` unless the request completed.
+        """
+        if self.outcome != "completed" or self.ttft_s is None:
             return None
-        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+        return tpot_s(self.ttft_s, self.e2e_s, self.output_tokens)
 
 
 @dataclass(frozen=True)

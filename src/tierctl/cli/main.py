@@ -3,7 +3,8 @@
 Subcommands are imported lazily so that ``tierctl render`` starts fast and does not need the
 optional extras (the simulator and the load generator pull in numpy, aiohttp, tokenizers).
 Every :class:`~tierctl.errors.TierctlError` becomes a message and its exit code; a traceback
-is shown only with ``--debug``.
+is shown only with ``--debug`` (accepted anywhere on the line). A command that needs an extra
+which is not installed says which one, in one line, and exits 2.
 """
 
 from __future__ import annotations
@@ -82,12 +83,61 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
+# The import name of each optional dependency -> the extras that provide it, in the order a
+# message should suggest them (pinned against pyproject.toml by a test).
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "aiohttp": ("sim", "bench"),
+    "numpy": ("sim", "bench", "readout"),
+    "scipy": ("bench", "readout"),
+    "matplotlib": ("bench",),
+    "orjson": ("sim", "bench"),
+    "tokenizers": ("sim", "bench"),
+    "prometheus_client": ("sim", "bench"),
+    "jsonschema_rs": ("fast",),
+}
+
+
+def missing_extra_message(command: str, module: str) -> str | None:
+    """The one-line advice for a command whose optional dependency ``module`` is missing.
+
+    None when ``module`` is not an optional dependency of tierctl (a real bug, not an install
+    problem). The command's own extra is preferred when it provides the module.
+    """
+    extras = EXTRA_MODULES.get(module.split(".")[0])
+    if not extras:
+        return None
+    extra = command if command in extras else extras[0]
+    return f"tierctl {command} needs the '{extra}' extra: pip install 'tierctl[{extra}]'"
+
+
+def _split_debug(args: list[str]) -> tuple[list[str], bool]:
+    """Move ``--debug`` from anywhere before ``--`` to the group, where click expects it."""
+    if "--" in args:
+        cut = args.index("--")
+        head, tail = args[:cut], args[cut:]
+    else:
+        head, tail = args, []
+    if "--debug" not in head:
+        return args, False
+    return ["--debug", *(a for a in head if a != "--debug"), *tail], True
+
+
+def _command_name(args: list[str]) -> str:
+    """The subcommand on the line (the first word that is not an option), for messages."""
+    return next((a for a in args if not a.startswith("-")), "")
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI; map tierctl errors to their exit codes without a traceback."""
-    args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args
+    args, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     try:
         rv = cli.main(args=args, prog_name="tierctl", standalone_mode=False)
+    except ModuleNotFoundError as exc:
+        advice = missing_extra_message(_command_name(args), exc.name or "")
+        if debug or advice is None:
+            raise
+        click.echo(f"error: {advice}", err=True)
+        sys.exit(2)
     except TierctlError as exc:
         if debug:
             raise
