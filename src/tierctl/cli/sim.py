@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from tierctl.sim.cost import DEFAULT_PRESET, PRESETS
-from tierctl.sim.result import SimResult, Summary
+from tierctl.sim.result import SimResult, SimSummary
 from tierctl.sim.surface import ENGINES
 from tierctl.sim.workload import GENERATORS
 from tierctl.traces import TRACE_FORMATS
@@ -258,12 +258,29 @@ def fit(
     help="HTTP status when --max-queued-requests is exceeded.",
 )
 @click.option("--drain-timeout-s", type=float, default=30.0, show_default=True)
+@click.option(
+    "--lm-seed",
+    type=int,
+    help="Seed of the simulated model's tokens and logprobs (default: from --model-path).",
+)
+@click.option(
+    "--perturb-tokens",
+    "perturb_fraction",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="Fraction of positions whose two likeliest tokens swap (tests the quality lane).",
+)
+@click.option("--perturb-seed", type=int, default=1, show_default=True)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def serve(
     time_scale: float,
     engine: str | None,
     queue_full_status: int,
     drain_timeout_s: float,
+    lm_seed: int | None,
+    perturb_fraction: float,
+    perturb_seed: int,
     argv: tuple[str, ...],
     **kw: Any,
 ) -> None:
@@ -279,7 +296,12 @@ def serve(
     cost = _cost(kw)
     config = EngineConfig.from_argv(list(argv), engine=engine)
     opts = ServeOptions(
-        time_scale=time_scale, queue_full_status=queue_full_status, drain_timeout_s=drain_timeout_s
+        time_scale=time_scale,
+        queue_full_status=queue_full_status,
+        drain_timeout_s=drain_timeout_s,
+        lm_seed=lm_seed,
+        perturb_fraction=perturb_fraction,
+        perturb_seed=perturb_seed,
     )
     asyncio.run(run_server(config, cost, opts, announce=lambda s: click.echo(s, nl=True)))
 
@@ -289,7 +311,7 @@ def _fmt(v: float | None, spec: str = ".3g") -> str:
 
 
 def _render_run(result: SimResult, per_request: bool) -> str:
-    s: Summary = result.summary
+    s: SimSummary = result.summary
     lines = [
         f"workload {result.workload}: {s.requests} requests, preset {result.preset}",
         f"completed {s.completed} ({s.completion:.1%}), aborted/rejected {s.aborted}, "
