@@ -9,6 +9,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from tierctl.errors import ExitCode
 from tierctl.traces import TRACE_FORMATS
 
 _F = Callable[..., Any]
@@ -120,7 +121,7 @@ def bench() -> None:
 @bench.command("run")
 @click.option("--url", required=True, help="Base URL of the OpenAI-compatible server.")
 @_workload_options
-def run(url: str, **opts: Any) -> None:
+def run(url: str, **opts: Any) -> ExitCode:
     """Run a workload against one endpoint, with the probe lane beside it."""
     from tierctl.bench.clientcheck import verdict_line
     from tierctl.bench.execute import bench_run
@@ -151,7 +152,8 @@ def run(url: str, **opts: Any) -> None:
     for f in outcome.files:
         console.print(f"wrote {f}")
     if rec.interrupted:
-        raise click.exceptions.Exit(130)
+        return ExitCode.INTERRUPTED
+    return ExitCode.OK
 
 
 @bench.command("ab")
@@ -179,7 +181,7 @@ def ab(
     a_name: str | None,
     b_name: str | None,
     **opts: Any,
-) -> None:
+) -> ExitCode:
     """Paired A/B: the same requests against A and B in counterbalanced blocks; B/A ratios."""
     from tierctl.bench.execute import bench_ab
     from tierctl.bench.report import ab_client_bound, ab_client_line, ab_table
@@ -214,5 +216,4 @@ def ab(
     console.print(f"[bold red]{line}[/bold red]" if ab_client_bound(outcome.result) else line)
     for f in outcome.files:
         console.print(f"wrote {f}")
-    if outcome.result.interrupted:
-        raise click.exceptions.Exit(130)
+    return ExitCode.INTERRUPTED if outcome.result.interrupted else ExitCode.OK
