@@ -147,8 +147,11 @@ def bench_ab(
     out_dir: Path | None = None,
     plots: bool = True,
     console: Console | None = None,
+    names: tuple[str, str] | None = None,
 ) -> ABOutcome:
     """Paired A/B of ``workload`` between ``a_url`` and ``b_url``; ratios B/A with CIs.
+
+    ``names`` (A's, B's), e.g. replica names, label the arms in the plots' legends.
 
     Raises:
         InputError: bad URL, order, repetitions, trace or tokenizer.
@@ -203,7 +206,7 @@ def bench_ab(
         if plots:
             from tierctl.bench.plots import plot_ab
 
-            files += plot_ab(result, out_dir, probe_timeout_s=workload.probe.timeout_s)
+            files += plot_ab(result, out_dir, probe_timeout_s=workload.probe.timeout_s, names=names)
     return ABOutcome(result, ratios, workload, tuple(files))
 
 
