@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tierctl.compose.interpolation import (
     Interpolation,
     InterpolationError,
@@ -23,7 +21,7 @@ from tierctl.compose.interpolation import (
 from tierctl.compose.lines import YamlLoader, locate, merged_lines
 from tierctl.compose.model import ComposeFile
 from tierctl.errors import ComposeInputError, Location
-from tierctl.spec.loader import PathKey
+from tierctl.readers import PathKey, load_yaml, read_text
 
 
 def load_compose(
@@ -50,13 +48,7 @@ def load_compose(
     if isinstance(path_or_text, Path) or "\n" not in path_or_text:
         path = Path(path_or_text)
         name = source or str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ComposeInputError(
-                f"cannot read compose file: {exc.__class__.__name__}: {exc}",
-                location=Location(file=name),
-            ) from None
+        text = read_text(path, what="compose", error=ComposeInputError)
     else:
         text = str(path_or_text)
         name = source or "<compose>"
@@ -77,21 +69,7 @@ def parse_compose(
 
 
 def _parse(text: str, source: str) -> dict[str, Any]:
-    loader = YamlLoader(text)
-    try:
-        data = loader.get_single_data()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise ComposeInputError(
-            (exc.problem or exc.context or "malformed YAML").strip(),
-            location=Location(file=source, line=mark.line + 1 if mark else None),
-            rule="yaml-syntax",
-            fix="fix the YAML at that line (indentation, quoting, colons)",
-        ) from None
-    except yaml.YAMLError as exc:
-        raise ComposeInputError(f"malformed YAML: {exc}", location=Location(file=source)) from None
-    finally:
-        loader.dispose()
+    data = load_yaml(text, source, error=ComposeInputError, loader=YamlLoader).data
     if not isinstance(data, dict):
         raise ComposeInputError(
             "a compose file must be a mapping with a services: key",
