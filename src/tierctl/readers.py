@@ -29,7 +29,7 @@ import io
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -437,6 +437,7 @@ def load_yaml(
     duplicates: bool = True,
     line_depth: int | None = None,
     loader: type[Any] = Yaml12Loader,
+    node_check: Callable[[yaml.Node], None] | None = None,
 ) -> YamlDoc:
     """Parse one YAML document (YAML 1.2 scalars), bounded; every problem located.
 
@@ -448,6 +449,7 @@ def load_yaml(
         duplicates: refuse duplicate keys in a mapping (PyYAML keeps the last silently).
         line_depth: record lines only down to this many path parts (``None``: all).
         loader: a subclass of :class:`~tierctl.yaml12.Yaml12Loader` (extra tag constructors).
+        node_check: called with the root node before the bounded walk (a caller's own rules).
 
     Raises:
         InputError (of class ``error``): malformed YAML, a recursive alias, too deep, too many
@@ -462,6 +464,8 @@ def load_yaml(
         node = parser.get_single_node()
         if node is None:
             return YamlDoc(None, lines)
+        if node_check is not None:
+            node_check(node)
         _check_graph(node, source, lim, error, duplicates)
         _record_lines(node, lines, line_depth)
         data = parser.construct_document(node)

@@ -30,6 +30,8 @@ def test_public_members_are_pinned() -> None:
         "demo",
         "traces",
         "readers",
+        "latency",
+        "bundled_tokenizer",
     }
     assert public == set(tierctl.__all__)
 
