@@ -1,23 +1,46 @@
-"""The error hierarchy of tierctl.
+"""The error hierarchy of tierctl, and the exit codes of the ``tierctl`` command.
 
-Every error an operator can see derives from :class:`TierctlError` and carries the exit code
-the CLI returns for it::
+Every error an operator can see derives from :class:`TierctlError` and carries the
+:class:`ExitCode` the CLI returns for it::
 
     TierctlError                      exit 1  (runtime failures, contract violations)
     ├── InputError                    exit 2  (unusable input: bad file, bad flag, bad usage)
     │   ├── SpecError                 exit 2  (a tier spec that breaks a rule; located)
     │   └── ComposeInputError         exit 2  (a compose file that cannot be read)
-    ├── ContractViolation             exit 1  (a deployment contract does not hold)
+    ├── ContractViolation             exit 1  (a rollout would break a deployment contract)
     └── RuntimeFailure                exit 1  (a server, a driver or a gate failed)
         └── GateFailed                exit 1  (a rollout gate did not pass)
 
 A message states where (file, line, field path), the rule, the value seen and the fix, so the
-CLI can print it without a traceback.
+CLI can print it without a traceback. Library messages name the library's own terms (a
+parameter, a file, a field); the command line's option names are the CLI's to add.
+
+Outcomes that are not errors (violations found by ``validate``, a readout verdict, a stale
+rendered file, an interrupted load test) are returned by the command as an :class:`ExitCode`;
+:func:`tierctl.cli.main.main` is the one place that turns either into the process's status.
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+
+class ExitCode(enum.IntEnum):
+    """Every status the ``tierctl`` command exits with."""
+
+    #: Everything held: contracts, gates, the readout verdict.
+    OK = 0
+    #: A contract was violated, a gate or the readout verdict failed, a runtime step failed,
+    #: or a checked file is stale.
+    FAILURE = 1
+    #: Unusable input or usage: a bad file, option or value, or a missing extra.
+    USAGE = 2
+    #: ``tierctl readout``: the evidence is not enough to pass or fail the canary.
+    INCONCLUSIVE = 3
+    #: Stopped by Ctrl-C (128 + SIGINT, as shells report it); partial results were kept.
+    INTERRUPTED = 130
 
 
 @dataclass
@@ -44,9 +67,14 @@ class Location:
 
 
 class TierctlError(Exception):
-    """Root of every error tierctl reports; ``exit_code`` is what the CLI exits with."""
+    """Root of every error tierctl reports; ``exit_code`` is what the CLI exits with.
 
-    exit_code: int = 1
+    ``params`` lists the library parameters the message, rule and fix name, each written in
+    backticks (```repetitions```). The library shows them so; a caller with its own names for
+    them (the CLI's options) passes ``labels`` to :meth:`format`, which puts its names in.
+    """
+
+    exit_code: ExitCode = ExitCode.FAILURE
 
     def __init__(
         self,
@@ -56,6 +84,7 @@ class TierctlError(Exception):
         rule: str | None = None,
         value: object = None,
         fix: str | None = None,
+        params: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -63,17 +92,31 @@ class TierctlError(Exception):
         self.rule = rule
         self.value = value
         self.fix = fix
+        self.params = params
 
-    def format(self) -> str:
-        """Render the error as the operator sees it: location, message, rule, value, fix."""
-        head = f"{self.location}: {self.message}" if self.location else self.message
+    def _words(self, text: str, labels: Mapping[str, str]) -> str:
+        for name in self.params:
+            if name in labels:
+                text = text.replace(f"`{name}`", labels[name])
+        return text
+
+    def format(self, labels: Mapping[str, str] | None = None) -> str:
+        """Render the error as the operator sees it: location, message, rule, value, fix.
+
+        Args:
+            labels: the caller's name for a parameter in :attr:`params` (the CLI passes its
+                option names, ``{"repetitions": "--repeat"}``); others stay in backticks.
+        """
+        labels = labels or {}
+        message = self._words(self.message, labels)
+        head = f"{self.location}: {message}" if self.location else message
         lines = [head]
         if self.rule:
-            lines.append(f"  rule: {self.rule}")
+            lines.append(f"  rule: {self._words(self.rule, labels)}")
         if self.value is not None:
             lines.append(f"  found: {self.value!r}")
         if self.fix:
-            lines.append(f"  fix: {self.fix}")
+            lines.append(f"  fix: {self._words(self.fix, labels)}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -83,7 +126,7 @@ class TierctlError(Exception):
 class InputError(TierctlError):
     """Unusable input or usage: a file that cannot be read, a bad option, a bad value."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class SpecError(InputError):
@@ -97,9 +140,9 @@ class SpecErrors(InputError):
         super().__init__(errors[0].message if errors else "invalid spec")
         self.errors = errors
 
-    def format(self) -> str:
+    def format(self, labels: Mapping[str, str] | None = None) -> str:
         """Every problem, one block each, then a count."""
-        blocks = [e.format() for e in self.errors]
+        blocks = [e.format(labels) for e in self.errors]
         if len(self.errors) > 1:
             blocks.append(f"{len(self.errors)} problems in the spec")
         return "\n".join(blocks)
@@ -110,7 +153,13 @@ class ComposeInputError(InputError):
 
 
 class ContractViolation(TierctlError):
-    """A deployment contract does not hold."""
+    """A rollout would break a deployment contract, so it is refused before anything changes.
+
+    Raised by the rollout planner (a protected service would change) and executor (a dry run
+    plans more than the step's service). ``validate`` does not raise it: it collects every
+    violation into a :class:`~tierctl.contracts.report.Report`, whose ``exit_code`` is
+    :attr:`ExitCode.FAILURE` when any is found.
+    """
 
 
 class RuntimeFailure(TierctlError):

@@ -15,9 +15,10 @@ from typing import Any
 from rich.table import Table
 
 from tierctl.bench.ab import ABResult, MetricRatio
+from tierctl.bench.clientcheck import verdict_line
 from tierctl.bench.probe import unhealthy_episodes
 from tierctl.bench.samples import RunRecord
-from tierctl.bench.summary import METRICS, Summary, summarize
+from tierctl.bench.summary import METRICS, BenchSummary, summarize
 from tierctl.bench.workload import Workload
 
 SCHEMA_VERSION = 1
@@ -50,6 +51,8 @@ def record_json(record: RunRecord, misses_to_mark: int = 3) -> dict[str, Any]:
         "timed_out": record.count("timed_out"),
         "interrupted": record.interrupted,
         "client_cpu_s": record.client_cpu_s,
+        "client_bound": record.client_bound,
+        "client_check": None if record.client is None else record.client.to_dict(),
         "warnings": list(record.warnings),
         "summary": _summary_json(summarize(record.requests, record.probes)),
         "lanes": {
@@ -87,6 +90,7 @@ def ab_json(result: ABResult, ratios: Sequence[MetricRatio], workload: Workload)
         "order": result.order,
         "repetitions": result.repetitions,
         "interrupted": result.interrupted,
+        "client_bound": ab_client_bound(result),
         "pairs": len(result.pairs()),
         "ratios": [
             {"lane": m.lane or "all", "metric": m.metric, **dataclasses.asdict(m.ratio)}
@@ -105,7 +109,23 @@ def ab_json(result: ABResult, ratios: Sequence[MetricRatio], workload: Workload)
     }
 
 
-def _summary_json(s: Summary) -> dict[str, Any]:
+def ab_client_bound(result: ABResult) -> bool:
+    """Whether any block of an A/B was client-bound (then its ratios are suspect)."""
+    return any(b.record.client_bound for b in result.blocks)
+
+
+def ab_client_line(result: ABResult) -> str:
+    """One line on the client-bottleneck check over an A/B's blocks."""
+    bound = [f"{k} ({b.arm})" for k, b in enumerate(result.blocks) if b.record.client_bound]
+    if bound:
+        return (
+            f"CLIENT-BOUND in block(s) {', '.join(bound)}: the ratios may compare the "
+            "client's limits, not the servers (reasons under warnings)"
+        )
+    return f"client kept up in all {len(result.blocks)} blocks"
+
+
+def _summary_json(s: BenchSummary) -> dict[str, Any]:
     d = dataclasses.asdict(s)
     d["completion_pct"] = s.completion_pct
     return d
@@ -134,27 +154,44 @@ def _num(x: float | None) -> str:
     return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
 
 
+def _metric_cell(name: str, value: float | None) -> str:
+    """A metric's value as the tables show it: latencies in ms, rates and counts as numbers."""
+    if name.endswith("_s"):
+        return _ms(value)
+    return _num(value)
+
+
 def _ab_rows(ratios: Sequence[MetricRatio]) -> tuple[list[str], list[list[str]]]:
-    header = ["workload", *[METRICS[name][0] for name in METRICS]]
+    """Per lane three rows: arm A's own values, arm B's, and B/A (with its 95% CI)."""
+    header = ["workload", "arm", *[METRICS[name][0] for name in METRICS]]
     rows: list[list[str]] = []
     for lane in dict.fromkeys(m.lane for m in ratios):
-        cells = {m.metric: _ratio_cell(m) for m in ratios if m.lane == lane}
-        rows.append([lane or "all", *[cells.get(name, "") for name in METRICS]])
+        cells = {m.metric: m for m in ratios if m.lane == lane}
+        name = lane or "all"
+        for arm in ("A", "B"):
+            values = []
+            for metric in METRICS:
+                m = cells.get(metric)
+                value = None if m is None else (m.ratio.a if arm == "A" else m.ratio.b)
+                values.append("" if m is None else _metric_cell(metric, value))
+            rows.append([name, arm, *values])
+        rows.append([name, "B/A", *[_ratio_cell(cells[n]) if n in cells else "" for n in METRICS]])
     return header, rows
 
 
 def ab_table(result: ABResult, ratios: Sequence[MetricRatio]) -> Table:
-    """The field-report table: B/A ratio (95% bootstrap CI) per metric, A → B for counts."""
+    """Each arm's own values (latencies in ms) and B/A ratio (95% bootstrap CI) per metric."""
     header, rows = _ab_rows(ratios)
     table = Table(
-        title=f"B/A ({len(result.pairs())} paired blocks, order {result.order}, "
-        f"{result.repetitions} repetition(s)); latency cells: ratio (95% CI), counts: A → B",
+        title=f"A = {result.a_url}, B = {result.b_url}: {len(result.pairs())} paired blocks, "
+        f"order {result.order}, {result.repetitions} repetition(s); arms' values pooled over "
+        "blocks (latencies in ms), B/A: ratio (95% CI), counts: A → B",
         title_justify="left",
     )
     for h in header:
-        table.add_column(h, justify="left" if h == "workload" else "right")
-    for row in rows:
-        table.add_row(*row)
+        table.add_column(h, justify="left" if h in ("workload", "arm") else "right")
+    for k, row in enumerate(rows):
+        table.add_row(*row, end_section=k % 3 == 2)
     return table
 
 
@@ -163,8 +200,8 @@ def run_table(record: RunRecord) -> Table:
     table = Table(
         title=f"{record.url} ({record.duration_s:.1f} s; latencies in ms)", title_justify="left"
     )
-    cols = ["lane", "sent", "ok", "failed", "timeout", "TTFT p50", "TTFT p95", "TPOT p50"]
-    cols += ["TPOT p90", "ITL p90", "E2E p50", "lag p99"]
+    cols = ["lane", "sent", "ok", "failed", "timeout", "TTFT p50", "TTFT p95", "TTFT p99"]
+    cols += ["TPOT p50", "TPOT p90", "ITL p50", "ITL p90", "E2E p50", "lag p99", "tok/s", "req/s"]
     for c in cols:
         table.add_column(c, justify="left" if c == "lane" else "right")
     lanes = sorted({r.lane for r in record.requests})
@@ -184,13 +221,17 @@ def run_table(record: RunRecord) -> Table:
                 for v in (
                     s.ttft_p50_s,
                     s.ttft_p95_s,
+                    s.ttft_p99_s,
                     s.tpot_p50_s,
                     s.tpot_p90_s,
+                    s.itl_p50_s,
                     s.itl_p90_s,
                     s.e2e_p50_s,
                     s.queue_p99_s,
                 )
             ),
+            _num(s.output_tok_per_s),
+            _num(s.requests_per_s),
         )
     return table
 
@@ -214,16 +255,19 @@ def run_markdown(record: RunRecord, workload: Workload) -> str:
         f"{record.count('failed')} + timed out {record.count('timed_out')}"
         + (" (interrupted)" if record.interrupted else ""),
         f"- {probe_line(record, workload.probe.unhealthy_after)}",
+        f"- {verdict_line(record.client)}",
         "",
-        "| lane | sent | ok | TTFT p50 ms | TTFT p95 ms | TPOT p50 ms | TPOT p90 ms | "
-        "ITL p90 ms | E2E p50 ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| lane | sent | ok | TTFT p50 ms | TTFT p95 ms | TTFT p99 ms | TPOT p50 ms | "
+        "TPOT p90 ms | ITL p50 ms | ITL p90 ms | E2E p50 ms | output tok/s | req/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for lane in sorted({r.lane for r in record.requests}):
         s = summarize([r for r in record.requests if r.lane == lane])
         lines.append(
             f"| {lane} | {s.sent} | {s.completed} | {_ms(s.ttft_p50_s)} | {_ms(s.ttft_p95_s)} | "
-            f"{_ms(s.tpot_p50_s)} | {_ms(s.tpot_p90_s)} | {_ms(s.itl_p90_s)} | {_ms(s.e2e_p50_s)} |"
+            f"{_ms(s.ttft_p99_s)} | {_ms(s.tpot_p50_s)} | {_ms(s.tpot_p90_s)} | "
+            f"{_ms(s.itl_p50_s)} | {_ms(s.itl_p90_s)} | {_ms(s.e2e_p50_s)} | "
+            f"{_num(s.output_tok_per_s)} | {_num(s.requests_per_s)} |"
         )
     lines += _warning_lines(record.warnings)
     return "\n".join(lines) + "\n"
@@ -239,7 +283,9 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workl
         f"- B: `{result.b_url}`",
         f"- order {result.order}, {result.repetitions} repetition(s), "
         f"{len(result.pairs())} paired blocks" + (" (interrupted)" if result.interrupted else ""),
-        "- latency cells: B/A ratio (95% bootstrap CI over paired blocks); counts: A → B",
+        f"- {ab_client_line(result)}",
+        "- rows A and B: each arm's own values pooled over its blocks (latencies in ms); "
+        "row B/A: the ratio (95% bootstrap CI over paired blocks); counts: A → B",
         "",
         "| " + " | ".join(header) + " |",
         "|---|" + "---:|" * (len(header) - 1),
@@ -248,8 +294,8 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workl
         "## Blocks",
         "",
         "| # | rep | arm | sent | ok | failed | timed out | probe p50 ms | probe p99 ms | "
-        "probe max ms | probe misses | unhealthy episodes | flush |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "probe max ms | probe misses | unhealthy episodes | flush | client |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for k, b in enumerate(result.blocks):
         rec = b.record
@@ -258,13 +304,20 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workl
             f"| {k} | {b.repetition} | {b.arm} | {rec.sent} | {rec.count('completed')} | "
             f"{rec.count('failed')} | {rec.count('timed_out')} | {_ms(ps.probe_p50_s)} | "
             f"{_ms(ps.probe_p99_s)} | {_ms(ps.probe_max_s)} | {ps.probe_misses} | "
-            f"{ps.unhealthy_episodes} | {b.flush or '-'} |"
+            f"{ps.unhealthy_episodes} | {b.flush or '-'} | "
+            f"{_client_cell(rec)} |"
         )
     warnings = [
         f"block {k} ({b.arm}): {w}" for k, b in enumerate(result.blocks) for w in b.record.warnings
     ]
     lines += _warning_lines(warnings)
     return "\n".join(lines) + "\n"
+
+
+def _client_cell(record: RunRecord) -> str:
+    if record.client is None:
+        return "-"
+    return "client-bound" if record.client_bound else "kept up"
 
 
 def _warning_lines(warnings: Sequence[str]) -> list[str]:

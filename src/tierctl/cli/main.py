@@ -3,19 +3,23 @@
 Subcommands are imported lazily so that ``tierctl render`` starts fast and does not need the
 optional extras (the simulator and the load generator pull in numpy, aiohttp, tokenizers).
 Every :class:`~tierctl.errors.TierctlError` becomes a message and its exit code; a traceback
-is shown only with ``--debug``.
+is shown only with ``--debug`` (accepted anywhere on the line). A command that needs an extra
+which is not installed says which one, in one line, and exits 2.
+
+Exit codes are :class:`~tierctl.errors.ExitCode`. Commands never exit themselves: they raise a
+``TierctlError`` or return an ``ExitCode``, and :func:`main` alone turns either into the
+process's status.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from typing import Any
 
 import click
 
-from tierctl.errors import TierctlError
+from tierctl.errors import ExitCode, TierctlError
 
 # name -> (module, attribute, one-line help). Order is the lifecycle order shown in --help.
 _COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -50,25 +54,19 @@ class LazyGroup(click.Group):
     """A click group whose subcommands are imported only when used."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [name for name, (mod, _, _) in _COMMANDS.items() if _module_exists(mod)]
+        return list(_COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         entry = _COMMANDS.get(cmd_name)
-        if entry is None or not _module_exists(entry[0]):
+        if entry is None:
             return None
         module = importlib.import_module(entry[0])
         command: click.Command = getattr(module, entry[1])
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, help_) for name, (mod, _, help_) in _COMMANDS.items() if _module_exists(mod)]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
-
-
-def _module_exists(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, help_) for name, (_, _, help_) in _COMMANDS.items()])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,20 +80,93 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
+# The import name of each optional dependency -> the extras that provide it, in the order a
+# message should suggest them (pinned against pyproject.toml by a test).
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "aiohttp": ("sim", "bench"),
+    "numpy": ("sim", "bench", "readout"),
+    "scipy": ("bench", "readout"),
+    "matplotlib": ("bench",),
+    "orjson": ("sim", "bench"),
+    "tokenizers": ("sim", "bench"),
+    "prometheus_client": ("sim", "bench"),
+    "jsonschema_rs": ("fast",),
+}
+
+
+def missing_extra_message(command: str, module: str) -> str | None:
+    """The one-line advice for a command whose optional dependency ``module`` is missing.
+
+    None when ``module`` is not an optional dependency of tierctl (a real bug, not an install
+    problem). The command's own extra is preferred when it provides the module.
+    """
+    extras = EXTRA_MODULES.get(module.split(".")[0])
+    if not extras:
+        return None
+    extra = command if command in extras else extras[0]
+    return f"tierctl {command} needs the '{extra}' extra: pip install 'tierctl[{extra}]'"
+
+
+def _split_debug(args: list[str]) -> tuple[list[str], bool]:
+    """Move ``--debug`` from anywhere before ``--`` to the group, where click expects it."""
+    if "--" in args:
+        cut = args.index("--")
+        head, tail = args[:cut], args[cut:]
+    else:
+        head, tail = args, []
+    if "--debug" not in head:
+        return args, False
+    return ["--debug", *(a for a in head if a != "--debug"), *tail], True
+
+
+def _command_name(args: list[str]) -> str:
+    """The subcommand on the line (the first word that is not an option), for messages."""
+    return next((a for a in args if not a.startswith("-")), "")
+
+
+def option_labels(args: list[str]) -> dict[str, str]:
+    """The invoked command's option names by parameter name (``repetitions`` -> ``--repeat``).
+
+    Library errors name parameters; this is how their message reaches the operator in the
+    command line's words (see :meth:`tierctl.errors.TierctlError.format`).
+    """
+    command: click.Command = cli
+    ctx = click.Context(cli)
+    for word in args:
+        if not isinstance(command, click.Group):
+            break
+        if word.startswith("-"):
+            continue
+        sub = command.get_command(ctx, word)
+        if sub is None:
+            break
+        command = sub
+    labels: dict[str, str] = {}
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name:
+            labels[param.name] = max(param.opts, key=len)
+    return labels
+
+
 def main(argv: list[str] | None = None) -> Any:
-    """Run the CLI; map tierctl errors to their exit codes without a traceback."""
-    args = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in args
+    """Run the CLI; exit with the command's :class:`ExitCode` or its error's, no traceback."""
+    args, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     try:
         rv = cli.main(args=args, prog_name="tierctl", standalone_mode=False)
+    except ModuleNotFoundError as exc:
+        advice = missing_extra_message(_command_name(args), exc.name or "")
+        if debug or advice is None:
+            raise
+        click.echo(f"error: {advice}", err=True)
+        sys.exit(ExitCode.USAGE)
     except TierctlError as exc:
         if debug:
             raise
-        click.echo(f"error: {exc.format()}", err=True)
+        click.echo(f"error: {exc.format(option_labels(args))}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
@@ -103,8 +174,8 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        sys.exit(130)
-    # standalone_mode=False returns ctx.exit(n)'s code instead of exiting.
-    if isinstance(rv, int) and rv != 0:
-        sys.exit(rv)
+        sys.exit(ExitCode.INTERRUPTED)
+    # standalone_mode=False hands back the command's return value: its ExitCode, or None.
+    if isinstance(rv, int) and rv != ExitCode.OK:
+        sys.exit(int(rv))
     return rv

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from tierctl.spec.effective import Tier, flag_tokens
+from tierctl.spec.effective import Tier
 from tierctl.spec.rules import check_rules
 
 
@@ -51,6 +51,61 @@ def _gpu_text(gpus: tuple[int, ...]) -> str:
     return ",".join(str(g) for g in gpus)
 
 
+def _argv_groups(argv: list[str]) -> tuple[tuple[str, ...], dict[str, list[str]]]:
+    """Split a rendered argv into its launcher and ``--flag -> value tokens``.
+
+    Read from the argv as rendered (not from the spec's values), so what show compares is
+    exactly what each replica will run: a flag set to ``false`` is absent, ``--no-x`` is its
+    own flag, ``--x=v`` is flag ``--x`` with value ``v``, and a repeated flag keeps every value.
+    """
+    launcher: list[str] = []
+    groups: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for token in argv:
+        if token.startswith("--") and len(token) > 2:
+            name, eq, value = token.partition("=")
+            current = groups.setdefault(name, [])
+            if current:
+                current.append(";")  # a second occurrence of a repeated flag
+            if eq:
+                current.append(value)
+        elif current is None:
+            launcher.append(token)
+        else:
+            current.append(token)
+    return tuple(launcher), groups
+
+
+def argv_differences(argvs: list[list[str]]) -> list[Difference]:
+    """The flags whose rendered tokens differ between replicas, in first-seen order.
+
+    Empty exactly when every argv is the same token list: a difference only in the order of
+    the flags is reported as its own row, and so is a different launcher (positional args).
+    """
+    split = [_argv_groups(argv) for argv in argvs]
+    diffs: list[Difference] = []
+    launchers = tuple(" ".join(launcher) or "(none)" for launcher, _ in split)
+    if len(set(launchers)) > 1:
+        diffs.append(Difference("launcher", launchers))
+    names: list[str] = []
+    for _, groups in split:
+        names += [n for n in groups if n not in names]
+    for name in names:
+        shown = tuple(
+            (" ".join(groups[name]) or "on") if name in groups else "(unset)" for _, groups in split
+        )
+        if len(set(shown)) > 1:
+            diffs.append(Difference(name, shown))
+    if not diffs and len({tuple(argv) for argv in argvs}) > 1:
+        first = argvs[0]
+        diffs.append(
+            Difference(
+                "argv order or form", tuple("as first" if a == first else "differs" for a in argvs)
+            )
+        )
+    return diffs
+
+
 def summarise(tier: Tier) -> Summary:
     """Replicas, their differing flags/env (ports and dist-init addresses included), notes."""
     spec = tier.spec
@@ -59,17 +114,7 @@ def summarise(tier: Tier) -> Summary:
         ReplicaLine(r.name, r.service, r.role or "-", _gpu_text(r.gpus), r.port, r.variant)
         for r in replicas
     )
-    names: list[str] = []
-    for r in replicas:
-        names += [n for n in r.flags if n not in names]
-    diffs: list[Difference] = []
-    for name in names:
-        shown = tuple(
-            " ".join(flag_tokens(name, r.flags[name])[1:]) or "on" if name in r.flags else "(unset)"
-            for r in replicas
-        )
-        if len(set(shown)) > 1:
-            diffs.append(Difference(f"--{name}", shown))
+    diffs = argv_differences([r.argv for r in replicas])
     env_keys: list[str] = []
     for r in replicas:
         env_keys += [k for k in r.env if k not in env_keys]

@@ -1,0 +1,101 @@
+"""Engine profiles: everything tierctl knows about one inference engine, in one place.
+
+``profile_for("vllm")`` gives the :class:`EngineProfile` of an engine kind; ``profile_for_argv``
+recognises the engine a compose command starts. Adding an engine is one module defining a
+profile, registered in :data:`PROFILES`, plus its flag catalog (see docs/engines.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tierctl.engines.base import (
+    ArgvCheck,
+    EngineMetrics,
+    EngineProfile,
+    Fetch,
+    LaunchCommand,
+    LogPattern,
+    MetricRef,
+)
+from tierctl.engines.sglang import PROFILE as SGLANG
+from tierctl.engines.vllm import PROFILE as VLLM
+from tierctl.errors import InputError
+
+#: Every known engine, by kind; the first is the default where nothing says otherwise.
+PROFILES: dict[str, EngineProfile] = {p.kind: p for p in (SGLANG, VLLM)}
+
+
+def kinds() -> tuple[str, ...]:
+    """The engine kinds tierctl knows."""
+    return tuple(PROFILES)
+
+
+def profile_for(kind: str) -> EngineProfile:
+    """The profile of an engine kind.
+
+    Raises:
+        InputError: an unknown kind (names the known ones).
+    """
+    try:
+        return PROFILES[kind]
+    except KeyError:
+        raise InputError(
+            f"unknown engine kind {kind!r}",
+            rule="engine-kind",
+            value=kind,
+            fix=f"use one of {', '.join(PROFILES)}",
+        ) from None
+
+
+def profile_for_argv(argv: Iterable[str] | None) -> EngineProfile | None:
+    """The engine a command starts, or None when it starts none tierctl knows."""
+    tokens = list(argv or [])
+    if not tokens:
+        return None
+    for profile in PROFILES.values():
+        if profile.matches_command(tokens):
+            return profile
+    return None
+
+
+def profile_for_metrics(names: Iterable[str]) -> EngineProfile | None:
+    """The engine whose series a set of metric names holds (the first found), or None."""
+    have = set(names)
+    for profile in PROFILES.values():
+        if profile.detect_prefix(have) is not None:
+            return profile
+    return None
+
+
+def all_metric_prefixes() -> tuple[str, ...]:
+    """Every metric prefix spelling of every engine (for ``--prefix`` choices)."""
+    return tuple(p for profile in PROFILES.values() for p in profile.metric_prefixes)
+
+
+def profile_for_prefix(prefix: str) -> EngineProfile | None:
+    """The engine a metric prefix (``vllm:``, ``sglang_``) belongs to."""
+    for profile in PROFILES.values():
+        if prefix in profile.metric_prefixes:
+            return profile
+    return None
+
+
+__all__ = [
+    "PROFILES",
+    "SGLANG",
+    "VLLM",
+    "ArgvCheck",
+    "EngineMetrics",
+    "EngineProfile",
+    "Fetch",
+    "LaunchCommand",
+    "LogPattern",
+    "MetricRef",
+    "all_metric_prefixes",
+    "kinds",
+    "profile_for",
+    "profile_for_argv",
+    "profile_for_metrics",
+    "profile_for_prefix",
+]

@@ -1,0 +1,502 @@
+"""What tierctl knows about one inference engine, in one object: an :class:`EngineProfile`.
+
+A profile is the only place that names an engine's launcher, positional arguments, flag
+syntax, HTTP endpoints, metric names and label conventions, the PromQL built on them, the
+log lines that mean the engine died, how its running argv is verified, and which of its
+scheduler flags the simulator models. Every other module asks the profile (see
+:func:`tierctl.engines.profile_for`), so a new engine is one new module plus its flag catalog.
+
+The base class implements what engines share (argv rendering and reading, metric lookups,
+PromQL) from a few declared attributes; an engine overrides what differs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tierctl.catalog.model import Catalog, Flag
+from tierctl.compose.argv import first_flag, parse_flags
+
+# An image tag naming a release: v0.5.3, 0.10.1.1, v0.4.9.post2-cu126, v0.11.0rc1.
+_RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:\.?post\d+|rc\d+)?)(?:$|[-_+])")
+
+#: ``get(path) -> (status, body text)``; status 0 when the request failed. Keeps profiles free
+#: of any HTTP client: the gates pass one in.
+Fetch = Callable[[str], tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class MetricRef:
+    """One series family an engine exports, by its name without the engine prefix.
+
+    Attributes:
+        name: e.g. ``e2e_request_latency_seconds_count`` (the prefix is added per pipeline).
+        matchers: Extra PromQL label matchers that select the family's samples, e.g.
+            ``finished_reason="abort"`` (vLLM counts aborts in one labelled counter).
+    """
+
+    name: str
+    matchers: str = ""
+
+
+@dataclass(frozen=True)
+class EngineMetrics:
+    """The engine's names for what tierctl measures (all without prefix).
+
+    The histogram entries are base names: ``_bucket``, ``_sum`` and ``_count`` are appended.
+    """
+
+    running: str  # gauge: requests running (decoding or prefilling) now
+    waiting: str  # gauge: requests queued
+    ttft: str  # histogram: time to first token
+    itl: str  # histogram: inter-token latency (what the field reports call TPOT)
+    e2e: str  # histogram: end-to-end request latency
+    prompt_tokens: str  # counter
+    generation_tokens: str  # counter
+    finished: MetricRef  # counter of requests that finished (not aborted)
+    aborted: MetricRef  # counter of aborted requests
+    extra: Mapping[str, str] = field(default_factory=dict)  # engine-specific families by role
+
+
+@dataclass(frozen=True)
+class LogPattern:
+    """A log line that means trouble, for arm health and rollout diagnostics.
+
+    Attributes:
+        name: Stable short name (``cuda-oom``, ``engine-dead``, ``watchdog``, ``traceback``).
+        regex: Searched in each line.
+        fatal: Whether the engine cannot serve after it (a traceback alone may be recovered).
+    """
+
+    name: str
+    regex: str
+    fatal: bool = True
+
+    def search(self, line: str) -> bool:
+        """Whether the line matches."""
+        return re.search(self.regex, line) is not None
+
+
+@dataclass(frozen=True)
+class ArgvCheck:
+    """What verifying a running engine's arguments found.
+
+    Attributes:
+        method: How the engine was asked (``/server_info``, ``startup log``, ``HTTP surface``).
+        verified: Rendered flags the engine confirmed.
+        mismatches: One line per flag the engine reports differently or not at all.
+        unverifiable: Rendered flags this method cannot see (reported, not failed).
+        error: Set when the engine could not be asked at all.
+    """
+
+    method: str
+    verified: tuple[str, ...] = ()
+    mismatches: tuple[str, ...] = ()
+    unverifiable: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """No mismatch and no error."""
+        return not self.mismatches and self.error is None
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """An engine command split the way the engine reads it.
+
+    Attributes:
+        launcher: The tokens that start the engine (``vllm serve``).
+        positional: Positional arguments by spec name (``{"model": "/models/x"}``).
+        flags_start: Index in the argv of the first flag token.
+    """
+
+    launcher: tuple[str, ...]
+    positional: dict[str, str]
+    flags_start: int
+
+
+class EngineProfile(ABC):
+    """One engine: override the class attributes, and :meth:`verify_running_args`."""
+
+    #: The spec's ``engine.kind`` and the catalog's engine name.
+    kind: str
+    #: Human name.
+    title: str
+    #: Launchers this engine is started with; the first is the default one rendered.
+    launchers: tuple[tuple[str, ...], ...]
+    #: Spec arg names rendered positionally, in order, by the launchers in
+    #: :attr:`positional_launchers` (vLLM's ``vllm serve MODEL``).
+    positional: tuple[str, ...] = ()
+    #: Launchers that take :attr:`positional`; other launchers get them as ``--name value``.
+    positional_launchers: tuple[tuple[str, ...], ...] = ()
+    #: Substrings of a command token that mean "this runs the engine" (module names).
+    command_markers: tuple[str, ...] = ()
+    #: Image repository names (no registry, no tag) that run this engine.
+    images: tuple[str, ...] = ()
+    #: What those images run when a service gives only flags (their ENTRYPOINT); () when the
+    #: image needs the whole command.
+    image_launcher: tuple[str, ...] = ()
+    #: Flags (spec names, every spelling) of the parallel axes whose product is the GPUs one
+    #: replica needs: (axis, spellings), axis in tp/pp/dp.
+    parallel_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: Bare flags under which the dp axis runs inside the TP group (no extra GPUs).
+    dp_inside_tp_flags: tuple[str, ...] = ()
+    #: Flags giving the number of nodes one replica spans (its GPUs are split across them).
+    nodes_flags: tuple[str, ...] = ()
+    default_port: int = 8000
+    #: 200 once the server is up (what proxies probe).
+    health_path: str = "/health"
+    #: 200 once the server can generate (may run a tiny generation).
+    readiness_path: str = "/health"
+    metrics_path: str = "/metrics"
+    models_path: str = "/v1/models"
+    #: The prefix as the engine exports it first, then spellings pipelines rewrite it to.
+    metric_prefixes: tuple[str, ...] = ()
+    metrics: EngineMetrics
+    #: Label carrying the served model name on every engine series.
+    model_label: str = "model_name"
+    #: Labels that split one replica's series by rank or engine core (summed over).
+    rank_labels: tuple[str, ...] = ()
+    fatal_log_patterns: tuple[LogPattern, ...] = ()
+    #: The rollout gate that verifies the running argv, as the planner lists it.
+    argv_gate: str = "server-info"
+    #: How that gate asks, for runbooks and docs.
+    argv_gate_text: str = ""
+    #: Scheduler flags (spec names, no dashes) the simulator models for this engine. The
+    #: simulator fills its policy from these; ``sim compare`` warns about any other flag that
+    #: differs between arms.
+    sim_modelled_flags: frozenset[str] = frozenset()
+    #: How ``false`` renders when no catalog says otherwise: ``"omit"`` or ``"no-prefix"``.
+    false_default: str = "omit"
+
+    # --- images ------------------------------------------------------------------------
+
+    def matches_image(self, image: str | None) -> bool:
+        """Whether an image reference (``registry/repo:tag@digest``) runs this engine."""
+        if not image:
+            return False
+        repo = image.split("@", 1)[0]
+        last = repo.rsplit("/", 1)
+        tail = last[-1].split(":", 1)[0]
+        name = (last[0] + "/" + tail) if len(last) > 1 else tail
+        return any(name == known or name.endswith("/" + known) for known in self.images)
+
+    def image_version(self, image: str | None) -> str | None:
+        """The engine release an image tag names (``v0.5.3-cu124`` -> ``0.5.3``), or None."""
+        if not image:
+            return None
+        tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
+        match = _RELEASE_TAG.match(tag)
+        return match.group(1) if match else None
+
+    def gpus_needed(self, flags: Mapping[str, Any]) -> int | None:
+        """GPUs one replica with these flags occupies on its node (TP x PP x DP), or None
+        when a factor is not a number (a ``${VAR}``)."""
+        total = 1
+        inside = any(flags.get(n) not in (None, False) for n in self.dp_inside_tp_flags)
+        for axis, names in self.parallel_flags:
+            if axis == "dp" and inside:
+                continue
+            value = next((flags[n] for n in names if n in flags), 1)
+            try:
+                total *= int(value)
+            except (TypeError, ValueError):
+                return None
+        nodes = next((flags[n] for n in self.nodes_flags if n in flags), 1)
+        try:
+            return max(1, math.ceil(total / max(1, int(nodes))))
+        except (TypeError, ValueError):
+            return None
+
+    # --- argv: rendering ---------------------------------------------------------------
+
+    def default_launcher(self) -> tuple[str, ...]:
+        """The launcher rendered when the spec gives none."""
+        return self.launchers[0]
+
+    def flag_tokens(self, name: str, value: Any, flag: Flag | None = None) -> list[str]:
+        """The argv tokens of one flag.
+
+        ``true`` is the bare flag, ``false`` is ``--no-name`` for a ``boolean_optional`` flag
+        (per the catalog entry ``flag``, or this engine's convention without one) and omitted
+        otherwise; a list gives ``--name a b``, ``{json: v}`` one compact JSON token,
+        ``{repeat: [a, b]}`` gives ``--name a --name b``.
+        """
+        opt = f"--{name}"
+        if value is True:
+            return [opt]
+        if value is None:
+            return []
+        if value is False:
+            if flag is not None:
+                return [f"--no-{name}"] if flag.action == "boolean_optional" else []
+            return [f"--no-{name}"] if self.false_default == "no-prefix" else []
+        if isinstance(value, list):
+            return [opt, *(format_scalar(v) for v in value)]
+        if isinstance(value, dict):
+            if "json" in value:
+                # Compact and in the author's key order, so the token is stable and readable.
+                return [opt, json.dumps(value["json"], separators=(",", ":"), ensure_ascii=False)]
+            tokens: list[str] = []
+            for item in value["repeat"]:
+                tokens += [opt, format_scalar(item)]
+            return tokens
+        return [opt, format_scalar(value)]
+
+    def takes_positional(self, launcher: Iterable[str]) -> bool:
+        """Whether this launcher reads :attr:`positional` as positional arguments."""
+        return tuple(launcher) in self.positional_launchers
+
+    def render_argv(
+        self,
+        launcher: Iterable[str],
+        flags: Mapping[str, Any],
+        catalog: Catalog | None = None,
+    ) -> list[str]:
+        """The whole command: launcher, positional arguments, then the flags in order."""
+        head = list(launcher)
+        rest = dict(flags)
+        if self.takes_positional(head):
+            for name in self.positional:
+                if name in rest and isinstance(rest[name], str | int | float):
+                    head.append(format_scalar(rest.pop(name)))
+        tokens = head
+        for name, value in rest.items():
+            entry = catalog.lookup(f"--{name}") if catalog is not None else None
+            tokens += self.flag_tokens(name, value, entry)
+        return tokens
+
+    # --- argv: reading -----------------------------------------------------------------
+
+    def matches_command(self, argv: Iterable[str]) -> bool:
+        """Whether a command starts this engine."""
+        tokens = list(argv)
+        if any(m in tok for tok in tokens for m in self.command_markers):
+            return True
+        return self._find_launcher(tokens) is not None
+
+    def _find_launcher(self, tokens: list[str]) -> tuple[int, tuple[str, ...]] | None:
+        """(index just after the launcher, the known launcher it is) or None."""
+        for known in self.launchers:
+            n = len(known)
+            for i in range(len(tokens) - n + 1):
+                window = tokens[i : i + n]
+                # The program may be a path (/opt/venv/bin/vllm, /usr/bin/python3).
+                if window[0].rsplit("/", 1)[-1] == known[0] and window[1:] == list(known[1:]):
+                    return i + n, known
+        return None
+
+    def split_command(self, argv: Iterable[str]) -> LaunchCommand:
+        """Split an engine command into launcher, positional arguments and flags."""
+        tokens = list(argv)
+        start = first_flag(tokens)
+        found = self._find_launcher(tokens[:start])
+        if found is None:
+            return LaunchCommand(tuple(tokens[:start]), {}, start)
+        end, known = found
+        positional: dict[str, str] = {}
+        if self.takes_positional(known):
+            positional = dict(zip(self.positional, tokens[end:start], strict=False))
+        return LaunchCommand(tuple(tokens[:end]), positional, start)
+
+    def command_flags(self, argv: Iterable[str], catalog: Catalog | None = None) -> dict[str, Any]:
+        """Flags of a command as the spec writes them (positional arguments under their name;
+        bare -> True, one value -> str, several -> list)."""
+        tokens = tuple(argv)
+        cmd = self.split_command(tokens)
+        out: dict[str, Any] = dict(cmd.positional)
+        for use in parse_flags(tokens, cmd.flags_start, catalog):
+            if not use.token:
+                continue
+            if not use.values:
+                out[use.name] = True
+            elif len(use.values) == 1:
+                out[use.name] = use.values[0]
+            else:
+                out[use.name] = list(use.values)
+        return out
+
+    # --- metrics -------------------------------------------------------------------------
+
+    @property
+    def prefix(self) -> str:
+        """The metric prefix as the engine exports it."""
+        return self.metric_prefixes[0]
+
+    def owns_metric(self, name: str) -> bool:
+        """Whether a series name is this engine's (under any known prefix)."""
+        return name.startswith(self.metric_prefixes)
+
+    def detect_prefix(self, names: Iterable[str]) -> str | None:
+        """The prefix a metrics pipeline exposes this engine's series under, or None."""
+        have = set(names)
+        wanted = self.metrics.finished.name
+        for prefix in self.metric_prefixes:
+            if f"{prefix}{wanted}" in have or f"{prefix}{self.metrics.running}" in have:
+                return prefix
+        for prefix in self.metric_prefixes:
+            if any(n.startswith(prefix) for n in have):
+                return prefix
+        return None
+
+    def selector(self, ref: MetricRef | str, prefix: str | None, matchers: str = "") -> str:
+        """A PromQL series selector; the quoted ``__name__`` form keeps ``x:y`` names valid
+        in any position."""
+        ref = MetricRef(ref) if isinstance(ref, str) else ref
+        parts = [f'__name__="{prefix or self.prefix}{ref.name}"']
+        parts += [m for m in (ref.matchers, matchers) if m]
+        return "{" + ",".join(parts) + "}"
+
+    def variants_query(self, label: str, matchers: str) -> str:
+        """PromQL counting an engine's series by container and variant (one per replica)."""
+        sel = f"{self.prefix.replace(':', '_')}{self.metrics.running}{{{matchers}}}"
+        return f"count by (container_name, {label}) ({sel})"
+
+    def sample_total(
+        self, samples: Iterable[tuple[str, Mapping[str, str], float]], ref: MetricRef | str
+    ) -> float | None:
+        """Sum of a family over a scrape's samples (any prefix spelling); None if absent."""
+        ref = MetricRef(ref) if isinstance(ref, str) else ref
+        names = {p + ref.name for p in self.metric_prefixes}
+        want = parse_matchers(ref.matchers)
+        values = [v for n, labels, v in samples if n in names and all(m(labels) for m in want)]
+        return sum(values) if values else None
+
+    def families(self) -> dict[str, str]:
+        """Every family tierctl reads, by role (``ttft``, ``running``...), without prefix."""
+        m = self.metrics
+        out = {
+            "running": m.running,
+            "waiting": m.waiting,
+            "ttft": f"{m.ttft}_bucket",
+            "itl": f"{m.itl}_bucket",
+            "e2e": f"{m.e2e}_bucket",
+            "prompt_tokens": m.prompt_tokens,
+            "generation_tokens": m.generation_tokens,
+            "finished": m.finished.name,
+            "aborted": m.aborted.name,
+        }
+        out.update(m.extra)
+        return out
+
+    # --- logs ------------------------------------------------------------------------------
+
+    def fatal_lines(self, text: str) -> list[tuple[str, str]]:
+        """``(pattern name, line)`` for every line of a log matching a fatal pattern."""
+        out = []
+        for line in text.splitlines():
+            for pattern in self.fatal_log_patterns:
+                if pattern.search(line):
+                    out.append((pattern.name, line))
+                    break
+        return out
+
+    # --- running argv ----------------------------------------------------------------------
+
+    @abstractmethod
+    def verify_running_args(
+        self,
+        expected_argv: list[str],
+        fetch: Fetch,
+        log_text: str | None = None,
+        catalog: Catalog | None = None,
+    ) -> ArgvCheck:
+        """Ask a running engine whether it runs ``expected_argv``, the strongest way it allows.
+
+        Args:
+            expected_argv: The rendered command.
+            fetch: GET a path on the engine.
+            log_text: The engine's log since start, where the driver can read it.
+            catalog: The pinned release's catalog, for defaults and ``--no-`` spellings.
+        """
+
+
+# --- helpers shared by profiles ------------------------------------------------------------
+
+
+def format_scalar(value: Any) -> str:
+    """One argv token for a scalar: ints and floats as Python prints them, strings as is."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+_MATCHER = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*(!=|=)\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def parse_matchers(text: str) -> list[Callable[[Mapping[str, str]], bool]]:
+    """``a="x",b!="y"`` as predicates on a label map (only ``=`` and ``!=``)."""
+    out: list[Callable[[Mapping[str, str]], bool]] = []
+    pos = 0
+    while pos < len(text):
+        m = _MATCHER.match(text, pos)
+        if m is None:
+            raise ValueError(f"unsupported label matcher: {text[pos:]!r}")
+        key, op, value = m.group(1), m.group(2), m.group(3)
+        out.append(_matcher(key, value, op == "="))
+        pos = m.end()
+    return out
+
+
+def _matcher(key: str, value: str, equal: bool) -> Callable[[Mapping[str, str]], bool]:
+    def match(labels: Mapping[str, str]) -> bool:
+        return (labels.get(key, "") == value) is equal
+
+    return match
+
+
+def same_value(want: str | bool | tuple[str, ...], got: Any) -> bool:
+    """Whether an engine-reported value equals a rendered one (``16384`` == ``"16384"``,
+    a bare flag == ``true``, ``0.90`` == ``0.9``)."""
+    if isinstance(want, bool):
+        return str(got).lower() == str(want).lower()
+    if isinstance(want, tuple):
+        return isinstance(got, list | tuple) and [str(g) for g in got] == list(want)
+    if isinstance(got, bool):
+        return want.lower() == str(got).lower()
+    if isinstance(got, int | float):
+        try:
+            return math.isclose(float(want), float(got), rel_tol=1e-9, abs_tol=0.0)
+        except ValueError:
+            return False
+    if isinstance(got, list | tuple):
+        return [str(g) for g in got] == [want]
+    if isinstance(got, dict):
+        try:
+            return bool(json.loads(want) == got)
+        except ValueError:
+            return False
+    if got is None:
+        return want.lower() in ("none", "null")
+    return want == str(got)
+
+
+def rendered_flags(
+    tokens: list[str] | tuple[str, ...], start: int, catalog: Catalog | None = None
+) -> dict[str, str | bool | tuple[str, ...]]:
+    """Flags of a rendered argv from ``start``: name without dashes -> True, value or tuple."""
+    flags: dict[str, str | bool | tuple[str, ...]] = {}
+    for use in parse_flags(tuple(tokens), start, catalog):
+        if not use.name:
+            continue
+        values = use.values
+        flags[use.name] = True if not values else values[0] if len(values) == 1 else values
+    return flags
+
+
+def format_flag_value(value: str | bool | tuple[str, ...]) -> str:
+    """A flag value as it would be written on a command line."""
+    if value is True:
+        return "(set)"
+    if value is False:
+        return "(unset)"
+    if isinstance(value, tuple):
+        return " ".join(value)
+    return value

@@ -1,0 +1,174 @@
+"""SGLang (0.5.x): ``python3 -m sglang.launch_server --model-path M ...``.
+
+Facts this profile encodes, checked against SGLang's source:
+
+- every server arg is a flag (no positional arguments); ``store_true`` booleans are bare, a
+  few are ``BooleanOptionalAction`` (``--x`` / ``--no-x``, per the catalog);
+- ``/health`` answers 200 once up; ``/health_generate`` runs a one-token generation (503 while
+  starting, draining or stuck); ``/server_info`` (alias ``/get_server_info``) returns every
+  server arg as a top-level key, so the running argv is verified flag by flag;
+- metrics are ``sglang:<name>``, often rewritten to ``sglang_<name>`` by pipelines, labelled
+  ``model_name`` and split by ``tp_rank`` / ``pp_rank`` / ``dp_rank`` where enabled.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from tierctl.catalog.model import Catalog
+from tierctl.compose.argv import first_flag
+from tierctl.engines.base import (
+    ArgvCheck,
+    EngineMetrics,
+    EngineProfile,
+    Fetch,
+    LogPattern,
+    MetricRef,
+    format_flag_value,
+    rendered_flags,
+    same_value,
+)
+
+SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
+
+# Shared by the engines that run on PyTorch/CUDA.
+CUDA_OOM = LogPattern("cuda-oom", r"(CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError)")
+TRACEBACK = LogPattern("traceback", r"^Traceback \(most recent call last\):", fatal=False)
+NCCL = LogPattern("nccl", r"(NCCL error|ncclInternalError|ncclSystemError)")
+
+
+class SGLangProfile(EngineProfile):
+    """SGLang's launch, HTTP surface, metrics and logs."""
+
+    kind = "sglang"
+    title = "SGLang"
+    launchers = (
+        ("python3", "-m", "sglang.launch_server"),
+        ("python", "-m", "sglang.launch_server"),
+    )
+    command_markers = ("sglang.launch_server",)
+    images = ("lmsysorg/sglang", "sglang")
+    image_launcher = ()  # the image has no entrypoint: the command starts the server
+    # --dp-size (without --enable-dp-attention) runs that many TP groups side by side.
+    parallel_flags = (
+        ("tp", ("tp-size", "tensor-parallel-size", "tp")),
+        ("pp", ("pp-size", "pipeline-parallel-size", "pp")),
+        ("dp", ("dp-size", "data-parallel-size", "dp")),
+    )
+    dp_inside_tp_flags = ("enable-dp-attention",)
+    nodes_flags = ("nnodes",)
+    default_port = 30000
+    health_path = "/health"
+    readiness_path = "/health_generate"
+    metric_prefixes = ("sglang:", "sglang_")
+    metrics = EngineMetrics(
+        running="num_running_reqs",
+        waiting="num_queue_reqs",
+        ttft="time_to_first_token_seconds",
+        itl="inter_token_latency_seconds",
+        e2e="e2e_request_latency_seconds",
+        prompt_tokens="prompt_tokens_total",
+        generation_tokens="generation_tokens_total",
+        finished=MetricRef("e2e_request_latency_seconds_count"),
+        aborted=MetricRef("num_aborted_requests_total"),
+        extra={
+            "token_usage": "token_usage",
+            "cache_hit_rate": "cache_hit_rate",
+            "requests": "num_requests_total",
+            "cached_tokens": "cached_tokens_total",
+        },
+    )
+    model_label = "model_name"
+    rank_labels = ("tp_rank", "pp_rank", "dp_rank")
+    fatal_log_patterns = (
+        CUDA_OOM,
+        LogPattern("watchdog", r"(watchdog timeout|Watchdog timeout|watchdog_timeout)"),
+        LogPattern(
+            "engine-dead",
+            r"(Received sigquit from a child process|Child process unexpectedly failed"
+            r"|Scheduler hit an exception|DetokenizerManager hit an exception)",
+        ),
+        NCCL,
+        TRACEBACK,
+    )
+    argv_gate = "server-info"
+    argv_gate_text = "`GET /server_info` reports exactly the rendered flags"
+    sim_modelled_flags = frozenset(
+        {
+            "chunked-prefill-size",
+            "max-prefill-tokens",
+            "max-running-requests",
+            "max-queued-requests",
+            "max-total-tokens",
+            "prefill-decode-interval",
+            "prefill-decode-interval-min-bs",
+            "enable-mixed-chunk",
+            "disable-radix-cache",
+            "enable-dynamic-batch-tokenizer",
+            "dynamic-batch-tokenizer-batch-size",
+            "dynamic-batch-tokenizer-batch-timeout",
+            "enable-hierarchical-cache",
+            "enable-hicache",
+            "hicache-ratio",
+        }
+    )
+    false_default = "omit"
+
+    def server_info_mismatches(
+        self, expected_argv: list[str], info: Mapping[str, Any]
+    ) -> list[str]:
+        """Rendered flags ``/server_info`` reports differently (or not at all).
+
+        Args:
+            expected_argv: The rendered command.
+            info: The ``/server_info`` body: one top-level key per server arg.
+
+        Returns:
+            One line per mismatching flag; empty when the engine runs exactly the rendered flags.
+        """
+        out: list[str] = []
+        for flag, want in rendered_flags(expected_argv, first_flag(expected_argv)).items():
+            key = flag.replace("-", "_")
+            if key not in info:
+                out.append(f"--{flag}: rendered {format_flag_value(want)}, not reported")
+            elif not same_value(want, info[key]):
+                out.append(
+                    f"--{flag}: rendered {format_flag_value(want)}, engine reports {info[key]!r}"
+                )
+        return out
+
+    def verify_running_args(
+        self,
+        expected_argv: list[str],
+        fetch: Fetch,
+        log_text: str | None = None,
+        catalog: Catalog | None = None,
+    ) -> ArgvCheck:
+        """``/server_info`` (or ``/get_server_info``) must report every rendered flag."""
+        status, body = 0, ""
+        for path in SERVER_INFO_PATHS:
+            status, body = fetch(path)
+            if status == 0:
+                return ArgvCheck("/server_info", error=f"{path} did not answer")
+            if status != 404:
+                break
+        if status != 200:
+            return ArgvCheck("/server_info", error=f"/server_info answered HTTP {status}")
+        try:
+            info = json.loads(body)
+        except ValueError:
+            return ArgvCheck("/server_info", error="/server_info did not answer JSON")
+        if not isinstance(info, dict):
+            return ArgvCheck("/server_info", error="/server_info did not answer a JSON object")
+        flags = rendered_flags(expected_argv, first_flag(expected_argv))
+        bad = self.server_info_mismatches(expected_argv, info)
+        return ArgvCheck(
+            "/server_info",
+            verified=tuple(f for f in flags if not any(b.startswith(f"--{f}:") for b in bad)),
+            mismatches=tuple(bad),
+        )
+
+
+PROFILE = SGLangProfile()

@@ -1,0 +1,295 @@
+"""vLLM (0.30+, V1 engine): ``vllm serve MODEL ...`` or
+``python3 -m vllm.entrypoints.openai.api_server --model MODEL ...``.
+
+Facts this profile encodes, checked against vLLM's source:
+
+- the model is positional for ``vllm serve`` (``model_tag``) and ``--model`` for the module
+  entry point; the spec writes it as the arg ``model`` either way, and rendering puts it where
+  the launcher expects it;
+- boolean engine args are ``argparse.BooleanOptionalAction``: ``--x`` / ``--no-x``, and an
+  omitted one keeps the engine's default, so ``false`` renders ``--no-x``;
+- ``/health`` is 200 once the engine is up; ``/server_info`` exists only with
+  ``VLLM_SERVER_DEV_MODE=1``, so production servers are verified from what they do expose:
+  the startup log line ``non-default args: {...}`` (every parsed arg that differs from the
+  parser's default, by dest), ``/v1/models`` (``max_model_len``, the served name) and the
+  labels of ``vllm:cache_config_info`` (the cache config: ``block_size``,
+  ``gpu_memory_utilization``, ``enable_prefix_caching``...);
+- metrics are ``vllm:<name>`` (``vllm_`` after a rewrite), labelled ``model_name`` and
+  ``engine`` (the engine core index); aborts are ``vllm:request_success_total`` with
+  ``finished_reason="abort"``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+from tierctl.catalog.model import Catalog
+from tierctl.engines.base import (
+    ArgvCheck,
+    EngineMetrics,
+    EngineProfile,
+    Fetch,
+    LogPattern,
+    MetricRef,
+    format_flag_value,
+    rendered_flags,
+    same_value,
+)
+from tierctl.engines.sglang import CUDA_OOM, NCCL, TRACEBACK
+
+#: The startup log line listing the parsed args that differ from the parser's defaults.
+NON_DEFAULT_ARGS = re.compile(r"non-default args:\s*(\{.*\})\s*$")
+CACHE_CONFIG_INFO = "cache_config_info"
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_non_default_args(log_text: str) -> dict[str, Any] | None:
+    """The last ``non-default args: {...}`` dict of a vLLM log (a restart logs it again)."""
+    found: dict[str, Any] | None = None
+    for line in log_text.splitlines():
+        m = NON_DEFAULT_ARGS.search(line)
+        if m is None:
+            continue
+        try:
+            value = ast.literal_eval(m.group(1))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            found = {str(k): v for k, v in value.items()}
+    return found
+
+
+def format_non_default_args(args: dict[str, Any]) -> str:
+    """The log line vLLM writes at start-up (for servers that stand in for vLLM)."""
+    return f"non-default args: {args!r}"
+
+
+class VLLMProfile(EngineProfile):
+    """vLLM's launch, HTTP surface, metrics and logs."""
+
+    kind = "vllm"
+    title = "vLLM"
+    launchers = (
+        ("vllm", "serve"),
+        ("python3", "-m", "vllm.entrypoints.openai.api_server"),
+        ("python", "-m", "vllm.entrypoints.openai.api_server"),
+    )
+    positional = ("model",)
+    positional_launchers = (("vllm", "serve"),)
+    command_markers = ("vllm.entrypoints.openai.api_server",)
+    images = ("vllm/vllm-openai", "vllm-openai", "vllm")
+    image_launcher = ("vllm", "serve")  # the official image's ENTRYPOINT
+    parallel_flags = (
+        ("tp", ("tensor-parallel-size", "tp")),
+        ("pp", ("pipeline-parallel-size", "pp")),
+        ("dp", ("data-parallel-size-local", "data-parallel-size", "dp")),
+    )
+    default_port = 8000
+    health_path = "/health"
+    readiness_path = "/health"
+    metric_prefixes = ("vllm:", "vllm_")
+    metrics = EngineMetrics(
+        running="num_requests_running",
+        waiting="num_requests_waiting",
+        ttft="time_to_first_token_seconds",
+        itl="inter_token_latency_seconds",
+        e2e="e2e_request_latency_seconds",
+        prompt_tokens="prompt_tokens_total",
+        generation_tokens="generation_tokens_total",
+        finished=MetricRef("request_success_total", 'finished_reason!="abort"'),
+        aborted=MetricRef("request_success_total", 'finished_reason="abort"'),
+        extra={
+            "cache_config_info": CACHE_CONFIG_INFO,
+            "kv_cache_usage": "kv_cache_usage_perc",
+            "preemptions": "num_preemptions_total",
+        },
+    )
+    model_label = "model_name"
+    rank_labels = ("engine",)
+    fatal_log_patterns = (
+        CUDA_OOM,
+        LogPattern(
+            "engine-dead",
+            r"(EngineDeadError|EngineCore encountered a fatal error"
+            r"|Engine core proc \S+ died unexpectedly|AsyncEngineDeadError)",
+        ),
+        LogPattern("watchdog", r"(timed out after|Watchdog caught collective operation timeout)"),
+        NCCL,
+        TRACEBACK,
+    )
+    argv_gate = "running-args"
+    argv_gate_text = (
+        "the engine's startup log line `non-default args: {...}` holds every rendered flag, "
+        "and `/v1/models` (`max_model_len`) and the `vllm:cache_config_info` labels agree"
+    )
+    # What tierctl.sim.vllm_policy reads (decode-first with a token budget). Not the TP size:
+    # a cost model is fitted for one parallel layout.
+    sim_modelled_flags = frozenset(
+        {
+            "max-num-batched-tokens",
+            "max-num-seqs",
+            "enable-chunked-prefill",
+            "long-prefill-token-threshold",
+            "long-prefill-token-threshold-adaptive",
+            "max-num-partial-prefills",
+            "max-long-partial-prefills",
+            "enable-prefix-caching",
+            "max-model-len",
+            "num-gpu-blocks-override",
+            "block-size",
+        }
+    )
+    false_default = "no-prefix"
+
+    def _dest(self, flag: str, catalog: Catalog | None) -> tuple[str, bool]:
+        """(dest, negated) of a rendered flag name: ``no-enable-x`` -> (enable_x, True)."""
+        entry = catalog.lookup(f"--{flag}") if catalog is not None else None
+        if entry is not None:
+            return entry.dest, flag.startswith("no-") and not entry.name.startswith("--no-")
+        if flag.startswith("no-"):
+            return flag[3:].replace("-", "_"), True
+        return flag.replace("-", "_"), False
+
+    def verify_running_args(
+        self,
+        expected_argv: list[str],
+        fetch: Fetch,
+        log_text: str | None = None,
+        catalog: Catalog | None = None,
+    ) -> ArgvCheck:
+        """The startup log's non-default args, where the log is readable, cross-checked with
+        ``/v1/models`` and ``vllm:cache_config_info``; without a log, only what HTTP shows."""
+        cmd = self.split_command(expected_argv)
+        wanted: dict[str, str | bool | tuple[str, ...]] = dict(cmd.positional)
+        wanted.update(rendered_flags(expected_argv, cmd.flags_start, catalog))
+        verified: list[str] = []
+        bad: list[str] = []
+        checked: set[str] = set()
+        methods: list[str] = []
+
+        logged = parse_non_default_args(log_text) if log_text is not None else None
+        if logged is not None:
+            methods.append("startup log")
+            for flag, want in wanted.items():
+                dest, negated = self._dest(flag, catalog)
+                value: str | bool | tuple[str, ...] = (not want) if negated else want
+                keys = [dest] + (["model_tag"] if dest == "model" else [])
+                got = next((logged[k] for k in keys if k in logged), _ABSENT)
+                checked.add(flag)
+                if got is _ABSENT:
+                    entry = catalog.lookup(f"--{flag}") if catalog is not None else None
+                    if entry is not None and _is_default(value, entry.default):
+                        verified.append(flag)
+                    else:
+                        bad.append(
+                            f"--{flag}: rendered {format_flag_value(want)}, "
+                            "not among the engine's non-default args"
+                        )
+                elif same_value(value, got):
+                    verified.append(flag)
+                else:
+                    bad.append(
+                        f"--{flag}: rendered {format_flag_value(want)}, engine parsed {got!r}"
+                    )
+
+        status, body = fetch(self.models_path)
+        if status == 200:
+            methods.append(self.models_path)
+            try:
+                data = json.loads(body).get("data") or []
+                card = data[0] if data and isinstance(data[0], dict) else {}
+            except (ValueError, AttributeError):
+                card = {}
+            if "max-model-len" in wanted and "max_model_len" in card:
+                self._cross(wanted, "max-model-len", card["max_model_len"], verified, bad, checked)
+            name_flag = "served-model-name" if "served-model-name" in wanted else "model"
+            if name_flag in wanted and "id" in card:
+                want = wanted[name_flag]
+                first = want[0] if isinstance(want, tuple) else want
+                self._cross({name_flag: first}, name_flag, card["id"], verified, bad, checked)
+        elif status == 0:
+            return ArgvCheck(
+                " + ".join(methods) or self.models_path,
+                error=f"{self.models_path} did not answer",
+            )
+
+        status, body = fetch(self.metrics_path)
+        if status == 200:
+            info = _cache_config_labels(body, self.metric_prefixes)
+            if info is not None:
+                methods.append(f"{self.prefix}{CACHE_CONFIG_INFO}")
+                for flag, want in wanted.items():
+                    dest, negated = self._dest(flag, catalog)
+                    if dest in info:
+                        value = (not want) if negated else want
+                        self._cross(
+                            {flag: value}, flag, info[dest], verified, bad, checked, label=dest
+                        )
+
+        unverifiable = tuple(f for f in wanted if f not in checked)
+        return ArgvCheck(
+            " + ".join(methods) or "nothing",
+            verified=tuple(dict.fromkeys(f for f in verified if not _failed(f, bad))),
+            mismatches=tuple(dict.fromkeys(bad)),
+            unverifiable=unverifiable,
+        )
+
+    @staticmethod
+    def _cross(
+        wanted: dict[str, Any],
+        flag: str,
+        got: Any,
+        verified: list[str],
+        bad: list[str],
+        checked: set[str],
+        label: str | None = None,
+    ) -> None:
+        want = wanted[flag]
+        checked.add(flag)
+        if same_value(want, got) or (isinstance(got, str) and _loose_equal(want, got)):
+            verified.append(flag)
+        elif label is not None:
+            bad.append(f"--{flag}: engine reports {label}={got!r}, rendered means {want!r}")
+        else:
+            bad.append(f"--{flag}: rendered {format_flag_value(want)}, engine reports {got!r}")
+
+
+class _Absent:
+    pass
+
+
+_ABSENT: Any = _Absent()
+
+
+def _failed(flag: str, bad: list[str]) -> bool:
+    return any(b.startswith(f"--{flag}:") for b in bad)
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    if default is None:
+        return False
+    return same_value(value, default) if isinstance(value, str | bool | tuple) else False
+
+
+def _loose_equal(want: Any, got: str) -> bool:
+    """``True`` == ``"True"``; ``0.9`` == ``"0.9"`` (labels are strings)."""
+    if isinstance(want, bool):
+        return got.lower() == str(want).lower()
+    try:
+        return float(str(want)) == float(got)
+    except ValueError:
+        return str(want) == got
+
+
+def _cache_config_labels(text: str, prefixes: tuple[str, ...]) -> dict[str, str] | None:
+    names = tuple(f"{p}{CACHE_CONFIG_INFO}" for p in prefixes)
+    for line in text.splitlines():
+        if line.startswith(names) and "{" in line:
+            return dict(_LABEL.findall(line[line.index("{") : line.rindex("}") + 1]))
+    return None
+
+
+PROFILE = VLLMProfile()
