@@ -79,10 +79,11 @@ def check_order(order: str) -> str:
     up = order.upper()
     if not up or set(up) - {"A", "B"} or up.count("A") == 0 or up.count("B") == 0:
         raise InputError(
-            f"bad --order {order!r}",
+            f"bad `order` {order!r}",
             rule="a sequence of the letters A and B containing both",
             value=order,
             fix="use ABBA (counterbalanced, the default), BAAB, AB or ABAB",
+            params=("order",),
         )
     return up
 

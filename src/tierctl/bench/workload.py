@@ -225,7 +225,10 @@ def parse_probe(text: str) -> dict[str, Any]:
     out: dict[str, Any] = {"path": path}
     if not path.startswith("/"):
         raise InputError(
-            "--probe path must start with /", value=text, fix="for example --probe /health@1s"
+            "`probe` path must start with /",
+            value=text,
+            fix="for example `probe` /health@1s",
+            params=("probe",),
         )
     if at:
         scale = 1.0
@@ -240,9 +243,10 @@ def parse_probe(text: str) -> dict[str, Any]:
             seconds = -1.0
         if not seconds > 0:
             raise InputError(
-                "--probe interval must be a positive duration",
+                "`probe` interval must be a positive duration",
                 value=text,
-                fix="for example --probe /health@1s or --probe /health@500ms",
+                fix="for example `probe` /health@1s or `probe` /health@500ms",
+                params=("probe",),
             )
         out["interval_s"] = seconds
     return out
@@ -257,4 +261,9 @@ def parse_burst(text: str) -> tuple[int, int]:
     count, sep, tokens = text.lower().partition("x")
     if sep and count.isdigit() and tokens.isdigit() and int(count) > 0 and int(tokens) > 0:
         return int(count), int(tokens)
-    raise InputError("--burst must be COUNTxTOKENS", value=text, fix="for example --burst 8x20000")
+    raise InputError(
+        "`burst` must be COUNTxTOKENS",
+        value=text,
+        fix="for example `burst` 8x20000",
+        params=("burst",),
+    )

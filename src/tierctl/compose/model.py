@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 from tierctl.compose.forms import (
     FormError,
-    normalise_environment,
     normalise_depends_on,
+    normalise_environment,
     normalise_labels,
     split_command,
 )

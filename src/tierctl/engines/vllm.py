@@ -80,6 +80,13 @@ class VLLMProfile(EngineProfile):
     positional = ("model",)
     positional_launchers = (("vllm", "serve"),)
     command_markers = ("vllm.entrypoints.openai.api_server",)
+    images = ("vllm/vllm-openai", "vllm-openai", "vllm")
+    image_launcher = ("vllm", "serve")  # the official image's ENTRYPOINT
+    parallel_flags = (
+        ("tp", ("tensor-parallel-size", "tp")),
+        ("pp", ("pipeline-parallel-size", "pp")),
+        ("dp", ("data-parallel-size-local", "data-parallel-size", "dp")),
+    )
     default_port = 8000
     health_path = "/health"
     readiness_path = "/health"
