@@ -29,6 +29,7 @@ def test_public_members_are_pinned() -> None:
         "yaml12",
         "demo",
         "traces",
+        "readers",
         "latency",
         "bundled_tokenizer",
     }

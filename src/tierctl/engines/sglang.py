@@ -109,12 +109,9 @@ class SGLangProfile(EngineProfile):
             "enable-dynamic-batch-tokenizer",
             "dynamic-batch-tokenizer-batch-size",
             "dynamic-batch-tokenizer-batch-timeout",
-            "page-size",
             "enable-hierarchical-cache",
             "enable-hicache",
             "hicache-ratio",
-            "tp-size",
-            "tp",
         }
     )
     false_default = "omit"
