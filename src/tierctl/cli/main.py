@@ -45,8 +45,18 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("tierctl.cli.rollout", "plan", "Plan a rollout between two compose files."),
     "rollout": ("tierctl.cli.rollout", "rollout", "Execute a rollout plan, gated and journaled."),
     "runbook": ("tierctl.cli.rollout", "runbook", "Write the Markdown runbook of a rollout."),
+    "stop-local": (
+        "tierctl.cli.rollout",
+        "stop_local",
+        "Stop the engines a local rollout left running.",
+    ),
     "readout": ("tierctl.cli.readout", "readout", "Judge canary against control from Prometheus."),
     "demo": ("tierctl.cli.demo", "demo", "Run tierctl's main job on the bundled example."),
+    "real-engine": (
+        "tierctl.cli.real_engine",
+        "real_engine",
+        "The real engine here: vLLM on CPU, the tiny model, the real demo.",
+    ),
 }
 
 

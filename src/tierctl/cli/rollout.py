@@ -122,6 +122,20 @@ def plan(
     help="Local driver: modelled seconds per wall second.",
 )
 @click.option(
+    "--engine",
+    type=click.Choice(["sim", "real"]),
+    default="sim",
+    show_default=True,
+    help="Local driver: the simulated engine, or the real one (vLLM on CPU, scripts/ensure-vllm).",
+)
+@click.option(
+    "--start-timeout-s",
+    type=float,
+    default=420.0,
+    show_default=True,
+    help="Local driver: how long an engine has to become ready.",
+)
+@click.option(
     "--gate-host", default="127.0.0.1", show_default=True, help="Host the gates reach engines on."
 )
 @click.option("--prometheus-url", help="Prometheus to query for the variant gates.")
@@ -174,6 +188,8 @@ def rollout(
     project: str | None,
     state_dir: Path,
     time_scale: float,
+    engine: str,
+    start_timeout_s: float,
     gate_host: str,
     prometheus_url: str | None,
     host_label: str | None,
@@ -195,6 +211,8 @@ def rollout(
         project=project,
         state_dir=state_dir,
         time_scale=time_scale,
+        engine=engine,  # type: ignore[arg-type]
+        start_timeout_s=start_timeout_s,
         gate_host=gate_host,
     )
     options = RolloutOptions(
@@ -240,3 +258,19 @@ def runbook(
         output.write_text(text)
     else:
         click.echo(text)
+
+
+@click.command("stop-local")
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path),
+    default=Path(".tierctl-rollout/local"),
+    show_default=True,
+    help="Local driver state (the rollout's --state-dir).",
+)
+def stop_local(state_dir: Path) -> None:
+    """Stop every engine a local rollout left running (their whole process groups)."""
+    from tierctl.rollout.drivers.local import LocalDriver
+
+    stopped = LocalDriver(state_dir).down_all()
+    click.echo(f"stopped: {', '.join(stopped)}" if stopped else f"nothing running in {state_dir}")
