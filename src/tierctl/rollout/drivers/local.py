@@ -204,11 +204,11 @@ class LocalDriver:
                 fix="use the docker or compose-manager driver for this engine",
             )
         python = self._python_for(profile.kind)
+        mounts = bind_mounts(dep, service)
         positional: list[str] = []
         for name, value in cmd.positional.items():
-            positional += [f"--{name}", value]
+            positional += [f"--{name}", _host_path(value, mounts)]
         flags = argv[cmd.flags_start :]
-        mounts = bind_mounts(dep, service)
         return [python, *module[1:], *positional, *(_host_path(t, mounts) for t in flags)]
 
     def _python_for(self, kind: str) -> str:
@@ -357,17 +357,19 @@ def bind_mounts(dep: Deployment, service: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     base = Path(dep.ref.path).parent
     for entry in dep.services.get(service, {}).get("volumes") or []:
-        if isinstance(entry, str):
-            parts = entry.split(":")
-            if len(parts) < 2:
-                continue
-            source, target = parts[0], parts[1]
-        elif isinstance(entry, dict) and entry.get("type", "bind") == "bind":
-            source, target = str(entry.get("source", "")), str(entry.get("target", ""))
-        else:
-            continue
         try:
-            source = interpolate(source, os.environ, Interpolation.STRICT)
+            # Compose fills variables before it reads a volume, so `${VAR:?msg}` (whose
+            # colons are not separators) is resolved first.
+            if isinstance(entry, str):
+                parts = interpolate(entry, os.environ, Interpolation.STRICT).split(":")
+                if len(parts) < 2:
+                    continue
+                source, target = parts[0], parts[1]
+            elif isinstance(entry, dict) and entry.get("type", "bind") == "bind":
+                source = interpolate(str(entry.get("source", "")), os.environ, Interpolation.STRICT)
+                target = str(entry.get("target", ""))
+            else:
+                continue
         except InterpolationError as exc:
             raise RuntimeFailure(
                 f"{service}: the bind mount {entry!r} needs {exc}",
