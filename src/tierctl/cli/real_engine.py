@@ -43,9 +43,9 @@ def model_cmd() -> None:
     show_default=True,
     help="How long one engine has to answer /health.",
 )
-def demo_cmd(workdir: Path, start_timeout_s: float) -> None:
+def demo_cmd(workdir: Path, start_timeout_s: float) -> int:
     """The lifecycle for real: render, validate, roll r2 out with gates behind the router,
     paired bench A/B, readout from Prometheus, verdict."""
     from tierctl.realengine.demo import run_demo
 
-    raise SystemExit(run_demo(workdir, start_timeout_s=start_timeout_s))
+    return run_demo(workdir, start_timeout_s=start_timeout_s)
