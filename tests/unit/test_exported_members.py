@@ -32,6 +32,7 @@ def test_public_members_are_pinned() -> None:
         "readers",
         "latency",
         "bundled_tokenizer",
+        "engines",
     }
     assert public == set(tierctl.__all__)
 
