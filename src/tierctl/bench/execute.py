@@ -1,24 +1,21 @@
 """The two entry points behind the CLI: :func:`bench_run` and :func:`bench_ab`.
 
-Each builds the plan and the prompt source, runs the event loop with progress bars, and writes
-the outputs (``results.json`` with every raw sample, ``report.md``, ``latency_cdf.png``,
-``probe_latency.png``) when an output directory is given. Ctrl-C stops the run; what was
-measured so far is still returned and written.
+Each builds the plan and the prompt source, runs it, and writes the outputs (``results.json``
+with every raw sample, ``report.md``, ``latency_cdf.png``, ``probe_latency.png``) when an
+output directory is given. They are coroutines and draw nothing: the caller owns the event
+loop (``asyncio.run``) and any progress display (a :class:`BenchProgress`). Ctrl-C stops the
+run; what was measured so far is still returned and written.
 """
 
 from __future__ import annotations
 
-import asyncio
 import socket
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tierctl.bench.ab import ABResult, MetricRatio, check_order, compare, run_ab
 from tierctl.bench.plan import Plan, build_plan
@@ -28,8 +25,6 @@ from tierctl.bench.runner import run_plan
 from tierctl.bench.samples import RequestSample, RunRecord
 from tierctl.bench.workload import Workload
 from tierctl.errors import InputError, RuntimeFailure
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -98,16 +93,29 @@ def check_reachable(url: str, param: str = "url", timeout_s: float = 10.0) -> No
     )
 
 
-def bench_run(
+class BenchProgress(Protocol):
+    """What :func:`bench_run` and :func:`bench_ab` report while they run (the CLI draws bars)."""
+
+    def begin(self, label: str, requests: int, block: int, blocks: int) -> None:
+        """A run, or block ``block`` (0-based) of ``blocks``, of ``requests`` requests starts."""
+
+    def request_done(self, sample: RequestSample) -> None:
+        """One request ended (completed, failed or timed out)."""
+
+
+async def bench_run(
     url: str,
     workload: Workload,
     *,
     tokenizer: str | None = None,
     out_dir: Path | None = None,
     plots: bool = True,
-    console: Console | None = None,
+    progress: BenchProgress | None = None,
 ) -> RunOutcome:
     """Run ``workload`` against ``url`` with the probe lane; write outputs to ``out_dir``.
+
+    Run it with ``asyncio.run(bench_run(...))``: a first Ctrl-C there cancels the run, and
+    what was measured so far is still returned and written.
 
     Raises:
         InputError: bad URL, trace or tokenizer.
@@ -117,14 +125,11 @@ def bench_run(
     plan = build_plan(workload)
     prompts = make_prompt_source(tokenizer, workload.seed)
     check_reachable(url)  # after the input checks: bad input is reported as such first
-    console = console or Console(stderr=True)
-    with _bars(console) as bars:
-        task = bars.add_task(f"{workload.name} → {url}", total=plan.size)
-
-        def tick(_: RequestSample) -> None:
-            bars.advance(task)
-
-        record = _run_loop(lambda: run_plan(url, workload, plan, prompts, progress=tick))
+    if progress is not None:
+        progress.begin(f"{workload.name} → {url}", plan.size, 0, 1)
+    record = await run_plan(
+        url, workload, plan, prompts, progress=progress.request_done if progress else None
+    )
     files: list[Path] = []
     if out_dir is not None:
         files += _write(out_dir, run_json(record, workload), run_markdown(record, workload))
@@ -135,7 +140,7 @@ def bench_run(
     return RunOutcome(record, workload, tuple(files))
 
 
-def bench_ab(
+async def bench_ab(
     a_url: str,
     b_url: str,
     workload: Workload,
@@ -146,12 +151,13 @@ def bench_ab(
     tokenizer: str | None = None,
     out_dir: Path | None = None,
     plots: bool = True,
-    console: Console | None = None,
+    progress: BenchProgress | None = None,
     names: tuple[str, str] | None = None,
 ) -> ABOutcome:
     """Paired A/B of ``workload`` between ``a_url`` and ``b_url``; ratios B/A with CIs.
 
-    ``names`` (A's, B's), e.g. replica names, label the arms in the plots' legends.
+    ``names`` (A's, B's), e.g. replica names, label the arms in the plots' legends. Run it
+    with ``asyncio.run(bench_ab(...))``; Ctrl-C keeps the finished blocks.
 
     Raises:
         InputError: bad URL, order, repetitions, trace or tokenizer.
@@ -167,35 +173,23 @@ def bench_ab(
     prompts = make_prompt_source(tokenizer, workload.seed)
     check_reachable(a_url, "a_url")
     check_reachable(b_url, "b_url")
-    console = console or Console(stderr=True)
-    total_blocks = repetitions * len(order)
-    with _bars(console) as bars:
-        overall = bars.add_task("blocks", total=total_blocks)
-        block_task = bars.add_task("block", total=plan.size, visible=False)
 
-        def on_block(k: int, total: int, arm: str) -> None:
-            bars.update(overall, completed=k)
-            bars.reset(block_task, total=plan.size, visible=True)
-            bars.update(block_task, description=f"block {k + 1}/{total} arm {arm}")
+    def on_block(k: int, total: int, arm: str) -> None:
+        if progress is not None:
+            progress.begin(f"block {k + 1}/{total} arm {arm}", plan.size, k, total)
 
-        def tick(_: RequestSample) -> None:
-            bars.advance(block_task)
-
-        result = _run_loop(
-            lambda: run_ab(
-                a_url,
-                b_url,
-                workload,
-                prompts,
-                order=order,
-                repetitions=repetitions,
-                flush=flush,
-                plan=plan,
-                on_block=on_block,
-                progress=tick,
-            )
-        )
-        bars.update(overall, completed=len(result.blocks))
+    result = await run_ab(
+        a_url,
+        b_url,
+        workload,
+        prompts,
+        order=order,
+        repetitions=repetitions,
+        flush=flush,
+        plan=plan,
+        on_block=on_block,
+        progress=progress.request_done if progress else None,
+    )
     lanes = [lane.name for lane in plan.lanes]
     ratios = tuple(compare(result, lanes, seed=workload.seed))
     files: list[Path] = []
@@ -208,23 +202,6 @@ def bench_ab(
 
             files += plot_ab(result, out_dir, probe_timeout_s=workload.probe.timeout_s, names=names)
     return ABOutcome(result, ratios, workload, tuple(files))
-
-
-def _bars(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )
-
-
-def _run_loop(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    # asyncio.run turns the first Ctrl-C into a cancellation of the main task; the runners
-    # catch it and return what they measured, so the partial result comes back here.
-    return asyncio.run(make())
 
 
 def _write(out_dir: Path, doc: dict[str, Any], markdown: str) -> list[Path]:

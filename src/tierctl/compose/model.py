@@ -16,7 +16,7 @@ from tierctl.compose.forms import (
 )
 from tierctl.compose.lines import locate, merged_lines
 from tierctl.errors import ComposeInputError, Location
-from tierctl.spec.loader import PathKey
+from tierctl.readers import PathKey
 
 _T = TypeVar("_T")
 

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from tierctl.errors import InputError, Location
+from tierctl.readers import read_text
 from tierctl.rollout.drivers.base import Driver
 from tierctl.rollout.drivers.compose_manager import ComposeManagerDriver, Target
 from tierctl.rollout.drivers.docker import DockerDriver
@@ -74,16 +75,14 @@ def make_plan(
 
 def load_plan(path: Path) -> Plan:
     """Read a plan written by ``tierctl plan --json``."""
+    text = read_text(
+        path,
+        what="plan",
+        missing=f"cannot read plan {path}: no such file",
+        missing_fix="write one with `tierctl plan --from OLD --to NEW --json -o plan.json`",
+    )
     try:
-        return Plan.model_validate_json(path.read_text())
-    except OSError as exc:
-        raise InputError(
-            f"cannot read plan {path}: {exc.strerror}",
-            location=Location(file=str(path)),
-            rule="`plan_path` names a file written by `tierctl plan --json`",
-            fix="write one with `tierctl plan --from OLD --to NEW --json -o plan.json`",
-            params=("plan_path",),
-        ) from None
+        return Plan.model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InputError(
