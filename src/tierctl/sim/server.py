@@ -25,7 +25,7 @@ from tierctl.errors import RuntimeFailure
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.driver import EngineDriver
-from tierctl.sim.engine import Scheduler
+from tierctl.sim.engine import make_scheduler
 from tierctl.sim.lm import WINDOW, SimLM, model_seed
 from tierctl.sim.logprobs_io import (
     chat_logprobs,
@@ -99,7 +99,7 @@ class SimServer:
         return app
 
     async def _on_startup(self, app: web.Application) -> None:
-        sched = Scheduler(self.config, self.cost)
+        sched = make_scheduler(self.config, self.cost)
         self.driver = EngineDriver(sched, time_scale=self.options.time_scale, metrics=self.metrics)
         self.driver.start()
         self._idle.set()
