@@ -345,6 +345,8 @@ def run(url: str, **opts: Any) -> ExitCode:
     is_flag=True,
     help="Run the quality lane after the latency blocks (defaults, or the workload's quality:).",
 )
+@click.option("--a-name", help="Name of arm A in plots and reports (e.g. the replica r1).")
+@click.option("--b-name", help="Name of arm B in plots and reports (e.g. the replica r2).")
 @_workload_options
 @_quality_options
 @_health_options
@@ -355,6 +357,8 @@ def ab(
     repetitions: int,
     flush_cache: bool,
     with_quality: bool,
+    a_name: str | None,
+    b_name: str | None,
     **opts: Any,
 ) -> ExitCode:
     """Paired A/B: the same requests against A and B in counterbalanced blocks; B/A ratios."""
@@ -376,6 +380,7 @@ def ab(
         quality=_quality_spec(opts, workload.quality) if with_quality or workload.quality else None,
         health=_health_targets(a_url, b_url, opts),
         health_interval_s=opts["health_interval_s"],
+        names=(a_name or "A", b_name or "B") if a_name or b_name else None,
     )
     console = _console()
     console.print(ab_table(outcome.result, outcome.ratios))

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import yaml
 
-from tierctl.errors import GateFailed
+from tierctl.errors import GateFailed, InputError
+from tierctl.readers import load_yaml
 from tierctl.rollout.argv import FlagValue, format_value, parse_argv
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.model import Step
@@ -200,9 +200,10 @@ def scrape_variants(dep: Deployment, label: str = VARIANT_LABEL) -> dict[str, st
             content = cfg.get("content") if isinstance(cfg, dict) else None
             if isinstance(content, str):
                 try:
-                    _walk_labels(yaml.safe_load(content), label, found)
-                except yaml.YAMLError:
+                    doc = load_yaml(content, f"configs of {name}", duplicates=False).data
+                except InputError:
                     continue
+                _walk_labels(doc, label, found)
             elif content is not None:
                 _walk_labels(content, label, found)
     return found

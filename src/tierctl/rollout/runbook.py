@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import yaml
-
+from tierctl.errors import InputError
+from tierctl.readers import load_yaml
 from tierctl.rollout.gates import DEFAULT_QUERY
 from tierctl.rollout.model import Plan, SourceRef, Step
 
@@ -19,8 +19,8 @@ from tierctl.rollout.model import Plan, SourceRef, Step
 def compose_host(text: str) -> str | None:
     """The host a rendered compose file is for (its ``x-tierctl.host``), if it says."""
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError:
+        doc = load_yaml(text, "<compose>", duplicates=False).data
+    except InputError:
         return None
     meta = doc.get("x-tierctl") if isinstance(doc, dict) else None
     host = meta.get("host") if isinstance(meta, dict) else None
