@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -296,12 +297,21 @@ def run(url: str, **opts: Any) -> ExitCode:
     from tierctl.bench.clientcheck import verdict_line
     from tierctl.bench.execute import bench_run
     from tierctl.bench.report import probe_line, run_table
+    from tierctl.cli.progress import BenchBars
 
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None
-    outcome = bench_run(
-        url, workload, tokenizer=opts["tokenizer"], out_dir=out, plots=not opts["no_plots"]
-    )
+    with BenchBars() as bars:
+        outcome = asyncio.run(
+            bench_run(
+                url,
+                workload,
+                tokenizer=opts["tokenizer"],
+                out_dir=out,
+                plots=not opts["no_plots"],
+                progress=bars,
+            )
+        )
     console = _console()
     rec = outcome.record
     console.print(run_table(rec))
@@ -364,24 +374,34 @@ def ab(
     """Paired A/B: the same requests against A and B in counterbalanced blocks; B/A ratios."""
     from tierctl.bench.execute import bench_ab
     from tierctl.bench.report import ab_client_bound, ab_client_line, ab_table
+    from tierctl.cli.progress import BenchBars
 
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None
-    outcome = bench_ab(
-        a_url,
-        b_url,
-        workload,
-        order=order,
-        repetitions=repetitions,
-        flush=flush_cache,
-        tokenizer=opts["tokenizer"],
-        out_dir=out,
-        plots=not opts["no_plots"],
-        quality=_quality_spec(opts, workload.quality) if with_quality or workload.quality else None,
-        health=_health_targets(a_url, b_url, opts),
-        health_interval_s=opts["health_interval_s"],
-        names=(a_name or "A", b_name or "B") if a_name or b_name else None,
-    )
+    with BenchBars() as bars:
+        outcome = asyncio.run(
+            bench_ab(
+                a_url,
+                b_url,
+                workload,
+                order=order,
+                repetitions=repetitions,
+                flush=flush_cache,
+                tokenizer=opts["tokenizer"],
+                out_dir=out,
+                plots=not opts["no_plots"],
+                progress=bars,
+                names=(a_name or "A", b_name or "B") if a_name or b_name else None,
+                quality=(
+                    _quality_spec(opts, workload.quality)
+                    if with_quality or workload.quality
+                    else None
+                ),
+                health=_health_targets(a_url, b_url, opts),
+                health_interval_s=opts["health_interval_s"],
+            )
+        )
+        bars.blocks_done(len(outcome.result.blocks))
     console = _console()
     console.print(ab_table(outcome.result, outcome.ratios))
     if outcome.health is not None:
