@@ -215,10 +215,6 @@ class Tier:
     replicas: dict[str, ResolvedReplica]
     services: dict[str, Service]
 
-    def by_role(self, role: str) -> list[str]:
-        """Names of the non-engine services with this role, in spec order."""
-        return [name for name, s in self.services.items() if s.role == role]
-
 
 def fill(template: str, context: dict[str, str]) -> str:
     """Replace ``{name}`` placeholders from ``context``; unknown ones are left as they are."""
