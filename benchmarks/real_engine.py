@@ -95,9 +95,9 @@ def main() -> None:
 
     from tierctl.realengine import env as realenv
     from tierctl.realengine.tier import RealTier
+    from tierctl.rollout.entrypoints import make_plan
     from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
     from tierctl.rollout.gates import GATES, GateSettings
-    from tierctl.rollout.run import make_plan
 
     t = time.monotonic()
     python = realenv.ensure_vllm()

@@ -20,9 +20,9 @@ from tierctl.engines import profile_for
 from tierctl.errors import TierctlError
 from tierctl.realengine.tier import CANARY_FLAG, RealTier
 from tierctl.realengine.traffic import Traffic
+from tierctl.rollout.entrypoints import make_plan
 from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
 from tierctl.rollout.gates import GateSettings
-from tierctl.rollout.run import make_plan
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.integration, pytest.mark.slow]
 

@@ -10,21 +10,27 @@ run; what was measured so far is still returned and written.
 from __future__ import annotations
 
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
 
-from tierctl.bench.ab import ABResult, MetricRatio, check_order, compare, run_ab
-from tierctl.bench.plan import Plan, build_plan
+from tierctl.bench.ab import ABResult, MetricRatio, check_order, compare_arms, run_ab
+from tierctl.bench.plan import RequestPlan, plan_requests
 from tierctl.bench.prompts import make_prompt_source
 from tierctl.bench.report import ab_json, ab_markdown, run_json, run_markdown
 from tierctl.bench.runner import run_plan
 from tierctl.bench.samples import RequestSample, RunRecord
 from tierctl.bench.workload import Workload
 from tierctl.errors import InputError, RuntimeFailure
+
+if TYPE_CHECKING:
+    from tierctl.bench.health import ArmTarget, HealthReport
+    from tierctl.bench.quality.lane import QualityResult
+    from tierctl.bench.quality.spec import QualitySpec
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,10 @@ class ABOutcome:
     ratios: tuple[MetricRatio, ...]
     workload: Workload
     files: tuple[Path, ...] = field(default_factory=tuple)
+    #: The quality lane's verdict, when one was asked for.
+    quality: QualityResult | None = None
+    #: Arm health over the whole run (empty when nothing was watched).
+    health: HealthReport | None = None
 
 
 def check_url(url: str, param: str = "url") -> str:
@@ -122,7 +132,7 @@ async def bench_run(
         RuntimeFailure: nothing listens at ``url``.
     """
     url = check_url(url)
-    plan = build_plan(workload)
+    plan = plan_requests(workload)
     prompts = make_prompt_source(tokenizer, workload.seed)
     check_reachable(url)  # after the input checks: bad input is reported as such first
     if progress is not None:
@@ -152,12 +162,20 @@ async def bench_ab(
     out_dir: Path | None = None,
     plots: bool = True,
     progress: BenchProgress | None = None,
+    quality: QualitySpec | None = None,
+    health: Sequence[ArmTarget] = (),
+    health_interval_s: float = 5.0,
     names: tuple[str, str] | None = None,
 ) -> ABOutcome:
     """Paired A/B of ``workload`` between ``a_url`` and ``b_url``; ratios B/A with CIs.
 
     ``names`` (A's, B's), e.g. replica names, label the arms in the plots' legends. Run it
     with ``asyncio.run(bench_ab(...))``; Ctrl-C keeps the finished blocks.
+
+    With ``quality`` (or a ``quality:`` section in the workload) the quality lane runs after
+    the latency blocks; each arm's health (restarts, OOM kills, fatal log lines, queue-full
+    rejections) is watched over the whole run through the sources ``health`` names and each
+    arm's ``/metrics``.
 
     Raises:
         InputError: bad URL, order, repetitions, trace or tokenizer.
@@ -169,7 +187,7 @@ async def bench_ab(
         raise InputError(
             "`repetitions` must be at least 1", value=repetitions, params=("repetitions",)
         )
-    plan: Plan = build_plan(workload)
+    plan: RequestPlan = plan_requests(workload)
     prompts = make_prompt_source(tokenizer, workload.seed)
     check_reachable(a_url, "a_url")
     check_reachable(b_url, "b_url")
@@ -178,30 +196,57 @@ async def bench_ab(
         if progress is not None:
             progress.begin(f"block {k + 1}/{total} arm {arm}", plan.size, k, total)
 
-    result = await run_ab(
-        a_url,
-        b_url,
-        workload,
-        prompts,
-        order=order,
-        repetitions=repetitions,
-        flush=flush,
-        plan=plan,
-        on_block=on_block,
-        progress=progress.request_done if progress else None,
+    from tierctl.bench.health import ArmTarget
+    from tierctl.bench.quality.check import ab_queue_full, watched
+    from tierctl.bench.quality.lane import run_quality
+
+    quality = quality or workload.quality
+    targets = list(health) or [ArmTarget("A", a_url), ArmTarget("B", b_url)]
+
+    async def everything() -> tuple[ABResult, QualityResult | None]:
+        res = await run_ab(
+            a_url,
+            b_url,
+            workload,
+            prompts,
+            order=order,
+            repetitions=repetitions,
+            flush=flush,
+            plan=plan,
+            on_block=on_block,
+            progress=progress.request_done if progress else None,
+        )
+        if quality is None or res.interrupted:
+            return res, None
+        return res, await run_quality(
+            a_url, b_url, quality, base_dir=workload.base_dir, model=workload.model
+        )
+
+    (result, quality_result), health_report = await watched(
+        targets, everything, interval_s=health_interval_s, queue_full=ab_queue_full
     )
     lanes = [lane.name for lane in plan.lanes]
-    ratios = tuple(compare(result, lanes, seed=workload.seed))
+    ratios = tuple(compare_arms(result, lanes, seed=workload.seed))
     files: list[Path] = []
     if out_dir is not None:
-        files += _write(
-            out_dir, ab_json(result, ratios, workload), ab_markdown(result, ratios, workload)
-        )
+        doc = ab_json(result, ratios, workload)
+        doc["health"] = health_report.to_json()
+        markdown = ab_markdown(result, ratios, workload)
+        markdown += "\n## Arm health\n\n" + "".join(f"- {ln}\n" for ln in health_report.lines())
+        if quality_result is not None:
+            from tierctl.bench.quality.report import write_quality
+
+            doc["quality"] = {"verdict": quality_result.verdict, "report": "quality.json"}
+            markdown += f"\n## Quality\n\n- {quality_result.verdict} (see quality.md)\n"
+            files += write_quality(quality_result, out_dir, plots=plots)
+        files += _write(out_dir, doc, markdown)
         if plots:
             from tierctl.bench.plots import plot_ab
 
             files += plot_ab(result, out_dir, probe_timeout_s=workload.probe.timeout_s, names=names)
-    return ABOutcome(result, ratios, workload, tuple(files))
+    return ABOutcome(
+        result, ratios, workload, tuple(files), quality=quality_result, health=health_report
+    )
 
 
 def _write(out_dir: Path, doc: dict[str, Any], markdown: str) -> list[Path]:

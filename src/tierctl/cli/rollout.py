@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
+from tierctl.rollout.entrypoints import DriverConfig, execute_plan, make_plan, make_runbook
 from tierctl.rollout.executor import RolloutOptions
 from tierctl.rollout.gates import GateSettings
 from tierctl.rollout.model import Plan
-from tierctl.rollout.run import DriverConfig, execute_plan, make_plan, make_runbook
 
 _common = [
     click.option("--from", "old", required=True, help="OLD: compose file or git:REF:PATH."),
@@ -232,8 +232,11 @@ def rollout(
     result = execute_plan(
         plan_path, config, options, repo=repo, log=lambda m: click.echo(m, err=True)
     )
-    for o in result.outcomes:
-        click.echo(f"{o.step}: {o.status}")
+    if result.already_completed:
+        click.echo(f"already completed: {len(result.outcomes)} step(s), nothing run")
+    else:
+        for o in result.outcomes:
+            click.echo(f"{o.step}: {o.status}")
     if result.journal is not None:
         click.echo(f"journal: {result.journal}")
 
@@ -258,19 +261,3 @@ def runbook(
         output.write_text(text)
     else:
         click.echo(text)
-
-
-@click.command("stop-local")
-@click.option(
-    "--state-dir",
-    type=click.Path(path_type=Path),
-    default=Path(".tierctl-rollout/local"),
-    show_default=True,
-    help="Local driver state (the rollout's --state-dir).",
-)
-def stop_local(state_dir: Path) -> None:
-    """Stop every engine a local rollout left running (their whole process groups)."""
-    from tierctl.rollout.drivers.local import LocalDriver
-
-    stopped = LocalDriver(state_dir).down_all()
-    click.echo(f"stopped: {', '.join(stopped)}" if stopped else f"nothing running in {state_dir}")

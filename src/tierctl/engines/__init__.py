@@ -16,7 +16,9 @@ from tierctl.engines.base import (
     Fetch,
     LaunchCommand,
     LogPattern,
+    LogprobShapeError,
     MetricRef,
+    TokenScore,
 )
 from tierctl.engines.sglang import PROFILE as SGLANG
 from tierctl.engines.vllm import PROFILE as VLLM
@@ -91,7 +93,9 @@ __all__ = [
     "Fetch",
     "LaunchCommand",
     "LogPattern",
+    "LogprobShapeError",
     "MetricRef",
+    "TokenScore",
     "all_metric_prefixes",
     "kinds",
     "profile_for",

@@ -245,7 +245,7 @@ def run_readout(
             )
         if not seen:
             warnings.append(f"no series for {arm.replica} ({arm.matchers}) in the window")
-    verdict, reasons = _judge(rows, aborts)
+    verdict, reasons = judge(rows, aborts)
     return Readout(
         control,
         canary,
@@ -262,7 +262,12 @@ def run_readout(
     )
 
 
-def _judge(rows: list[MetricReadout], aborts: ProportionResult) -> tuple[Overall, list[str]]:
+def judge(rows: list[MetricReadout], aborts: ProportionResult) -> tuple[Overall, list[str]]:
+    """The overall verdict of per-metric comparisons, and its reasons.
+
+    ``fail`` when a guard metric or the abort rate is worse; else ``inconclusive`` when a
+    metric had no data or a guard is undecided; else ``pass``. Pure: no Prometheus needed.
+    """
     reasons = []
     for row in rows:
         if row.guard and row.result.verdict == "worse":

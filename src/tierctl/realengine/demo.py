@@ -72,9 +72,9 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
     from tierctl.realengine import env as realenv
     from tierctl.realengine.tier import RealTier
     from tierctl.realengine.traffic import Traffic
+    from tierctl.rollout.entrypoints import make_plan
     from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
     from tierctl.rollout.gates import GATES, GateSettings
-    from tierctl.rollout.run import make_plan
     from tierctl.spec import load_spec
 
     stage("1/7 the real engine")

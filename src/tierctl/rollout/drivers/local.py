@@ -16,7 +16,7 @@ Two kinds of engine run here:
 Processes run in their own session (their process group holds every child: vLLM's engine core
 and worker) with output to a log file kept per start (``logs/SERVICE.N.log``), so they outlive
 a crashed ``tierctl rollout`` and a ``--resume`` finds them; pids, URLs and logs are kept in
-``STATE_DIR/state.json``; ``tierctl stop-local`` stops what a rollout left running. A stop
+``STATE_DIR/state.json``; ``tierctl stop`` stops what a rollout left running. A stop
 signals the whole group, waits, then kills the group. A service that is not an engine (proxy,
 collector, ...) is not run locally: its steps succeed as no-ops.
 """
@@ -166,6 +166,28 @@ class LocalDriver:
         self._reap()
         return stopped
 
+    def stop_recorded(self) -> list[tuple[str, int, str]]:
+        """Stop what an earlier tierctl process (a rollout, the demo) left running.
+
+        Only a process whose command line is still the recorded argv is signalled, so a pid
+        reused after a reboot is never killed; stale entries are dropped from the state.
+
+        Returns:
+            ``(service, pid, outcome)`` per recorded service: ``stopped`` or ``not running``.
+        """
+        out: list[tuple[str, int, str]] = []
+        for service, entry in self.state().items():
+            pid = int(entry["pid"])
+            if _runs(pid, [str(a) for a in entry.get("argv") or []]):
+                self._stop(service)
+                out.append((service, pid, "stopped"))
+            else:
+                state = self.state()
+                state.pop(service, None)
+                self._save(state)
+                out.append((service, pid, "not running"))
+        return out
+
     def _reap(self) -> None:
         # A child stopped by another tierctl process (a resumed rollout) is reaped here.
         for pid, child in list(self._children.items()):
@@ -302,7 +324,7 @@ class LocalDriver:
         if entry is None:
             return
         # Killed before it leaves the state: a stop interrupted half-way leaves the entry for
-        # `tierctl stop-local` or a resumed rollout to find.
+        # `tierctl stop` or a resumed rollout to find.
         self._kill(int(entry["pid"]))
         with self._lock:
             state = self.state()
@@ -395,6 +417,15 @@ def _host_path(token: str, mounts: list[tuple[str, str]]) -> str:
             if mapped != value:
                 return f"{flag}={mapped}"
     return token
+
+
+def _runs(pid: int, argv: list[str]) -> bool:
+    """Whether process ``pid`` is alive and runs exactly ``argv`` (Linux /proc)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return bool(argv) and raw.rstrip(b"\0").split(b"\0") == [a.encode() for a in argv]
 
 
 # What an engine started here needs from tierctl's environment: the interpreter, locale and
