@@ -96,7 +96,8 @@ class RealTier:
             engine="real",
             engine_python=self.python,
             start_timeout_s=self.start_timeout_s,
-            stop_timeout_s=30.0,
+            # Beyond the engines' --shutdown-timeout (30 s): a drain is not cut short.
+            stop_timeout_s=45.0,
         )
 
     # --- files ---------------------------------------------------------------------------

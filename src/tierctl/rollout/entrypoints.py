@@ -120,7 +120,7 @@ def make_driver(
             time_scale=config.time_scale,
             engine=config.engine,
             start_timeout_s=config.start_timeout_s,
-            stop_timeout_s=30.0 if config.engine == "real" else 10.0,
+            stop_timeout_s=60.0 if config.engine == "real" else 10.0,
         )
     if config.name == "docker":
         return DockerDriver(
