@@ -328,6 +328,11 @@ def _render_run(result: SimResult, per_request: bool) -> str:
         f"stall longest {_fmt(s.stall_max_s)} s  in-burst ITL mean {_fmt(s.burst_itl_mean_s)} s"
         f" (worst request {_fmt(s.burst_itl_max_mean_s)} s), preemptions {s.preemptions}",
     ]
+    if s.probes:
+        lines.append(
+            f"health probes {s.probes}: p99 {_fmt(s.probe_p99_s)} s, worst {_fmt(s.probe_max_s)} s,"
+            f" {s.probe_misses} over 3 s, {s.unhealthy_flips} unhealthy flips (3 misses in a row)"
+        )
     if per_request:
         lines.append(
             f"{'rid':<14}{'arrival':>9}{'input':>9}{'cached':>9}{'out':>6}"
