@@ -28,9 +28,10 @@ from tierctl.spec import load_spec, load_spec_text, resolve_tier
 
 # Modelled GPU seconds per wall second for the simulated engines: long-context prefill
 # chunks of the GLM preset take ~0.5-1 s modelled, so the act fits in about two minutes.
-TIME_SCALE = 5.0
-#: The live phase: six readout steps of 10 s, each with one burst like the A/B's.
-LIVE_S = 60.0
+TIME_SCALE = 10.0
+#: The live phase: nine readout steps of 10 s (the readout needs six usable), each with one
+#: burst like the A/B's.
+LIVE_S = 90.0
 LIVE_STEP_S = 10.0
 
 # The field report's scheduler canary in miniature: long prompts at once, so the first to
