@@ -58,12 +58,20 @@ class DemoDriver(LocalDriver):
             self._on_collector(dep)
 
 
-def _burst(at_s: float, name: str) -> dict[str, Any]:
+#: The live phase's bursts: the same shape, smaller, so that each finishes inside its 10 s
+#: readout step on both replicas at once (two engines and two clients share the CPUs).
+LIVE_COUNT = 3
+LIVE_TOKENS = 30_000
+
+
+def _burst(
+    at_s: float, name: str, count: int = BURST_COUNT, tokens: int = BURST_TOKENS
+) -> dict[str, Any]:
     return {
         "kind": "burst",
         "name": name,
-        "count": BURST_COUNT,
-        "input_tokens": BURST_TOKENS,
+        "count": count,
+        "input_tokens": tokens,
         "output_tokens": BURST_OUTPUT,
         "at_s": at_s,
     }
@@ -240,7 +248,30 @@ def _ab(ctx: DemoContext, urls: dict[str, str], control: str, canary: str) -> bo
     ratios = {m.metric: m.ratio for m in outcome.ratios if m.lane is None}
     ctx.facts["ab_tpot_ratio"] = ratios["tpot_p50_s"].ratio
     ctx.facts["ab_ttft_ratio"] = ratios["ttft_p50_s"].ratio
+    ctx.facts["ab_verdict"] = ab_verdict(ratios)
+    ctx.console.print(
+        f"the A/B's verdict under the readout's rule (guards TTFT p50/p95 and E2E p50 may not "
+        f"be worse by more than {TOLERANCE:.0%}): {ctx.facts['ab_verdict'].upper()}"
+    )
     return not outcome.result.interrupted
+
+
+#: Relative change the demo treats as no change, in the A/B's verdict and in the readout.
+TOLERANCE = 0.15
+_GUARDS = ("ttft_p50_s", "ttft_p95_s", "e2e_p50_s")
+
+
+def ab_verdict(ratios: dict[str, Any]) -> str:
+    """The readout's rule applied to A/B ratios: a guard worse (its whole interval above
+    1 + tolerance) fails; otherwise a better TPOT (interval below 1 - tolerance) passes."""
+    for key in _GUARDS:
+        r = ratios.get(key)
+        if r is not None and r.ci_low is not None and r.ci_low > 1 + TOLERANCE:
+            return "fail"
+    tpot = ratios.get("tpot_p50_s")
+    if tpot is not None and tpot.ci_high is not None and tpot.ci_high < 1 - TOLERANCE:
+        return "pass"
+    return "inconclusive"
 
 
 def _live_traffic(ctx: DemoContext, urls: dict[str, str]) -> tuple[float, float]:
@@ -249,10 +280,13 @@ def _live_traffic(ctx: DemoContext, urls: dict[str, str]) -> tuple[float, float]
     from tierctl.bench import bench_run
 
     steps = int(LIVE_S / LIVE_STEP_S)
-    lanes = [_burst(k * LIVE_STEP_S + 0.5, f"burst{k}") for k in range(steps)]
+    lanes = [
+        _burst(k * LIVE_STEP_S + 0.5, f"burst{k}", LIVE_COUNT, LIVE_TOKENS) for k in range(steps)
+    ]
     ctx.console.print(
         f"live traffic on both replicas for {LIVE_S:.0f} s: every {LIVE_STEP_S:.0f} s a burst "
-        f"like the A/B's (Prometheus scrapes every 1 s) ..."
+        f"of the A/B's shape ({LIVE_COUNT} prompts of {LIVE_TOKENS // 1000}K tokens; "
+        "Prometheus scrapes every 1 s) ..."
     )
     start = time.time()
     errors: list[BaseException] = []
@@ -290,8 +324,11 @@ def _readout(ctx: DemoContext, prom_url: str, tier: Any, window: tuple[float, fl
             end_s=window[1],
             step_s=LIVE_STEP_S,
             min_requests_per_step=1.0,
-            tolerance=0.1,
+            tolerance=TOLERANCE,
         )
     print_readout(result, ctx.console)
     ctx.facts["readout_verdict"] = result.verdict
-    return result.verdict != "fail"
+    ab = ctx.facts.get("ab_verdict", "-")
+    same = "the same verdict" if ab == result.verdict else "a DIFFERENT verdict"
+    ctx.console.print(f"A/B: {ab.upper()}; live readout: {result.verdict.upper()} ({same})")
+    return True
