@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from tierctl.bench.ab import ABResult, MetricRatio, check_order, compare, run_ab
-from tierctl.bench.plan import Plan, build_plan
+from tierctl.bench.ab import ABResult, MetricRatio, check_order, compare_arms, run_ab
+from tierctl.bench.plan import RequestPlan, plan_requests
 from tierctl.bench.prompts import make_prompt_source
 from tierctl.bench.report import ab_json, ab_markdown, run_json, run_markdown
 from tierctl.bench.runner import run_plan
@@ -132,7 +132,7 @@ async def bench_run(
         RuntimeFailure: nothing listens at ``url``.
     """
     url = check_url(url)
-    plan = build_plan(workload)
+    plan = plan_requests(workload)
     prompts = make_prompt_source(tokenizer, workload.seed)
     check_reachable(url)  # after the input checks: bad input is reported as such first
     if progress is not None:
@@ -187,7 +187,7 @@ async def bench_ab(
         raise InputError(
             "`repetitions` must be at least 1", value=repetitions, params=("repetitions",)
         )
-    plan: Plan = build_plan(workload)
+    plan: RequestPlan = plan_requests(workload)
     prompts = make_prompt_source(tokenizer, workload.seed)
     check_reachable(a_url, "a_url")
     check_reachable(b_url, "b_url")
@@ -226,7 +226,7 @@ async def bench_ab(
         targets, everything, interval_s=health_interval_s, queue_full=ab_queue_full
     )
     lanes = [lane.name for lane in plan.lanes]
-    ratios = tuple(compare(result, lanes, seed=workload.seed))
+    ratios = tuple(compare_arms(result, lanes, seed=workload.seed))
     files: list[Path] = []
     if out_dir is not None:
         doc = ab_json(result, ratios, workload)

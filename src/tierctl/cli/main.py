@@ -35,6 +35,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "validate",
         "Check compose files against the spec's contracts.",
     ),
+    "import": (
+        "tierctl.cli.adopt",
+        "adopt_cmd",
+        "Write a tier spec for an existing compose file.",
+    ),
     "catalog": (
         "tierctl.cli.catalog",
         "catalog",
