@@ -348,5 +348,27 @@ GATES: dict[str, Callable[[GateContext], None]] = {
     "server-info": gate_server_info,
     "metrics-variant": gate_metrics_variant,
     "prometheus-variants": gate_prometheus_variants,
-    "soak": gate_soak,
+    "soak": lambda ctx: gate_soak_identity(ctx),
 }
+
+
+def gate_soak_identity(ctx: GateContext) -> None:
+    """The soak, and over its window: the replica did not restart (its
+    ``process_start_time_seconds`` is unchanged) and logged no fatal line (the engine
+    profile's patterns; where the driver exposes the log as ``ctx.logs``)."""
+    from tierctl.bench.health import soak_mark, soak_problems
+
+    if ctx.settings.soak_s <= 0:
+        return
+    before = soak_mark(ctx.client, ctx.base_url, getattr(ctx, "logs", None))
+    gate_soak(ctx)
+    after = soak_mark(ctx.client, ctx.base_url, getattr(ctx, "logs", None))
+    problems = soak_problems(before, after, getattr(ctx, "profile", None))
+    if problems:
+        raise GateFailed(
+            f"{ctx.step.service} during the soak: " + "; ".join(problems),
+            rule="a recreated engine neither restarts nor logs a fatal line during the soak",
+            value=problems,
+            fix="read the engine's log (OOM, engine death, watchdog) before retrying",
+        )
+    ctx.notes.append("soak: no restart, no fatal log line")

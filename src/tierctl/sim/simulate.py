@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,7 @@ def simulate(
     steps: list[Round] | None = None,
     probe_interval_s: float = 5.0,
     probe_timeout_s: float = 3.0,
+    progress: Callable[[float], None] | None = None,
 ) -> SimResult:
     """Simulate ``workload`` on one replica configured by ``config``.
 
@@ -82,6 +84,8 @@ def simulate(
         steps: when given, every stepped round is appended (for ``sim fit`` round trips).
         probe_interval_s: a proxy's health probe period, for the probe figures (host costs).
         probe_timeout_s: the probe time-out: a slower answer counts as a miss.
+        progress: called now and then with the simulated time reached (for a progress bar;
+            the simulation itself never draws anything).
     """
     del seed
     model = preset(cost) if isinstance(cost, str) else cost
@@ -97,7 +101,11 @@ def simulate(
         reqs = workload.requests
     nxt = 0
     now = 0.0
+    loops = 0
     while now < horizon_s:
+        loops += 1
+        if progress is not None and loops % 2048 == 0:
+            progress(now)
         while nxt < len(reqs) and reqs[nxt].arrival_s <= now:
             sched.submit(reqs[nxt], now)
             nxt += 1
