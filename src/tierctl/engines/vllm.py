@@ -113,6 +113,7 @@ class VLLMProfile(EngineProfile):
         NCCL,
         TRACEBACK,
     )
+    metrics_fix = "vLLM exports /metrics unless --disable-log-stats is set: remove that flag"
     argv_gate = "running-args"
     argv_gate_text = (
         "the engine's startup log line `non-default args: {...}` holds every rendered flag, "
