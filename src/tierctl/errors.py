@@ -1,23 +1,45 @@
-"""The error hierarchy of tierctl.
+"""The error hierarchy of tierctl, and the exit codes of the ``tierctl`` command.
 
-Every error an operator can see derives from :class:`TierctlError` and carries the exit code
-the CLI returns for it::
+Every error an operator can see derives from :class:`TierctlError` and carries the
+:class:`ExitCode` the CLI returns for it::
 
     TierctlError                      exit 1  (runtime failures, contract violations)
     ├── InputError                    exit 2  (unusable input: bad file, bad flag, bad usage)
     │   ├── SpecError                 exit 2  (a tier spec that breaks a rule; located)
     │   └── ComposeInputError         exit 2  (a compose file that cannot be read)
-    ├── ContractViolation             exit 1  (a deployment contract does not hold)
+    ├── ContractViolation             exit 1  (a rollout would break a deployment contract)
     └── RuntimeFailure                exit 1  (a server, a driver or a gate failed)
         └── GateFailed                exit 1  (a rollout gate did not pass)
 
 A message states where (file, line, field path), the rule, the value seen and the fix, so the
-CLI can print it without a traceback.
+CLI can print it without a traceback. Library messages name the library's own terms (a
+parameter, a file, a field); the command line's option names are the CLI's to add.
+
+Outcomes that are not errors (violations found by ``validate``, a readout verdict, a stale
+rendered file, an interrupted load test) are returned by the command as an :class:`ExitCode`;
+:func:`tierctl.cli.main.main` is the one place that turns either into the process's status.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
+
+
+class ExitCode(enum.IntEnum):
+    """Every status the ``tierctl`` command exits with."""
+
+    #: Everything held: contracts, gates, the readout verdict.
+    OK = 0
+    #: A contract was violated, a gate or the readout verdict failed, a runtime step failed,
+    #: or a checked file is stale.
+    FAILURE = 1
+    #: Unusable input or usage: a bad file, option or value, or a missing extra.
+    USAGE = 2
+    #: ``tierctl readout``: the evidence is not enough to pass or fail the canary.
+    INCONCLUSIVE = 3
+    #: Stopped by Ctrl-C (128 + SIGINT, as shells report it); partial results were kept.
+    INTERRUPTED = 130
 
 
 @dataclass
@@ -46,7 +68,7 @@ class Location:
 class TierctlError(Exception):
     """Root of every error tierctl reports; ``exit_code`` is what the CLI exits with."""
 
-    exit_code: int = 1
+    exit_code: ExitCode = ExitCode.FAILURE
 
     def __init__(
         self,
@@ -83,7 +105,7 @@ class TierctlError(Exception):
 class InputError(TierctlError):
     """Unusable input or usage: a file that cannot be read, a bad option, a bad value."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class SpecError(InputError):
@@ -110,7 +132,13 @@ class ComposeInputError(InputError):
 
 
 class ContractViolation(TierctlError):
-    """A deployment contract does not hold."""
+    """A rollout would break a deployment contract, so it is refused before anything changes.
+
+    Raised by the rollout planner (a protected service would change) and executor (a dry run
+    plans more than the step's service). ``validate`` does not raise it: it collects every
+    violation into a :class:`~tierctl.contracts.report.Report`, whose ``exit_code`` is
+    :attr:`ExitCode.FAILURE` when any is found.
+    """
 
 
 class RuntimeFailure(TierctlError):

@@ -121,8 +121,10 @@ def test_ctrl_c_saves_partial_results_with_the_accounting(tmp_path):
                 for _ in range(4):  # the burst of 3 and the first hammer request arrived
                     assert server.stdout.readline().strip() == "request"
                 cli.send_signal(signal.SIGINT)
-                _, err = cli.communicate(timeout=60)
+                stdout, err = cli.communicate(timeout=60)
                 assert cli.returncode == 130, err.decode()[-2000:]
+                assert "INTERRUPTED after" in stdout.decode()
+                assert "these results are partial" in stdout.decode()
         finally:
             server.terminate()
             server.wait(timeout=10)
@@ -132,3 +134,23 @@ def test_ctrl_c_saves_partial_results_with_the_accounting(tmp_path):
     assert doc["sent"] == doc["completed"] + doc["failed"] + doc["timed_out"]
     assert doc["sent"] < doc["planned"]
     assert {r["error_class"] for r in doc["requests"]} == {"interrupted"}
+
+
+def test_a_dead_endpoint_is_an_error_not_a_run(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "run", "--url", url, "--hammer-rate", "5", "--out", str(tmp_path / "o")])
+    assert exc.value.code == 1
+    err = capsys.readouterr().err
+    assert f"cannot reach --url {url}: connection refused" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "o").exists()  # no empty report
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "ab", "--a", url, "--b", url, "--hammer-rate", "5"])
+    assert exc.value.code == 1
+    assert "cannot reach --a" in capsys.readouterr().err

@@ -304,3 +304,20 @@ async def test_flush_cache_outcomes_are_reported_never_raised() -> None:
         s.bind(("127.0.0.1", 0))
         closed = s.getsockname()[1]
     assert (await flush_cache(f"http://127.0.0.1:{closed}")).startswith("failed (")
+
+
+async def test_a_client_that_blocks_its_loop_is_marked_client_bound():
+    """Each completion blocks the client's loop 40 ms (as a slow callback would): flagged."""
+    import time
+
+    def slow(_sample):
+        time.sleep(0.04)
+
+    rec = await run(Fixture(["ok"], chunks=8, chunk_delay_s=0.01), burst(12), progress=slow)
+    assert rec.count("completed") == 12
+    assert rec.client is not None
+    assert rec.client_bound
+    assert any("event-loop lag p99" in r for r in rec.client.reasons)
+    assert rec.client.loop_lag_max_s is not None
+    assert rec.client.loop_lag_max_s >= 0.03
+    assert rec.warnings == rec.client.reasons

@@ -29,6 +29,8 @@ def test_public_members_are_pinned() -> None:
         "yaml12",
         "demo",
         "traces",
+        "latency",
+        "bundled_tokenizer",
     }
     assert public == set(tierctl.__all__)
 

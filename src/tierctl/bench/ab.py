@@ -22,9 +22,10 @@ from tierctl.bench.plan import Plan, build_plan
 from tierctl.bench.prompts import PromptSource
 from tierctl.bench.runner import Progress, resolve_model, run_plan
 from tierctl.bench.samples import RunRecord
-from tierctl.bench.summary import METRICS, percentile
+from tierctl.bench.summary import METRICS
 from tierctl.bench.workload import Workload
 from tierctl.errors import InputError
+from tierctl.latency import percentile
 
 
 @dataclass(frozen=True)

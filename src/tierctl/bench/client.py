@@ -18,6 +18,7 @@ from typing import Any, Literal
 import aiohttp
 import orjson
 
+from tierctl.bench.clientcheck import ReadBacklog
 from tierctl.bench.samples import RequestSample
 from tierctl.bench.sse import MalformedStream, SSEDecoder, parse_events
 
@@ -116,6 +117,7 @@ async def send_request(
     t0: float,
     on_done: Callable[[RequestSample], None],
     clock: Callable[[], float] = time.monotonic,
+    backlog: ReadBacklog | None = None,
 ) -> None:
     """Send one streaming request and hand exactly one sample to ``on_done``.
 
@@ -153,7 +155,7 @@ async def send_request(
 
     try:
         async with asyncio.timeout(shape.timeout_s):
-            error = await _exchange(session, url, data, p, clock)
+            error = await _exchange(session, url, data, p, clock, backlog)
     except TimeoutError:
         finish("timed_out", "timeout", f"no complete answer within {shape.timeout_s:g} s")
         return
@@ -178,6 +180,7 @@ async def _exchange(
     data: bytes | AsyncIterator[bytes],
     p: _Progress,
     clock: Callable[[], float],
+    backlog: ReadBacklog | None = None,
 ) -> tuple[str, str] | None:
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     async with session.post(url, data=data, headers=headers) as resp:
@@ -189,8 +192,14 @@ async def _exchange(
         done = False
         stream_error: str | None = None
         gaps = p.gaps if p.gaps is not None else []
+        sock = None
+        if backlog is not None and resp.connection is not None:
+            transport = resp.connection.transport
+            sock = transport.get_extra_info("socket") if transport is not None else None
         async for chunk in resp.content.iter_any():
             now = clock()
+            if backlog is not None:
+                backlog.observe(len(chunk), sock)
             for ev in parse_events(decoder.feed(chunk)):
                 if ev.error is not None:
                     stream_error = stream_error or ev.error

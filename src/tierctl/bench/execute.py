@@ -9,6 +9,7 @@ measured so far is still returned and written.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from tierctl.bench.report import ab_json, ab_markdown, run_json, run_markdown
 from tierctl.bench.runner import run_plan
 from tierctl.bench.samples import RequestSample, RunRecord
 from tierctl.bench.workload import Workload
-from tierctl.errors import InputError
+from tierctl.errors import InputError, RuntimeFailure
 
 T = TypeVar("T")
 
@@ -66,6 +67,35 @@ def check_url(url: str, option: str = "--url") -> str:
     return url.rstrip("/")
 
 
+def check_reachable(url: str, option: str = "--url", timeout_s: float = 10.0) -> None:
+    """Open (and close) a TCP connection to ``url``'s host and port before any load is sent.
+
+    A dead endpoint is an error, not a run in which every request "failed": the operator
+    learns at once that nothing listens there, and no empty report is written.
+
+    Raises:
+        RuntimeFailure: connection refused, unresolvable host or no answer in ``timeout_s``.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except ConnectionRefusedError:
+        reason = "connection refused"
+    except TimeoutError:
+        reason = f"no answer within {timeout_s:g} s"
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+    else:
+        return
+    raise RuntimeFailure(
+        f"cannot reach {option} {url}: {reason}",
+        fix="start the server, or check the host and port",
+    )
+
+
 def bench_run(
     url: str,
     workload: Workload,
@@ -79,10 +109,12 @@ def bench_run(
 
     Raises:
         InputError: bad URL, trace or tokenizer.
+        RuntimeFailure: nothing listens at ``url``.
     """
     url = check_url(url)
     plan = build_plan(workload)
     prompts = make_prompt_source(tokenizer, workload.seed)
+    check_reachable(url)  # after the input checks: bad input is reported as such first
     console = console or Console(stderr=True)
     with _bars(console) as bars:
         task = bars.add_task(f"{workload.name} → {url}", total=plan.size)
@@ -118,6 +150,7 @@ def bench_ab(
 
     Raises:
         InputError: bad URL, order, repetitions, trace or tokenizer.
+        RuntimeFailure: nothing listens at ``a_url`` or ``b_url``.
     """
     a_url, b_url = check_url(a_url, "--a"), check_url(b_url, "--b")
     order = check_order(order)
@@ -125,6 +158,8 @@ def bench_ab(
         raise InputError("--repeat must be at least 1", value=repetitions)
     plan: Plan = build_plan(workload)
     prompts = make_prompt_source(tokenizer, workload.seed)
+    check_reachable(a_url, "--a")
+    check_reachable(b_url, "--b")
     console = console or Console(stderr=True)
     total_blocks = repetitions * len(order)
     with _bars(console) as bars:

@@ -132,17 +132,20 @@ class TokenizerPrompts:
 def make_prompt_source(tokenizer_path: str | None, seed: int) -> PromptSource:
     """A tokenizer-based source when a ``tokenizer.json`` is given, else bundled words.
 
-    ``"sim"`` selects the tokenizer bundled with ``tierctl sim serve`` (exact counts there).
+    ``"sim"`` selects :mod:`tierctl.bundled_tokenizer`, the one ``tierctl sim serve`` counts
+    with (exact counts there).
     """
     if tokenizer_path == "sim":
         try:
-            from tierctl.sim.tokenizer import load_tokenizer
+            from tierctl.bundled_tokenizer import load_tokenizer
+
+            tok = load_tokenizer()
         except ImportError as exc:
             raise InputError(
-                "--tokenizer sim needs the simulator (tierctl.sim) and `tokenizers`",
-                fix="pip install 'tierctl[sim]', or pass a tokenizer.json path",
+                "the bundled (simulator's) tokenizer needs the `tokenizers` package",
+                fix="pip install 'tierctl[bench]', or pass a tokenizer.json path",
             ) from exc
-        return TokenizerPrompts(load_tokenizer(), name="tokenizer:sim", seed=seed)
+        return TokenizerPrompts(tok, name="tokenizer:sim", seed=seed)
     if tokenizer_path:
         return TokenizerPrompts.from_file(tokenizer_path, seed=seed)
     return WordPrompts(seed)

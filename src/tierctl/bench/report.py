@@ -15,9 +15,10 @@ from typing import Any
 from rich.table import Table
 
 from tierctl.bench.ab import ABResult, MetricRatio
+from tierctl.bench.clientcheck import verdict_line
 from tierctl.bench.probe import unhealthy_episodes
 from tierctl.bench.samples import RunRecord
-from tierctl.bench.summary import METRICS, Summary, summarize
+from tierctl.bench.summary import METRICS, BenchSummary, summarize
 from tierctl.bench.workload import Workload
 
 SCHEMA_VERSION = 1
@@ -50,6 +51,8 @@ def record_json(record: RunRecord, misses_to_mark: int = 3) -> dict[str, Any]:
         "timed_out": record.count("timed_out"),
         "interrupted": record.interrupted,
         "client_cpu_s": record.client_cpu_s,
+        "client_bound": record.client_bound,
+        "client_check": None if record.client is None else record.client.to_dict(),
         "warnings": list(record.warnings),
         "summary": _summary_json(summarize(record.requests, record.probes)),
         "lanes": {
@@ -87,6 +90,7 @@ def ab_json(result: ABResult, ratios: Sequence[MetricRatio], workload: Workload)
         "order": result.order,
         "repetitions": result.repetitions,
         "interrupted": result.interrupted,
+        "client_bound": ab_client_bound(result),
         "pairs": len(result.pairs()),
         "ratios": [
             {"lane": m.lane or "all", "metric": m.metric, **dataclasses.asdict(m.ratio)}
@@ -105,7 +109,23 @@ def ab_json(result: ABResult, ratios: Sequence[MetricRatio], workload: Workload)
     }
 
 
-def _summary_json(s: Summary) -> dict[str, Any]:
+def ab_client_bound(result: ABResult) -> bool:
+    """Whether any block of an A/B was client-bound (then its ratios are suspect)."""
+    return any(b.record.client_bound for b in result.blocks)
+
+
+def ab_client_line(result: ABResult) -> str:
+    """One line on the client-bottleneck check over an A/B's blocks."""
+    bound = [f"{k} ({b.arm})" for k, b in enumerate(result.blocks) if b.record.client_bound]
+    if bound:
+        return (
+            f"CLIENT-BOUND in block(s) {', '.join(bound)}: the ratios may compare the "
+            "client's limits, not the servers (reasons under warnings)"
+        )
+    return f"client kept up in all {len(result.blocks)} blocks"
+
+
+def _summary_json(s: BenchSummary) -> dict[str, Any]:
     d = dataclasses.asdict(s)
     d["completion_pct"] = s.completion_pct
     return d
@@ -214,6 +234,7 @@ def run_markdown(record: RunRecord, workload: Workload) -> str:
         f"{record.count('failed')} + timed out {record.count('timed_out')}"
         + (" (interrupted)" if record.interrupted else ""),
         f"- {probe_line(record, workload.probe.unhealthy_after)}",
+        f"- {verdict_line(record.client)}",
         "",
         "| lane | sent | ok | TTFT p50 ms | TTFT p95 ms | TPOT p50 ms | TPOT p90 ms | "
         "ITL p90 ms | E2E p50 ms |",
@@ -239,6 +260,7 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workl
         f"- B: `{result.b_url}`",
         f"- order {result.order}, {result.repetitions} repetition(s), "
         f"{len(result.pairs())} paired blocks" + (" (interrupted)" if result.interrupted else ""),
+        f"- {ab_client_line(result)}",
         "- latency cells: B/A ratio (95% bootstrap CI over paired blocks); counts: A → B",
         "",
         "| " + " | ".join(header) + " |",
@@ -248,8 +270,8 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workl
         "## Blocks",
         "",
         "| # | rep | arm | sent | ok | failed | timed out | probe p50 ms | probe p99 ms | "
-        "probe max ms | probe misses | unhealthy episodes | flush |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "probe max ms | probe misses | unhealthy episodes | flush | client |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for k, b in enumerate(result.blocks):
         rec = b.record
@@ -258,7 +280,8 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workl
             f"| {k} | {b.repetition} | {b.arm} | {rec.sent} | {rec.count('completed')} | "
             f"{rec.count('failed')} | {rec.count('timed_out')} | {_ms(ps.probe_p50_s)} | "
             f"{_ms(ps.probe_p99_s)} | {_ms(ps.probe_max_s)} | {ps.probe_misses} | "
-            f"{ps.unhealthy_episodes} | {b.flush or '-'} |"
+            f"{ps.unhealthy_episodes} | {b.flush or '-'} | "
+            f"{'client-bound' if rec.client_bound else 'kept up'} |"
         )
     warnings = [
         f"block {k} ({b.arm}): {w}" for k, b in enumerate(result.blocks) for w in b.record.warnings

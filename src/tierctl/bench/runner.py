@@ -20,17 +20,13 @@ from typing import Any
 import aiohttp
 
 from tierctl.bench.client import RequestShape, make_session, send_request
+from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, ReadBacklog, judge
 from tierctl.bench.pacing import make_pacer
 from tierctl.bench.plan import LanePlan, Plan, PlannedRequest
 from tierctl.bench.probe import run_probes
 from tierctl.bench.prompts import PromptSource
 from tierctl.bench.samples import ProbeSample, RequestSample, RunRecord
 from tierctl.bench.workload import Workload
-
-#: Pacing lag (p99 over open-loop sends) above which the run's timings are flagged.
-PACING_WARN_S = 0.001
-#: Client CPU share of one core above which the run's timings are flagged.
-CPU_WARN_SHARE = 0.8
 
 #: Prompts are synthesised up front when the plan holds at most this many prompt tokens
 #: (about 100 MB of text).
@@ -115,6 +111,9 @@ async def run_plan(
 
     interrupted = False
     probe_stop = asyncio.Event()
+    backlog = ReadBacklog()
+    monitor = LoopMonitor()
+    monitor.start()
     async with make_session() as session:
         probe_task = (
             asyncio.create_task(
@@ -138,6 +137,7 @@ async def run_plan(
                     scheduled_s=scheduled_s,
                     t0=t0,
                     on_done=on_done,
+                    backlog=backlog,
                 )
             )
             in_flight.add(task)
@@ -218,9 +218,11 @@ async def run_plan(
             if probe_task is not None:
                 await asyncio.gather(probe_task, return_exceptions=True)
             _gc_restore(gc_state)
+            await monitor.stop()
     duration = time.monotonic() - t0
     cpu = time.process_time() - cpu0
     samples.sort(key=lambda s: (s.sent_s, s.index))
+    check = client_check(samples, plan, monitor.lags_s, cpu, duration, backlog.max_bytes)
     return RunRecord(
         url=base_url,
         label=label,
@@ -231,7 +233,8 @@ async def run_plan(
         planned=plan.size,
         interrupted=interrupted,
         client_cpu_s=cpu,
-        warnings=tuple(_warnings(samples, plan, cpu, duration)),
+        warnings=check.reasons,
+        client=check,
     )
 
 
@@ -260,28 +263,19 @@ def _loop_time_at(monotonic_deadline: float) -> float:
     return loop.time() + (monotonic_deadline - time.monotonic())
 
 
-def _warnings(
-    samples: list[RequestSample], plan: Plan, cpu_s: float, duration_s: float
-) -> list[str]:
-    out: list[str] = []
+def client_check(
+    samples: list[RequestSample],
+    plan: Plan,
+    loop_lags_s: list[float],
+    cpu_s: float,
+    duration_s: float,
+    backlog_bytes: int,
+) -> ClientCheck:
+    """The client-bottleneck verdict of a run (see :mod:`tierctl.bench.clientcheck`)."""
     # A burst queues by design (its sends are serialised); pacing is judged on paced lanes.
-    open_lanes = {
-        lane.name for lane in plan.lanes if lane.concurrency is None and lane.kind != "burst"
-    }
-    lags = sorted(s.queue_s for s in samples if s.lane in open_lanes)
-    if lags:
-        p99 = lags[min(len(lags) - 1, int(0.99 * len(lags)))]
-        if p99 > PACING_WARN_S:
-            out.append(
-                f"client send lag p99 {p99 * 1e3:.1f} ms exceeds {PACING_WARN_S * 1e3:g} ms: "
-                "arrivals were later than planned (client overloaded, or a burst queued)"
-            )
-    if duration_s > 0 and cpu_s / duration_s > CPU_WARN_SHARE:
-        out.append(
-            f"client used {100 * cpu_s / duration_s:.0f}% of a core: latencies may include "
-            "client time; lower the rate or run the client on a dedicated core"
-        )
-    return out
+    paced = {lane.name for lane in plan.lanes if lane.concurrency is None and lane.kind != "burst"}
+    lags = [s.queue_s for s in samples if s.lane in paced]
+    return judge(lags, loop_lags_s, cpu_s, duration_s, backlog_bytes)
 
 
 def _gc_quiet() -> tuple[int, int, int]:

@@ -9,7 +9,12 @@ class ``interrupted``). Times are seconds on the monotonic clock, relative to th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from tierctl.bench.clientcheck import ClientCheck
+
+from tierctl.latency import tpot_s
 
 Outcome = Literal["completed", "failed", "timed_out"]
 
@@ -64,10 +69,13 @@ class RequestSample:
 
     @property
     def tpot_s(self) -> float | None:
-        """Time per output token after the first: (E2E - TTFT) / (output tokens - 1)."""
-        if self.outcome != "completed" or self.ttft_s is None or self.output_tokens < 2:
+        """Time per output token after the first: (E2E - TTFT) / (output tokens - 1).
+
+        :func:`tierctl.latency.tpot_s`'s definition; ``None`` unless the request completed.
+        """
+        if self.outcome != "completed" or self.ttft_s is None:
             return None
-        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+        return tpot_s(self.ttft_s, self.e2e_s, self.output_tokens)
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,7 @@ class RunRecord:
         interrupted: whether the run was stopped before the plan finished.
         client_cpu_s: CPU time the client process used during the run.
         warnings: reasons the numbers may be unreliable (client CPU, pacing lag).
+        client: the client-bottleneck check of the run (``None``: not measured).
     """
 
     url: str
@@ -115,6 +124,12 @@ class RunRecord:
     interrupted: bool = False
     client_cpu_s: float = 0.0
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    client: ClientCheck | None = None
+
+    @property
+    def client_bound(self) -> bool:
+        """Whether the client's own limits may have shaped this run's numbers."""
+        return self.client is not None and self.client.client_bound
 
     @property
     def sent(self) -> int:

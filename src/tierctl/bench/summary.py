@@ -1,19 +1,18 @@
 """Summary statistics of request and probe samples (definitions in ``docs/metrics.md``).
 
 Latency percentiles are taken over *completed* requests only (a failed request has no
-meaningful TPOT and would bias TTFT downwards); failures are counted separately. Percentiles
-use linear interpolation between order statistics (numpy's default).
+meaningful TPOT and would bias TTFT downwards); failures are counted separately. The
+percentile and TPOT definitions are :mod:`tierctl.latency`'s, shared with the simulator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from tierctl.bench.probe import unhealthy_episodes
 from tierctl.bench.samples import ProbeSample, RequestSample
+from tierctl.latency import LatencySummary, percentile
 
 #: Metrics of the A/B table, in report order: name -> (label, lower is better).
 METRICS: dict[str, tuple[str, bool]] = {
@@ -30,17 +29,16 @@ METRICS: dict[str, tuple[str, bool]] = {
 
 
 @dataclass(frozen=True)
-class Summary:
-    """Headline numbers of a set of samples (one lane, one run, or pooled blocks)."""
+class BenchSummary(LatencySummary):
+    """Headline numbers of a set of samples (one lane, one run, or pooled blocks).
+
+    The headline latencies come from :class:`~tierctl.latency.LatencySummary`, over completed
+    requests; the rest is what only a client sees (failures, inter-chunk gaps, probes).
+    """
 
     sent: int
-    completed: int
     failed: int
     timed_out: int
-    ttft_p50_s: float | None
-    ttft_p95_s: float | None
-    tpot_p50_s: float | None
-    tpot_p90_s: float | None
     itl_p90_s: float | None
     e2e_p50_s: float | None
     queue_p99_s: float | None
@@ -68,33 +66,23 @@ class Summary:
         return None if value is None else float(value)
 
 
-def percentile(values: Sequence[float] | np.ndarray, q: float) -> float | None:
-    """The ``q``-th percentile (0-100), or ``None`` for no values."""
-    arr = np.asarray(values, dtype=float)
-    return float(np.percentile(arr, q)) if arr.size else None
-
-
 def summarize(
     requests: Sequence[RequestSample],
     probes: Sequence[ProbeSample] = (),
     *,
     misses_to_mark: int = 3,
-) -> Summary:
+) -> BenchSummary:
     """Summarise samples; probes may be empty (per-lane summaries carry none)."""
     done = [r for r in requests if r.outcome == "completed"]
     ttft = [r.ttft_s for r in done if r.ttft_s is not None]
     tpot = [t for t in (r.tpot_s for r in done) if t is not None]
     itl = [g for r in done for g in r.itl_s]
     probe_ok = [p.latency_s for p in probes if p.latency_s is not None]
-    return Summary(
+    return BenchSummary(
+        **LatencySummary.fields_of(len(done), ttft, tpot),
         sent=len(requests),
-        completed=len(done),
         failed=sum(1 for r in requests if r.outcome == "failed"),
         timed_out=sum(1 for r in requests if r.outcome == "timed_out"),
-        ttft_p50_s=percentile(ttft, 50),
-        ttft_p95_s=percentile(ttft, 95),
-        tpot_p50_s=percentile(tpot, 50),
-        tpot_p90_s=percentile(tpot, 90),
         itl_p90_s=percentile(itl, 90),
         e2e_p50_s=percentile([r.e2e_s for r in done], 50),
         queue_p99_s=percentile([r.queue_s for r in requests], 99),
@@ -106,10 +94,3 @@ def summarize(
         probe_max_s=max(probe_ok) if probe_ok else None,
         unhealthy_episodes=len(unhealthy_episodes(probes, misses_to_mark)),
     )
-
-
-def lane_filter(lane: str | None) -> Callable[[RequestSample], bool]:
-    """Predicate selecting one lane's samples (``None`` = all lanes)."""
-    if lane is None:
-        return lambda _r: True
-    return lambda r: r.lane == lane

@@ -9,6 +9,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from tierctl.errors import ExitCode
 from tierctl.traces import TRACE_FORMATS
 
 _F = Callable[..., Any]
@@ -120,8 +121,9 @@ def bench() -> None:
 @bench.command("run")
 @click.option("--url", required=True, help="Base URL of the OpenAI-compatible server.")
 @_workload_options
-def run(url: str, **opts: Any) -> None:
+def run(url: str, **opts: Any) -> ExitCode:
     """Run a workload against one endpoint, with the probe lane beside it."""
+    from tierctl.bench.clientcheck import verdict_line
     from tierctl.bench.execute import bench_run
     from tierctl.bench.report import probe_line, run_table
 
@@ -134,16 +136,24 @@ def run(url: str, **opts: Any) -> None:
     rec = outcome.record
     console.print(run_table(rec))
     console.print(probe_line(rec, workload.probe.unhealthy_after))
+    if rec.interrupted:
+        console.print(
+            f"[bold red]INTERRUPTED[/bold red] after {rec.duration_s:.1f} s: sent {rec.sent} of "
+            f"{rec.planned} planned; these results are partial"
+        )
     console.print(
         f"sent {rec.sent} = completed {rec.count('completed')} + failed "
         f"{rec.count('failed')} + timed out {rec.count('timed_out')}"
     )
     for w in rec.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
+    line = verdict_line(rec.client)
+    console.print(f"[bold red]{line}[/bold red]" if rec.client_bound else line)
     for f in outcome.files:
         console.print(f"wrote {f}")
     if rec.interrupted:
-        raise click.exceptions.Exit(130)
+        return ExitCode.INTERRUPTED
+    return ExitCode.OK
 
 
 @bench.command("ab")
@@ -162,10 +172,10 @@ def run(url: str, **opts: Any) -> None:
 @_workload_options
 def ab(
     a_url: str, b_url: str, order: str, repetitions: int, flush_cache: bool, **opts: Any
-) -> None:
+) -> ExitCode:
     """Paired A/B: the same requests against A and B in counterbalanced blocks; B/A ratios."""
     from tierctl.bench.execute import bench_ab
-    from tierctl.bench.report import ab_table
+    from tierctl.bench.report import ab_client_bound, ab_client_line, ab_table
 
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None
@@ -182,10 +192,18 @@ def ab(
     )
     console = _console()
     console.print(ab_table(outcome.result, outcome.ratios))
+    if outcome.result.interrupted:
+        done = len(outcome.result.blocks)
+        console.print(
+            f"[bold red]INTERRUPTED[/bold red] in block {done} of "
+            f"{outcome.result.repetitions * len(outcome.result.order)}: ratios are over the "
+            f"{len(outcome.result.pairs())} complete pair(s) only"
+        )
     for k, b in enumerate(outcome.result.blocks):
         for w in b.record.warnings:
             console.print(f"[yellow]warning:[/yellow] block {k} ({b.arm}): {w}")
+    line = ab_client_line(outcome.result)
+    console.print(f"[bold red]{line}[/bold red]" if ab_client_bound(outcome.result) else line)
     for f in outcome.files:
         console.print(f"wrote {f}")
-    if outcome.result.interrupted:
-        raise click.exceptions.Exit(130)
+    return ExitCode.INTERRUPTED if outcome.result.interrupted else ExitCode.OK

@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 
 from tierctl.demo import DEFAULT_SPEC, run_demo
+from tierctl.errors import ExitCode
 
 
 @click.command()
@@ -22,9 +23,8 @@ from tierctl.demo import DEFAULT_SPEC, run_demo
     help="Tier spec to use (default: the bundled GLM-5.3 long-context example).",
 )
 @click.option("--quick", is_flag=True, help="Only the offline stages (no servers).")
-def demo(spec: Path | None, quick: bool) -> None:
+def demo(spec: Path | None, quick: bool) -> ExitCode:
     """Run tierctl's main job on the bundled example: render, validate, simulate, A/B, plan."""
     console = Console(width=None if Console().is_terminal else 140)
     ok = run_demo(spec or DEFAULT_SPEC, console=console, quick=quick)
-    if not ok:
-        raise SystemExit(1)
+    return ExitCode.OK if ok else ExitCode.FAILURE

@@ -5,18 +5,21 @@ optional extras (the simulator and the load generator pull in numpy, aiohttp, to
 Every :class:`~tierctl.errors.TierctlError` becomes a message and its exit code; a traceback
 is shown only with ``--debug`` (accepted anywhere on the line). A command that needs an extra
 which is not installed says which one, in one line, and exits 2.
+
+Exit codes are :class:`~tierctl.errors.ExitCode`. Commands never exit themselves: they raise a
+``TierctlError`` or return an ``ExitCode``, and :func:`main` alone turns either into the
+process's status.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from typing import Any
 
 import click
 
-from tierctl.errors import TierctlError
+from tierctl.errors import ExitCode, TierctlError
 
 # name -> (module, attribute, one-line help). Order is the lifecycle order shown in --help.
 _COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -51,25 +54,19 @@ class LazyGroup(click.Group):
     """A click group whose subcommands are imported only when used."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return [name for name, (mod, _, _) in _COMMANDS.items() if _module_exists(mod)]
+        return list(_COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         entry = _COMMANDS.get(cmd_name)
-        if entry is None or not _module_exists(entry[0]):
+        if entry is None:
             return None
         module = importlib.import_module(entry[0])
         command: click.Command = getattr(module, entry[1])
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, help_) for name, (mod, _, help_) in _COMMANDS.items() if _module_exists(mod)]
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
-
-
-def _module_exists(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, help_) for name, (_, _, help_) in _COMMANDS.items()])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -128,7 +125,7 @@ def _command_name(args: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Run the CLI; map tierctl errors to their exit codes without a traceback."""
+    """Run the CLI; exit with the command's :class:`ExitCode` or its error's, no traceback."""
     args, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
     try:
         rv = cli.main(args=args, prog_name="tierctl", standalone_mode=False)
@@ -137,7 +134,7 @@ def main(argv: list[str] | None = None) -> Any:
         if debug or advice is None:
             raise
         click.echo(f"error: {advice}", err=True)
-        sys.exit(2)
+        sys.exit(ExitCode.USAGE)
     except TierctlError as exc:
         if debug:
             raise
@@ -145,7 +142,7 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
@@ -153,8 +150,8 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
-        sys.exit(130)
-    # standalone_mode=False returns ctx.exit(n)'s code instead of exiting.
-    if isinstance(rv, int) and rv != 0:
-        sys.exit(rv)
+        sys.exit(ExitCode.INTERRUPTED)
+    # standalone_mode=False hands back the command's return value: its ExitCode, or None.
+    if isinstance(rv, int) and rv != ExitCode.OK:
+        sys.exit(int(rv))
     return rv

@@ -10,11 +10,18 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from tierctl.errors import InputError
+from tierctl.errors import ExitCode, InputError
 from tierctl.spec import load_spec, resolve_tier
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+#: The readout verdict -> the command's exit status.
+VERDICT_EXIT = {
+    "pass": ExitCode.OK,
+    "fail": ExitCode.FAILURE,
+    "inconclusive": ExitCode.INCONCLUSIVE,
+}
 
 
 def parse_duration(text: str, option: str) -> float:
@@ -73,7 +80,7 @@ def readout(
     tolerance: float,
     min_requests: float,
     fmt: str,
-) -> None:
+) -> ExitCode:
     """Compare canary and control over a window; exit 0 pass, 1 fail, 3 inconclusive."""
     from tierctl.readout import PrometheusClient, arms_from_tier, run_readout
     from tierctl.readout.core import Arm
@@ -104,4 +111,4 @@ def readout(
     else:
         console = Console()
         print_readout(result, Console(width=None if console.is_terminal else 150))
-    raise SystemExit({"pass": 0, "fail": 1, "inconclusive": 3}[result.verdict])
+    return VERDICT_EXIT[result.verdict]

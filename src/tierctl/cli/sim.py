@@ -10,17 +10,50 @@ from typing import Any
 import click
 
 from tierctl.sim.cost import DEFAULT_PRESET, PRESETS
-from tierctl.sim.result import SimResult, Summary
+from tierctl.sim.result import SimResult, SimSummary
+from tierctl.sim.surface import ENGINES
 from tierctl.sim.workload import GENERATORS
 from tierctl.traces import TRACE_FORMATS
 
-_PRESET = click.option(
+_PRESET_OPT = click.option(
     "--preset",
     type=click.Choice(sorted(PRESETS)),
     default=DEFAULT_PRESET,
     show_default=True,
-    help="Step cost model.",
+    help="Step cost model (a bundled one).",
 )
+_COST_MODEL_OPT = click.option(
+    "--cost-model",
+    "cost_model",
+    type=click.Path(dir_okay=False),
+    help="Step cost model file (written by `tierctl sim fit --out`); replaces --preset.",
+)
+_ENGINE_OPT = click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    help="Engine whose scheduler to model for a bare argv (default: from the launcher, "
+    "else sglang; --spec gives its own).",
+)
+
+
+def _PRESET(f: Any) -> Any:
+    return _PRESET_OPT(_COST_MODEL_OPT(f))
+
+
+def _cost(kw: dict[str, Any]) -> Any:
+    """The cost model named by --preset, or read from --cost-model."""
+    from tierctl.sim.costfile import resolve_cost
+
+    return resolve_cost(kw.pop("preset"), kw.pop("cost_model"))
+
+
+def _warn_not_modelled(flags: tuple[str, ...]) -> None:
+    for name in flags:
+        click.echo(
+            f"warning: --{name} differs between the arms but is not modelled by the "
+            "simulator; the figures cannot show its effect",
+            err=True,
+        )
 
 
 def _workload_options(f: Any) -> Any:
@@ -63,6 +96,7 @@ def sim() -> None:
 @sim.command(context_settings={"ignore_unknown_options": True})
 @click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec to take the argv from.")
 @click.option("--replica", help="Replica of --spec to simulate.")
+@_ENGINE_OPT
 @_PRESET
 @_workload_options
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
@@ -71,7 +105,7 @@ def sim() -> None:
 def run(
     spec: str | None,
     replica: str | None,
-    preset: str,
+    engine: str | None,
     as_json: bool,
     per_request: bool,
     argv: tuple[str, ...],
@@ -82,7 +116,8 @@ def run(
 
     if spec is not None and replica is None:
         raise click.UsageError("--spec needs --replica")
-    result = run_sim(EngineSource(argv, spec, replica), _workload(kw), preset)
+    cost = _cost(kw)
+    result = run_sim(EngineSource(argv, spec, replica, engine), _workload(kw), cost)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=1))
         return
@@ -96,6 +131,7 @@ def run(
 @click.option("--control-replica", help="Control replica of --spec.")
 @click.option("--candidate-replica", help="Candidate replica of --spec.")
 @click.option("--focus", help="Only requests whose id starts with this (e.g. 'dec', 'burst').")
+@_ENGINE_OPT
 @_PRESET
 @_workload_options
 @click.option("--json", "as_json", is_flag=True)
@@ -106,7 +142,7 @@ def compare(
     control_replica: str | None,
     candidate_replica: str | None,
     focus: str | None,
-    preset: str,
+    engine: str | None,
     as_json: bool,
     **kw: Any,
 ) -> None:
@@ -117,16 +153,19 @@ def compare(
 
     if spec is not None and not (control_replica and candidate_replica):
         raise click.UsageError("--spec needs --control-replica and --candidate-replica")
-    a = EngineSource(tuple(shlex.split(control_argv)), spec, control_replica)
-    b = EngineSource(tuple(shlex.split(candidate_argv)), spec, candidate_replica)
-    cmp = compare_sims(a, b, _workload(kw), preset, focus=focus)
+    a = EngineSource(tuple(shlex.split(control_argv)), spec, control_replica, engine)
+    b = EngineSource(tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine)
+    cost = _cost(kw)
+    cmp = compare_sims(a, b, _workload(kw), cost, focus=focus)
     rows = [dataclasses.asdict(r) for r in cmp.table]
+    _warn_not_modelled(cmp.not_modelled)
     if as_json:
         click.echo(
             json.dumps(
                 {
                     "focus": focus,
                     "table": rows,
+                    "not_modelled": list(cmp.not_modelled),
                     "control": dataclasses.asdict(cmp.control.summary),
                     "candidate": dataclasses.asdict(cmp.candidate.summary),
                 },
@@ -142,21 +181,63 @@ def compare(
         )
 
 
-@sim.command()
-@click.argument("steps", type=click.Path(dir_okay=False))
+@sim.command(context_settings={"ignore_unknown_options": True})
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option(
+    "--from",
+    "kind",
+    type=click.Choice(["auto", "steps", "bench"]),
+    default="auto",
+    show_default=True,
+    help="What SOURCE is: a step log (JSONL, one line per engine step) or a `tierctl bench "
+    "run/ab` results.json (request timings only); auto tells them apart by content.",
+)
+@_ENGINE_OPT
 @_PRESET
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the fitted cost model here.")
+@click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
 @click.option("--json", "as_json", is_flag=True)
-def fit(steps: str, preset: str, as_json: bool) -> None:
-    """Fit the step cost coefficients to a step log (JSONL) by least squares."""
-    from tierctl.sim.steplog import fit_file
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def fit(
+    source: str,
+    kind: str,
+    engine: str | None,
+    out: str | None,
+    force: bool,
+    as_json: bool,
+    argv: tuple[str, ...],
+    **kw: Any,
+) -> None:
+    """Fit the step cost model to a step log or to measured request timings.
 
-    model = fit_file(steps, preset)
+    `tierctl sim fit results.json --out m.json -- vllm serve M --max-num-batched-tokens 512`:
+    the engine argv after `--` is the one the measured engine ran with. The base model
+    (--preset or --cost-model) gives what the data cannot (memory sizes, defaults) and the
+    starting point.
+    """
+    from pathlib import Path
+
+    from tierctl.sim.config import EngineConfig
+    from tierctl.sim.costfile import write_cost_model
+    from tierctl.sim.fitting import fit_source
+
+    if out is not None and Path(out).exists() and not force:
+        raise click.UsageError(f"{out} exists; pass --force to overwrite it")
+    base = _cost(kw)
+    config = EngineConfig.from_argv(list(argv), engine=engine)
+    model, prov = fit_source(source, kind, base, config)
+    if out is not None:
+        write_cost_model(out, model, prov)
+        click.echo(f"wrote {out}", err=True)
     doc = dataclasses.asdict(model)
     if as_json:
-        click.echo(json.dumps(doc, indent=1))
+        # The coefficients at the top level (as before) plus where they came from.
+        click.echo(json.dumps({**doc, "provenance": prov}, indent=1))
         return
     for k, v in doc.items():
         click.echo(f"{k:<24}{v:.4g}" if isinstance(v, float) else f"{k:<24}{v}")
+    for k, v in (prov.get("residuals") or {}).items():
+        click.echo(f"residual {k:<15}{v:.4g}" if isinstance(v, float) else f"residual {k:<15}{v}")
 
 
 @sim.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -167,6 +248,7 @@ def fit(steps: str, preset: str, as_json: bool) -> None:
     show_default=True,
     help="Modelled seconds per wall second (50 = 50x faster than the GPU).",
 )
+@_ENGINE_OPT
 @_PRESET
 @click.option(
     "--queue-full-status",
@@ -176,27 +258,52 @@ def fit(steps: str, preset: str, as_json: bool) -> None:
     help="HTTP status when --max-queued-requests is exceeded.",
 )
 @click.option("--drain-timeout-s", type=float, default=30.0, show_default=True)
+@click.option(
+    "--lm-seed",
+    type=int,
+    help="Seed of the simulated model's tokens and logprobs (default: from --model-path).",
+)
+@click.option(
+    "--perturb-tokens",
+    "perturb_fraction",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="Fraction of positions whose two likeliest tokens swap (tests the quality lane).",
+)
+@click.option("--perturb-seed", type=int, default=1, show_default=True)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def serve(
     time_scale: float,
-    preset: str,
+    engine: str | None,
     queue_full_status: int,
     drain_timeout_s: float,
+    lm_seed: int | None,
+    perturb_fraction: float,
+    perturb_seed: int,
     argv: tuple[str, ...],
+    **kw: Any,
 ) -> None:
-    """Serve an engine: `tierctl sim serve --time-scale 50 -- --port 30001 ...`."""
+    """Serve an engine: `tierctl sim serve --time-scale 50 -- --port 30001 ...`.
+
+    With a vLLM argv (`-- vllm serve MODEL ...`, or --engine vllm) it answers as vLLM does:
+    its routes, its `vllm:` metrics, its defaults.
+    """
     from tierctl.sim.config import EngineConfig
-    from tierctl.sim.cost import preset as get_preset
     from tierctl.sim.server import ServeOptions
     from tierctl.sim.server import serve as run_server
 
-    config = EngineConfig.from_argv(list(argv))
+    cost = _cost(kw)
+    config = EngineConfig.from_argv(list(argv), engine=engine)
     opts = ServeOptions(
-        time_scale=time_scale, queue_full_status=queue_full_status, drain_timeout_s=drain_timeout_s
+        time_scale=time_scale,
+        queue_full_status=queue_full_status,
+        drain_timeout_s=drain_timeout_s,
+        lm_seed=lm_seed,
+        perturb_fraction=perturb_fraction,
+        perturb_seed=perturb_seed,
     )
-    asyncio.run(
-        run_server(config, get_preset(preset), opts, announce=lambda s: click.echo(s, nl=True))
-    )
+    asyncio.run(run_server(config, cost, opts, announce=lambda s: click.echo(s, nl=True)))
 
 
 def _fmt(v: float | None, spec: str = ".3g") -> str:
@@ -204,7 +311,7 @@ def _fmt(v: float | None, spec: str = ".3g") -> str:
 
 
 def _render_run(result: SimResult, per_request: bool) -> str:
-    s: Summary = result.summary
+    s: SimSummary = result.summary
     lines = [
         f"workload {result.workload}: {s.requests} requests, preset {result.preset}",
         f"completed {s.completed} ({s.completion:.1%}), aborted/rejected {s.aborted}, "

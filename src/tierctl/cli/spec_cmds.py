@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from tierctl.errors import InputError
+from tierctl.errors import ExitCode, InputError
 from tierctl.render import output_path, render_compose
 from tierctl.render.files import RenderCheck, check_rendered, write_rendered
 from tierctl.spec import load_spec, resolve_tier
@@ -41,7 +41,7 @@ def schema(indent: int) -> None:
 @click.option(
     "--force", is_flag=True, help="With --write: overwrite a file tierctl did not generate."
 )
-def render(spec: Path, write: bool, check: bool, output: Path | None, force: bool) -> None:
+def render(spec: Path, write: bool, check: bool, output: Path | None, force: bool) -> ExitCode:
     """Render SPEC into a docker compose file (printed unless --write or --check)."""
     if write and check:
         raise InputError(
@@ -54,15 +54,16 @@ def render(spec: Path, write: bool, check: bool, output: Path | None, force: boo
         result: RenderCheck = check_rendered(text, target)
         if result.fresh:
             click.echo(f"{target}: up to date")
-            return
+            return ExitCode.OK
         sys.stdout.write(result.diff)
         click.echo(f"{target}: stale; run `tierctl render --write {spec}`", err=True)
-        sys.exit(1)
+        return ExitCode.FAILURE
     if write:
         outcome = write_rendered(text, target, force=force)
         click.echo(f"{target}: {outcome}")
-        return
+        return ExitCode.OK
     sys.stdout.write(text)
+    return ExitCode.OK
 
 
 @click.command()

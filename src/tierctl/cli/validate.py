@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from tierctl.contracts.validation import validate_paths
+from tierctl.errors import ExitCode
 
 
 @click.command()
@@ -20,7 +21,7 @@ from tierctl.contracts.validation import validate_paths
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.argument("compose", nargs=-1, type=click.Path(path_type=Path))
-def validate(spec_path: Path, catalog: str | None, fmt: str, compose: tuple[Path, ...]) -> int:
+def validate(spec_path: Path, catalog: str | None, fmt: str, compose: tuple[Path, ...]) -> ExitCode:
     """Check COMPOSE files (default: the spec's rendered file) against the contracts.
 
     Exit 0 when every contract holds, 1 with violations, 2 for unusable input.

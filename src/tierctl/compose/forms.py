@@ -1,7 +1,7 @@
 """Compose's alternative spellings of one value, read as one shape.
 
-A ``command`` is a list or a string split like a shell line (a folded ``command: >`` is one
-string); ``environment`` and ``labels`` are a map or a list of ``KEY=VALUE`` / bare ``KEY``;
+A ``command`` is a list or a string split by go-shellwords' rules, as compose splits it (a
+folded ``command: >`` is one string; see :mod:`tierctl.compose.shellwords`); ``environment`` and ``labels`` are a map or a list of ``KEY=VALUE`` / bare ``KEY``;
 ``depends_on`` is a list of names or the long map. ``docker compose config`` prints the long
 form of each, and so do these functions. A value of the wrong shape raises
 :class:`FormError`; the loader turns it into a located input error.
@@ -9,8 +9,9 @@ form of each, and so do these functions. A value of the wrong shape raises
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
+
+from tierctl.compose.shellwords import ShellWordsError, split_shell_words
 
 
 class FormError(ValueError):
@@ -41,12 +42,13 @@ def split_command(value: Any) -> tuple[str, ...] | None:
         return None
     if isinstance(value, str):
         try:
-            return tuple(shlex.split(value))
-        except ValueError as exc:
+            return tuple(split_shell_words(value)[0])
+        except ShellWordsError as exc:
             raise FormError(
                 f"cannot split the command into tokens: {exc}",
-                rule="a string command is split like a shell line",
-                fix="balance the quotes or write the command as a list",
+                rule="a string command is split by go-shellwords' rules, as compose does",
+                fix="balance the quotes (escape a literal parenthesis) or write the command "
+                "as a list",
             ) from None
     if isinstance(value, list):
         return tuple(scalar_text(v) for v in value)
@@ -91,8 +93,36 @@ def normalise_labels(value: Any) -> dict[str, str]:
     return {k: "" if v is None else v for k, v in normalise_environment(value).items()}
 
 
+def command_cut(value: Any) -> str | None:
+    """The part of a string command that compose drops after an unquoted ``;&|<>``, or None.
+
+    ``command: sh -c echo a; echo b`` runs ``sh -c echo a``: go-shellwords stops at ``;``.
+    """
+    if not isinstance(value, str):
+        return None
+    try:
+        _, pos = split_shell_words(value)
+    except ShellWordsError:
+        return None
+    return value[pos:] if pos >= 0 else None
+
+
+#: What compose fills in for a dependency that does not say (compose-go transform/dependson).
+DEPENDS_ON_DEFAULTS: dict[str, Any] = {"condition": "service_started", "required": True}
+
+
 def normalise_depends_on(value: Any) -> Any:
-    """``depends_on`` as the long map; a list of names means started and required."""
+    """``depends_on`` as the long map with compose's defaults filled in.
+
+    A list of names means started and required; a long entry without ``condition`` or
+    ``required`` gets ``service_started`` / ``true``, so ``[db]``, ``{db: {}}`` and
+    ``{db: {condition: service_started, required: true}}`` read the same, as in compose.
+    """
     if isinstance(value, list):
-        return {str(d): {"condition": "service_started", "required": True} for d in value}
+        return {str(d): dict(DEPENDS_ON_DEFAULTS) for d in value}
+    if isinstance(value, dict):
+        return {
+            str(k): {**DEPENDS_ON_DEFAULTS, **v} if isinstance(v, dict) else v
+            for k, v in value.items()
+        }
     return value

@@ -2,8 +2,10 @@
 
 Compose substitutes ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``,
 ``${VAR:?message}``, ``${VAR?message}``, ``${VAR:+alt}``, ``${VAR+alt}`` (nested in the
-default/alt part) and writes ``$$`` for a literal ``$``. A malformed reference (``${A``, ``$5``)
-is an error in every mode, as it is for ``docker compose config``.
+default/alt part) and writes ``$$`` for a literal ``$``; a ``$`` followed by anything else
+(``$1``, ``$ ``, a trailing ``$``) is a literal ``$``. A malformed braced reference (``${A``,
+``${A!}``) is an error in every mode, as it is for ``docker compose config``. The rules follow
+compose-go's ``template`` package; its test table is ported in the unit tests.
 
 Validation reads files on a machine that does not have the deployment's secrets, so it keeps
 every reference as written (:attr:`Interpolation.KEEP`). A plan compares files, not hosts: it
@@ -63,61 +65,80 @@ class VarRef:
         return self.operator in (":?", "?")
 
 
-def _scan_braced(text: str, start: int) -> int:
-    """Index just past the ``}`` closing the ``${`` at ``start`` (nesting-aware)."""
+# compose-go's template pattern after "${": a name, optionally an operator and anything up to
+# the last "}" on the line (Go's "." stops at a newline). Case-insensitive, as in compose.
+_BRACED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::?[-+?](.*))?\}")
+
+
+def _first_closing(text: str, start: int, stop: int) -> int:
+    """compose-go's getFirstBraceClosingIndex over ``text[start:stop]``: every ``{`` opens
+    (skipping the character after it), every ``}`` closes; the index just past the ``}``
+    that balances the first ``{``, or -1."""
     depth = 0
     i = start
-    while i < len(text):
-        if text.startswith("$$", i):
-            i += 2
-            continue
-        if text.startswith("${", i):
-            depth += 1
-            i += 2
-            continue
-        if text[i] == "}":
+    while i < stop:
+        ch = text[i]
+        if ch == "}":
             depth -= 1
             if depth == 0:
                 return i + 1
+        if ch == "{":
+            depth += 1
+            i += 1
         i += 1
-    raise InterpolationError(f"unclosed '${{' in {text!r}")
+    return -1
 
 
 def parse(text: str) -> list[str | VarRef]:
     """Split a string into literal pieces (``$$`` already unescaped) and references.
 
+    As in compose, a ``$`` followed by neither ``$``, a name nor ``{`` is a literal ``$``
+    (``awk '{print $1}'``, ``cost $5``, ``^REGEX$``); the reference ``${...}`` ends at the
+    ``}`` that balances its ``{`` counting every brace, so ``${J:-{"a":1}}`` is one reference.
+
     Raises:
-        InterpolationError: malformed reference such as ``${}``, ``${1A}``, ``${A`` or ``$``
-            followed by something that is not a name.
+        InterpolationError: a malformed braced reference such as ``${}``, ``${ A}``,
+            ``${A!}`` or an unclosed ``${A``.
     """
     pieces: list[str | VarRef] = []
     literal: list[str] = []
     i = 0
-    while i < len(text):
+    n = len(text)
+    while i < n:
         dollar = text.find("$", i)
         if dollar == -1:
             literal.append(text[i:])
             break
         literal.append(text[i:dollar])
-        if text.startswith("$$", dollar):
+        nxt = text[dollar + 1] if dollar + 1 < n else ""
+        if nxt == "$":
             literal.append("$")
             i = dollar + 2
             continue
-        if text.startswith("${", dollar):
-            end = _scan_braced(text, dollar)
+        if nxt == "{":
+            match = _BRACED.match(text, dollar + 2)
+            if match is None:
+                if "}" not in text[dollar:]:
+                    raise InterpolationError(f"unclosed '${{' in {text!r}")
+                raise InterpolationError(
+                    f"invalid interpolation format in {text!r}: '${{' must be followed by a "
+                    "variable name, an optional :- - :? ? :+ + part and '}'"
+                )
+            end = _first_closing(text, dollar, match.end())
+            if end == -1:
+                end = match.end()
             ref = _braced(text[dollar:end])
         else:
-            match = _NAME.match(text, dollar + 1)
-            if match is None:
-                raise InterpolationError(
-                    f"invalid interpolation format in {text!r}: '$' must be followed by a "
-                    "variable name or '{'; write '$$' for a literal '$'"
-                )
-            end = match.end()
-            ref = VarRef(match.group(0), None, None, text[dollar:end])
-        if literal:
+            named = _NAME.match(text, dollar + 1)
+            if named is None:
+                literal.append("$")  # a lone '$' is literal, as in compose
+                i = dollar + 1
+                continue
+            end = named.end()
+            ref = VarRef(named.group(0), None, None, text[dollar:end])
+        if literal and "".join(literal):
             pieces.append("".join(literal))
-            literal = []
+        literal = []
         pieces.append(ref)
         i = end
     if literal and "".join(literal):

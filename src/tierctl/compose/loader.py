@@ -1,7 +1,10 @@
 """Reading a compose file the way ``docker compose config`` sees it.
 
-YAML anchors and merge keys are resolved, ``$`` interpolation is applied in the caller's mode
-(:mod:`tierctl.compose.interpolation`), and every service is normalised
+YAML anchors and merge keys are resolved, a key given twice in one mapping is refused (as
+go-yaml refuses it), ``!reset``/``!override`` are understood (:mod:`tierctl.compose.tags`),
+``$`` interpolation is applied in the caller's mode (:mod:`tierctl.compose.interpolation`),
+``include`` pulls in the files it names and ``extends`` merges a service over its base, both with
+compose's merge rules (:mod:`tierctl.compose.merge`); then every service is normalised
 (:class:`~tierctl.compose.model.ComposeService`). Errors name the file and line.
 """
 
@@ -20,10 +23,15 @@ from tierctl.compose.interpolation import (
     MissingVariable,
     interpolate,
 )
-from tierctl.compose.lines import YamlLoader, locate, merged_lines
+from tierctl.compose.lines import locate, merged_lines
+from tierctl.compose.merge import merge_data, merge_service, strip_tags
 from tierctl.compose.model import ComposeFile
+from tierctl.compose.tags import ComposeYamlLoader, Override, Reset
 from tierctl.errors import ComposeInputError, Location
 from tierctl.spec.loader import PathKey
+
+# Resources an included file contributes (compose-go loader/include.go importResources).
+_IMPORTED = ("services", "volumes", "networks", "secrets", "configs", "models")
 
 
 def load_compose(
@@ -32,6 +40,7 @@ def load_compose(
     source: str | None = None,
     env: Mapping[str, str] | None = None,
     interpolation: Interpolation | None = None,
+    base_dir: str | Path | None = None,
 ) -> ComposeFile:
     """Read one compose file (a path, or YAML text with ``source`` naming it).
 
@@ -42,6 +51,8 @@ def load_compose(
         env: variables to substitute.
         interpolation: KEEP, DEFAULTS or STRICT; default KEEP without ``env`` (every
             ``${...}`` kept as written), STRICT with it.
+        base_dir: the folder ``include`` and ``extends: {file: ...}`` paths are relative to
+            (default: the file's folder; text without it cannot include other files).
 
     Raises:
         ComposeInputError: unreadable file, malformed YAML, not a mapping, bad interpolation,
@@ -57,10 +68,12 @@ def load_compose(
                 f"cannot read compose file: {exc.__class__.__name__}: {exc}",
                 location=Location(file=name),
             ) from None
+        folder: str | Path | None = base_dir if base_dir is not None else path.parent
     else:
         text = str(path_or_text)
         name = source or "<compose>"
-    return parse_compose(text, source=name, env=env, interpolation=interpolation)
+        folder = base_dir
+    return parse_compose(text, source=name, env=env, interpolation=interpolation, base_dir=folder)
 
 
 def parse_compose(
@@ -69,17 +82,262 @@ def parse_compose(
     source: str,
     env: Mapping[str, str] | None = None,
     interpolation: Interpolation | None = None,
+    base_dir: str | Path | None = None,
 ) -> ComposeFile:
     """Read compose YAML text; arguments and errors as :func:`load_compose`."""
+    reading = _Reading(env, interpolation, ())
+    folder = Path(base_dir) if base_dir is not None else None
+    tagged, texts = _read(text, source, folder, reading)
+    return ComposeFile.from_data(source, strip_tags(tagged), texts, raw=tagged)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What every file of one read shares: the variables, the mode, the include chain."""
+
+    env: Mapping[str, str] | None
+    mode: Interpolation | None
+    chain: tuple[str, ...]  # files being included, outermost first (cycle detection)
+
+
+def _read(
+    text: str, source: str, folder: Path | None, reading: _Reading
+) -> tuple[dict[str, Any], tuple[tuple[str, str], ...]]:
+    """One file: parsed, interpolated, its includes imported and its extends applied."""
     data = _parse(text, source)
-    data = _interpolate_tree(data, (), _Where(source, text, env, interpolation))
-    return ComposeFile.from_data(source, data, ((source, text),))
+    data = _interpolate_tree(data, (), _Where(source, text, reading.env, reading.mode))
+    texts: tuple[tuple[str, str], ...] = ((source, text),)
+    if "include" in data:
+        data, included = _apply_include(data, source, text, folder, reading)
+        texts = included + texts
+    services = data.get("services")
+    if isinstance(services, dict) and any(
+        isinstance(s, dict) and "extends" in s for s in services.values()
+    ):
+        data = {**data, "services": _apply_extends(services, source, text, folder, reading)}
+    return data, texts
+
+
+def _error(source: str, text: str, path: PathKey, message: str, **kw: Any) -> ComposeInputError:
+    return ComposeInputError(
+        message, location=locate(merged_lines(((source, text),)), path, source), **kw
+    )
+
+
+def _read_file(path: Path, reading: _Reading, source: str, text: str, at: PathKey) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _error(
+            source,
+            text,
+            at,
+            f"cannot read {path}: {exc.__class__.__name__}",
+            rule="include/extends name files relative to the compose file's folder",
+            fix="fix the path or create the file",
+        ) from None
+
+
+def _apply_include(
+    data: dict[str, Any], source: str, text: str, folder: Path | None, reading: _Reading
+) -> tuple[dict[str, Any], tuple[tuple[str, str], ...]]:
+    """compose's ``include``: each entry's files are read as their own project (merged in
+    order when several) and their services, volumes, networks, secrets and configs are
+    imported; a resource the including file also defines is merged, the including file
+    winning."""
+    entries = data["include"]
+    if not isinstance(entries, list):
+        raise _error(
+            source,
+            text,
+            ("include",),
+            "include must be a list",
+            rule="compose include syntax",
+            fix="write include: [path, ...]",
+        )
+    out = {k: v for k, v in data.items() if k != "include"}
+    texts: tuple[tuple[str, str], ...] = ()
+    for i, entry in enumerate(entries):
+        at: PathKey = ("include", i)
+        spec = {"path": entry} if isinstance(entry, str) else entry
+        if not isinstance(spec, dict) or "path" not in spec:
+            raise _error(
+                source,
+                text,
+                at,
+                "an include entry is a path or a mapping with path:",
+                rule="compose include syntax",
+                fix="write - path: other.yaml",
+            )
+        if (
+            spec.get("env_file") is not None
+            and reading.mode is not Interpolation.KEEP
+            and (reading.mode is not None or reading.env is not None)
+        ):
+            raise _error(
+                source,
+                text,
+                (*at, "env_file"),
+                "tierctl does not read an include's env_file when substituting variables",
+                rule="deliberate difference (docs/compose.md)",
+                fix="pass the variables in the environment, or validate (which keeps "
+                "references as written)",
+            )
+        if folder is None:
+            raise _error(
+                source,
+                text,
+                at,
+                "include names files relative to the compose file's folder, and this text has none",
+                rule="include needs the file's location",
+                fix="read the file by its path",
+            )
+        paths = spec["path"] if isinstance(spec["path"], list) else [spec["path"]]
+        project = folder / str(spec["project_directory"]) if spec.get("project_directory") else None
+        merged: dict[str, Any] = {}
+        for p in paths:
+            target = (folder / str(p)).resolve()
+            key = str(target)
+            if key in reading.chain or key == str(Path(source).resolve()):
+                raise _error(
+                    source,
+                    text,
+                    at,
+                    f"include cycle: {' -> '.join((*reading.chain, key))}",
+                    rule="include cycle",
+                    fix="remove the include that loops back",
+                )
+            child_text = _read_file(target, reading, source, text, at)
+            child = _Reading(
+                reading.env, reading.mode, (*reading.chain, str(Path(source).resolve()))
+            )
+            child_data, child_texts = _read(
+                child_text, str(target), project or target.parent, child
+            )
+            merged = merge_data(merged, child_data)
+            texts = texts + child_texts
+        for kind in _IMPORTED:
+            imported = merged.get(kind)
+            if not isinstance(imported, dict):
+                continue
+            local = out.get(kind) if isinstance(out.get(kind), dict) else {}
+            combined = dict(imported)
+            for name, value in (local or {}).items():
+                if name in combined:
+                    combined[name] = merge_data(
+                        {kind: {name: combined[name]}}, {kind: {name: value}}
+                    )[kind][name]
+                else:
+                    combined[name] = value
+            out[kind] = combined
+    return out, texts
+
+
+def _apply_extends(
+    services: dict[str, Any], source: str, text: str, folder: Path | None, reading: _Reading
+) -> dict[str, Any]:
+    """compose's ``extends``: each service merged over its (recursively extended) base."""
+    where = _File(source, text, folder)
+    return {
+        name: _extended(name, services, where, reading, ()) if isinstance(svc, dict) else svc
+        for name, svc in services.items()
+    }
+
+
+@dataclass(frozen=True)
+class _File:
+    source: str
+    text: str
+    folder: Path | None
+
+
+def _extended(
+    name: str,
+    services: dict[str, Any],
+    where: _File,
+    reading: _Reading,
+    seen: tuple[tuple[str, str], ...],
+) -> dict[str, Any]:
+    service = services[name]
+    if not isinstance(service, dict) or "extends" not in service:
+        return dict(service) if isinstance(service, dict) else service
+    at: PathKey = ("services", name, "extends")
+    ext = service["extends"]
+    if isinstance(ext, str):
+        ref, file = ext, None
+    elif isinstance(ext, dict) and isinstance(ext.get("service"), str):
+        ref, file = ext["service"], ext.get("file")
+    else:
+        raise _error(
+            where.source,
+            where.text,
+            at,
+            "extends needs a service name",
+            rule="compose extends syntax",
+            fix="write extends: {service: base, file: other.yaml}",
+        )
+    if (where.source, name) in seen:
+        chain = " -> ".join(f"{s}:{n}" for s, n in (*seen, (where.source, name)))
+        raise _error(
+            where.source,
+            where.text,
+            at,
+            f"extends cycle: {chain}",
+            rule="extends cycle",
+            fix="break the loop of extends",
+        )
+    if file is not None:
+        if where.folder is None:
+            raise _error(
+                where.source,
+                where.text,
+                at,
+                "extends names a file relative to the compose file's folder, and this text has none",
+                rule="extends needs the file's location",
+                fix="read the file by its path",
+            )
+        target = (where.folder / str(file)).resolve()
+        other_text = _read_file(target, reading, where.source, where.text, at)
+        other = _parse(other_text, str(target))
+        other = _interpolate_tree(
+            other, (), _Where(str(target), other_text, reading.env, reading.mode)
+        )
+        other_services = other.get("services")
+        if not isinstance(other_services, dict) or ref not in other_services:
+            raise _error(
+                where.source,
+                where.text,
+                at,
+                f"cannot extend service {name}: service {ref!r} not found in {file}",
+                rule="extends names an existing service",
+                value=ref,
+                fix=f"define {ref} in {file} or fix the name",
+            )
+        base_where = _File(str(target), other_text, target.parent)
+        base = _extended(ref, other_services, base_where, reading, (*seen, (where.source, name)))
+    else:
+        if ref not in services:
+            raise _error(
+                where.source,
+                where.text,
+                at,
+                f"cannot extend service {name}: service {ref!r} not found",
+                rule="extends names an existing service",
+                value=ref,
+                fix=f"define {ref} in this file or name its file: extends: {{service: {ref}, file: ...}}",
+            )
+        base = _extended(ref, services, where, reading, (*seen, (where.source, name)))
+    own = {k: v for k, v in service.items() if k != "extends"}
+    return merge_service(strip_tags(base) if isinstance(base, dict) else {}, own)
 
 
 def _parse(text: str, source: str) -> dict[str, Any]:
-    loader = YamlLoader(text)
+    loader = ComposeYamlLoader(text)
     try:
-        data = loader.get_single_data()
+        node = loader.get_single_node()
+        if node is not None:
+            _check_keys(node, source)
+        data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise ComposeInputError(
@@ -118,7 +376,52 @@ class _Where:
     mode: Interpolation | None
 
 
+def _check_keys(root: yaml.Node, source: str) -> None:
+    """Refuse a key given twice in one mapping (go-yaml refuses it, so compose does) and an
+    anchor that contains its own alias; each node is visited once (aliases are shared)."""
+    done: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    open_: set[int] = set()
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            open_.discard(id(node))
+            done.add(id(node))
+            continue
+        if id(node) in open_:
+            raise ComposeInputError(
+                "an anchor contains an alias of itself",
+                location=Location(file=source, line=node.start_mark.line + 1),
+                rule="yaml-recursive-anchor",
+                fix="an alias may only name an anchor defined before it, outside itself",
+            )
+        if id(node) in done:
+            continue
+        open_.add(id(node))
+        stack.append((node, True))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                key = str(key_node.value)
+                if key in seen and key != "<<":
+                    raise ComposeInputError(
+                        f"mapping key {key!r} already defined at line {seen[key]}",
+                        location=Location(file=source, line=key_node.start_mark.line + 1),
+                        rule="duplicate-key (compose refuses a key given twice)",
+                        value=key,
+                        fix="keep one of them: YAML readers disagree on which one wins",
+                    )
+                seen[key] = key_node.start_mark.line + 1
+                stack.append((value_node, False))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, False) for item in reversed(node.value))
+
+
 def _interpolate_tree(node: Any, path: PathKey, where: _Where) -> Any:
+    if isinstance(node, Override):
+        return Override(_interpolate_tree(node.value, path, where))
+    if isinstance(node, Reset):
+        return node
     if isinstance(node, dict):
         return {k: _interpolate_tree(v, (*path, str(k)), where) for k, v in node.items()}
     if isinstance(node, list):

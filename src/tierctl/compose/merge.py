@@ -1,20 +1,37 @@
 """Several compose files merged like ``docker compose -f a -f b``: later files override.
 
-Maps merge key by key; lists extend, except the keys whose list is one value (``command``,
-``entrypoint``, a healthcheck ``test``, device ids and capabilities), which are replaced whole:
-that is why per-replica flags must be rendered, not patched.
+The rules are compose-go's (``override/merge.go`` and ``override/uncity.go``):
+
+- maps merge key by key; a scalar is replaced;
+- ``command``, ``entrypoint`` and a healthcheck ``test`` are replaced whole (that is why
+  per-replica flags must be rendered, not patched);
+- ``environment``, ``labels``, ``sysctls``, ``annotations``, ``extra_hosts`` merge by key in
+  either form; ``depends_on`` and ``networks`` merge by name in either form;
+- ``logging`` options merge only when both files name the same driver (or one names none);
+- other lists are appended, then made unique by their key: a mount by its target (so an
+  override that re-points ``/models`` replaces the mount instead of adding a second one),
+  ``configs``/``secrets`` by target, ``ports`` by their text, ``devices`` by target,
+  ``profiles``, ``cap_add``, ``dns`` by value;
+- a value tagged ``!reset`` removes the key from what came before, ``!override`` replaces it
+  without merging (:mod:`tierctl.compose.tags`).
+
+``extends`` uses the same rules with the base service first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from tierctl.compose.forms import normalise_environment
+from tierctl.compose.forms import (
+    DEPENDS_ON_DEFAULTS,
+    normalise_environment,
+    normalise_labels,
+)
 from tierctl.compose.model import ComposeFile
+from tierctl.compose.tags import Override, Reset
 
-# Compose keys whose list value replaces, rather than extends, a base file's list.
-_REPLACED = {"command", "entrypoint", "test", "device_ids", "capabilities"}
+Path = tuple[str, ...]
 
 
 def merge_compose(files: Sequence[ComposeFile]) -> ComposeFile:
@@ -23,29 +40,231 @@ def merge_compose(files: Sequence[ComposeFile]) -> ComposeFile:
         return files[0]
     data: dict[str, Any] = {}
     for f in files:
-        data = _merge(data, _normalised_for_merge(f.data), "")
+        data = merge_data(data, f.tagged)
     texts = tuple(t for f in files for t in f.texts)
     return ComposeFile.from_data(" + ".join(f.source for f in files), data, texts)
 
 
-def _normalised_for_merge(data: dict[str, Any]) -> dict[str, Any]:
-    # A list-form environment in one file and a map in the other merge by key, as in compose.
-    services = {}
-    for name, raw in (data.get("services") or {}).items():
-        raw = dict(raw)
-        for key in ("environment", "labels"):
-            if key in raw:
-                raw[key] = normalise_environment(raw[key])
-        services[name] = raw
-    return {**data, "services": services}
+def merge_data(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """One compose document over another (both as read, ``over`` possibly tagged)."""
+    merged = _merge(base, over, ())
+    out: dict[str, Any] = enforce_unicity(merged, ())
+    return out
 
 
-def _merge(base: Any, over: Any, key: str) -> Any:
-    if isinstance(base, dict) and isinstance(over, dict):
-        out = dict(base)
-        for k, v in over.items():
-            out[k] = _merge(out[k], v, str(k)) if k in out else v
-        return out
-    if isinstance(base, list) and isinstance(over, list) and key not in _REPLACED:
-        return base + [item for item in over if item not in base]
+def merge_service(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``extends``: a service over its base, with the merge rules of a service."""
+    merged = _merge(base, over, ("services", "*"))
+    out: dict[str, Any] = enforce_unicity(merged, ("services", "*"))
+    return out
+
+
+def strip_tags(node: Any) -> Any:
+    """A document with ``!reset`` values dropped and ``!override`` unwrapped (one file alone)."""
+    if isinstance(node, Override):
+        return strip_tags(node.value)
+    if isinstance(node, dict):
+        return {k: strip_tags(v) for k, v in node.items() if not isinstance(v, Reset)}
+    if isinstance(node, list):
+        return [strip_tags(v) for v in node if not isinstance(v, Reset)]
+    return node
+
+
+def _matches(path: Path, pattern: Path) -> bool:
+    return len(path) == len(pattern) and all(
+        p in ("*", q) for p, q in zip(pattern, path, strict=True)
+    )
+
+
+def _replace(_: Any, over: Any, __: Path) -> Any:
     return over
+
+
+def _by_key_map(form: Callable[[Any], dict[str, Any]]) -> Callable[[Any, Any, Path], Any]:
+    def merge(base: Any, over: Any, _: Path) -> Any:
+        try:
+            return {**form(base), **form(over)}
+        except ValueError:
+            return over
+
+    return merge
+
+
+def _names(value: Any, default: dict[str, Any] | None) -> dict[str, Any]:
+    if isinstance(value, list):
+        return {str(v): dict(default) if default is not None else None for v in value}
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _merge_depends_on(base: Any, over: Any, path: Path) -> Any:
+    left = _names(base, DEPENDS_ON_DEFAULTS)
+    right = _names(over, DEPENDS_ON_DEFAULTS)
+    return _merge_maps(left, right, path)
+
+
+def _merge_networks(base: Any, over: Any, path: Path) -> Any:
+    return _merge_maps(_names(base, None), _names(over, None), path)
+
+
+def _merge_logging(base: Any, over: Any, path: Path) -> Any:
+    if not isinstance(base, dict) or not isinstance(over, dict):
+        return over
+    if "driver" not in base or "driver" not in over or base["driver"] == over["driver"]:
+        return _merge_maps(base, over, path)
+    return over
+
+
+def _merge_extra_hosts(base: Any, over: Any, _: Path) -> Any:
+    def seq(value: Any) -> list[Any]:
+        if isinstance(value, dict):
+            return [
+                f"{k}={v}" if not isinstance(v, list) else f"{k}={x}"
+                for k, v in value.items()
+                for x in (v if isinstance(v, list) else [v])
+            ]
+        return list(value) if isinstance(value, list) else [value]
+
+    left = seq(base)
+    return left + [v for v in seq(over) if v not in left]
+
+
+_SPECIALS: list[tuple[Path, Callable[[Any, Any, Path], Any]]] = [
+    (("services", "*", "command"), _replace),
+    (("services", "*", "entrypoint"), _replace),
+    (("services", "*", "healthcheck", "test"), _replace),
+    (("services", "*", "environment"), _by_key_map(normalise_environment)),
+    (("services", "*", "labels"), _by_key_map(normalise_labels)),
+    (("services", "*", "annotations"), _by_key_map(normalise_labels)),
+    (("services", "*", "sysctls"), _by_key_map(normalise_environment)),
+    (("services", "*", "deploy", "labels"), _by_key_map(normalise_labels)),
+    (("services", "*", "build", "args"), _by_key_map(normalise_environment)),
+    (("services", "*", "depends_on"), _merge_depends_on),
+    (("services", "*", "networks"), _merge_networks),
+    (("services", "*", "logging"), _merge_logging),
+    (("services", "*", "extra_hosts"), _merge_extra_hosts),
+    (("services", "*", "ulimits", "*"), _replace),
+    (("networks", "*", "labels"), _by_key_map(normalise_labels)),
+    (("volumes", "*", "labels"), _by_key_map(normalise_labels)),
+]
+
+
+def _merge(base: Any, over: Any, path: Path) -> Any:
+    if isinstance(over, Override):
+        return strip_tags(over.value)
+    if over is None:
+        return base
+    for pattern, merger in _SPECIALS:
+        if _matches(path, pattern):
+            merged = merger(strip_tags(base), strip_tags(over), path)
+            if isinstance(over, dict) and isinstance(merged, dict):
+                # `FOO: !reset` inside an environment (or labels...) map removes FOO.
+                for key in [k for k, v in over.items() if isinstance(v, Reset)]:
+                    merged.pop(key, None)
+            return merged
+    if isinstance(base, dict) and isinstance(over, dict):
+        return _merge_maps(base, over, path)
+    if isinstance(base, list) and isinstance(over, list):
+        return [*base, *strip_tags(over)]
+    return strip_tags(over)
+
+
+def _merge_maps(base: dict[str, Any], over: dict[str, Any], path: Path) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Reset):
+            out.pop(key, None)
+        elif key in out:
+            out[key] = _merge(out[key], value, (*path, str(key)))
+        else:
+            out[key] = strip_tags(value)
+    return out
+
+
+# --- unicity -----------------------------------------------------------------------------
+
+
+def _mount_target(entry: Any) -> str:
+    if isinstance(entry, dict):
+        return str(entry.get("target", ""))
+    text = str(entry)
+    parts = _split_volume(text)
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _split_volume(text: str) -> list[str]:
+    """``src:dst[:mode]`` as compose reads it (a Windows drive letter is not a separator)."""
+    parts = text.split(":")
+    if len(parts) > 1 and len(parts[0]) == 1 and parts[0].isalpha() and text[2:3] in ("\\", "/"):
+        parts = [parts[0] + ":" + parts[1], *parts[2:]]
+    return parts
+
+
+def _device_target(entry: Any) -> str:
+    if isinstance(entry, dict):
+        return str(entry.get("target", ""))
+    parts = str(entry).split(":")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _mount_ref(prefix: str) -> Callable[[Any], str]:
+    def key(entry: Any) -> str:
+        if isinstance(entry, dict):
+            if "target" in entry:
+                return str(entry["target"])
+            return f"{prefix}/{entry.get('source')}"
+        return f"{prefix}/{entry}"
+
+    return key
+
+
+def _port_key(entry: Any) -> str:
+    if isinstance(entry, dict):
+        return (
+            f"{entry.get('host_ip', '0.0.0.0')}:{entry.get('published')}:"
+            f"{entry.get('target')}/{entry.get('protocol', 'tcp')}"
+        )
+    return str(entry)
+
+
+def _value_key(entry: Any) -> str:
+    return str(entry).partition("=")[0]
+
+
+_UNIQUE: list[tuple[Path, Callable[[Any], str]]] = [
+    (("services", "*", "volumes"), _mount_target),
+    (("services", "*", "devices"), _device_target),
+    (("services", "*", "configs"), _mount_ref("")),
+    (("services", "*", "secrets"), _mount_ref("/run/secrets")),
+    (("services", "*", "ports"), _port_key),
+    (("services", "*", "expose"), str),
+    (("services", "*", "profiles"), _value_key),
+    (("services", "*", "cap_add"), _value_key),
+    (("services", "*", "cap_drop"), _value_key),
+    (("services", "*", "dns"), _value_key),
+    (("services", "*", "dns_opt"), _value_key),
+    (("services", "*", "dns_search"), _value_key),
+    (("services", "*", "tmpfs"), _value_key),
+    (("services", "*", "links"), _value_key),
+    (("services", "*", "env_file"), lambda e: str(e.get("path") if isinstance(e, dict) else e)),
+]
+
+
+def enforce_unicity(node: Any, path: Path) -> Any:
+    """compose-go's EnforceUnicity: in keyed lists a later entry replaces an earlier one with
+    the same key, in the earlier one's place."""
+    if isinstance(node, dict):
+        return {k: enforce_unicity(v, (*path, str(k))) for k, v in node.items()}
+    if isinstance(node, list):
+        for pattern, key in _UNIQUE:
+            if _matches(path, pattern):
+                out: list[Any] = []
+                index: dict[str, int] = {}
+                for entry in node:
+                    k = key(entry)
+                    if k in index:
+                        out[index[k]] = entry
+                    else:
+                        index[k] = len(out)
+                        out.append(entry)
+                return out
+    return node

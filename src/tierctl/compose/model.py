@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from tierctl.compose.forms import (
     FormError,
     normalise_environment,
+    normalise_depends_on,
     normalise_labels,
     split_command,
 )
@@ -66,6 +67,12 @@ class ComposeService:
         return tuple(out)
 
     @property
+    def depends_on(self) -> dict[str, Any]:
+        """``depends_on`` as the long map with compose's defaults (condition, required)."""
+        value = normalise_depends_on(self.data.get("depends_on"))
+        return value if isinstance(value, dict) else {}
+
+    @property
     def container_name(self) -> str | None:
         """The container name, if set."""
         value = self.data.get("container_name")
@@ -84,6 +91,12 @@ class ComposeFile:
     data: dict[str, Any] = field(repr=False)
     services: dict[str, ComposeService]
     texts: tuple[tuple[str, str], ...] = field(repr=False)  # (source, YAML text) in merge order
+    raw: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def tagged(self) -> dict[str, Any]:
+        """The document with its ``!reset``/``!override`` values, for merging over another."""
+        return self.raw if self.raw is not None else self.data
 
     @functools.cached_property
     def lines(self) -> dict[PathKey, tuple[str, int]]:
@@ -96,7 +109,11 @@ class ComposeFile:
 
     @classmethod
     def from_data(
-        cls, source: str, data: dict[str, Any], texts: tuple[tuple[str, str], ...]
+        cls,
+        source: str,
+        data: dict[str, Any],
+        texts: tuple[tuple[str, str], ...],
+        raw: dict[str, Any] | None = None,
     ) -> ComposeFile:
         """Normalise every service of ``data`` (already interpolated).
 
@@ -106,17 +123,17 @@ class ComposeFile:
         """
         configs = data.get("configs")
         services: dict[str, ComposeService] = {}
-        for name, raw in (data.get("services") or {}).items():
-            if not isinstance(raw, dict):
+        for name, body in (data.get("services") or {}).items():
+            if not isinstance(body, dict):
                 raise ComposeInputError(
                     f"service {name} is not a mapping",
                     location=locate(merged_lines(texts), ("services", str(name)), texts[-1][0]),
                     rule="each service is a mapping of compose keys",
-                    value=type(raw).__name__,
+                    value=type(body).__name__,
                     fix="write the service as a mapping of compose keys",
                 )
-            services[str(name)] = _service(str(name), raw, configs, texts)
-        return cls(source=source, data=data, services=services, texts=texts)
+            services[str(name)] = _service(str(name), body, configs, texts)
+        return cls(source=source, data=data, services=services, texts=texts, raw=raw)
 
 
 def _service(

@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
-from tierctl.errors import Location
+from tierctl.errors import ExitCode, Location
 
 #: Rule id -> short name. Each rule is described in docs/contracts.md.
 RULES: dict[str, str] = {
@@ -78,9 +78,9 @@ class Report:
         return not self.violations
 
     @property
-    def exit_code(self) -> int:
-        """0 when clean, 1 with violations."""
-        return 0 if self.ok else 1
+    def exit_code(self) -> ExitCode:
+        """``OK`` when clean, ``FAILURE`` with violations."""
+        return ExitCode.OK if self.ok else ExitCode.FAILURE
 
     def summary(self) -> str:
         """One line: clean, or how many violations of which rules."""

@@ -15,7 +15,7 @@ extra (aiohttp, tokenizers, prometheus-client); nothing here imports it.
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import PRESETS, CostModel, fit, preset
 from tierctl.sim.engine import Round, Scheduler
-from tierctl.sim.result import RatioRow, RequestResult, SimResult, Summary, ratio_table
+from tierctl.sim.result import RatioRow, RequestResult, SimResult, SimSummary, ratio_table
 from tierctl.sim.simulate import Comparison, compare, simulate
 from tierctl.sim.sources import EngineSource, WorkloadSource, compare_sims, run_sim
 from tierctl.sim.workload import SimRequest, Workload, generate
@@ -33,7 +33,7 @@ __all__ = [
     "Scheduler",
     "SimRequest",
     "SimResult",
-    "Summary",
+    "SimSummary",
     "Workload",
     "WorkloadSource",
     "compare",

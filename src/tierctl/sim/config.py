@@ -1,37 +1,26 @@
-"""The engine configuration the simulator models, read from a real SGLang argv.
+"""The engine configuration the simulator models, read from a real SGLang or vLLM argv.
 
-``EngineConfig.from_argv`` accepts the full command line an SGLang replica is started with
-(with or without the ``python3 -m sglang.launch_server`` launcher). The flags the scheduler
-model uses are typed and validated; every other ``--flag [value ...]`` is kept verbatim in
-``extra_args`` so ``/server_info`` can show it, because a simulator that rejected a real
-deployment's argv would be useless as a drop-in engine.
+``EngineConfig.from_argv`` accepts the full command line a replica is started with (with or
+without its launcher: ``python3 -m sglang.launch_server``, ``vllm serve MODEL``,
+``python -m vllm.entrypoints.openai.api_server``). Tokens are grouped into flags by
+:func:`tierctl.compose.argv.parse_flags` with the engine's flag catalog, so a flag takes exactly
+the values the engine's parser would give it. The flags the scheduler model uses are typed and
+validated; every other ``--flag [value ...]`` is kept verbatim in ``extra_args`` so
+``/server_info`` can show it, because a simulator that rejected a real deployment's argv would
+be useless as a drop-in engine.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+from tierctl.catalog.model import Catalog
+from tierctl.compose.argv import FlagUse, parse_flags
 from tierctl.errors import InputError, Location
-
-# Flags that never take a value in SGLang (store_true). Any other ``--enable-*`` /
-# ``--disable-*`` flag is also treated as bare when the next token is another flag.
-_BARE_FLAGS = frozenset(
-    {
-        "enable-mixed-chunk",
-        "disable-radix-cache",
-        "enable-dynamic-batch-tokenizer",
-        "enable-metrics",
-        "enable-hierarchical-cache",
-        "enable-hicache",
-        "trust-remote-code",
-        "skip-server-warmup",
-        "enable-priority-scheduling",
-        "enable-cache-report",
-        "log-requests",
-    }
-)
+from tierctl.sim.surface import SURFACES, detect_engine, surface
 
 # The modelled flags: name -> (field, parser). The parser turns the raw token into the value.
 _INT = int
@@ -51,14 +40,28 @@ def _bool_flag(v: str) -> bool:
     raise ValueError(f"expected a boolean, got {v!r}")
 
 
-_MODELLED: dict[str, tuple[str, Any]] = {
-    "model-path": ("model_path", _str),
-    "model": ("model_path", _str),
+def _human_int(v: str) -> int:
+    """vLLM's human-readable sizes (``32k``, ``1M``; lower case 1000s, upper case 1024s)."""
+    mult = {"k": 1000, "m": 1000**2, "g": 1000**3, "K": 1024, "M": 1024**2, "G": 1024**3}
+    if v and v[-1] in mult:
+        return int(float(v[:-1]) * mult[v[-1]])
+    return int(v)
+
+
+# Flags both engines share in meaning.
+_COMMON: dict[str, tuple[str, Any]] = {
     "served-model-name": ("served_model_name", _str),
     "host": ("host", _str),
     "port": ("port", _INT),
+}
+
+_MODELLED: dict[str, tuple[str, Any]] = {
+    **_COMMON,
+    "model-path": ("model_path", _str),
+    "model": ("model_path", _str),
     "tp-size": ("tp_size", _INT),
     "tp": ("tp_size", _INT),
+    "tensor-parallel-size": ("tp_size", _INT),
     "chunked-prefill-size": ("chunked_prefill_size", _INT),
     "max-prefill-tokens": ("max_prefill_tokens", _INT),
     "max-running-requests": ("max_running_requests", _INT),
@@ -78,40 +81,97 @@ _MODELLED: dict[str, tuple[str, Any]] = {
     "hicache-ratio": ("hicache_ratio", _FLOAT),
 }
 
-_LAUNCHER_TOKENS = ("python", "python3", "-m", "sglang.launch_server", "sglang")
+_MODELLED_VLLM: dict[str, tuple[str, Any]] = {
+    **_COMMON,
+    "model": ("model_path", _str),
+    "tensor-parallel-size": ("tp_size", _INT),
+    "tp": ("tp_size", _INT),
+    "max-num-batched-tokens": ("max_num_batched_tokens", _human_int),
+    "max-num-seqs": ("max_num_seqs", _INT),
+    "long-prefill-token-threshold": ("long_prefill_token_threshold", _INT),
+    "long-prefill-token-threshold-adaptive": ("long_prefill_token_threshold_adaptive", _bool_flag),
+    "max-num-partial-prefills": ("max_num_partial_prefills", _INT),
+    "max-long-partial-prefills": ("max_long_partial_prefills", _INT),
+    "enable-chunked-prefill": ("enable_chunked_prefill", _bool_flag),
+    "enable-prefix-caching": ("enable_prefix_caching", _bool_flag),
+    "max-model-len": ("max_model_len", _human_int),
+    "num-gpu-blocks-override": ("num_gpu_blocks_override", _INT),
+    "block-size": ("block_size", _INT),
+    "disable-log-stats": ("disable_log_stats", _bool_flag),
+}
+
+_TABLES = {"sglang": _MODELLED, "vllm": _MODELLED_VLLM}
+
+# vLLM's default KV block (tokens per block) when --block-size is unset.
+VLLM_DEFAULT_BLOCK_TOKENS = 16
+
+
+def _vllm(default: Any) -> Any:
+    return field(default=default, metadata={"engine": "vllm"})
+
+
+def _sglang(default: Any) -> Any:
+    return field(default=default, metadata={"engine": "sglang"})
+
+
+@functools.cache
+def default_catalog(engine: str) -> Catalog | None:
+    """The shipped catalog of the release the simulator imitates (None if absent)."""
+    from tierctl.catalog.store import load_catalog
+
+    try:
+        return load_catalog(engine, surface(engine).version)
+    except InputError:
+        return None
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     """The engine flags the scheduler model uses, plus every other argv flag verbatim.
 
-    ``None`` for a size means "let the cost model's preset decide", as SGLang derives those
-    from the GPU memory at start-up.
+    ``None`` for a size means "let the cost model's preset decide", as SGLang and vLLM derive
+    those from the GPU memory at start-up. Fields marked for one engine are ignored by the
+    other's scheduler.
     """
 
+    engine: str = "sglang"
     model_path: str = "sim/model"
     served_model_name: str | None = None
     host: str = "127.0.0.1"
     port: int = 30000
     tp_size: int = 1
-    chunked_prefill_size: int | None = None
-    max_prefill_tokens: int = 16384
-    max_running_requests: int | None = None
-    max_queued_requests: int | None = None
-    max_total_tokens: int | None = None
-    prefill_decode_interval: int = 0
-    prefill_decode_interval_min_bs: int = 0
-    enable_mixed_chunk: bool = False
-    disable_radix_cache: bool = False
-    enable_dynamic_batch_tokenizer: bool = False
-    dynamic_batch_tokenizer_batch_size: int = 32
-    dynamic_batch_tokenizer_batch_timeout: float = 0.002
-    enable_metrics: bool = False
-    page_size: int = 1
-    enable_hierarchical_cache: bool = False
-    hicache_ratio: float | None = None
+    chunked_prefill_size: int | None = _sglang(None)
+    max_prefill_tokens: int = _sglang(16384)
+    max_running_requests: int | None = _sglang(None)
+    max_queued_requests: int | None = _sglang(None)
+    max_total_tokens: int | None = _sglang(None)
+    prefill_decode_interval: int = _sglang(0)
+    prefill_decode_interval_min_bs: int = _sglang(0)
+    enable_mixed_chunk: bool = _sglang(False)
+    disable_radix_cache: bool = _sglang(False)
+    enable_dynamic_batch_tokenizer: bool = _sglang(False)
+    dynamic_batch_tokenizer_batch_size: int = _sglang(32)
+    dynamic_batch_tokenizer_batch_timeout: float = _sglang(0.002)
+    enable_metrics: bool = _sglang(False)
+    page_size: int = _sglang(1)
+    enable_hierarchical_cache: bool = _sglang(False)
+    hicache_ratio: float | None = _sglang(None)
+    max_num_batched_tokens: int | None = _vllm(None)
+    max_num_seqs: int | None = _vllm(None)
+    long_prefill_token_threshold: int = _vllm(0)
+    long_prefill_token_threshold_adaptive: bool = _vllm(False)
+    max_num_partial_prefills: int = _vllm(1)
+    max_long_partial_prefills: int = _vllm(1)
+    enable_chunked_prefill: bool = _vllm(True)
+    enable_prefix_caching: bool = _vllm(True)
+    max_model_len: int | None = _vllm(None)
+    num_gpu_blocks_override: int | None = _vllm(None)
+    block_size: int | None = _vllm(None)
+    disable_log_stats: bool = _vllm(False)
     extra_args: tuple[tuple[str, Any], ...] = field(default=())
     argv: tuple[str, ...] = field(default=())
+    # Every flag as written, canonical name -> values, for comparing two arms flag by flag.
+    flags: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
 
     @property
     def model_name(self) -> str:
@@ -119,58 +179,98 @@ class EngineConfig:
         return self.served_model_name or self.model_path
 
     @classmethod
-    def from_argv(cls, argv: list[str] | tuple[str, ...], *, source: str = "argv") -> EngineConfig:
-        """Parse an SGLang argv; modelled flags are typed, others kept verbatim.
+    def from_argv(
+        cls,
+        argv: list[str] | tuple[str, ...],
+        *,
+        source: str = "argv",
+        engine: str | None = None,
+        catalog: Catalog | None = None,
+    ) -> EngineConfig:
+        """Parse an engine argv; modelled flags are typed, others kept verbatim.
 
         Args:
-            argv: the engine command line; a leading ``python3 -m sglang.launch_server`` is
-                skipped.
+            argv: the engine command line; a leading launcher (``python3 -m
+                sglang.launch_server``, ``vllm serve``) is skipped, and for vLLM the
+                positional model after it is read as ``--model``.
             source: where the argv came from, for error locations.
+            engine: ``sglang`` or ``vllm``; detected from the launcher when omitted.
+            catalog: the engine release's flag catalog; the shipped catalog of the release
+                the simulator imitates when omitted.
 
         Raises:
             InputError: a modelled flag has a value of the wrong type or range, or a token
                 is not a flag.
         """
-        tokens = list(argv)
-        while tokens and (tokens[0] in _LAUNCHER_TOKENS or tokens[0].endswith("/python3")):
-            tokens.pop(0)
-        values: dict[str, Any] = {}
+        kind = engine or detect_engine(argv)
+        if kind not in SURFACES:
+            raise InputError(
+                f"the simulator does not model engine {kind!r}",
+                location=Location(file=source),
+                rule="engine is one of " + ", ".join(SURFACES),
+                value=kind,
+                fix="simulate an sglang or vllm replica",
+            )
+        cat = catalog if catalog is not None else default_catalog(kind)
+        tokens = tuple(argv)
+        launcher = surface(kind).launcher_tokens
+        start = 0
+        while start < len(tokens) and (
+            tokens[start] in launcher or tokens[start].endswith(("/python3", "/python"))
+        ):
+            start += 1
+        values: dict[str, Any] = {"engine": kind}
+        if (
+            kind == "vllm"
+            and start < len(tokens)
+            and not tokens[start].startswith("-")
+            and start > 0
+        ):
+            values["model_path"] = tokens[start]  # vllm serve MODEL
+            start += 1
+        if kind == "vllm":
+            values["port"] = surface(kind).default_port
+        table = _TABLES[kind]
         extra: dict[str, Any] = {}
-        i = 0
-        while i < len(tokens):
-            tok = tokens[i]
-            if not tok.startswith("--") or tok == "--":
+        seen: list[tuple[str, tuple[str, ...]]] = []
+        for use in parse_flags(tokens, start, cat):
+            if not use.token:
                 raise InputError(
-                    f"unexpected argument {tok!r} in the engine argv",
-                    location=Location(file=source, path=f"argv[{i}]"),
-                    rule="every engine argument is --flag [value ...]",
-                    value=tok,
+                    f"unexpected argument {use.values[0]!r} in the engine argv",
+                    location=Location(file=source, path=f"argv[{use.index}]"),
+                    rule="every engine argument is --flag [value ...]"
+                    + (" after the positional model" if kind == "vllm" else ""),
+                    value=use.values[0],
                     fix="quote values that contain spaces, or drop the stray token",
                 )
-            name, eq, inline = tok[2:].partition("=")
-            raw: list[str] = [inline] if eq else []
-            j = i + 1
-            if not eq and name not in _BARE_FLAGS:
-                while j < len(tokens) and not tokens[j].startswith("--"):
-                    raw.append(tokens[j])
-                    j += 1
-            i = j
-            if name in _MODELLED:
-                fname, parse = _MODELLED[name]
+            name, raw, negated = _canonical(use, cat)
+            seen.append((("no-" if negated else "") + name, raw))
+            if name in table:
+                fname, parse = table[name]
+                if negated:
+                    values[fname] = False
+                    continue
                 if not raw:
                     if parse is not _bool_flag:
-                        raise _bad(name, None, "needs a value", source)
+                        raise _bad(name, None, "needs a value", source, kind)
                     values[fname] = True
                     continue
-                try:
-                    values[fname] = parse(raw[0]) if len(raw) == 1 else None
-                except ValueError as exc:
-                    raise _bad(name, raw[0], str(exc), source) from None
                 if len(raw) != 1:
-                    raise _bad(name, " ".join(raw), "takes exactly one value", source)
+                    if fname == "served_model_name" and kind == "vllm":
+                        values[fname] = raw[0]  # vLLM takes several; the first is reported
+                        continue
+                    raise _bad(name, " ".join(raw), "takes exactly one value", source, kind)
+                try:
+                    values[fname] = parse(raw[0])
+                except ValueError as exc:
+                    raise _bad(name, raw[0], str(exc), source, kind) from None
             else:
-                extra[name.replace("-", "_")] = _loose(raw)
-        cfg = cls(**values, extra_args=tuple(extra.items()), argv=tuple(argv))
+                value = False if negated else _loose(list(raw))
+                # Reported as written, and under the engine's own name when that differs
+                # (an alias: SGLang's /server_info shows the dest).
+                extra[use.name.replace("-", "_")] = value
+                extra.setdefault(name.replace("-", "_"), value)
+        cfg = cls(**values, extra_args=tuple(extra.items()), argv=tuple(argv), flags=tuple(seen))
         cfg._check(source)
         return cfg
 
@@ -183,36 +283,95 @@ class EngineConfig:
             ("tp-size", self.tp_size, 1),
             ("page-size", self.page_size, 1),
             ("port", self.port, 0),
+            ("long-prefill-token-threshold", self.long_prefill_token_threshold, 0),
+            ("max-num-partial-prefills", self.max_num_partial_prefills, 1),
+            ("max-long-partial-prefills", self.max_long_partial_prefills, 1),
         ]
         optional = [
             ("max-running-requests", self.max_running_requests, 1),
             ("max-queued-requests", self.max_queued_requests, 1),
             ("max-total-tokens", self.max_total_tokens, 1),
+            ("max-num-batched-tokens", self.max_num_batched_tokens, 1),
+            ("max-num-seqs", self.max_num_seqs, 1),
+            ("max-model-len", self.max_model_len, 1),
+            ("num-gpu-blocks-override", self.num_gpu_blocks_override, 1),
+            ("block-size", self.block_size, 1),
         ]
         for name, value, low in checks + [o for o in optional if o[1] is not None]:
             assert value is not None
             if value < low:
-                raise _bad(name, value, f"must be >= {low}", source)
+                raise _bad(name, value, f"must be >= {low}", source, self.engine)
         if self.hicache_ratio is not None and self.hicache_ratio < 0:
-            raise _bad("hicache-ratio", self.hicache_ratio, "must be >= 0", source)
+            raise _bad("hicache-ratio", self.hicache_ratio, "must be >= 0", source, self.engine)
         if self.dynamic_batch_tokenizer_batch_timeout < 0:
             raise _bad(
                 "dynamic-batch-tokenizer-batch-timeout",
                 self.dynamic_batch_tokenizer_batch_timeout,
                 "must be >= 0",
                 source,
+                self.engine,
+            )
+        if self.max_long_partial_prefills > self.max_num_partial_prefills:
+            raise _bad(
+                "max-long-partial-prefills",
+                self.max_long_partial_prefills,
+                f"must be <= --max-num-partial-prefills ({self.max_num_partial_prefills})",
+                source,
+                self.engine,
             )
 
     def server_args(self) -> dict[str, Any]:
-        """Every effective arg as SGLang names it in ``/server_info`` (underscored keys)."""
+        """Every effective arg as the engine names it (underscored keys, as SGLang's
+        ``/server_info`` and vLLM's dev-mode ``/server_info`` show them)."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            if f.name in ("extra_args", "argv"):
+            if f.name in ("extra_args", "argv", "flags", "engine"):
+                continue
+            if f.metadata.get("engine", self.engine) != self.engine:
                 continue
             out[f.name] = getattr(self, f.name)
+        if self.engine == "vllm":
+            out["model"] = out.pop("model_path")
         out["served_model_name"] = self.model_name
         out.update(dict(self.extra_args))
         return out
+
+    def flag_map(self) -> dict[str, tuple[str, ...]]:
+        """The argv's flags by canonical name (the last occurrence wins, as in argparse)."""
+        return dict(self.flags)
+
+
+def _canonical(use: FlagUse, cat: Catalog | None) -> tuple[str, tuple[str, ...], bool]:
+    """The flag's primary name (catalog spelling), its values, and whether it is a --no- form."""
+    flag = cat.lookup(use.token) if cat is not None else None
+    name = use.name
+    if flag is None:
+        return name, use.values, False
+    primary = flag.name.lstrip("-")
+    negated = flag.action == "boolean_optional" and name.startswith("no-") and primary != name
+    return primary, use.values, negated
+
+
+def unmodelled_differences(a: EngineConfig, b: EngineConfig) -> list[str]:
+    """Flags that differ between two arms and that the simulator does not model.
+
+    A flag the scheduler or cost model does not read cannot change a simulated figure, so a
+    ratio of 1.00 between such arms says nothing about the real engines. Replica identity
+    and logging flags (host, port, addresses) are left out: arms differ in them by design.
+    """
+    surf = surface(b.engine)
+    fa, fb = a.flag_map(), b.flag_map()
+    out = []
+    for name in sorted(set(fa) | set(fb)):
+        if fa.get(name) == fb.get(name):
+            continue
+        base = name[3:] if name.startswith("no-") else name
+        if name in surf.modelled_flags or base in surf.modelled_flags:
+            continue
+        if base in surf.neutral_flags:
+            continue
+        out.append(name)
+    return out
 
 
 def _loose(raw: list[str]) -> Any:
@@ -236,11 +395,12 @@ def _scalar(raw: str) -> Any:
     return raw
 
 
-def _bad(name: str, value: object, why: str, source: str) -> InputError:
+def _bad(name: str, value: object, why: str, source: str, engine: str) -> InputError:
+    helper = "vllm serve --help" if engine == "vllm" else "python -m sglang.launch_server --help"
     return InputError(
         f"--{name} {why}",
         location=Location(file=source, path=f"--{name}"),
         rule=f"--{name} {why}",
         value=value,
-        fix=f"give --{name} a valid value (see `python -m sglang.launch_server --help`)",
+        fix=f"give --{name} a valid value (see `{helper}`)",
     )

@@ -1,4 +1,4 @@
-"""The scheduler model: one SGLang replica, round by round.
+"""The scheduler model: one SGLang replica, round by round (vLLM's: ``vllm_policy``).
 
 Each call to :meth:`Scheduler.step` is one pass of SGLang's ``get_next_batch_to_run``:
 
@@ -52,11 +52,19 @@ class Live:
     kv_wait_s: float = 0.0
     kv_blocked_since: float | None = None
     status: str = "waiting"
+    # Output tokens to recompute as prompt after a preemption (vLLM's recompute mode).
+    resumed_tokens: int = 0
+    preemptions: int = 0
+    # The scheduler's prefill epoch when this request last produced a token: a later epoch
+    # means a prefill ran while it waited for its next token.
+    epoch: int = 0
+    burst_gap_sum_s: float = 0.0
+    burst_gaps: int = 0
 
     @property
     def extend_tokens(self) -> int:
         """Prompt tokens that must be computed (not served from the prefix cache)."""
-        return self.req.input_tokens - self.cached_tokens
+        return self.req.input_tokens + self.resumed_tokens - self.cached_tokens
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,7 @@ class SchedulerStats:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     kv_waits: int = 0
+    preemptions: int = 0
     itl_hist: list[int] = field(default_factory=lambda: [0] * _ITL_BUCKETS)
 
 
@@ -124,6 +133,7 @@ class Scheduler:
         self.countdown = 0
         self.kv_used_tokens = 0
         self.context_tokens = 0
+        self.prefill_epoch = 0
         self.stats = SchedulerStats()
 
     # -- intake -------------------------------------------------------------------------
@@ -195,17 +205,19 @@ class Scheduler:
         chunks: list[tuple[int, int]] = []
         completing: list[Live] = []
         mixed = False
+        in_burst = self.chunked is not None
         if not defer:
             mixed = self.config.enable_mixed_chunk and bool(self.running)
             chunks, completing = self._build_prefill(now_s, len(self.running) if mixed else 0)
         if chunks:
             self.stats.prefill_rounds += 1
+            self.prefill_epoch += 1
             dur = cost.round_overhead_s + cost.prefill_s(chunks)
             riders = self.running if mixed else []
             if riders:
                 dur += cost.decode_marginal_s(len(riders), self.context_tokens)
             end = now_s + dur
-            emitted = self._decode_tokens(riders, end) if riders else []
+            emitted = self._decode_tokens(riders, end, True) if riders else []
             for live in completing:
                 emitted.append(self._first_token(live, end))
             if self.interval_rounds:
@@ -222,7 +234,7 @@ class Scheduler:
         if self.running:
             b, k = len(self.running), self.context_tokens
             dur = cost.round_overhead_s + cost.decode_s(b, k)
-            emitted = self._decode_tokens(self.running, now_s + dur)
+            emitted = self._decode_tokens(self.running, now_s + dur, in_burst)
             return Round(now_s, dur, "decode", (), b, k, tuple(emitted))
         return Round(now_s, cost.round_overhead_s, "idle", (), 0, 0)
 
@@ -307,6 +319,7 @@ class Scheduler:
         live.status = "waiting"
 
     def _first_token(self, live: Live, end_s: float) -> Emission:
+        live.epoch = self.prefill_epoch
         live.generated = 1
         live.first_token_s = end_s
         live.last_token_s = end_s
@@ -318,14 +331,24 @@ class Scheduler:
         self.context_tokens += live.req.input_tokens + 1
         return Emission(live.req.rid, 1, False)
 
-    def _decode_tokens(self, batch: list[Live], end_s: float) -> list[Emission]:
+    def _decode_tokens(self, batch: list[Live], end_s: float, in_burst: bool) -> list[Emission]:
+        """One token for each of ``batch`` at ``end_s``.
+
+        ``in_burst``: a prefill was in progress when the round started; a gap also counts as
+        in-burst when a prefill round ran inside it (the starvation the per-request means hide).
+        """
         out: list[Emission] = []
         finished: list[Live] = []
         hist = self.stats.itl_hist
+        epoch = self.prefill_epoch
         for live in batch:
             gap = end_s - live.last_token_s
             if gap > live.itl_max_s:
                 live.itl_max_s = gap
+            if in_burst or live.epoch != epoch:
+                live.burst_gap_sum_s += gap
+                live.burst_gaps += 1
+                live.epoch = epoch
             hist[_itl_bucket(gap)] += 1
             live.generated += 1
             live.last_token_s = end_s
@@ -403,7 +426,7 @@ class Scheduler:
             return n * c0 + s * n * (n - 1) / 2
 
         n_finish = min(live.req.output_tokens - live.generated for live in run)
-        n = n_finish
+        n = min(n_finish, self._ff_round_cap())
         if until_s < math.inf:
             horizon = until_s - now_s
             # Smallest n with t_after(n) >= horizon, from the quadratic, then nudged exact.
@@ -440,8 +463,13 @@ class Scheduler:
                 break
         last_gap = c0 + s * (n - 1)
         finished: list[Live] = []
+        self._ff_account(n)
         for live in run:
             gap0 = first_end - live.last_token_s
+            if live.epoch != self.prefill_epoch:
+                live.burst_gap_sum_s += gap0
+                live.burst_gaps += 1
+                live.epoch = self.prefill_epoch
             hist[_itl_bucket(gap0)] += 1
             live.itl_max_s = max(live.itl_max_s, gap0, last_gap)
             live.generated += n
@@ -461,6 +489,23 @@ class Scheduler:
             self.context_tokens -= live.req.input_tokens + live.generated
             self._finish(live, end)
         return end, n
+
+    def _ff_round_cap(self) -> int:
+        """The most decode rounds :meth:`fast_forward` may run before the policy must look
+        again (vLLM: before the KV pool runs out and a request must be preempted)."""
+        return 1 << 62
+
+    def _ff_account(self, rounds: int) -> None:
+        """Policy bookkeeping for ``rounds`` fast-forwarded decode rounds (KV growth)."""
+
+
+def make_scheduler(config: EngineConfig, cost: CostModel) -> Scheduler:
+    """The scheduler model of ``config``'s engine: SGLang's, or vLLM v1's."""
+    if config.engine == "vllm":
+        from tierctl.sim.vllm_policy import VllmScheduler
+
+        return VllmScheduler(config, cost)
+    return Scheduler(config, cost)
 
 
 def _itl_bucket(gap_s: float) -> int:

@@ -139,6 +139,15 @@ class EngineMetrics:
         for gap in itl_s:
             itl.observe(gap)
 
+    def started(self, epoch_s: float) -> None:
+        """Export the server's start time as prometheus_client's process collector names it
+        (``process_start_time_seconds``), so arm health can see a restart as on a real engine."""
+        Gauge(
+            "process_start_time_seconds",
+            "Start time of the process since unix epoch in seconds.",
+            registry=self.registry,
+        ).set(epoch_s)
+
     def aborted(self) -> None:
         """Count one aborted request."""
         self.num_aborted.labels(**self.tok_labels).inc()

@@ -48,6 +48,15 @@ class GenRequest:
     stream: bool
     include_usage: bool
     model: str | None
+    #: Top-k logprobs per generated token (0 = the chosen token's only); ``None``: not asked.
+    output_logprobs: int | None = None
+    #: Top-k logprobs per prompt token (vLLM ``prompt_logprobs``, SGLang ``logprob_start_len``,
+    #: OpenAI ``echo`` with ``logprobs``); ``None``: not asked.
+    prompt_logprobs: int | None = None
+    #: Completions ``echo``: the prompt is returned in front of the generated text.
+    echo: bool = False
+    #: SGLang ``logprob_start_len``: the first prompt position whose logprob is returned.
+    logprob_start: int = 0
 
 
 def parse(body: object, *, chat: bool) -> GenRequest:
@@ -71,6 +80,7 @@ def parse(body: object, *, chat: bool) -> GenRequest:
     n = body.get("n", 1)
     if n != 1:
         raise ApiError("only n=1 is supported", param="n")
+    output_lp, prompt_lp, echo = _logprob_options(body, chat=chat)
     text: str | None = None
     ids: tuple[int, ...] | None = None
     if chat:
@@ -100,6 +110,85 @@ def parse(body: object, *, chat: bool) -> GenRequest:
         stream=stream,
         include_usage=bool(opts.get("include_usage", False)),
         model=model,
+        output_logprobs=output_lp,
+        prompt_logprobs=prompt_lp,
+        echo=echo,
+    )
+
+
+def _count(body: dict[str, Any], key: str, limit: int = 20) -> int | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= limit:
+        raise ApiError(f"'{key}' must be an integer from 0 to {limit}", param=key)
+    return v
+
+
+def _logprob_options(body: dict[str, Any], *, chat: bool) -> tuple[int | None, int | None, bool]:
+    """(output top-k, prompt top-k, echo) from the OpenAI and vLLM logprob fields."""
+    prompt_lp = _count(body, "prompt_logprobs")  # vLLM's extra sampling parameter
+    if chat:
+        wanted = body.get("logprobs", False)
+        if not isinstance(wanted, bool):
+            raise ApiError("'logprobs' must be a boolean", param="logprobs")
+        top = _count(body, "top_logprobs")
+        return ((top or 0) if wanted else None), prompt_lp, False
+    echo = body.get("echo", False)
+    if not isinstance(echo, bool):
+        raise ApiError("'echo' must be a boolean", param="echo")
+    output_lp = _count(body, "logprobs", 5)
+    if echo and output_lp is not None and prompt_lp is None:
+        prompt_lp = output_lp  # OpenAI: echo + logprobs scores the prompt tokens too
+    return output_lp, prompt_lp, echo
+
+
+def parse_generate(body: object) -> GenRequest:
+    """Validate a body of SGLang's native ``POST /generate`` (one prompt, no streaming)."""
+    if not isinstance(body, dict):
+        raise ApiError("the request body must be a JSON object")
+    params = body.get("sampling_params") or {}
+    if not isinstance(params, dict):
+        raise ApiError("'sampling_params' must be an object", param="sampling_params")
+    max_tokens: Any = params.get("max_new_tokens", DEFAULT_MAX_TOKENS)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ApiError("'max_new_tokens' must be a positive integer", param="max_new_tokens")
+    if body.get("stream", False):
+        raise ApiError("the simulator serves /generate without streaming", param="stream")
+    text, ids = body.get("text"), body.get("input_ids")
+    if isinstance(text, str) and ids is None:
+        token_ids = None
+    elif (
+        text is None
+        and isinstance(ids, list)
+        and ids
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in ids)
+    ):
+        token_ids = tuple(ids)
+    else:
+        raise ApiError("give 'text' (a string) or 'input_ids' (a list of ints)", param="text")
+    output_lp = prompt_lp = None
+    start = 0
+    if body.get("return_logprob", False):
+        top = _count(body, "top_logprobs_num") or 0
+        output_lp = top
+        start = body.get("logprob_start_len", -1)
+        if isinstance(start, bool) or not isinstance(start, int):
+            raise ApiError("'logprob_start_len' must be an integer", param="logprob_start_len")
+        if start >= 0:
+            prompt_lp = top
+        start = max(start, 0)
+    return GenRequest(
+        chat=False,
+        text=text if token_ids is None else None,
+        token_ids=token_ids,
+        max_tokens=max_tokens,
+        stream=False,
+        include_usage=False,
+        model=None,
+        output_logprobs=output_lp,
+        prompt_logprobs=prompt_lp,
+        logprob_start=start,
     )
 
 
@@ -130,14 +219,3 @@ def _chat_text(messages: object) -> str:
         parts.append(f"<|{m['role']}|>\n{text}<|end|>\n")
     parts.append("<|assistant|>\n")
     return "".join(parts)
-
-
-_WORDS = (
-    "the", "scheduler", "decodes", "a", "token", "while", "prefill", "chunks", "wait", "in",
-    "queue", "and", "cache", "hits", "serve", "long", "prompts", "from", "memory", "quickly",
-)  # fmt: skip
-
-
-def token_text(rid_seed: int, index: int) -> str:
-    """The text of a generated token: a word picked deterministically per request and index."""
-    return " " + _WORDS[(rid_seed * 7 + index * 13) % len(_WORDS)]

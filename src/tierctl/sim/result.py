@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tierctl.latency import LatencySummary, percentile, tpot_s
 from tierctl.sim.engine import Live
 
 
@@ -36,8 +36,8 @@ class RequestResult:
         first = live.first_token_s
         fin = live.finished_s if live.status == "completed" else None
         tpot = None
-        if fin is not None and first is not None and live.generated > 1:
-            tpot = (fin - first) / (live.generated - 1)
+        if fin is not None and first is not None:
+            tpot = tpot_s(first, fin, live.generated)
         return RequestResult(
             rid=r.rid,
             arrival_s=r.arrival_s,
@@ -56,30 +56,19 @@ class RequestResult:
         )
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile (``q`` in 0..100) of ``values``; None when empty."""
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
-
-
 @dataclass(frozen=True)
-class Summary:
-    """Summary percentiles over the requests of one run."""
+class SimSummary(LatencySummary):
+    """Summary percentiles over the requests of one simulated run.
+
+    The headline latencies come from :class:`~tierctl.latency.LatencySummary` (TTFT over
+    every request that got a first token, TPOT over completed ones); the rest is what only
+    the simulator sees (queue and KV waits, the cached fraction of prompts).
+    """
 
     requests: int
-    completed: int
     aborted: int
     completion: float
-    ttft_p50_s: float | None
-    ttft_p95_s: float | None
     ttft_p99_s: float | None
-    tpot_p50_s: float | None
-    tpot_p90_s: float | None
     tpot_p99_s: float | None
     itl_p50_s: float | None
     itl_p99_s: float | None
@@ -97,13 +86,13 @@ class SimResult:
     preset: str
     argv: tuple[str, ...]
     requests: tuple[RequestResult, ...]
-    summary: Summary
+    summary: SimSummary
     rounds: int
     prefill_rounds: int
     deferred_rounds: int
     sim_end_s: float
 
-    def subset(self, prefix: str) -> Summary:
+    def subset(self, prefix: str) -> SimSummary:
         """The summary over the requests whose id starts with ``prefix``."""
         return summarize([r for r in self.requests if r.rid.startswith(prefix)], 0, None)
 
@@ -112,7 +101,9 @@ class SimResult:
         return asdict(self)
 
 
-def summarize(reqs: list[RequestResult], kv_waits: int, itl: tuple[float, float] | None) -> Summary:
+def summarize(
+    reqs: list[RequestResult], kv_waits: int, itl: tuple[float, float] | None
+) -> SimSummary:
     """Summary percentiles of ``reqs``; ITL percentiles come from the scheduler's histogram."""
     done = [r for r in reqs if r.status == "completed"]
     ttft = [r.ttft_s for r in reqs if r.ttft_s is not None]
@@ -123,16 +114,12 @@ def summarize(reqs: list[RequestResult], kv_waits: int, itl: tuple[float, float]
     if itl is None:
         itl_vals = [r.itl_max_s for r in done if r.itl_max_s is not None]
         itl = (percentile(itl_vals, 50) or 0.0, percentile(itl_vals, 99) or 0.0)
-    return Summary(
+    return SimSummary(
+        **LatencySummary.fields_of(len(done), ttft, tpot),
         requests=len(reqs),
-        completed=len(done),
         aborted=sum(r.status in ("aborted", "rejected") for r in reqs),
         completion=len(done) / len(reqs) if reqs else 0.0,
-        ttft_p50_s=percentile(ttft, 50),
-        ttft_p95_s=percentile(ttft, 95),
         ttft_p99_s=percentile(ttft, 99),
-        tpot_p50_s=percentile(tpot, 50),
-        tpot_p90_s=percentile(tpot, 90),
         tpot_p99_s=percentile(tpot, 99),
         itl_p50_s=itl[0],
         itl_p99_s=itl[1],
@@ -162,7 +149,7 @@ COMPARE_METRICS = (
 )
 
 
-def ratio_table(control: Summary, candidate: Summary) -> tuple[RatioRow, ...]:
+def ratio_table(control: SimSummary, candidate: SimSummary) -> tuple[RatioRow, ...]:
     """The field report's table: candidate / control for TTFT, TPOT and completion."""
     rows = []
     for label, attr in COMPARE_METRICS:

@@ -16,7 +16,6 @@ import itertools
 import json
 import signal
 import time
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,12 +25,22 @@ from tierctl.errors import RuntimeFailure
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.driver import EngineDriver
-from tierctl.sim.engine import Scheduler
+from tierctl.sim.engine import make_scheduler
+from tierctl.sim.lm import WINDOW, SimLM, model_seed
+from tierctl.sim.logprobs_io import (
+    chat_logprobs,
+    completion_logprobs,
+    sglang_meta_logprobs,
+    vllm_prompt_logprobs,
+)
 from tierctl.sim.metrics import EngineMetrics
-from tierctl.sim.openai_io import ApiError, GenRequest, parse, token_text
+from tierctl.sim.openai_io import ApiError, GenRequest, parse, parse_generate
 from tierctl.sim.tokenizer import DynamicBatchTokenizer, block_hashes, encode_prompt, load_tokenizer
 
 MAX_BODY_BYTES = 256 * 1024 * 1024
+# Characters of a prompt's end tokenized to find the context generation continues from (the
+# last WINDOW tokens of so short a tail match the whole prompt's encoding).
+_TAIL_CHARS = 256
 SGLANG_VERSION = "0.5.23"
 
 
@@ -43,6 +52,11 @@ class ServeOptions:
     queue_full_status: int = 503
     drain_timeout_s: float = 30.0
     health_generate_timeout_s: float = 20.0
+    #: The simulated model's weights seed; ``None`` derives it from ``--model-path``.
+    lm_seed: int | None = None
+    #: Fraction of positions whose top two tokens swap (a numerics change, for quality tests).
+    perturb_fraction: float = 0.0
+    perturb_seed: int = 1
 
 
 class SimServer:
@@ -60,6 +74,11 @@ class SimServer:
         self._idle = asyncio.Event()
         self.started_at = time.time()
         self.bound_port = config.port
+        seed = options.lm_seed if options.lm_seed is not None else model_seed(config.model_path)
+        self.lm = SimLM(
+            seed, perturb_fraction=options.perturb_fraction, perturb_seed=options.perturb_seed
+        )
+        self.metrics.started(self.started_at)
         load_tokenizer()  # load before serving so the first request does not pay for it
 
     def app(self) -> web.Application:
@@ -74,12 +93,13 @@ class SimServer:
         app.router.add_post("/flush_cache", self.flush_cache)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/generate", self.generate)
         app.on_startup.append(self._on_startup)
         app.on_cleanup.append(self._on_cleanup)
         return app
 
     async def _on_startup(self, app: web.Application) -> None:
-        sched = Scheduler(self.config, self.cost)
+        sched = make_scheduler(self.config, self.cost)
         self.driver = EngineDriver(sched, time_scale=self.options.time_scale, metrics=self.metrics)
         self.driver.start()
         self._idle.set()
@@ -137,6 +157,8 @@ class SimServer:
             "time_scale": self.options.time_scale,
             "cost_model": self.cost.name,
             "queue_full_status": self.options.queue_full_status,
+            "lm_seed": self.lm.seed,
+            "perturb_fraction": self.options.perturb_fraction,
             "argv": list(self.config.argv),
         }
         return web.json_response(info, dumps=_dumps)
@@ -172,9 +194,15 @@ class SimServer:
         """``POST /v1/completions``."""
         return await self._generate(request, chat=False)
 
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        """SGLang's native ``POST /generate`` (non-streaming), with ``return_logprob``."""
+        return await self._generate(request, chat=False, native=True)
+
     # -- generation ---------------------------------------------------------------------
 
-    async def _generate(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+    async def _generate(
+        self, request: web.Request, *, chat: bool, native: bool = False
+    ) -> web.StreamResponse:
         arrived = time.monotonic()
         self.inflight += 1
         self._idle.clear()
@@ -189,13 +217,14 @@ class SimServer:
                 body = json.loads(raw)
             except (ValueError, UnicodeDecodeError) as exc:
                 raise ApiError(f"the request body is not valid JSON: {exc}") from None
-            gen = parse(body, chat=chat)
+            gen = parse_generate(body) if native else parse(body, chat=chat)
             try:
                 n_tokens, hashes = await self._tokenize(gen)
+                ids = self._prompt_ids(gen)
             except Exception as exc:
                 # e.g. a lone surrogate the tokenizer refuses: the client's input, not a crash
                 raise ApiError(f"cannot tokenize the prompt: {exc}", param="prompt") from None
-            return await self._run(request, gen, n_tokens, hashes, arrived)
+            return await self._run(request, gen, n_tokens, hashes, arrived, ids, native)
         except ApiError as err:
             return web.json_response(err.body(), status=err.status)
         finally:
@@ -212,6 +241,17 @@ class SimServer:
         # On the event loop, as SGLang's tokenizer manager does without the flag.
         return encode_prompt(gen.text)
 
+    def _prompt_ids(self, gen: GenRequest) -> list[int]:
+        """The prompt's token ids: all of them when logprobs are asked, else enough of the end
+        for the model's context (generation continues from there)."""
+        if gen.token_ids is not None:
+            return list(gen.token_ids)
+        assert gen.text is not None
+        full = gen.prompt_logprobs is not None or gen.output_logprobs is not None
+        text = gen.text if full else gen.text[-_TAIL_CHARS:]
+        ids: list[int] = load_tokenizer().encode(text, add_special_tokens=False).ids
+        return ids
+
     async def _run(
         self,
         request: web.Request,
@@ -219,6 +259,8 @@ class SimServer:
         n_tokens: int,
         hashes: tuple[int, ...],
         arrived: float,
+        prompt_ids: list[int],
+        native: bool = False,
     ) -> web.StreamResponse:
         driver = self.driver
         assert driver is not None
@@ -238,7 +280,6 @@ class SimServer:
                 f"the KV pool ({driver.scheduler.kv_pool_tokens} tokens)",
                 param="max_tokens",
             )
-        seed = zlib.crc32(rid.encode())
         created = int(time.time())
         model = self.config.model_name
         obj = "chat.completion" if gen.chat else "text_completion"
@@ -255,13 +296,18 @@ class SimServer:
                 if gen.chat:
                     await _sse(resp, _chunk(rid, obj, created, model, {"role": "assistant"}, None))
             texts: list[str] = []
+            generated: list[int] = []
+            context = prompt_ids[-WINDOW:]
             while not finished:
                 em, produced_s = await q.get()
                 times.append(produced_s)
                 if em.index == 1:
                     cached = driver.cached_tokens(rid)
                 finished = em.finished
-                piece = token_text(seed, em.index)
+                token = self.lm.predict(context).top
+                context = [*context, token][-WINDOW:]
+                generated.append(token)
+                piece = self.lm.text(token)
                 texts.append(piece)
                 if resp is not None:
                     delta = {"content": piece} if gen.chat else piece
@@ -307,11 +353,16 @@ class SimServer:
             await resp.write_eof()
             return resp
         text = "".join(texts)
+        if native:
+            return web.json_response(
+                {"text": text, "meta_info": self._meta_info(rid, gen, prompt_ids, generated, usage)}
+            )
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length", "logprobs": None}
         if gen.chat:
             choice["message"] = {"role": "assistant", "content": text}
         else:
-            choice["text"] = text
+            choice["text"] = (gen.text or "") + text if gen.echo else text
+        self._add_logprobs(choice, gen, prompt_ids, generated)
         return web.json_response(
             {
                 "id": rid,
@@ -322,6 +373,48 @@ class SimServer:
                 "usage": usage,
             }
         )
+
+    def _add_logprobs(
+        self, choice: dict[str, Any], gen: GenRequest, prompt: list[int], generated: list[int]
+    ) -> None:
+        if gen.output_logprobs is not None:
+            choice["logprobs"] = (
+                chat_logprobs(self.lm, prompt, generated, gen.output_logprobs)
+                if gen.chat
+                else completion_logprobs(
+                    self.lm, prompt, generated, gen.output_logprobs, echo=gen.echo
+                )
+            )
+        if gen.prompt_logprobs is not None:
+            choice["prompt_logprobs"] = vllm_prompt_logprobs(self.lm, prompt, gen.prompt_logprobs)
+
+    def _meta_info(
+        self,
+        rid: str,
+        gen: GenRequest,
+        prompt: list[int],
+        generated: list[int],
+        usage: dict[str, Any],
+    ) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "id": rid,
+            "prompt_tokens": usage["prompt_tokens"],
+            "completion_tokens": usage["completion_tokens"],
+            "cached_tokens": usage["prompt_tokens_details"]["cached_tokens"],
+            "finish_reason": {"type": "length", "length": len(generated)},
+        }
+        if gen.output_logprobs is not None:
+            meta.update(
+                sglang_meta_logprobs(
+                    self.lm,
+                    prompt,
+                    generated,
+                    gen.output_logprobs,
+                    start=gen.logprob_start,
+                    with_input=gen.prompt_logprobs is not None,
+                )
+            )
+        return meta
 
     # -- lifecycle ----------------------------------------------------------------------
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tierctl.sim.config import EngineConfig
+from tierctl.sim.config import EngineConfig, unmodelled_differences
 from tierctl.sim.cost import CostModel, preset
-from tierctl.sim.engine import Round, Scheduler, itl_quantile
+from tierctl.sim.engine import Round, itl_quantile, make_scheduler
 from tierctl.sim.result import RatioRow, RequestResult, SimResult, ratio_table, summarize
 from tierctl.sim.workload import Workload
 
@@ -39,7 +39,7 @@ def simulate(
     """
     del seed
     model = preset(cost) if isinstance(cost, str) else cost
-    sched = Scheduler(config, model)
+    sched = make_scheduler(config, model)
     reqs = workload.requests
     nxt = 0
     now = 0.0
@@ -91,6 +91,9 @@ class Comparison:
     candidate: SimResult
     table: tuple[RatioRow, ...]
     focus: str | None
+    # Flags that differ between the arms and that the model does not read: the table is
+    # blind to them, so a ratio of 1.00 says nothing about their effect.
+    not_modelled: tuple[str, ...] = ()
 
 
 def compare(
@@ -108,4 +111,5 @@ def compare(
     b = simulate(candidate, workload, cost)
     sa = a.subset(focus) if focus else a.summary
     sb = b.subset(focus) if focus else b.summary
-    return Comparison(a, b, ratio_table(sa, sb), focus)
+    blind = tuple(unmodelled_differences(control, candidate))
+    return Comparison(a, b, ratio_table(sa, sb), focus, blind)

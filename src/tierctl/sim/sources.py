@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tierctl.catalog.model import Catalog
 from tierctl.errors import InputError
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel, preset
@@ -23,6 +24,7 @@ class EngineSource:
     argv: tuple[str, ...] = ()
     spec: str | None = None
     replica: str | None = None
+    engine: str | None = None  # for a bare argv; a spec names its own
 
     def config(self) -> EngineConfig:
         """The engine configuration.
@@ -31,7 +33,7 @@ class EngineSource:
             InputError: the spec or replica cannot be read, or the argv is invalid.
         """
         if self.spec is None:
-            return EngineConfig.from_argv(list(self.argv))
+            return EngineConfig.from_argv(list(self.argv), engine=self.engine)
         from tierctl.spec import load_spec, resolve_tier
 
         tier = resolve_tier(load_spec(self.spec))
@@ -43,7 +45,24 @@ class EngineSource:
                 fix="use one of: " + ", ".join(tier.replicas),
             )
         argv = [*tier.replicas[self.replica].argv, *self.argv]
-        return EngineConfig.from_argv(argv, source=f"{self.spec}:replicas.{self.replica}")
+        engine = tier.spec.engine
+        return EngineConfig.from_argv(
+            argv,
+            source=f"{self.spec}:replicas.{self.replica}",
+            engine=engine.kind,
+            catalog=_catalog(engine.kind, engine.version),
+        )
+
+
+def _catalog(kind: str, version: str) -> Catalog | None:
+    """The pinned release's catalog when shipped, else the simulator's default one."""
+    from tierctl.catalog.store import load_catalog
+    from tierctl.sim.config import default_catalog
+
+    try:
+        return load_catalog(kind, version)
+    except InputError:
+        return default_catalog(kind)
 
 
 @dataclass(frozen=True)

@@ -1,113 +1,31 @@
-"""The simulated engine's tokenizer: a real Hugging Face ``tokenizers`` byte-level BPE.
+"""The simulated engine's tokenization: prompt token counts, prefix-cache block hashes and
+SGLang's dynamic batch tokenizer, all with the bundled tokenizer
+(:mod:`tierctl.bundled_tokenizer`, shared with the load client's prompt sizing).
 
-The package ships ``tokenizer.json`` (a 4K-vocabulary BPE trained on the docstrings of
-Python's standard library by :func:`build_tokenizer`), so nothing is downloaded. Its cost is
-the point: encoding a 1.4 MB prompt takes real CPU time, as the production tokenizer does, so
-tokenizing on the event loop stalls ``/health`` exactly like the field report describes.
+Its cost is the point: encoding a 1.4 MB prompt takes real CPU time, as the production
+tokenizer does, so tokenizing on the event loop stalls ``/health`` exactly like the field
+report describes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from importlib import resources
-from pathlib import Path
-from typing import Any
 
+from tierctl.bundled_tokenizer import load_tokenizer
 from tierctl.traces import BLOCK_TOKENS
 
 Encoded = tuple[int, tuple[int, ...]]
 
-VOCAB_SIZE = 4096
-
-# Side-effect-free standard library modules whose docstrings make the training corpus.
-_CORPUS_MODULES = (
-    "argparse",
-    "asyncio",
-    "collections",
-    "concurrent.futures",
-    "contextlib",
-    "csv",
-    "dataclasses",
-    "datetime",
-    "decimal",
-    "email",
-    "enum",
-    "fractions",
-    "functools",
-    "glob",
-    "gzip",
-    "heapq",
-    "http.client",
-    "http.server",
-    "inspect",
-    "io",
-    "itertools",
-    "json",
-    "logging",
-    "math",
-    "os",
-    "pathlib",
-    "pickle",
-    "random",
-    "re",
-    "shutil",
-    "socket",
-    "sqlite3",
-    "statistics",
-    "string",
-    "subprocess",
-    "tarfile",
-    "textwrap",
-    "threading",
-    "typing",
-    "unittest",
-    "urllib.parse",
-    "uuid",
-    "zipfile",
-)
-
-
-@functools.cache
-def load_tokenizer() -> Any:
-    """The bundled tokenizer (loaded once per process)."""
-    from tokenizers import Tokenizer
-
-    text = resources.files("tierctl.sim").joinpath("tokenizer.json").read_text(encoding="utf-8")
-    return Tokenizer.from_str(text)
-
-
-def build_tokenizer(out_path: str | Path, *, vocab_size: int = VOCAB_SIZE) -> None:
-    """Train the bundled tokenizer again from the standard library's docstrings.
-
-    Run by maintainers only (``python -c "from tierctl.sim.tokenizer import build_tokenizer;
-    build_tokenizer('src/tierctl/sim/tokenizer.json')"``); the result is committed.
-    """
-    import importlib
-
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    texts: list[str] = []
-    for mod in _CORPUS_MODULES:
-        with contextlib.suppress(ImportError):
-            module = importlib.import_module(mod)
-            for obj in [module, *vars(module).values()]:
-                doc = getattr(obj, "__doc__", None)
-                if isinstance(doc, str) and len(doc) > 40:
-                    texts.append(doc)
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    Path(out_path).write_text(tok.to_str(), encoding="utf-8")
+__all__ = [
+    "DynamicBatchTokenizer",
+    "Encoded",
+    "block_hashes",
+    "encode_prompt",
+    "load_tokenizer",
+]
 
 
 def block_hashes(ids: Sequence[int]) -> tuple[int, ...]:

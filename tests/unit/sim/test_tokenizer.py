@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from tierctl.bundled_tokenizer import load_tokenizer
 from tierctl.sim.tokenizer import (
     DynamicBatchTokenizer,
     block_hashes,
     encode_prompt,
-    load_tokenizer,
 )
 
 

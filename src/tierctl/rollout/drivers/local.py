@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import tierctl
 from tierctl.errors import RuntimeFailure
 from tierctl.rollout.argv import parse_argv
 from tierctl.rollout.deployment import Deployment
@@ -139,7 +138,9 @@ class LocalDriver:
         self._dir.mkdir(parents=True, exist_ok=True)
         log = self._dir / f"{service}.log"
         env = dict(os.environ)
-        src = str(Path(tierctl.__file__).resolve().parents[1])
+        # The directory holding the ``tierctl`` package (this file is tierctl/rollout/drivers/),
+        # found without importing the package root, which imports this module.
+        src = str(Path(__file__).resolve().parents[3])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
         for key, value in (dep.services[service].get("environment") or {}).items():
             if value is not None and "${" not in value:

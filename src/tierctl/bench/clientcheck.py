@@ -1,0 +1,221 @@
+"""Is the load client the bottleneck? Four signals, one verdict per run.
+
+A load generator that cannot keep up makes the server look slow: sends leave late, streamed
+tokens wait in the client's buffers and arrive in the samples as long gaps followed by
+near-zero ones. None of the peer clients (``vllm bench serve``, ``sglang.bench_serving``,
+guidellm, AIPerf) says when its own limits shaped the numbers. tierctl measures, during every
+run:
+
+* **pacing lag** -- actual minus planned send time of paced (open-loop, non-burst) requests;
+* **event-loop lag** -- how late a 10 ms heartbeat on the client's event loop wakes up: every
+  stream's chunks are timestamped on that loop, so its lag is added to TTFT and ITL;
+* **client CPU** -- process CPU time over wall time: the loop runs on one core, so near 100%
+  every callback waits for the others;
+* **receive-buffer backlog** -- bytes that had piled up (aiohttp's buffer plus the kernel's
+  socket buffer) when a stream was read: a client that keeps up reads each SSE event as it
+  lands, a few hundred bytes at a time.
+
+A run is *client-bound* when any of them passes its limit; the reasons name the signal and
+its value, and every report (terminal, Markdown, JSON, A/B blocks) carries the mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import math
+import socket
+import struct
+import termios
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Paced sends later than this at p99 mean the client did not hold the planned arrivals.
+PACING_LAG_LIMIT_S = 0.001
+#: Event-loop heartbeat lateness at p99 above this is added to every TTFT/ITL sample.
+LOOP_LAG_LIMIT_S = 0.005
+#: Client CPU share of one core above which callbacks queue behind each other.
+CPU_SHARE_LIMIT = 0.8
+#: One read returning this much means the stream had queued up in buffers.
+BACKLOG_LIMIT_BYTES = 256 * 1024
+#: Heartbeat period of the event-loop monitor.
+HEARTBEAT_S = 0.010
+
+
+def quantile(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile (0-1) by linear interpolation between order statistics (numpy's
+    default), without numpy; ``None`` for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass
+class ReadBacklog:
+    """The largest backlog seen when a response stream was read (shared by a run's requests).
+
+    Updated from the client's read loop: ``observe`` costs one ``ioctl(FIONREAD)`` when the
+    chunk just read was already large (the kernel's queue only matters once user space lags).
+    """
+
+    max_read_bytes: int = 0
+    max_kernel_bytes: int = 0
+    reads: int = 0
+
+    def observe(self, chunk_bytes: int, sock: socket.socket | None) -> None:
+        """Record one read of ``chunk_bytes`` from a stream on ``sock``."""
+        self.reads += 1
+        if chunk_bytes > self.max_read_bytes:
+            self.max_read_bytes = chunk_bytes
+        if sock is not None and chunk_bytes >= 16 * 1024:
+            with contextlib.suppress(OSError, ValueError):
+                raw = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+                pending = int(struct.unpack("i", raw)[0])
+                self.max_kernel_bytes = max(self.max_kernel_bytes, pending)
+
+    @property
+    def max_bytes(self) -> int:
+        """The largest backlog: one read's worth plus what was still queued in the kernel."""
+        return self.max_read_bytes + self.max_kernel_bytes
+
+
+class LoopMonitor:
+    """A heartbeat on the running event loop; records how late each beat wakes."""
+
+    def __init__(self, period_s: float = HEARTBEAT_S) -> None:
+        self.period_s = period_s
+        self.lags_s: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start beating on the running loop."""
+        self._task = asyncio.create_task(self._beat())
+
+    async def _beat(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(self.period_s)
+            self.lags_s.append(max(0.0, time.monotonic() - before - self.period_s))
+
+    async def stop(self) -> None:
+        """Stop the heartbeat."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+
+@dataclass(frozen=True)
+class ClientCheck:
+    """The four signals of one run and the verdict.
+
+    Attributes:
+        pacing_lag_p99_s: p99 of send lag over paced sends (``None``: no paced lane).
+        pacing_lag_max_s: the largest send lag over paced sends.
+        paced_sends: how many sends the pacing figures are over.
+        loop_lag_p99_s: p99 of the event-loop heartbeat's lateness.
+        loop_lag_max_s: the heartbeat's worst lateness.
+        cpu_share: client process CPU time / wall time (1.0 = one core busy).
+        backlog_max_bytes: the largest receive backlog seen at one read.
+        reasons: one line per signal past its limit; empty when the client kept up.
+    """
+
+    pacing_lag_p99_s: float | None
+    pacing_lag_max_s: float | None
+    paced_sends: int
+    loop_lag_p99_s: float | None
+    loop_lag_max_s: float | None
+    cpu_share: float
+    backlog_max_bytes: int
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def client_bound(self) -> bool:
+        """Whether the client's own limits may have shaped the numbers."""
+        return bool(self.reasons)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for the JSON report."""
+        return {
+            "client_bound": self.client_bound,
+            "pacing_lag_p99_s": self.pacing_lag_p99_s,
+            "pacing_lag_max_s": self.pacing_lag_max_s,
+            "paced_sends": self.paced_sends,
+            "loop_lag_p99_s": self.loop_lag_p99_s,
+            "loop_lag_max_s": self.loop_lag_max_s,
+            "cpu_share": self.cpu_share,
+            "backlog_max_bytes": self.backlog_max_bytes,
+            "reasons": list(self.reasons),
+        }
+
+
+def judge(
+    paced_lags_s: Sequence[float],
+    loop_lags_s: Sequence[float],
+    cpu_s: float,
+    duration_s: float,
+    backlog_bytes: int,
+) -> ClientCheck:
+    """The verdict from the raw signals (limits: the module constants)."""
+    lag_p99 = quantile(paced_lags_s, 0.99)
+    lag_max = max(paced_lags_s) if paced_lags_s else None
+    loop_p99 = quantile(loop_lags_s, 0.99)
+    loop_max = max(loop_lags_s) if loop_lags_s else None
+    share = cpu_s / duration_s if duration_s > 0 else 0.0
+    reasons: list[str] = []
+    if lag_p99 is not None and lag_max is not None and lag_p99 > PACING_LAG_LIMIT_S:
+        reasons.append(
+            f"pacing lag p99 {lag_p99 * 1e3:.2f} ms (max {lag_max * 1e3:.1f} ms over "
+            f"{len(paced_lags_s)} paced sends) > {PACING_LAG_LIMIT_S * 1e3:g} ms: arrivals "
+            "left later than planned"
+        )
+    if loop_p99 is not None and loop_p99 > LOOP_LAG_LIMIT_S:
+        reasons.append(
+            f"event-loop lag p99 {loop_p99 * 1e3:.1f} ms > {LOOP_LAG_LIMIT_S * 1e3:g} ms: "
+            "chunk timestamps (TTFT, ITL) carry the client's own delay"
+        )
+    if share > CPU_SHARE_LIMIT:
+        reasons.append(
+            f"client CPU {100 * share:.0f}% of a core > {100 * CPU_SHARE_LIMIT:.0f}%: "
+            "lower the rate or give the client a core of its own"
+        )
+    if backlog_bytes >= BACKLOG_LIMIT_BYTES:
+        reasons.append(
+            f"receive backlog {backlog_bytes / 1024:.0f} KiB at one read >= "
+            f"{BACKLOG_LIMIT_BYTES // 1024} KiB: tokens queued in the client before being "
+            "timestamped"
+        )
+    return ClientCheck(
+        pacing_lag_p99_s=lag_p99,
+        pacing_lag_max_s=lag_max,
+        paced_sends=len(paced_lags_s),
+        loop_lag_p99_s=loop_p99,
+        loop_lag_max_s=loop_max,
+        cpu_share=share,
+        backlog_max_bytes=backlog_bytes,
+        reasons=tuple(reasons),
+    )
+
+
+def verdict_line(check: ClientCheck | None) -> str:
+    """One line for any report: ``client-bound: ...`` or ``client kept up: ...``."""
+    if check is None:
+        return "client check: not measured"
+    if check.client_bound:
+        return "CLIENT-BOUND (these numbers may be the client's, not the server's): " + "; ".join(
+            check.reasons
+        )
+    parts = [f"CPU {100 * check.cpu_share:.0f}%"]
+    if check.pacing_lag_p99_s is not None:
+        parts.insert(0, f"pacing lag p99 {check.pacing_lag_p99_s * 1e3:.2f} ms")
+    if check.loop_lag_p99_s is not None:
+        parts.append(f"loop lag p99 {check.loop_lag_p99_s * 1e3:.1f} ms")
+    parts.append(f"max backlog {check.backlog_max_bytes / 1024:.0f} KiB")
+    return "client kept up: " + ", ".join(parts)

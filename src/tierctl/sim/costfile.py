@@ -1,0 +1,130 @@
+"""Cost models as files: what ``tierctl sim fit --out`` writes and ``--cost-model`` reads.
+
+A file is one JSON object::
+
+    {"kind": "tierctl-cost-model", "format": 1,
+     "model": {"name": ..., "prefill_base_s": ..., ...every CostModel field...},
+     "provenance": {"fitted_on": [...], "fitted_at": "2026-12-01T08:30:00Z",
+                    "method": "...", "base": "glm53-flash-w4afp8-tp4-h200",
+                    "samples": {...}, "residuals": {...}}}
+
+The provenance says what the coefficients were fitted on, when, how, and how well they fit
+(residuals), so a reader of a simulated figure can tell how far to trust it. A hand-written
+file needs only ``model``; missing coefficients are taken from ``base`` when it names a preset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tierctl.errors import InputError, Location
+from tierctl.sim.cost import DEFAULT_PRESET, PRESETS, CostModel, preset
+
+KIND = "tierctl-cost-model"
+FORMAT = 1
+_FIELDS = {f.name: f.type for f in dataclasses.fields(CostModel)}
+_INT_FIELDS = ("kv_pool_tokens", "max_running_requests", "chunked_prefill_size")
+
+
+def cost_model_doc(model: CostModel, provenance: dict[str, Any]) -> dict[str, Any]:
+    """The JSON document of a cost model and where it came from."""
+    prov = {"fitted_at": _now(), **provenance}
+    return {"kind": KIND, "format": FORMAT, "model": dataclasses.asdict(model), "provenance": prov}
+
+
+def write_cost_model(path: str | Path, model: CostModel, provenance: dict[str, Any]) -> Path:
+    """Write a cost model file (refuses nothing: the CLI asks before overwriting)."""
+    p = Path(path)
+    doc = cost_model_doc(model, provenance)
+    p.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return p
+
+
+def read_cost_model(path: str | Path) -> tuple[CostModel, dict[str, Any]]:
+    """Read a cost model file; returns the model and its provenance.
+
+    Raises:
+        InputError: the file is missing, not JSON, not a cost model, or a coefficient is
+            missing, not a number or negative (the field is named).
+    """
+    p = Path(path)
+    loc = Location(file=str(p))
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read cost model: {exc.strerror}", location=loc) from None
+    except ValueError as exc:
+        raise InputError(
+            f"the cost model file is not JSON: {exc}",
+            location=loc,
+            fix="write it with `tierctl sim fit ... --out FILE`",
+        ) from None
+    if (
+        not isinstance(doc, dict)
+        or doc.get("kind") != KIND
+        or not isinstance(doc.get("model"), dict)
+    ):
+        raise InputError(
+            "not a tierctl cost model file",
+            location=loc,
+            rule=f'a cost model file is a JSON object with "kind": "{KIND}" and a "model" object',
+            value=type(doc).__name__ if not isinstance(doc, dict) else doc.get("kind"),
+            fix="write it with `tierctl sim fit ... --out FILE` (see docs/sim.md)",
+        )
+    prov = doc.get("provenance") or {}
+    raw: dict[str, Any] = doc["model"]
+    base_name = raw.get("base") or (prov.get("base") if isinstance(prov, dict) else None)
+    base = PRESETS.get(str(base_name)) if base_name else None
+    values: dict[str, Any] = dataclasses.asdict(base) if base is not None else {}
+    for key, value in raw.items():
+        if key == "base":
+            continue
+        if key not in _FIELDS:
+            raise InputError(
+                f"unknown cost model field {key!r}",
+                location=Location(file=str(p), path=f"model.{key}"),
+                rule="model fields are the CostModel coefficients",
+                value=key,
+                fix="use one of: " + ", ".join(_FIELDS),
+            )
+        values[key] = value
+    values.setdefault("name", p.stem)
+    for key in _FIELDS:
+        if key not in values:
+            raise InputError(
+                f"cost model field {key!r} is missing",
+                location=Location(file=str(p), path=f"model.{key}"),
+                rule='every coefficient is given, or "base" names a preset to fill them from',
+                fix=f'add "{key}" or "base": "{DEFAULT_PRESET}"',
+            )
+        if key == "name":
+            continue
+        v = values[key]
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+        if key in _INT_FIELDS:
+            ok = ok and float(v).is_integer()
+        if not ok:
+            raise InputError(
+                f"cost model field {key!r} must be a non-negative number",
+                location=Location(file=str(p), path=f"model.{key}"),
+                value=v,
+                fix="give seconds (or tokens) as a number >= 0",
+            )
+        values[key] = int(v) if key in _INT_FIELDS else float(v)
+    values["name"] = str(values["name"])
+    return CostModel(**values), prov if isinstance(prov, dict) else {}
+
+
+def resolve_cost(preset_name: str | None, path: str | None) -> CostModel:
+    """The cost model a command was given: a file when ``path`` is set, else the preset."""
+    if path is not None:
+        return read_cost_model(path)[0]
+    return preset(preset_name or DEFAULT_PRESET)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

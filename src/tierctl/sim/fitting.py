@@ -1,0 +1,363 @@
+"""Fitting a cost model to a real engine: from its step log, or from request timings alone.
+
+* **Step log** (``--from steps``): one line per engine step with its sizes and duration; the
+  step coefficients are fitted by non-negative least squares (:func:`tierctl.sim.cost.fit`).
+* **Request timings** (``--from bench``): a ``tierctl bench run`` or ``bench ab`` results file
+  holds, per request, when it was sent, its prompt and output lengths, TTFT and every
+  inter-token gap. No step sizes are known, so the coefficients are fitted *through the
+  simulator*: the measured requests are replayed (same send times and lengths) on the
+  measured engine's flags, and the coefficients are moved until the simulated TTFT and TPOT of
+  every request match the measured ones in the least-squares sense on a log scale (so a
+  10 ms and a 10 s figure weigh alike). A direct regression on the same data gives the
+  starting point. The residuals left are written into the file's provenance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from tierctl.errors import InputError, Location
+from tierctl.sim.config import EngineConfig
+from tierctl.sim.cost import CostModel, fit
+from tierctl.sim.workload import SimRequest, Workload
+
+# The six step coefficients the timings can inform; memory sizes and defaults stay the base's.
+STEP_FIELDS = (
+    "prefill_base_s",
+    "prefill_per_token_s",
+    "prefill_attn_pair_s",
+    "decode_base_s",
+    "decode_per_seq_s",
+    "decode_per_ctx_token_s",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasuredRequest:
+    """One completed request of a bench run, as the fit uses it (times from run start)."""
+
+    sent_s: float
+    input_tokens: int
+    output_tokens: int
+    ttft_s: float
+    tpot_s: float | None
+    itl_s: tuple[float, ...]
+
+
+def fit_source(
+    path: str | Path, kind: str, base: CostModel, config: EngineConfig
+) -> tuple[CostModel, dict[str, Any]]:
+    """Fit ``base``'s step coefficients to a step log or a bench results file.
+
+    Args:
+        path: the file.
+        kind: ``steps``, ``bench`` or ``auto`` (a JSON object with ``"kind": "run"|"ab"`` is
+            a bench results file; anything else is read as a step log).
+        base: the cost model whose memory sizes and overhead are kept; the starting point.
+        config: the measured engine's flags (its scheduler is the one replayed).
+
+    Returns:
+        The fitted model and its provenance (what, how, residuals).
+    """
+    p = Path(path)
+    if kind == "auto":
+        kind = "bench" if _looks_like_bench(p) else "steps"
+    if kind == "steps":
+        from tierctl.sim.steplog import read_steps
+
+        pre, dec = read_steps(p)
+        model = fit(pre, dec, base=base, name=f"fitted:{p.name}")
+        res = _step_residuals(model, pre, dec)
+        prov = {
+            "fitted_on": [str(p)],
+            "method": "non-negative least squares on logged step durations",
+            "base": base.name,
+            "samples": {"prefill_steps": len(pre), "decode_steps": len(dec)},
+            "residuals": res,
+        }
+        return model, prov
+    reqs = read_bench_requests(p)
+    model, res = fit_timings(reqs, base, config, name=f"fitted:{p.name}")
+    prov = {
+        "fitted_on": [str(p)],
+        "method": "request timings replayed through the simulator; log-scale least squares "
+        "on per-request TTFT and TPOT",
+        "base": base.name,
+        "engine": config.engine,
+        "engine_argv": list(config.argv),
+        "samples": {"requests": len(reqs)},
+        "residuals": res,
+    }
+    return model, prov
+
+
+def _looks_like_bench(p: Path) -> bool:
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(4096).lstrip()
+    except OSError:
+        return False
+    if not head.startswith(b"{"):
+        return False
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except ValueError:
+        return False  # JSONL: one object per line
+    return isinstance(doc, dict) and doc.get("kind") in ("run", "ab")
+
+
+def read_bench_requests(path: str | Path) -> list[MeasuredRequest]:
+    """The completed requests of a ``tierctl bench run`` (or every block of ``bench ab``).
+
+    Raises:
+        InputError: not a bench results file, or no completed request in it.
+    """
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            f"cannot read bench results: {exc}", location=Location(file=str(p))
+        ) from None
+    runs: list[dict[str, Any]] = []
+    if isinstance(doc, dict) and doc.get("kind") == "run" and isinstance(doc.get("run"), dict):
+        runs = [doc["run"]]
+    elif isinstance(doc, dict) and doc.get("kind") == "ab":
+        runs = [b for b in doc.get("blocks", []) if isinstance(b, dict)]
+    else:
+        raise InputError(
+            "not a tierctl bench results file",
+            location=Location(file=str(p)),
+            rule='a results.json of `tierctl bench run` ("kind": "run") or `bench ab` ("kind": "ab")',
+            fix="pass the results.json that `tierctl bench run --out DIR` wrote",
+        )
+    out: list[MeasuredRequest] = []
+    for n, run in enumerate(runs):
+        for i, r in enumerate(run.get("requests", [])):
+            try:
+                if r["outcome"] != "completed" or r["ttft_s"] is None:
+                    continue
+                out_tok = int(r["output_tokens"])
+                tpot = r.get("tpot_s")
+                out.append(
+                    MeasuredRequest(
+                        sent_s=float(r["sent_s"]) + 1e6 * n,  # blocks never overlap
+                        input_tokens=int(r["input_tokens"]),
+                        output_tokens=out_tok,
+                        ttft_s=float(r["ttft_s"]),
+                        tpot_s=None if tpot is None else float(tpot),
+                        itl_s=tuple(float(g) for g in r.get("itl_s", ())),
+                    )
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InputError(
+                    f"malformed request sample: {exc!r}",
+                    location=Location(file=str(p), path=f"requests[{i}]"),
+                    fix="pass an unmodified results.json",
+                ) from None
+    if not out:
+        raise InputError(
+            "no completed request with a first token in the bench results",
+            location=Location(file=str(p)),
+            fix="fit on a run whose requests completed",
+        )
+    return sorted(out, key=lambda m: m.sent_s)
+
+
+def workload_of(reqs: list[MeasuredRequest], name: str = "measured") -> Workload:
+    """The measured requests as a simulator workload (same send times and lengths)."""
+    t0 = reqs[0].sent_s if reqs else 0.0
+    return Workload.of(
+        name,
+        [
+            SimRequest(f"m-{i}", m.sent_s - t0, max(1, m.input_tokens), max(1, m.output_tokens))
+            for i, m in enumerate(reqs)
+        ],
+    )
+
+
+def fit_timings(
+    reqs: list[MeasuredRequest], base: CostModel, config: EngineConfig, *, name: str = "fitted"
+) -> tuple[CostModel, dict[str, Any]]:
+    """Fit the step coefficients so the simulator reproduces measured request timings."""
+    import numpy as np
+
+    if len(reqs) < 4:
+        raise InputError(
+            "not enough completed requests to fit the cost model",
+            rule="at least 4 completed requests with varied prompt lengths are needed",
+            value=len(reqs),
+            fix="fit on a longer run (tens of requests, several prompt lengths)",
+        )
+    start = initial_guess(reqs, base)
+    workload = workload_of(reqs)
+    ttft = np.array([m.ttft_s for m in reqs])
+    tpot = np.array([m.tpot_s if m.tpot_s is not None else np.nan for m in reqs])
+    scale = np.array([max(getattr(start, f), 1e-15) for f in STEP_FIELDS])
+
+    def model_at(x: Any) -> CostModel:
+        vals = scale * np.exp(np.clip(x, -30, 30))
+        coefs: dict[str, Any] = dict(zip(STEP_FIELDS, map(float, vals), strict=True))
+        return dataclasses.replace(start, name=name, **coefs)
+
+    def residuals(x: Any) -> Any:
+        return _log_residuals(model_at(x), config, workload, ttft, tpot)
+
+    x0 = np.zeros(len(STEP_FIELDS))
+    best_x = x0
+    try:
+        from scipy.optimize import least_squares
+
+        sol = least_squares(
+            residuals, x0, diff_step=0.05, max_nfev=400, loss="soft_l1", f_scale=0.1
+        )
+        best_x = sol.x
+    except ImportError:  # pragma: no cover - scipy ships with the bench extra
+        best_x = _coordinate_search(residuals, x0)
+    model = model_at(best_x)
+    return model, _timing_residuals(model, config, workload, ttft, tpot, start)
+
+
+def _log_residuals(
+    model: CostModel, config: EngineConfig, workload: Workload, ttft: Any, tpot: Any
+) -> Any:
+    import numpy as np
+
+    from tierctl.sim.simulate import simulate
+
+    res = simulate(config, workload, model)
+    by_rid = {r.rid: r for r in res.requests}
+    out = []
+    for i, (t, p) in enumerate(zip(ttft, tpot, strict=True)):
+        r = by_rid.get(f"m-{i}")
+        st = r.ttft_s if r is not None and r.ttft_s else None
+        out.append(math.log(st / t) if st and t > 0 else 5.0)
+        if not np.isnan(p) and p > 0:
+            sp = r.tpot_s if r is not None else None
+            out.append(math.log(sp / p) if sp else 5.0)
+    return np.array(out)
+
+
+def _coordinate_search(fun: Any, x0: Any) -> Any:
+    import numpy as np
+
+    x = np.array(x0, dtype=float)
+    best = float(np.sum(fun(x) ** 2))
+    step = 1.0
+    while step > 0.02:
+        improved = False
+        for j in range(len(x)):
+            for d in (step, -step):
+                y = x.copy()
+                y[j] += d
+                v = float(np.sum(fun(y) ** 2))
+                if v < best:
+                    x, best, improved = y, v, True
+        if not improved:
+            step /= 2
+    return x
+
+
+def initial_guess(reqs: list[MeasuredRequest], base: CostModel) -> CostModel:
+    """A direct regression on the timings: the start of the simulated fit.
+
+    Decode: each request's TPOT against the number of requests decoding alongside it (the
+    overlap of their decode intervals). Prefill: TTFT against prompt length, over the requests
+    that found the engine idle.
+    """
+    import numpy as np
+
+    spans = [
+        (m.sent_s + m.ttft_s, m.sent_s + m.ttft_s + (m.tpot_s or 0) * (m.output_tokens - 1))
+        for m in reqs
+    ]
+    rows, ys = [], []
+    for i, m in enumerate(reqs):
+        if m.tpot_s is None or m.output_tokens < 2:
+            continue
+        a0, a1 = spans[i]
+        length = max(a1 - a0, 1e-9)
+        overlap = sum(max(0.0, min(a1, b1) - max(a0, b0)) / length for b0, b1 in spans)
+        rows.append([1.0, overlap])
+        ys.append(m.tpot_s)
+    dec = (base.decode_base_s, base.decode_per_seq_s)
+    if len(rows) >= 2:
+        coef, *_ = np.linalg.lstsq(np.array(rows), np.array(ys), rcond=None)
+        dec = (max(float(coef[0]), 1e-6), max(float(coef[1]), 1e-7))
+    busy_until = -math.inf
+    prow, pys = [], []
+    for m in reqs:
+        if m.sent_s >= busy_until:
+            c = float(m.input_tokens)
+            prow.append([1.0, c, c * c / 2])
+            pys.append(max(m.ttft_s - dec[0], 1e-6))
+        busy_until = max(busy_until, m.sent_s + m.ttft_s + (m.tpot_s or 0) * m.output_tokens)
+    pre = (base.prefill_base_s, base.prefill_per_token_s, base.prefill_attn_pair_s)
+    if len(prow) >= 3:
+        from tierctl.sim.cost import _nnls
+
+        a, b, g = _nnls(np.array(prow), np.array(pys))
+        pre = (max(a, 1e-6), max(b, 1e-9), max(g, 1e-15))
+    return dataclasses.replace(
+        base,
+        prefill_base_s=pre[0],
+        prefill_per_token_s=pre[1],
+        prefill_attn_pair_s=pre[2],
+        decode_base_s=dec[0],
+        decode_per_seq_s=dec[1],
+        decode_per_ctx_token_s=max(base.decode_per_ctx_token_s * 1e-3, 1e-15),
+    )
+
+
+def _timing_residuals(
+    model: CostModel,
+    config: EngineConfig,
+    workload: Workload,
+    ttft: Any,
+    tpot: Any,
+    start: CostModel,
+) -> dict[str, Any]:
+    import numpy as np
+
+    from tierctl.sim.simulate import simulate
+
+    res = simulate(config, workload, model)
+    by_rid = {r.rid: r for r in res.requests}
+    e_ttft, e_tpot = [], []
+    for i, (t, p) in enumerate(zip(ttft, tpot, strict=True)):
+        r = by_rid.get(f"m-{i}")
+        if r is None or r.ttft_s is None:
+            continue
+        e_ttft.append(r.ttft_s / t - 1)
+        if not np.isnan(p) and r.tpot_s:
+            e_tpot.append(r.tpot_s / p - 1)
+    at = np.abs(np.array(e_ttft)) if e_ttft else np.array([np.nan])
+    ap = np.abs(np.array(e_tpot)) if e_tpot else np.array([np.nan])
+    sim_ttft = [r.ttft_s for r in res.requests if r.ttft_s is not None]
+    return {
+        "ttft_median_abs_rel_error": float(np.median(at)),
+        "ttft_p90_abs_rel_error": float(np.percentile(at, 90)),
+        "tpot_median_abs_rel_error": float(np.median(ap)),
+        "tpot_p90_abs_rel_error": float(np.percentile(ap, 90)),
+        "ttft_p50_measured_s": float(np.median(ttft)),
+        "ttft_p50_simulated_s": float(np.median(sim_ttft)) if sim_ttft else float("nan"),
+        "start": {f: getattr(start, f) for f in STEP_FIELDS},
+    }
+
+
+def _step_residuals(model: CostModel, pre: list[Any], dec: list[Any]) -> dict[str, float]:
+    oh = model.round_overhead_s
+    ep = [abs((oh + model.prefill_s(s.chunks)) / s.duration_s - 1) for s in pre if s.duration_s > 0]
+    ed = [
+        abs((oh + model.decode_s(s.batch_size, s.context_tokens)) / s.duration_s - 1)
+        for s in dec
+        if s.duration_s > 0
+    ]
+    return {
+        "prefill_mean_abs_rel_error": sum(ep) / len(ep) if ep else float("nan"),
+        "decode_mean_abs_rel_error": sum(ed) / len(ed) if ed else float("nan"),
+    }

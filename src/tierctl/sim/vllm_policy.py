@@ -1,0 +1,309 @@
+"""vLLM v1's scheduling policy, round by round, beside SGLang's (:mod:`tierctl.sim.engine`).
+
+Read from ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``) and
+``vllm/config/scheduler.py``; what the model keeps of it:
+
+1. **No phases.** Each step hands out a token budget (``--max-num-batched-tokens``). The
+   *running* requests go first, in the order they were admitted: a decoding request takes one
+   token, a request still prefilling takes the rest of its prompt, capped by
+   ``--long-prefill-token-threshold`` (when > 0) and by what is left of the budget. So decode
+   is never starved by a long prompt admitted after it, and a long prompt admitted before a
+   decoding request can take the whole budget ahead of it.
+2. **Then the waiting queue**, in arrival order, while budget is left and fewer than
+   ``--max-num-seqs`` requests run, and only if no request was preempted this step: the
+   prefix-cached tokens are skipped, the chunk is capped as above, and without chunked prefill
+   (``--no-enable-chunked-prefill``) a prompt that does not fit the remaining budget stops the
+   queue. A request that cannot get KV slots stops the queue.
+3. **KV slots are allocated as tokens are computed** (not reserved up front as SGLang's
+   model does). When a running request cannot get a slot, the *last* running request is
+   preempted (its KV freed; it goes back to the head of the queue and recomputes its prompt
+   and the tokens it already produced), until the request fits or is itself the one preempted.
+4. ``--max-num-partial-prefills`` > 1 sets the threshold to 4 % of ``--max-model-len`` when it
+   is unset, as ``SchedulerConfig.__post_init__`` does; the v1 scheduler enforces no other
+   limit on concurrent partial prefills (the V0 scheduler did). ``--long-prefill-token-
+   threshold-adaptive`` (0.33) floors the threshold at ``budget / (waiting + running)``.
+
+One step is one forward pass over every scheduled token: its cost is the chunked prefill's
+cost plus what the decode rows add (``CostModel.prefill_s`` + ``decode_marginal_s``), or a
+decode step's when no prefill ran.
+"""
+
+from __future__ import annotations
+
+from tierctl.sim.config import VLLM_DEFAULT_BLOCK_TOKENS, EngineConfig
+from tierctl.sim.cost import CostModel
+from tierctl.sim.engine import Emission, Live, Round, Scheduler
+from tierctl.sim.workload import SimRequest
+
+
+class VllmScheduler(Scheduler):
+    """A discrete-event model of one vLLM (v1 engine) replica's scheduler."""
+
+    def __init__(self, config: EngineConfig, cost: CostModel) -> None:
+        super().__init__(config, cost)
+        self.interval_rounds = 0
+        block = config.block_size or VLLM_DEFAULT_BLOCK_TOKENS
+        if config.num_gpu_blocks_override is not None:
+            self.kv_pool_tokens = config.num_gpu_blocks_override * block
+        else:
+            self.kv_pool_tokens = cost.kv_pool_tokens
+        self.max_model_len = config.max_model_len or self.kv_pool_tokens
+        self.max_running = config.max_num_seqs or cost.max_running_requests
+        self.chunked_prefill = config.enable_chunked_prefill
+        budget = config.max_num_batched_tokens
+        if budget is None:
+            # vLLM's defaults depend on the GPU; the cost model's chunk stands in for them.
+            # Without chunked prefill the budget must hold a whole prompt.
+            budget = cost.chunked_prefill_size
+            if not self.chunked_prefill:
+                budget = max(budget, self.max_model_len)
+        self.token_budget = budget
+        threshold = config.long_prefill_token_threshold
+        if config.max_num_partial_prefills > 1 and threshold == 0:
+            threshold = int(self.max_model_len * 0.04)
+        self.threshold = threshold
+        self.host_cache_tokens = 0
+        self.cache = self.cache if config.enable_prefix_caching else None
+        if config.enable_prefix_caching and self.cache is None:
+            from tierctl.sim.prefix_cache import PrefixCache
+            from tierctl.traces import BLOCK_TOKENS
+
+            self.cache = PrefixCache(BLOCK_TOKENS)
+        # Admitted requests (vLLM's ``running``), in admission order: prefilling and decoding.
+        self.order: list[Live] = []
+
+    # -- intake -------------------------------------------------------------------------
+
+    def submit(self, req: SimRequest, now_s: float) -> str:
+        """Enqueue a request; ``"too_long"`` when prompt plus output exceeds the model length
+        or the KV pool (vLLM answers 400)."""
+        if req.input_tokens + req.output_tokens > self.max_model_len:
+            live = Live(req=req, enqueued_s=now_s, last_token_s=now_s, status="rejected")
+            self._close(live, now_s)
+            return "too_long"
+        return super().submit(req, now_s)
+
+    def abort(self, rid: str, now_s: float) -> bool:
+        """Drop a request wherever it is; True if it was live."""
+        live = self.lives.get(rid)
+        if live is not None and live in self.order:
+            self.order.remove(live)
+            if live.status == "prefilling":
+                live.status = "aborted"
+                self.kv_used_tokens -= live.kv_tokens
+                live.kv_tokens = 0
+                self._close(live, now_s)
+                return True
+        return super().abort(rid, now_s)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a round would do anything besides idling."""
+        return bool(self.order or self.waiting)
+
+    def prefilling(self) -> int:
+        """Admitted requests still computing their prompt."""
+        return sum(1 for live in self.order if live.status == "prefilling")
+
+    # -- one step -----------------------------------------------------------------------
+
+    def _cap(self, tokens: int) -> int:
+        threshold = self.threshold
+        if threshold > 0 and self.config.long_prefill_token_threshold_adaptive:
+            share = self.token_budget // max(1, len(self.waiting) + len(self.order))
+            threshold = max(threshold, share)
+        return min(tokens, threshold) if 0 < threshold < tokens else tokens
+
+    def step(self, now_s: float) -> Round | None:
+        """Run one engine step starting at ``now_s``; None when there is nothing to do."""
+        if not self.busy:
+            return None
+        self.stats.rounds += 1
+        budget = self.token_budget
+        decoders: list[Live] = []
+        prefills: list[tuple[Live, int]] = []
+        preempted = False
+        in_burst = any(live.status == "prefilling" for live in self.order)
+        i = 0
+        while i < len(self.order) and budget > 0:
+            live = self.order[i]
+            if live.status == "decoding":
+                take = 1
+            else:
+                take = min(self._cap(live.extend_tokens - live.prefilled_tokens), budget)
+            while self.kv_pool_tokens - self.kv_used_tokens < take:
+                victim = self.order[-1]
+                self._preempt(victim, now_s)
+                preempted = True
+                if victim is live:
+                    break
+            if live.status in ("waiting",):
+                break  # preempted itself: nothing left to free
+            if live.status == "decoding":
+                decoders.append(live)
+            else:
+                prefills.append((live, take))
+            self.kv_used_tokens += take
+            live.kv_tokens += take
+            budget -= take
+            i += 1
+        if not preempted:
+            budget = self._admit_waiting(now_s, budget, prefills)
+        if not decoders and not prefills:
+            return Round(now_s, self.cost.round_overhead_s, "idle", (), 0, 0)
+        return self._run(now_s, decoders, prefills, in_burst)
+
+    def _admit_waiting(self, now_s: float, budget: int, prefills: list[tuple[Live, int]]) -> int:
+        while self.waiting and budget > 0 and len(self.order) < self.max_running:
+            live = self.waiting[0]
+            req = live.req
+            cached = 0
+            if self.cache is not None and req.block_hashes:
+                cached = min(self.cache.match(req.block_hashes), req.input_tokens - 1)
+            todo = req.input_tokens + live.resumed_tokens - cached
+            take = self._cap(todo)
+            if not self.chunked_prefill and take > budget:
+                break
+            take = min(take, budget)
+            free = self.kv_pool_tokens - self.kv_used_tokens
+            if take > free:
+                if live.kv_blocked_since is None:
+                    live.kv_blocked_since = now_s
+                    self.stats.kv_waits += 1
+                break
+            if live.kv_blocked_since is not None:
+                live.kv_wait_s += now_s - live.kv_blocked_since
+                live.kv_blocked_since = None
+            self.waiting.popleft()
+            if self.cache is not None:
+                self.cache.evict_to(free - take)
+            if live.admitted_s is None:
+                live.admitted_s = now_s
+                self.stats.prompt_tokens += req.input_tokens
+                self.stats.cached_tokens += cached
+            live.cached_tokens = cached
+            live.prefilled_tokens = 0
+            live.status = "prefilling"
+            live.kv_tokens = take
+            self.kv_used_tokens += take
+            self.order.append(live)
+            prefills.append((live, take))
+            budget -= take
+        return budget
+
+    def _run(
+        self,
+        now_s: float,
+        decoders: list[Live],
+        prefills: list[tuple[Live, int]],
+        in_burst: bool,
+    ) -> Round:
+        cost = self.cost
+        b, k = len(decoders), self.context_tokens
+        chunks = tuple(
+            (take, live.cached_tokens + live.prefilled_tokens) for live, take in prefills
+        )
+        if chunks:
+            self.stats.prefill_rounds += 1
+            self.prefill_epoch += 1
+            dur = cost.round_overhead_s + cost.prefill_s(chunks)
+            if decoders:
+                dur += cost.decode_marginal_s(b, k)
+            kind = "mixed" if decoders else "prefill"
+        else:
+            dur = cost.round_overhead_s + cost.decode_s(b, k)
+            kind = "decode"
+        end = now_s + dur
+        emitted: list[Emission] = []
+        if decoders:
+            emitted += self._decode_tokens(decoders, end, in_burst or bool(chunks))
+        for live, take in prefills:
+            live.prefilled_tokens += take
+            if live.prefilled_tokens < live.extend_tokens:
+                continue
+            emitted.append(self._prefill_done(live, end))
+        return Round(now_s, dur, kind, chunks, b + len(prefills), k, tuple(emitted))
+
+    def _prefill_done(self, live: Live, end_s: float) -> Emission:
+        """The last chunk of a prompt ran: the step samples the request's next token."""
+        if live.generated == 0:
+            return self._first_token(live, end_s)
+        # A preempted request recomputed its prompt and outputs: it decodes on from here.
+        gap = end_s - live.last_token_s
+        live.itl_max_s = max(live.itl_max_s, gap)
+        live.burst_gap_sum_s += gap
+        live.burst_gaps += 1
+        live.epoch = self.prefill_epoch
+        live.generated += 1
+        live.last_token_s = end_s
+        live.resumed_tokens = 0
+        live.prefilled_tokens = 0
+        live.cached_tokens = 0
+        done = live.generated >= live.req.output_tokens
+        if done:
+            self._finish(live, end_s)
+        else:
+            live.status = "decoding"
+            self.running.append(live)
+            self.context_tokens += live.req.input_tokens + live.generated
+        return Emission(live.req.rid, live.generated, done)
+
+    def _preempt(self, live: Live, now_s: float) -> None:
+        """Free a running request's KV and put it back at the head of the queue."""
+        self.order.remove(live)
+        if live.status == "decoding":
+            self.running.remove(live)
+            self.context_tokens -= live.req.input_tokens + live.generated
+        self.kv_used_tokens -= live.kv_tokens
+        live.kv_tokens = 0
+        live.resumed_tokens = live.generated
+        live.prefilled_tokens = 0
+        live.status = "waiting"
+        live.preemptions += 1
+        self.stats.preemptions += 1
+        self.waiting.appendleft(live)
+
+    # -- fast-forward (offline only) ----------------------------------------------------
+
+    def decode_only(self, now_s: float) -> bool:
+        """True when the next steps are pure decode until a finish or an arrival: nothing is
+        prefilling and the queue is empty or its head cannot be scheduled."""
+        if not self.running or len(self.order) != len(self.running):
+            return False
+        b = len(self.running)
+        if self.kv_pool_tokens - self.kv_used_tokens < b:
+            return False  # the next step preempts
+        if not self.waiting:
+            return True
+        if len(self.order) >= self.max_running or self.token_budget - b <= 0:
+            return True
+        # The head blocked on KV slots stays blocked until a request finishes: decoding only
+        # takes more slots.
+        head = self.waiting[0]
+        req = head.req
+        cached = 0
+        if self.cache is not None and req.block_hashes:
+            cached = min(self.cache.match(req.block_hashes, touch=False), req.input_tokens - 1)
+        todo = self._cap(req.input_tokens + head.resumed_tokens - cached)
+        room = self.token_budget - b
+        if not self.chunked_prefill and todo > room:
+            return True
+        blocked = min(todo, room) > self.kv_pool_tokens - self.kv_used_tokens - b
+        if blocked and head.kv_blocked_since is None:
+            head.kv_blocked_since = now_s
+            self.stats.kv_waits += 1
+        return blocked
+
+    def _ff_round_cap(self) -> int:
+        b = max(1, len(self.running))
+        return max(1, (self.kv_pool_tokens - self.kv_used_tokens) // b)
+
+    def _ff_account(self, rounds: int) -> None:
+        for live in self.running:
+            live.kv_tokens += rounds
+        self.kv_used_tokens += rounds * len(self.running)
+
+    def _finish(self, live: Live, end_s: float) -> None:
+        if live in self.order:
+            self.order.remove(live)
+        super()._finish(live, end_s)
