@@ -29,6 +29,7 @@ def test_public_members_are_pinned() -> None:
         "yaml12",
         "demo",
         "traces",
+        "engines",
         "latency",
         "bundled_tokenizer",
     }

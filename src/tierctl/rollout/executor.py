@@ -176,9 +176,7 @@ def run_rollout(
     return RolloutResult(tuple(outcomes), None if journal is None else journal.path)
 
 
-def _log_reader(
-    driver: Driver, dep: Deployment, service: str
-) -> Callable[[], str | None] | None:
+def _log_reader(driver: Driver, dep: Deployment, service: str) -> Callable[[], str | None] | None:
     """How the gates read an engine's log, where the driver can (``logs(dep, service)``)."""
     logs = getattr(driver, "logs", None)
     if logs is None:

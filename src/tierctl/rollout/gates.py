@@ -352,7 +352,6 @@ def _counts(ctx: GateContext) -> tuple[float, float]:
     return (finished, aborted)
 
 
-
 @dataclass(frozen=True)
 class RunbookContext:
     """What a gate's runbook text may mention."""
@@ -386,9 +385,7 @@ def _describe_metrics_variant(step: Step, rb: RunbookContext) -> str:
     profile = step_profile(step.expected_argv)
     container = step.container_name or step.service
     q = variants_query(profile, rb.variant_label, container, rb.host)
-    return (
-        f"`{profile.metrics_path}` exports {profile.kind} metrics; `{q}` shows `{step.variant}`"
-    )
+    return f"`{profile.metrics_path}` exports {profile.kind} metrics; `{q}` shows `{step.variant}`"
 
 
 def _describe_prometheus_variants(step: Step, rb: RunbookContext) -> str:
@@ -399,7 +396,9 @@ def _describe_prometheus_variants(step: Step, rb: RunbookContext) -> str:
 
 
 def _describe_soak(step: Step, rb: RunbookContext) -> str:
-    return "optional soak (`--soak-s`): health keeps answering, aborted/finished ≤ `--max-error-rate`"
+    return (
+        "optional soak (`--soak-s`): health keeps answering, aborted/finished ≤ `--max-error-rate`"
+    )
 
 
 _ALL: tuple[Gate, ...] = (
