@@ -23,6 +23,7 @@ rendered file, an interrupted load test) are returned by the command as an :clas
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -66,7 +67,12 @@ class Location:
 
 
 class TierctlError(Exception):
-    """Root of every error tierctl reports; ``exit_code`` is what the CLI exits with."""
+    """Root of every error tierctl reports; ``exit_code`` is what the CLI exits with.
+
+    ``params`` lists the library parameters the message, rule and fix name, each written in
+    backticks (```repetitions```). The library shows them so; a caller with its own names for
+    them (the CLI's options) passes ``labels`` to :meth:`format`, which puts its names in.
+    """
 
     exit_code: ExitCode = ExitCode.FAILURE
 
@@ -78,6 +84,7 @@ class TierctlError(Exception):
         rule: str | None = None,
         value: object = None,
         fix: str | None = None,
+        params: tuple[str, ...] = (),
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -85,17 +92,31 @@ class TierctlError(Exception):
         self.rule = rule
         self.value = value
         self.fix = fix
+        self.params = params
 
-    def format(self) -> str:
-        """Render the error as the operator sees it: location, message, rule, value, fix."""
-        head = f"{self.location}: {self.message}" if self.location else self.message
+    def _words(self, text: str, labels: Mapping[str, str]) -> str:
+        for name in self.params:
+            if name in labels:
+                text = text.replace(f"`{name}`", labels[name])
+        return text
+
+    def format(self, labels: Mapping[str, str] | None = None) -> str:
+        """Render the error as the operator sees it: location, message, rule, value, fix.
+
+        Args:
+            labels: the caller's name for a parameter in :attr:`params` (the CLI passes its
+                option names, ``{"repetitions": "--repeat"}``); others stay in backticks.
+        """
+        labels = labels or {}
+        message = self._words(self.message, labels)
+        head = f"{self.location}: {message}" if self.location else message
         lines = [head]
         if self.rule:
-            lines.append(f"  rule: {self.rule}")
+            lines.append(f"  rule: {self._words(self.rule, labels)}")
         if self.value is not None:
             lines.append(f"  found: {self.value!r}")
         if self.fix:
-            lines.append(f"  fix: {self.fix}")
+            lines.append(f"  fix: {self._words(self.fix, labels)}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -119,9 +140,9 @@ class SpecErrors(InputError):
         super().__init__(errors[0].message if errors else "invalid spec")
         self.errors = errors
 
-    def format(self) -> str:
+    def format(self, labels: Mapping[str, str] | None = None) -> str:
         """Every problem, one block each, then a count."""
-        blocks = [e.format() for e in self.errors]
+        blocks = [e.format(labels) for e in self.errors]
         if len(self.errors) > 1:
             blocks.append(f"{len(self.errors)} problems in the spec")
         return "\n".join(blocks)

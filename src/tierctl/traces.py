@@ -11,9 +11,6 @@ imported, so the base CLI can read traces without the ``sim``/``bench`` extras.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -22,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tierctl.errors import InputError, Location
+from tierctl.readers import Limits, csv_rows, json_line, read_text
 
 #: Tokens per hashed prompt block: Mooncake's ``hash_ids`` name 512-token blocks.
 BLOCK_TOKENS = 512
@@ -101,14 +99,7 @@ def read_trace(
             value=fmt,
             fix=f"use one of: {', '.join(TRACE_FORMATS)}",
         )
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(
-            f"cannot read trace file: {exc}",
-            location=Location(file=str(file)),
-            fix="pass an existing UTF-8 trace file",
-        ) from None
+    text = read_text(file, what="trace", limits=Limits.trace())
     rows: list[TraceRow] = []
     for raw in spec.read(text, str(file), spec.keys):
         try:
@@ -147,20 +138,37 @@ def _row(raw: _Raw) -> TraceRow:
 
 def _number(value: Any, what: str) -> float:
     if isinstance(value, bool):
-        raise _BadRow(f"{what} is not a number: {value!r}")
+        raise _BadRow(f"{what} is not a number: {_short(value)}")
+    if isinstance(value, str) and len(value) > _MAX_NUMBER_CHARS:
+        raise _BadRow(f"{what} is not a number: {_short(value)}")
     try:
         x = float(value)
     except (TypeError, ValueError):
-        raise _BadRow(f"{what} is not a number: {value!r}") from None
+        raise _BadRow(f"{what} is not a number: {_short(value)}") from None
+    except OverflowError:
+        raise _BadRow(f"{what} is too large: {_short(value)}") from None
     if not math.isfinite(x):
-        raise _BadRow(f"{what} is not finite: {value!r}")
+        raise _BadRow(f"{what} is not finite: {_short(value)}")
+    if x > _MAX_SECONDS_OR_TOKENS:
+        raise _BadRow(f"{what} is over {_MAX_SECONDS_OR_TOKENS:.0e}: {_short(value)}")
     return x
+
+
+# A trace spans at most ~31 years of seconds or a trillion tokens; larger values are corrupt,
+# and one arrival near 1e35 s made the simulator's clock stop advancing (float precision).
+_MAX_SECONDS_OR_TOKENS = 1e12
+_MAX_NUMBER_CHARS = 64
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
 
 
 def _count(value: Any, what: str, *, minimum: int) -> int:
     x = _number(value, what)
     if x != int(x) or x < minimum:
-        raise _BadRow(f"{what} must be an integer >= {minimum}: {value!r}")
+        raise _BadRow(f"{what} must be an integer >= {minimum}: {_short(value)}")
     return int(x)
 
 
@@ -172,14 +180,14 @@ def _jsonl(divisor: float) -> _Reader:
             if not line.strip():
                 continue
             loc = Location(file=file, line=n)
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"not JSON: {exc.msg}", location=loc, fix="one JSON object per line"
-                ) from None
+            obj = json_line(line, file, n)
             if not isinstance(obj, dict):
-                raise InputError("each line must be a JSON object", location=loc, value=obj)
+                raise InputError(
+                    "each line must be a JSON object",
+                    location=loc,
+                    value=_short(obj),
+                    fix="one JSON object per line",
+                )
             missing = [k for k in keys if k not in obj]
             if missing:
                 raise InputError(
@@ -191,10 +199,15 @@ def _jsonl(divisor: float) -> _Reader:
             if not isinstance(hashes, list) or not all(
                 isinstance(h, int) and not isinstance(h, bool) for h in hashes
             ):
-                raise InputError("hash_ids must be a list of integers", location=loc, value=hashes)
+                raise InputError(
+                    "hash_ids must be a list of integers", location=loc, value=_short(hashes)
+                )
             arrival = obj[keys[0]]
             if isinstance(arrival, int | float) and not isinstance(arrival, bool):
-                arrival = arrival / divisor
+                try:
+                    arrival = arrival / divisor
+                except OverflowError:  # an int too large for a float
+                    arrival = math.inf
             rid = obj.get("rid")
             yield _Raw(
                 n,
@@ -212,18 +225,16 @@ def _csv(arrival: Callable[[str | None], float]) -> _Reader:
     """A CSV reader (header row naming the columns) with an arrival parser."""
 
     def read(text: str, file: str, keys: tuple[str, str, str]) -> Iterator[_Raw]:
-        reader = csv.DictReader(io.StringIO(text))
-        header = reader.fieldnames or []
+        header, records = csv_rows(text, file)
         missing = [k for k in keys if k not in header]
         if missing:
             raise InputError(
                 f"CSV header lacks column(s) {', '.join(missing)}",
                 location=Location(file=file, line=1),
-                value=header,
+                value=[_short(h) for h in header[:20]],
                 fix=f"the header must name {', '.join(keys)}",
             )
-        for rec in reader:
-            n = reader.line_num
+        for n, rec in records:
             try:
                 t = arrival(rec[keys[0]])
             except _BadRow as exc:

@@ -92,7 +92,9 @@ def test_ab_same_server_gives_ratios_near_one(node_url, tmp_path, capsys):
     assert [b["arm"] for b in doc["blocks"]] == list("ABBAABBA")
     completion = next(r for r in doc["ratios"] if r["metric"] == "completion_pct")
     assert completion["ratio"] == 1.0
-    assert "B/A (4 paired blocks" in capsys.readouterr().out
+    stdout = capsys.readouterr().out
+    assert f"A = {node_url}, B = {node_url}: 4 paired blocks" in stdout
+    assert "│ B/A " in stdout  # the ratio row, beside the arms' own rows
 
 
 def test_ctrl_c_saves_partial_results_with_the_accounting(tmp_path):

@@ -29,9 +29,10 @@ def test_public_members_are_pinned() -> None:
         "yaml12",
         "demo",
         "traces",
-        "engines",
+        "readers",
         "latency",
         "bundled_tokenizer",
+        "engines",
     }
     assert public == set(tierctl.__all__)
 

@@ -22,7 +22,7 @@ from tierctl.bench.plan import Plan, build_plan
 from tierctl.bench.prompts import PromptSource
 from tierctl.bench.runner import Progress, resolve_model, run_plan
 from tierctl.bench.samples import RunRecord
-from tierctl.bench.summary import METRICS
+from tierctl.bench.summary import METRICS, busy_span_s
 from tierctl.bench.workload import Workload
 from tierctl.errors import InputError
 from tierctl.latency import percentile
@@ -79,10 +79,11 @@ def check_order(order: str) -> str:
     up = order.upper()
     if not up or set(up) - {"A", "B"} or up.count("A") == 0 or up.count("B") == 0:
         raise InputError(
-            f"bad --order {order!r}",
+            f"bad `order` {order!r}",
             rule="a sequence of the letters A and B containing both",
             value=order,
             fix="use ABBA (counterbalanced, the default), BAAB, AB or ABAB",
+            params=("order",),
         )
     return up
 
@@ -175,6 +176,8 @@ class _BlockArrays:
     sent: int
     completed: int
     probe_misses: int | None
+    output_tokens: int = 0
+    span_s: float = 0.0
 
     @classmethod
     def of(cls, record: RunRecord, lane: str | None) -> _BlockArrays:
@@ -189,14 +192,18 @@ class _BlockArrays:
             completed=len(done),
             # Probes belong to the endpoint, not to a lane.
             probe_misses=sum(p.missed for p in record.probes) if lane is None else None,
+            output_tokens=sum(r.output_tokens for r in done),
+            span_s=busy_span_s(reqs),
         )
 
 
 _PCT: dict[str, tuple[str, float]] = {
     "ttft_p50_s": ("ttft", 50),
     "ttft_p95_s": ("ttft", 95),
+    "ttft_p99_s": ("ttft", 99),
     "tpot_p50_s": ("tpot", 50),
     "tpot_p90_s": ("tpot", 90),
+    "itl_p50_s": ("itl", 50),
     "itl_p90_s": ("itl", 90),
     "e2e_p50_s": ("e2e", 50),
 }
@@ -211,6 +218,10 @@ def pooled_metric(name: str, blocks: Sequence[_BlockArrays]) -> float | None:
     completed = sum(b.completed for b in blocks)
     if name == "completion_pct":
         return 100.0 * completed / sent if sent else None
+    if name == "output_tok_per_s":
+        # Pooled blocks ran one after the other: total tokens over total busy time.
+        span = sum(b.span_s for b in blocks)
+        return sum(b.output_tokens for b in blocks) / span if span > 0 else None
     if name == "errors":
         return float(sent - completed)
     if name == "probe_misses":

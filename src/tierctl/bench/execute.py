@@ -51,8 +51,8 @@ class ABOutcome:
     files: tuple[Path, ...] = field(default_factory=tuple)
 
 
-def check_url(url: str, option: str = "--url") -> str:
-    """Accept an http(s) base URL; strip a trailing slash.
+def check_url(url: str, param: str = "url") -> str:
+    """Accept an http(s) base URL; strip a trailing slash. ``param`` names it in errors.
 
     Raises:
         InputError: not an http(s) URL with a host.
@@ -60,14 +60,15 @@ def check_url(url: str, option: str = "--url") -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(
-            f"{option} must be an http(s) base URL",
+            f"`{param}` must be an http(s) base URL",
             value=url,
             fix="for example http://127.0.0.1:30000",
+            params=(param,),
         )
     return url.rstrip("/")
 
 
-def check_reachable(url: str, option: str = "--url", timeout_s: float = 10.0) -> None:
+def check_reachable(url: str, param: str = "url", timeout_s: float = 10.0) -> None:
     """Open (and close) a TCP connection to ``url``'s host and port before any load is sent.
 
     A dead endpoint is an error, not a run in which every request "failed": the operator
@@ -91,8 +92,9 @@ def check_reachable(url: str, option: str = "--url", timeout_s: float = 10.0) ->
     else:
         return
     raise RuntimeFailure(
-        f"cannot reach {option} {url}: {reason}",
+        f"cannot reach `{param}` {url}: {reason}",
         fix="start the server, or check the host and port",
+        params=(param,),
     )
 
 
@@ -145,21 +147,26 @@ def bench_ab(
     out_dir: Path | None = None,
     plots: bool = True,
     console: Console | None = None,
+    names: tuple[str, str] | None = None,
 ) -> ABOutcome:
     """Paired A/B of ``workload`` between ``a_url`` and ``b_url``; ratios B/A with CIs.
+
+    ``names`` (A's, B's), e.g. replica names, label the arms in the plots' legends.
 
     Raises:
         InputError: bad URL, order, repetitions, trace or tokenizer.
         RuntimeFailure: nothing listens at ``a_url`` or ``b_url``.
     """
-    a_url, b_url = check_url(a_url, "--a"), check_url(b_url, "--b")
+    a_url, b_url = check_url(a_url, "a_url"), check_url(b_url, "b_url")
     order = check_order(order)
     if repetitions < 1:
-        raise InputError("--repeat must be at least 1", value=repetitions)
+        raise InputError(
+            "`repetitions` must be at least 1", value=repetitions, params=("repetitions",)
+        )
     plan: Plan = build_plan(workload)
     prompts = make_prompt_source(tokenizer, workload.seed)
-    check_reachable(a_url, "--a")
-    check_reachable(b_url, "--b")
+    check_reachable(a_url, "a_url")
+    check_reachable(b_url, "b_url")
     console = console or Console(stderr=True)
     total_blocks = repetitions * len(order)
     with _bars(console) as bars:
@@ -199,7 +206,7 @@ def bench_ab(
         if plots:
             from tierctl.bench.plots import plot_ab
 
-            files += plot_ab(result, out_dir, probe_timeout_s=workload.probe.timeout_s)
+            files += plot_ab(result, out_dir, probe_timeout_s=workload.probe.timeout_s, names=names)
     return ABOutcome(result, ratios, workload, tuple(files))
 
 

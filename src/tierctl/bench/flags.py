@@ -46,6 +46,10 @@ class WorkloadFlags:
     no_probe: bool = False
 
 
+# The flags that make a lane, as errors name them (the CLI shows its option names).
+_LANE_PARAMS = ("workload_path", "burst", "hammer_rate", "hammer_concurrency", "trace_path")
+
+
 def workload_from_flags(flags: WorkloadFlags) -> Workload:
     """A workload file with flag overrides, or a workload made of lane flags.
 
@@ -61,8 +65,10 @@ def workload_from_flags(flags: WorkloadFlags) -> Workload:
     if flags.workload_path:
         if lanes:
             raise InputError(
-                "give either --workload or lane flags (--burst/--hammer-*/--trace)",
+                "give either `workload_path` or lane flags "
+                "(`burst`/`hammer_rate`/`hammer_concurrency`/`trace_path`)",
                 fix="put every lane in the workload file",
+                params=_LANE_PARAMS,
             )
         base: dict[str, Any] = load_workload(flags.workload_path).model_dump()
     elif lanes:
@@ -70,7 +76,9 @@ def workload_from_flags(flags: WorkloadFlags) -> Workload:
     else:
         raise InputError(
             "no load given",
-            fix="pass --workload FILE, or --burst, --hammer-rate/--hammer-concurrency, or --trace",
+            fix="pass `workload_path` FILE, or `burst`, `hammer_rate`/`hammer_concurrency`, "
+            "or `trace_path`",
+            params=_LANE_PARAMS,
         )
     probe = dict(base.get("probe") or {})
     if flags.probe:
@@ -98,9 +106,10 @@ def _lanes(flags: WorkloadFlags) -> list[dict[str, Any]]:
         inp, _, out = flags.hammer_tokens.partition(":")
         if not (inp.isdigit() and out.isdigit()):
             raise InputError(
-                "--hammer-tokens must be INPUT:OUTPUT",
+                "`hammer_tokens` must be INPUT:OUTPUT",
                 value=flags.hammer_tokens,
-                fix="for example --hammer-tokens 64:16",
+                fix="for example `hammer_tokens` 64:16",
+                params=("hammer_tokens",),
             )
         lanes.append(
             {

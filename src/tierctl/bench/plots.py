@@ -1,7 +1,9 @@
 """PNG plots of a run or an A/B (matplotlib, Agg backend: no display needed).
 
-* latency CDFs — TTFT, TPOT and E2E of completed requests, one curve per arm (or per lane
-  for a single run);
+* latency CDFs — TTFT, TPOT and E2E of completed requests: for an A/B one row of panels per
+  workload lane (lanes are never pooled: a burst's and a hammer's latencies differ by orders
+  of magnitude), one curve per arm, the legend naming which endpoint is A and which is B;
+  for a single run one curve per lane;
 * probe latency over time — each probe at its send time, misses drawn at the probe timeout
   as crosses, one series per block.
 """
@@ -32,24 +34,42 @@ def _values(requests: Sequence[RequestSample], attr: str) -> np.ndarray:
     return np.sort(np.array([v for v in vals if v is not None], dtype=float)) * 1e3
 
 
-def _cdf_figure(
-    series: Mapping[str, Sequence[RequestSample]], colours: dict[str, str], title: str
-) -> Figure:
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), constrained_layout=True)
+def _cdf_row(
+    axes: Sequence[Axes],
+    series: Mapping[str, Sequence[RequestSample]],
+    colours: dict[str, str],
+    prefix: str = "",
+) -> None:
     for ax, (label, attr) in zip(axes, _PANELS, strict=True):
         for name, reqs in series.items():
             v = _values(reqs, attr)
             if v.size:
                 y = np.arange(1, v.size + 1) / v.size
                 ax.step(v, y, where="post", label=f"{name} (n={v.size})", color=colours.get(name))
-        ax.set_title(f"{label} CDF")
+        ax.set_title(f"{prefix}{label} CDF")
         ax.set_xlabel(f"{label} (ms)")
         ax.set_ylabel("fraction of completed requests")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(loc="lower right", fontsize=8)
+
+
+def _cdf_figure(
+    series: Mapping[str, Sequence[RequestSample]], colours: dict[str, str], title: str
+) -> Figure:
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), constrained_layout=True)
+    _cdf_row(axes, series, colours)
     fig.suptitle(title)
     return fig
+
+
+def arm_legends(result: ABResult, names: tuple[str, str] | None = None) -> dict[str, str]:
+    """Legend text per arm: ``A = r1 (http://...)``, or the URL alone without names."""
+    urls = {"A": result.a_url, "B": result.b_url}
+    out = {}
+    for k, arm in enumerate(("A", "B")):
+        out[arm] = f"{arm} = {names[k]} ({urls[arm]})" if names else f"{arm} = {urls[arm]}"
+    return out
 
 
 def _probe_axes(
@@ -89,13 +109,30 @@ def plot_run(record: RunRecord, out_dir: Path, *, probe_timeout_s: float) -> lis
     return [cdf, probe]
 
 
-def plot_ab(result: ABResult, out_dir: Path, *, probe_timeout_s: float) -> list[Path]:
-    """Write ``latency_cdf.png`` (per arm) and ``probe_latency.png`` (per block)."""
+def plot_ab(
+    result: ABResult,
+    out_dir: Path,
+    *,
+    probe_timeout_s: float,
+    names: tuple[str, str] | None = None,
+) -> list[Path]:
+    """Write ``latency_cdf.png`` (a row per lane, a curve per arm) and ``probe_latency.png``.
+
+    ``names`` (A's, B's) label the arms in the legends, e.g. the replicas ``("r1", "r2")``.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
-    series: dict[str, list[RequestSample]] = {"A": [], "B": []}
-    for b in result.blocks:
-        series[b.arm].extend(b.record.requests)
-    fig = _cdf_figure(series, _ARM_COLOURS, "Latency CDFs per arm (all blocks pooled)")
+    legends = arm_legends(result, names)
+    lanes = sorted({r.lane for b in result.blocks for r in b.record.requests}) or ["(none)"]
+    fig, grid = plt.subplots(
+        len(lanes), 3, figsize=(14, 4.2 * len(lanes)), constrained_layout=True, squeeze=False
+    )
+    colours = {legends[arm]: colour for arm, colour in _ARM_COLOURS.items()}
+    for row, lane in zip(grid, lanes, strict=True):
+        series: dict[str, list[RequestSample]] = {legends["A"]: [], legends["B"]: []}
+        for b in result.blocks:
+            series[legends[b.arm]].extend(r for r in b.record.requests if r.lane == lane)
+        _cdf_row(row, series, colours, prefix=f"{lane}: ")
+    fig.suptitle("Latency CDFs per lane and arm (each arm's blocks pooled)")
     cdf = out_dir / "latency_cdf.png"
     fig.savefig(cdf, dpi=110)
     plt.close(fig)
@@ -104,7 +141,7 @@ def plot_ab(result: ABResult, out_dir: Path, *, probe_timeout_s: float) -> list[
         for k, b in enumerate(result.blocks):
             if b.arm == arm:
                 _probe_axes(ax, f"block {k}", b.record.probes, probe_timeout_s, None)
-        _probe_decor(ax, probe_timeout_s, f"Probe latency over time — arm {arm}")
+        _probe_decor(ax, probe_timeout_s, f"Probe latency over time — {legends[arm]}")
     axes[-1].set_xlabel("time since block start (s)")
     probe = out_dir / "probe_latency.png"
     fig.savefig(probe, dpi=110)

@@ -100,7 +100,7 @@ class TokenizerPrompts:
             from tokenizers import Tokenizer
         except ImportError as exc:  # pragma: no cover - the bench extra ships it
             raise InputError(
-                "the `tokenizers` package is needed for --tokenizer",
+                "the `tokenizers` package is needed to load a tokenizer.json",
                 fix="pip install 'tierctl[bench]'",
             ) from exc
         try:

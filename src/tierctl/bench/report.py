@@ -16,6 +16,7 @@ from rich.table import Table
 
 from tierctl.bench.ab import ABResult, MetricRatio
 from tierctl.bench.clientcheck import verdict_line
+from tierctl.bench.peers import peer_metrics
 from tierctl.bench.probe import unhealthy_episodes
 from tierctl.bench.samples import RunRecord
 from tierctl.bench.summary import METRICS, BenchSummary, summarize
@@ -62,6 +63,7 @@ def record_json(record: RunRecord, misses_to_mark: int = 3) -> dict[str, Any]:
         "unhealthy_episodes": [
             dataclasses.asdict(e) for e in unhealthy_episodes(record.probes, misses_to_mark)
         ],
+        "peer_definitions": [dataclasses.asdict(m) for m in peer_metrics(record.requests)],
         "requests": requests,
         "probes": [dataclasses.asdict(p) for p in record.probes],
     }
@@ -154,27 +156,44 @@ def _num(x: float | None) -> str:
     return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
 
 
+def _metric_cell(name: str, value: float | None) -> str:
+    """A metric's value as the tables show it: latencies in ms, rates and counts as numbers."""
+    if name.endswith("_s"):
+        return _ms(value)
+    return _num(value)
+
+
 def _ab_rows(ratios: Sequence[MetricRatio]) -> tuple[list[str], list[list[str]]]:
-    header = ["workload", *[METRICS[name][0] for name in METRICS]]
+    """Per lane three rows: arm A's own values, arm B's, and B/A (with its 95% CI)."""
+    header = ["workload", "arm", *[METRICS[name][0] for name in METRICS]]
     rows: list[list[str]] = []
     for lane in dict.fromkeys(m.lane for m in ratios):
-        cells = {m.metric: _ratio_cell(m) for m in ratios if m.lane == lane}
-        rows.append([lane or "all", *[cells.get(name, "") for name in METRICS]])
+        cells = {m.metric: m for m in ratios if m.lane == lane}
+        name = lane or "all"
+        for arm in ("A", "B"):
+            values = []
+            for metric in METRICS:
+                m = cells.get(metric)
+                value = None if m is None else (m.ratio.a if arm == "A" else m.ratio.b)
+                values.append("" if m is None else _metric_cell(metric, value))
+            rows.append([name, arm, *values])
+        rows.append([name, "B/A", *[_ratio_cell(cells[n]) if n in cells else "" for n in METRICS]])
     return header, rows
 
 
 def ab_table(result: ABResult, ratios: Sequence[MetricRatio]) -> Table:
-    """The field-report table: B/A ratio (95% bootstrap CI) per metric, A → B for counts."""
+    """Each arm's own values (latencies in ms) and B/A ratio (95% bootstrap CI) per metric."""
     header, rows = _ab_rows(ratios)
     table = Table(
-        title=f"B/A ({len(result.pairs())} paired blocks, order {result.order}, "
-        f"{result.repetitions} repetition(s)); latency cells: ratio (95% CI), counts: A → B",
+        title=f"A = {result.a_url}, B = {result.b_url}: {len(result.pairs())} paired blocks, "
+        f"order {result.order}, {result.repetitions} repetition(s); arms' values pooled over "
+        "blocks (latencies in ms), B/A: ratio (95% CI), counts: A → B",
         title_justify="left",
     )
     for h in header:
-        table.add_column(h, justify="left" if h == "workload" else "right")
-    for row in rows:
-        table.add_row(*row)
+        table.add_column(h, justify="left" if h in ("workload", "arm") else "right")
+    for k, row in enumerate(rows):
+        table.add_row(*row, end_section=k % 3 == 2)
     return table
 
 
@@ -183,8 +202,8 @@ def run_table(record: RunRecord) -> Table:
     table = Table(
         title=f"{record.url} ({record.duration_s:.1f} s; latencies in ms)", title_justify="left"
     )
-    cols = ["lane", "sent", "ok", "failed", "timeout", "TTFT p50", "TTFT p95", "TPOT p50"]
-    cols += ["TPOT p90", "ITL p90", "E2E p50", "lag p99"]
+    cols = ["lane", "sent", "ok", "failed", "timeout", "TTFT p50", "TTFT p95", "TTFT p99"]
+    cols += ["TPOT p50", "TPOT p90", "ITL p50", "ITL p90", "E2E p50", "lag p99", "tok/s", "req/s"]
     for c in cols:
         table.add_column(c, justify="left" if c == "lane" else "right")
     lanes = sorted({r.lane for r in record.requests})
@@ -204,13 +223,17 @@ def run_table(record: RunRecord) -> Table:
                 for v in (
                     s.ttft_p50_s,
                     s.ttft_p95_s,
+                    s.ttft_p99_s,
                     s.tpot_p50_s,
                     s.tpot_p90_s,
+                    s.itl_p50_s,
                     s.itl_p90_s,
                     s.e2e_p50_s,
                     s.queue_p99_s,
                 )
             ),
+            _num(s.output_tok_per_s),
+            _num(s.requests_per_s),
         )
     return table
 
@@ -236,18 +259,44 @@ def run_markdown(record: RunRecord, workload: Workload) -> str:
         f"- {probe_line(record, workload.probe.unhealthy_after)}",
         f"- {verdict_line(record.client)}",
         "",
-        "| lane | sent | ok | TTFT p50 ms | TTFT p95 ms | TPOT p50 ms | TPOT p90 ms | "
-        "ITL p90 ms | E2E p50 ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| lane | sent | ok | TTFT p50 ms | TTFT p95 ms | TTFT p99 ms | TPOT p50 ms | "
+        "TPOT p90 ms | ITL p50 ms | ITL p90 ms | E2E p50 ms | output tok/s | req/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for lane in sorted({r.lane for r in record.requests}):
         s = summarize([r for r in record.requests if r.lane == lane])
         lines.append(
             f"| {lane} | {s.sent} | {s.completed} | {_ms(s.ttft_p50_s)} | {_ms(s.ttft_p95_s)} | "
-            f"{_ms(s.tpot_p50_s)} | {_ms(s.tpot_p90_s)} | {_ms(s.itl_p90_s)} | {_ms(s.e2e_p50_s)} |"
+            f"{_ms(s.ttft_p99_s)} | {_ms(s.tpot_p50_s)} | {_ms(s.tpot_p90_s)} | "
+            f"{_ms(s.itl_p50_s)} | {_ms(s.itl_p90_s)} | {_ms(s.e2e_p50_s)} | "
+            f"{_num(s.output_tok_per_s)} | {_num(s.requests_per_s)} |"
         )
+    lines += _peer_lines({"value": list(record.requests)})
     lines += _warning_lines(record.warnings)
     return "\n".join(lines) + "\n"
+
+
+def _peer_lines(arms: dict[str, list[Any]]) -> list[str]:
+    """TPOT and ITL under each peer tool's definition (docs/metrics.md), p50 and p90."""
+    tables = {arm: peer_metrics(reqs) for arm, reqs in arms.items()}
+    names = list(arms)
+    head = " | ".join(
+        f"{a} p50 ms | {a} p90 ms" if len(names) > 1 else "p50 ms | p90 ms" for a in names
+    )
+    lines = [
+        "",
+        "## TPOT and ITL by each tool's definition",
+        "",
+        "The same requests, measured as each tool defines the figure (see docs/metrics.md).",
+        "",
+        f"| tool | its metric | definition | per | {head} |",
+        "|---|---|---|---|" + "---:|---:|" * len(names),
+    ]
+    first = tables[names[0]]
+    for k, m in enumerate(first):
+        cells = " | ".join(f"{_ms(tables[a][k].p50_s)} | {_ms(tables[a][k].p90_s)}" for a in names)
+        lines.append(f"| {m.tool} | {m.metric} | {m.formula} | {m.per} | {cells} |")
+    return lines
 
 
 def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workload) -> str:
@@ -261,7 +310,8 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workl
         f"- order {result.order}, {result.repetitions} repetition(s), "
         f"{len(result.pairs())} paired blocks" + (" (interrupted)" if result.interrupted else ""),
         f"- {ab_client_line(result)}",
-        "- latency cells: B/A ratio (95% bootstrap CI over paired blocks); counts: A → B",
+        "- rows A and B: each arm's own values pooled over its blocks (latencies in ms); "
+        "row B/A: the ratio (95% bootstrap CI over paired blocks); counts: A → B",
         "",
         "| " + " | ".join(header) + " |",
         "|---|" + "---:|" * (len(header) - 1),
@@ -281,13 +331,23 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workl
             f"{rec.count('failed')} | {rec.count('timed_out')} | {_ms(ps.probe_p50_s)} | "
             f"{_ms(ps.probe_p99_s)} | {_ms(ps.probe_max_s)} | {ps.probe_misses} | "
             f"{ps.unhealthy_episodes} | {b.flush or '-'} | "
-            f"{'client-bound' if rec.client_bound else 'kept up'} |"
+            f"{_client_cell(rec)} |"
         )
+    arms: dict[str, list[Any]] = {"A": [], "B": []}
+    for b in result.blocks:
+        arms[b.arm].extend(b.record.requests)
+    lines += _peer_lines(arms)
     warnings = [
         f"block {k} ({b.arm}): {w}" for k, b in enumerate(result.blocks) for w in b.record.warnings
     ]
     lines += _warning_lines(warnings)
     return "\n".join(lines) + "\n"
+
+
+def _client_cell(record: RunRecord) -> str:
+    if record.client is None:
+        return "-"
+    return "client-bound" if record.client_bound else "kept up"
 
 
 def _warning_lines(warnings: Sequence[str]) -> list[str]:

@@ -18,10 +18,13 @@ from tierctl.latency import LatencySummary, percentile
 METRICS: dict[str, tuple[str, bool]] = {
     "ttft_p50_s": ("TTFT p50", True),
     "ttft_p95_s": ("TTFT p95", True),
+    "ttft_p99_s": ("TTFT p99", True),
     "tpot_p50_s": ("TPOT p50", True),
     "tpot_p90_s": ("TPOT p90", True),
+    "itl_p50_s": ("ITL p50", True),
     "itl_p90_s": ("ITL p90", True),
     "e2e_p50_s": ("E2E p50", True),
+    "output_tok_per_s": ("output tok/s", False),
     "completion_pct": ("completion %", False),
     "errors": ("errors", True),
     "probe_misses": ("probe misses", True),
@@ -39,10 +42,15 @@ class BenchSummary(LatencySummary):
     sent: int
     failed: int
     timed_out: int
+    ttft_p99_s: float | None
+    itl_p50_s: float | None
     itl_p90_s: float | None
     e2e_p50_s: float | None
     queue_p99_s: float | None
     output_tokens: int
+    span_s: float
+    output_tok_per_s: float | None
+    requests_per_s: float | None
     probes: int
     probe_misses: int
     probe_p50_s: float | None
@@ -66,6 +74,18 @@ class BenchSummary(LatencySummary):
         return None if value is None else float(value)
 
 
+def busy_span_s(requests: Sequence[RequestSample]) -> float:
+    """From the first send to the last answer's end: the denominator of throughput.
+
+    Not the run's wall time, so a lane's throughput is its own (a hammer lane that ends early
+    is not diluted by a long burst beside it), and idle lead-in before the first send is not
+    counted.
+    """
+    if not requests:
+        return 0.0
+    return max(r.sent_s + r.e2e_s for r in requests) - min(r.sent_s for r in requests)
+
+
 def summarize(
     requests: Sequence[RequestSample],
     probes: Sequence[ProbeSample] = (),
@@ -78,15 +98,22 @@ def summarize(
     tpot = [t for t in (r.tpot_s for r in done) if t is not None]
     itl = [g for r in done for g in r.itl_s]
     probe_ok = [p.latency_s for p in probes if p.latency_s is not None]
+    tokens = sum(r.output_tokens for r in done)
+    span = busy_span_s(requests)
     return BenchSummary(
         **LatencySummary.fields_of(len(done), ttft, tpot),
         sent=len(requests),
         failed=sum(1 for r in requests if r.outcome == "failed"),
         timed_out=sum(1 for r in requests if r.outcome == "timed_out"),
+        ttft_p99_s=percentile(ttft, 99),
+        itl_p50_s=percentile(itl, 50),
         itl_p90_s=percentile(itl, 90),
         e2e_p50_s=percentile([r.e2e_s for r in done], 50),
         queue_p99_s=percentile([r.queue_s for r in requests], 99),
-        output_tokens=sum(r.output_tokens for r in done),
+        output_tokens=tokens,
+        span_s=span,
+        output_tok_per_s=tokens / span if span > 0 else None,
+        requests_per_s=len(done) / span if span > 0 else None,
         probes=len(probes),
         probe_misses=sum(1 for p in probes if p.missed),
         probe_p50_s=percentile(probe_ok, 50),

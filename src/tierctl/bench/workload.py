@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
 
 from tierctl.errors import InputError, Location
+from tierctl.readers import LineMap, load_yaml, read_text
 from tierctl.traces import TraceFormat
 
 
@@ -124,23 +123,9 @@ def load_workload(path: str | Path) -> Workload:
         InputError: the file is missing, not YAML, or breaks the schema (located by line).
     """
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(
-            f"cannot read workload file: {exc.strerror}",
-            location=Location(file=str(file)),
-            fix="pass an existing YAML workload file",
-        ) from exc
-    try:
-        data = YAML(typ="rt").load(text)
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise InputError(
-            f"not valid YAML: {getattr(exc, 'problem', exc)}",
-            location=Location(file=str(file), line=line),
-        ) from exc
+    text = read_text(file, what="workload")
+    doc = load_yaml(text, str(file))
+    data = doc.data
     if not isinstance(data, dict):
         raise InputError(
             "a workload file must be a mapping with a `lanes` list",
@@ -150,7 +135,7 @@ def load_workload(path: str | Path) -> Workload:
     try:
         wl = Workload.model_validate({**_plain(data), "base_dir": str(file.parent)})
     except ValidationError as exc:
-        raise _located(exc, data, str(file)) from exc
+        raise _located(exc, doc.lines, str(file)) from None
     return wl
 
 
@@ -163,48 +148,34 @@ def workload_from_dict(data: dict[str, Any], *, source: str = "<flags>") -> Work
     try:
         return Workload.model_validate(data)
     except ValidationError as exc:
-        raise _located(exc, data, source) from exc
+        raise _located(exc, None, source) from None
 
 
-def _located(exc: ValidationError, data: Any, file: str) -> InputError:
+def _located(exc: ValidationError, lines: LineMap | None, file: str) -> InputError:
     err = exc.errors()[0]
     loc = [p for p in err["loc"] if not (isinstance(p, str) and p in _KIND_TAGS)]
     dotted = ".".join(str(p) for p in loc) or "<root>"
     extra = len(exc.errors()) - 1
     msg = err["msg"] + (f" (and {extra} more problem{'s' if extra > 1 else ''})" if extra else "")
+    value = err.get("input") if err["type"] != "missing" else None
+    if isinstance(value, dict | list):
+        value = None  # a whole mapping is noise; the path says where it is
     return InputError(
         msg,
-        location=Location(file=file, line=_line_of(data, loc), path=dotted),
+        location=Location(file=file, line=_line_of(lines, loc), path=dotted),
         rule="workload schema (see docs/bench.md)",
-        value=err.get("input") if err["type"] != "missing" else None,
+        value=value,
     )
 
 
 _KIND_TAGS = ("burst", "hammer", "trace")
 
 
-def _line_of(data: Any, loc: list[Any]) -> int | None:
-    """Best line number for a pydantic error location in a ruamel round-trip document."""
-    node = data
-    line: int | None = None
-    for part in loc:
-        lc = getattr(node, "lc", None)
-        try:
-            if isinstance(node, dict) and part in node:
-                if lc is not None:
-                    line = lc.key(part)[0] + 1
-                node = node[part]
-            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
-                if lc is not None:
-                    line = lc.item(part)[0] + 1
-                node = node[part]
-            else:
-                break
-        except (KeyError, IndexError, TypeError):
-            break
-    if line is None and getattr(data, "lc", None) is not None:
-        line = data.lc.line + 1
-    return line
+def _line_of(lines: LineMap | None, loc: list[Any]) -> int | None:
+    """Best line number for a pydantic error location (the key's, or its nearest parent's)."""
+    if lines is None:
+        return None
+    return lines.line(tuple(p if isinstance(p, int) else str(p) for p in loc)) or 1
 
 
 def _plain(node: Any) -> Any:
@@ -225,7 +196,10 @@ def parse_probe(text: str) -> dict[str, Any]:
     out: dict[str, Any] = {"path": path}
     if not path.startswith("/"):
         raise InputError(
-            "--probe path must start with /", value=text, fix="for example --probe /health@1s"
+            "`probe` path must start with /",
+            value=text,
+            fix="for example `probe` /health@1s",
+            params=("probe",),
         )
     if at:
         scale = 1.0
@@ -240,9 +214,10 @@ def parse_probe(text: str) -> dict[str, Any]:
             seconds = -1.0
         if not seconds > 0:
             raise InputError(
-                "--probe interval must be a positive duration",
+                "`probe` interval must be a positive duration",
                 value=text,
-                fix="for example --probe /health@1s or --probe /health@500ms",
+                fix="for example `probe` /health@1s or `probe` /health@500ms",
+                params=("probe",),
             )
         out["interval_s"] = seconds
     return out
@@ -257,4 +232,9 @@ def parse_burst(text: str) -> tuple[int, int]:
     count, sep, tokens = text.lower().partition("x")
     if sep and count.isdigit() and tokens.isdigit() and int(count) > 0 and int(tokens) > 0:
         return int(count), int(tokens)
-    raise InputError("--burst must be COUNTxTOKENS", value=text, fix="for example --burst 8x20000")
+    raise InputError(
+        "`burst` must be COUNTxTOKENS",
+        value=text,
+        fix="for example `burst` 8x20000",
+        params=("burst",),
+    )

@@ -169,9 +169,18 @@ def run(url: str, **opts: Any) -> ExitCode:
     help="Repetitions of the order.",
 )
 @click.option("--flush-cache", is_flag=True, help="POST /flush_cache before every block.")
+@click.option("--a-name", help="Name of arm A in plots and reports (e.g. the replica r1).")
+@click.option("--b-name", help="Name of arm B in plots and reports (e.g. the replica r2).")
 @_workload_options
 def ab(
-    a_url: str, b_url: str, order: str, repetitions: int, flush_cache: bool, **opts: Any
+    a_url: str,
+    b_url: str,
+    order: str,
+    repetitions: int,
+    flush_cache: bool,
+    a_name: str | None,
+    b_name: str | None,
+    **opts: Any,
 ) -> ExitCode:
     """Paired A/B: the same requests against A and B in counterbalanced blocks; B/A ratios."""
     from tierctl.bench.execute import bench_ab
@@ -189,6 +198,7 @@ def ab(
         tokenizer=opts["tokenizer"],
         out_dir=out,
         plots=not opts["no_plots"],
+        names=(a_name or "A", b_name or "B") if a_name or b_name else None,
     )
     console = _console()
     console.print(ab_table(outcome.result, outcome.ratios))

@@ -124,6 +124,30 @@ def _command_name(args: list[str]) -> str:
     return next((a for a in args if not a.startswith("-")), "")
 
 
+def option_labels(args: list[str]) -> dict[str, str]:
+    """The invoked command's option names by parameter name (``repetitions`` -> ``--repeat``).
+
+    Library errors name parameters; this is how their message reaches the operator in the
+    command line's words (see :meth:`tierctl.errors.TierctlError.format`).
+    """
+    command: click.Command = cli
+    ctx = click.Context(cli)
+    for word in args:
+        if not isinstance(command, click.Group):
+            break
+        if word.startswith("-"):
+            continue
+        sub = command.get_command(ctx, word)
+        if sub is None:
+            break
+        command = sub
+    labels: dict[str, str] = {}
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name:
+            labels[param.name] = max(param.opts, key=len)
+    return labels
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Run the CLI; exit with the command's :class:`ExitCode` or its error's, no traceback."""
     args, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
@@ -138,7 +162,7 @@ def main(argv: list[str] | None = None) -> Any:
     except TierctlError as exc:
         if debug:
             raise
-        click.echo(f"error: {exc.format()}", err=True)
+        click.echo(f"error: {exc.format(option_labels(args))}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

@@ -179,6 +179,9 @@ def compare(
         click.echo(
             f"{r.metric:<12}{_fmt(r.control):>12}{_fmt(r.candidate):>12}{_fmt(r.ratio, '.2f'):>8}"
         )
+    if cmp.not_modelled:
+        flags = ", ".join(f"--{n}" for n in cmp.not_modelled)
+        click.echo(f"not modelled, and different between the arms: {flags}")
 
 
 @sim.command(context_settings={"ignore_unknown_options": True})

@@ -1,4 +1,4 @@
-"""``tierctl validate``: check compose files against the spec's contracts."""
+"""``tierctl validate``: check compose files against the spec's contracts, or on their own."""
 
 from __future__ import annotations
 
@@ -7,25 +7,56 @@ from pathlib import Path
 import click
 
 from tierctl.contracts.validation import validate_paths
-from tierctl.errors import ExitCode
+from tierctl.errors import ExitCode, InputError
 
 
 @click.command()
 @click.option(
-    "--spec", "spec_path", required=True, type=click.Path(path_type=Path), help="The tier spec."
+    "--spec",
+    "spec_path",
+    type=click.Path(path_type=Path),
+    help="The tier spec. Without it, the COMPOSE files are checked on their own.",
 )
 @click.option(
     "--catalog",
     help="Flag catalog to use: ENGINE==VERSION (shipped) or a catalog JSON file. "
     "Default: the shipped catalog of the spec's pinned release.",
 )
+@click.option(
+    "--engine",
+    help="Without --spec: the engine release (sglang==0.5.9) or a catalog file, for engines "
+    "whose image tag names no release with a shipped catalog.",
+)
+@click.option("--strict", is_flag=True, help="Without --spec: warnings (unpinned images) fail.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.argument("compose", nargs=-1, type=click.Path(path_type=Path))
-def validate(spec_path: Path, catalog: str | None, fmt: str, compose: tuple[Path, ...]) -> ExitCode:
+def validate(
+    spec_path: Path | None,
+    catalog: str | None,
+    engine: str | None,
+    strict: bool,
+    fmt: str,
+    compose: tuple[Path, ...],
+) -> ExitCode:
     """Check COMPOSE files (default: the spec's rendered file) against the contracts.
+
+    Without --spec the files are checked on their own: engine services are found by image and
+    launcher, their catalog is picked from the image tag (or --engine), and the report names
+    what it could not check.
 
     Exit 0 when every contract holds, 1 with violations, 2 for unusable input.
     """
-    report = validate_paths(spec_path, compose, catalog=catalog)
+    if spec_path is None:
+        if not compose:
+            raise InputError(
+                "nothing to validate",
+                rule="usage",
+                fix="pass --spec tier.yaml, or the compose files to check on their own",
+            )
+        from tierctl.contracts.standalone import validate_files
+
+        report = validate_files(compose, engine=engine or catalog, strict=strict)
+    else:
+        report = validate_paths(spec_path, compose, catalog=catalog)
     click.echo(report.to_json() if fmt == "json" else report.text())
     return report.exit_code

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import yaml
-
 from tierctl.errors import Location
-from tierctl.spec.loader import PathKey, format_path
+from tierctl.readers import PathKey, format_path, yaml_line_map
 from tierctl.yaml12 import Yaml12Loader
 
 # libyaml's parser with YAML 1.2 scalars: `restart: no` and `"22:22"`-like values stay
@@ -23,15 +21,11 @@ Lines = Mapping[PathKey, tuple[str, int]]
 
 
 def line_map(text: str) -> dict[PathKey, int]:
-    """Line of each key/item path, from the YAML node tree (anchors resolved as aliases)."""
-    lines: dict[PathKey, int] = {}
-    try:
-        node = yaml.compose(text, Loader=YamlLoader)
-    except yaml.YAMLError:
-        return lines
-    if node is not None:
-        _record_lines(node, (), lines)
-    return lines
+    """Line of each key/item path, from the YAML node tree (anchors resolved as aliases).
+
+    Read with the bounded reader (:mod:`tierctl.readers`); an unreadable text gives no lines.
+    """
+    return dict(yaml_line_map(text, line_depth=_LINE_DEPTH + 1).items())
 
 
 def merged_lines(texts: Sequence[tuple[str, str]]) -> dict[PathKey, tuple[str, int]]:
@@ -49,18 +43,3 @@ def locate(lines: Lines, path: PathKey, default_file: str) -> Location:
         if hit is not None:
             return Location(file=hit[0], line=hit[1], path=format_path(tuple(path)))
     return Location(file=default_file, path=format_path(tuple(path)))
-
-
-def _record_lines(node: yaml.Node, path: PathKey, lines: dict[PathKey, int]) -> None:
-    if len(path) > _LINE_DEPTH:
-        return
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = str(key_node.value)
-            child = (*path, key)
-            lines.setdefault(child, key_node.start_mark.line + 1)
-            _record_lines(value_node, child, lines)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            lines.setdefault((*path, i), item.start_mark.line + 1)
-            _record_lines(item, (*path, i), lines)

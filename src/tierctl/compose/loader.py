@@ -28,7 +28,7 @@ from tierctl.compose.merge import merge_data, merge_service, strip_tags
 from tierctl.compose.model import ComposeFile
 from tierctl.compose.tags import ComposeYamlLoader, Override, Reset
 from tierctl.errors import ComposeInputError, Location
-from tierctl.spec.loader import PathKey
+from tierctl.readers import PathKey, load_yaml, read_text
 
 # Resources an included file contributes (compose-go loader/include.go importResources).
 _IMPORTED = ("services", "volumes", "networks", "secrets", "configs", "models")
@@ -61,13 +61,7 @@ def load_compose(
     if isinstance(path_or_text, Path) or "\n" not in path_or_text:
         path = Path(path_or_text)
         name = source or str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ComposeInputError(
-                f"cannot read compose file: {exc.__class__.__name__}: {exc}",
-                location=Location(file=name),
-            ) from None
+        text = read_text(path, what="compose", error=ComposeInputError)
         folder: str | Path | None = base_dir if base_dir is not None else path.parent
     else:
         text = str(path_or_text)
@@ -126,13 +120,13 @@ def _error(source: str, text: str, path: PathKey, message: str, **kw: Any) -> Co
 
 def _read_file(path: Path, reading: _Reading, source: str, text: str, at: PathKey) -> str:
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return read_text(path, what="included compose", error=ComposeInputError)
+    except ComposeInputError as exc:
         raise _error(
             source,
             text,
             at,
-            f"cannot read {path}: {exc.__class__.__name__}",
+            f"cannot read {path}: {exc.message}",
             rule="include/extends name files relative to the compose file's folder",
             fix="fix the path or create the file",
         ) from None
@@ -332,24 +326,14 @@ def _extended(
 
 
 def _parse(text: str, source: str) -> dict[str, Any]:
-    loader = ComposeYamlLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is not None:
-            _check_keys(node, source)
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise ComposeInputError(
-            (exc.problem or exc.context or "malformed YAML").strip(),
-            location=Location(file=source, line=mark.line + 1 if mark else None),
-            rule="yaml-syntax",
-            fix="fix the YAML at that line (indentation, quoting, colons)",
-        ) from None
-    except yaml.YAMLError as exc:
-        raise ComposeInputError(f"malformed YAML: {exc}", location=Location(file=source)) from None
-    finally:
-        loader.dispose()
+    data = load_yaml(
+        text,
+        source,
+        error=ComposeInputError,
+        loader=ComposeYamlLoader,
+        duplicates=False,  # _check_keys refuses them with compose's own wording
+        node_check=lambda node: _check_keys(node, source),
+    ).data
     if not isinstance(data, dict):
         raise ComposeInputError(
             "a compose file must be a mapping with a services: key",

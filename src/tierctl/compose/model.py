@@ -9,14 +9,14 @@ from typing import Any, TypeVar
 
 from tierctl.compose.forms import (
     FormError,
-    normalise_environment,
     normalise_depends_on,
+    normalise_environment,
     normalise_labels,
     split_command,
 )
 from tierctl.compose.lines import locate, merged_lines
 from tierctl.errors import ComposeInputError, Location
-from tierctl.spec.loader import PathKey
+from tierctl.readers import PathKey
 
 _T = TypeVar("_T")
 

@@ -7,12 +7,14 @@ pinned release lacks is checked against the other shipped releases, so the messa
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-from tierctl.catalog.model import Flag, FlagType
+from tierctl.catalog.model import Catalog, Flag, FlagType
 from tierctl.catalog.store import flag_history
+from tierctl.compose import ComposeFile
 from tierctl.compose.argv import FlagUse
 from tierctl.contracts.context import Context
 from tierctl.contracts.credentials import is_secret_flag, looks_secret_value
@@ -29,39 +31,63 @@ def check(ctx: Context) -> Iterator[Violation]:
     for view in ctx.replicas.values():
         if view.service is None:
             continue
-        svc = view.expected.service
-        for use in view.uses:
-            if not use.token:
-                location = ctx.compose.location("services", svc, "command", use.index)
-                yield Violation(
-                    rule="TC004",
-                    service=svc,
-                    location=location,
-                    message=f"stray value {use.values[0]!r} before any flag",
-                )
-                continue
-            flag = catalog.lookup(use.token)
-            if flag is None:
-                location = ctx.compose.location("services", svc, "command", use.index)
-                yield Violation(
-                    rule="TC004",
-                    service=svc,
-                    location=location,
-                    message=_unknown(catalog.engine, catalog.version, use.token),
-                    found=use.token,
-                )
-                continue
-            problem = value_problem(flag, use)
-            if problem and (is_secret_flag(use.token) or any(map(looks_secret_value, use.values))):
-                problem = "value rejected (a credential: not shown)"
-            if problem:
-                location = ctx.compose.location("services", svc, "command", use.index)
-                yield Violation(
-                    rule="TC004",
-                    service=svc,
-                    location=location,
-                    message=f"{use.token}: {problem} ({catalog.ref})",
-                )
+        yield from check_uses(catalog, ctx.compose, view.expected.service, view.uses)
+
+
+def check_uses(
+    catalog: Catalog, compose: ComposeFile, svc: str, uses: Iterable[FlagUse], offset: int = 0
+) -> Iterator[Violation]:
+    """TC004 on one service's parsed flags (with or without a spec); ``offset``: how many argv
+    tokens come before ``command[0]`` (an image's entrypoint)."""
+    for use in uses:
+        location = compose.location("services", svc, "command", use.index - offset)
+        if not use.token:
+            yield Violation(
+                rule="TC004",
+                service=svc,
+                location=location,
+                message=f"stray value {use.values[0]!r} before any flag",
+                fix="put the value after its flag, or drop it",
+            )
+            continue
+        flag = catalog.lookup(use.token)
+        if flag is None:
+            yield Violation(
+                rule="TC004",
+                service=svc,
+                location=location,
+                message=_unknown(catalog.engine, catalog.version, use.token),
+                found=use.token,
+                fix=_did_you_mean(catalog, use.token),
+            )
+            continue
+        problem = value_problem(flag, use)
+        if problem and (is_secret_flag(use.token) or any(map(looks_secret_value, use.values))):
+            problem = "value rejected (a credential: not shown)"
+        if problem:
+            yield Violation(
+                rule="TC004",
+                service=svc,
+                location=location,
+                message=f"{use.token}: {problem} ({catalog.ref})",
+                fix=_value_fix(flag),
+            )
+
+
+def _did_you_mean(catalog: Catalog, token: str) -> str:
+    spellings = [s for f in catalog.flags.values() for s in f.spellings() if s.startswith("--")]
+    close = difflib.get_close_matches(token, spellings, n=3, cutoff=0.75)
+    if close:
+        return f"did you mean {' or '.join(close)}? (see `tierctl catalog show {catalog.ref}`)"
+    return f"drop the flag, or pin a release that has it (`tierctl catalog show {catalog.ref}`)"
+
+
+def _value_fix(flag: Flag) -> str:
+    if flag.choices is not None:
+        return "use one of: " + ", ".join(str(c) for c in flag.choices if c is not None)[:200]
+    if not flag.takes_value() and flag.nargs != "?":
+        return "give the flag alone (it takes no value)"
+    return f"give one {flag.type} value" if flag.type != "list" else "give the values after it"
 
 
 def _unknown(engine: str, version: str, token: str) -> str:

@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from tierctl.compose import ComposeFile
+from tierctl.compose.forms import command_cut
 from tierctl.compose.interpolation import InterpolationError, references
 from tierctl.contracts.context import Context
 from tierctl.contracts.credentials import looks_secret_name, looks_secret_value, secret_positions
@@ -18,10 +20,16 @@ _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 def check(ctx: Context) -> Iterator[Violation]:
     """All hygiene checks over every service of the file."""
     yield from _services_present(ctx)
-    yield from _images(ctx)
-    yield from _gpus(ctx)
-    yield from _ports(ctx)
-    yield from _secrets(ctx)
+    yield from images(ctx.compose)
+    yield from gpus(ctx.compose)
+    host_flags = [
+        (v.expected.service, v.flags)
+        for v in ctx.replicas.values()
+        if v.service is not None and v.service.data.get("network_mode") == "host"
+    ]
+    yield from ports(ctx.compose, host_flags)
+    yield from secrets(ctx.compose)
+    yield from cut_commands(ctx.compose)
 
 
 def _services_present(ctx: Context) -> Iterator[Violation]:
@@ -44,14 +52,16 @@ def _services_present(ctx: Context) -> Iterator[Violation]:
             )
 
 
-def _images(ctx: Context) -> Iterator[Violation]:
-    for name, service in ctx.compose.services.items():
+def images(compose: ComposeFile) -> Iterator[Violation]:
+    """Every service runs a pushed image pinned by digest (no ``build:``)."""
+    for name, service in compose.services.items():
         if "build" in service.data:
             yield Violation(
                 rule="TC006",
                 service=name,
                 message="build: is not allowed; deploy a pushed image pinned by digest",
-                location=ctx.compose.location("services", name, "build"),
+                location=compose.location("services", name, "build"),
+                fix="push the image and reference it as name@sha256:<digest>",
             )
         image = service.image
         if image is None:
@@ -60,21 +70,24 @@ def _images(ctx: Context) -> Iterator[Violation]:
                     rule="TC006",
                     service=name,
                     message="no image",
-                    location=ctx.compose.location("services", name),
+                    location=compose.location("services", name),
                 )
         elif not _DIGEST.search(image):
             yield Violation(
                 rule="TC006",
                 service=name,
                 message=f"image {image!r} is not pinned by digest (expected name@sha256:<64 hex>)",
-                location=ctx.compose.location("services", name, "image"),
+                location=compose.location("services", name, "image"),
                 found=image,
+                fix=f"pin it: docker buildx imagetools inspect {image} gives the digest; "
+                "write name:tag@sha256:<digest>",
             )
 
 
-def _gpus(ctx: Context) -> Iterator[Violation]:
+def gpus(compose: ComposeFile) -> Iterator[Violation]:
+    """No GPU is reserved by two services."""
     owner: dict[str, str] = {}
-    for name, service in ctx.compose.services.items():
+    for name, service in compose.services.items():
         for gpu in service.gpu_ids:
             first = owner.setdefault(gpu, name)
             if first != name:
@@ -82,12 +95,17 @@ def _gpus(ctx: Context) -> Iterator[Violation]:
                     rule="TC006",
                     service=name,
                     message=f"GPU {gpu} is also given to {first}",
-                    location=ctx.compose.location("services", name, "deploy"),
+                    location=compose.location("services", name, "deploy"),
                     found=gpu,
+                    fix="give each service its own device_ids",
                 )
 
 
-def _ports(ctx: Context) -> Iterator[Violation]:
+def ports(
+    compose: ComposeFile, host_flags: list[tuple[str, dict[str, Any]]]
+) -> Iterator[Violation]:
+    """No host port published twice; on the host network, no engine ``--port`` or
+    ``--dist-init-addr`` shared (``host_flags``: (service, flags) of those engines)."""
     seen: dict[tuple[str, str], str] = {}
 
     def claim(kind: str, value: str, service: str) -> Violation | None:
@@ -98,22 +116,21 @@ def _ports(ctx: Context) -> Iterator[Violation]:
             rule="TC006",
             service=service,
             message=f"{kind} {value} is also used by {first}",
-            location=ctx.compose.location("services", service),
+            location=compose.location("services", service),
             found=value,
+            fix=f"give {service} its own {kind}",
         )
 
-    for view in ctx.replicas.values():
-        # In its own network namespace each container may listen on the same port; only
-        # replicas on the host's network share one port space.
-        if view.service is None or view.service.data.get("network_mode") != "host":
-            continue
+    # In its own network namespace each container may listen on the same port; only
+    # replicas on the host's network share one port space.
+    for service_name, flags in host_flags:
         for key in ("port", "dist-init-addr"):
-            value = view.flags.get(key)
+            value = flags.get(key)
             if isinstance(value, str):
-                hit = claim(f"--{key}", value, view.expected.service)
+                hit = claim(f"--{key}", value, service_name)
                 if hit:
                     yield hit
-    for name, service in ctx.compose.services.items():
+    for name, service in compose.services.items():
         for port in service.data.get("ports") or []:
             host = _host_port(port)
             if host:
@@ -131,8 +148,9 @@ def _host_port(entry: Any) -> str | None:
     return parts[-2] if len(parts) >= 2 else None
 
 
-def _secrets(ctx: Context) -> Iterator[Violation]:
-    for name, service in ctx.compose.services.items():
+def secrets(compose: ComposeFile) -> Iterator[Violation]:
+    """No literal credential in an environment value or a command token."""
+    for name, service in compose.services.items():
         for key, value in service.environment.items():
             if not value or _is_reference(value):
                 continue
@@ -142,7 +160,8 @@ def _secrets(ctx: Context) -> Iterator[Violation]:
                     service=name,
                     message=f"environment {key} holds a literal value ({len(value)} chars) "
                     f"where a ${{{key}}} reference belongs",
-                    location=ctx.compose.location("services", name, "environment", key),
+                    location=compose.location("services", name, "environment", key),
+                    fix=f"write {key}: ${{{key}:?set {key}}} and set it where you deploy",
                 )
         for i, value in secret_positions(service.command or ()):
             yield Violation(
@@ -150,8 +169,26 @@ def _secrets(ctx: Context) -> Iterator[Violation]:
                 service=name,
                 message=f"command token {i} is a literal credential ({len(value)} chars); "
                 "pass it through a ${VAR} reference or a secret file",
-                location=ctx.compose.location("services", name, "command", i),
+                location=compose.location("services", name, "command", i),
+                fix="replace the token with a ${VAR:?message} reference",
             )
+
+
+def cut_commands(compose: ComposeFile) -> Iterator[Violation]:
+    """A string command that compose cuts at an unquoted ``;&|<>`` (the rest never runs)."""
+    for name, service in compose.services.items():
+        for key in ("command", "entrypoint"):
+            dropped = command_cut(service.data.get(key))
+            if dropped:
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"compose splits {key} with go-shellwords and drops {dropped!r} "
+                    "(an unquoted ; & | < > ends the command)",
+                    location=compose.location("services", name, key),
+                    found=dropped,
+                    fix=f'wrap it in a shell: {key}: ["sh", "-c", "..."], or quote the operator',
+                )
 
 
 def _is_reference(value: str) -> bool:

@@ -30,6 +30,7 @@ class Violation:
     location: Location | None = None
     expected: str | None = None
     found: str | None = None
+    fix: str | None = None
 
     @property
     def rule_name(self) -> str:
@@ -44,7 +45,8 @@ class Violation:
             else (f"{self.location.file}: " if self.location and self.location.file else "")
         )
         who = f"{self.service}: " if self.service else ""
-        return f"{where}{who}{self.rule} {self.rule_name}: {self.message}"
+        head = f"{where}{who}{self.rule} {self.rule_name}: {self.message}"
+        return f"{head}\n  fix: {self.fix}" if self.fix else head
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready form."""
@@ -55,6 +57,7 @@ class Violation:
             "message": self.message,
             "expected": self.expected,
             "found": self.found,
+            "fix": self.fix,
             "file": self.location.file if self.location else None,
             "line": self.location.line if self.location else None,
             "path": self.location.path if self.location else None,
@@ -71,6 +74,10 @@ class Report:
     services_checked: int
     replicas_checked: int
     violations: tuple[Violation, ...] = field(default=())
+    #: Findings that do not fail validation (shown, counted, exit 0).
+    warnings: tuple[Violation, ...] = field(default=())
+    #: What could not be checked, and why (validation without a spec names these).
+    unchecked: tuple[str, ...] = field(default=())
 
     @property
     def ok(self) -> bool:
@@ -88,6 +95,8 @@ class Report:
             f"{self.replicas_checked} replicas, {self.services_checked} services in "
             f"{', '.join(self.files)}"
         )
+        if self.ok and self.unchecked:
+            return f"ok: every check that could run holds ({scope})"
         if self.ok:
             return f"ok: all {len(RULES)} contracts hold ({scope})"
         counts = Counter(v.rule for v in self.violations)
@@ -97,7 +106,10 @@ class Report:
 
     def text(self) -> str:
         """Every violation on its own line, then the summary."""
-        return "\n".join([*(v.line() for v in self.violations), self.summary()])
+        lines = [v.line() for v in self.violations]
+        lines += [f"warning: {w.line()}" for w in self.warnings]
+        lines += [f"not checked: {u}" for u in self.unchecked]
+        return "\n".join([*lines, self.summary()])
 
     def to_json(self) -> str:
         """Machine-readable report."""
@@ -110,6 +122,8 @@ class Report:
                 "services_checked": self.services_checked,
                 "replicas_checked": self.replicas_checked,
                 "violations": [v.as_dict() for v in self.violations],
+                "warnings": [w.as_dict() for w in self.warnings],
+                "unchecked": list(self.unchecked),
                 "summary": self.summary(),
             },
             indent=2,

@@ -14,6 +14,7 @@ from typing import Any
 
 import jsonschema
 
+from tierctl.compose import ComposeFile
 from tierctl.contracts.context import Context
 from tierctl.contracts.report import Violation
 
@@ -69,10 +70,15 @@ def _explain(error: Any) -> str:
 
 def check(ctx: Context) -> Iterator[Violation]:
     """Schema errors, at most MAX_PER_FILE, each with its path."""
+    yield from check_document(ctx.compose)
+
+
+def check_document(compose: ComposeFile) -> Iterator[Violation]:
+    """TC007 on a compose document (with or without a spec)."""
     fast = _fast_validator()
-    if fast is not None and fast.is_valid(ctx.compose.data):
+    if fast is not None and fast.is_valid(compose.data):
         return
-    errors = sorted(_validator().iter_errors(ctx.compose.data), key=lambda e: list(e.path))
+    errors = sorted(_validator().iter_errors(compose.data), key=lambda e: list(e.path))
     for error in errors[:MAX_PER_FILE]:
         path = [str(p) if not isinstance(p, int) else p for p in error.absolute_path]
         service = str(path[1]) if len(path) > 1 and path[0] == "services" else None
@@ -81,7 +87,9 @@ def check(ctx: Context) -> Iterator[Violation]:
             rule="TC007",
             service=service,
             message=f"{dotted}: {_explain(error)}",
-            location=ctx.compose.location(*path),
+            location=compose.location(*path),
+            fix="see the compose specification for this key "
+            "(https://github.com/compose-spec/compose-spec)",
         )
     if len(errors) > MAX_PER_FILE:
         yield Violation(

@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import yaml
-
 from tierctl.contracts.context import Context, ReplicaView
 from tierctl.contracts.report import Violation
-from tierctl.errors import Location
+from tierctl.errors import InputError, Location
+from tierctl.readers import load_yaml
 from tierctl.spec.effective import VariantError, fill, render_variant
 
 
@@ -170,9 +169,9 @@ def _scrape_labels(ctx: Context) -> dict[str, dict[str, str]] | str | None:
         if not isinstance(content, str):
             return f"configs.{name}.content (the collector's scrape config) is missing"
         try:
-            doc = yaml.load(content, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except yaml.YAMLError as exc:
-            return f"configs.{name}.content is not valid YAML: {exc}"
+            doc = load_yaml(content, f"configs.{name}.content", duplicates=False).data
+        except InputError as exc:
+            return f"configs.{name}.content is not valid YAML: {exc.message}"
         scrape_configs = _get(doc, "scrape_configs")
         if scrape_configs is None:
             scrape_configs = _get(doc, "receivers", "prometheus", "config", "scrape_configs")

@@ -42,6 +42,9 @@ def parse_flags(argv: tuple[str, ...], start: int, catalog: Catalog | None) -> l
     return uses
 
 
+# An image tag naming a release: v0.5.3, 0.10.1.1, v0.4.9.post2-cu126, v0.11.0rc1.
+_RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:\.?post\d+|rc\d+)?)(?:$|[-_+])")
+
 #: ``get(path) -> (status, body text)``; status 0 when the request failed. Keeps profiles free
 #: of any HTTP client: the gates pass one in.
 Fetch = Callable[[str], tuple[int, str]]
@@ -154,6 +157,18 @@ class EngineProfile(ABC):
     positional_launchers: tuple[tuple[str, ...], ...] = ()
     #: Substrings of a command token that mean "this runs the engine" (module names).
     command_markers: tuple[str, ...] = ()
+    #: Image repository names (no registry, no tag) that run this engine.
+    images: tuple[str, ...] = ()
+    #: What those images run when a service gives only flags (their ENTRYPOINT); () when the
+    #: image needs the whole command.
+    image_launcher: tuple[str, ...] = ()
+    #: Flags (spec names, every spelling) of the parallel axes whose product is the GPUs one
+    #: replica needs: (axis, spellings), axis in tp/pp/dp.
+    parallel_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: Bare flags under which the dp axis runs inside the TP group (no extra GPUs).
+    dp_inside_tp_flags: tuple[str, ...] = ()
+    #: Flags giving the number of nodes one replica spans (its GPUs are split across them).
+    nodes_flags: tuple[str, ...] = ()
     default_port: int = 8000
     #: 200 once the server is up (what proxies probe).
     health_path: str = "/health"
@@ -181,6 +196,45 @@ class EngineProfile(ABC):
     sim_modelled_flags: frozenset[str] = frozenset()
     #: How ``false`` renders when no catalog says otherwise: ``"omit"`` or ``"no-prefix"``.
     false_default: str = "omit"
+
+    # --- images ------------------------------------------------------------------------
+
+    def matches_image(self, image: str | None) -> bool:
+        """Whether an image reference (``registry/repo:tag@digest``) runs this engine."""
+        if not image:
+            return False
+        repo = image.split("@", 1)[0]
+        last = repo.rsplit("/", 1)
+        tail = last[-1].split(":", 1)[0]
+        name = (last[0] + "/" + tail) if len(last) > 1 else tail
+        return any(name == known or name.endswith("/" + known) for known in self.images)
+
+    def image_version(self, image: str | None) -> str | None:
+        """The engine release an image tag names (``v0.5.3-cu124`` -> ``0.5.3``), or None."""
+        if not image:
+            return None
+        tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
+        match = _RELEASE_TAG.match(tag)
+        return match.group(1) if match else None
+
+    def gpus_needed(self, flags: Mapping[str, Any]) -> int | None:
+        """GPUs one replica with these flags occupies on its node (TP x PP x DP), or None
+        when a factor is not a number (a ``${VAR}``)."""
+        total = 1
+        inside = any(flags.get(n) not in (None, False) for n in self.dp_inside_tp_flags)
+        for axis, names in self.parallel_flags:
+            if axis == "dp" and inside:
+                continue
+            value = next((flags[n] for n in names if n in flags), 1)
+            try:
+                total *= int(value)
+            except (TypeError, ValueError):
+                return None
+        nodes = next((flags[n] for n in self.nodes_flags if n in flags), 1)
+        try:
+            return max(1, math.ceil(total / max(1, int(nodes))))
+        except (TypeError, ValueError):
+            return None
 
     # --- argv: rendering ---------------------------------------------------------------
 

@@ -49,6 +49,16 @@ class SGLangProfile(EngineProfile):
         ("python", "-m", "sglang.launch_server"),
     )
     command_markers = ("sglang.launch_server",)
+    images = ("lmsysorg/sglang", "sglang")
+    image_launcher = ()  # the image has no entrypoint: the command starts the server
+    # --dp-size (without --enable-dp-attention) runs that many TP groups side by side.
+    parallel_flags = (
+        ("tp", ("tp-size", "tensor-parallel-size", "tp")),
+        ("pp", ("pp-size", "pipeline-parallel-size", "pp")),
+        ("dp", ("dp-size", "data-parallel-size", "dp")),
+    )
+    dp_inside_tp_flags = ("enable-dp-attention",)
+    nodes_flags = ("nnodes",)
     default_port = 30000
     health_path = "/health"
     readiness_path = "/health_generate"
@@ -100,12 +110,9 @@ class SGLangProfile(EngineProfile):
             "enable-dynamic-batch-tokenizer",
             "dynamic-batch-tokenizer-batch-size",
             "dynamic-batch-tokenizer-batch-timeout",
-            "page-size",
             "enable-hierarchical-cache",
             "enable-hicache",
             "hicache-ratio",
-            "tp-size",
-            "tp",
         }
     )
     false_default = "omit"

@@ -80,6 +80,13 @@ class VLLMProfile(EngineProfile):
     positional = ("model",)
     positional_launchers = (("vllm", "serve"),)
     command_markers = ("vllm.entrypoints.openai.api_server",)
+    images = ("vllm/vllm-openai", "vllm-openai", "vllm")
+    image_launcher = ("vllm", "serve")  # the official image's ENTRYPOINT
+    parallel_flags = (
+        ("tp", ("tensor-parallel-size", "tp")),
+        ("pp", ("pipeline-parallel-size", "pp")),
+        ("dp", ("data-parallel-size-local", "data-parallel-size", "dp")),
+    )
     default_port = 8000
     health_path = "/health"
     readiness_path = "/health"
@@ -119,18 +126,20 @@ class VLLMProfile(EngineProfile):
         "the engine's startup log line `non-default args: {...}` holds every rendered flag, "
         "and `/v1/models` (`max_model_len`) and the `vllm:cache_config_info` labels agree"
     )
-    # The sim engineer's vLLM scheduler policy reads these (decode-first with a token budget).
+    # What tierctl.sim.vllm_policy reads (decode-first with a token budget). Not the TP size:
+    # a cost model is fitted for one parallel layout.
     sim_modelled_flags = frozenset(
         {
             "max-num-batched-tokens",
             "max-num-seqs",
             "enable-chunked-prefill",
             "long-prefill-token-threshold",
+            "long-prefill-token-threshold-adaptive",
             "max-num-partial-prefills",
             "max-long-partial-prefills",
             "enable-prefix-caching",
             "max-model-len",
-            "tensor-parallel-size",
+            "num-gpu-blocks-override",
             "block-size",
         }
     )

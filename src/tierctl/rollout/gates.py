@@ -32,10 +32,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import yaml
 
+<<<<<<< HEAD
 from tierctl.engines import PROFILES, EngineProfile, default_profile, profile_for_argv
 from tierctl.errors import GateFailed
+=======
+from tierctl.errors import GateFailed, InputError
+from tierctl.readers import load_yaml
+from tierctl.rollout.argv import FlagValue, format_value, parse_argv
+>>>>>>> main
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.model import Step
 from tierctl.rollout.normalise import CONFIGS_KEY
@@ -203,9 +208,10 @@ def scrape_variants(dep: Deployment, label: str = VARIANT_LABEL) -> dict[str, st
             content = cfg.get("content") if isinstance(cfg, dict) else None
             if isinstance(content, str):
                 try:
-                    _walk_labels(yaml.safe_load(content), label, found)
-                except yaml.YAMLError:
+                    doc = load_yaml(content, f"configs of {name}", duplicates=False).data
+                except InputError:
                     continue
+                _walk_labels(doc, label, found)
             elif content is not None:
                 _walk_labels(content, label, found)
     return found

@@ -81,10 +81,11 @@ def build_plan(old: LoadedSource, new: LoadedSource, options: PlanOptions) -> Pl
     unknown = sorted(options.allow - set(names))
     if unknown:
         raise InputError(
-            f"--allow names services that are in neither file: {', '.join(unknown)}",
-            rule="--allow names protected services of OLD or NEW",
+            f"`allow` names services that are in neither file: {', '.join(unknown)}",
+            rule="`allow` names protected services of OLD or NEW",
             value=unknown,
             fix=f"use one of: {', '.join(names)}",
+            params=("allow",),
         )
     changes = [_change(n, a.get(n), b.get(n), options) for n in names]
     by_name = {c.service: c for c in changes}
@@ -104,8 +105,9 @@ def build_plan(old: LoadedSource, new: LoadedSource, options: PlanOptions) -> Pl
             rule="a rollout never recreates the proxy, the registrar or other protected services",
             value=[c.service for c in refused],
             fix="render NEW without changing them, or pass "
-            + " ".join(f"--allow {c.service}" for c in refused)
+            + " ".join(f"`allow` {c.service}" for c in refused)
             + " if that is intended",
+            params=("allow",),
         )
     steps: list[tuple[Action, ServiceChange, Side, str, list[str]]] = []
     removed = [c for c in changes if c.change == "removed"]

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import ValidationError
 
 from tierctl.errors import InputError, Location
+from tierctl.readers import read_text
 from tierctl.rollout.drivers.base import Driver
 from tierctl.rollout.drivers.compose_manager import ComposeManagerDriver, Target
 from tierctl.rollout.drivers.docker import DockerDriver
@@ -74,22 +75,22 @@ def make_plan(
 
 def load_plan(path: Path) -> Plan:
     """Read a plan written by ``tierctl plan --json``."""
+    text = read_text(
+        path,
+        what="plan",
+        missing=f"cannot read plan {path}: no such file",
+        missing_fix="write one with `tierctl plan --from OLD --to NEW --json -o plan.json`",
+    )
     try:
-        return Plan.model_validate_json(path.read_text())
-    except OSError as exc:
-        raise InputError(
-            f"cannot read plan {path}: {exc.strerror}",
-            location=Location(file=str(path)),
-            rule="--plan names a file written by `tierctl plan --json`",
-            fix="write one with `tierctl plan --from OLD --to NEW --json -o plan.json`",
-        ) from None
+        return Plan.model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InputError(
             f"{path} is not a tierctl plan: {first['msg']}",
             location=Location(file=str(path), path=".".join(str(p) for p in first["loc"])),
-            rule="--plan names a file written by `tierctl plan --json`",
+            rule="`plan_path` names a file written by `tierctl plan --json`",
             fix="write one with `tierctl plan --from OLD --to NEW --json -o plan.json`",
+            params=("plan_path",),
         ) from None
 
 
@@ -103,9 +104,10 @@ def make_driver(config: DriverConfig, plan: Plan, repo: Path | None = None) -> D
         )
     if not config.agent_url:
         raise InputError(
-            "the compose-manager driver needs --agent-url",
+            "the compose-manager driver needs `agent_url`",
             rule="compose-manager is reached over HTTP",
-            fix="pass --agent-url http://HOST:PORT",
+            fix="pass `agent_url` http://HOST:PORT",
+            params=("agent_url",),
         )
     token = _token(config)
     targets: dict[str, Target] = {}
@@ -117,9 +119,10 @@ def make_driver(config: DriverConfig, plan: Plan, repo: Path | None = None) -> D
     for name in config.pass_env:
         if name not in os.environ:
             raise InputError(
-                f"--pass-env {name}: not set in this environment",
-                rule="--pass-env forwards variables that are set",
+                f"`pass_env` {name}: not set in this environment",
+                rule="`pass_env` forwards variables that are set",
                 fix=f"export {name} first",
+                params=("pass_env",),
             )
         env[name] = os.environ[name]
     return ComposeManagerDriver(
@@ -140,8 +143,9 @@ def _token(config: DriverConfig) -> str:
             raise InputError(
                 f"cannot read the token file: {exc.strerror}",
                 location=Location(file=str(config.token_file)),
-                rule="--token-file names a readable file holding the agent token",
+                rule="`token_file` names a readable file holding the agent token",
                 fix="check the path and its permissions",
+                params=("token_file",),
             ) from None
     else:
         token = os.environ.get(config.token_env, "").strip()
@@ -149,7 +153,8 @@ def _token(config: DriverConfig) -> str:
         raise InputError(
             "no compose-manager token",
             rule="the token comes from an environment variable or a file, never the command line",
-            fix=f"export {config.token_env}=... or pass --token-file PATH",
+            fix=f"export {config.token_env}=... or pass `token_file` PATH",
+            params=("token_file",),
         )
     return token
 

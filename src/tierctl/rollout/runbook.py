@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+<<<<<<< HEAD
 import yaml
 
 from tierctl.rollout.drivers.compose_manager import (
@@ -21,14 +22,19 @@ from tierctl.rollout.drivers.compose_manager import (
     dry_run_requests,
 )
 from tierctl.rollout.gates import describe_gate, step_profile, variants_query
+=======
+from tierctl.errors import InputError
+from tierctl.readers import load_yaml
+from tierctl.rollout.gates import DEFAULT_QUERY
+>>>>>>> main
 from tierctl.rollout.model import Plan, SourceRef, Step
 
 
 def compose_host(text: str) -> str | None:
     """The host a rendered compose file is for (its ``x-tierctl.host``), if it says."""
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError:
+        doc = load_yaml(text, "<compose>", duplicates=False).data
+    except InputError:
         return None
     meta = doc.get("x-tierctl") if isinstance(doc, dict) else None
     host = meta.get("host") if isinstance(meta, dict) else None

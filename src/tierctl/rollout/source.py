@@ -1,18 +1,57 @@
 """Reading the two sides of a plan: a compose file path, or ``git:REF:PATH`` from a repository.
 
-``git:REF:PATH`` is read with ``git show REF:PATH`` in the repository that holds the current
+``git:REF:PATH`` is read with ``git cat-file blob REF:PATH`` in the repository that holds the current
 directory (or ``repo``), so OLD can be "what is deployed" (a tag) without checking it out.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from tierctl.errors import ComposeInputError, InputError, Location
+from tierctl.readers import read_bytes
 from tierctl.rollout.model import SourceRef
+
+# What a ref may hold: branch, tag and commit names, and the revision suffixes git knows
+# (``~2``, ``^``, ``@{1}``). A leading ``-`` would make git read it as an option
+# (``git:--output=FILE:x`` once wrote a file), so it is refused before git runs.
+_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/@{}~^+-]*")
+
+
+def check_git_source(spec: str) -> tuple[str, str]:
+    """(REF, PATH) of a ``git:REF:PATH`` source, both checked safe to hand to git.
+
+    Raises:
+        InputError: malformed, a REF that is not a plain revision name (an option, a space,
+            a control character), or a PATH with a NUL, a newline or a leading ``-``.
+    """
+    ref, sep, path = spec[4:].partition(":")
+    if not sep or not ref or not path:
+        raise InputError(
+            f"malformed git source {spec!r}",
+            rule="a git source is git:REF:PATH",
+            value=spec,
+            fix="write e.g. git:v2026.11.1:prod/tier.yaml",
+        )
+    if not _REF.fullmatch(ref) or ".." in ref:
+        raise InputError(
+            "the REF of a git source is not a plain branch, tag or commit name",
+            rule="REF starts with a letter, digit or _ and holds only A-Z a-z 0-9 . _ / @ { } ~ ^ + -",
+            value=spec,
+            fix="write e.g. git:v2026.11.1:prod/tier.yaml",
+        )
+    if path.startswith("-") or any(c in path for c in "\x00\n\r"):
+        raise InputError(
+            "the PATH of a git source is not a plain file path",
+            rule="PATH holds no NUL or newline and does not start with -",
+            value=spec,
+            fix="write the file's path inside the repository, e.g. prod/tier.yaml",
+        )
+    return ref, path
 
 
 @dataclass(frozen=True)
@@ -38,17 +77,12 @@ def read_source(spec: str, repo: Path | None = None) -> LoadedSource:
             or unreadable file.
     """
     if spec.startswith("git:"):
-        ref, sep, path = spec[4:].partition(":")
-        if not sep or not ref or not path:
-            raise InputError(
-                f"malformed git source {spec!r}",
-                rule="a git source is git:REF:PATH",
-                value=spec,
-                fix="write e.g. git:v2026.11.1:prod/tier.yaml",
-            )
+        ref, path = check_git_source(spec)
         try:
+            # cat-file reads the blob as stored (no pager, no textconv); --end-of-options
+            # keeps the checked argument from ever being read as an option.
             proc = subprocess.run(
-                ["git", "show", f"{ref}:{path}"],
+                ["git", "cat-file", "blob", "--end-of-options", f"{ref}:{path}"],
                 cwd=repo,
                 capture_output=True,
                 check=False,
@@ -57,7 +91,7 @@ def read_source(spec: str, repo: Path | None = None) -> LoadedSource:
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise InputError(
                 f"cannot run git to read {spec}: {exc}",
-                rule="git: sources are read with `git show`",
+                rule="git: sources are read with `git cat-file`",
                 fix="install git or pass a file path",
             ) from None
         if proc.returncode != 0:
@@ -72,15 +106,7 @@ def read_source(spec: str, repo: Path | None = None) -> LoadedSource:
         git_ref: str | None = ref
     else:
         path = spec
-        try:
-            data = Path(spec).read_bytes()
-        except OSError as exc:
-            raise InputError(
-                f"cannot read compose file {spec}: {exc.strerror}",
-                location=Location(file=spec),
-                rule="--from/--to name a readable compose file or git:REF:PATH",
-                fix="check the path",
-            ) from None
+        data = read_bytes(spec, what="compose")
         git_ref = None
     try:
         text = data.decode()

@@ -309,7 +309,7 @@ def initial_guess(reqs: list[MeasuredRequest], base: CostModel) -> CostModel:
         prefill_attn_pair_s=pre[2],
         decode_base_s=dec[0],
         decode_per_seq_s=dec[1],
-        decode_per_ctx_token_s=max(base.decode_per_ctx_token_s * 1e-3, 1e-15),
+        decode_per_ctx_token_s=max(base.decode_per_ctx_token_s, 1e-15),
     )
 
 

@@ -1,14 +1,17 @@
 """What the simulator must know about each engine it imitates, in one place.
 
-Launcher tokens, the release it answers as, its metric family names and which of its flags the
-scheduler model uses. Everything engine-specific the simulator says (to a parser, over HTTP, in
-``/metrics``) is read from here, so that moving onto the shared engine profiles
-(``tierctl.engines``) is one line per name.
+The engine profiles (:mod:`tierctl.engines`) own the launchers, ports, metric names and the
+set of scheduler flags the simulator models; this module adds only what a *stand-in* for the
+engine needs beyond them: the release it answers as, the ``owned_by`` it reports, and the flags
+that identify or address a replica (two arms differ in them by design, so ``sim compare``
+does not warn about them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tierctl.engines import profile_for, profile_for_argv
 
 ENGINES = ("sglang", "vllm")
 
@@ -34,28 +37,10 @@ SGLANG = EngineSurface(
     kind="sglang",
     version="0.5.23",
     launcher_tokens=frozenset({"python", "python3", "-m", "sglang.launch_server", "sglang"}),
-    default_port=30000,
+    default_port=profile_for("sglang").default_port,
     owned_by="sglang",
-    metric_prefix="sglang:",
-    modelled_flags=frozenset(
-        {
-            "chunked-prefill-size",
-            "max-prefill-tokens",
-            "max-running-requests",
-            "max-queued-requests",
-            "max-total-tokens",
-            "prefill-decode-interval",
-            "prefill-decode-interval-min-bs",
-            "enable-mixed-chunk",
-            "disable-radix-cache",
-            "enable-dynamic-batch-tokenizer",
-            "dynamic-batch-tokenizer-batch-size",
-            "dynamic-batch-tokenizer-batch-timeout",
-            "enable-hierarchical-cache",
-            "enable-hicache",
-            "hicache-ratio",
-        }
-    ),
+    metric_prefix=profile_for("sglang").prefix,
+    modelled_flags=profile_for("sglang").sim_modelled_flags,
     neutral_flags=frozenset(
         {
             "model-path",
@@ -84,26 +69,10 @@ VLLM = EngineSurface(
     launcher_tokens=frozenset(
         {"vllm", "serve", "python", "python3", "-m", "vllm.entrypoints.openai.api_server"}
     ),
-    default_port=8000,
+    default_port=profile_for("vllm").default_port,
     owned_by="vllm",
-    metric_prefix="vllm:",
-    modelled_flags=frozenset(
-        {
-            "max-num-batched-tokens",
-            "max-num-seqs",
-            "long-prefill-token-threshold",
-            "long-prefill-token-threshold-adaptive",
-            "max-num-partial-prefills",
-            "max-long-partial-prefills",
-            "enable-chunked-prefill",
-            "no-enable-chunked-prefill",
-            "enable-prefix-caching",
-            "no-enable-prefix-caching",
-            "max-model-len",
-            "num-gpu-blocks-override",
-            "block-size",
-        }
-    ),
+    metric_prefix=profile_for("vllm").prefix,
+    modelled_flags=profile_for("vllm").sim_modelled_flags,
     neutral_flags=frozenset(
         {
             "model",
@@ -132,10 +101,11 @@ def surface(kind: str) -> EngineSurface:
 
 
 def detect_engine(argv: tuple[str, ...] | list[str]) -> str:
-    """The engine an argv launches: vLLM when its launcher names vLLM, else SGLang."""
+    """The engine an argv launches (per the engine profiles); SGLang when it names none."""
+    head: list[str] = []
     for token in argv:
         if token.startswith("-") and token != "-m":
             break
-        if "vllm" in token:
-            return "vllm"
-    return "sglang"
+        head.append(token)
+    found = profile_for_argv(head)
+    return found.kind if found is not None else "sglang"

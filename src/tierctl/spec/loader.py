@@ -14,103 +14,25 @@ import typing
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from tierctl.errors import Location, SpecError, SpecErrors
+from tierctl.readers import LineMap, PathKey, format_path, load_yaml, read_text
 from tierctl.spec.checks import check_spec
 from tierctl.spec.model import TierSpec
 from tierctl.yaml12 import Yaml12Loader
 
-PathKey = tuple[str | int, ...]
-
-
-class LineMap:
-    """Line (1-based) of each key or item of a YAML document, by field path."""
-
-    def __init__(self) -> None:
-        self._lines: dict[PathKey, int] = {}
-
-    def add(self, path: PathKey, line0: int) -> None:
-        self._lines[path] = line0 + 1
-
-    def __contains__(self, path: object) -> bool:
-        return path in self._lines
-
-    def line(self, path: PathKey) -> int | None:
-        """The line of ``path``, or of its nearest ancestor that has one."""
-        for end in range(len(path), -1, -1):
-            found = self._lines.get(path[:end])
-            if found is not None:
-                return found
-        return None
-
-
-def format_path(path: PathKey) -> str:
-    """``('replicas', 'r2', 'args', 'port')`` -> ``replicas.r2.args.port``; ints as ``[i]``."""
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
 SpecLoader = Yaml12Loader
 
 
-def _walk(node: yaml.Node, path: PathKey, lines: LineMap, source: str) -> None:
-    """Record the line of every key and item; refuse duplicate keys (PyYAML keeps the last)."""
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            key = str(key_node.value)
-            line0 = key_node.start_mark.line
-            if key in seen and key != "<<":
-                raise SpecError(
-                    f"duplicate key {key!r} (first given at line {seen[key] + 1})",
-                    location=Location(file=source, line=line0 + 1, path=format_path((*path, key))),
-                    rule="duplicate-key",
-                    fix="give each key (each replica, flag, service) once",
-                )
-            seen[key] = line0
-            lines.add((*path, key), line0)
-            _walk(value_node, (*path, key), lines, source)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            lines.add((*path, i), item.start_mark.line)
-            _walk(item, (*path, i), lines, source)
-
-
 def parse_yaml(text: str, source: str) -> tuple[Any, LineMap]:
-    """Parse YAML text into plain data and a line map; syntax errors become SpecError."""
-    lines = LineMap()
-    loader = SpecLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None, lines
-        _walk(node, (), lines, source)
-        data = loader.construct_document(node)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise SpecError(
-            (exc.problem or exc.context or "malformed YAML").strip(),
-            location=Location(file=source, line=mark.line + 1 if mark is not None else None),
-            rule="yaml-syntax",
-            fix="fix the YAML syntax at that line (indentation, quoting, colons)",
-        ) from None
-    except yaml.YAMLError as exc:
-        raise SpecError(
-            f"malformed YAML: {exc}",
-            location=Location(file=source),
-            rule="yaml-syntax",
-            fix="fix the YAML syntax",
-        ) from None
-    finally:
-        loader.dispose()
-    return data, lines
+    """Parse YAML text into plain data and a line map; every problem becomes a SpecError.
+
+    The reading is bounded (:func:`tierctl.readers.load_yaml`): recursive aliases, alias bombs,
+    excessive nesting and duplicate keys are refused with the line and the limit.
+    """
+    doc = load_yaml(text, source, error=SpecError)
+    return doc.data, doc.lines
 
 
 def _field_names_at(loc: PathKey) -> list[str] | None:
@@ -243,17 +165,11 @@ def load_spec(path: str | Path) -> TierSpec:
         SpecErrors: one or more rules are broken; each is located.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(
-            "spec file not found",
-            location=Location(file=str(p)),
-            rule="file",
-            fix="pass the path of a tier.yaml",
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(
-            f"cannot read spec: {exc}", location=Location(file=str(p)), rule="file"
-        ) from None
+    text = read_text(
+        p,
+        what="spec",
+        error=SpecError,
+        missing="spec file not found",
+        missing_fix="pass the path of a tier.yaml",
+    )
     return load_spec_text(text, str(p))

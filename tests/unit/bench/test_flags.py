@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+import tierctl.cli.bench as cli_bench
 from tierctl.bench.flags import WorkloadFlags, workload_from_flags
 from tierctl.bench.workload import BurstLane, HammerLane
+from tierctl.cli.main import option_labels
 from tierctl.errors import InputError
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "workloads" / "burst-hammer.yaml"
@@ -43,5 +46,20 @@ def test_flags_override_a_file_but_keep_its_lanes():
 
 
 def test_file_and_lane_flags_together_are_refused():
-    with pytest.raises(InputError, match="either --workload or lane flags"):
+    with pytest.raises(InputError, match="either `workload_path` or lane flags") as info:
         workload_from_flags(WorkloadFlags(workload_path=str(EXAMPLE), burst="1x5"))
+    # the library names its parameters; the CLI shows its option names in their place
+    assert "either --workload or lane flags" in info.value.format(option_labels(["bench", "run"]))
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [("run", ["--url", "http://127.0.0.1:9"]), ("ab", ["--a", "http://a:1", "--b", "http://b:1"])],
+)
+def test_cli_workload_options_are_the_dataclass_fields(command, args):
+    """`bench run`/`bench ab` offer every WorkloadFlags field, with the same default."""
+    cmd = getattr(cli_bench, command)
+    given = cmd.make_context(command, list(args)).params  # defaults applied, as click passes them
+    for f in dataclasses.fields(WorkloadFlags):
+        assert f.name in given, f"{f.name} has no option on bench {command}"
+        assert given[f.name] == f.default, f.name

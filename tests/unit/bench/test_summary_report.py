@@ -74,7 +74,7 @@ def test_run_json_keeps_every_sample_and_the_invariant():
     assert run["unhealthy_episodes"] == [{"start_s": 3.0, "end_s": None}]
     assert run["requests"][0]["tpot_s"] == pytest.approx(0.5)
     md = run_markdown(_record(), WL)
-    assert "| burst | 4 | 2 | 1500 | 1950 | 500.0 |" in md
+    assert "| burst | 4 | 2 | 1500 | 1950 | 1990 | 500.0 |" in md
 
 
 def _ab() -> ABResult:
@@ -100,5 +100,80 @@ def test_ab_pairs_and_ratios():
     assert doc["pairs"] == 2
     assert sum(len(b["requests"]) for b in doc["blocks"]) == 16
     md = ab_markdown(result, compare(result, ["burst"]), WL)
-    assert "| all | 0.50 (0.50-0.50) |" in md
-    assert "| 0 | 0 | A | 4 | 2 | 1 | 1 | 10.0 | 10.0 | 10.0 | 3 | 1 | - |" in md
+    assert "| all | B/A | 0.50 (0.50-0.50) |" in md
+    assert "| 0 | 0 | A | 4 | 2 | 1 | 1 | 10.0 | 10.0 | 10.0 | 3 | 1 | - | - |" in md
+
+
+def test_summary_has_throughput_ttft_p99_and_itl_p50():
+    s = summarize(_record().requests)
+    # Busy span: first send at 0.00 s to the last end (the timed-out request: 0.02 + 9.0 s).
+    assert s.span_s == pytest.approx(9.02)
+    assert s.output_tokens == 10  # completed requests only
+    assert s.output_tok_per_s == pytest.approx(10 / 9.02)
+    assert s.requests_per_s == pytest.approx(2 / 9.02)
+    assert s.ttft_p99_s == pytest.approx(1.99)
+    assert s.itl_p50_s == pytest.approx(0.5)
+    assert summarize([]).output_tok_per_s is None
+
+
+def test_ab_report_shows_each_arms_own_values_beside_the_ratio():
+    from rich.console import Console
+
+    result = _ab()
+    ratios = compare(result, ["burst"])
+    md = ab_markdown(result, ratios, WL)
+    # Arm A's TTFT p50 is 1.5 s, arm B's 0.75 s (B runs at half the latencies), B/A 0.50.
+    assert "| all | A | 1500 |" in md
+    assert "| all | B | 750.0 |" in md
+    assert "| all | B/A | 0.50 (0.50-0.50) |" in md
+    console = Console(width=400, record=True)
+    from tierctl.bench.report import ab_table
+
+    console.print(ab_table(result, ratios))
+    text = console.export_text()
+    assert "A = http://a, B = http://b" in text
+    rows = {line.split("│")[2].strip(): line for line in text.splitlines() if line.count("│") > 3}
+    assert "1500" in rows["A"]
+    assert "750.0" in rows["B"]
+    assert "0.50 (0.50-0.50)" in rows["B/A"]
+    tok = {m.metric: m.ratio for m in ratios}["output_tok_per_s"]
+    assert tok.a is not None
+    assert tok.b is not None
+    assert tok.ratio == pytest.approx(tok.b / tok.a)
+
+
+def test_ab_cdf_plot_has_a_row_per_lane_and_names_the_arms(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    from tierctl.bench.plots import plot_ab
+
+    def two_lanes(scale: float, label: str) -> RunRecord:
+        reqs = (
+            _req(0, ttft=1.0 * scale, e2e=3.0 * scale, lane="burst"),
+            _req(1, ttft=0.1 * scale, e2e=0.3 * scale, lane="hammer"),
+        )
+        return RunRecord("http://x", label, "2026-01-01T00:00:00+00:00", 1.0, reqs, (), 2)
+
+    blocks = (Block(0, 0, "A", two_lanes(1.0, "A")), Block(0, 1, "B", two_lanes(0.5, "B")))
+    result = ABResult("http://a:1", "http://b:2", "AB", 1, blocks, False)
+    seen: list[tuple[list[str], list[str]]] = []
+    save = Figure.savefig
+
+    def record(fig, path, *a, **k):
+        titles = [ax.get_title() for ax in fig.axes]
+        legends = [
+            t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()
+        ]
+        seen.append((titles, legends))
+        return save(fig, path, *a, **k)
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    files = plot_ab(result, tmp_path, probe_timeout_s=1.0, names=("r1", "r2"))
+    assert [f.name for f in files] == ["latency_cdf.png", "probe_latency.png"]
+    titles, legends = seen[0]
+    assert titles == [
+        "burst: TTFT CDF", "burst: TPOT CDF", "burst: E2E CDF",
+        "hammer: TTFT CDF", "hammer: TPOT CDF", "hammer: E2E CDF",
+    ]  # fmt: skip
+    assert "A = r1 (http://a:1) (n=1)" in legends
+    assert "B = r2 (http://b:2) (n=1)" in legends

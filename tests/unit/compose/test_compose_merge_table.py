@@ -302,7 +302,8 @@ def test_include_cycle_and_missing_file_are_located(tmp_path: Path) -> None:
     main = _write(tmp_path, "m.yaml", "services: {}\ninclude:\n  - nope.yaml\n")
     with pytest.raises(ComposeInputError, match="cannot read") as info:
         load_compose(main)
-    assert info.value.location is not None and info.value.location.line == 3
+    assert info.value.location is not None
+    assert info.value.location.line == 3
 
 
 def test_include_in_text_without_a_folder_is_refused_not_ignored() -> None:
@@ -335,7 +336,8 @@ services:
     assert r1.data["volumes"] == ["/nvme/m:/models"]
     assert r1.image == "lmsysorg/sglang:v0.5.3"
     assert "extends" not in r1.data
-    assert r2.command is not None and r2.command[-1] == "30001"
+    assert r2.command is not None
+    assert r2.command[-1] == "30001"
     assert r2.environment == {"A": "1", "B": "2"}
 
 
@@ -361,7 +363,8 @@ def test_extends_from_another_file(tmp_path: Path) -> None:
 def test_bad_extends_is_located(text: str, message: str) -> None:
     with pytest.raises(ComposeInputError, match=message) as info:
         parse_compose(text, source="c.yaml")
-    assert info.value.location is not None and info.value.location.line is not None
+    assert info.value.location is not None
+    assert info.value.location.line is not None
 
 
 def test_merged_documents_are_plain_yaml() -> None:

@@ -91,4 +91,5 @@ def test_compose_reads_a_string_command_with_shellwords() -> None:
 def test_a_bare_parenthesis_is_a_located_error() -> None:
     with pytest.raises(ComposeInputError, match="cannot split") as info:
         parse_compose("services:\n  a:\n    command: echo (x)\n", source="c.yaml")
-    assert info.value.location is not None and info.value.location.line == 3
+    assert info.value.location is not None
+    assert info.value.location.line == 3

@@ -21,6 +21,7 @@ from rollout_examples import (
     without_ingestion,
 )
 
+from tierctl.cli.main import option_labels
 from tierctl.errors import ContractViolation, InputError
 from tierctl.rollout.planner import PlanOptions, plan_files
 from tierctl.rollout.run import make_plan
@@ -77,7 +78,8 @@ def test_a_plan_that_needs_the_proxy_refuses_unless_allowed(tmp_path: Path) -> N
     with pytest.raises(ContractViolation, match="protected services: proxy-glm53") as info:
         make_plan(str(old), str(new), spec=EXAMPLE)
     assert info.value.fix is not None
-    assert "--allow proxy-glm53" in info.value.fix
+    assert "`allow` proxy-glm53" in info.value.fix  # the library names its parameter
+    assert "--allow proxy-glm53" in info.value.format(option_labels(["plan"]))  # the CLI, its flag
     allowed = make_plan(str(old), str(new), spec=EXAMPLE, allow=frozenset({PROXY}))
     assert _steps(allowed) == [("recreate", PROXY)]
     assert allowed.allowed == [PROXY]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
+from tierctl.errors import InputError
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.dryrun import DryRunResult
 
@@ -38,7 +40,22 @@ class Driver(Protocol):
         ...
 
 
+# Compose's own rule for service names (compose-spec: ^[a-zA-Z0-9._-]+$); a name that starts
+# with "-" would reach `docker compose` as an option, so the first character is stricter.
+_SERVICE_NAME = re.compile(r"[a-zA-Z0-9_][a-zA-Z0-9._-]*")
+
+
 def require_services(services: list[str]) -> None:
-    """Refuse an empty service list: compose tools read it as every service."""
+    """Refuse an empty service list (compose tools read it as every service) and any name
+    that is not a compose service name (it would reach a command line as an option).
+    """
     if not services:
         raise ValueError("a driver call needs at least one service; empty means all to compose")
+    for name in services:
+        if not _SERVICE_NAME.fullmatch(name):
+            raise InputError(
+                "not a compose service name",
+                rule="service names match [a-zA-Z0-9_][a-zA-Z0-9._-]*",
+                value=name,
+                fix="rename the service in the compose file",
+            )

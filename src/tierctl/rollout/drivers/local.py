@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +158,7 @@ class LocalDriver:
     def _start(self, dep: Deployment, service: str) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
         log = self._dir / f"{service}.log"
-        env = dict(os.environ)
+        env = child_environment(os.environ)
         # The directory holding the ``tierctl`` package (this file is tierctl/rollout/drivers/),
         # found without importing the package root, which imports this module.
         src = str(Path(__file__).resolve().parents[3])
@@ -249,3 +249,43 @@ def _alive(pid: int, child: subprocess.Popen[bytes] | None) -> bool:
         return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return True
+
+
+# What an engine started here needs from tierctl's environment: the interpreter, locale and
+# temp dirs, and the engines' and their libraries' own settings. Nothing else passes, and a
+# name that looks like a credential never does (TIERCTL_AGENT_TOKEN, cloud keys): an engine's
+# own secrets come from its service's `environment:`.
+_CHILD_ENV_NAMES = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TZ", "TMPDIR", "TEMP", "TMP", "LANG"}
+    | {"PYTHONPATH", "PYTHONHASHSEED", "PYTHONUNBUFFERED", "VIRTUAL_ENV", "LD_LIBRARY_PATH"}
+)
+_CHILD_ENV_PREFIXES = (
+    "LC_",
+    "XDG_",
+    "VLLM_",
+    "SGLANG_",
+    "HF_",
+    "TRANSFORMERS_",
+    "TOKENIZERS_",
+    "CUDA_",
+    "NVIDIA_",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "TORCH",
+)
+_SECRET_NAME = re.compile(r"TOKEN(?!IZERS?_)|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL|AUTH", re.I)
+
+
+def child_environment(parent: Mapping[str, str]) -> dict[str, str]:
+    """The environment an engine child process gets from ``parent`` (allow-listed, no secrets).
+
+    ``HF_TOKEN_PATH`` and ``TOKENIZERS_PARALLELISM`` pass (a path and a switch); ``HF_TOKEN``
+    and ``TIERCTL_AGENT_TOKEN`` do not.
+    """
+    out: dict[str, str] = {}
+    for key, value in parent.items():
+        allowed = key in _CHILD_ENV_NAMES or key.startswith(_CHILD_ENV_PREFIXES)
+        if allowed and (key.endswith("_PATH") or not _SECRET_NAME.search(key)):
+            out[key] = value
+    return out

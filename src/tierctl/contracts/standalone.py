@@ -1,0 +1,301 @@
+"""Validating compose files that have no tier spec: ``tierctl validate COMPOSE...``.
+
+Without a spec there is nothing to pin argv or variants against, but most of what breaks a
+serving tier is visible in the file alone. This module finds the engine services (by image and
+by the launcher their command runs, per the engine profiles), picks each one's flag catalog
+(from the image tag, or ``--engine sglang==X``) and runs:
+
+- TC007 compose-schema, plus compose's own consistency rule that a service only references
+  declared top-level volumes, networks, secrets and configs;
+- TC004 engine-flag-catalog on each engine's flags;
+- TC006 hygiene: GPUs reserved twice, an engine's TP x PP x DP against the GPUs it is given,
+  host ports published twice (and ``--port``/``--dist-init-addr`` on the host network),
+  literal credentials, commands compose cuts at ``;&|<>``; images not pinned by digest are
+  warnings here (a hand-written file rarely pins them; a spec's render does).
+
+The report names what it could not check (the spec-only contracts, engines whose release has
+no shipped catalog, GPU counts given as ``count: all``), so "ok" never claims more than ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tierctl.catalog.build import parse_ref
+from tierctl.catalog.model import Catalog
+from tierctl.catalog.store import load_catalog, resolve_catalog, shipped
+from tierctl.compose import ComposeFile, ComposeService, load_compose, merge_compose
+from tierctl.compose.argv import FlagUse, parse_flags
+from tierctl.contracts import flag_catalog, hygiene, schema
+from tierctl.contracts.report import RULES, Report, Violation
+from tierctl.engines import PROFILES, EngineProfile, profile_for_argv
+from tierctl.errors import InputError
+
+#: Contracts that need a spec to mean anything (what the spec promised vs the file).
+SPEC_ONLY = ("TC001", "TC002", "TC003", "TC005")
+
+
+@dataclass(frozen=True)
+class EngineService:
+    """One engine service found in a file without a spec."""
+
+    name: str
+    service: ComposeService
+    profile: EngineProfile
+    argv: tuple[str, ...]  # the command as it runs (image entrypoint + command when split)
+    command_offset: int  # index in argv of command[0] (for locating tokens)
+    flag_start: int
+    version: str | None
+    catalog: Catalog | None
+    uses: tuple[FlagUse, ...] = field(default=())
+    flags: dict[str, Any] = field(default_factory=dict)
+
+
+def find_engines(
+    compose: ComposeFile, engine: str | None = None
+) -> tuple[list[EngineService], list[str]]:
+    """The engine services of a file, each with its catalog; and what could not be checked.
+
+    Args:
+        compose: the (merged) file.
+        engine: ``KIND==VERSION`` or a catalog file forcing the catalog (``--engine``).
+
+    Raises:
+        InputError: ``--engine`` names no shipped catalog or unreadable file.
+    """
+    forced = resolve_catalog(engine) if engine else None
+    found: list[EngineService] = []
+    unchecked: list[str] = []
+    for name, service in compose.services.items():
+        profile, argv, offset = _engine_of(service)
+        if profile is None:
+            continue
+        version = profile.image_version(service.image)
+        catalog: Catalog | None = None
+        if forced is not None and forced.engine == profile.kind:
+            catalog, version = forced, forced.version
+        elif version is not None and (profile.kind, version) in shipped():
+            catalog = load_catalog(profile.kind, version)
+        else:
+            have = ", ".join(v for e, v in shipped() if e == profile.kind)
+            why = (
+                f"the image tag names no release ({service.image!r})"
+                if version is None
+                else f"no shipped catalog for {profile.kind}=={version} (shipped: {have})"
+            )
+            unchecked.append(
+                f"{name}: engine flags (TC004): {why}; pass --engine {profile.kind}==VERSION "
+                f"or build one with `tierctl catalog build {profile.kind}=={version or 'X'}`"
+            )
+        start = profile.split_command(argv).flags_start
+        uses = tuple(parse_flags(argv, start, catalog))
+        flags = profile.command_flags(argv, catalog)
+        found.append(
+            EngineService(
+                name, service, profile, argv, offset, start, version, catalog, uses, flags
+            )
+        )
+    return found, unchecked
+
+
+def _engine_of(service: ComposeService) -> tuple[EngineProfile | None, tuple[str, ...], int]:
+    """The engine a service runs, its whole argv, and where its ``command`` starts in it."""
+    entry = service.entrypoint or ()
+    command = service.command or ()
+    whole = (*entry, *command)
+    profile = profile_for_argv(whole)
+    if profile is not None:
+        return profile, whole, len(entry)
+    for candidate in PROFILES.values():
+        if candidate.matches_image(service.image):
+            if entry or not candidate.image_launcher:
+                return candidate, whole, len(entry)
+            # The image's ENTRYPOINT runs the launcher; the command is its arguments.
+            launcher = candidate.image_launcher
+            return candidate, (*launcher, *command), len(launcher)
+    return None, whole, 0
+
+
+def validate_files(
+    paths: Sequence[str | Path], *, engine: str | None = None, strict: bool = False
+) -> Report:
+    """``tierctl validate COMPOSE...`` without ``--spec``.
+
+    Args:
+        paths: compose files, merged like ``docker compose -f a -f b``.
+        engine: ``KIND==VERSION`` (or a catalog file) for engines whose image tag names no
+            release with a shipped catalog.
+        strict: warnings (unpinned images) count as violations.
+
+    Raises:
+        ComposeInputError / InputError: unusable input (exit 2).
+    """
+    if not paths:
+        raise InputError(
+            "nothing to validate", rule="usage", fix="pass compose files, or --spec SPEC"
+        )
+    if engine and "==" in engine:
+        parse_ref(engine)  # a clear error for a bad KIND==VERSION before reading files
+    files = [load_compose(Path(p)) for p in paths]
+    merged = merge_compose(files)
+    engines, unchecked = find_engines(merged, engine)
+    violations: list[Violation] = []
+    warnings: list[Violation] = []
+    violations.extend(schema.check_document(merged))
+    violations.extend(undeclared_references(merged))
+    for e in engines:
+        if e.catalog is not None:
+            violations.extend(
+                flag_catalog.check_uses(e.catalog, merged, e.name, e.uses, e.command_offset)
+            )
+    violations.extend(hygiene.gpus(merged))
+    gpu_violations, gpu_unchecked = gpu_fit(merged, engines)
+    for finding in gpu_violations:
+        (
+            warnings
+            if finding.expected and finding.found and int(finding.expected) < int(finding.found)
+            else violations
+        ).append(finding)
+    unchecked.extend(gpu_unchecked)
+    host = [(e.name, e.flags) for e in engines if e.service.data.get("network_mode") == "host"]
+    violations.extend(hygiene.ports(merged, host))
+    violations.extend(hygiene.secrets(merged))
+    violations.extend(hygiene.cut_commands(merged))
+    for finding in hygiene.images(merged):
+        (violations if strict or "build:" in finding.message else warnings).append(finding)
+    if not engines:
+        unchecked.append("engine checks: no service runs SGLang or vLLM (by image or launcher)")
+    unchecked.append(
+        "spec contracts ("
+        + ", ".join(f"{r} {RULES[r]}" for r in SPEC_ONLY)
+        + "): need a tier spec; `tierctl import` writes one from this file"
+    )
+    return Report(
+        spec="(none)",
+        files=tuple(f.source for f in files),
+        catalog=", ".join(sorted({e.catalog.ref for e in engines if e.catalog})) or None,
+        services_checked=len(merged.services),
+        replicas_checked=len(engines),
+        violations=tuple(violations),
+        warnings=tuple(warnings),
+        unchecked=tuple(unchecked),
+    )
+
+
+def undeclared_references(compose: ComposeFile) -> Iterator[Violation]:
+    """A service may only use named volumes, networks, secrets and configs the file declares
+    (compose refuses the file otherwise: "refers to undefined volume")."""
+    declared = {
+        kind: set(compose.data.get(kind) or {})
+        for kind in ("volumes", "networks", "secrets", "configs")
+    }
+    for name, service in compose.services.items():
+        data = service.data
+        for i, mount in enumerate(data.get("volumes") or []):
+            source = _named_volume(mount)
+            if source is not None and source not in declared["volumes"]:
+                yield _undeclared(compose, name, "volumes", i, "volume", source)
+        networks = data.get("networks") or []
+        for net in networks if isinstance(networks, list) else list(networks):
+            if str(net) != "default" and str(net) not in declared["networks"]:
+                yield _undeclared(compose, name, "networks", None, "network", str(net))
+        for kind in ("secrets", "configs"):
+            for i, ref in enumerate(data.get(kind) or []):
+                source = str(ref.get("source") if isinstance(ref, dict) else ref)
+                if source not in declared[kind]:
+                    yield _undeclared(compose, name, kind, i, kind[:-1], source)
+
+
+def _named_volume(mount: Any) -> str | None:
+    if isinstance(mount, dict):
+        if mount.get("type", "volume") != "volume" or not mount.get("source"):
+            return None
+        return str(mount["source"])
+    parts = str(mount).split(":")
+    if len(parts) < 2:
+        return None  # an anonymous volume
+    source = parts[0]
+    if source.startswith((".", "/", "~", "$")) or (len(source) == 1 and source.isalpha()):
+        return None  # a bind mount (or a path compose resolves from a variable)
+    return source
+
+
+def _undeclared(
+    compose: ComposeFile, service: str, key: str, index: int | None, what: str, name: str
+) -> Violation:
+    path: tuple[str | int, ...] = ("services", service, key) + (
+        (index,) if index is not None else ()
+    )
+    top = f"{what}s"
+    return Violation(
+        rule="TC007",
+        service=service,
+        message=f"service {service} refers to undefined {what} {name!r}",
+        location=compose.location(*path),
+        found=name,
+        fix=f"declare it at the top level: {top}: {{{name}: {{}}}}",
+    )
+
+
+def service_gpus(service: ComposeService) -> tuple[int | None, str | None]:
+    """How many GPUs a service is given, or (None, why) when the file does not say."""
+    if service.gpu_ids:
+        return len(service.gpu_ids), None
+    deploy = service.data.get("deploy")
+    devices = (
+        ((deploy.get("resources") or {}).get("reservations") or {}).get("devices")
+        if isinstance(deploy, dict)
+        else None
+    )
+    for device in devices if isinstance(devices, list) else []:
+        count = device.get("count") if isinstance(device, dict) else None
+        if count == "all" or count == -1:
+            return None, "reserves count: all (the host's GPU count is not in the file)"
+        if isinstance(count, int):
+            return count, None
+        if isinstance(count, str) and count.isdigit():
+            return int(count), None
+    gpus = service.data.get("gpus")
+    if gpus == "all":
+        return None, "reserves gpus: all (the host's GPU count is not in the file)"
+    env = service.environment
+    for key in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+        value = env.get(key)
+        if value and "$" not in value and value != "all":
+            return len([v for v in value.split(",") if v.strip()]), None
+    return None, "reserves no GPUs in deploy.resources.reservations.devices"
+
+
+def gpu_fit(
+    compose: ComposeFile, engines: Sequence[EngineService]
+) -> tuple[list[Violation], list[str]]:
+    """Each engine's TP x PP x DP (per node) against the GPUs its service is given."""
+    out: list[Violation] = []
+    unchecked: list[str] = []
+    for e in engines:
+        needed = e.profile.gpus_needed(e.flags)
+        have, why = service_gpus(e.service)
+        if needed is None:
+            unchecked.append(f"{e.name}: GPU fit: a parallelism flag is not a number")
+            continue
+        if have is None:
+            unchecked.append(f"{e.name}: GPU fit (needs {needed}): {why}")
+            continue
+        if needed != have:
+            more = "only " if needed > have else ""
+            out.append(
+                Violation(
+                    rule="TC006",
+                    service=e.name,
+                    message=f"{e.profile.title} needs {needed} GPUs (TP x PP x DP from its "
+                    f"flags) but the service is given {more}{have}",
+                    location=compose.location("services", e.name, "deploy"),
+                    expected=str(needed),
+                    found=str(have),
+                    fix=f"reserve {needed} GPUs (device_ids) or change the parallel sizes",
+                )
+            )
+    return out, unchecked

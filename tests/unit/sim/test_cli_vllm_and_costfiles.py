@@ -1,0 +1,160 @@
+"""`tierctl sim` on a vLLM spec, the not-modelled warning, cost model files and fitting."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tierctl.errors import InputError
+from tierctl.sim.config import EngineConfig
+from tierctl.sim.cost import DENSE_8B_H100
+from tierctl.sim.costfile import read_cost_model, write_cost_model
+from tierctl.sim.fitting import MeasuredRequest, fit_timings
+from tierctl.sim.simulate import simulate
+from tierctl.sim.workload import hammer
+
+from .helpers import FLAT
+
+VLLM_SPEC = Path(__file__).parent / "data" / "vllm-tier.yaml"
+
+
+def _rows(out: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 5:
+            rows[parts[0] + " " + parts[1]] = parts
+    return rows
+
+
+def test_sim_run_on_a_vllm_spec_replica(run_cli: Callable[..., Any]) -> None:
+    res = run_cli("sim", "run", "--spec", str(VLLM_SPEC), "--replica", "r2", "--workload",
+                  "hammer", "--duration-s", "20", "--preset", "dense-8b-h100", "--json")  # fmt: skip
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["argv"][:2] == ["vllm", "serve"]
+    assert "/models/llama-3.1-70b" in doc["argv"]  # positional or --model, per the renderer
+    assert {r["status"] for r in doc["requests"]} == {"completed"}
+
+
+def test_compare_warns_per_unmodelled_flag(run_cli: Callable[..., Any]) -> None:
+    res = run_cli("sim", "compare", "--spec", str(VLLM_SPEC), "--control-replica", "r1",
+                  "--candidate-replica", "r3", "--workload", "hammer", "--duration-s", "20",
+                  "--preset", "dense-8b-h100")  # fmt: skip
+    assert res.code == 0, res.err
+    assert "--swap-space differs between the arms but is not modelled" in res.err
+    assert "not modelled, and different between the arms: --swap-space" in res.out
+    assert "--port" not in res.err  # replica addresses differ by design
+    assert _rows(res.out)["TPOT p50"][-1] == "1.00"
+
+
+def test_compare_of_a_modelled_flag_has_no_warning_and_moves_the_figures(
+    run_cli: Callable[..., Any],
+) -> None:
+    res = run_cli("sim", "compare", "--spec", str(VLLM_SPEC), "--control-replica", "r1",
+                  "--candidate-replica", "r2", "--workload", "hammer", "--rate", "40",
+                  "--duration-s", "12", "--preset", "dense-8b-h100", "--json")  # fmt: skip
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["not_modelled"] == []
+    assert "warning" not in res.err
+    tpot = next(r for r in doc["table"] if r["metric"] == "TPOT p50")
+    assert tpot["ratio"] > 1.1  # twice the sequences per step: slower steps
+
+
+def test_cost_model_file_round_trip_and_use(run_cli: Callable[..., Any], tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    slow = dataclasses.replace(DENSE_8B_H100, name="slow", decode_base_s=0.06)
+    write_cost_model(path, slow, {"fitted_on": ["by hand"], "method": "test"})
+    model, prov = read_cost_model(path)
+    assert model == slow
+    assert prov["fitted_on"] == ["by hand"]
+    assert "fitted_at" in prov
+    args = ("sim", "run", "--workload", "hammer", "--duration-s", "20", "--json", "--",
+            "--chunked-prefill-size", "8192")  # fmt: skip
+    fast = json.loads(run_cli(*args[:2], "--preset", "dense-8b-h100", *args[2:]).out)
+    res = run_cli(*args[:2], "--cost-model", str(path), *args[2:])
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["preset"] == "slow"
+    assert doc["summary"]["tpot_p50_s"] > 5 * fast["summary"]["tpot_p50_s"]
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("[]", "not a tierctl cost model file"),
+        ('{"kind": "tierctl-cost-model", "model": {"decode_base_s": -1, "base": '
+         '"dense-8b-h100"}}', "'decode_base_s' must be a non-negative number"),
+        ('{"kind": "tierctl-cost-model", "model": {"decode_bse_s": 1, "base": '
+         '"dense-8b-h100"}}', "unknown cost model field 'decode_bse_s'"),
+        ('{"kind": "tierctl-cost-model", "model": {"decode_base_s": 1}}', "is missing"),
+        ("{", "not JSON"),
+    ],
+)  # fmt: skip
+def test_bad_cost_model_files_are_named_input_errors(
+    tmp_path: Path, content: str, needle: str, run_cli: Callable[..., Any]
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(InputError) as exc:
+        read_cost_model(path)
+    assert needle in exc.value.format()
+    res = run_cli("sim", "run", "--cost-model", str(path), "--workload", "hammer")
+    assert res.code == 2
+    assert "bad.json" in res.err
+    assert "Traceback" not in res.err
+
+
+def _measured(cfg: EngineConfig, truth: Any, seed: int = 0) -> list[MeasuredRequest]:
+    wl = hammer(random.Random(seed), rate_per_s=3.0, duration_s=30.0, input_tokens=(100, 3000),
+                output_tokens=(20, 200))  # fmt: skip
+    res = simulate(cfg, wl, truth)
+    return [
+        MeasuredRequest(r.arrival_s, r.input_tokens, r.output_tokens, r.ttft_s or 0.0, r.tpot_s, ())
+        for r in res.requests
+    ]
+
+
+def test_fit_from_request_timings_recovers_the_step_costs() -> None:
+    cfg = EngineConfig.from_argv(["vllm", "serve", "/m", "--max-num-batched-tokens", "2048"])
+    truth = dataclasses.replace(FLAT, prefill_base_s=0.004, prefill_per_token_s=2e-5,
+                                decode_base_s=0.012, decode_per_seq_s=4e-4)  # fmt: skip
+    start = dataclasses.replace(truth, prefill_per_token_s=1e-4, decode_base_s=0.05)
+    model, res = fit_timings(_measured(cfg, truth), start, cfg)
+    assert res["ttft_median_abs_rel_error"] < 0.05
+    assert res["tpot_median_abs_rel_error"] < 0.05
+    assert model.decode_base_s == pytest.approx(0.012, rel=0.2)
+    assert model.prefill_per_token_s == pytest.approx(2e-5, rel=0.3)
+
+
+def test_sim_fit_cli_reads_bench_results_and_writes_a_cost_model(
+    run_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    cfg = EngineConfig.from_argv(["vllm", "serve", "/m", "--max-num-batched-tokens", "2048"])
+    truth = dataclasses.replace(DENSE_8B_H100, decode_base_s=0.02)
+    reqs = [
+        {"sent_s": m.sent_s, "ttft_s": m.ttft_s, "tpot_s": m.tpot_s, "e2e_s": 1.0, "itl_s": [],
+         "input_tokens": m.input_tokens, "output_tokens": m.output_tokens, "outcome": "completed"}
+        for m in _measured(cfg, truth)
+    ]  # fmt: skip
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"kind": "run", "run": {"requests": reqs}}))
+    out = tmp_path / "fitted.json"
+    res = run_cli("sim", "fit", str(results), "--preset", "dense-8b-h100", "--out", str(out),
+                  "--json", "--", "vllm", "serve", "/m", "--max-num-batched-tokens", "2048")  # fmt: skip
+    assert res.code == 0, res.err
+    model, prov = read_cost_model(out)
+    assert prov["samples"]["requests"] == len(reqs)
+    assert prov["engine"] == "vllm"
+    assert prov["residuals"]["tpot_median_abs_rel_error"] < 0.1
+    assert model.decode_base_s == pytest.approx(0.02, rel=0.25)
+    again = run_cli("sim", "fit", str(results), "--out", str(out))
+    assert again.code == 2
+    assert "exists" in again.err

@@ -1,0 +1,184 @@
+"""vLLM v1's scheduling policy: decode first, a token budget, chunked prefill, preemption."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tierctl.sim.config import EngineConfig, unmodelled_differences
+from tierctl.sim.engine import make_scheduler
+from tierctl.sim.simulate import simulate
+from tierctl.sim.vllm_policy import VllmScheduler
+from tierctl.sim.workload import SimRequest, Workload, hammer
+
+from .helpers import FLAT
+
+
+def vcfg(*flags: str) -> EngineConfig:
+    return EngineConfig.from_argv(["vllm", "serve", "/models/m", *flags])
+
+
+def decoders_then_prompt(prompt_tokens: int = 5000) -> Workload:
+    reqs = [SimRequest(f"dec-{i}", 0.0, 100, 200) for i in range(3)]
+    reqs.append(SimRequest("long", 0.5, prompt_tokens, 10))
+    return Workload.of("dec+long", reqs)
+
+
+def test_vllm_argv_selects_the_vllm_policy_and_reads_its_flags() -> None:
+    cfg = vcfg(
+        "--max-num-batched-tokens", "512", "--max-num-seqs", "4", "--no-enable-prefix-caching"
+    )
+    assert cfg.engine == "vllm"
+    assert cfg.model_path == "/models/m"
+    assert cfg.port == 8000
+    assert (cfg.max_num_batched_tokens, cfg.max_num_seqs) == (512, 4)
+    assert cfg.enable_prefix_caching is False
+    sched = make_scheduler(cfg, FLAT)
+    assert isinstance(sched, VllmScheduler)
+    assert (sched.token_budget, sched.max_running, sched.cache) == (512, 4, None)
+
+
+def test_module_launcher_and_human_sizes() -> None:
+    cfg = EngineConfig.from_argv(
+        ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m",
+         "--max-model-len", "32k", "-tp", "8"]
+    )  # fmt: skip
+    assert cfg.engine == "vllm"
+    assert (cfg.model_path, cfg.max_model_len, cfg.tp_size) == ("/m", 32000, 8)
+
+
+def test_a_long_prompt_does_not_starve_decode() -> None:
+    # Budget 1000 tokens per step: the 3 decoders take 3, the prompt gets the rest each step,
+    # so every decoder produces a token every step while the prompt prefills.
+    res = simulate(vcfg("--max-num-batched-tokens", "1000"), decoders_then_prompt(), FLAT)
+    by = {r.rid: r for r in res.requests}
+    # one step with a 997-token chunk costs 0.0997 s (+ decode marginal 0): never a long stall
+    assert by["dec-0"].itl_max_s is not None
+    assert by["dec-0"].itl_max_s < 0.11
+    # the prompt's 5000 tokens take ceil(5000/997) = 6 steps
+    assert by["long"].status == "completed"
+
+
+def test_sglang_interval_zero_starves_decode_where_vllm_does_not() -> None:
+    sg = simulate(
+        EngineConfig.from_argv(["--chunked-prefill-size", "1000"]), decoders_then_prompt(), FLAT
+    )
+    vl = simulate(vcfg("--max-num-batched-tokens", "1000"), decoders_then_prompt(), FLAT)
+    sg_stall = max(r.itl_max_s or 0 for r in sg.requests if r.rid.startswith("dec"))
+    vl_stall = max(r.itl_max_s or 0 for r in vl.requests if r.rid.startswith("dec"))
+    assert sg_stall > 0.45  # five back-to-back 0.1 s chunks
+    assert vl_stall < 0.11
+    assert sg.summary.stall_max_s is not None
+    assert sg.summary.stall_max_s > vl.summary.stall_max_s
+
+
+def test_long_prefill_threshold_caps_each_chunk() -> None:
+    rounds: list = []
+    simulate(
+        vcfg("--max-num-batched-tokens", "1000", "--long-prefill-token-threshold", "300"),
+        Workload.of("one", [SimRequest("a", 0.0, 1200, 2)]),
+        FLAT,
+        steps=rounds,
+    )
+    chunk_sizes = [c for r in rounds for c, _ in r.chunks]
+    assert chunk_sizes == [300, 300, 300, 300]
+
+
+def test_max_num_partial_prefills_defaults_the_threshold_to_4pct_of_model_len() -> None:
+    sched = make_scheduler(
+        vcfg("--max-num-partial-prefills", "2", "--max-model-len", "10000"), FLAT
+    )
+    assert isinstance(sched, VllmScheduler)
+    assert sched.threshold == 400
+
+
+def test_without_chunked_prefill_a_prompt_over_the_budget_waits_for_a_whole_step() -> None:
+    rounds: list = []
+    simulate(
+        vcfg("--max-num-batched-tokens", "2000", "--no-enable-chunked-prefill"),
+        Workload.of("two", [SimRequest("a", 0.0, 1500, 2), SimRequest("b", 0.0, 1500, 2)]),
+        FLAT,
+        steps=rounds,
+    )
+    prefill_chunks = [r.chunks for r in rounds if r.chunks]
+    assert prefill_chunks[0] == ((1500, 0),)  # b does not fit the remaining 500: not split
+    assert prefill_chunks[1][0][0] == 1500
+
+
+def test_max_num_seqs_bounds_the_running_set() -> None:
+    reqs = [SimRequest(f"r{i}", 0.0, 50, 20) for i in range(6)]
+    rounds: list = []
+    simulate(vcfg("--max-num-seqs", "2"), Workload.of("six", reqs), FLAT, steps=rounds)
+    assert max(r.batch_size for r in rounds) <= 2
+
+
+def test_kv_exhaustion_preempts_the_last_request_and_it_still_completes() -> None:
+    # 100 blocks of 16 = 1600 tokens of KV; two requests of 500 + 600 outputs cannot both
+    # finish without one being preempted and recomputed.
+    reqs = [SimRequest("a", 0.0, 500, 600), SimRequest("b", 0.0, 500, 600)]
+    res = simulate(
+        vcfg("--num-gpu-blocks-override", "100", "--max-num-batched-tokens", "2048"),
+        Workload.of("kv", reqs),
+        FLAT,
+    )
+    assert [r.status for r in res.requests] == ["completed", "completed"]
+    assert [r.output_tokens for r in res.requests] == [600, 600]
+    sched = make_scheduler(
+        vcfg("--num-gpu-blocks-override", "100", "--max-num-batched-tokens", "2048"), FLAT
+    )
+    for r in reqs:
+        sched.submit(r, 0.0)
+    now = 0.0
+    while sched.busy:
+        rnd = sched.step(now)
+        assert rnd is not None
+        assert sched.kv_used_tokens <= sched.kv_pool_tokens
+        now += rnd.duration_s
+    assert sched.stats.preemptions >= 1
+
+
+def test_prompt_over_max_model_len_is_refused() -> None:
+    sched = make_scheduler(vcfg("--max-model-len", "1000"), FLAT)
+    assert sched.submit(SimRequest("x", 0.0, 900, 200), 0.0) == "too_long"
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    budget=st.sampled_from([256, 1024, 4096]),
+    threshold=st.sampled_from([0, 128]),
+    blocks=st.sampled_from([None, 400]),
+)
+def test_fast_forward_matches_stepping_and_every_request_completes(
+    seed: int, budget: int, threshold: int, blocks: int | None
+) -> None:
+    flags = [
+        "--max-num-batched-tokens",
+        str(budget),
+        "--long-prefill-token-threshold",
+        str(threshold),
+    ]
+    if blocks is not None:
+        flags += ["--num-gpu-blocks-override", str(blocks)]
+    wl = hammer(random.Random(seed), rate_per_s=4.0, duration_s=8.0, input_tokens=(20, 900),
+                output_tokens=(5, 300))  # fmt: skip
+    cfg = vcfg(*flags)
+    fast = simulate(cfg, wl, FLAT)
+    slow = simulate(cfg, wl, FLAT, fast_forward=False)
+    assert [r.status for r in slow.requests] == ["completed"] * len(wl.requests)
+    for a, b in zip(fast.requests, slow.requests, strict=True):
+        assert a.rid == b.rid
+        assert a.output_tokens == b.output_tokens
+        assert abs((a.e2e_s or 0) - (b.e2e_s or 0)) < 1e-6
+
+
+def test_flags_that_differ_and_are_not_modelled_are_named() -> None:
+    a = vcfg("--max-num-seqs", "256", "--port", "8001", "--swap-space", "4")
+    b = vcfg("--max-num-seqs", "512", "--port", "8002", "--swap-space", "8", "--enforce-eager",
+             "--kv-cache-dtype", "fp8")  # fmt: skip
+    assert unmodelled_differences(a, b) == ["kv-cache-dtype", "swap-space"]
+    sg_a = EngineConfig.from_argv(["--tp-size", "4", "--dist-init-addr", "h:1"])
+    sg_b = EngineConfig.from_argv(["--tp-size", "8", "--dist-init-addr", "h:2"])
+    assert unmodelled_differences(sg_a, sg_b) == ["tp-size"]
