@@ -33,14 +33,9 @@ from typing import Any
 
 import httpx
 
-<<<<<<< HEAD
 from tierctl.engines import PROFILES, EngineProfile, default_profile, profile_for_argv
-from tierctl.errors import GateFailed
-=======
 from tierctl.errors import GateFailed, InputError
 from tierctl.readers import load_yaml
-from tierctl.rollout.argv import FlagValue, format_value, parse_argv
->>>>>>> main
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.model import Step
 from tierctl.rollout.normalise import CONFIGS_KEY

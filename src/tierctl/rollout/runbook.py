@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-<<<<<<< HEAD
-import yaml
-
+from tierctl.errors import InputError
+from tierctl.readers import load_yaml
 from tierctl.rollout.drivers.compose_manager import (
     Target,
     apply_requests,
@@ -22,11 +21,6 @@ from tierctl.rollout.drivers.compose_manager import (
     dry_run_requests,
 )
 from tierctl.rollout.gates import describe_gate, step_profile, variants_query
-=======
-from tierctl.errors import InputError
-from tierctl.readers import load_yaml
-from tierctl.rollout.gates import DEFAULT_QUERY
->>>>>>> main
 from tierctl.rollout.model import Plan, SourceRef, Step
 
 
