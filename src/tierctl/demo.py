@@ -10,6 +10,7 @@ every load is bounded in count and time.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import importlib.util
 import tempfile
@@ -295,14 +296,20 @@ def _ab(ctx: DemoContext, urls: dict[str, str]) -> bool:
         "paired A/B, A = r1 (control), B = r2 (canary), blocks A-B-B-A: 4 prompts of 60K tokens "
         "at once; TPOT is that of the prompts decoding while the others prefill"
     )
-    outcome = bench_ab(
-        urls["r1"],
-        urls["r2"],
-        _workload("decode-under-prefill", _DECODE_UNDER_PREFILL, 90),
-        order="ABBA",
-        out_dir=ctx.workdir / "ab",
-        console=ctx.console,
-    )
+    from tierctl.cli.progress import BenchBars
+
+    with BenchBars(ctx.console) as bars:
+        outcome = asyncio.run(
+            bench_ab(
+                urls["r1"],
+                urls["r2"],
+                _workload("decode-under-prefill", _DECODE_UNDER_PREFILL, 90),
+                order="ABBA",
+                out_dir=ctx.workdir / "ab",
+                progress=bars,
+            )
+        )
+        bars.blocks_done(len(outcome.result.blocks))
     ctx.console.print(ab_table(outcome.result, outcome.ratios))
     return not outcome.result.interrupted
 
@@ -343,11 +350,8 @@ def _live_traffic(ctx: DemoContext, urls: dict[str, str]) -> tuple[float, float]
 
     def drive(name: str) -> None:
         try:
-            bench_run(
-                urls[name],
-                _workload(f"live-{name}", lanes, LIVE_S + 30),
-                console=Console(quiet=True),
-                plots=False,
+            asyncio.run(
+                bench_run(urls[name], _workload(f"live-{name}", lanes, LIVE_S + 30), plots=False)
             )
         except BaseException as exc:  # reported below, never swallowed
             errors.append(exc)

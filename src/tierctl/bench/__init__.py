@@ -6,7 +6,7 @@ Importing this package pulls in aiohttp and numpy (the ``bench`` extra).
 """
 
 from tierctl.bench.ab import ABResult, Block, MetricRatio, compare, run_ab
-from tierctl.bench.execute import ABOutcome, RunOutcome, bench_ab, bench_run
+from tierctl.bench.execute import ABOutcome, BenchProgress, RunOutcome, bench_ab, bench_run
 from tierctl.bench.plan import Plan, PlannedRequest, build_plan
 from tierctl.bench.probe import Episode, unhealthy_episodes
 from tierctl.bench.runner import run_plan
@@ -17,6 +17,7 @@ from tierctl.traces import TraceRow, read_trace
 __all__ = [
     "ABOutcome",
     "ABResult",
+    "BenchProgress",
     "Block",
     "Episode",
     "MetricRatio",

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from tierctl.bench.quality.spec import QualitySpec
 from tierctl.errors import InputError, Location
 from tierctl.readers import LineMap, load_yaml, read_text
 from tierctl.traces import TraceFormat
@@ -104,6 +105,10 @@ class Workload(_Model):
     )
     lanes: tuple[Lane, ...] = Field(min_length=1, description="Load lanes, run together.")
     probe: ProbeSpec = Field(default_factory=ProbeSpec, description="Probe lane settings.")
+    quality: QualitySpec | None = Field(
+        None, description="The quality lane bench ab runs after the latency blocks (see "
+        "docs/quality.md).",
+    )  # fmt: skip
     base_dir: str = Field(".", description="Directory trace paths are relative to (set on load).")
 
     @field_validator("lanes")

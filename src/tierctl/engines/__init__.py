@@ -16,7 +16,9 @@ from tierctl.engines.base import (
     Fetch,
     LaunchCommand,
     LogPattern,
+    LogprobShapeError,
     MetricRef,
+    TokenScore,
 )
 from tierctl.engines.sglang import PROFILE as SGLANG
 from tierctl.engines.vllm import PROFILE as VLLM
@@ -96,7 +98,9 @@ __all__ = [
     "Fetch",
     "LaunchCommand",
     "LogPattern",
+    "LogprobShapeError",
     "MetricRef",
+    "TokenScore",
     "all_metric_prefixes",
     "default_profile",
     "kinds",

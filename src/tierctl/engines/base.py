@@ -103,6 +103,27 @@ class LogPattern:
 
 
 @dataclass(frozen=True)
+class TokenScore:
+    """One teacher-forced position: the given token's logprob and the engine's greedy choice.
+
+    Attributes:
+        token: The token id at this position (the text's own token).
+        logprob: log P(token | everything before it).
+        top: The engine's most likely token id at this position (its greedy choice).
+        top_logprob: log P(top | everything before it).
+    """
+
+    token: int
+    logprob: float
+    top: int
+    top_logprob: float
+
+
+class LogprobShapeError(ValueError):
+    """An engine answered a logprob request in a shape its profile does not describe."""
+
+
+@dataclass(frozen=True)
 class ArgvCheck:
     """What verifying a running engine's arguments found.
 
@@ -441,6 +462,26 @@ class EngineProfile(ABC):
         }
         out.update(m.extra)
         return out
+
+    # --- teacher-forced logprobs -------------------------------------------------------------
+
+    #: A substring of the body an engine answers a queue-full rejection with.
+    queue_full_text: str = "queue is full"
+
+    @abstractmethod
+    def prompt_logprobs_request(self, model: str, text: str) -> tuple[str, dict[str, Any]]:
+        """``(path, JSON body)`` of a request that scores every token of ``text`` teacher-forced
+        (each position's logprob of the text's token and the engine's top-1 token), generating
+        one token at temperature 0."""
+
+    @abstractmethod
+    def parse_prompt_logprobs(self, body: Any) -> list[TokenScore]:
+        """The scores of the answer to :meth:`prompt_logprobs_request`, from the second token
+        on (the first has no context).
+
+        Raises:
+            LogprobShapeError: the body is not in the engine's shape.
+        """
 
     # --- logs ------------------------------------------------------------------------------
 

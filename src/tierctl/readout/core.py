@@ -266,7 +266,7 @@ def run_readout(
     aborts = _pooled_aborts(q, control, canary, start_s, end_s)
     variants, warnings = _variants_seen(q, arms, variant_label)
     drift = metric_drift(q, arms, [m.family(profile) for m in metrics])
-    verdict, reasons = _judge(rows, aborts, drift_for(rows, metrics, profile, prefix, drift))
+    verdict, reasons = judge(rows, aborts, drift_for(rows, metrics, profile, prefix, drift))
     return Readout(
         control,
         canary,
@@ -454,11 +454,17 @@ def drift_for(
     return out
 
 
-def _judge(
+def judge(
     rows: list[MetricReadout],
     aborts: ProportionResult,
     drift: dict[str, list[str]] | None = None,
 ) -> tuple[Overall, list[str]]:
+    """The overall verdict of per-metric comparisons, and its reasons.
+
+    ``fail`` when a guard metric or the abort rate is worse; else ``inconclusive`` when a
+    metric had no data (named by the metric-name drift that explains it, from ``drift``: row
+    title -> drift lines) or a guard is undecided; else ``pass``. Pure: no Prometheus needed.
+    """
     reasons = []
     for row in rows:
         if row.guard and row.result.verdict == "worse":

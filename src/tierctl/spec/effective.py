@@ -71,6 +71,25 @@ def argv_from_flags(flags: dict[str, Any]) -> list[str]:
     return tokens
 
 
+def equals_form(argv: list[str], names: list[str]) -> list[str]:
+    """Join ``--name value`` into ``--name=value`` for the flags in ``names`` (the spec's
+    ``engine.equals_flags``, for files written that way)."""
+    if not names:
+        return argv
+    wanted = {f"--{n}" for n in names}
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token in wanted and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            out.append(f"{token}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
 def effective_flags(spec: TierSpec, replica: str) -> dict[str, Any]:
     """Base args, then overlays, then the replica's overrides (see the module docstring)."""
     flags: dict[str, Any] = dict(spec.engine.args)
@@ -198,13 +217,14 @@ class ResolvedReplica:
     name: str
     service: str
     role: str | None
-    gpus: tuple[int, ...]
+    gpus: tuple[int, ...]  # () when the replica reserves a count or all GPUs
     image: str
     flags: dict[str, Any]
     argv: list[str]
     env: dict[str, str]
     variant: str
     port: int
+    gpu_count: int | str = 0  # len(gpus), a count (count: N), or "all"
 
     @property
     def backend_url_context(self) -> dict[str, str]:
@@ -219,10 +239,6 @@ class Tier:
     spec: TierSpec
     replicas: dict[str, ResolvedReplica]
     services: dict[str, Service]
-
-    def by_role(self, role: str) -> list[str]:
-        """Names of the non-engine services with this role, in spec order."""
-        return [name for name, s in self.services.items() if s.role == role]
 
 
 def fill(template: str, context: dict[str, str]) -> str:
@@ -240,9 +256,10 @@ def resolve_replica(spec: TierSpec, name: str) -> ResolvedReplica:
         service=service_name(spec, name),
         role=replica.role,
         gpus=tuple(replica.gpus),
+        gpu_count=replica.gpu_count if replica.gpu_count is not None else len(replica.gpus),
         image=replica.image or spec.engine.image,
         flags=flags,
-        argv=replica_argv(spec, flags),
+        argv=equals_form(replica_argv(spec, flags), spec.engine.equals_flags),
         env=env,
         variant=render_variant(spec, name, flags, env),
         port=replica_port(spec, flags),
