@@ -18,7 +18,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from tierctl.catalog.model import Catalog, Flag
 
@@ -200,6 +200,9 @@ class EngineProfile(ABC):
     #: The prefix as the engine exports it first, then spellings pipelines rewrite it to.
     metric_prefixes: tuple[str, ...] = ()
     metrics: EngineMetrics
+    #: Earlier names of a family, by role (``itl``: vLLM's ``time_per_output_token_seconds``),
+    #: so the readout can say a family was renamed rather than missing.
+    metric_aliases: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     #: Label carrying the served model name on every engine series.
     model_label: str = "model_name"
     #: Labels that split one replica's series by rank or engine core (summed over).

@@ -426,10 +426,15 @@ def metric_drift(q: _Query, arms: tuple[Arm, Arm], families: list[MetricRef]) ->
 
 
 def _alternatives(engine: EngineProfile, family: str, names: dict[str, set[bool]]) -> list[str]:
-    """Names the same quantity has elsewhere: other prefix spellings or another engine's."""
-    role = next((r for r, n in engine.families().items() if n == family), None)
+    """Names the same quantity has elsewhere: other prefix spellings, the engine's earlier
+    names for it, or another engine's name."""
+    families = engine.families()
+    role = next((r for r, n in families.items() if n == family), None)
     candidates = {p + family for p in engine.metric_prefixes}
     if role is not None:
+        suffix = "_bucket" if family.endswith("_bucket") else ""
+        for old in engine.metric_aliases.get(role, ()):
+            candidates |= {p + old + suffix for p in engine.metric_prefixes}
         for other in PROFILES.values():
             name = other.families().get(role)
             if name is not None:
