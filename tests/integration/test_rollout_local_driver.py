@@ -399,3 +399,39 @@ def test_prometheus_must_show_the_new_variant_after_the_collector_step(
         "count by (container_name, config_variant) "
         '(sglang_num_running_reqs{container_name="model-r2",host_machine="gpu02"})'
     )
+
+
+def test_tierctl_stop_ends_what_a_rollout_left_running(tier: Tier, capsys) -> None:
+    import json
+    import os
+
+    from tierctl.cli.main import main
+
+    old_p, new_p = tier.files(
+        compose(tier.ports, {"r1": 1, "r2": 1}), compose(tier.ports, {"r1": 1, "r2": 2})
+    )
+    tier.start_old(old_p, new_p)
+    pids = {svc: e["pid"] for svc, e in tier.driver.state().items()}
+    assert set(pids) == {"model-r1", "model-r2"}
+    # A stale entry whose pid now belongs to another program (this test) is never signalled.
+    state_file = tier.tmp / "state" / "state.json"
+    state = json.loads(state_file.read_text())
+    state["model-stale"] = {"pid": os.getpid(), "url": None, "log": "x", "argv": ["not", "me"]}
+    state_file.write_text(json.dumps(state))
+    main(["stop", "--state-dir", str(tier.tmp / "state")])
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(out) == sorted(
+        [
+            f"model-r1 (pid {pids['model-r1']}): stopped",
+            f"model-r2 (pid {pids['model-r2']}): stopped",
+            f"model-stale (pid {os.getpid()}): not running",
+        ]
+    )
+    for pid in pids.values():
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or "State:\tZ" in Path(f"/proc/{pid}/status").read_text()
+        )
+    assert json.loads(state_file.read_text()) == {}
+    main(["stop", "--state-dir", str(tier.tmp / "state")])
+    assert capsys.readouterr().out.strip().endswith("nothing running")

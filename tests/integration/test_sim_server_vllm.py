@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -164,3 +165,46 @@ async def test_sglang_model_info_model_card_get_flush_and_no_nulls() -> None:
         async with s.post(url + "/generate", data=json.dumps(body)) as r:
             assert r.status == 200
             assert (await r.json())["meta_info"]["completion_tokens"] == 4
+
+
+async def test_sglang_streamed_generate_as_bench_serving_reads_it() -> None:
+    async with (
+        serve(
+            "python3",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "/models/q",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+        ) as (url, _),  # fmt: skip
+        aiohttp.ClientSession() as s,
+    ):
+        body = {"text": "hello there " * 20, "stream": True,
+                "sampling_params": {"max_new_tokens": 6, "ignore_eos": True}}  # fmt: skip
+        async with s.post(url + "/generate", json=body) as r:
+            assert r.status == 200
+            lines = [ln.strip() async for ln in r.content if ln.startswith(b"data: ")]
+        assert lines[-1] == b"data: [DONE]"
+        events = [json.loads(ln[len(b"data: ") :]) for ln in lines[:-1]]
+        assert [e["meta_info"]["completion_tokens"] for e in events] == [1, 2, 3, 4, 5, 6]
+        texts = [e["text"] for e in events]
+        assert all(b.startswith(a) for a, b in itertools.pairwise(texts))
+        assert events[-1]["meta_info"]["finish_reason"] == {"type": "length", "length": 6}
+        assert events[-1]["meta_info"]["prompt_tokens"] > 20
+
+
+async def test_generated_text_re_tokenizes_to_the_reported_count() -> None:
+    from tierctl.sim.tokenizer import load_tokenizer
+
+    tok = load_tokenizer()
+    async with serve(*VLLM_ARGV) as (url, _), aiohttp.ClientSession() as s:
+        for n in (1, 7, 64):
+            body = {"model": "llama-sim", "prompt": "a b c", "max_tokens": n}
+            async with s.post(url + "/v1/completions", json=body) as r:
+                doc = await r.json()
+            text = doc["choices"][0]["text"]
+            assert doc["usage"]["completion_tokens"] == n
+            assert len(tok.encode(text, add_special_tokens=False).ids) == n, text

@@ -279,9 +279,12 @@ def _health_targets(a_url: str, b_url: str, opts: dict[str, Any]) -> list[Any]:
 
 
 def _print_health(console: Console, report: Any) -> None:
+    from rich.markup import escape
+
     for line in report.lines():
         bad = line.startswith("arm ") and "0 restarts, 0 OOMs, 0 fatal" not in line
-        console.print(f"[bold red]{line}[/bold red]" if bad else line)
+        text = escape(line)
+        console.print(f"[bold red]{text}[/bold red]" if bad else text)
 
 
 @click.group()

@@ -214,8 +214,11 @@ def rollout(
     result = execute_plan(
         plan_path, config, options, repo=repo, log=lambda m: click.echo(m, err=True)
     )
-    for o in result.outcomes:
-        click.echo(f"{o.step}: {o.status}")
+    if result.already_completed:
+        click.echo(f"already completed: {len(result.outcomes)} step(s), nothing run")
+    else:
+        for o in result.outcomes:
+            click.echo(f"{o.step}: {o.status}")
     if result.journal is not None:
         click.echo(f"journal: {result.journal}")
 

@@ -325,6 +325,8 @@ def _render_run(result: SimResult, per_request: bool) -> str:
         f"TPOT  p50 {_fmt(s.tpot_p50_s)} s  p90 {_fmt(s.tpot_p90_s)} s  p99 {_fmt(s.tpot_p99_s)} s",
         f"ITL   p50 {_fmt(s.itl_p50_s)} s  p99 {_fmt(s.itl_p99_s)} s",
         f"queue p50 {_fmt(s.queue_p50_s)} s  p95 {_fmt(s.queue_p95_s)} s",
+        f"stall longest {_fmt(s.stall_max_s)} s  in-burst ITL mean {_fmt(s.burst_itl_mean_s)} s"
+        f" (worst request {_fmt(s.burst_itl_max_mean_s)} s), preemptions {s.preemptions}",
     ]
     if per_request:
         lines.append(

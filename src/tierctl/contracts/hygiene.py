@@ -13,6 +13,7 @@ from tierctl.compose.interpolation import InterpolationError, references
 from tierctl.contracts.context import Context
 from tierctl.contracts.credentials import looks_secret_name, looks_secret_value, secret_positions
 from tierctl.contracts.report import Violation
+from tierctl.spec.checks import TAGGED_IMAGE
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 
@@ -20,7 +21,11 @@ _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 def check(ctx: Context) -> Iterator[Violation]:
     """All hygiene checks over every service of the file."""
     yield from _services_present(ctx)
-    yield from images(ctx.compose)
+    spec = ctx.tier.spec
+    tags_ok = set(ctx.tier.services)
+    if spec.engine.image_policy == "tag":
+        tags_ok |= {r.service for r in ctx.tier.replicas.values()}
+    yield from images(ctx.compose, tags_ok)
     yield from gpus(ctx.compose)
     host_flags = [
         (v.expected.service, v.flags)
@@ -52,8 +57,9 @@ def _services_present(ctx: Context) -> Iterator[Violation]:
             )
 
 
-def images(compose: ComposeFile) -> Iterator[Violation]:
-    """Every service runs a pushed image pinned by digest (no ``build:``)."""
+def images(compose: ComposeFile, tags_ok: set[str] | None = None) -> Iterator[Violation]:
+    """Every service runs a pushed image pinned by digest (no ``build:``); the services in
+    ``tags_ok`` may name a release tag instead (not ``latest``), as their spec allows."""
     for name, service in compose.services.items():
         if "build" in service.data:
             yield Violation(
@@ -72,6 +78,8 @@ def images(compose: ComposeFile) -> Iterator[Violation]:
                     message="no image",
                     location=compose.location("services", name),
                 )
+        elif tags_ok and name in tags_ok and TAGGED_IMAGE.match(image):
+            continue
         elif not _DIGEST.search(image):
             yield Violation(
                 rule="TC006",

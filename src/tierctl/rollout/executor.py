@@ -60,6 +60,7 @@ class RolloutResult:
 
     outcomes: tuple[StepOutcome, ...]
     journal: Path | None
+    already_completed: bool = False  # the journal said the plan had finished; nothing was run
 
 
 def load_sides(plan: Plan, repo: Path | None = None) -> tuple[Deployment, Deployment]:
@@ -135,14 +136,28 @@ def run_rollout(
     )
     done: frozenset[str] = frozenset()
     if journal is not None:
+        if journal.exists() and journal.read().completed:
+            # A finished plan has nothing left to do: say so instead of advising --resume.
+            say(
+                f"{journal.path}: this plan already completed; nothing to do (to change the "
+                "tier again, make a new plan from the running files)"
+            )
+            return RolloutResult(
+                tuple(StepOutcome(s.id, "skipped") for s in plan.steps), journal.path, True
+            )
         done = _open_journal(journal, options.resume)
     own_client = client is None
     http = client or httpx.Client()
     outcomes: list[StepOutcome] = []
     try:
+        if done and journal is not None:
+            # One line for the whole resume; each skipped step is listed once, in the result.
+            say(
+                f"resuming {journal.path}: {len(done)} of {len(plan.steps)} step(s) done in an "
+                "earlier run are skipped"
+            )
         for index, step in enumerate(plan.steps):
             if step.id in done:
-                say(f"{step.id}: done in an earlier run, skipped")
                 outcomes.append(StepOutcome(step.id, "skipped"))
                 continue
             ctx = GateContext(

@@ -94,8 +94,16 @@ def load_plan(path: Path) -> Plan:
         ) from None
 
 
-def make_driver(config: DriverConfig, plan: Plan, repo: Path | None = None) -> Driver:
-    """Build a driver from its configuration; the token is read here, never from argv."""
+def make_driver(
+    config: DriverConfig,
+    plan: Plan,
+    repo: Path | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Driver:
+    """Build a driver from its configuration; the token is read here, never from argv.
+
+    ``log`` receives the driver's own progress (a compose-manager retry as it happens).
+    """
     if config.name == "local":
         return LocalDriver(config.state_dir, time_scale=config.time_scale)
     if config.name == "docker":
@@ -132,6 +140,7 @@ def make_driver(config: DriverConfig, plan: Plan, repo: Path | None = None) -> D
         env=env,
         gate_host=config.gate_host,
         project=config.project,
+        log=log,
     )
 
 
@@ -173,7 +182,7 @@ def execute_plan(
     if options.gates.host_label is None:
         host = compose_host(new.text)
         options = replace(options, gates=replace(options.gates, host_label=host))
-    driver = make_driver(config, plan, repo)
+    driver = make_driver(config, plan, repo, log=log)
     try:
         return run_rollout(plan, driver, old, new, options, log=log)
     finally:

@@ -58,6 +58,7 @@ def render_runbook(
         f"NEW sha256 `{plan.target.sha256[:12]}`. Run it with `tierctl rollout`, or by hand below."
     )
     w("")
+    _before(w, plan, agent_url)
     w("## What changes and why")
     w("")
     changed = plan.changed()
@@ -153,6 +154,41 @@ def render_runbook(
     return "\n".join(out)
 
 
+def _before(w: Any, plan: Plan, agent_url: str) -> None:
+    """Define every placeholder the commands below use, before the first command."""
+    w("## Before you start")
+    w("")
+    w("Set these in the shell you run the commands from (the values never appear here):")
+    w("")
+    w("| name | what it is |")
+    w("|---|---|")
+    if agent_url.startswith("$"):
+        w(
+            f"| `{agent_url}` | the compose-manager agent on the host, e.g. "
+            "`export AGENT=http://gpu02:9000` |"
+        )
+    w(
+        "| `$TIERCTL_AGENT_TOKEN` | the agent's bearer token, from your secret store: "
+        "`export TIERCTL_AGENT_TOKEN=$(cat /path/to/token)` (never on a command line) |"
+    )
+    w("| `$PROMETHEUS` | the Prometheus that scrapes this tier, e.g. `http://prometheus:9090` |")
+    untagged = [ref for ref in (plan.source, plan.target) if ref.git_ref is None]
+    if untagged:
+        files = " and ".join(f"`{ref.path}`" for ref in untagged)
+        w(
+            f"| `<TAG>` | the deployment-repository tag compose-manager applies {files} at: "
+            "this plan read the file(s) from disk, not from a git ref, so fill in the tag under "
+            "which they are published (`git tag --points-at`; compose-manager only applies tags "
+            "older than its minimum age). Plan from `git:REF:PATH` sources to have it filled in |"
+        )
+    w("")
+    w(
+        "Each step gives the compose-manager call first and the equivalent `docker compose` "
+        "command after `# or:`, run on the host from the directory holding the file."
+    )
+    w("")
+
+
 def _target(ref: SourceRef) -> Target:
     return Target(tag=ref.git_ref or "<TAG>", file=ref.path)
 
@@ -218,5 +254,9 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
     calls = [down_request(target, svc, {})] if step.action == "up" else apply_requests(old, svc, {})
     for call in calls:
         w(_agent(agent_url, call))
+    if step.action == "up":
+        w(f"# or: docker compose -f {file} rm -s -f {step.service}")
+    else:
+        w(f"# or: docker compose -f {old.file} up -d --no-deps --force-recreate {step.service}")
     w("```")
     w("")

@@ -311,7 +311,7 @@ class SimServer:
         """Admit, stream, record, respond: one request's life after tokenization."""
         submitted = time.monotonic()
         rid, q, enqueued_s = self._admit(gen, n_tokens, hashes)
-        out = await self._stream(request, gen, rid, q, prompt_ids)
+        out = await self._stream(request, gen, rid, q, prompt_ids, n_tokens if native else None)
         usage = {
             "prompt_tokens": n_tokens,
             "completion_tokens": len(out.texts),
@@ -374,8 +374,10 @@ class SimServer:
         rid: str,
         q: asyncio.Queue[Any],
         prompt_ids: list[int],
+        native_prompt_tokens: int | None = None,
     ) -> _Output:
-        """Wait for each token the scheduler produces; write it as an SSE chunk if streaming."""
+        """Wait for each token the scheduler produces; write it as an SSE chunk if streaming
+        (SGLang's native ``/generate`` events when ``native_prompt_tokens`` is given)."""
         driver = self.driver
         assert driver is not None
         out = _Output(created=int(time.time()))
@@ -403,7 +405,9 @@ class SimServer:
                 out.generated.append(token)
                 piece = self.lm.text(token)
                 out.texts.append(piece)
-                if out.resp is not None:
+                if out.resp is not None and native_prompt_tokens is not None:
+                    await _sse(out.resp, _native_event(rid, out, native_prompt_tokens, finished))
+                elif out.resp is not None:
                     delta = {"content": piece} if gen.chat else piece
                     chunk = _chunk(
                         rid, obj, out.created, model, delta, "length" if finished else None
@@ -513,6 +517,22 @@ class SimServer:
         self.draining = True
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), self.options.drain_timeout_s)
+
+
+def _native_event(rid: str, out: _Output, prompt_tokens: int, finished: bool) -> dict[str, Any]:
+    """One event of SGLang's streamed ``/generate``: the text so far and the counts."""
+    n = len(out.texts)
+    return {
+        "text": "".join(out.texts),
+        "meta_info": {
+            "id": rid,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": n,
+            "cached_tokens": out.cached,
+            "finish_reason": {"type": "length", "length": n} if finished else None,
+        },
+        "index": 0,
+    }
 
 
 def _chunk(

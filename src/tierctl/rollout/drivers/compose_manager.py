@@ -145,6 +145,7 @@ class ComposeManagerDriver:
         backoff_s: float = 1.0,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         """Create the driver.
 
@@ -160,6 +161,7 @@ class ComposeManagerDriver:
             backoff_s: First back-off; doubled per retry.
             transport: Injected HTTP transport (tests).
             sleep: Injected sleep (tests).
+            log: Receives a line per retry as it happens (the operator sees why it waits).
         """
         self._token = token
         self._targets = dict(targets)
@@ -169,6 +171,7 @@ class ComposeManagerDriver:
         self._attempts = max(1, attempts)
         self._backoff_s = backoff_s
         self._sleep = sleep
+        self._log = log
         self._client = httpx.Client(
             base_url=base_url,
             transport=transport,
@@ -238,6 +241,11 @@ class ComposeManagerDriver:
                 last = str(exc)
                 if not idempotent or attempt == self._attempts:
                     break
+                if self._log is not None:
+                    self._log(
+                        f"compose-manager {path} for {', '.join(body['services'])}: {last}; "
+                        f"try {attempt + 1} of {self._attempts} in {delay:g} s"
+                    )
                 self._sleep(delay)
                 delay *= 2
         tries = "once (not idempotent)" if not idempotent else f"{self._attempts} times"

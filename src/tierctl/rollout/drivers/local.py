@@ -131,6 +131,28 @@ class LocalDriver:
             self._kill(pid)
         self._reap()
 
+    def stop_recorded(self) -> list[tuple[str, int, str]]:
+        """Stop what an earlier tierctl process (a rollout, the demo) left running.
+
+        Only a process whose command line is still the recorded argv is signalled, so a pid
+        reused after a reboot is never killed; stale entries are dropped from the state.
+
+        Returns:
+            ``(service, pid, outcome)`` per recorded service: ``stopped`` or ``not running``.
+        """
+        out: list[tuple[str, int, str]] = []
+        for service, entry in self.state().items():
+            pid = int(entry["pid"])
+            if _runs(pid, [str(a) for a in entry.get("argv") or []]):
+                self._stop(service)
+                out.append((service, pid, "stopped"))
+            else:
+                state = self.state()
+                state.pop(service, None)
+                self._save(state)
+                out.append((service, pid, "not running"))
+        return out
+
     def _reap(self) -> None:
         # A child stopped by another tierctl process (a resumed rollout) is reaped here.
         for pid, child in list(self._children.items()):
@@ -235,6 +257,15 @@ class LocalDriver:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
         os.replace(tmp, path)
+
+
+def _runs(pid: int, argv: list[str]) -> bool:
+    """Whether process ``pid`` is alive and runs exactly ``argv`` (Linux /proc)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return bool(argv) and raw.rstrip(b"\0").split(b"\0") == [a.encode() for a in argv]
 
 
 def _alive(pid: int, child: subprocess.Popen[bytes] | None) -> bool:
