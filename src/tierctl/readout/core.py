@@ -243,7 +243,8 @@ def run_readout(
         control, canary: the arms.
         start_s, end_s: the window (Unix seconds).
         step_s: step and rate window; each step is one pair.
-        prefix: metric prefix (``sglang:``, ``vllm:``...); detected when None.
+        prefix: metric prefix (one of an engine profile's ``metric_prefixes``); detected when
+            None.
         engine: the engine profile (the spec's); detected from the server's names when None.
         min_requests_per_step: steps where an arm finished fewer requests are not compared.
         tolerance: relative change treated as no change.

@@ -63,5 +63,5 @@ DEFAULT_METRICS: tuple[MetricDef, ...] = (
 
 def detect_prefix(engine: EngineProfile, names: set[str]) -> str:
     """The prefix the engine's series are stored under: as exported, or as a pipeline
-    rewrote it (``sglang:`` -> ``sglang_``); the exported one when none is found."""
+    rewrote it (``:`` -> ``_``); the exported one when none is found."""
     return engine.detect_prefix(names) or engine.prefix

@@ -13,7 +13,7 @@ path, how its running argv is verified, its metric names) comes from the engine'
   tokens (``--x=1`` and ``--x 1`` are equal, ``16384`` matches ``16384`` whether reported as a
   number or a string, a bare flag matches ``true``). vLLM: the startup log's
   ``non-default args`` (where the driver can read the log), cross-checked with ``/v1/models``
-  and the ``vllm:cache_config_info`` labels; flags no source shows are named in the notes;
+  and the labels of its cache-config info metric; flags no source shows are named in the notes;
 - ``metrics-variant``: the engine exports its engine's metrics, and the variant the collector will
   attach to this container (its rendered scrape config in NEW) is the step's variant; with a
   Prometheus URL and no collector step left, the query also has to show that variant. The
@@ -26,6 +26,7 @@ path, how its running argv is verified, its metric names) comes from the engine'
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -293,13 +294,36 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
                 ctx.notes.append(f"prometheus: {container} reports {variant}")
                 break
             if ctx.clock() >= deadline:
+                drift = "" if seen else _other_names(ctx, base, profile, container)
                 raise GateFailed(
-                    f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}",
+                    f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}"
+                    + drift,
                     rule="the metrics show the new variant for the recreated container",
                     value=seen,
                     fix="check the collector was recreated and scrapes this container",
                 )
             ctx.sleep(ctx.settings.poll_interval_s)
+
+
+def _other_names(ctx: GateContext, base: str, profile: EngineProfile, container: str) -> str:
+    """Where the expected family is missing: the engine series Prometheus has for the container
+    instead (another prefix spelling, another engine's names), as a clause of the message."""
+    prefixes = sorted({p for e in PROFILES.values() for p in e.metric_prefixes})
+    pattern = "|".join(re.escape(p) for p in prefixes)
+    query = f'count by (__name__) ({{__name__=~"({pattern}).+",container_name="{container}"}})'
+    try:
+        resp = ctx.client.get(
+            f"{base}/api/v1/query", params={"query": query}, timeout=ctx.settings.request_timeout_s
+        )
+        result = resp.json().get("data", {}).get("result", [])
+        names = sorted({str(r.get("metric", {}).get("__name__")) for r in result})
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return ""
+    wanted = profile.prefix.replace(":", "_") + profile.metrics.running
+    if not names:
+        return f" (no engine series at all for {container}: {wanted} is what the gate reads)"
+    shown = ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
+    return f"; Prometheus has no {wanted} for {container} but has {shown}"
 
 
 def gate_soak(ctx: GateContext) -> None:
@@ -325,6 +349,9 @@ def gate_soak(ctx: GateContext) -> None:
     end = _counts(ctx)
     finished = end[0] - start[0]
     aborted = end[1] - start[1]
+    if end[2]:
+        ctx.notes.append(f"soak: {ctx.settings.soak_s:g} s healthy; {end[2]}")
+        return
     if finished + aborted <= 0:
         ctx.notes.append(f"soak: {ctx.settings.soak_s:g} s healthy, no traffic to judge errors")
         return
@@ -339,18 +366,34 @@ def gate_soak(ctx: GateContext) -> None:
     ctx.notes.append(f"soak: {ctx.settings.soak_s:g} s, error rate {rate:.2%}")
 
 
-def _counts(ctx: GateContext) -> tuple[float, float]:
+def _counts(ctx: GateContext) -> tuple[float, float, str]:
+    """(finished, aborted, why the error rate cannot be judged or "") from one scrape."""
     profile = ctx.profile
     try:
         text = ctx.client.get(
             _url(ctx, profile.metrics_path), timeout=ctx.settings.request_timeout_s
         ).text
     except httpx.HTTPError:
-        return (0.0, 0.0)
+        return (0.0, 0.0, "")
     samples = [(s.name, s.labels, s.value) for s in parse_metrics(text)]
-    finished = profile.sample_total(samples, profile.metrics.finished) or 0.0
-    aborted = profile.sample_total(samples, profile.metrics.aborted) or 0.0
-    return (finished, aborted)
+    finished = profile.sample_total(samples, profile.metrics.finished)
+    aborted = profile.sample_total(samples, profile.metrics.aborted)
+    why = ""
+    names = {s[0] for s in samples}
+    family = profile.metrics.finished.name
+    histogram = profile.metrics.e2e + "_count"
+    if (
+        finished is None
+        and family != histogram
+        and any(p + histogram in names for p in profile.metric_prefixes)
+    ):
+        # Requests finished (the latency histogram counts them) but the counter the error rate
+        # is read from is missing: a renamed or dropped family, not an idle engine.
+        why = (
+            f"{profile.prefix}{family} is not in {profile.metrics_path} although "
+            f"{profile.prefix}{histogram} is: error rate not judged"
+        )
+    return (finished or 0.0, aborted or 0.0, why)
 
 
 @dataclass(frozen=True)
