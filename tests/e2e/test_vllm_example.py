@@ -233,3 +233,14 @@ def test_local_rollout_of_the_vllm_canary(vstory: VllmStory) -> None:
     assert "'max_num_seqs': 512" in log
     models: dict[str, Any] = httpx.get(f"{vstory.url(R3)}/v1/models", timeout=10).json()
     assert models["data"][0]["max_model_len"] == 32768
+
+
+def test_sim_compare_models_the_canary_flag(run_cli: Callable[..., CliResult]) -> None:
+    res = run_cli(
+        "sim", "compare", "--spec", str(EXAMPLE), "--control-replica", "r1",
+        "--candidate-replica", "r3", "--preset", "dense-8b-h100", "--workload", "hammer",
+    )  # fmt: skip
+    assert res.code == 0, res.out + res.err
+    assert "TTFT p50" in res.out
+    # --max-num-seqs is a flag the vLLM scheduler model reads: no not-modelled warning.
+    assert "not modelled" not in (res.out + res.err).lower()
