@@ -18,13 +18,13 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from tierctl.bench.ab import ABResult, MetricRatio, check_order, compare, run_ab
-from tierctl.bench.plan import Plan, build_plan
+from tierctl.bench.ab import ABResult, MetricRatio, check_order, compare_arms, run_ab
+from tierctl.bench.plan import RequestPlan, plan_requests
 from tierctl.bench.prompts import make_prompt_source
 from tierctl.bench.report import ab_json, ab_markdown, run_json, run_markdown
 from tierctl.bench.runner import run_plan
 from tierctl.bench.samples import RequestSample, RunRecord
-from tierctl.bench.workload import Workload
+from tierctl.bench.workload import BenchWorkload
 from tierctl.errors import InputError, RuntimeFailure
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class RunOutcome:
     """What ``tierctl bench run`` produced."""
 
     record: RunRecord
-    workload: Workload
+    workload: BenchWorkload
     files: tuple[Path, ...] = field(default_factory=tuple)
 
 
@@ -48,7 +48,7 @@ class ABOutcome:
 
     result: ABResult
     ratios: tuple[MetricRatio, ...]
-    workload: Workload
+    workload: BenchWorkload
     files: tuple[Path, ...] = field(default_factory=tuple)
     #: The quality lane's verdict, when one was asked for.
     quality: QualityResult | None = None
@@ -115,7 +115,7 @@ class BenchProgress(Protocol):
 
 async def bench_run(
     url: str,
-    workload: Workload,
+    workload: BenchWorkload,
     *,
     tokenizer: str | None = None,
     out_dir: Path | None = None,
@@ -132,7 +132,7 @@ async def bench_run(
         RuntimeFailure: nothing listens at ``url``.
     """
     url = check_url(url)
-    plan = build_plan(workload)
+    plan = plan_requests(workload)
     prompts = make_prompt_source(tokenizer, workload.seed)
     check_reachable(url)  # after the input checks: bad input is reported as such first
     if progress is not None:
@@ -153,7 +153,7 @@ async def bench_run(
 async def bench_ab(
     a_url: str,
     b_url: str,
-    workload: Workload,
+    workload: BenchWorkload,
     *,
     order: str = "ABBA",
     repetitions: int = 1,
@@ -187,7 +187,7 @@ async def bench_ab(
         raise InputError(
             "`repetitions` must be at least 1", value=repetitions, params=("repetitions",)
         )
-    plan: Plan = build_plan(workload)
+    plan: RequestPlan = plan_requests(workload)
     prompts = make_prompt_source(tokenizer, workload.seed)
     check_reachable(a_url, "a_url")
     check_reachable(b_url, "b_url")
@@ -226,7 +226,7 @@ async def bench_ab(
         targets, everything, interval_s=health_interval_s, queue_full=ab_queue_full
     )
     lanes = [lane.name for lane in plan.lanes]
-    ratios = tuple(compare(result, lanes, seed=workload.seed))
+    ratios = tuple(compare_arms(result, lanes, seed=workload.seed))
     files: list[Path] = []
     if out_dir is not None:
         doc = ab_json(result, ratios, workload)

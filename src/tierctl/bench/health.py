@@ -385,3 +385,40 @@ class HealthReport:
             }
             for arm, h in self.arms.items()
         }
+
+
+@dataclass(frozen=True)
+class SoakMark:
+    """An engine's identity and log length at one instant (a rollout soak's ends)."""
+
+    started: str | None
+    log_chars: int | None
+    log_text: str | None
+
+
+def soak_mark(
+    client: httpx.Client, base_url: str | None, logs: Callable[[], str | None] | None
+) -> SoakMark:
+    """The start time from ``/metrics`` and the log so far (when the driver can read it)."""
+    started = metrics_start_time(client, base_url) if base_url else None
+    text = logs() if logs is not None else None
+    return SoakMark(started, len(text) if text is not None else None, text)
+
+
+def soak_problems(
+    before: SoakMark, after: SoakMark, profile: EngineProfile | None = None
+) -> list[str]:
+    """What went wrong between two marks: a changed start time, fatal lines logged between."""
+    out: list[str] = []
+    if before.started is not None and after.started is not None and before.started != after.started:
+        out.append(f"restarted (process start time {before.started} -> {after.started})")
+    if after.log_text is not None:
+        start = before.log_chars or 0
+        if len(after.log_text) < start:  # the log was replaced (a new container): read it all
+            start = 0
+        prof = profile or profile_for("sglang")
+        fatal = {p.name: p.fatal for p in prof.fatal_log_patterns}
+        for name, line in prof.fatal_lines(after.log_text[start:]):
+            if fatal.get(name, True):
+                out.append(f"fatal log line [{name}] {line.strip()[:200]}")
+    return out

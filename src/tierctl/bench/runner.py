@@ -23,11 +23,11 @@ import aiohttp
 from tierctl.bench.client import RequestShape, make_session, send_request
 from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, ReadBacklog, judge
 from tierctl.bench.pacing import make_pacer
-from tierctl.bench.plan import LanePlan, Plan, PlannedRequest
+from tierctl.bench.plan import LanePlan, PlannedRequest, RequestPlan
 from tierctl.bench.probe import run_probes
 from tierctl.bench.prompts import PromptSource
 from tierctl.bench.samples import ProbeSample, RequestSample, RunRecord
-from tierctl.bench.workload import Workload
+from tierctl.bench.workload import BenchWorkload
 
 #: Prompts are synthesised up front when the plan holds at most this many prompt tokens
 #: (about 100 MB of text).
@@ -64,8 +64,8 @@ async def resolve_model(base_url: str, configured: str | None) -> str:
 
 async def run_plan(
     base_url: str,
-    workload: Workload,
-    plan: Plan,
+    workload: BenchWorkload,
+    plan: RequestPlan,
     prompts: PromptSource,
     *,
     label: str = "run",
@@ -242,7 +242,7 @@ class _Sending:
 
         await asyncio.gather(*(worker() for _ in range(lane.concurrency)))
 
-    async def send(self, session: aiohttp.ClientSession, plan: Plan) -> bool:
+    async def send(self, session: aiohttp.ClientSession, plan: RequestPlan) -> bool:
         """Send every lane; wait for the answers, the stop event or the deadline.
 
         Returns whether the run was interrupted (stopped, timed out or cancelled with
@@ -287,7 +287,7 @@ class _Sending:
         return interrupted or self.stop.is_set()
 
 
-def _pregenerate(plan: Plan, prompts: PromptSource) -> dict[int, str]:
+def _pregenerate(plan: RequestPlan, prompts: PromptSource) -> dict[int, str]:
     """Synthesise every prompt before the clock starts when they fit in memory.
 
     Tokenizer-based synthesis of a long prompt takes milliseconds to seconds; done between
@@ -314,7 +314,7 @@ def _loop_time_at(monotonic_deadline: float) -> float:
 
 def client_check(
     samples: list[RequestSample],
-    plan: Plan,
+    plan: RequestPlan,
     loop_lags_s: list[float],
     cpu_s: float,
     duration_s: float,

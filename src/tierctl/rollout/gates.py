@@ -396,6 +396,28 @@ def _counts(ctx: GateContext) -> tuple[float, float, str]:
     return (finished or 0.0, aborted or 0.0, why)
 
 
+def gate_soak_identity(ctx: GateContext) -> None:
+    """The soak, and over its window: the replica did not restart (its
+    ``process_start_time_seconds`` is unchanged) and logged no fatal line (the engine
+    profile's patterns; where the driver exposes the log as ``ctx.logs``)."""
+    from tierctl.bench.health import soak_mark, soak_problems
+
+    if ctx.settings.soak_s <= 0:
+        return
+    before = soak_mark(ctx.client, ctx.base_url, ctx.logs)
+    gate_soak(ctx)
+    after = soak_mark(ctx.client, ctx.base_url, ctx.logs)
+    problems = soak_problems(before, after, ctx.profile)
+    if problems:
+        raise GateFailed(
+            f"{ctx.step.service} during the soak: " + "; ".join(problems),
+            rule="a recreated engine neither restarts nor logs a fatal line during the soak",
+            value=problems,
+            fix="read the engine's log (OOM, engine death, watchdog) before retrying",
+        )
+    ctx.notes.append("soak: no restart, no fatal log line")
+
+
 @dataclass(frozen=True)
 class RunbookContext:
     """What a gate's runbook text may mention."""
@@ -441,7 +463,8 @@ def _describe_prometheus_variants(step: Step, rb: RunbookContext) -> str:
 
 def _describe_soak(step: Step, rb: RunbookContext) -> str:
     return (
-        "optional soak (`--soak-s`): health keeps answering, aborted/finished ≤ `--max-error-rate`"
+        "optional soak (`--soak-s`): health keeps answering, aborted/finished ≤ "
+        "`--max-error-rate`, the replica does not restart or log a fatal line"
     )
 
 
@@ -463,7 +486,12 @@ _ALL: tuple[Gate, ...] = (
         _describe_prometheus_variants,
         "Prometheus shows every recreated replica's new variant",
     ),
-    Gate("soak", gate_soak, _describe_soak, "health and error rate hold for --soak-s"),
+    Gate(
+        "soak",
+        gate_soak_identity,
+        _describe_soak,
+        "health, error rate, no restart and no fatal log line for --soak-s",
+    ),
 )
 
 #: Every gate by name: the only definition of the gates.
