@@ -25,8 +25,8 @@ from tests.conftest import CliResult
 from tierctl.render import render_compose
 from tierctl.rollout.drivers.compose_manager import Target, apply_requests, dry_run_requests
 from tierctl.rollout.drivers.local import LocalDriver
+from tierctl.rollout.entrypoints import load_plan
 from tierctl.rollout.executor import load_sides
-from tierctl.rollout.run import load_plan
 from tierctl.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
