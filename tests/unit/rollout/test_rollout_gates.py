@@ -20,7 +20,7 @@ from tierctl.rollout.gates import (
 )
 from tierctl.rollout.model import Plan, SourceRef, Step
 from tierctl.rollout.normalise import load_services
-from tierctl.rollout.run import make_plan, make_runbook
+from tierctl.rollout.entrypoints import make_plan, make_runbook
 from tierctl.rollout.scrape import metric_total, parse_metrics
 
 ARGV = [
