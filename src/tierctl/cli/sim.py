@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -102,6 +104,31 @@ def sim() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @click.option("--per-request", is_flag=True, help="Also print one line per request.")
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+@contextlib.contextmanager
+def _sim_bar() -> Iterator[Callable[[float, float], None]]:
+    """A progress bar over simulated time, on stderr, drawn only on a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    bar = Progress(
+        TextColumn("simulating"),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f} of {task.total:,.0f} simulated s"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    task = bar.add_task("sim", total=1.0)
+
+    def tick(now_s: float, end_s: float) -> None:
+        bar.update(task, total=max(end_s, 1.0), completed=min(now_s, max(end_s, 1.0)))
+
+    with bar:
+        yield tick
+
+
 def run(
     spec: str | None,
     replica: str | None,
@@ -117,7 +144,10 @@ def run(
     if spec is not None and replica is None:
         raise click.UsageError("--spec needs --replica")
     cost = _cost(kw)
-    result = run_sim(EngineSource(argv, spec, replica, engine), _workload(kw), cost)
+    with _sim_bar() as tick:
+        result = run_sim(
+            EngineSource(argv, spec, replica, engine), _workload(kw), cost, progress=tick
+        )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=1))
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tierctl.sim.config import EngineConfig, unmodelled_differences
@@ -21,6 +22,7 @@ def simulate(
     fast_forward: bool = True,
     horizon_s: float = math.inf,
     steps: list[Round] | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> SimResult:
     """Simulate ``workload`` on one replica configured by ``config``.
 
@@ -36,6 +38,8 @@ def simulate(
         fast_forward: run pure-decode stretches in closed form (same results, faster).
         horizon_s: stop at this simulated time; requests still in flight are "unfinished".
         steps: when given, every stepped round is appended (for ``sim fit`` round trips).
+        progress: called now and then with the simulated time reached (for a progress bar;
+            the simulation itself never draws anything).
     """
     del seed
     model = preset(cost) if isinstance(cost, str) else cost
@@ -43,7 +47,11 @@ def simulate(
     reqs = workload.requests
     nxt = 0
     now = 0.0
+    loops = 0
     while now < horizon_s:
+        loops += 1
+        if progress is not None and loops % 2048 == 0:
+            progress(now)
         while nxt < len(reqs) and reqs[nxt].arrival_s <= now:
             sched.submit(reqs[nxt], now)
             nxt += 1

@@ -188,6 +188,9 @@ class LocalDriver:
         for key, value in (dep.services[service].get("environment") or {}).items():
             if value is not None and "${" not in value:
                 env[key] = value
+        # Local engines listen on loopback only, whatever --host the file gives (0.0.0.0 is
+        # right inside a container's network, not on an operator's machine).
+        env["TIERCTL_BIND_HOST"] = "127.0.0.1"
         argv = self.command(dep, service)
         with log.open("wb") as out:
             proc = subprocess.Popen(
