@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from tierctl.engines import profile_for_argv
 from tierctl.errors import RuntimeFailure
 from tierctl.realengine.process import ServerProcess, http_ready, stop_group
 from tierctl.rollout.argv import parse_argv
@@ -89,6 +90,7 @@ class LocalDriver:
         self._engine: EngineKind = engine
         self._launcher = list(launcher) if launcher is not None else sim_launcher(time_scale)
         self._custom_launcher = launcher is not None
+        self._sim = launcher is None and engine == "sim"
         self._engine_python = engine_python
         self._extra_env = dict(extra_env or {})
         self._start_timeout_s = start_timeout_s
@@ -198,16 +200,23 @@ class LocalDriver:
         return service in dep.services and is_engine_command(dep.argv(service))
 
     def command(self, dep: Deployment, service: str) -> list[str]:
-        """The local command of an engine service: launcher replaced, flags kept."""
+        """The local command of an engine service: launcher replaced, flags kept.
+
+        The simulated engine is given the whole command (it reads the engine's own launcher,
+        so it answers as SGLang or vLLM, and vLLM's positional model); another launcher gets
+        the engine's positional arguments and flags.
+        """
         argv = dep.argv(service)
         if self._engine == "real" and not self._custom_launcher:
             return self._real_command(dep, service, argv)
-        launcher = parse_argv(argv).launcher
-        return [*self._launcher, *argv[len(launcher) :]]
+        if self._sim:
+            return [*self._launcher, *argv]
+        profile = profile_for_argv(argv)
+        if profile is None:
+            return [*self._launcher, *argv[len(parse_argv(argv).launcher) :]]
+        return [*self._launcher, *argv[len(profile.split_command(argv).launcher) :]]
 
     def _real_command(self, dep: Deployment, service: str, argv: list[str]) -> list[str]:
-        from tierctl.engines import profile_for_argv
-
         profile = profile_for_argv(argv)
         if profile is None:
             raise RuntimeFailure(
@@ -265,6 +274,9 @@ class LocalDriver:
         for key, value in (dep.services[service].get("environment") or {}).items():
             if value is not None and "${" not in value:
                 env[key] = value
+        # Local engines listen on loopback only, whatever --host the file gives (0.0.0.0 is
+        # right inside a container's network, not on an operator's machine).
+        env["TIERCTL_BIND_HOST"] = "127.0.0.1"
         env.update(self._extra_env)
         argv = self.command(dep, service)
         process = ServerProcess(argv, log, env=env, cwd=self._dir, name=f"local engine {service}")
@@ -291,8 +303,6 @@ class LocalDriver:
 
     def _await_ready(self, dep: Deployment, service: str, process: ServerProcess) -> str:
         if self._engine == "real" and not self._custom_launcher:
-            from tierctl.engines import profile_for_argv
-
             profile = profile_for_argv(dep.argv(service))
             assert profile is not None  # _real_command checked it
             url = engine_url(dep.argv(service), profile.default_port)
