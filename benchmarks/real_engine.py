@@ -97,7 +97,7 @@ def main() -> None:
     from tierctl.realengine.tier import RealTier
     from tierctl.rollout.entrypoints import make_plan
     from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
-    from tierctl.rollout.gates import GATES, GateSettings
+    from tierctl.rollout.gates import GateSettings
 
     t = time.monotonic()
     python = realenv.ensure_vllm()
@@ -152,14 +152,7 @@ def main() -> None:
             new = tier.write_side("new", tier.canary_args)
             plan = make_plan(str(old), str(new), spec=work / "tier" / "new.tier.yaml")
             o, n = load_sides(plan)
-            skip = (
-                frozenset()
-                if "running-args" in GATES
-                else frozenset({"server-info", "metrics-variant"})
-            )
-            gates = GateSettings(
-                health_timeout_s=args.start_timeout_s, request_timeout_s=10, skip=skip
-            )
+            gates = GateSettings(health_timeout_s=args.start_timeout_s, request_timeout_s=10)
             t = time.monotonic()
             result = run_rollout(
                 plan, tier.driver, o, n, RolloutOptions(work / "journal.jsonl", gates=gates)
@@ -167,7 +160,6 @@ def main() -> None:
             print(
                 f"rollout of r2 ({', '.join(s.id for s in plan.steps)}): {time.monotonic() - t:.1f} s wall, "
                 f"steps {[x.status for x in result.outcomes]}"
-                + (f"; gates skipped on this build: {sorted(skip)}" if skip else "")
             )
         finally:
             tier.stop()

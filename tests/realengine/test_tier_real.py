@@ -30,13 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _gates() -> GateSettings:
-    from tierctl.rollout.gates import GATES
-
-    # TEMPORARY until the engines profile's vLLM gates land: main still gates on SGLang's.
-    skip = frozenset() if "running-args" in GATES else frozenset({"server-info", "metrics-variant"})
-    return GateSettings(
-        health_timeout_s=START_TIMEOUT_S, poll_interval_s=0.5, request_timeout_s=10, skip=skip
-    )
+    return GateSettings(health_timeout_s=START_TIMEOUT_S, poll_interval_s=0.5, request_timeout_s=10)
 
 
 def _rollout(tier: RealTier, old: Path, new: Path, spec: Path, journal: Path) -> object:
@@ -152,7 +146,15 @@ def test_rollout_recreates_r2_only_and_the_router_never_fails_a_request(
     seen = traffic.result
     engine_steps = [s.service for s in plan.steps if s.role == "engine"]  # type: ignore[attr-defined]
     assert engine_steps == [real_tier.service("r2")]
-    assert next(o.status for o in result.outcomes) == "done"  # type: ignore[attr-defined]
+    outcome = result.outcomes[0]  # type: ignore[attr-defined]
+    assert outcome.status == "done"
+    # The vLLM profile's gates ran: health, the running args (startup log, /v1/models,
+    # cache_config_info) and the exported vllm: metrics with r2's new variant.
+    assert "health: 200" in outcome.notes
+    assert any(
+        n.startswith("running-args:") and "max-num-seqs" not in n.split("not visible")[-1]
+        for n in outcome.notes
+    ), outcome.notes
     assert real_tier.pid("r1") == r1_pid
     assert real_tier.pid("r2") != r2_pid
     assert _running_args(real_tier, "r2")["max_num_seqs"] == real_tier.canary_args[CANARY_FLAG]
@@ -184,7 +186,8 @@ def test_a_canary_vllm_refuses_is_rolled_back_and_the_tier_keeps_serving(
     events = [json.loads(x)["event"] for x in (tmp_path / "journal.jsonl").read_text().splitlines()]
     assert events[-2:] == ["failed", "rolled-back"]
     assert real_tier.pid("r1") == r1_pid
-    assert "max_model_len" not in _running_args(real_tier, "r2")
+    # r2 runs OLD again: the model's 4096 positions, not the refused 8192.
+    assert _running_args(real_tier, "r2")["max_model_len"] == 4096
     assert traffic.result.failures == [], traffic.result.outcomes
     # The failed start's log is kept beside the running one.
     logs = sorted((real_tier.state_dir / "logs").glob(f"{real_tier.service('r2')}.*.log"))

@@ -74,7 +74,7 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
     from tierctl.realengine.traffic import Traffic
     from tierctl.rollout.entrypoints import make_plan
     from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
-    from tierctl.rollout.gates import GATES, GateSettings
+    from tierctl.rollout.gates import GateSettings
     from tierctl.spec import load_spec
 
     stage("1/7 the real engine")
@@ -112,11 +112,7 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
         for step in plan.steps:
             console.print(f"  {step.id}  gates: {', '.join(step.gates) or '-'}")
         o, n = load_sides(plan)
-        skip: frozenset[str] = frozenset()
-        if "running-args" not in GATES:  # the engines profile's vLLM gates not on this build
-            skip = frozenset({"server-info", "metrics-variant"})
-            console.print(f"[yellow]gates skipped on this build: {', '.join(sorted(skip))}[/]")
-        gates = GateSettings(health_timeout_s=start_timeout_s, request_timeout_s=10, skip=skip)
+        gates = GateSettings(health_timeout_s=start_timeout_s, request_timeout_s=10)
         r1_pid = tier.pid("r1")
         assert tier.router is not None
         before = tier.router.client.counters()
