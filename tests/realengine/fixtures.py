@@ -50,6 +50,11 @@ class Engine:
         """The running engine's pid (changes when it is recreated)."""
         return self.tier.pid(self.name)
 
+    @property
+    def log(self) -> Path:
+        """The running engine's log (one per start: a recreated engine has a new one)."""
+        return Path(self.tier.driver.state()[self.tier.service(self.name)]["log"])
+
 
 @dataclass(frozen=True)
 class EnginePair:
@@ -58,12 +63,16 @@ class EnginePair:
     r1: Engine
     r2: Engine
     model: str
-    logs: Path
+    logs: Path  # the folder of every start's log, SERVICE.N.log
 
     @property
     def urls(self) -> tuple[str, str]:
         """Base URLs of r1 and r2."""
         return (self.r1.url, self.r2.url)
+
+    def log(self, name: str) -> Path:
+        """The running log of ``r1`` or ``r2``."""
+        return (self.r1 if name == "r1" else self.r2).log
 
 
 @pytest.fixture(scope="session")
