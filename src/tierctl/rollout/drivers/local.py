@@ -242,6 +242,21 @@ class LocalDriver:
         flags = argv[cmd.flags_start :]
         return [python, *module[1:], *positional, *(_host_path(t, mounts) for t in flags)]
 
+    def _mount_root(self, dep: Deployment, service: str) -> Path:
+        """The engine's working directory: its bind mounts as symlinks under their container
+        paths, so a relative path in the command (``--model ./models/x`` with compose's
+        ``working_dir: /``) reads what the container would, and the engine reports the very
+        argv that was rendered (what the argv gate compares)."""
+        root = self._dir / "root" / service
+        root.mkdir(parents=True, exist_ok=True)
+        for target, host in bind_mounts(dep, service):
+            link = root / target.lstrip("/")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(host)
+        return root
+
     def _python_for(self, kind: str) -> str:
         if self._engine_python is not None:
             return str(self._engine_python)
@@ -279,7 +294,10 @@ class LocalDriver:
         env["TIERCTL_BIND_HOST"] = "127.0.0.1"
         env.update(self._extra_env)
         argv = self.command(dep, service)
-        process = ServerProcess(argv, log, env=env, cwd=self._dir, name=f"local engine {service}")
+        cwd = self._dir
+        if self._engine == "real" and not self._custom_launcher:
+            cwd = self._mount_root(dep, service)
+        process = ServerProcess(argv, log, env=env, cwd=cwd, name=f"local engine {service}")
         process.start()
         assert process.proc is not None
         proc = process.proc
