@@ -189,21 +189,21 @@ def undeclared_references(compose: ComposeFile) -> Iterator[Violation]:
     """A service may only use named volumes, networks, secrets and configs the file declares
     (compose refuses the file otherwise: "refers to undefined volume")."""
     declared = {
-        kind: set(compose.data.get(kind) or {})
+        kind: set(_as_map(compose.data.get(kind)))
         for kind in ("volumes", "networks", "secrets", "configs")
     }
     for name, service in compose.services.items():
         data = service.data
-        for i, mount in enumerate(data.get("volumes") or []):
+        for i, mount in enumerate(_as_list(data.get("volumes"))):
             source = _named_volume(mount)
             if source is not None and source not in declared["volumes"]:
                 yield _undeclared(compose, name, "volumes", i, "volume", source)
-        networks = data.get("networks") or []
-        for net in networks if isinstance(networks, list) else list(networks):
+        networks = data.get("networks")
+        for net in networks if isinstance(networks, list) else list(_as_map(networks)):
             if str(net) != "default" and str(net) not in declared["networks"]:
                 yield _undeclared(compose, name, "networks", None, "network", str(net))
         for kind in ("secrets", "configs"):
-            for i, ref in enumerate(data.get(kind) or []):
+            for i, ref in enumerate(_as_list(data.get(kind))):
                 source = str(ref.get("source") if isinstance(ref, dict) else ref)
                 if source not in declared[kind]:
                     yield _undeclared(compose, name, kind, i, kind[:-1], source)
@@ -244,12 +244,8 @@ def service_gpus(service: ComposeService) -> tuple[int | None, str | None]:
     """How many GPUs a service is given, or (None, why) when the file does not say."""
     if service.gpu_ids:
         return len(service.gpu_ids), None
-    deploy = service.data.get("deploy")
-    devices = (
-        ((deploy.get("resources") or {}).get("reservations") or {}).get("devices")
-        if isinstance(deploy, dict)
-        else None
-    )
+    resources = _as_map(_as_map(service.data.get("deploy")).get("resources"))
+    devices = _as_map(resources.get("reservations")).get("devices")
     for device in devices if isinstance(devices, list) else []:
         count = device.get("count") if isinstance(device, dict) else None
         if count == "all" or count == -1:
@@ -299,3 +295,13 @@ def gpu_fit(
                 )
             )
     return out, unchecked
+
+
+# A file that breaks the compose schema is reported by the schema contract; the checks here
+# still run on it, so they read each key only in the shape compose allows and skip the rest.
+def _as_map(value: Any) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
