@@ -125,7 +125,10 @@ def main() -> int:
     print(f"peak RSS: {_rss_mib():.0f} MiB; largest growth over one input: {worst_growth:.0f} MiB")
     print("slowest runs: " + "; ".join(f"{k} #{i} {t:.2f} s" for t, k, i in slowest))
     if jumps:
-        print("runs that raised peak RSS by > 50 MiB: " + "; ".join(f"{k} #{i} +{m:.0f} MiB" for m, k, i in jumps))
+        print(
+            "runs that raised peak RSS by > 50 MiB: "
+            + "; ".join(f"{k} #{i} +{m:.0f} MiB" for m, k, i in jumps)
+        )
     if args.save and examples:
         args.save.mkdir(parents=True, exist_ok=True)
         for i, (name, (kind, data, _)) in enumerate(examples.items()):

@@ -188,9 +188,7 @@ _INTERESTING = [
 
 _BOMB = (
     'lol1: &l1 ["l","l","l","l","l","l","l","l","l"]\n'
-    + "".join(
-        f"lol{i}: &l{i} [{','.join(f'*l{i - 1}' for _ in range(9))}]\n" for i in range(2, 10)
-    )
+    + "".join(f"lol{i}: &l{i} [{','.join(f'*l{i - 1}' for _ in range(9))}]\n" for i in range(2, 10))
 ).encode()
 
 

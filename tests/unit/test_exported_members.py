@@ -33,6 +33,7 @@ def test_public_members_are_pinned() -> None:
         "latency",
         "bundled_tokenizer",
         "engines",
+        "credentials",
     }
     assert public == set(tierctl.__all__)
 

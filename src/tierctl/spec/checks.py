@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tierctl.credentials import literal_secret
 from tierctl.spec.effective import VariantError, effective_env, effective_flags, render_variant
 from tierctl.spec.model import SecretRef, TierSpec
 
@@ -20,8 +21,8 @@ PathKey = tuple[str | int, ...]
 DIGEST_IMAGE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
 FLAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 REPLICA_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-# Keys whose values are credentials: they must be ${VAR} references, never literals.
-SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
+# Keys whose values are credentials (tierctl.credentials.literal_secret) must be ${VAR}
+# references or {secret: NAME}, never literals.
 # Values that look like real credentials wherever they appear.
 SECRET_VALUE = re.compile(
     r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
@@ -301,7 +302,7 @@ def _check_secrets(spec: TierSpec) -> Iterator[Problem]:
         if value is None or isinstance(value, SecretRef):
             continue
         text = str(value)
-        if SECRET_KEY.search(key) and text and not text.startswith("${"):
+        if literal_secret(key, text):
             yield Problem(
                 path,
                 f"{key} holds a literal value; credentials never go into the spec",
