@@ -245,7 +245,7 @@ def run_readout(
             )
         if not seen:
             warnings.append(f"no series for {arm.replica} ({arm.matchers}) in the window")
-    verdict, reasons = judge(rows, aborts)
+    verdict, reasons = overall_verdict(rows, aborts)
     return Readout(
         control,
         canary,
@@ -262,7 +262,9 @@ def run_readout(
     )
 
 
-def judge(rows: list[MetricReadout], aborts: ProportionResult) -> tuple[Overall, list[str]]:
+def overall_verdict(
+    rows: list[MetricReadout], aborts: ProportionResult
+) -> tuple[Overall, list[str]]:
     """The overall verdict of per-metric comparisons, and its reasons.
 
     ``fail`` when a guard metric or the abort rate is worse; else ``inconclusive`` when a
