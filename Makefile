@@ -20,6 +20,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	./scripts/ensure-prometheus
+	./scripts/ensure-vllm >/dev/null
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -51,7 +51,7 @@ from tierctl.bench.client import (
     send_request,
     stream_body,
 )
-from tierctl.bench.plan import build_plan
+from tierctl.bench.plan import plan_requests
 from tierctl.bench.prompts import WordPrompts
 from tierctl.bench.runner import run_plan
 from tierctl.bench.samples import RequestSample
@@ -116,7 +116,7 @@ def run_rate(url: str, rate: float, seconds: float, *, precise: bool = True) -> 
     """tierctl's runner at a Poisson ``rate`` for about ``seconds``: pacing and CPU figures."""
     count = max(50, int(rate * seconds))
     wl = hammer(rate, count)
-    plan = build_plan(wl)  # type: ignore[arg-type]
+    plan = plan_requests(wl)  # type: ignore[arg-type]
     cpu0 = time.process_time()
     rec = asyncio.run(
         run_plan(url, wl, plan, WordPrompts(1), model="m", precise_pacing=precise)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from typing import Any as _Any
 from tierctl.errors import (
     ComposeInputError,
     ContractViolation,
+    ExitCode,
     GateFailed,
     InputError,
     RuntimeFailure,
@@ -122,6 +123,7 @@ __all__ = [
     "ContractViolation",
     "DockerDriver",
     "EngineConfig",
+    "ExitCode",
     "GateFailed",
     "GateSettings",
     "InputError",

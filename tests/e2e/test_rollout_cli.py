@@ -207,3 +207,13 @@ def test_runbook_names_calls_checks_and_rollbacks(tmp_path: Path) -> None:
         "--match 'host_machine=\"gpu02\"' --canary r2 --control r1"
     ) in md
     assert "$TIERCTL_AGENT_TOKEN" in md
+    # Every placeholder is defined before the first command that uses it.
+    before = md.index("## Before you start")
+    first_command = md.index("curl ")
+    assert before < first_command
+    for name in ("`$AGENT`", "`$TIERCTL_AGENT_TOKEN`", "`$PROMETHEUS`", "`<TAG>`"):
+        assert before < md.index(f"| {name} |") < first_command, name
+    assert "<TAG>" in md[first_command:]  # files read from disk: the tag is the operator's
+    # Each rollback has the docker command beside the compose-manager calls.
+    rollback = md.split("Rollback (recreate the service from OLD, scoped to it):")[1]
+    assert f"# or: docker compose -f {old} up -d --no-deps --force-recreate {R2}" in rollback

@@ -26,7 +26,7 @@ import yaml
 from tierctl.render import render_compose
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import load_sides
-from tierctl.rollout.run import load_plan
+from tierctl.rollout.entrypoints import load_plan
 from tierctl.spec import load_spec
 
 pytestmark = [
@@ -193,6 +193,16 @@ def test_ingestion_rollout_survives_a_kill_and_resumes_without_repeating(story: 
         assert info["tierctl_sim"]["argv"][-2:] == ["--dist-init-addr", info["dist_init_addr"]]
     assert "health: 200" in resumed.stderr
     assert "flags match" in resumed.stderr
+    # Each skipped step is listed once (stdout), and the resume is announced once (stderr).
+    assert resumed.stdout.count("skipped") == 1
+    assert resumed.stderr.count("earlier run") == 1
+    # The finished plan run again: nothing to do, exit 0, no advice to --resume.
+    again = story.run(*story.rollout_args())
+    assert again.returncode == 0, again.stderr
+    assert "this plan already completed; nothing to do" in again.stderr
+    assert "--resume" not in again.stderr + again.stdout
+    assert again.stdout.startswith("already completed: 3 step(s), nothing run")
+    assert story.pid(R2) == r2_pid
 
 
 def test_a_replica_whose_variant_would_be_misreported_is_rolled_back(story: Story) -> None:

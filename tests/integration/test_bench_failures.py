@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pytest
 from aiohttp import web
 
-from tierctl.bench.plan import build_plan
+from tierctl.bench.plan import plan_requests
 from tierctl.bench.prompts import WordPrompts
 from tierctl.bench.runner import run_plan
 from tierctl.bench.workload import workload_from_dict
@@ -127,7 +127,7 @@ def burst(count: int, *, timeout_s: float = 5.0, output_tokens: int = 4, **extra
 
 async def run(fixture: Fixture, workload, **kw):
     async for url in serve(fixture):
-        return await run_plan(url, workload, build_plan(workload), WordPrompts(1), **kw)
+        return await run_plan(url, workload, plan_requests(workload), WordPrompts(1), **kw)
     raise AssertionError("unreachable")
 
 
@@ -190,7 +190,7 @@ async def test_cancelling_the_run_returns_partial_results():
 
     async for url in serve(fixture):
         task = asyncio.create_task(
-            run_plan(url, wl, build_plan(wl), WordPrompts(1), progress=progress)
+            run_plan(url, wl, plan_requests(wl), WordPrompts(1), progress=progress)
         )
         await fixture.wait_seen(4)
         await completed.wait()  # the two "ok" answers are in; the two stalls hang
@@ -210,7 +210,7 @@ async def test_slow_health_is_counted_as_probe_misses():
 
 
 async def test_paired_ab_between_two_fixtures_sees_the_faster_decoder(tmp_path):
-    from tierctl.bench.ab import compare, run_ab
+    from tierctl.bench.ab import compare_arms, run_ab
 
     slow = Fixture(["ok"], chunk_delay_s=0.02)
     fast = Fixture(["ok"], chunk_delay_s=0.005)
@@ -224,7 +224,7 @@ async def test_paired_ab_between_two_fixtures_sees_the_faster_decoder(tmp_path):
     assert {b.flush for b in result.blocks} == {"ok"}
     # Both arms received byte-identical request sequences.
     assert slow.seen[:3] == fast.seen[:3]
-    ratios = {m.metric: m.ratio for m in compare(result, ["burst"])}
+    ratios = {m.metric: m.ratio for m in compare_arms(result, ["burst"])}
     assert ratios["tpot_p50_s"].ratio is not None
     assert ratios["tpot_p50_s"].ratio < 0.7
     assert ratios["completion_pct"].ratio == 1.0
@@ -265,7 +265,12 @@ async def test_stop_while_the_sender_waits_for_a_far_arrival():
     async for url in serve(fixture):
         rec = await asyncio.wait_for(
             run_plan(
-                url, wl, build_plan(wl), WordPrompts(1), stop=stop, progress=lambda _s: stop.set()
+                url,
+                wl,
+                plan_requests(wl),
+                WordPrompts(1),
+                stop=stop,
+                progress=lambda _s: stop.set(),
             ),
             timeout=60,  # a hang guard, not a measurement
         )

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tierctl.bench.ab import compare, run_ab
+from tierctl.bench.ab import compare_arms, run_ab
 from tierctl.bench.prompts import make_prompt_source
 from tierctl.bench.workload import workload_from_dict
 
@@ -104,7 +104,9 @@ async def test_interval_2_lowers_decoder_tpot_and_keeps_ttft():
     assert all(bl.record.count("completed") == 7 for bl in result.blocks)
     burst_prompt = [r.input_tokens for r in result.blocks[0].record.requests if r.lane == "burst"]
     assert all(abs(n - 60000) < 100 for n in burst_prompt)  # sim tokenizer: exact-size prompts
-    ratios = {(m.lane, m.metric): m.ratio.ratio for m in compare(result, ["decoders", "burst"])}
+    ratios = {
+        (m.lane, m.metric): m.ratio.ratio for m in compare_arms(result, ["decoders", "burst"])
+    }
     tpot = ratios[("decoders", "tpot_p50_s")]
     ttft = ratios[("burst", "ttft_p50_s")]
     assert tpot is not None

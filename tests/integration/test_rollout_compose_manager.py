@@ -168,6 +168,26 @@ def test_500s_are_retried_with_growing_backoff(world: World) -> None:
     assert world.calls()[:3] == [("/compose/up", True, "v2", (R2,))] * 3
 
 
+def test_each_retry_is_reported_as_it_happens(world: World) -> None:
+    world.agent.state.faults = ["500", "500"]
+    lines: list[str] = []
+
+    def sleep(delay: float) -> None:
+        # The line for a retry is out before its wait starts, not after the call gives up.
+        assert len(lines) == len(world.sleeps) + 1
+        world.sleeps.append(delay)
+
+    driver = world.driver(backoff_s=0.5, log=lines.append)
+    driver._sleep = sleep
+    driver.dry_run(world.new, [R2])
+    assert world.sleeps == [0.5, 1.0]
+    assert [line.split(": HTTP 500")[0] for line in lines] == [
+        f"compose-manager /compose/up for {R2}"
+    ] * 2
+    assert lines[0].endswith("try 2 of 4 in 0.5 s")
+    assert lines[1].endswith("try 3 of 4 in 1 s")
+
+
 def test_a_time_out_is_retried(world: World) -> None:
     world.agent.state.slow_s = 1.0
     world.agent.state.faults = ["timeout"]

@@ -399,3 +399,94 @@ def test_prometheus_must_show_the_new_variant_after_the_collector_step(
         "count by (container_name, config_variant) "
         '(sglang_num_running_reqs{container_name="model-r2",host_machine="gpu02"})'
     )
+
+
+def test_tierctl_stop_ends_what_a_rollout_left_running(tier: Tier, capsys) -> None:
+    import json
+    import os
+
+    from tierctl.cli.main import main
+
+    old_p, new_p = tier.files(
+        compose(tier.ports, {"r1": 1, "r2": 1}), compose(tier.ports, {"r1": 1, "r2": 2})
+    )
+    tier.start_old(old_p, new_p)
+    pids = {svc: e["pid"] for svc, e in tier.driver.state().items()}
+    assert set(pids) == {"model-r1", "model-r2"}
+    # A stale entry whose pid now belongs to another program (this test) is never signalled.
+    state_file = tier.tmp / "state" / "state.json"
+    state = json.loads(state_file.read_text())
+    state["model-stale"] = {"pid": os.getpid(), "url": None, "log": "x", "argv": ["not", "me"]}
+    state_file.write_text(json.dumps(state))
+    main(["stop", "--state-dir", str(tier.tmp / "state")])
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(out) == sorted(
+        [
+            f"model-r1 (pid {pids['model-r1']}): stopped",
+            f"model-r2 (pid {pids['model-r2']}): stopped",
+            f"model-stale (pid {os.getpid()}): not running",
+        ]
+    )
+    for pid in pids.values():
+        assert (
+            not Path(f"/proc/{pid}").exists()
+            or "State:\tZ" in Path(f"/proc/{pid}/status").read_text()
+        )
+    assert json.loads(state_file.read_text()) == {}
+    main(["stop", "--state-dir", str(tier.tmp / "state")])
+    assert capsys.readouterr().out.strip().endswith("nothing running")
+
+
+def test_local_engines_listen_on_loopback_whatever_the_file_says(tmp_path: Path) -> None:
+    """A file rendered for containers says --host 0.0.0.0; the local driver's simulated
+    engine listens on 127.0.0.1 only, and still reports the argv's --host."""
+    import httpx
+
+    port = free_port()
+    text = yaml.safe_dump(
+        {
+            "services": {
+                "model-r1": {
+                    "image": "sglang",
+                    "command": [
+                        "python3",
+                        "-m",
+                        "sglang.launch_server",
+                        "--model-path",
+                        "/m",
+                        "--host",
+                        "0.0.0.0",
+                        "--port",
+                        str(port),
+                    ],
+                }
+            }
+        }
+    )
+    f = tmp_path / "c.yaml"
+    f.write_text(text)
+    _, side = load_sides(plan_files(str(f), str(f)))
+    driver = LocalDriver(tmp_path / "state", time_scale=50, start_timeout_s=120)
+    try:
+        driver.apply(side, ["model-r1"])
+        url = driver.endpoint(side, "model-r1")
+        assert url == f"http://127.0.0.1:{port}"
+        log = Path(driver.state()["model-r1"]["log"]).read_text()
+        assert f"listening on http://127.0.0.1:{port}" in log
+        assert httpx.get(f"{url}/server_info", timeout=10).json()["host"] == "0.0.0.0"
+        listening = _listening_addresses(port)
+        assert listening == {"127.0.0.1"}, listening
+    finally:
+        driver.down_all()
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """IPv4 addresses with a LISTEN socket on ``port``, from /proc/net/tcp."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        addr, p = local.split(":")
+        if int(p, 16) == port and state == "0A":
+            octets = [str(int(addr[i : i + 2], 16)) for i in (6, 4, 2, 0)]
+            found.add(".".join(octets))
+    return found

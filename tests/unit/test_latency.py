@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tierctl.bench.samples import RequestSample
 from tierctl.latency import LatencySummary, percentile, tpot_s
@@ -16,6 +20,14 @@ def test_percentile_interpolates_between_order_statistics() -> None:
     assert percentile(xs, 90) == pytest.approx(3.7)  # rank 2.7: 3 + 0.7 * (4 - 3)
     assert percentile([7.0], 99) == 7.0
     assert percentile([], 50) is None
+
+
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=2, max_size=60), st.integers(1, 99))
+def test_percentile_agrees_with_the_standard_library(values: list[float], q: int) -> None:
+    # statistics.quantiles(method="inclusive") is the same linear interpolation, computed by
+    # other code: an independent oracle for every integer percentile
+    expected = statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+    assert percentile(values, q) == pytest.approx(expected, rel=1e-9, abs=1e-6)
 
 
 def test_tpot_excludes_the_first_token() -> None:

@@ -18,12 +18,12 @@ import aiohttp
 import numpy as np
 
 from tierctl.bench.bootstrap import Ratio, paired_ratio
-from tierctl.bench.plan import Plan, build_plan
+from tierctl.bench.plan import RequestPlan, plan_requests
 from tierctl.bench.prompts import PromptSource
 from tierctl.bench.runner import Progress, resolve_model, run_plan
 from tierctl.bench.samples import RunRecord
 from tierctl.bench.summary import METRICS, busy_span_s
-from tierctl.bench.workload import Workload
+from tierctl.bench.workload import BenchWorkload
 from tierctl.errors import InputError
 from tierctl.latency import percentile
 
@@ -104,13 +104,13 @@ async def flush_cache(base_url: str) -> str:
 async def run_ab(
     a_url: str,
     b_url: str,
-    workload: Workload,
+    workload: BenchWorkload,
     prompts: PromptSource,
     *,
     order: str = "ABBA",
     repetitions: int = 1,
     flush: bool = False,
-    plan: Plan | None = None,
+    plan: RequestPlan | None = None,
     stop: asyncio.Event | None = None,
     on_block: Callable[[int, int, str], None] | None = None,
     progress: Progress | None = None,
@@ -120,7 +120,7 @@ async def run_ab(
     ``on_block(k, total, arm)`` is called before each block.
     """
     order = check_order(order)
-    plan = plan or build_plan(workload)
+    plan = plan or plan_requests(workload)
     stop = stop or asyncio.Event()
     urls = {"A": a_url, "B": b_url}
     models = {arm: await resolve_model(url, workload.model) for arm, url in urls.items()}
@@ -230,7 +230,7 @@ def pooled_metric(name: str, blocks: Sequence[_BlockArrays]) -> float | None:
     raise KeyError(name)
 
 
-def compare(result: ABResult, lanes: Sequence[str], *, seed: int = 0) -> list[MetricRatio]:
+def compare_arms(result: ABResult, lanes: Sequence[str], *, seed: int = 0) -> list[MetricRatio]:
     """Every metric of :data:`~tierctl.bench.summary.METRICS`, for all lanes and each lane."""
     out: list[MetricRatio] = []
     for lane in [None, *lanes] if len(lanes) > 1 else [None]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import math
 import socket
 import struct
 import termios
@@ -32,6 +31,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from tierctl.latency import percentile
 
 #: Paced sends later than this at p99 mean the client did not hold the planned arrivals.
 PACING_LAG_LIMIT_S = 0.001
@@ -43,18 +44,6 @@ CPU_SHARE_LIMIT = 0.8
 BACKLOG_LIMIT_BYTES = 256 * 1024
 #: Heartbeat period of the event-loop monitor.
 HEARTBEAT_S = 0.010
-
-
-def quantile(values: Sequence[float], q: float) -> float | None:
-    """The ``q`` quantile (0-1) by linear interpolation between order statistics (numpy's
-    default), without numpy; ``None`` for no values."""
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = q * (len(xs) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 @dataclass
@@ -164,9 +153,9 @@ def judge(
     backlog_bytes: int,
 ) -> ClientCheck:
     """The verdict from the raw signals (limits: the module constants)."""
-    lag_p99 = quantile(paced_lags_s, 0.99)
+    lag_p99 = percentile(paced_lags_s, 99)
     lag_max = max(paced_lags_s) if paced_lags_s else None
-    loop_p99 = quantile(loop_lags_s, 0.99)
+    loop_p99 = percentile(loop_lags_s, 99)
     loop_max = max(loop_lags_s) if loop_lags_s else None
     share = cpu_s / duration_s if duration_s > 0 else 0.0
     reasons: list[str] = []

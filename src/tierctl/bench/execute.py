@@ -1,35 +1,36 @@
 """The two entry points behind the CLI: :func:`bench_run` and :func:`bench_ab`.
 
-Each builds the plan and the prompt source, runs the event loop with progress bars, and writes
-the outputs (``results.json`` with every raw sample, ``report.md``, ``latency_cdf.png``,
-``probe_latency.png``) when an output directory is given. Ctrl-C stops the run; what was
-measured so far is still returned and written.
+Each builds the plan and the prompt source, runs it, and writes the outputs (``results.json``
+with every raw sample, ``report.md``, ``latency_cdf.png``, ``probe_latency.png``) when an
+output directory is given. They are coroutines and draw nothing: the caller owns the event
+loop (``asyncio.run``) and any progress display (a :class:`BenchProgress`). Ctrl-C stops the
+run; what was measured so far is still returned and written.
 """
 
 from __future__ import annotations
 
-import asyncio
 import socket
-from collections.abc import Callable, Coroutine
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tierctl.bench.ab import ABResult, MetricRatio, check_order, compare, run_ab
-from tierctl.bench.plan import Plan, build_plan
+from tierctl.bench.ab import ABResult, MetricRatio, check_order, compare_arms, run_ab
+from tierctl.bench.plan import RequestPlan, plan_requests
 from tierctl.bench.prompts import make_prompt_source
 from tierctl.bench.report import ab_json, ab_markdown, run_json, run_markdown
 from tierctl.bench.runner import run_plan
 from tierctl.bench.samples import RequestSample, RunRecord
-from tierctl.bench.workload import Workload
+from tierctl.bench.workload import BenchWorkload
 from tierctl.errors import InputError, RuntimeFailure
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from tierctl.bench.health import ArmTarget, HealthReport
+    from tierctl.bench.quality.lane import QualityResult
+    from tierctl.bench.quality.spec import QualitySpec
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class RunOutcome:
     """What ``tierctl bench run`` produced."""
 
     record: RunRecord
-    workload: Workload
+    workload: BenchWorkload
     files: tuple[Path, ...] = field(default_factory=tuple)
 
 
@@ -47,8 +48,12 @@ class ABOutcome:
 
     result: ABResult
     ratios: tuple[MetricRatio, ...]
-    workload: Workload
+    workload: BenchWorkload
     files: tuple[Path, ...] = field(default_factory=tuple)
+    #: The quality lane's verdict, when one was asked for.
+    quality: QualityResult | None = None
+    #: Arm health over the whole run (empty when nothing was watched).
+    health: HealthReport | None = None
 
 
 def check_url(url: str, param: str = "url") -> str:
@@ -98,33 +103,43 @@ def check_reachable(url: str, param: str = "url", timeout_s: float = 10.0) -> No
     )
 
 
-def bench_run(
+class BenchProgress(Protocol):
+    """What :func:`bench_run` and :func:`bench_ab` report while they run (the CLI draws bars)."""
+
+    def begin(self, label: str, requests: int, block: int, blocks: int) -> None:
+        """A run, or block ``block`` (0-based) of ``blocks``, of ``requests`` requests starts."""
+
+    def request_done(self, sample: RequestSample) -> None:
+        """One request ended (completed, failed or timed out)."""
+
+
+async def bench_run(
     url: str,
-    workload: Workload,
+    workload: BenchWorkload,
     *,
     tokenizer: str | None = None,
     out_dir: Path | None = None,
     plots: bool = True,
-    console: Console | None = None,
+    progress: BenchProgress | None = None,
 ) -> RunOutcome:
     """Run ``workload`` against ``url`` with the probe lane; write outputs to ``out_dir``.
+
+    Run it with ``asyncio.run(bench_run(...))``: a first Ctrl-C there cancels the run, and
+    what was measured so far is still returned and written.
 
     Raises:
         InputError: bad URL, trace or tokenizer.
         RuntimeFailure: nothing listens at ``url``.
     """
     url = check_url(url)
-    plan = build_plan(workload)
+    plan = plan_requests(workload)
     prompts = make_prompt_source(tokenizer, workload.seed)
     check_reachable(url)  # after the input checks: bad input is reported as such first
-    console = console or Console(stderr=True)
-    with _bars(console) as bars:
-        task = bars.add_task(f"{workload.name} → {url}", total=plan.size)
-
-        def tick(_: RequestSample) -> None:
-            bars.advance(task)
-
-        record = _run_loop(lambda: run_plan(url, workload, plan, prompts, progress=tick))
+    if progress is not None:
+        progress.begin(f"{workload.name} → {url}", plan.size, 0, 1)
+    record = await run_plan(
+        url, workload, plan, prompts, progress=progress.request_done if progress else None
+    )
     files: list[Path] = []
     if out_dir is not None:
         files += _write(out_dir, run_json(record, workload), run_markdown(record, workload))
@@ -135,10 +150,10 @@ def bench_run(
     return RunOutcome(record, workload, tuple(files))
 
 
-def bench_ab(
+async def bench_ab(
     a_url: str,
     b_url: str,
-    workload: Workload,
+    workload: BenchWorkload,
     *,
     order: str = "ABBA",
     repetitions: int = 1,
@@ -146,12 +161,21 @@ def bench_ab(
     tokenizer: str | None = None,
     out_dir: Path | None = None,
     plots: bool = True,
-    console: Console | None = None,
+    progress: BenchProgress | None = None,
+    quality: QualitySpec | None = None,
+    health: Sequence[ArmTarget] = (),
+    health_interval_s: float = 5.0,
     names: tuple[str, str] | None = None,
 ) -> ABOutcome:
     """Paired A/B of ``workload`` between ``a_url`` and ``b_url``; ratios B/A with CIs.
 
-    ``names`` (A's, B's), e.g. replica names, label the arms in the plots' legends.
+    ``names`` (A's, B's), e.g. replica names, label the arms in the plots' legends. Run it
+    with ``asyncio.run(bench_ab(...))``; Ctrl-C keeps the finished blocks.
+
+    With ``quality`` (or a ``quality:`` section in the workload) the quality lane runs after
+    the latency blocks; each arm's health (restarts, OOM kills, fatal log lines, queue-full
+    rejections) is watched over the whole run through the sources ``health`` names and each
+    arm's ``/metrics``.
 
     Raises:
         InputError: bad URL, order, repetitions, trace or tokenizer.
@@ -163,68 +187,66 @@ def bench_ab(
         raise InputError(
             "`repetitions` must be at least 1", value=repetitions, params=("repetitions",)
         )
-    plan: Plan = build_plan(workload)
+    plan: RequestPlan = plan_requests(workload)
     prompts = make_prompt_source(tokenizer, workload.seed)
     check_reachable(a_url, "a_url")
     check_reachable(b_url, "b_url")
-    console = console or Console(stderr=True)
-    total_blocks = repetitions * len(order)
-    with _bars(console) as bars:
-        overall = bars.add_task("blocks", total=total_blocks)
-        block_task = bars.add_task("block", total=plan.size, visible=False)
 
-        def on_block(k: int, total: int, arm: str) -> None:
-            bars.update(overall, completed=k)
-            bars.reset(block_task, total=plan.size, visible=True)
-            bars.update(block_task, description=f"block {k + 1}/{total} arm {arm}")
+    def on_block(k: int, total: int, arm: str) -> None:
+        if progress is not None:
+            progress.begin(f"block {k + 1}/{total} arm {arm}", plan.size, k, total)
 
-        def tick(_: RequestSample) -> None:
-            bars.advance(block_task)
+    from tierctl.bench.health import ArmTarget
+    from tierctl.bench.quality.check import ab_queue_full, watched
+    from tierctl.bench.quality.lane import run_quality
 
-        result = _run_loop(
-            lambda: run_ab(
-                a_url,
-                b_url,
-                workload,
-                prompts,
-                order=order,
-                repetitions=repetitions,
-                flush=flush,
-                plan=plan,
-                on_block=on_block,
-                progress=tick,
-            )
+    quality = quality or workload.quality
+    targets = list(health) or [ArmTarget("A", a_url), ArmTarget("B", b_url)]
+
+    async def everything() -> tuple[ABResult, QualityResult | None]:
+        res = await run_ab(
+            a_url,
+            b_url,
+            workload,
+            prompts,
+            order=order,
+            repetitions=repetitions,
+            flush=flush,
+            plan=plan,
+            on_block=on_block,
+            progress=progress.request_done if progress else None,
         )
-        bars.update(overall, completed=len(result.blocks))
+        if quality is None or res.interrupted:
+            return res, None
+        return res, await run_quality(
+            a_url, b_url, quality, base_dir=workload.base_dir, model=workload.model
+        )
+
+    (result, quality_result), health_report = await watched(
+        targets, everything, interval_s=health_interval_s, queue_full=ab_queue_full
+    )
     lanes = [lane.name for lane in plan.lanes]
-    ratios = tuple(compare(result, lanes, seed=workload.seed))
+    ratios = tuple(compare_arms(result, lanes, seed=workload.seed))
     files: list[Path] = []
     if out_dir is not None:
-        files += _write(
-            out_dir, ab_json(result, ratios, workload), ab_markdown(result, ratios, workload)
-        )
+        doc = ab_json(result, ratios, workload)
+        doc["health"] = health_report.to_json()
+        markdown = ab_markdown(result, ratios, workload)
+        markdown += "\n## Arm health\n\n" + "".join(f"- {ln}\n" for ln in health_report.lines())
+        if quality_result is not None:
+            from tierctl.bench.quality.report import write_quality
+
+            doc["quality"] = {"verdict": quality_result.verdict, "report": "quality.json"}
+            markdown += f"\n## Quality\n\n- {quality_result.verdict} (see quality.md)\n"
+            files += write_quality(quality_result, out_dir, plots=plots)
+        files += _write(out_dir, doc, markdown)
         if plots:
             from tierctl.bench.plots import plot_ab
 
             files += plot_ab(result, out_dir, probe_timeout_s=workload.probe.timeout_s, names=names)
-    return ABOutcome(result, ratios, workload, tuple(files))
-
-
-def _bars(console: Console) -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
+    return ABOutcome(
+        result, ratios, workload, tuple(files), quality=quality_result, health=health_report
     )
-
-
-def _run_loop(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    # asyncio.run turns the first Ctrl-C into a cancellation of the main task; the runners
-    # catch it and return what they measured, so the partial result comes back here.
-    return asyncio.run(make())
 
 
 def _write(out_dir: Path, doc: dict[str, Any], markdown: str) -> list[Path]:

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from tierctl.bench.workload import BurstLane, HammerLane, TraceLane, Workload
+from tierctl.bench.workload import BenchWorkload, BurstLane, HammerLane, TraceLane
 from tierctl.traces import read_trace
 
 
@@ -38,7 +38,7 @@ class LanePlan:
 
 
 @dataclass(frozen=True)
-class Plan:
+class RequestPlan:
     """Every lane's requests, indexed 0..n-1 across lanes."""
 
     lanes: tuple[LanePlan, ...]
@@ -54,7 +54,7 @@ class Plan:
         return max((r.input_tokens for lane in self.lanes for r in lane.requests), default=0)
 
 
-def build_plan(workload: Workload) -> Plan:
+def plan_requests(workload: BenchWorkload) -> RequestPlan:
     """Expand every lane of ``workload`` into requests; deterministic for a given seed.
 
     Raises:
@@ -80,7 +80,7 @@ def build_plan(workload: Workload) -> Plan:
         )
         next_index += len(planned)
         lanes.append(LanePlan(lane.name, lane.kind, planned, conc, stop))
-    return Plan(tuple(lanes))
+    return RequestPlan(tuple(lanes))
 
 
 def _hammer(lane: HammerLane, rng: random.Random) -> list[tuple[float, int, int]]:

@@ -16,10 +16,11 @@ from rich.table import Table
 
 from tierctl.bench.ab import ABResult, MetricRatio
 from tierctl.bench.clientcheck import verdict_line
+from tierctl.bench.peers import peer_metrics
 from tierctl.bench.probe import unhealthy_episodes
 from tierctl.bench.samples import RunRecord
 from tierctl.bench.summary import METRICS, BenchSummary, summarize
-from tierctl.bench.workload import Workload
+from tierctl.bench.workload import BenchWorkload
 
 SCHEMA_VERSION = 1
 
@@ -62,12 +63,13 @@ def record_json(record: RunRecord, misses_to_mark: int = 3) -> dict[str, Any]:
         "unhealthy_episodes": [
             dataclasses.asdict(e) for e in unhealthy_episodes(record.probes, misses_to_mark)
         ],
+        "peer_definitions": [dataclasses.asdict(m) for m in peer_metrics(record.requests)],
         "requests": requests,
         "probes": [dataclasses.asdict(p) for p in record.probes],
     }
 
 
-def run_json(record: RunRecord, workload: Workload) -> dict[str, Any]:
+def run_json(record: RunRecord, workload: BenchWorkload) -> dict[str, Any]:
     """The JSON document of ``tierctl bench run``."""
     return {
         "schema_version": SCHEMA_VERSION,
@@ -78,7 +80,9 @@ def run_json(record: RunRecord, workload: Workload) -> dict[str, Any]:
     }
 
 
-def ab_json(result: ABResult, ratios: Sequence[MetricRatio], workload: Workload) -> dict[str, Any]:
+def ab_json(
+    result: ABResult, ratios: Sequence[MetricRatio], workload: BenchWorkload
+) -> dict[str, Any]:
     """The JSON document of ``tierctl bench ab``: ratios plus every block's raw samples."""
     return {
         "schema_version": SCHEMA_VERSION,
@@ -246,7 +250,7 @@ def probe_line(record: RunRecord, misses_to_mark: int = 3) -> str:
     )
 
 
-def run_markdown(record: RunRecord, workload: Workload) -> str:
+def run_markdown(record: RunRecord, workload: BenchWorkload) -> str:
     """Markdown report of one run."""
     lines = [f"# tierctl bench run: {workload.name}", "", f"- endpoint: `{record.url}`"]
     lines += [
@@ -269,11 +273,35 @@ def run_markdown(record: RunRecord, workload: Workload) -> str:
             f"{_ms(s.itl_p50_s)} | {_ms(s.itl_p90_s)} | {_ms(s.e2e_p50_s)} | "
             f"{_num(s.output_tok_per_s)} | {_num(s.requests_per_s)} |"
         )
+    lines += _peer_lines({"value": list(record.requests)})
     lines += _warning_lines(record.warnings)
     return "\n".join(lines) + "\n"
 
 
-def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workload) -> str:
+def _peer_lines(arms: dict[str, list[Any]]) -> list[str]:
+    """TPOT and ITL under each peer tool's definition (docs/metrics.md), p50 and p90."""
+    tables = {arm: peer_metrics(reqs) for arm, reqs in arms.items()}
+    names = list(arms)
+    head = " | ".join(
+        f"{a} p50 ms | {a} p90 ms" if len(names) > 1 else "p50 ms | p90 ms" for a in names
+    )
+    lines = [
+        "",
+        "## TPOT and ITL by each tool's definition",
+        "",
+        "The same requests, measured as each tool defines the figure (see docs/metrics.md).",
+        "",
+        f"| tool | its metric | definition | per | {head} |",
+        "|---|---|---|---|" + "---:|---:|" * len(names),
+    ]
+    first = tables[names[0]]
+    for k, m in enumerate(first):
+        cells = " | ".join(f"{_ms(tables[a][k].p50_s)} | {_ms(tables[a][k].p90_s)}" for a in names)
+        lines.append(f"| {m.tool} | {m.metric} | {m.formula} | {m.per} | {cells} |")
+    return lines
+
+
+def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: BenchWorkload) -> str:
     """Markdown report of a paired A/B."""
     header, rows = _ab_rows(ratios)
     lines = [
@@ -307,6 +335,10 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workl
             f"{ps.unhealthy_episodes} | {b.flush or '-'} | "
             f"{_client_cell(rec)} |"
         )
+    arms: dict[str, list[Any]] = {"A": [], "B": []}
+    for b in result.blocks:
+        arms[b.arm].extend(b.record.requests)
+    lines += _peer_lines(arms)
     warnings = [
         f"block {k} ({b.arm}): {w}" for k, b in enumerate(result.blocks) for w in b.record.warnings
     ]

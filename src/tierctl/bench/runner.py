@@ -14,6 +14,7 @@ import contextlib
 import gc
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,11 +23,11 @@ import aiohttp
 from tierctl.bench.client import RequestShape, make_session, send_request
 from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, ReadBacklog, judge
 from tierctl.bench.pacing import make_pacer
-from tierctl.bench.plan import LanePlan, Plan, PlannedRequest
+from tierctl.bench.plan import LanePlan, PlannedRequest, RequestPlan
 from tierctl.bench.probe import run_probes
 from tierctl.bench.prompts import PromptSource
 from tierctl.bench.samples import ProbeSample, RequestSample, RunRecord
-from tierctl.bench.workload import Workload
+from tierctl.bench.workload import BenchWorkload
 
 #: Prompts are synthesised up front when the plan holds at most this many prompt tokens
 #: (about 100 MB of text).
@@ -63,8 +64,8 @@ async def resolve_model(base_url: str, configured: str | None) -> str:
 
 async def run_plan(
     base_url: str,
-    workload: Workload,
-    plan: Plan,
+    workload: BenchWorkload,
+    plan: RequestPlan,
     prompts: PromptSource,
     *,
     label: str = "run",
@@ -78,40 +79,35 @@ async def run_plan(
     Never raises for server misbehaviour: failures are samples. Cancellation of the calling
     task (Ctrl-C under ``asyncio.run``) ends the run early and still returns the record with
     ``interrupted=True``.
+
+    Phases: resolve the request shape; synthesise prompts before the clock; send every lane
+    (:class:`_Sending`) with the probe lane beside it; stop the probes and restore the GC;
+    judge the client and freeze the record.
     """
-    stop = stop or asyncio.Event()
     shape = RequestShape(
         api=workload.api,
         model=model or await resolve_model(base_url, workload.model),
         ignore_eos=workload.ignore_eos,
         timeout_s=workload.timeout_s,
     )
-    url = endpoint_url(base_url, workload.api)
-    samples: list[RequestSample] = []
-    probes: list[ProbeSample] = []
-
-    def on_done(sample: RequestSample) -> None:
-        samples.append(sample)
-        if progress is not None:
-            progress(sample)
-
     ready = _pregenerate(plan, prompts)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     gc_state = _gc_quiet()  # before the clock: a full collection can take tens of ms
     cpu0 = time.process_time()
     t0 = time.monotonic() + 0.05
-    deadline = t0 + workload.max_duration_s
-    in_flight: set[asyncio.Task[None]] = set()
-    idle = asyncio.Event()  # set whenever nothing is in flight: O(1) per completion
-
-    def settle(task: asyncio.Task[None]) -> None:
-        in_flight.discard(task)
-        if not in_flight:
-            idle.set()
-
-    interrupted = False
+    run = _Sending(
+        url=endpoint_url(base_url, workload.api),
+        shape=shape,
+        prompts=prompts,
+        ready=ready,
+        t0=t0,
+        deadline=t0 + workload.max_duration_s,
+        stop=stop or asyncio.Event(),
+        progress=progress,
+        precise_pacing=precise_pacing,
+    )
+    probes: list[ProbeSample] = []
     probe_stop = asyncio.Event()
-    backlog = ReadBacklog()
     monitor = LoopMonitor()
     monitor.start()
     async with make_session() as session:
@@ -122,98 +118,9 @@ async def run_plan(
             if workload.probe.enabled
             else None
         )
-
-        def launch(req: PlannedRequest, prompt: str, scheduled_s: float) -> asyncio.Task[None]:
-            task = asyncio.create_task(
-                send_request(
-                    session,
-                    url,
-                    shape,
-                    index=req.index,
-                    lane=req.lane,
-                    prompt=prompt,
-                    planned_input_tokens=req.input_tokens,
-                    max_tokens=req.output_tokens,
-                    scheduled_s=scheduled_s,
-                    t0=t0,
-                    on_done=on_done,
-                    backlog=backlog,
-                )
-            )
-            in_flight.add(task)
-            idle.clear()
-            task.add_done_callback(settle)
-            return task
-
-        async def open_loop(lane: LanePlan) -> None:
-            pacer = make_pacer(precise_pacing)
-            try:
-                for req in lane.requests:
-                    # Built before the wait, so synthesis never delays a send that is due.
-                    prompt = ready.pop(req.index, None) or prompts.prompt(
-                        req.input_tokens, req.index
-                    )
-                    at = t0 + req.offset_s
-                    if at > deadline or stop.is_set():
-                        return
-                    await pacer.sleep_until(at)
-                    if stop.is_set():
-                        return
-                    launch(req, prompt, req.offset_s)
-            finally:
-                pacer.close()
-
-        async def closed_loop(lane: LanePlan) -> None:
-            assert lane.concurrency is not None
-            queue: Iterator[PlannedRequest] = iter(lane.requests)
-            stop_at = t0 + lane.stop_s if lane.stop_s is not None else deadline
-            start = t0 + (lane.requests[0].offset_s if lane.requests else 0.0)
-
-            async def worker() -> None:
-                await asyncio.sleep(max(0.0, start - time.monotonic()))
-                for req in queue:
-                    now = time.monotonic()
-                    if now > min(stop_at, deadline) or stop.is_set():
-                        return
-                    prompt = ready.pop(req.index, None) or prompts.prompt(
-                        req.input_tokens, req.index
-                    )
-                    await launch(req, prompt, time.monotonic() - t0)
-
-            await asyncio.gather(*(worker() for _ in range(lane.concurrency)))
-
-        senders = [
-            asyncio.create_task(closed_loop(lane) if lane.concurrency else open_loop(lane))
-            for lane in plan.lanes
-        ]
-        stopped: asyncio.Future[Any] = asyncio.create_task(stop.wait())
-        sending: asyncio.Future[Any] = asyncio.gather(*senders, return_exceptions=True)
-        drained: asyncio.Future[Any] | None = None
         try:
-            async with asyncio.timeout_at(_loop_time_at(deadline)):
-                await asyncio.wait([sending, stopped], return_when=asyncio.FIRST_COMPLETED)
-                if not stop.is_set() and in_flight:
-                    # Invariant: ``idle`` is set exactly when nothing is in flight.
-                    drained = asyncio.create_task(idle.wait())
-                    await asyncio.wait([drained, stopped], return_when=asyncio.FIRST_COMPLETED)
-            interrupted = stop.is_set() and bool(in_flight)
-        except TimeoutError:
-            interrupted = True
-        except asyncio.CancelledError:
-            interrupted = True
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
+            interrupted = await run.send(session, plan)
         finally:
-            stopped.cancel()
-            if drained is not None:
-                drained.cancel()
-            for t in [*senders, *in_flight]:
-                t.cancel()
-            await asyncio.gather(sending, stopped, *list(in_flight), return_exceptions=True)
-            if drained is not None:
-                await asyncio.gather(drained, return_exceptions=True)
-            interrupted = interrupted or stop.is_set()
             probe_stop.set()
             if probe_task is not None:
                 await asyncio.gather(probe_task, return_exceptions=True)
@@ -221,8 +128,8 @@ async def run_plan(
             await monitor.stop()
     duration = time.monotonic() - t0
     cpu = time.process_time() - cpu0
-    samples.sort(key=lambda s: (s.sent_s, s.index))
-    check = client_check(samples, plan, monitor.lags_s, cpu, duration, backlog.max_bytes)
+    samples = sorted(run.samples, key=lambda s: (s.sent_s, s.index))
+    check = client_check(samples, plan, monitor.lags_s, cpu, duration, run.backlog.max_bytes)
     return RunRecord(
         url=base_url,
         label=label,
@@ -238,7 +145,149 @@ async def run_plan(
     )
 
 
-def _pregenerate(plan: Plan, prompts: PromptSource) -> dict[int, str]:
+@dataclass
+class _Sending:
+    """One run while it sends: its clock, its in-flight requests and the samples so far.
+
+    One sender task per lane (:meth:`open_loop` or :meth:`closed_loop`) launches each request
+    as its own task (:meth:`launch`); :meth:`send` waits for all of them, the stop event or
+    the deadline, and cancels what is left.
+    """
+
+    url: str
+    shape: RequestShape
+    prompts: PromptSource
+    ready: dict[int, str]  # prompts synthesised before the clock, by request index
+    t0: float
+    deadline: float
+    stop: asyncio.Event
+    progress: Progress | None
+    precise_pacing: bool
+    backlog: ReadBacklog = field(default_factory=ReadBacklog)
+    samples: list[RequestSample] = field(default_factory=list)
+    in_flight: set[asyncio.Task[None]] = field(default_factory=set)
+    #: Set exactly when nothing is in flight: O(1) per completion.
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def _on_done(self, sample: RequestSample) -> None:
+        self.samples.append(sample)
+        if self.progress is not None:
+            self.progress(sample)
+
+    def _settle(self, task: asyncio.Task[None]) -> None:
+        self.in_flight.discard(task)
+        if not self.in_flight:
+            self.idle.set()
+
+    def _prompt(self, req: PlannedRequest) -> str:
+        return self.ready.pop(req.index, None) or self.prompts.prompt(req.input_tokens, req.index)
+
+    def launch(
+        self, session: aiohttp.ClientSession, req: PlannedRequest, prompt: str, scheduled_s: float
+    ) -> asyncio.Task[None]:
+        """Start one request as its own task; its sample arrives through ``_on_done``."""
+        task = asyncio.create_task(
+            send_request(
+                session,
+                self.url,
+                self.shape,
+                index=req.index,
+                lane=req.lane,
+                prompt=prompt,
+                planned_input_tokens=req.input_tokens,
+                max_tokens=req.output_tokens,
+                scheduled_s=scheduled_s,
+                t0=self.t0,
+                on_done=self._on_done,
+                backlog=self.backlog,
+            )
+        )
+        self.in_flight.add(task)
+        self.idle.clear()
+        task.add_done_callback(self._settle)
+        return task
+
+    async def open_loop(self, session: aiohttp.ClientSession, lane: LanePlan) -> None:
+        """Send each request of ``lane`` at its planned offset, not waiting for answers."""
+        pacer = make_pacer(self.precise_pacing)
+        try:
+            for req in lane.requests:
+                # Built before the wait, so synthesis never delays a send that is due.
+                prompt = self._prompt(req)
+                at = self.t0 + req.offset_s
+                if at > self.deadline or self.stop.is_set():
+                    return
+                await pacer.sleep_until(at)
+                if self.stop.is_set():
+                    return
+                self.launch(session, req, prompt, req.offset_s)
+        finally:
+            pacer.close()
+
+    async def closed_loop(self, session: aiohttp.ClientSession, lane: LanePlan) -> None:
+        """``lane.concurrency`` workers, each sending its next request when one answers."""
+        assert lane.concurrency is not None
+        queue: Iterator[PlannedRequest] = iter(lane.requests)
+        stop_at = self.t0 + lane.stop_s if lane.stop_s is not None else self.deadline
+        start = self.t0 + (lane.requests[0].offset_s if lane.requests else 0.0)
+
+        async def worker() -> None:
+            await asyncio.sleep(max(0.0, start - time.monotonic()))
+            for req in queue:
+                now = time.monotonic()
+                if now > min(stop_at, self.deadline) or self.stop.is_set():
+                    return
+                prompt = self._prompt(req)
+                await self.launch(session, req, prompt, time.monotonic() - self.t0)
+
+        await asyncio.gather(*(worker() for _ in range(lane.concurrency)))
+
+    async def send(self, session: aiohttp.ClientSession, plan: RequestPlan) -> bool:
+        """Send every lane; wait for the answers, the stop event or the deadline.
+
+        Returns whether the run was interrupted (stopped, timed out or cancelled with
+        requests still in flight); those requests are cancelled and become samples.
+        """
+        senders = [
+            asyncio.create_task(
+                self.closed_loop(session, lane)
+                if lane.concurrency
+                else self.open_loop(session, lane)
+            )
+            for lane in plan.lanes
+        ]
+        stopped: asyncio.Future[Any] = asyncio.create_task(self.stop.wait())
+        sending: asyncio.Future[Any] = asyncio.gather(*senders, return_exceptions=True)
+        drained: asyncio.Future[Any] | None = None
+        interrupted = False
+        try:
+            async with asyncio.timeout_at(_loop_time_at(self.deadline)):
+                await asyncio.wait([sending, stopped], return_when=asyncio.FIRST_COMPLETED)
+                if not self.stop.is_set() and self.in_flight:
+                    # Invariant: ``idle`` is set exactly when nothing is in flight.
+                    drained = asyncio.create_task(self.idle.wait())
+                    await asyncio.wait([drained, stopped], return_when=asyncio.FIRST_COMPLETED)
+            interrupted = self.stop.is_set() and bool(self.in_flight)
+        except TimeoutError:
+            interrupted = True
+        except asyncio.CancelledError:
+            interrupted = True
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+        finally:
+            stopped.cancel()
+            if drained is not None:
+                drained.cancel()
+            for t in [*senders, *self.in_flight]:
+                t.cancel()
+            await asyncio.gather(sending, stopped, *list(self.in_flight), return_exceptions=True)
+            if drained is not None:
+                await asyncio.gather(drained, return_exceptions=True)
+        return interrupted or self.stop.is_set()
+
+
+def _pregenerate(plan: RequestPlan, prompts: PromptSource) -> dict[int, str]:
     """Synthesise every prompt before the clock starts when they fit in memory.
 
     Tokenizer-based synthesis of a long prompt takes milliseconds to seconds; done between
@@ -265,7 +314,7 @@ def _loop_time_at(monotonic_deadline: float) -> float:
 
 def client_check(
     samples: list[RequestSample],
-    plan: Plan,
+    plan: RequestPlan,
     loop_lags_s: list[float],
     cpu_s: float,
     duration_s: float,

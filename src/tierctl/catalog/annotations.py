@@ -114,8 +114,14 @@ def _walk_subscript(node: ast.Subscript, ns: Namespace, hints: Hints, depth: int
     elif base == "Literal":
         hints.names.add("Literal")
         for arg in args:
+            nested = _nested_literal(arg, ns, depth)
+            if nested is not None:
+                # Literal["auto", RunnerType] with RunnerType = Literal["generate", ...]:
+                # typing flattens nested literals, and so must the choices.
+                hints.literals.extend(v for v in nested.literals if v not in hints.literals)
+                continue
             value = ns.evaluate(arg)
-            if value is not UNKNOWN:
+            if value is not UNKNOWN and value not in hints.literals:
                 hints.literals.append(value)
     elif base in _LIST_LIKE:
         hints.names.add(_LIST_LIKE[base])
@@ -128,6 +134,20 @@ def _walk_subscript(node: ast.Subscript, ns: Namespace, hints: Hints, depth: int
         _walk(args[0], ns, hints, depth + 1)
     else:
         _walk(node.value, ns, hints, depth + 1)
+
+
+def _nested_literal(arg: ast.expr, ns: Namespace, depth: int) -> Hints | None:
+    """The hints of a Literal argument that is itself a Literal (written or by alias)."""
+    target: ast.expr | None = arg
+    for _ in range(5):
+        if isinstance(target, ast.Subscript):
+            base = (dotted_name(target.value) or "").rsplit(".", 1)[-1]
+            return read_hints(target, ns, depth + 1) if base == "Literal" else None
+        name = dotted_name(target) if target is not None else None
+        if name is None or name not in ns.bindings:
+            return None
+        target = ns.bindings[name]
+    return None
 
 
 def _looks_like_annotation(node: ast.expr) -> bool:

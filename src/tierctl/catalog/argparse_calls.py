@@ -75,54 +75,102 @@ def flag_from_kwargs(
     *,
     resolve_default: Callable[[ast.expr], Any] | None = None,
 ) -> Flag:
-    """Build a flag from argparse keyword arguments given as source expressions."""
-    action = _action(kwargs.get("action"))
-    type_name = dotted_name(kwargs["type"]) if "type" in kwargs else None
-    nargs = ns.evaluate(kwargs["nargs"]) if "nargs" in kwargs else None
-    if nargs is UNKNOWN:
-        nargs = None
-    flag_type: FlagType
-    element: FlagType | None = None
-    parser: str | None = None
-    if action in ("store_true", "store_false", "boolean_optional"):
-        flag_type = "bool"
-    elif nargs in ("+", "*") or (isinstance(nargs, int) and nargs > 1):
-        flag_type = "list"
-        element = PARSER_TYPES.get(type_name or "str", "str")
-    else:
-        flag_type = PARSER_TYPES.get(type_name or "str", "str")
-    if type_name and type_name not in ("int", "float", "str"):
-        parser = type_name
-    default: Any
+    """Build a flag from argparse keyword arguments given as source expressions: each one is
+    evaluated statically, then :func:`build_flag` applies argparse's rules."""
+    values: dict[str, Any] = {}
+    if "action" in kwargs:
+        values["action"] = _action(kwargs["action"])
+    if "type" in kwargs:
+        values["type"] = dotted_name(kwargs["type"]) or "custom"
+    if "nargs" in kwargs:
+        nargs = ns.evaluate(kwargs["nargs"])
+        values["nargs"] = None if nargs is UNKNOWN else nargs
     if "default" in kwargs:
         raw = resolve_default(kwargs["default"]) if resolve_default else UNKNOWN
         default = ns.evaluate(kwargs["default"]) if raw is UNKNOWN else raw
-        default = jsonable(default) if default is not UNKNOWN else None
-    else:
-        default = {"store_true": False, "store_false": True}.get(action or "")
-    choices_value = ns.evaluate(kwargs["choices"]) if "choices" in kwargs else None
-    choices = (
-        tuple(jsonable(c) for c in choices_value)
-        if isinstance(choices_value, list | tuple | set)
-        else None
-    )
-    help_text = ns.text(kwargs.get("help"))
+        values["default"] = jsonable(default) if default is not UNKNOWN else None
+    if "choices" in kwargs:
+        values["choices"] = ns.evaluate(kwargs["choices"])
+    values["help"] = ns.text(kwargs.get("help"))
     dest_value = ns.evaluate(kwargs["dest"]) if "dest" in kwargs else UNKNOWN
     dest = dest_value if isinstance(dest_value, str) else primary.lstrip("-").replace("-", "_")
+    return build_flag(primary, names, dest, values, ns)
+
+
+def build_flag(
+    primary: str, names: list[str], dest: str, kw: dict[str, Any], ns: Namespace | None = None
+) -> Flag:
+    """The one argparse-to-Flag rule set, for every engine's builder.
+
+    ``kw`` holds argparse keywords as plain values: ``action`` (a name: store_true,
+    boolean_optional, a custom class), ``type`` (the parser's name), ``nargs``, ``default``,
+    ``choices``, ``help``. A custom action class found in ``ns`` contributes the ``nargs`` its
+    ``__init__`` defaults to (SGLang's ``DeprecatedAction`` takes no value: nargs=0).
+    """
+    action = kw.get("action")
+    action = action if isinstance(action, str) else None
+    type_name = str(kw.get("type") or "str")
+    nargs = kw.get("nargs")
+    if nargs is None and action and ns is not None:
+        nargs = _action_class_nargs(action, ns)
+    if isinstance(nargs, bool) or not isinstance(nargs, str | int):
+        nargs = None
+    flag_type: FlagType
+    element: FlagType | None = None
+    if action in ("store_true", "store_false", "boolean_optional"):
+        flag_type = "bool"
+    elif nargs in ("+", "*") or (isinstance(nargs, int) and nargs > 1):
+        flag_type, element = "list", PARSER_TYPES.get(type_name, "str")
+    else:
+        flag_type = PARSER_TYPES.get(type_name, "str")
+    if "default" in kw:
+        default = kw["default"]
+    else:
+        default = {"store_true": False, "store_false": True}.get(action or "")
+    choices = kw.get("choices")
+    help_text = str(kw.get("help") or "")
     return Flag(
         name=primary,
         aliases=tuple(n for n in names if n != primary),
         dest=dest,
         type=flag_type,
         element_type=element,
-        parser=parser,
-        default=default,
-        choices=choices,
-        nargs=nargs if isinstance(nargs, str | int) else None,
+        parser=type_name if type_name not in ("int", "float", "str", "bool", "json") else None,
+        default=jsonable(default),
+        choices=tuple(jsonable(c) for c in choices)
+        if isinstance(choices, list | tuple | set)
+        else None,
+        nargs=nargs,
         action=action,
         deprecated=is_deprecated(action, help_text),
         help=first_sentence(help_text),
     )
+
+
+def _action_class_nargs(action: str, ns: Namespace) -> Any:
+    """The ``nargs`` default of a custom ``argparse.Action`` subclass's ``__init__``."""
+    cls = ns.classes.get(action.rsplit(".", 1)[-1])
+    if cls is None:
+        return None
+    init = next(
+        (s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None
+    )
+    if init is None:
+        return None
+    args = init.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = (
+        dict(zip([a.arg for a in positional[-len(args.defaults) :]], args.defaults, strict=True))
+        if args.defaults
+        else {}
+    )
+    defaults.update(
+        {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
+    )
+    if "nargs" in defaults:
+        value = ns.evaluate(defaults["nargs"])
+        return None if value is UNKNOWN else value
+    return None
 
 
 def _action(node: ast.expr | None) -> str | None:

@@ -83,6 +83,20 @@ class Catalog(BaseModel):
     version: str = Field(description="Engine release, e.g. 0.5.23.")
     source: CatalogSource = Field(description="Provenance of the data.")
     flags: dict[str, Flag] = Field(description="Flags by primary spelling.")
+    abbreviations: bool = Field(
+        default=True,
+        description=(
+            "The engine's parser accepts an unambiguous prefix of a long flag (argparse's "
+            "allow_abbrev, on in SGLang and vLLM): --tp selects --tp-size."
+        ),
+    )
+    underscores: bool | None = Field(
+        default=None,
+        description=(
+            "The parser reads --max_model_len as --max-model-len (vLLM's "
+            "FlexibleArgumentParser). None: the engine's known behaviour (vLLM yes, SGLang no)."
+        ),
+    )
 
     _by_spelling: dict[str, Flag] = PrivateAttr(default_factory=dict)
 
@@ -93,11 +107,38 @@ class Catalog(BaseModel):
                 self._by_spelling.setdefault(spelling, flag)
 
     def lookup(self, token: str) -> Flag | None:
-        """The flag a command-line token selects (any spelling), or None."""
+        """The flag a command-line token selects, as the engine's parser would select it:
+        any spelling; with underscores where the parser maps them to dashes; a unique prefix
+        where the parser accepts abbreviations. None when it selects none (or several)."""
         # Read the private dict directly: pydantic routes `self._x` through __getattr__,
         # which is slow enough to matter when a fleet's argv tokens are looked up.
         index: dict[str, Flag] = self.__pydantic_private__["_by_spelling"]  # type: ignore[index]
-        return index.get(token)
+        found = index.get(token)
+        if found is not None or not token.startswith("--"):
+            return found
+        return self.resolve(token)[0]
+
+    def resolve(self, token: str) -> tuple[Flag | None, str]:
+        """(flag, how): how a token that is not a spelling reaches a flag, for messages:
+        "underscores", "abbreviation", "ambiguous: --a, --b" or "" when it reaches none."""
+        index: dict[str, Flag] = self.__pydantic_private__["_by_spelling"]  # type: ignore[index]
+        if token in index:
+            return index[token], "spelling"
+        underscores = self.underscores if self.underscores is not None else self.engine == "vllm"
+        if underscores and "_" in token:
+            dashed = "--" + token[2:].replace("_", "-")
+            if dashed in index:
+                return index[dashed], "underscores"
+            token = dashed
+        if not self.abbreviations or not token.startswith("--") or len(token) < 3:
+            return None, ""
+        hits = sorted(s for s in index if s.startswith(token) and s.startswith("--"))
+        flags = {id(index[s]) for s in hits}
+        if len(flags) == 1:
+            return index[hits[0]], "abbreviation"
+        if len(hits) > 1:
+            return None, "ambiguous: " + ", ".join(hits[:6])
+        return None, ""
 
     @property
     def ref(self) -> str:

@@ -104,6 +104,22 @@ class Namespace:
                 if isinstance(left, list | tuple) and isinstance(right, list | tuple):
                     return [*left, *right]
                 return UNKNOWN
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            # Defaults written as arithmetic (1024 * 1024, 8 << 10, MAX // 2): numbers only.
+            left = self.evaluate(node.left, depth + 1)
+            right = self.evaluate(node.right, depth + 1)
+            if not _number(left) or not _number(right):
+                return UNKNOWN
+            try:
+                result = _ARITHMETIC[type(node.op)](left, right)
+            except (ArithmeticError, ValueError):
+                return UNKNOWN
+            return result if _number(result) and abs(result) < 2**63 else UNKNOWN
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            inner = self.evaluate(node.operand, depth + 1)
+            if not _number(inner):
+                return UNKNOWN
+            return -inner if isinstance(node.op, ast.USub) else inner
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id in ("list", "tuple", "sorted", "set") and len(node.args) == 1:
                 inner = self.evaluate(node.args[0], depth + 1)
@@ -141,6 +157,21 @@ class Namespace:
             return self.text(node.left) + self.text(node.right)
         value = self.evaluate(node)
         return value if isinstance(value, str) else ""
+
+
+_ARITHMETIC: dict[type, Any] = {
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+    ast.LShift: lambda a, b: a << b if isinstance(a, int) and 0 <= b < 64 else UNKNOWN,
+    ast.Pow: lambda a, b: a**b if abs(b) < 64 else UNKNOWN,
+}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def dotted_name(node: ast.expr) -> str | None:

@@ -11,12 +11,13 @@ its rules (booleans get ``--no-`` forms, literals become choices, collections ta
 from __future__ import annotations
 
 import ast
+import contextvars
 from typing import Any
 
 from tierctl.catalog.annotations import read_hints
-from tierctl.catalog.argparse_calls import PARSER_TYPES, add_argument_calls, is_deprecated
-from tierctl.catalog.model import Flag, FlagType
-from tierctl.catalog.static_eval import UNKNOWN, Namespace, dotted_name, first_sentence, jsonable
+from tierctl.catalog.argparse_calls import add_argument_calls, build_flag
+from tierctl.catalog.model import Flag
+from tierctl.catalog.static_eval import UNKNOWN, Namespace, dotted_name
 
 ENGINE_ARGS = "vllm/engine/arg_utils.py"
 # Fields of these config classes accept human-readable integers (1K, 2M) in vLLM.
@@ -51,6 +52,7 @@ def extract(files: dict[str, str]) -> tuple[list[Flag], str, list[str]]:
         raise ValueError(f"{ENGINE_ARGS} is not in the wheel")
     trees = {p: ast.parse(text, filename=p) for p, text in sorted(files.items())}
     ns = Namespace()
+    _NS.set(ns)
     ns.add_module(trees[ENGINE_ARGS])
     for path, tree in trees.items():
         if path != ENGINE_ARGS:
@@ -97,6 +99,8 @@ def extract(files: dict[str, str]) -> tuple[list[Flag], str, list[str]]:
 
 
 _DELETED = object()
+# The namespace of the release being read, for custom action classes (see build_flag).
+_NS: contextvars.ContextVar[Namespace | None] = contextvars.ContextVar("vllm_ns", default=None)
 
 
 def _customisations(ns: Namespace, cls_name: str, depth: int = 0) -> dict[str, dict[str, Any]]:
@@ -350,33 +354,7 @@ def _keyword_value(key: str, node: ast.expr, ns: Namespace) -> Any:
 
 
 def _flag(primary: str, names: list[str], dest: str, kw: dict[str, Any]) -> Flag:
-    action = kw.get("action")
-    type_name = str(kw.get("type") or "str")
-    nargs = kw.get("nargs")
-    flag_type: FlagType
-    element: FlagType | None = None
-    if action in ("store_true", "store_false", "boolean_optional"):
-        flag_type = "bool"
-    elif nargs in ("+", "*") or (isinstance(nargs, int) and nargs > 1):
-        flag_type, element = "list", PARSER_TYPES.get(type_name, "str")
-    else:
-        flag_type = PARSER_TYPES.get(type_name, "str")
-    default = kw.get("default")
-    if "default" not in kw and action in ("store_true", "store_false"):
-        default = action == "store_false"
-    choices = kw.get("choices")
-    help_text = str(kw.get("help") or "")
-    return Flag(
-        name=primary,
-        aliases=tuple(n for n in names if n != primary),
-        dest=dest,
-        type=flag_type,
-        element_type=element,
-        parser=type_name if type_name not in ("int", "float", "str", "bool", "json") else None,
-        default=jsonable(default),
-        choices=tuple(jsonable(c) for c in choices) if isinstance(choices, list | tuple) else None,
-        nargs=nargs if isinstance(nargs, str | int) and not isinstance(nargs, bool) else None,
-        action=action if isinstance(action, str) else None,
-        deprecated=is_deprecated(action if isinstance(action, str) else None, help_text),
-        help=first_sentence(help_text),
-    )
+    kw = dict(kw)
+    if "default" not in kw and kw.get("action") in ("store_true", "store_false"):
+        kw["default"] = kw.get("action") == "store_false"
+    return build_flag(primary, names, dest, kw, _NS.get())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,179 @@ def _console() -> Console:
     return probe if probe.is_terminal else Console(width=200)
 
 
+def _health_options(f: _F) -> _F:
+    options = []
+    for arm in ("a", "b"):
+        up = arm.upper()
+        options += [
+            click.option(
+                f"--{arm}-log",
+                type=click.Path(dir_okay=False),
+                help=f"Arm {up}'s engine log file (fatal lines written during the run).",
+            ),
+            click.option(
+                f"--{arm}-container", help=f"Arm {up}'s container (docker inspect / logs)."
+            ),
+            click.option(
+                f"--{arm}-pid-file",
+                type=click.Path(dir_okay=False),
+                help=f"File holding arm {up}'s engine pid (its start time tells restarts).",
+            ),
+        ]
+    options += [
+        click.option(
+            "--engine",
+            type=click.Choice(["auto", "sglang", "vllm"]),
+            default="auto",
+            show_default=True,
+            help="Engine of both arms (fatal log patterns, logprob request shape).",
+        ),
+        click.option(
+            "--health-interval",
+            "health_interval_s",
+            type=click.FloatRange(min=0.1),
+            default=5.0,
+            show_default=True,
+            help="Seconds between arm-health samples.",
+        ),
+        click.option(
+            "--fail-on-unhealthy",
+            is_flag=True,
+            help="Exit 1 when an arm restarted, was OOM-killed, logged a fatal line or was "
+            "down at the end.",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _quality_options(f: _F) -> _F:
+    options = [
+        click.option("--texts", type=int, help="Generated texts scored teacher-forced (24)."),
+        click.option("--text-tokens", type=int, help="Tokens per generated text (96)."),
+        click.option(
+            "--texts-file",
+            type=click.Path(dir_okay=False),
+            help='JSONL of {"text"} or {"prompt","reference"} to score instead.',
+        ),
+        click.option(
+            "--passkey", "passkey_lengths", help="Passkey context lengths, e.g. 512,4096."
+        ),
+        click.option("--passkey-per-length", type=int, help="Haystacks per length (5)."),
+        click.option("--arithmetic", type=int, help="Generated arithmetic items (30)."),
+        click.option(
+            "--tasks",
+            "task_sets",
+            multiple=True,
+            help="NAME=PATH[:exact|number|choice], a JSONL task set (repeatable).",
+        ),
+        click.option("--max-tokens", "q_max_tokens", type=int, help="Greedy tokens per answer."),
+        click.option("--no-floor", is_flag=True, help="Skip the A' pass (floor taken as 0)."),
+        click.option("--concurrency", type=int, help="Requests in flight per arm (4)."),
+        click.option("--quality-seed", type=int, help="Seed of the generated items."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _quality_spec(opts: dict[str, Any], base: Any = None) -> Any:
+    """A QualitySpec from the workload's (if any) updated by the flags given."""
+    from tierctl.bench.quality.spec import PasskeySpec, QualitySpec, TaskSetSpec, TeacherForcedSpec
+    from tierctl.errors import InputError
+
+    spec = base or QualitySpec()
+    tf = spec.teacher_forced.model_copy(
+        update={
+            k: v
+            for k, v in (
+                ("count", opts.get("texts")),
+                ("tokens", opts.get("text_tokens")),
+                ("path", opts.get("texts_file")),
+            )
+            if v is not None
+        }
+    )
+    update: dict[str, Any] = {"teacher_forced": TeacherForcedSpec(**tf.model_dump())}
+    if opts.get("passkey_lengths"):
+        try:
+            lengths = tuple(int(x) for x in str(opts["passkey_lengths"]).split(",") if x.strip())
+        except ValueError:
+            raise InputError(
+                f"bad --passkey {opts['passkey_lengths']!r}",
+                rule="comma-separated context lengths in tokens",
+                fix="e.g. --passkey 512,4096",
+            ) from None
+        update["passkey"] = PasskeySpec(
+            lengths=lengths, per_length=opts.get("passkey_per_length") or spec.passkey.per_length
+        )
+    tasks = list(spec.tasks)
+    for text in opts.get("task_sets") or ():
+        name, sep, rest = text.partition("=")
+        path, _, scoring = (
+            rest.rpartition(":")
+            if rest.endswith((":exact", ":number", ":choice"))
+            else (rest, "", "exact")
+        )
+        if not sep or not name or not path:
+            raise InputError(
+                f"bad --tasks {text!r}",
+                rule="NAME=PATH[:exact|number|choice]",
+                fix="e.g. --tasks gsm8k=data/gsm8k-100.jsonl:number",
+            )
+        tasks.append(TaskSetSpec(name=name, path=path, scoring=scoring))
+    update["tasks"] = tuple(tasks)
+    for key, field in (
+        ("arithmetic", "arithmetic"),
+        ("q_max_tokens", "max_tokens"),
+        ("concurrency", "concurrency"),
+        ("quality_seed", "seed"),
+    ):
+        if opts.get(key) is not None:
+            update[field] = opts[key]
+    if opts.get("no_floor"):
+        update["floor"] = False
+    if opts.get("engine") and opts["engine"] != "auto":
+        update["engine"] = opts["engine"]
+    try:
+        return QualitySpec(**{**spec.model_dump(), **{k: v for k, v in update.items()}})
+    except ValueError as exc:
+        raise InputError(
+            f"bad quality option: {exc}", fix="see tierctl bench quality --help"
+        ) from None
+
+
+def _health_targets(a_url: str, b_url: str, opts: dict[str, Any]) -> list[Any]:
+    from tierctl.bench.health import ArmTarget
+
+    engine = opts.get("engine")
+    out = []
+    for arm, url in (("A", a_url), ("B", b_url)):
+        low = arm.lower()
+        log, pid = opts.get(f"{low}_log"), opts.get(f"{low}_pid_file")
+        out.append(
+            ArmTarget(
+                arm,
+                url,
+                engine=None if engine in (None, "auto") else engine,
+                log_path=Path(log) if log else None,
+                container=opts.get(f"{low}_container"),
+                pid_file=Path(pid) if pid else None,
+            )
+        )
+    return out
+
+
+def _print_health(console: Console, report: Any) -> None:
+    from rich.markup import escape
+
+    for line in report.lines():
+        bad = line.startswith("arm ") and "0 restarts, 0 OOMs, 0 fatal" not in line
+        text = escape(line)
+        console.print(f"[bold red]{text}[/bold red]" if bad else text)
+
+
 @click.group()
 def bench() -> None:
     """Load-test endpoints: workloads, liveness probes under load, paired A/B."""
@@ -126,12 +300,21 @@ def run(url: str, **opts: Any) -> ExitCode:
     from tierctl.bench.clientcheck import verdict_line
     from tierctl.bench.execute import bench_run
     from tierctl.bench.report import probe_line, run_table
+    from tierctl.cli.progress import BenchBars
 
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None
-    outcome = bench_run(
-        url, workload, tokenizer=opts["tokenizer"], out_dir=out, plots=not opts["no_plots"]
-    )
+    with BenchBars() as bars:
+        outcome = asyncio.run(
+            bench_run(
+                url,
+                workload,
+                tokenizer=opts["tokenizer"],
+                out_dir=out,
+                plots=not opts["no_plots"],
+                progress=bars,
+            )
+        )
     console = _console()
     rec = outcome.record
     console.print(run_table(rec))
@@ -169,15 +352,24 @@ def run(url: str, **opts: Any) -> ExitCode:
     help="Repetitions of the order.",
 )
 @click.option("--flush-cache", is_flag=True, help="POST /flush_cache before every block.")
+@click.option(
+    "--quality",
+    "with_quality",
+    is_flag=True,
+    help="Run the quality lane after the latency blocks (defaults, or the workload's quality:).",
+)
 @click.option("--a-name", help="Name of arm A in plots and reports (e.g. the replica r1).")
 @click.option("--b-name", help="Name of arm B in plots and reports (e.g. the replica r2).")
 @_workload_options
+@_quality_options
+@_health_options
 def ab(
     a_url: str,
     b_url: str,
     order: str,
     repetitions: int,
     flush_cache: bool,
+    with_quality: bool,
     a_name: str | None,
     b_name: str | None,
     **opts: Any,
@@ -185,23 +377,42 @@ def ab(
     """Paired A/B: the same requests against A and B in counterbalanced blocks; B/A ratios."""
     from tierctl.bench.execute import bench_ab
     from tierctl.bench.report import ab_client_bound, ab_client_line, ab_table
+    from tierctl.cli.progress import BenchBars
 
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None
-    outcome = bench_ab(
-        a_url,
-        b_url,
-        workload,
-        order=order,
-        repetitions=repetitions,
-        flush=flush_cache,
-        tokenizer=opts["tokenizer"],
-        out_dir=out,
-        plots=not opts["no_plots"],
-        names=(a_name or "A", b_name or "B") if a_name or b_name else None,
-    )
+    with BenchBars() as bars:
+        outcome = asyncio.run(
+            bench_ab(
+                a_url,
+                b_url,
+                workload,
+                order=order,
+                repetitions=repetitions,
+                flush=flush_cache,
+                tokenizer=opts["tokenizer"],
+                out_dir=out,
+                plots=not opts["no_plots"],
+                progress=bars,
+                names=(a_name or "A", b_name or "B") if a_name or b_name else None,
+                quality=(
+                    _quality_spec(opts, workload.quality)
+                    if with_quality or workload.quality
+                    else None
+                ),
+                health=_health_targets(a_url, b_url, opts),
+                health_interval_s=opts["health_interval_s"],
+            )
+        )
+        bars.blocks_done(len(outcome.result.blocks))
     console = _console()
     console.print(ab_table(outcome.result, outcome.ratios))
+    if outcome.health is not None:
+        _print_health(console, outcome.health)
+    if outcome.quality is not None:
+        from tierctl.bench.quality.report import quality_table
+
+        console.print(quality_table(outcome.quality))
     if outcome.result.interrupted:
         done = len(outcome.result.blocks)
         console.print(
@@ -216,4 +427,85 @@ def ab(
     console.print(f"[bold red]{line}[/bold red]" if ab_client_bound(outcome.result) else line)
     for f in outcome.files:
         console.print(f"wrote {f}")
-    return ExitCode.INTERRUPTED if outcome.result.interrupted else ExitCode.OK
+    if outcome.result.interrupted:
+        return ExitCode.INTERRUPTED
+    if opts["fail_on_unhealthy"] and outcome.health is not None and not outcome.health.healthy:
+        console.print("[bold red]unhealthy arm: failing (--fail-on-unhealthy)[/bold red]")
+        return ExitCode.FAILURE
+    return ExitCode.OK
+
+
+@bench.command("quality")
+@click.argument("a_url")
+@click.argument("b_url")
+@_quality_options
+@_health_options
+@click.option("--model", help="Model name (default: first of /v1/models).")
+@click.option("--timeout", "timeout_s", type=float, help="Per-request timeout, s (300).")
+@click.option("--alpha", type=float, help="Level of the floor and McNemar tests (0.05).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    help="Write quality.json, quality.md and quality_agreement.png here.",
+)
+@click.option("--no-plots", is_flag=True, help="Skip the PNG.")
+@click.option("--fail-above-floor", is_flag=True, help="Exit 1 when B is above the noise floor.")
+def quality(a_url: str, b_url: str, **opts: Any) -> ExitCode:
+    """Does B change what the model says? Teacher-forced agreement, passkey and task sets, A vs B
+    against the A vs A' noise floor, with both arms' health watched."""
+    import asyncio
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from tierctl.bench.execute import check_reachable, check_url
+    from tierctl.bench.quality.check import check_quality
+    from tierctl.bench.quality.lane import build_items
+    from tierctl.bench.quality.report import quality_table, write_quality
+
+    a_url, b_url = check_url(a_url, "A_URL"), check_url(b_url, "B_URL")
+    spec = _quality_spec(opts)
+    extra = {k: opts[k] for k in ("timeout_s", "alpha") if opts.get(k) is not None}
+    if extra:
+        spec = spec.model_copy(
+            update={"timeout_s" if k == "timeout_s" else k: v for k, v in extra.items()}
+        )
+    check_reachable(a_url, "A_URL")
+    check_reachable(b_url, "B_URL")
+    texts, tasks = build_items(spec)
+    total = (len(texts) + len(tasks)) * (3 if spec.floor else 2)
+    console = _console()
+    with Progress(
+        TextColumn("quality {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=Console(stderr=True),
+    ) as bars:
+        task = bars.add_task("A", total=total)
+
+        def on_item(arm: str, _item: str) -> None:
+            bars.update(task, advance=1, description=arm)
+
+        result, health = asyncio.run(
+            check_quality(
+                a_url,
+                b_url,
+                spec,
+                targets=_health_targets(a_url, b_url, opts),
+                model=opts.get("model"),
+                on_item=on_item,
+                health_interval_s=opts["health_interval_s"],
+            )
+        )
+    console.print(quality_table(result))
+    _print_health(console, health)
+    for e in result.errors[:10]:
+        console.print(f"[yellow]error:[/yellow] {e}")
+    if opts.get("out_dir"):
+        for f in write_quality(result, Path(opts["out_dir"]), plots=not opts["no_plots"]):
+            console.print(f"wrote {f}")
+    if opts["fail_on_unhealthy"] and not health.healthy:
+        return ExitCode.FAILURE
+    if opts["fail_above_floor"] and result.above:
+        return ExitCode.FAILURE
+    return ExitCode.OK

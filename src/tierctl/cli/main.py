@@ -35,6 +35,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "validate",
         "Check compose files against the spec's contracts.",
     ),
+    "import": (
+        "tierctl.cli.adopt",
+        "adopt_cmd",
+        "Write a tier spec for an existing compose file.",
+    ),
     "catalog": (
         "tierctl.cli.catalog",
         "catalog",
@@ -45,6 +50,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("tierctl.cli.rollout", "plan", "Plan a rollout between two compose files."),
     "rollout": ("tierctl.cli.rollout", "rollout", "Execute a rollout plan, gated and journaled."),
     "runbook": ("tierctl.cli.rollout", "runbook", "Write the Markdown runbook of a rollout."),
+    "stop": (
+        "tierctl.cli.stop",
+        "stop",
+        "Stop the engines a local-driver rollout or the demo left running.",
+    ),
     "readout": ("tierctl.cli.readout", "readout", "Judge canary against control from Prometheus."),
     "demo": ("tierctl.cli.demo", "demo", "Run tierctl's main job on the bundled example."),
 }
@@ -91,6 +101,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "tokenizers": ("sim", "bench"),
     "prometheus_client": ("sim", "bench"),
     "jsonschema_rs": ("fast",),
+    "sglang_router": ("router",),
 }
 
 

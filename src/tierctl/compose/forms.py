@@ -126,3 +126,19 @@ def normalise_depends_on(value: Any) -> Any:
             for k, v in value.items()
         }
     return value
+
+
+def named_volume_source(mount: Any) -> str | None:
+    """The named volume a service mount uses (``hf-cache:/root/.cache``), or None for a bind
+    mount (``./m:/m``, ``/data:/data``, ``${DIR}:/m``), a tmpfs or an anonymous volume."""
+    if isinstance(mount, dict):
+        if mount.get("type", "volume") != "volume" or not mount.get("source"):
+            return None
+        return str(mount["source"])
+    parts = str(mount).split(":")
+    if len(parts) < 2:
+        return None
+    source = parts[0]
+    if source.startswith((".", "/", "~", "$")) or (len(source) == 1 and source.isalpha()):
+        return None
+    return source

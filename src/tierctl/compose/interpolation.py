@@ -41,6 +41,10 @@ class MissingVariable(InterpolationError):
 class Interpolation(enum.Enum):
     """How references are treated when a compose file is read."""
 
+    AS_WRITTEN = "as-written"
+    """Nothing substituted and ``$$`` kept: the text compose would interpolate, exactly
+    (``tierctl import`` copies it into a spec, whose renderer writes it back as is).
+    Malformed references are still errors."""
     KEEP = "keep"
     """Every reference kept as written (only ``$$`` becomes ``$``); needs no variables."""
     DEFAULTS = "defaults"
@@ -186,6 +190,9 @@ def interpolate(
         return text
     if mode is None:
         mode = Interpolation.KEEP if env is None else Interpolation.STRICT
+    if mode is Interpolation.AS_WRITTEN:
+        parse(text)  # refuse what compose would refuse
+        return text
     variables: Mapping[str, str] = env or {}
     out: list[str] = []
     for piece in parse(text):

@@ -165,7 +165,7 @@ def _apply_include(
             )
         if (
             spec.get("env_file") is not None
-            and reading.mode is not Interpolation.KEEP
+            and reading.mode not in (Interpolation.KEEP, Interpolation.AS_WRITTEN)
             and (reading.mode is not None or reading.env is not None)
         ):
             raise _error(

@@ -56,7 +56,8 @@ def check_uses(
                 rule="TC004",
                 service=svc,
                 location=location,
-                message=_unknown(catalog.engine, catalog.version, use.token),
+                message=_unknown(catalog.engine, catalog.version, use.token)
+                + _ambiguity(catalog, use.token),
                 found=use.token,
                 fix=_did_you_mean(catalog, use.token),
             )
@@ -72,6 +73,15 @@ def check_uses(
                 message=f"{use.token}: {problem} ({catalog.ref})",
                 fix=_value_fix(flag),
             )
+
+
+def _ambiguity(catalog: Catalog, token: str) -> str:
+    how = catalog.resolve(token)[1]
+    return (
+        f" ({how.replace('ambiguous: ', 'an ambiguous abbreviation of ')})"
+        if how.startswith("ambiguous")
+        else ""
+    )
 
 
 def _did_you_mean(catalog: Catalog, token: str) -> str:

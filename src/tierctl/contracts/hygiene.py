@@ -14,6 +14,7 @@ from tierctl.contracts.credentials import literal_secret, secret_positions
 from tierctl.contracts.report import Violation
 from tierctl.errors import InputError
 from tierctl.readers import load_yaml
+from tierctl.spec.checks import TAGGED_IMAGE
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 
@@ -21,7 +22,11 @@ _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 def check(ctx: Context) -> Iterator[Violation]:
     """All hygiene checks over every service of the file."""
     yield from _services_present(ctx)
-    yield from images(ctx.compose)
+    spec = ctx.tier.spec
+    tags_ok = set(ctx.tier.services)
+    if spec.engine.image_policy == "tag":
+        tags_ok |= {r.service for r in ctx.tier.replicas.values()}
+    yield from images(ctx.compose, tags_ok)
     yield from gpus(ctx.compose)
     host_flags = [
         (v.expected.service, v.flags)
@@ -53,8 +58,9 @@ def _services_present(ctx: Context) -> Iterator[Violation]:
             )
 
 
-def images(compose: ComposeFile) -> Iterator[Violation]:
-    """Every service runs a pushed image pinned by digest (no ``build:``)."""
+def images(compose: ComposeFile, tags_ok: set[str] | None = None) -> Iterator[Violation]:
+    """Every service runs a pushed image pinned by digest (no ``build:``); the services in
+    ``tags_ok`` may name a release tag instead (not ``latest``), as their spec allows."""
     for name, service in compose.services.items():
         if "build" in service.data:
             yield Violation(
@@ -73,6 +79,8 @@ def images(compose: ComposeFile) -> Iterator[Violation]:
                     message="no image",
                     location=compose.location("services", name),
                 )
+        elif tags_ok and name in tags_ok and TAGGED_IMAGE.match(image):
+            continue
         elif not _DIGEST.search(image):
             yield Violation(
                 rule="TC006",

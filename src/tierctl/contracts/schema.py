@@ -51,15 +51,6 @@ def _validator() -> Any:
     return jsonschema.Draft7Validator(schema)
 
 
-def schema_source() -> dict[str, Any]:
-    """The vendored schema's provenance (repository, commit, date)."""
-    text = (resources.files("tierctl.contracts") / "schema" / "SOURCE.json").read_text(
-        encoding="utf-8"
-    )
-    data: dict[str, Any] = json.loads(text)
-    return data
-
-
 def _explain(error: Any) -> str:
     """jsonschema's message, reworded where it is cryptic (unknown keys)."""
     if "does not match any of the regexes: '^x-'" in error.message:

@@ -102,6 +102,9 @@ def _gpus(ctx: Context, view: ReplicaView) -> Iterator[Violation]:
     assert view.service is not None
     found = list(view.service.gpu_ids)
     want = [str(g) for g in view.expected.gpus]
+    if not want:  # the spec reserves a count (count: N / all), not device ids
+        want = [f"count:{view.expected.gpu_count}"]
+        found = found or [f"count:{c}" for c in _counts(view.service.data)]
     if found != want:
         yield Violation(
             rule="TC003",
@@ -112,6 +115,14 @@ def _gpus(ctx: Context, view: ReplicaView) -> Iterator[Violation]:
             expected=",".join(want),
             found=",".join(found),
         )
+
+
+def _counts(data: dict[str, Any]) -> list[str]:
+    deploy = data.get("deploy")
+    resources = deploy.get("resources") if isinstance(deploy, dict) else None
+    reservations = resources.get("reservations") if isinstance(resources, dict) else None
+    devices = reservations.get("devices") if isinstance(reservations, dict) else None
+    return [str(d["count"]) for d in devices or [] if isinstance(d, dict) and "count" in d]
 
 
 class _Missing:

@@ -33,6 +33,7 @@ from tierctl.contracts import flag_catalog, hygiene, schema
 from tierctl.contracts.report import RULES, Report, Violation
 from tierctl.engines import PROFILES, EngineProfile, profile_for_argv
 from tierctl.errors import InputError
+from tierctl.spec.checks import referenced_resources
 
 #: Contracts that need a spec to mean anything (what the spec promised vs the file).
 SPEC_ONLY = ("TC001", "TC002", "TC003", "TC005")
@@ -192,35 +193,11 @@ def undeclared_references(compose: ComposeFile) -> Iterator[Violation]:
         kind: set(_as_map(compose.data.get(kind)))
         for kind in ("volumes", "networks", "secrets", "configs")
     }
+    declared["networks"].add("default")
     for name, service in compose.services.items():
-        data = service.data
-        for i, mount in enumerate(_as_list(data.get("volumes"))):
-            source = _named_volume(mount)
-            if source is not None and source not in declared["volumes"]:
-                yield _undeclared(compose, name, "volumes", i, "volume", source)
-        networks = data.get("networks")
-        for net in networks if isinstance(networks, list) else list(_as_map(networks)):
-            if str(net) != "default" and str(net) not in declared["networks"]:
-                yield _undeclared(compose, name, "networks", None, "network", str(net))
-        for kind in ("secrets", "configs"):
-            for i, ref in enumerate(_as_list(data.get(kind))):
-                source = str(ref.get("source") if isinstance(ref, dict) else ref)
-                if source not in declared[kind]:
-                    yield _undeclared(compose, name, kind, i, kind[:-1], source)
-
-
-def _named_volume(mount: Any) -> str | None:
-    if isinstance(mount, dict):
-        if mount.get("type", "volume") != "volume" or not mount.get("source"):
-            return None
-        return str(mount["source"])
-    parts = str(mount).split(":")
-    if len(parts) < 2:
-        return None  # an anonymous volume
-    source = parts[0]
-    if source.startswith((".", "/", "~", "$")) or (len(source) == 1 and source.isalpha()):
-        return None  # a bind mount (or a path compose resolves from a variable)
-    return source
+        for key, index, ref in referenced_resources(service.data):
+            if ref not in declared[key]:
+                yield _undeclared(compose, name, key, index, key[:-1], ref)
 
 
 def _undeclared(

@@ -16,7 +16,9 @@ from tierctl.engines.base import (
     Fetch,
     LaunchCommand,
     LogPattern,
+    LogprobShapeError,
     MetricRef,
+    TokenScore,
 )
 from tierctl.engines.sglang import PROFILE as SGLANG
 from tierctl.engines.vllm import PROFILE as VLLM
@@ -24,6 +26,11 @@ from tierctl.errors import InputError
 
 #: Every known engine, by kind; the first is the default where nothing says otherwise.
 PROFILES: dict[str, EngineProfile] = {p.kind: p for p in (SGLANG, VLLM)}
+
+
+def default_profile() -> EngineProfile:
+    """The engine assumed where nothing names one (a command tierctl does not recognise)."""
+    return next(iter(PROFILES.values()))
 
 
 def kinds() -> tuple[str, ...]:
@@ -91,8 +98,11 @@ __all__ = [
     "Fetch",
     "LaunchCommand",
     "LogPattern",
+    "LogprobShapeError",
     "MetricRef",
+    "TokenScore",
     "all_metric_prefixes",
+    "default_profile",
     "kinds",
     "profile_for",
     "profile_for_argv",

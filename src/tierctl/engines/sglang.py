@@ -18,14 +18,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from tierctl.catalog.model import Catalog
-from tierctl.compose.argv import first_flag
 from tierctl.engines.base import (
     ArgvCheck,
     EngineMetrics,
     EngineProfile,
     Fetch,
     LogPattern,
+    LogprobShapeError,
     MetricRef,
+    TokenScore,
+    first_flag,
     format_flag_value,
     rendered_flags,
     same_value,
@@ -93,6 +95,7 @@ class SGLangProfile(EngineProfile):
         NCCL,
         TRACEBACK,
     )
+    metrics_fix = "render the engine with --enable-metrics"
     argv_gate = "server-info"
     argv_gate_text = "`GET /server_info` reports exactly the rendered flags"
     sim_modelled_flags = frozenset(
@@ -115,6 +118,33 @@ class SGLangProfile(EngineProfile):
         }
     )
     false_default = "omit"
+
+    queue_full_text = "The request queue is full."
+
+    def prompt_logprobs_request(self, model: str, text: str) -> tuple[str, dict[str, Any]]:
+        """Native ``/generate`` with ``return_logprob``, ``logprob_start_len: 0`` and
+        ``top_logprobs_num: 1``: ``meta_info.input_token_logprobs`` and ``input_top_logprobs``."""
+        return "/generate", {
+            "text": text,
+            "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
+            "return_logprob": True,
+            "logprob_start_len": 0,
+            "top_logprobs_num": 1,
+        }
+
+    def parse_prompt_logprobs(self, body: Any) -> list[TokenScore]:
+        """``input_token_logprobs`` ``[logprob, id, text]`` triples beside ``input_top_logprobs``
+        (a list of such triples per position; the first position's logprob is null)."""
+        try:
+            meta = body["meta_info"]
+            tokens, tops = meta["input_token_logprobs"], meta["input_top_logprobs"]
+            out = []
+            for tok, top in list(zip(tokens, tops, strict=True))[1:]:
+                best = top[0]
+                out.append(TokenScore(int(tok[1]), float(tok[0]), int(best[1]), float(best[0])))
+            return out
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise LogprobShapeError(f"not SGLang's input_token_logprobs shape ({exc!r})") from None
 
     def server_info_mismatches(
         self, expected_argv: list[str], info: Mapping[str, Any]

@@ -24,7 +24,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from tierctl.catalog.model import Catalog
 from tierctl.engines.base import (
@@ -33,7 +34,9 @@ from tierctl.engines.base import (
     EngineProfile,
     Fetch,
     LogPattern,
+    LogprobShapeError,
     MetricRef,
+    TokenScore,
     format_flag_value,
     rendered_flags,
     same_value,
@@ -107,6 +110,11 @@ class VLLMProfile(EngineProfile):
             "preemptions": "num_preemptions_total",
         },
     )
+    # Renamed in vLLM's V1 metrics (0.10-0.11): the old names still appear on older servers.
+    metric_aliases: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "itl": ("time_per_output_token_seconds",),
+        "kv_cache_usage": ("gpu_cache_usage_perc",),
+    }
     model_label = "model_name"
     rank_labels = ("engine",)
     fatal_log_patterns = (
@@ -120,6 +128,7 @@ class VLLMProfile(EngineProfile):
         NCCL,
         TRACEBACK,
     )
+    metrics_fix = "vLLM exports /metrics unless --disable-log-stats is set: remove that flag"
     argv_gate = "running-args"
     argv_gate_text = (
         "the engine's startup log line `non-default args: {...}` holds every rendered flag, "
@@ -143,6 +152,37 @@ class VLLMProfile(EngineProfile):
         }
     )
     false_default = "no-prefix"
+
+    queue_full_text = "queue is full"
+
+    def prompt_logprobs_request(self, model: str, text: str) -> tuple[str, dict[str, Any]]:
+        """``/v1/completions`` with vLLM's extra sampling parameter ``prompt_logprobs: 1``."""
+        return "/v1/completions", {
+            "model": model,
+            "prompt": text,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": 1,
+        }
+
+    def parse_prompt_logprobs(self, body: Any) -> list[TokenScore]:
+        """``choices[0].prompt_logprobs``: null, then per position ``{"<id>": {"logprob",
+        "rank", "decoded_token"}}`` holding the prompt's token and the rank-1 token (one entry
+        when they are the same)."""
+        try:
+            entries = body["choices"][0]["prompt_logprobs"]
+            out = []
+            for entry in entries[1:]:
+                items = [(int(k), v) for k, v in entry.items()]
+                best_id, best = next((k, v) for k, v in items if v.get("rank") == 1)
+                others = [(k, v) for k, v in items if k != best_id]
+                tok_id, tok = others[0] if others else (best_id, best)
+                out.append(
+                    TokenScore(tok_id, float(tok["logprob"]), best_id, float(best["logprob"]))
+                )
+            return out
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, StopIteration) as exc:
+            raise LogprobShapeError(f"not vLLM's prompt_logprobs shape ({exc!r})") from None
 
     def _dest(self, flag: str, catalog: Catalog | None) -> tuple[str, bool]:
         """(dest, negated) of a rendered flag name: ``no-enable-x`` -> (enable_x, True)."""

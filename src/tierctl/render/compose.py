@@ -22,9 +22,26 @@ from tierctl.spec.model import ScrapeConfig, Service, TierSpec
 _REFERENCE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 
 
+# Fields added after the digest was defined: left out while at their default, so that adding
+# them did not make every rendered file on disk stale.
+_LATER_ENGINE_FIELDS = ("entrypoint", "container_name", "equals_flags", "image_policy")
+_LATER_TOP_FIELDS = ("volumes", "networks", "secrets", "configs")
+
+
 def spec_digest(spec: TierSpec) -> str:
     """sha256 of the normalised spec: comment or formatting edits do not change it."""
-    return hashlib.sha256(spec.model_dump_json().encode()).hexdigest()
+    engine_defaults = {
+        name
+        for name in _LATER_ENGINE_FIELDS
+        if getattr(spec.engine, name)
+        == type(spec.engine).model_fields[name].get_default(call_default_factory=True)
+    }
+    exclude: dict[str, Any] = {name: True for name in _LATER_TOP_FIELDS if not getattr(spec, name)}
+    exclude["engine"] = engine_defaults
+    replicas = {n: {"gpu_count"} for n, r in spec.replicas.items() if r.gpu_count is None}
+    if replicas:
+        exclude["replicas"] = replicas
+    return hashlib.sha256(spec.model_dump_json(exclude=exclude).encode()).hexdigest()
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -69,19 +86,22 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
             {"service": r.service, "variant": r.variant, "replica": r.name, "host": spec.host},
         )
         logging = deep_merge(logging, {"options": {"tag": tag}})
-    devices = [
-        {
-            "driver": "nvidia",
-            "device_ids": [str(g) for g in r.gpus],
-            "capabilities": ["gpu"],
-        }
-    ]
+    device: dict[str, Any] = {"driver": "nvidia"}
+    if r.gpus:
+        device["device_ids"] = [str(g) for g in r.gpus]
+    else:
+        device["count"] = r.gpu_count  # count: N, or count: all
+    device["capabilities"] = ["gpu"]
+    devices = [device]
     deploy = deep_merge(
         fragment.pop("deploy", {}), {"resources": {"reservations": {"devices": devices}}}
     )
-    service: dict[str, Any] = {
-        "image": r.image,
-        "container_name": r.service,
+    service: dict[str, Any] = {"image": r.image}
+    if spec.engine.container_name:
+        service["container_name"] = r.service
+    if spec.engine.entrypoint is not None:
+        service["entrypoint"] = list(spec.engine.entrypoint)
+    service |= {
         "command": list(r.argv),
         "environment": dict(r.env),
         "labels": labels,
@@ -174,6 +194,11 @@ def compose_document(tier: Tier) -> dict[str, Any]:
             content = dump_yaml(scrape_document(tier, service.scrape))
             configs[service.scrape.config] = {"content": content}
     doc: dict[str, Any] = {"name": spec.tier, "services": services}
+    for key in ("volumes", "networks", "secrets"):
+        declared = getattr(spec, key)
+        if declared:
+            doc[key] = dict(declared)
+    configs = {**spec.configs, **configs}
     if configs:
         doc["configs"] = configs
     return doc

@@ -19,7 +19,7 @@ import httpx
 from tierctl.errors import ContractViolation, GateFailed, InputError, Location, TierctlError
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import Driver
-from tierctl.rollout.gates import GateContext, GateSettings, run_gates
+from tierctl.rollout.gates import GateContext, GateSettings, run_gates, step_profile
 from tierctl.rollout.journal import Journal
 from tierctl.rollout.model import Plan, Step, plan_digest
 from tierctl.rollout.normalise import load_services
@@ -60,6 +60,7 @@ class RolloutResult:
 
     outcomes: tuple[StepOutcome, ...]
     journal: Path | None
+    already_completed: bool = False  # the journal said the plan had finished; nothing was run
 
 
 def load_sides(plan: Plan, repo: Path | None = None) -> tuple[Deployment, Deployment]:
@@ -135,14 +136,28 @@ def run_rollout(
     )
     done: frozenset[str] = frozenset()
     if journal is not None:
+        if journal.exists() and journal.read().completed:
+            # A finished plan has nothing left to do: say so instead of advising --resume.
+            say(
+                f"{journal.path}: this plan already completed; nothing to do (to change the "
+                "tier again, make a new plan from the running files)"
+            )
+            return RolloutResult(
+                tuple(StepOutcome(s.id, "skipped") for s in plan.steps), journal.path, True
+            )
         done = _open_journal(journal, options.resume)
     own_client = client is None
     http = client or httpx.Client()
     outcomes: list[StepOutcome] = []
     try:
+        if done and journal is not None:
+            # One line for the whole resume; each skipped step is listed once, in the result.
+            say(
+                f"resuming {journal.path}: {len(done)} of {len(plan.steps)} step(s) done in an "
+                "earlier run are skipped"
+            )
         for index, step in enumerate(plan.steps):
             if step.id in done:
-                say(f"{step.id}: done in an earlier run, skipped")
                 outcomes.append(StepOutcome(step.id, "skipped"))
                 continue
             ctx = GateContext(
@@ -160,6 +175,12 @@ def run_rollout(
                     if s.role == "engine" and s.action != "down"
                 },
                 variant_label=plan.variant_label,
+                logs=_log_reader(driver, old if step.side == "old" else new, step.service),
+                engine_profiles={
+                    s.container_name or s.service: step_profile(s.expected_argv)
+                    for s in plan.steps[:index]
+                    if s.role == "engine" and s.action != "down"
+                },
             )
             outcomes.append(_run_step(step, driver, old, new, journal, ctx, options.dry_run, say))
         if journal is not None:
@@ -168,6 +189,14 @@ def run_rollout(
         if own_client:
             http.close()
     return RolloutResult(tuple(outcomes), None if journal is None else journal.path)
+
+
+def _log_reader(driver: Driver, dep: Deployment, service: str) -> Callable[[], str | None] | None:
+    """How the gates read an engine's log, where the driver can (``logs(dep, service)``)."""
+    logs = getattr(driver, "logs", None)
+    if logs is None:
+        return None
+    return lambda: logs(dep, service)
 
 
 def _open_journal(journal: Journal, resume: bool) -> frozenset[str]:

@@ -23,13 +23,14 @@ from typing import Any
 
 from tierctl.errors import ContractViolation, InputError
 from tierctl.rollout.diff import diff_service
+from tierctl.rollout.gates import COLLECTOR_GATES, engine_gates
 from tierctl.rollout.model import Action, Plan, ServiceChange, Side, Step
 from tierctl.rollout.normalise import load_services
 from tierctl.rollout.roles import REPLICA_LABEL, VARIANT_LABEL, ServiceRole, infer_role
 from tierctl.rollout.source import LoadedSource, read_source
 
-ENGINE_GATES = ["health", "server-info", "metrics-variant", "soak"]
-COLLECTOR_GATES = ["prometheus-variants"]
+#: Placeholder for an engine step's gates: :func:`engine_gates` fills them from its command.
+ENGINE_GATES = ["<engine>"]
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,50 @@ def plan_files(
 
 
 def build_plan(old: LoadedSource, new: LoadedSource, options: PlanOptions) -> Plan:
-    """Plan the rollout between two loaded sources (see the module docstring for the order)."""
+    """Plan the rollout between two loaded sources (see the module docstring for the order).
+
+    Phases: classify every service's change; refuse what touches protected services without
+    an allowance; order the steps (one function per group of the module docstring); number
+    them and attach argv, gates and rollbacks.
+    """
     a = load_services(old.text, old.ref.spec).services
     b = load_services(new.text, new.ref.spec).services
     names = list(b) + [n for n in a if n not in b]
-    unknown = sorted(options.allow - set(names))
+    _check_allow(options.allow, names)
+    changes = [_change(n, a.get(n), b.get(n), options) for n in names]
+    protected = {c.service for c in changes if _is_protected(c, options)}
+    _refuse_protected(changes, protected, options.allow)
+    engines = [c for c in changes if c.role == "engine" and c.service not in protected]
+    steps = [
+        *_removals(changes),
+        *_engine_steps(engines),
+        *_collector_steps(changes, protected, _telemetry_changed(engines)),
+        *_other_steps(changes, protected),
+        *_allowed_steps(changes, protected),
+    ]
+    built = [
+        _step(i + 1, action, c, side, why, gates, a if side == "old" else b)
+        for i, (action, c, side, why, gates) in enumerate(steps)
+    ]
+    touched = {s.service for s in built}
+    by_name = {c.service: c for c in changes}
+    return Plan(
+        source=old.ref,
+        target=new.ref,
+        services=[by_name[n] for n in names],
+        steps=built,
+        untouched=[n for n in names if n not in touched],
+        allowed=sorted(options.allow),
+        variant_label=options.variant_label,
+    )
+
+
+#: One planned step before numbering: action, the change, the file it applies, why, gates.
+_Draft = tuple[Action, ServiceChange, Side, str, list[str]]
+
+
+def _check_allow(allow: frozenset[str], names: list[str]) -> None:
+    unknown = sorted(allow - set(names))
     if unknown:
         raise InputError(
             f"`allow` names services that are in neither file: {', '.join(unknown)}",
@@ -86,13 +126,15 @@ def build_plan(old: LoadedSource, new: LoadedSource, options: PlanOptions) -> Pl
             fix=f"use one of: {', '.join(names)}",
             params=("allow",),
         )
-    changes = [_change(n, a.get(n), b.get(n), options) for n in names]
-    by_name = {c.service: c for c in changes}
-    protected = [c.service for c in changes if _is_protected(c, options)]
+
+
+def _refuse_protected(
+    changes: list[ServiceChange], protected: set[str], allow: frozenset[str]
+) -> None:
     refused = [
         c
         for c in changes
-        if c.service in protected and c.change != "unchanged" and c.service not in options.allow
+        if c.service in protected and c.change != "unchanged" and c.service not in allow
     ]
     if refused:
         what = "; ".join(
@@ -108,20 +150,41 @@ def build_plan(old: LoadedSource, new: LoadedSource, options: PlanOptions) -> Pl
             + " if that is intended",
             params=("allow",),
         )
-    steps: list[tuple[Action, ServiceChange, Side, str, list[str]]] = []
+
+
+def _removals(changes: list[ServiceChange]) -> list[_Draft]:
+    """1. Removed services, engines first, each a scoped ``down`` with OLD."""
     removed = [c for c in changes if c.change == "removed"]
-    for c in sorted(removed, key=lambda c: c.role != "engine"):
-        steps.append(("down", c, "old", "removed in NEW: scoped down with OLD before applying", []))
-    engines = [c for c in changes if c.role == "engine" and c.service not in protected]
+    return [
+        ("down", c, "old", "removed in NEW: scoped down with OLD before applying", [])
+        for c in sorted(removed, key=lambda c: c.role != "engine")
+    ]
+
+
+def _engine_steps(engines: list[ServiceChange]) -> list[_Draft]:
+    """2-3. Changed engine replicas (canaries first), then added ones, one per step."""
+    steps: list[_Draft] = []
     changed = [c for c in engines if c.change == "recreate"]
     for c in sorted(changed, key=lambda c: c.replica_role != "canary"):
         why = f"{c.replica_role or 'replica'} changed: {', '.join(c.reasons)}"
         steps.append(("recreate", c, "new", why, list(ENGINE_GATES)))
     for c in (c for c in engines if c.change == "added"):
         steps.append(("up", c, "new", "added in NEW", list(ENGINE_GATES)))
-    telemetry = any(
+    return steps
+
+
+def _telemetry_changed(engines: list[ServiceChange]) -> bool:
+    """Whether an engine's labels or log tags changed, or an engine came or went."""
+    return any(
         {"labels", "logging"} & set(c.reasons) or c.change in ("added", "removed") for c in engines
     )
+
+
+def _collector_steps(
+    changes: list[ServiceChange], protected: set[str], telemetry: bool
+) -> list[_Draft]:
+    """4. The collector, alone, when it changed or the engines' telemetry did."""
+    steps: list[_Draft] = []
     for c in changes:
         if c.role != "collector" or c.service in protected or c.change == "removed":
             continue
@@ -135,30 +198,31 @@ def build_plan(old: LoadedSource, new: LoadedSource, options: PlanOptions) -> Pl
             )
             action: Action = "up" if c.change == "added" else "recreate"
             steps.append((action, c, "new", why, list(COLLECTOR_GATES)))
-    for c in changes:
-        if c.role in ("engine", "collector") or c.service in protected:
-            continue
-        if c.change in ("recreate", "added"):
-            act: Action = "up" if c.change == "added" else "recreate"
-            steps.append((act, c, "new", f"changed: {', '.join(c.reasons) or c.change}", []))
-    for c in changes:
-        if c.service in protected and c.change in ("recreate", "added"):
-            act2: Action = "up" if c.change == "added" else "recreate"
-            steps.append((act2, c, "new", f"allowed by --allow: {', '.join(c.reasons)}", []))
-    built = [
-        _step(i + 1, action, c, side, why, gates, a if side == "old" else b)
-        for i, (action, c, side, why, gates) in enumerate(steps)
+    return steps
+
+
+def _other_steps(changes: list[ServiceChange], protected: set[str]) -> list[_Draft]:
+    """5. Other changed or added services (exporters, ...), one per step."""
+    return [
+        (_apply(c), c, "new", f"changed: {', '.join(c.reasons) or c.change}", [])
+        for c in changes
+        if c.role not in ("engine", "collector")
+        and c.service not in protected
+        and c.change in ("recreate", "added")
     ]
-    touched = {s.service for s in built}
-    return Plan(
-        source=old.ref,
-        target=new.ref,
-        services=[by_name[n] for n in names],
-        steps=built,
-        untouched=[n for n in names if n not in touched],
-        allowed=sorted(options.allow),
-        variant_label=options.variant_label,
-    )
+
+
+def _allowed_steps(changes: list[ServiceChange], protected: set[str]) -> list[_Draft]:
+    """6. Protected services the operator allowed."""
+    return [
+        (_apply(c), c, "new", f"allowed by --allow: {', '.join(c.reasons)}", [])
+        for c in changes
+        if c.service in protected and c.change in ("recreate", "added")
+    ]
+
+
+def _apply(c: ServiceChange) -> Action:
+    return "up" if c.change == "added" else "recreate"
 
 
 def _is_protected(c: ServiceChange, options: PlanOptions) -> bool:
@@ -217,6 +281,8 @@ def _step(
 ) -> Step:
     svc = services.get(c.service, {})
     argv = list(svc.get("entrypoint") or []) + list(svc.get("command") or [])
+    if gates == ENGINE_GATES:
+        gates = engine_gates(argv)
     if action == "down":
         rollback = "up the service again from OLD, scoped to it"
     elif action == "up":

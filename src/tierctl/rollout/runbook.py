@@ -1,8 +1,10 @@
 """The Markdown runbook of a plan: what changes and why, each step's exact calls and commands,
 its gates and its rollback, the verification queries, and the readout to run afterwards.
 
-It is generated from the same plan ``tierctl rollout`` executes, so the document and the
-automation cannot disagree. Tokens appear only as ``$TIERCTL_AGENT_TOKEN``.
+It is generated from the same plan ``tierctl rollout`` executes, the agent's request bodies come
+from the compose-manager driver's own request builders and the gates' text from their one
+definition in :mod:`tierctl.rollout.gates`, so the document and the automation cannot disagree.
+Tokens appear only as ``$TIERCTL_AGENT_TOKEN``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ from typing import Any
 
 from tierctl.errors import InputError
 from tierctl.readers import load_yaml
-from tierctl.rollout.gates import DEFAULT_QUERY
+from tierctl.rollout.drivers.compose_manager import (
+    Target,
+    apply_requests,
+    down_request,
+    dry_run_requests,
+)
+from tierctl.rollout.gates import describe_gate, step_profile, variants_query
 from tierctl.rollout.model import Plan, SourceRef, Step
 
 
@@ -50,6 +58,7 @@ def render_runbook(
         f"NEW sha256 `{plan.target.sha256[:12]}`. Run it with `tierctl rollout`, or by hand below."
     )
     w("")
+    _before(w, plan, agent_url)
     w("## What changes and why")
     w("")
     changed = plan.changed()
@@ -98,14 +107,15 @@ def render_runbook(
     w("## Verify")
     w("")
     engines = [s for s in plan.steps if s.role == "engine" and s.action != "down"]
-    matcher = f',host_machine="{host}"' if host else ""
+    profiles = {p.kind: p for p in (step_profile(s.expected_argv) for s in engines)}
+    if not profiles:
+        default = step_profile(None)
+        profiles = {default.kind: default}
     w("The variants the tier reports, one series per replica:")
     w("")
     w("```promql")
-    w(
-        f"count by (container_name, {plan.variant_label}) "
-        f"(sglang_num_running_reqs{{{matcher.lstrip(',')}}})"
-    )
+    for profile in profiles.values():
+        w(variants_query(profile, plan.variant_label, host=host))
     w("```")
     w("")
     if engines:
@@ -144,11 +154,47 @@ def render_runbook(
     return "\n".join(out)
 
 
-def _target(ref: SourceRef) -> tuple[str, str]:
-    return (ref.git_ref or "<TAG>", ref.path)
+def _before(w: Any, plan: Plan, agent_url: str) -> None:
+    """Define every placeholder the commands below use, before the first command."""
+    w("## Before you start")
+    w("")
+    w("Set these in the shell you run the commands from (the values never appear here):")
+    w("")
+    w("| name | what it is |")
+    w("|---|---|")
+    if agent_url.startswith("$"):
+        w(
+            f"| `{agent_url}` | the compose-manager agent on the host, e.g. "
+            "`export AGENT=http://gpu02:9000` |"
+        )
+    w(
+        "| `$TIERCTL_AGENT_TOKEN` | the agent's bearer token, from your secret store: "
+        "`export TIERCTL_AGENT_TOKEN=$(cat /path/to/token)` (never on a command line) |"
+    )
+    w("| `$PROMETHEUS` | the Prometheus that scrapes this tier, e.g. `http://prometheus:9090` |")
+    untagged = [ref for ref in (plan.source, plan.target) if ref.git_ref is None]
+    if untagged:
+        files = " and ".join(f"`{ref.path}`" for ref in untagged)
+        w(
+            f"| `<TAG>` | the deployment-repository tag compose-manager applies {files} at: "
+            "this plan read the file(s) from disk, not from a git ref, so fill in the tag under "
+            "which they are published (`git tag --points-at`; compose-manager only applies tags "
+            "older than its minimum age). Plan from `git:REF:PATH` sources to have it filled in |"
+        )
+    w("")
+    w(
+        "Each step gives the compose-manager call first and the equivalent `docker compose` "
+        "command after `# or:`, run on the host from the directory holding the file."
+    )
+    w("")
 
 
-def _agent(agent_url: str, path: str, body: dict[str, Any]) -> str:
+def _target(ref: SourceRef) -> Target:
+    return Target(tag=ref.git_ref or "<TAG>", file=ref.path)
+
+
+def _agent(agent_url: str, call: tuple[str, dict[str, Any]]) -> str:
+    path, body = call
     return (
         f"curl -fsS -N -X POST {agent_url}{path} \\\n"
         '  -H "Authorization: Bearer $TIERCTL_AGENT_TOKEN" -H "Content-Type: application/json" \\\n'
@@ -157,10 +203,10 @@ def _agent(agent_url: str, path: str, body: dict[str, Any]) -> str:
 
 
 def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> None:
-    ref = plan.source if step.side == "old" else plan.target
-    tag, file = _target(ref)
-    old_tag, old_file = _target(plan.source)
+    target = _target(plan.source if step.side == "old" else plan.target)
+    old = _target(plan.source)
     svc = [step.service]
+    file = target.file
     w(f"### {step.id}: {step.action} `{step.service}` ({step.role})")
     w("")
     w(f"Why: {step.why}.")
@@ -172,13 +218,7 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
         )
         w("")
         w("```sh")
-        w(
-            _agent(
-                agent_url,
-                "/compose/down",
-                {"tag": tag, "file": file, "services": svc, "env": {}, "volumes": False},
-            )
-        )
+        w(_agent(agent_url, down_request(target, svc, {})))
         w(f"# or: docker compose -f {file} rm -s -f {step.service}")
         w("```")
         w("")
@@ -188,47 +228,16 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
     w("1. Dry run; it must plan exactly this service and remove nothing:")
     w("")
     w("```sh")
-    w(
-        _agent(
-            agent_url,
-            "/compose/up",
-            {
-                "tag": tag,
-                "file": file,
-                "services": svc,
-                "env": {},
-                "force_recreate": True,
-                "dry_run": True,
-            },
-        )
-    )
+    for call in dry_run_requests(target, svc, {}):
+        w(_agent(agent_url, call))
     w(f"# or: docker compose -f {file} --dry-run up -d --no-deps --force-recreate {step.service}")
     w("```")
     w("")
     w("2. Apply: scoped down, then up of this service only:")
     w("")
     w("```sh")
-    w(
-        _agent(
-            agent_url,
-            "/compose/down",
-            {"tag": tag, "file": file, "services": svc, "env": {}, "volumes": False},
-        )
-    )
-    w(
-        _agent(
-            agent_url,
-            "/compose/up",
-            {
-                "tag": tag,
-                "file": file,
-                "services": svc,
-                "env": {},
-                "force_recreate": False,
-                "dry_run": False,
-            },
-        )
-    )
+    for call in apply_requests(target, svc, {}):
+        w(_agent(agent_url, call))
     w(f"# or: docker compose -f {file} up -d --no-deps --force-recreate {step.service}")
     w("```")
     w("")
@@ -236,61 +245,18 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
         w("3. Gates:")
         w("")
         for gate in step.gates:
-            w(f"   - {_gate_text(gate, step, host, plan.variant_label)}")
+            w(f"   - {describe_gate(gate, step, host, plan.variant_label)}")
         w("")
     w(f"Rollback ({step.rollback}):")
     w("")
     w("```sh")
+    # The executor's rollback: a scoped down of NEW for an added service, else OLD applied.
+    calls = [down_request(target, svc, {})] if step.action == "up" else apply_requests(old, svc, {})
+    for call in calls:
+        w(_agent(agent_url, call))
     if step.action == "up":
-        w(
-            _agent(
-                agent_url,
-                "/compose/down",
-                {"tag": tag, "file": file, "services": svc, "env": {}, "volumes": False},
-            )
-        )
+        w(f"# or: docker compose -f {file} rm -s -f {step.service}")
     else:
-        w(
-            _agent(
-                agent_url,
-                "/compose/down",
-                {"tag": old_tag, "file": old_file, "services": svc, "env": {}, "volumes": False},
-            )
-        )
-        w(
-            _agent(
-                agent_url,
-                "/compose/up",
-                {
-                    "tag": old_tag,
-                    "file": old_file,
-                    "services": svc,
-                    "env": {},
-                    "force_recreate": False,
-                    "dry_run": False,
-                },
-            )
-        )
+        w(f"# or: docker compose -f {old.file} up -d --no-deps --force-recreate {step.service}")
     w("```")
     w("")
-
-
-def _gate_text(gate: str, step: Step, host: str | None, label: str) -> str:
-    container = step.container_name or step.service
-    matcher = f',host_machine="{host}"' if host else ""
-    if gate == "health":
-        return "`GET /health` answers 200 (`curl -fsS -m 3 http://HOST:PORT/health`)"
-    if gate == "server-info":
-        flags = " ".join(t for t in step.expected_argv if t.startswith("--"))
-        return f"`GET /server_info` reports exactly the rendered flags ({flags})"
-    if gate == "metrics-variant":
-        q = DEFAULT_QUERY.format(label=label, container=container, host_matcher=matcher)
-        return f"`/metrics` exports sglang metrics; `{q}` shows `{step.variant}`"
-    if gate == "prometheus-variants":
-        return (
-            "after the collector restarts, every recreated replica shows its new variant "
-            "in the query under Verify"
-        )
-    if gate == "soak":
-        return "optional soak (`--soak-s`): health keeps answering, aborted/finished ≤ `--max-error-rate`"
-    return gate

@@ -30,6 +30,11 @@ class CostModel:
     kv_pool_tokens: int
     max_running_requests: int
     chunked_prefill_size: int
+    # Host side (tierctl.sim.host): loop time per request, tokenization per prompt byte, and
+    # the bytes a prompt token stands for when a workload gives tokens only.
+    request_overhead_s: float = 0.0
+    tokenize_per_byte_s: float = 0.0
+    bytes_per_token: float = 4.0
 
     def prefill_s(self, chunks: Iterable[tuple[int, int]]) -> float:
         """Time of one extend batch; ``chunks`` are ``(new_tokens, cached_tokens)`` pairs."""
@@ -51,22 +56,37 @@ class CostModel:
         return self.decode_per_seq_s * batch_size + self.decode_per_ctx_token_s * context_tokens
 
 
-# GLM-5.3 Flash W4AFP8 on 4 x H200 (TP4). Calibrated to the field report's anchors, not to a
-# profile: a 720K-token prompt prefills in ~80 s at chunk 16384 (linear ~36 s + attention
-# ~45 s), a decode step of a few sequences costs ~25-30 ms, and the KV pool holds ~3M tokens
-# (MLA-compressed KV replicated per TP rank, ~60 GB free per GPU after the 4-bit weights).
+# GLM-5.3 Flash W4AFP8 on 4 x H200 (TP4). Derived from published numbers, not a profile (see
+# docs/sim.md, "Deriving the GLM-5.3 preset"): a 720K-token prompt prefills in ~80 s at chunk
+# 16384 (linear ~36 s + attention ~45 s), which also puts 8 x 256K at chunk 8192 at the public
+# measurement's ~97 s mean TTFT; a decode step is ~1 % of a deep 8192-token chunk (8 ms + 0.2 ms
+# per sequence + 1 ns per context token), which is what makes an interval of 4-8 rounds cost
+# <= 10 % TTFT there while keeping the field report's TPOT 0.53-0.72x; the KV pool holds ~3M
+# tokens (MLA-compressed KV replicated per TP rank, ~60 GB free per GPU after 4-bit weights).
 GLM53_FLASH_W4AFP8_TP4_H200 = CostModel(
     name="glm53-flash-w4afp8-tp4-h200",
     prefill_base_s=0.020,
     prefill_per_token_s=5.0e-5,
     prefill_attn_pair_s=1.7e-10,
-    decode_base_s=0.022,
+    decode_base_s=0.008,
     decode_per_seq_s=2.0e-4,
-    decode_per_ctx_token_s=5.0e-9,
+    decode_per_ctx_token_s=1.0e-9,
     round_overhead_s=5.0e-4,
     kv_pool_tokens=3_000_000,
     max_running_requests=64,
     chunked_prefill_size=8192,
+)
+
+# The same GPUs plus the host side the ingestion incident was about (tierctl.sim.host): the
+# field report measured tokenization as linear, 0.3 MB in <= 0.7 s (2.3 us per byte) on the
+# tokenizer manager's event loop; 1 ms of loop time per request besides. A separate preset so
+# GPU-only what-ifs (the scheduler canary) keep their inputs arriving when they arrive.
+GLM53_FLASH_W4AFP8_TP4_H200_HOST = replace(
+    GLM53_FLASH_W4AFP8_TP4_H200,
+    name="glm53-flash-w4afp8-tp4-h200-host",
+    request_overhead_s=1e-3,
+    tokenize_per_byte_s=2.3e-6,
+    bytes_per_token=4.0,
 )
 
 # A small dense model (8B class, one 80 GB H100, bf16). From first principles: ~16 GFLOP per
@@ -87,7 +107,10 @@ DENSE_8B_H100 = CostModel(
     chunked_prefill_size=8192,
 )
 
-PRESETS: dict[str, CostModel] = {m.name: m for m in (GLM53_FLASH_W4AFP8_TP4_H200, DENSE_8B_H100)}
+PRESETS: dict[str, CostModel] = {
+    m.name: m
+    for m in (GLM53_FLASH_W4AFP8_TP4_H200, GLM53_FLASH_W4AFP8_TP4_H200_HOST, DENSE_8B_H100)
+}
 DEFAULT_PRESET = GLM53_FLASH_W4AFP8_TP4_H200.name
 
 

@@ -44,6 +44,7 @@ class EngineDriver:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._seq = 0
+        self._resting = True  # parked with nothing to run (the clock is not advancing)
 
     def sim_now(self) -> float:
         """Modelled seconds since start, from the wall clock."""
@@ -61,7 +62,12 @@ class EngineDriver:
 
         Returns its outcome, its token stream and the modelled time it was enqueued at.
         """
-        now = max(self._sim_s, self.sim_now()) if not self.scheduler.busy else self._sim_s
+        if self._resting:
+            # The scheduler loop is parked: its clock stopped at the last round. Every request
+            # arriving before it wakes (several can, in one event-loop tick) starts now, not
+            # at that stale time, or the idle gap would show in its TTFT and E2E.
+            self._sim_s = max(self._sim_s, self.sim_now())
+        now = self._sim_s
         req = SimRequest(rid, now, input_tokens, output_tokens, block_hashes)
         outcome = self.scheduler.submit(req, now)
         if outcome != "queued":
@@ -94,10 +100,13 @@ class EngineDriver:
         while True:
             if not sched.busy:
                 self._wake.clear()
+                idle_from = self._sim_s
+                self._resting = True
                 await self._wake.wait()
                 now = self.sim_now()
-                sched.idle(now - self._sim_s)
+                sched.idle(now - idle_from)
                 self._sim_s = max(self._sim_s, now)
+                self._resting = False
                 continue
             rnd = sched.step(self._sim_s)
             if rnd is None:
@@ -128,13 +137,15 @@ class EngineDriver:
                 self.metrics.set_rates(window_tokens / window_s if window_s else 0.0, hit)
                 window_tokens, window_s, window_rounds = 0, 0.0, 0
             if self.metrics is not None:
+                running, waiting = sched.counts()
                 self.metrics.set_scheduler(
-                    len(sched.running),
-                    len(sched.waiting) + (1 if sched.chunked else 0),
+                    running,
+                    waiting,
                     sched.kv_used_tokens,
                     sched.kv_pool_tokens,
                     sched.context_tokens,
                 )
+                self.metrics.set_preemptions(sched.stats.preemptions)
             # Finished requests' bookkeeping is not needed by the server; keep memory flat.
             sched.done.clear()
 

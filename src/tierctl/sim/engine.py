@@ -180,6 +180,11 @@ class Scheduler:
         """Whether a round would do anything besides idling."""
         return bool(self.running or self.chunked or self.waiting)
 
+    def counts(self) -> tuple[int, int]:
+        """(running, waiting) as the engine's gauges count them (SGLang: the chunked request
+        is still queued)."""
+        return len(self.running), len(self.waiting) + (1 if self.chunked else 0)
+
     def idle(self, elapsed_s: float) -> None:
         """Account for idle rounds spun while nothing was runnable (they drain the countdown)."""
         if self.countdown and elapsed_s > 0:

@@ -23,9 +23,12 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: Token ids of context the distribution depends on.
-WINDOW = 3
+#: Token ids of context the distribution depends on: enough to tell apart prompts that share
+#: a long common ending (a few-shot header's last question, a passkey's question).
+WINDOW = 16
 _MASK = (1 << 64) - 1
+_BASE = 0x100000001B3  # the window's polynomial hash base (FNV's 64-bit prime)
+_BASE_TOP = pow(_BASE, WINDOW - 1, 1 << 64)
 
 
 def _mix(x: int) -> int:
@@ -81,15 +84,17 @@ class SimLM:
         self.perturb_seed = perturb_seed
         self.vocab_size, self._words, self._texts = _vocab()
 
-    def _state(self, context: Sequence[int]) -> int:
-        h = _mix(self.seed)
-        for t in context[-WINDOW:]:
-            h = _mix(h ^ (t + 1))
-        return h
+    def _state(self, poly: int) -> int:
+        return _mix(poly ^ _mix(self.seed))
 
     def predict(self, context: Sequence[int]) -> Position:
         """The distribution of the token that follows ``context``."""
-        h = self._state(context)
+        poly = 0
+        for t in context[-WINDOW:]:
+            poly = (poly * _BASE + t + 1) & _MASK
+        return self._at(self._state(poly))
+
+    def _at(self, h: int) -> Position:
         words = self._words
         top = words[_mix(h ^ 1) % len(words)]
         runner = words[_mix(h ^ 2) % len(words)]
@@ -103,7 +108,10 @@ class SimLM:
             and _unit(_mix(h ^ _mix(self.perturb_seed))) < self.perturb_fraction
         )
         if perturbed:
+            # A numerics change: the two likeliest swap, and some mass moves to the tail.
             top, runner = runner, top
+            p_top, p_run = 0.95 * p_top, 0.95 * p_run
+            p_tail = (1.0 - p_top - p_run) / (self.vocab_size - 2)
         return Position(top, math.log(p_top), runner, math.log(p_run), math.log(p_tail), perturbed)
 
     def logprob(self, pos: Position, token: int) -> float:
@@ -139,12 +147,20 @@ class SimLM:
         for _ in range(n):
             tok = self.predict(ctx).top
             out.append(tok)
-            ctx = [*ctx[1:], tok] if len(ctx) >= WINDOW else [*ctx, tok]
+            ctx = [*ctx, tok][-WINDOW:]
         return out
 
     def teacher_forced(self, ids: Sequence[int]) -> list[Position | None]:
-        """The prediction at every position of ``ids`` (``None`` for the first: no context)."""
-        out: list[Position | None] = [None]
+        """The prediction at every position of ``ids`` (``None`` for the first: no context).
+
+        The window's hash is rolled along (one multiply per token), so this is linear in the
+        text, and equal position by position to :meth:`predict` on each prefix.
+        """
+        out: list[Position | None] = [None] if ids else []
+        poly = 0
         for i in range(1, len(ids)):
-            out.append(self.predict(ids[max(0, i - WINDOW) : i]))
+            if i > WINDOW:
+                poly = (poly - (ids[i - 1 - WINDOW] + 1) * _BASE_TOP) & _MASK
+            poly = (poly * _BASE + ids[i - 1] + 1) & _MASK
+            out.append(self._at(self._state(poly)))
         return out

@@ -144,7 +144,8 @@ def _logprob_options(body: dict[str, Any], *, chat: bool) -> tuple[int | None, i
 
 
 def parse_generate(body: object) -> GenRequest:
-    """Validate a body of SGLang's native ``POST /generate`` (one prompt, no streaming)."""
+    """Validate a body of SGLang's native ``POST /generate`` (one prompt; streamed as SGLang
+    streams it, each event carrying the text so far, when ``stream`` is true)."""
     if not isinstance(body, dict):
         raise ApiError("the request body must be a JSON object")
     params = body.get("sampling_params") or {}
@@ -153,8 +154,11 @@ def parse_generate(body: object) -> GenRequest:
     max_tokens: Any = params.get("max_new_tokens", DEFAULT_MAX_TOKENS)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ApiError("'max_new_tokens' must be a positive integer", param="max_new_tokens")
-    if body.get("stream", False):
-        raise ApiError("the simulator serves /generate without streaming", param="stream")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise ApiError("'stream' must be a boolean", param="stream")
+    if stream and body.get("return_logprob", False):
+        raise ApiError("the simulator streams /generate without logprobs", param="return_logprob")
     text, ids = body.get("text"), body.get("input_ids")
     if isinstance(text, str) and ids is None:
         token_ids = None
@@ -183,7 +187,7 @@ def parse_generate(body: object) -> GenRequest:
         text=text if token_ids is None else None,
         token_ids=token_ids,
         max_tokens=max_tokens,
-        stream=False,
+        stream=stream,
         include_usage=False,
         model=None,
         output_logprobs=output_lp,

@@ -14,9 +14,10 @@ import asyncio
 import contextlib
 import itertools
 import json
+import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -26,6 +27,13 @@ from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.driver import EngineDriver
 from tierctl.sim.engine import make_scheduler
+from tierctl.sim.info import (
+    effective_server_args,
+    model_card,
+    sglang_model_info,
+    vllm_cache_config,
+    vllm_non_default_args,
+)
 from tierctl.sim.lm import WINDOW, SimLM, model_seed
 from tierctl.sim.logprobs_io import (
     chat_logprobs,
@@ -33,15 +41,19 @@ from tierctl.sim.logprobs_io import (
     sglang_meta_logprobs,
     vllm_prompt_logprobs,
 )
-from tierctl.sim.metrics import EngineMetrics
+from tierctl.sim.metrics import metrics_for
 from tierctl.sim.openai_io import ApiError, GenRequest, parse, parse_generate
+from tierctl.sim.surface import surface
 from tierctl.sim.tokenizer import DynamicBatchTokenizer, block_hashes, encode_prompt, load_tokenizer
 
 MAX_BODY_BYTES = 256 * 1024 * 1024
 # Characters of a prompt's end tokenized to find the context generation continues from (the
 # last WINDOW tokens of so short a tail match the whole prompt's encoding).
 _TAIL_CHARS = 256
-SGLANG_VERSION = "0.5.23"
+SGLANG_VERSION = surface("sglang").version
+
+#: Environment variable naming the address the server binds instead of the argv's --host.
+BIND_HOST_ENV = "TIERCTL_BIND_HOST"
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,18 @@ class ServeOptions:
     perturb_seed: int = 1
 
 
+@dataclass
+class _Output:
+    """What one request produced: token times (modelled s), texts, ids, and its stream."""
+
+    created: int
+    times: list[float] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    generated: list[int] = field(default_factory=list)
+    cached: int = 0
+    resp: web.StreamResponse | None = None
+
+
 class SimServer:
     """One simulated engine: scheduler driver, tokenizer, metrics and HTTP routes."""
 
@@ -66,7 +90,13 @@ class SimServer:
         self.config = config
         self.cost = cost
         self.options = options
-        self.metrics = EngineMetrics(config.model_name)
+        self.is_vllm = config.engine == "vllm"
+        self.scheduler = make_scheduler(config, cost)
+        self.metrics = metrics_for(
+            config.engine,
+            config.model_name,
+            **({"cache_info": vllm_cache_config(config, self.scheduler)} if self.is_vllm else {}),
+        )
         self.driver: EngineDriver | None = None
         self.dyntok: DynamicBatchTokenizer | None = None
         self.draining = False
@@ -85,21 +115,34 @@ class SimServer:
         """The aiohttp application."""
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_get("/health", self.health)
-        app.router.add_get("/health_generate", self.health_generate)
-        app.router.add_get("/server_info", self.server_info)
-        app.router.add_get("/get_server_info", self.server_info)
         app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/v1/models/{model_id:.+}", self.model)
         app.router.add_get("/metrics", self.metrics_route)
-        app.router.add_post("/flush_cache", self.flush_cache)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
-        app.router.add_post("/generate", self.generate)
+        if self.is_vllm:
+            app.router.add_get("/version", self.version)
+            app.router.add_get("/ping", self.health)
+            app.router.add_post("/ping", self.health)
+            if os.environ.get("VLLM_SERVER_DEV_MODE") == "1":
+                # Only in vLLM's development mode, as there.
+                app.router.add_get("/server_info", self.server_info)
+                app.router.add_post("/reset_prefix_cache", self.flush_cache)
+        else:
+            app.router.add_get("/health_generate", self.health_generate)
+            app.router.add_get("/server_info", self.server_info)
+            app.router.add_get("/get_server_info", self.server_info)
+            app.router.add_get("/model_info", self.model_info)
+            app.router.add_get("/get_model_info", self.model_info)
+            app.router.add_post("/flush_cache", self.flush_cache)
+            app.router.add_get("/flush_cache", self.flush_cache)
+            app.router.add_post("/generate", self.generate)
         app.on_startup.append(self._on_startup)
         app.on_cleanup.append(self._on_cleanup)
         return app
 
     async def _on_startup(self, app: web.Application) -> None:
-        sched = make_scheduler(self.config, self.cost)
+        sched = self.scheduler
         self.driver = EngineDriver(sched, time_scale=self.options.time_scale, metrics=self.metrics)
         self.driver.start()
         self._idle.set()
@@ -125,7 +168,7 @@ class SimServer:
         """Empty the prefix cache, as SGLang's ``POST /flush_cache`` does: refused (400) while
         requests are running or waiting, so paired A/B blocks can each start cold."""
         sched = self.driver.scheduler if self.driver is not None else None
-        if sched is None or sched.waiting or sched.running or sched.chunked is not None:
+        if sched is None or sched.busy:
             return web.Response(
                 status=400, text="Cache not flushed: there are running or waiting requests.\n"
             )
@@ -150,9 +193,9 @@ class SimServer:
 
     async def server_info(self, request: web.Request) -> web.Response:
         """Every effective server arg as a top-level key, plus the simulator's own settings."""
-        info: dict[str, Any] = self.config.server_args()
+        info: dict[str, Any] = effective_server_args(self.config, self.scheduler)
         info["port"] = self.bound_port  # the port actually bound (differs with --port 0)
-        info["version"] = SGLANG_VERSION
+        info["version"] = surface(self.config.engine).version
         info["tierctl_sim"] = {
             "time_scale": self.options.time_scale,
             "cost_model": self.cost.name,
@@ -165,24 +208,30 @@ class SimServer:
 
     async def models(self, request: web.Request) -> web.Response:
         """The one served model."""
-        return web.json_response(
-            {
-                "object": "list",
-                "data": [
-                    {
-                        "id": self.config.model_name,
-                        "object": "model",
-                        "created": int(self.started_at),
-                        "owned_by": "sglang",
-                        "root": self.config.model_path,
-                    }
-                ],
-            }
-        )
+        card = model_card(self.config, int(self.started_at), self.scheduler)
+        return web.json_response({"object": "list", "data": [card]})
+
+    async def model(self, request: web.Request) -> web.Response:
+        """``/v1/models/{id}``: the served model's card, 404 for any other name."""
+        if request.match_info["model_id"] != self.config.model_name:
+            err = ApiError(
+                f"The model `{request.match_info['model_id']}` does not exist.", status=404
+            )
+            return web.json_response(err.body(), status=404)
+        return web.json_response(model_card(self.config, int(self.started_at), self.scheduler))
+
+    async def model_info(self, request: web.Request) -> web.Response:
+        """SGLang's ``/model_info``."""
+        return web.json_response(sglang_model_info(self.config))
+
+    async def version(self, request: web.Request) -> web.Response:
+        """vLLM's ``/version``."""
+        return web.json_response({"version": surface("vllm").version})
 
     async def metrics_route(self, request: web.Request) -> web.Response:
-        """Prometheus text format; 404 unless ``--enable-metrics``, as in SGLang."""
-        if not self.config.enable_metrics:
+        """Prometheus text format; SGLang serves it only with ``--enable-metrics``, vLLM
+        always."""
+        if not (self.is_vllm or self.config.enable_metrics):
             raise web.HTTPNotFound()
         return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8")
 
@@ -262,112 +311,160 @@ class SimServer:
         prompt_ids: list[int],
         native: bool = False,
     ) -> web.StreamResponse:
+        """Admit, stream, record, respond: one request's life after tokenization."""
+        submitted = time.monotonic()
+        rid, q, enqueued_s = self._admit(gen, n_tokens, hashes)
+        out = await self._stream(request, gen, rid, q, prompt_ids, n_tokens if native else None)
+        usage = {
+            "prompt_tokens": n_tokens,
+            "completion_tokens": len(out.texts),
+            "total_tokens": n_tokens + len(out.texts),
+            "prompt_tokens_details": {"cached_tokens": out.cached},
+        }
+        # Wall time before the scheduler saw it (body read, tokenization) plus modelled
+        # engine time, so a time-scaled server reports what the modelled GPU would.
+        host_s = submitted - arrived
+        times = out.times
+        self.metrics.finished(
+            streaming=gen.stream,
+            prompt_tokens=n_tokens,
+            cached_tokens=out.cached,
+            generation_tokens=len(out.texts),
+            ttft_s=host_s + (times[0] - enqueued_s) if times else None,
+            e2e_s=host_s + (times[-1] - enqueued_s) if times else 0.0,
+            itl_s=[b - a for a, b in itertools.pairwise(times)],
+        )
+        return await self._respond(gen, rid, out, usage, prompt_ids, native)
+
+    def _admit(
+        self, gen: GenRequest, n_tokens: int, hashes: tuple[int, ...]
+    ) -> tuple[str, asyncio.Queue[Any], float]:
+        """Hand the request to the scheduler; an ApiError when it refuses it."""
         driver = self.driver
         assert driver is not None
         rid = driver.new_rid()
-        submitted = time.monotonic()
         outcome, q, enqueued_s = driver.submit(rid, max(n_tokens, 1), gen.max_tokens, hashes)
-        if q is None:
-            self.metrics.aborted()
-            if outcome == "queue_full":
-                raise ApiError(
-                    "The request queue is full.",
-                    status=self.options.queue_full_status,
-                    kind="server_error",
-                )
+        if q is not None:
+            return rid, q, enqueued_s
+        self.metrics.aborted()
+        if outcome == "queue_full":
             raise ApiError(
-                f"the prompt ({n_tokens} tokens) plus max_tokens ({gen.max_tokens}) exceeds "
-                f"the KV pool ({driver.scheduler.kv_pool_tokens} tokens)",
-                param="max_tokens",
+                "The request queue is full.",
+                status=self.options.queue_full_status,
+                kind="server_error",
             )
-        created = int(time.time())
+        sched = driver.scheduler
+        if self.is_vllm:
+            limit = getattr(sched, "max_model_len", sched.kv_pool_tokens)
+            raise ApiError(
+                f"This model's maximum context length is {limit} tokens. However, you "
+                f"requested {n_tokens + gen.max_tokens} tokens ({n_tokens} in the messages, "
+                f"{gen.max_tokens} in the completion). Please reduce the length of the "
+                "messages or completion.",
+                param="max_tokens",
+                kind="BadRequestError",
+            )
+        raise ApiError(
+            f"the prompt ({n_tokens} tokens) plus max_tokens ({gen.max_tokens}) exceeds "
+            f"the KV pool ({sched.kv_pool_tokens} tokens)",
+            param="max_tokens",
+        )
+
+    async def _stream(
+        self,
+        request: web.Request,
+        gen: GenRequest,
+        rid: str,
+        q: asyncio.Queue[Any],
+        prompt_ids: list[int],
+        native_prompt_tokens: int | None = None,
+    ) -> _Output:
+        """Wait for each token the scheduler produces; write it as an SSE chunk if streaming
+        (SGLang's native ``/generate`` events when ``native_prompt_tokens`` is given)."""
+        driver = self.driver
+        assert driver is not None
+        out = _Output(created=int(time.time()))
         model = self.config.model_name
         obj = "chat.completion" if gen.chat else "text_completion"
-        times: list[float] = []  # modelled seconds at which each token was produced
-        cached = 0
-        resp: web.StreamResponse | None = None
         finished = False
         try:
             if gen.stream:
-                resp = web.StreamResponse(
+                out.resp = web.StreamResponse(
                     headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
                 )
-                await resp.prepare(request)
+                await out.resp.prepare(request)
                 if gen.chat:
-                    await _sse(resp, _chunk(rid, obj, created, model, {"role": "assistant"}, None))
-            texts: list[str] = []
-            generated: list[int] = []
+                    role = {"role": "assistant"}
+                    await _sse(out.resp, _chunk(rid, obj, out.created, model, role, None))
             context = prompt_ids[-WINDOW:]
             while not finished:
                 em, produced_s = await q.get()
-                times.append(produced_s)
+                out.times.append(produced_s)
                 if em.index == 1:
-                    cached = driver.cached_tokens(rid)
+                    out.cached = driver.cached_tokens(rid)
                 finished = em.finished
                 token = self.lm.predict(context).top
                 context = [*context, token][-WINDOW:]
-                generated.append(token)
+                out.generated.append(token)
                 piece = self.lm.text(token)
-                texts.append(piece)
-                if resp is not None:
+                out.texts.append(piece)
+                if out.resp is not None and native_prompt_tokens is not None:
+                    await _sse(out.resp, _native_event(rid, out, native_prompt_tokens, finished))
+                elif out.resp is not None:
                     delta = {"content": piece} if gen.chat else piece
-                    await _sse(
-                        resp,
-                        _chunk(rid, obj, created, model, delta, "length" if finished else None),
+                    chunk = _chunk(
+                        rid, obj, out.created, model, delta, "length" if finished else None
                     )
+                    await _sse(out.resp, chunk)
         except (ConnectionResetError, asyncio.CancelledError):
             driver.cancel(rid)
             self.metrics.aborted()
             raise
-        usage = {
-            "prompt_tokens": n_tokens,
-            "completion_tokens": len(texts),
-            "total_tokens": n_tokens + len(texts),
-            "prompt_tokens_details": {"cached_tokens": cached},
-        }
-        self.metrics.finished(
-            streaming=gen.stream,
-            prompt_tokens=n_tokens,
-            cached_tokens=cached,
-            generation_tokens=len(texts),
-            # Wall time before the scheduler saw it (body read, tokenization) plus modelled
-            # engine time, so a time-scaled server reports what the modelled GPU would.
-            ttft_s=(submitted - arrived) + (times[0] - enqueued_s) if times else None,
-            e2e_s=(submitted - arrived) + (times[-1] - enqueued_s) if times else 0.0,
-            itl_s=[b - a for a, b in itertools.pairwise(times)],
-        )
-        if resp is not None:
+        return out
+
+    async def _respond(
+        self,
+        gen: GenRequest,
+        rid: str,
+        out: _Output,
+        usage: dict[str, Any],
+        prompt_ids: list[int],
+        native: bool,
+    ) -> web.StreamResponse:
+        """The end of the stream, or the whole non-streaming body."""
+        model = self.config.model_name
+        obj = "chat.completion" if gen.chat else "text_completion"
+        if out.resp is not None:
             if gen.include_usage:
                 await _sse(
-                    resp,
+                    out.resp,
                     {
                         "id": rid,
                         "object": obj + ".chunk" if gen.chat else obj,
-                        "created": created,
+                        "created": out.created,
                         "model": model,
                         "choices": [],
                         "usage": usage,
                     },
                 )
-            await resp.write(b"data: [DONE]\n\n")
-            await resp.write_eof()
-            return resp
-        text = "".join(texts)
+            await out.resp.write(b"data: [DONE]\n\n")
+            await out.resp.write_eof()
+            return out.resp
+        text = "".join(out.texts)
         if native:
-            return web.json_response(
-                {"text": text, "meta_info": self._meta_info(rid, gen, prompt_ids, generated, usage)}
-            )
+            meta = self._meta_info(rid, gen, prompt_ids, out.generated, usage)
+            return web.json_response({"text": text, "meta_info": meta})
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length", "logprobs": None}
         if gen.chat:
             choice["message"] = {"role": "assistant", "content": text}
         else:
             choice["text"] = (gen.text or "") + text if gen.echo else text
-        self._add_logprobs(choice, gen, prompt_ids, generated)
+        self._add_logprobs(choice, gen, prompt_ids, out.generated)
         return web.json_response(
             {
                 "id": rid,
                 "object": obj,
-                "created": created,
+                "created": out.created,
                 "model": model,
                 "choices": [choice],
                 "usage": usage,
@@ -425,6 +522,22 @@ class SimServer:
             await asyncio.wait_for(self._idle.wait(), self.options.drain_timeout_s)
 
 
+def _native_event(rid: str, out: _Output, prompt_tokens: int, finished: bool) -> dict[str, Any]:
+    """One event of SGLang's streamed ``/generate``: the text so far and the counts."""
+    n = len(out.texts)
+    return {
+        "text": "".join(out.texts),
+        "meta_info": {
+            "id": rid,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": n,
+            "cached_tokens": out.cached,
+            "finish_reason": {"type": "length", "length": n} if finished else None,
+        },
+        "index": 0,
+    }
+
+
 def _chunk(
     rid: str, obj: str, created: int, model: str, delta: Any, finish: str | None
 ) -> dict[str, Any]:
@@ -469,19 +582,28 @@ async def serve(
     server = SimServer(config, cost, options)
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port, backlog=1024)
+    # Where it really listens: $TIERCTL_BIND_HOST when set (the local driver sets 127.0.0.1,
+    # as a container's private network would), else the argv's --host, which is also what
+    # /server_info reports either way.
+    bind = os.environ.get(BIND_HOST_ENV) or config.host
+    site = web.TCPSite(runner, bind, config.port, backlog=1024)
     try:
         await site.start()
     except OSError as exc:
         await runner.cleanup()
         raise RuntimeFailure(
-            f"cannot listen on {config.host}:{config.port}: {exc.strerror}",
+            f"cannot listen on {bind}:{config.port}: {exc.strerror}",
             fix="pick a free --port (0 picks one)",
         ) from None
     addresses = runner.addresses
     port = int(addresses[0][1]) if addresses else config.port
     server.bound_port = port
-    host = f"[{config.host}]" if ":" in config.host else config.host
+    host = f"[{bind}]" if ":" in bind else bind
+    if config.engine == "vllm":
+        # What vLLM logs at start-up; rollout gates read the running argv back from it.
+        from tierctl.engines.vllm import format_non_default_args
+
+        announce(format_non_default_args(vllm_non_default_args(config)))
     announce(f"listening on http://{host}:{port}")
     stop_ev = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -101,6 +101,10 @@ class VllmScheduler(Scheduler):
         """Whether a round would do anything besides idling."""
         return bool(self.order or self.waiting)
 
+    def counts(self) -> tuple[int, int]:
+        """(running, waiting) as vLLM's gauges count them: prefilling requests are running."""
+        return len(self.order), len(self.waiting)
+
     def prefilling(self) -> int:
         """Admitted requests still computing their prompt."""
         return sum(1 for live in self.order if live.status == "prefilling")

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tierctl.compose.forms import named_volume_source
 from tierctl.credentials import literal_secret
 from tierctl.spec.effective import VariantError, effective_env, effective_flags, render_variant
 from tierctl.spec.model import SecretRef, TierSpec
@@ -19,6 +20,8 @@ from tierctl.spec.model import SecretRef, TierSpec
 PathKey = tuple[str | int, ...]
 
 DIGEST_IMAGE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
+# name:tag with a tag other than latest (a registry port is not a tag: host:5000/name).
+TAGGED_IMAGE = re.compile(r"^[^@\s]*[^@\s/]:(?!latest$)[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 FLAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 REPLICA_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 # Keys whose values are credentials (tierctl.credentials.literal_secret) must be ${VAR}
@@ -64,6 +67,8 @@ def check_spec(spec: TierSpec) -> list[Problem]:
         _check_variant,
         _check_services,
         _check_secrets,
+        _check_declared,
+        _check_equals_flags,
     ):
         problems.extend(check(spec))
     return problems
@@ -106,11 +111,24 @@ def _check_engine(spec: TierSpec) -> Iterator[Problem]:
         )
     images: list[tuple[PathKey, str]] = [(("engine", "image"), spec.engine.image)]
     images += [(("replicas", n, "image"), r.image) for n, r in spec.replicas.items() if r.image]
-    images += [
+    others = [
         (("services", n, "compose", "image"), str(s.compose["image"]))
         for n, s in spec.services.items()
         if "image" in s.compose
     ]
+    # Non-engine services may run a release tag (nginx:1.27); `latest` or no tag never.
+    tagged = others + (images if spec.engine.image_policy == "tag" else [])
+    for path, image in tagged:
+        if not DIGEST_IMAGE.match(image) and not TAGGED_IMAGE.match(image):
+            yield Problem(
+                path,
+                "image names no release (no tag, or latest)",
+                "image-tag",
+                "pin a release tag (name:1.2.3) or a digest (name@sha256:<64 hex>)",
+                image,
+            )
+    if spec.engine.image_policy == "tag":
+        return
     for path, image in images:
         if not DIGEST_IMAGE.match(image):
             yield Problem(
@@ -189,6 +207,14 @@ def _check_replicas(spec: TierSpec) -> Iterator[Problem]:
 def _check_gpus(spec: TierSpec) -> Iterator[Problem]:
     owner: dict[int, tuple[str, int]] = {}
     for name, replica in spec.replicas.items():
+        if replica.gpu_count == "all" and len(spec.replicas) > 1:
+            yield Problem(
+                ("replicas", name, "gpu_count"),
+                "gpu_count: all gives every GPU of the host to this replica, and the tier has others",
+                "gpu-overlap",
+                "list this replica's GPU indices (device_ids)",
+                "all",
+            )
         for i, gpu in enumerate(replica.gpus):
             if gpu in owner:
                 other, j = owner[gpu]
@@ -326,3 +352,65 @@ def _check_secrets(spec: TierSpec) -> Iterator[Problem]:
                     fix,
                     "<redacted>",
                 )
+
+
+def _check_equals_flags(spec: TierSpec) -> Iterator[Problem]:
+    for i, name in enumerate(spec.engine.equals_flags):
+        if name.startswith("-"):
+            yield Problem(
+                ("engine", "equals_flags", i),
+                f"flag {name!r} is written with leading dashes",
+                "flag-name",
+                f"write it without leading dashes: {name.lstrip('-')}",
+            )
+
+
+def _check_declared(spec: TierSpec) -> Iterator[Problem]:
+    """Every named volume, network, secret and config a service uses is declared at the top
+    level, so a rendered file never references one compose would refuse as undefined."""
+    fragments: list[tuple[PathKey, dict[str, Any]]] = [(("engine", "compose"), spec.engine.compose)]
+    fragments += [(("replicas", n, "compose"), r.compose) for n, r in spec.replicas.items()]
+    fragments += [(("services", n, "compose"), s.compose) for n, s in spec.services.items()]
+    scrape = {s.scrape.config for s in spec.services.values() if s.scrape is not None}
+    declared = {
+        "volumes": set(spec.volumes),
+        "networks": set(spec.networks) | {"default"},
+        "secrets": set(spec.secrets),
+        "configs": set(spec.configs) | scrape,
+    }
+    for name in sorted(set(spec.configs) & scrape):
+        yield Problem(
+            ("configs", name),
+            f"config {name!r} is also the collector's scrape config name",
+            "config-name",
+            "rename one of them (services.<collector>.scrape.config)",
+        )
+    for root, fragment in fragments:
+        for key, i, ref in referenced_resources(fragment):
+            if ref not in declared[key]:
+                path = (*root, key) + ((i,) if i is not None else ())
+                yield Problem(
+                    path,
+                    f"{key[:-1]} {ref!r} is used but not declared at the top level",
+                    "undeclared-" + key[:-1],
+                    f"declare it: {key}: {{{ref}: {{}}}} at the top of the spec",
+                    ref,
+                )
+
+
+def referenced_resources(service: dict[str, Any]) -> Iterator[tuple[str, int | None, str]]:
+    """(top-level key, index in the service's list or None, name) of every named volume,
+    network, secret and config a compose service uses."""
+    # Only compose's shapes are read: a file that breaks them is the schema contract's report.
+    volumes = service.get("volumes")
+    for i, mount in enumerate(volumes if isinstance(volumes, list) else []):
+        source = named_volume_source(mount)
+        if source is not None:
+            yield "volumes", i, source
+    networks = service.get("networks")
+    for net in networks if isinstance(networks, list | dict) else []:
+        yield "networks", None, str(net)
+    for key in ("secrets", "configs"):
+        refs = service.get(key)
+        for i, ref in enumerate(refs if isinstance(refs, list) else []):
+            yield key, i, str(ref.get("source") if isinstance(ref, dict) else ref)

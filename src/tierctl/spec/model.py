@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 # --- flag values --------------------------------------------------------------------------
 
@@ -108,6 +108,25 @@ EnvOverride = str | int | float | bool | SecretRef | None
 # --- models -------------------------------------------------------------------------------
 
 
+def _check_engine_kind(value: str) -> str:
+    from tierctl.engines import kinds
+
+    if value not in kinds():
+        raise ValueError(f"unknown engine {value!r}; known: {', '.join(kinds())}")
+    return value
+
+
+def _engine_kind_schema() -> dict[str, Any]:
+    from tierctl.engines import kinds
+
+    return {"type": "string", "enum": list(kinds())}
+
+
+EngineKind = Annotated[
+    str, AfterValidator(_check_engine_kind), WithJsonSchema(_engine_kind_schema())
+]
+
+
 class StrictModel(BaseModel):
     """Base for spec models: unknown keys are errors, values are immutable."""
 
@@ -117,7 +136,9 @@ class StrictModel(BaseModel):
 class Engine(StrictModel):
     """The engine every replica runs."""
 
-    kind: Literal["sglang", "vllm"] = Field(description="Engine family.")
+    kind: EngineKind = Field(
+        description="Engine family: one with a profile under tierctl/engines/ (sglang, vllm)."
+    )
     version: str = Field(
         pattern=r"^\d+(\.\d+)*([.-]?(post|rc|dev|a|b)\d*)*$",
         description="Pinned engine release; selects the flag catalog used by validation.",
@@ -134,7 +155,14 @@ class Engine(StrictModel):
             "vllm serve (vllm)."
         ),
     )
-    args: FlagMap = Field(description="Base flags, in order, without leading dashes.")
+    args: FlagMap = Field(
+        description=(
+            "Base flags, in order, without leading dashes. An engine's positional argument is "
+            "written as an arg too: vLLM's model as `model: /models/x`, rendered "
+            "`vllm serve /models/x` (or `--model /models/x` with the api_server launcher). "
+            "false renders `--no-flag` for a boolean_optional flag of the pinned catalog."
+        )
+    )
     env: dict[str, EnvValue] = Field(
         default_factory=dict, description="Environment of every replica."
     )
@@ -153,13 +181,43 @@ class Engine(StrictModel):
         default="http://{service}:{port}",
         description="How the proxy reaches a replica; placeholders {service}, {port}, {replica}.",
     )
+    entrypoint: list[str] | None = Field(
+        default=None,
+        description=(
+            "The replicas' compose `entrypoint` (an entrypoint launcher: entrypoint "
+            "[python3, -m, sglang.launch_server] with launcher [] and the flags as command)."
+        ),
+    )
+    container_name: bool = Field(
+        default=True,
+        description="Render container_name (the service name) on every replica service.",
+    )
+    equals_flags: list[str] = Field(
+        default_factory=list,
+        description="Flags rendered as one `--name=value` token instead of `--name value`.",
+    )
+    image_policy: Literal["digest", "tag"] = Field(
+        default="digest",
+        description=(
+            "digest: engine images must be pinned by digest; tag: a release tag is accepted "
+            "(not latest), as in hand-written files brought under tierctl by `tierctl import`."
+        ),
+    )
 
 
 class Replica(StrictModel):
     """One engine replica."""
 
     gpus: list[Annotated[int, Field(ge=0)]] = Field(
-        min_length=1, description="GPU indices this replica owns."
+        default_factory=list,
+        description="GPU indices this replica owns (rendered as device_ids).",
+    )
+    gpu_count: Annotated[int, Field(ge=1)] | Literal["all"] | None = Field(
+        default=None,
+        description=(
+            "Instead of gpus: reserve a number of GPUs (count: N) or all of them (count: all), "
+            "as files that do not name device ids do."
+        ),
     )
     role: Literal["control", "canary"] | None = Field(
         default=None, description="control (the live baseline) or canary (the change)."
@@ -175,6 +233,14 @@ class Replica(StrictModel):
     compose: dict[str, Any] = Field(
         default_factory=dict, description="Compose keys merged into this replica's service."
     )
+
+    @model_validator(mode="after")
+    def _one_gpu_form(self) -> Replica:
+        if bool(self.gpus) == (self.gpu_count is not None):
+            raise ValueError(
+                "give either gpus (a list of GPU indices) or gpu_count (a number, or all)"
+            )
+        return self
 
 
 class EnvToken(StrictModel):
@@ -309,4 +375,17 @@ class TierSpec(StrictModel):
     rules: list[Rule] = Field(default_factory=list, description="Pairing rules.")
     services: dict[str, Service] = Field(
         default_factory=dict, description="The other services of the host."
+    )
+    volumes: dict[str, Any] = Field(
+        default_factory=dict, description="Top-level compose volumes (named volumes used)."
+    )
+    networks: dict[str, Any] = Field(
+        default_factory=dict, description="Top-level compose networks."
+    )
+    secrets: dict[str, Any] = Field(
+        default_factory=dict, description="Top-level compose secrets (file: or environment:)."
+    )
+    configs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Top-level compose configs (the collector's scrape config is added).",
     )

@@ -62,12 +62,16 @@ def test_undefined_ratios():
         max_size=6,
     )
 )
-def test_interval_contains_the_point_for_a_mean_of_sums(pairs):
-    # With one value per block the pooled mean ratio is a weighted mean of per-pair ratios,
-    # so the point estimate lies inside the range of resampled ratios.
+def test_point_and_interval_lie_within_the_per_pair_ratios(pairs):
+    # With one value per block, the pooled ratio of means (the point) and that of every
+    # resample are weighted means of the per-pair ratios b/a (weights a), so all of them lie
+    # between the smallest and the largest per-pair ratio.
     r = paired_ratio(pairs, lambda blocks: float(sum(blocks)) / len(blocks), resamples=200)
+    assert r.ratio is not None
     assert r.ci_low is not None
     assert r.ci_high is not None
     lo = min(b / a for a, b in pairs)
     hi = max(b / a for a, b in pairs)
+    assert lo - 1e-9 <= r.ratio <= hi + 1e-9
+    assert r.ratio == pytest.approx(sum(b for _, b in pairs) / sum(a for a, _ in pairs))
     assert lo - 1e-9 <= r.ci_low <= r.ci_high <= hi + 1e-9

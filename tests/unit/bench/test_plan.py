@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tierctl.bench.plan import build_plan
+from tierctl.bench.plan import plan_requests
 from tierctl.bench.workload import workload_from_dict
 
 
@@ -29,14 +29,14 @@ def _wl(seed: int = 1, **hammer: object):
 
 
 def test_same_seed_same_plan_other_seed_other_arrivals():
-    assert build_plan(_wl(1)) == build_plan(_wl(1))
-    a = [r.offset_s for r in build_plan(_wl(1)).lanes[1].requests]
-    b = [r.offset_s for r in build_plan(_wl(2)).lanes[1].requests]
+    assert plan_requests(_wl(1)) == plan_requests(_wl(1))
+    a = [r.offset_s for r in plan_requests(_wl(1)).lanes[1].requests]
+    b = [r.offset_s for r in plan_requests(_wl(2)).lanes[1].requests]
     assert a != b
 
 
 def test_indices_are_unique_across_lanes_and_burst_is_simultaneous():
-    plan = build_plan(_wl())
+    plan = plan_requests(_wl())
     idx = [r.index for lane in plan.lanes for r in lane.requests]
     assert idx == list(range(plan.size))
     assert {r.offset_s for r in plan.lanes[0].requests} == {2.0}
@@ -44,21 +44,21 @@ def test_indices_are_unique_across_lanes_and_burst_is_simultaneous():
 
 
 def test_poisson_arrivals_have_roughly_the_rate():
-    offsets = [r.offset_s for r in build_plan(_wl(count=2000)).lanes[1].requests]
+    offsets = [r.offset_s for r in plan_requests(_wl(count=2000)).lanes[1].requests]
     assert offsets == sorted(offsets)
     mean_gap = offsets[-1] / (len(offsets) - 1)
     assert mean_gap == pytest.approx(1 / 50, rel=0.1)
 
 
 def test_constant_arrivals_and_duration_bound():
-    reqs = build_plan(_wl(arrival="constant", duration_s=1.0, start_s=0.5)).lanes[1].requests
+    reqs = plan_requests(_wl(arrival="constant", duration_s=1.0, start_s=0.5)).lanes[1].requests
     assert len(reqs) == 50
     assert reqs[0].offset_s == 0.5
     assert reqs[1].offset_s - reqs[0].offset_s == pytest.approx(0.02)
 
 
 def test_closed_loop_lane_carries_concurrency_and_stop():
-    lane = build_plan(_wl(rate_rps=None, concurrency=4, duration_s=3)).lanes[1]
+    lane = plan_requests(_wl(rate_rps=None, concurrency=4, duration_s=3)).lanes[1]
     assert lane.concurrency == 4
     assert lane.stop_s == 3
     assert len(lane.requests) == 200
@@ -85,7 +85,7 @@ def test_trace_lane_scales_time_and_clips(tmp_path):
             ],
         }
     )
-    reqs = build_plan(wl).lanes[0].requests
+    reqs = plan_requests(wl).lanes[0].requests
     assert [(r.offset_s, r.input_tokens, r.output_tokens) for r in reqs] == [
         (1.0, 1000, 10),
         (3.0, 100, 64),

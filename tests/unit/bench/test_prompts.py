@@ -18,11 +18,42 @@ def test_word_prompts_have_one_word_per_token_and_are_reproducible():
     assert p.startswith("Request 12 seed 5:")
 
 
+def _body(prompt: str) -> list[str]:
+    """The words after the ``Request N seed S:`` tag."""
+    tag, _, body = prompt.partition(": ")
+    assert tag.startswith("Request ")
+    return body.split()
+
+
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
 def test_prompts_of_other_requests_do_not_share_a_prefix():
     w = WordPrompts(0)
     p1, p2 = w.prompt(50, 1), w.prompt(50, 2)
     common = next(i for i, (x, y) in enumerate(zip(p1, p2, strict=False)) if x != y)
     assert common < 12
+    # Not only the tag: each request's body is its own (a salt-dependent window), so a cache
+    # or a server-side dedupe cannot share anything beyond the first words.
+    bodies = [_body(w.prompt(200, salt)) for salt in range(8)]
+    for i, a in enumerate(bodies):
+        assert len(a) == 196  # 200 tokens minus the 4-word tag
+        for b in bodies[i + 1 :]:
+            assert _common_prefix(a, b) < 3
+            assert a != b
+
+
+def test_tokenizer_prompt_bodies_differ_per_request():
+    tok = _word_level_tokenizer()
+    src = TokenizerPrompts(tok, seed=2)
+    bodies = [_body(src.prompt(120, salt)) for salt in range(6)]
+    for i, a in enumerate(bodies):
+        for b in bodies[i + 1 :]:
+            assert _common_prefix(a, b) < 3
+    assert _body(TokenizerPrompts(tok, seed=2).prompt(120, 3)) == bodies[3]  # same in both arms
 
 
 def _word_level_tokenizer() -> Tokenizer:

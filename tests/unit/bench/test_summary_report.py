@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tierctl.bench.ab import ABResult, Block, compare
+from tierctl.bench.ab import ABResult, Block, compare_arms
 from tierctl.bench.report import ab_json, ab_markdown, run_json, run_markdown
 from tierctl.bench.samples import ProbeSample, RequestSample, RunRecord
 from tierctl.bench.summary import summarize
@@ -90,16 +90,16 @@ def _ab() -> ABResult:
 def test_ab_pairs_and_ratios():
     result = _ab()
     assert [(a.position, b.position) for a, b in result.pairs()] == [(0, 1), (3, 2)]
-    ratios = {m.metric: m.ratio for m in compare(result, ["burst"])}
+    ratios = {m.metric: m.ratio for m in compare_arms(result, ["burst"])}
     assert ratios["ttft_p50_s"].ratio == pytest.approx(0.5)
     assert ratios["e2e_p50_s"].ratio == pytest.approx(0.5)
     assert ratios["completion_pct"].ratio == pytest.approx(1.0)
     assert ratios["probe_misses"].a == 6
-    doc = orjson.loads(orjson.dumps(ab_json(result, compare(result, ["burst"]), WL)))
+    doc = orjson.loads(orjson.dumps(ab_json(result, compare_arms(result, ["burst"]), WL)))
     assert len(doc["blocks"]) == 4
     assert doc["pairs"] == 2
     assert sum(len(b["requests"]) for b in doc["blocks"]) == 16
-    md = ab_markdown(result, compare(result, ["burst"]), WL)
+    md = ab_markdown(result, compare_arms(result, ["burst"]), WL)
     assert "| all | B/A | 0.50 (0.50-0.50) |" in md
     assert "| 0 | 0 | A | 4 | 2 | 1 | 1 | 10.0 | 10.0 | 10.0 | 3 | 1 | - | - |" in md
 
@@ -120,7 +120,7 @@ def test_ab_report_shows_each_arms_own_values_beside_the_ratio():
     from rich.console import Console
 
     result = _ab()
-    ratios = compare(result, ["burst"])
+    ratios = compare_arms(result, ["burst"])
     md = ab_markdown(result, ratios, WL)
     # Arm A's TTFT p50 is 1.5 s, arm B's 0.75 s (B runs at half the latencies), B/A 0.50.
     assert "| all | A | 1500 |" in md

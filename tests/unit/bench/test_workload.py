@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tierctl.bench.plan import build_plan
+from tierctl.bench.plan import plan_requests
 from tierctl.bench.workload import (
     HammerLane,
     load_workload,
@@ -43,7 +43,7 @@ def _file(tmp_path: Path, text: str) -> Path:
 def test_examples_load_and_plan():
     assert len(EXAMPLES) >= 3
     for path in EXAMPLES:
-        plan = build_plan(load_workload(path))
+        plan = plan_requests(load_workload(path))
         assert plan.size > 0, path
 
 

@@ -156,4 +156,16 @@ def test_text_without_dollar_is_unchanged(text: str) -> None:
 @given(st.text(alphabet="ab $", max_size=20))
 def test_escaping_every_dollar_round_trips(text: str) -> None:
     for mode in Interpolation:
-        assert interpolate(text.replace("$", "$$"), {"a": "x"}, mode) == text
+        escaped = text.replace("$", "$$")
+        # AS_WRITTEN is the text compose would read, so the escapes stay.
+        want = escaped if mode is Interpolation.AS_WRITTEN else text
+        assert interpolate(escaped, {"a": "x"}, mode) == want
+
+
+@given(st.text(alphabet="ab ${}:-?+", max_size=24))
+def test_as_written_changes_nothing_it_accepts(text: str) -> None:
+    try:
+        parse(text)
+    except InterpolationError:
+        return
+    assert interpolate(text, {"a": "x"}, Interpolation.AS_WRITTEN) == text

@@ -134,3 +134,34 @@ def test_a_compose_without_dry_run_is_named(tmp_path: Path) -> None:
         DockerDriver(tmp_path, runner=old_compose).dry_run(_dep(), ["r2"])
     assert info.value.fix is not None
     assert "2.17" in info.value.fix
+
+
+NO_PLUGIN = "unknown shorthand flag: 'f' in -f\nSee 'docker --help'.\n"
+
+
+@pytest.mark.parametrize("call", ["dry_run", "apply", "down"])
+def test_a_missing_compose_plugin_is_named_as_such(tmp_path: Path, call: str) -> None:
+    def run(argv: Sequence[str]) -> RunResult:
+        return RunResult(125, "", NO_PLUGIN)
+
+    with pytest.raises(RuntimeFailure) as info:
+        getattr(DockerDriver(tmp_path, runner=run), call)(_dep(), ["r2"])
+    text = info.value.format()
+    assert "docker has no compose plugin" in text
+    assert "docker-compose-plugin" in text
+    assert "--resume" not in text
+    assert "unknown shorthand flag" not in info.value.message
+
+
+@pytest.mark.skipif(
+    __import__("shutil").which("docker") is None, reason="no docker CLI on this machine"
+)
+def test_the_real_docker_cli_without_the_plugin(tmp_path: Path) -> None:
+    """Against the docker CLI installed here: it has no compose plugin (none is packaged)."""
+    import subprocess
+
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
+    if probe.returncode == 0 and "compose" in probe.stdout.lower():
+        pytest.skip("this docker has the compose plugin")
+    with pytest.raises(RuntimeFailure, match="docker has no compose plugin"):
+        DockerDriver(tmp_path).dry_run(_dep(), ["r2"])

@@ -18,7 +18,7 @@ from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
 from tierctl.rollout.gates import GateContext, GateSettings, gate_soak
 from tierctl.rollout.model import Plan, Step
 from tierctl.rollout.planner import plan_files
-from tierctl.rollout.run import make_plan
+from tierctl.rollout.entrypoints import make_plan
 
 
 class RecordingDriver:
@@ -223,3 +223,59 @@ def test_soak_passes_under_the_threshold_and_without_traffic() -> None:
 def test_soak_fails_when_health_stops_answering() -> None:
     with pytest.raises(GateFailed, match="stopped answering /health"):
         gate_soak(_soak_ctx([(0, 0), (0, 0)], healthy=False))
+
+
+def test_a_finished_plan_rerun_does_nothing_and_says_so(
+    tmp_path: Path, ingestion: tuple[Plan, Deployment, Deployment]
+) -> None:
+    plan, old, new = ingestion
+    journal = tmp_path / "j.jsonl"
+    run_rollout(plan, RecordingDriver(journal), old, new, RolloutOptions(journal, gates=NO_GATES))
+    for resume in (False, True):
+        lines: list[str] = []
+        driver = RecordingDriver(journal)
+        result = run_rollout(
+            plan,
+            driver,
+            old,
+            new,
+            RolloutOptions(journal, resume=resume, gates=NO_GATES),
+            log=lines.append,
+        )
+        assert driver.calls == []
+        assert result.already_completed
+        assert [o.status for o in result.outcomes] == ["skipped"] * 3
+        assert len(lines) == 1
+        assert "this plan already completed; nothing to do" in lines[0]
+        assert "--resume" not in lines[0]
+
+
+def test_resume_announces_the_skipped_steps_once(
+    tmp_path: Path, ingestion: tuple[Plan, Deployment, Deployment]
+) -> None:
+    plan, old, new = ingestion
+    journal = tmp_path / "j.jsonl"
+
+    class FailSecond(RecordingDriver):
+        def apply(self, dep: Deployment, services: list[str]) -> None:
+            if services == [R1]:
+                raise KeyboardInterrupt  # the rollout dies inside step 02
+            super().apply(dep, services)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_rollout(plan, FailSecond(journal), old, new, RolloutOptions(journal, gates=NO_GATES))
+    lines: list[str] = []
+    result = run_rollout(
+        plan,
+        RecordingDriver(journal),
+        old,
+        new,
+        RolloutOptions(journal, resume=True, gates=NO_GATES),
+        log=lines.append,
+    )
+    assert [o.status for o in result.outcomes] == ["skipped", "done", "done"]
+    assert not result.already_completed
+    assert sum("earlier run" in line for line in lines) == 1
+    assert not any(line.startswith(f"01-recreate-{R2}") for line in lines)
+    assert lines[0].startswith("resuming ")
+    assert "1 of 3 step(s) done in an earlier run are skipped" in lines[0]

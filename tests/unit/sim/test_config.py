@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierctl.errors import InputError
-from tierctl.sim.config import _MODELLED, EngineConfig, _scalar
+from tierctl.sim.config import _MODELLED, EngineConfig
 
 FULL = [
     "python3", "-m", "sglang.launch_server", "--model-path", "/models/x", "--tp-size", "4",
@@ -63,15 +63,24 @@ def test_bad_modelled_values_are_input_errors(argv: list[str], needle: str) -> N
 _names = st.from_regex(r"[a-z][a-z0-9]{1,8}(-[a-z0-9]{1,6}){0,2}", fullmatch=True).filter(
     lambda n: n not in _MODELLED and not n.startswith(("enable-", "disable-"))
 )
+# (text on the command line, the typed value it must come back as), built independently of
+# the parser: integers, decimals, booleans and plain words.
+_NOT_WORDS = {"inf", "nan", "infinity", "true", "false"}
 _values = st.one_of(
-    st.integers(-5, 10**6).map(str),
-    st.from_regex(r"[A-Za-z/:._0-9]{1,12}", fullmatch=True).filter(lambda v: not v.startswith("-")),
+    st.integers(-5, 10**6).map(lambda n: (str(n), n)),
+    st.integers(1, 999).map(lambda n: (f"{n}.5", n + 0.5)),
+    st.sampled_from([("true", True), ("True", True), ("false", False), ("False", False)]),
+    st.from_regex(r"[A-Za-z/][A-Za-z/:._0-9]{0,11}", fullmatch=True)
+    .filter(lambda v: v.lower() not in _NOT_WORDS)
+    .map(lambda v: (v, v)),
 )
 
 
 @given(st.dictionaries(_names, _values, max_size=6))
-def test_any_unmodelled_flag_is_accepted_and_reported(flags: dict[str, str]) -> None:
-    argv = [tok for k, v in flags.items() for tok in (f"--{k}", v)]
+def test_any_unmodelled_flag_is_accepted_and_reported(flags: dict[str, tuple[str, object]]) -> None:
+    argv = [tok for k, (text, _) in flags.items() for tok in (f"--{k}", text)]
     args = EngineConfig.from_argv(["--model-path", "/m", *argv]).server_args()
-    for k, v in flags.items():
-        assert str(args[k.replace("-", "_")]) == str(_scalar(v)), k
+    for k, (_, expected) in flags.items():
+        got = args[k.replace("-", "_")]
+        assert got == expected, k
+        assert type(got) is type(expected), k

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tierctl.bench.prompts import text_of_size
 from tierctl.sim.lm import WINDOW, SimLM, model_seed
@@ -84,3 +86,13 @@ def test_perturbation_swaps_top_two_at_about_the_fraction() -> None:
 def test_fraction_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="perturb_fraction"):
         SimLM(1, perturb_fraction=1.5)
+
+
+@given(st.lists(st.integers(0, 4095), min_size=1, max_size=3 * WINDOW + 5))
+def test_rolled_teacher_forcing_equals_predicting_each_prefix(ids: list[int]) -> None:
+    lm = SimLM(9, perturb_fraction=0.3)
+    positions = lm.teacher_forced(ids)
+    assert len(positions) == len(ids)
+    assert positions[0] is None
+    for i in range(1, len(ids)):
+        assert positions[i] == lm.predict(ids[:i])

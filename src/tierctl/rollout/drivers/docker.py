@@ -43,7 +43,8 @@ def subprocess_runner(argv: Sequence[str]) -> RunResult:
         raise RuntimeFailure(
             f"{argv[0]} is not installed",
             rule="the docker driver runs the docker compose CLI",
-            fix="install docker with the compose plugin, or use --driver compose-manager",
+            fix="install docker with the compose plugin, or use `driver` compose-manager",
+            params=("driver",),
         ) from None
     except subprocess.TimeoutExpired:
         raise RuntimeFailure(
@@ -122,12 +123,14 @@ class DockerDriver:
         """Run the dry run and parse what it would do."""
         argv = self.dry_run_argv(dep, services)
         res = self._runner(argv)
-        if res.returncode != 0 and "dry-run" in (res.stderr + res.stdout).lower():
+        no_plugin = _no_compose_plugin(res.stderr + res.stdout)
+        if res.returncode != 0 and not no_plugin and "dry-run" in (res.stderr + res.stdout).lower():
             raise RuntimeFailure(
                 "this docker compose has no --dry-run",
                 rule="every step is dry-run first and must plan exactly its service",
                 value=(res.stderr or res.stdout).strip()[:200],
-                fix="upgrade the compose plugin to 2.17 or later, or use --driver compose-manager",
+                fix="upgrade the compose plugin to 2.17 or later, or use `driver` compose-manager",
+                params=("driver",),
             )
         res = self._check(argv, res)
         lines = (res.stdout + "\n" + res.stderr).splitlines()
@@ -159,11 +162,33 @@ class DockerDriver:
         return self._check(argv, self._runner(argv))
 
     def _check(self, argv: list[str], res: RunResult) -> RunResult:
+        if res.returncode != 0 and _no_compose_plugin(res.stderr + res.stdout):
+            # Without the plugin `docker` parses `compose -f` as its own flags and says
+            # "unknown shorthand flag: 'f'": name the real cause, not the symptom.
+            raise RuntimeFailure(
+                "docker has no compose plugin: `docker compose` is not a docker command here",
+                rule="the docker driver runs `docker compose` (Compose v2)",
+                value=(res.stderr or res.stdout).strip()[:200],
+                fix="install the Compose v2 plugin (Debian/Ubuntu: apt-get install "
+                "docker-compose-plugin or docker-compose-v2), or use `driver` compose-manager",
+                params=("driver",),
+            )
         if res.returncode != 0:
             tail = "; ".join((res.stderr or res.stdout).strip().splitlines()[-5:])
             raise RuntimeFailure(
                 f"`{' '.join(argv)}` exited {res.returncode}: {tail}",
                 rule="docker compose must succeed",
-                fix="read compose's message, fix, then retry with --resume",
+                fix="read compose's message, fix, then retry with `resume`",
+                params=("resume",),
             )
         return res
+
+
+def _no_compose_plugin(output: str) -> bool:
+    """Whether docker's answer means the ``compose`` subcommand does not exist."""
+    text = output.lower()
+    return (
+        "unknown shorthand flag: 'f' in -f" in text
+        or "'compose' is not a docker command" in text
+        or "unknown command: docker compose" in text
+    )

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tierctl.engines import profile_for_argv
 from tierctl.errors import RuntimeFailure
 from tierctl.rollout.argv import parse_argv
 from tierctl.rollout.deployment import Deployment
@@ -63,6 +64,7 @@ class LocalDriver:
         """
         self._dir = state_dir
         self._launcher = list(launcher) if launcher is not None else sim_launcher(time_scale)
+        self._sim = launcher is None
         self._start_timeout_s = start_timeout_s
         self._stop_timeout_s = stop_timeout_s
         self._sleep = sleep
@@ -105,6 +107,16 @@ class LocalDriver:
             if self._is_engine(dep, service):
                 self._start(dep, service)
 
+    def logs(self, dep: Deployment, service: str) -> str | None:
+        """The running process's log (what the engine printed since it started), if any."""
+        entry = self.state().get(service)
+        if entry is None or not entry.get("log"):
+            return None
+        try:
+            return Path(entry["log"]).read_text(errors="replace")
+        except OSError:
+            return None
+
     def down(self, dep: Deployment, services: list[str]) -> None:
         """Stop the services' processes."""
         require_services(services)
@@ -119,6 +131,28 @@ class LocalDriver:
             self._kill(pid)
         self._reap()
 
+    def stop_recorded(self) -> list[tuple[str, int, str]]:
+        """Stop what an earlier tierctl process (a rollout, the demo) left running.
+
+        Only a process whose command line is still the recorded argv is signalled, so a pid
+        reused after a reboot is never killed; stale entries are dropped from the state.
+
+        Returns:
+            ``(service, pid, outcome)`` per recorded service: ``stopped`` or ``not running``.
+        """
+        out: list[tuple[str, int, str]] = []
+        for service, entry in self.state().items():
+            pid = int(entry["pid"])
+            if _runs(pid, [str(a) for a in entry.get("argv") or []]):
+                self._stop(service)
+                out.append((service, pid, "stopped"))
+            else:
+                state = self.state()
+                state.pop(service, None)
+                self._save(state)
+                out.append((service, pid, "not running"))
+        return out
+
     def _reap(self) -> None:
         # A child stopped by another tierctl process (a resumed rollout) is reaped here.
         for pid, child in list(self._children.items()):
@@ -129,10 +163,19 @@ class LocalDriver:
         return service in dep.services and is_engine_command(dep.argv(service))
 
     def command(self, dep: Deployment, service: str) -> list[str]:
-        """The local command of an engine service: launcher replaced, flags kept."""
+        """The local command of an engine service: launcher replaced, flags kept.
+
+        The simulated engine is given the whole command (it reads the engine's own launcher,
+        so it answers as SGLang or vLLM, and vLLM's positional model); another launcher gets
+        the engine's positional arguments and flags.
+        """
         argv = dep.argv(service)
-        launcher = parse_argv(argv).launcher
-        return [*self._launcher, *argv[len(launcher) :]]
+        if self._sim:
+            return [*self._launcher, *argv]
+        profile = profile_for_argv(argv)
+        if profile is None:
+            return [*self._launcher, *argv[len(parse_argv(argv).launcher) :]]
+        return [*self._launcher, *argv[len(profile.split_command(argv).launcher) :]]
 
     def _start(self, dep: Deployment, service: str) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
@@ -145,6 +188,9 @@ class LocalDriver:
         for key, value in (dep.services[service].get("environment") or {}).items():
             if value is not None and "${" not in value:
                 env[key] = value
+        # Local engines listen on loopback only, whatever --host the file gives (0.0.0.0 is
+        # right inside a container's network, not on an operator's machine).
+        env["TIERCTL_BIND_HOST"] = "127.0.0.1"
         argv = self.command(dep, service)
         with log.open("wb") as out:
             proc = subprocess.Popen(
@@ -214,6 +260,15 @@ class LocalDriver:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
         os.replace(tmp, path)
+
+
+def _runs(pid: int, argv: list[str]) -> bool:
+    """Whether process ``pid`` is alive and runs exactly ``argv`` (Linux /proc)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return bool(argv) and raw.rstrip(b"\0").split(b"\0") == [a.encode() for a in argv]
 
 
 def _alive(pid: int, child: subprocess.Popen[bytes] | None) -> bool:

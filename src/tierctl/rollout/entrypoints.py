@@ -1,4 +1,10 @@
-"""The library entry points behind ``tierctl plan``, ``rollout`` and ``runbook``."""
+"""The library entry points behind ``tierctl plan``, ``rollout`` and ``runbook``.
+
+They take what an operator gives (paths, a spec, a driver's configuration) and call the
+pieces: :func:`~tierctl.rollout.planner.plan_files`, :func:`make_driver` and
+:func:`~tierctl.rollout.executor.run_rollout` (which runs a plan, step by step),
+:func:`~tierctl.rollout.runbook.render_runbook`.
+"""
 
 from __future__ import annotations
 
@@ -94,8 +100,16 @@ def load_plan(path: Path) -> Plan:
         ) from None
 
 
-def make_driver(config: DriverConfig, plan: Plan, repo: Path | None = None) -> Driver:
-    """Build a driver from its configuration; the token is read here, never from argv."""
+def make_driver(
+    config: DriverConfig,
+    plan: Plan,
+    repo: Path | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Driver:
+    """Build a driver from its configuration; the token is read here, never from argv.
+
+    ``log`` receives the driver's own progress (a compose-manager retry as it happens).
+    """
     if config.name == "local":
         return LocalDriver(config.state_dir, time_scale=config.time_scale)
     if config.name == "docker":
@@ -132,6 +146,7 @@ def make_driver(config: DriverConfig, plan: Plan, repo: Path | None = None) -> D
         env=env,
         gate_host=config.gate_host,
         project=config.project,
+        log=log,
     )
 
 
@@ -173,7 +188,7 @@ def execute_plan(
     if options.gates.host_label is None:
         host = compose_host(new.text)
         options = replace(options, gates=replace(options.gates, host_label=host))
-    driver = make_driver(config, plan, repo)
+    driver = make_driver(config, plan, repo, log=log)
     try:
         return run_rollout(plan, driver, old, new, options, log=log)
     finally:

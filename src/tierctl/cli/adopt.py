@@ -1,0 +1,70 @@
+"""``tierctl import``: write a tier spec for an existing compose file."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from tierctl.errors import ExitCode, InputError, Location
+
+
+@click.command(name="import")
+@click.argument("compose", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the spec here (default: print it).",
+)
+@click.option("--tier", help="Tier name (default: the file's name:, else its folder's name).")
+@click.option("--host", default="localhost", show_default=True, help="Host the tier runs on.")
+@click.option(
+    "--engine", help="KIND==VERSION when the engine image tag names no release (sglang==0.5.9)."
+)
+@click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
+def adopt_cmd(
+    compose: tuple[Path, ...],
+    out: Path | None,
+    tier: str | None,
+    host: str,
+    engine: str | None,
+    force: bool,
+) -> ExitCode:
+    """Write a tier spec for COMPOSE files (merged like docker compose -f a -f b).
+
+    Replicas of one engine are grouped (shared flags, env and keys become the engine's), every
+    other service is kept as it is. The spec is checked: it loads, and its rendering is
+    equivalent to the input (exit 1 with the differences otherwise).
+    """
+    from tierctl.spec.adopt import adopt
+
+    target = out or Path("tier.yaml")
+    if out is not None and out.exists() and not force:
+        raise InputError(
+            "refusing to overwrite an existing file",
+            location=Location(file=str(out)),
+            rule="no-clobber",
+            fix="pick another --out, or pass --force",
+        )
+    result = adopt(compose, out=target, tier=tier, host=host, engine=engine)
+    if out is None:
+        sys.stdout.write(result.text)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(result.text, encoding="utf-8")
+        click.echo(
+            f"{out}: written ({len(result.spec.replicas)} replicas, "
+            f"{len(result.spec.services)} services)",
+            err=True,
+        )
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    if result.differences:
+        click.echo("round trip: the spec renders a different file:", err=True)
+        for line in result.differences:
+            click.echo(f"  {line}", err=True)
+        return ExitCode.FAILURE
+    click.echo("round trip: the spec renders an equivalent file", err=True)
+    return ExitCode.OK

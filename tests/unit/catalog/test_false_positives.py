@@ -1,0 +1,138 @@
+"""Catalog false positives on real argv (issue 12): each case is a command line operators run,
+that the engine's own parser accepts (or refuses), checked against the shipped catalogs."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from tierctl.catalog.annotations import read_hints
+from tierctl.catalog.argparse_calls import build_flag, flag_from_call
+from tierctl.catalog.static_eval import Namespace
+from tierctl.catalog.store import load_catalog
+from tierctl.compose.argv import parse_flags
+from tierctl.contracts.flag_catalog import value_problem
+
+
+def _problems(ref: str, argv: list[str]) -> list[str]:
+    engine, version = ref.split("==")
+    catalog = load_catalog(engine, version)
+    out = []
+    for use in parse_flags(tuple(argv), 0, catalog):
+        flag = catalog.lookup(use.token)
+        if flag is None:
+            out.append(f"unknown {use.token}")
+            continue
+        problem = value_problem(flag, use)
+        if problem:
+            out.append(f"{use.token}: {problem}")
+    return out
+
+
+ACCEPTED = [
+    # argparse accepts an unambiguous prefix (allow_abbrev): SGLang's parser takes --tp 2.
+    ("sglang==0.5.9", ["--model-path", "/m", "--tp", "2", "--port", "30000"]),
+    ("sglang==0.5.23", ["--model-path", "/m", "--tp", "4"]),
+    # vLLM's FlexibleArgumentParser maps underscores to dashes.
+    (
+        "vllm==0.30.0",
+        ["--model", "m", "--max_model_len", "8192", "--gpu_memory_utilization", "0.9"],
+    ),
+    # Nested Literal: RunnerOption = Literal["auto", RunnerType] allows every RunnerType.
+    ("vllm==0.30.0", ["--model", "m", "--runner", "generate"]),
+    ("vllm==0.33.0", ["--model", "m", "--runner", "pooling", "--convert", "embed"]),
+    # Boolean flags and their --no- spellings.
+    ("vllm==0.33.0", ["--model", "m", "--no-enable-prefix-caching", "--enable-chunked-prefill"]),
+    # A deprecated flag SGLang registers with a no-value action (nargs=0 in its __init__).
+    ("sglang==0.5.9", ["--model-path", "/m", "--hybrid-kvcache-ratio", "--port", "30000"]),
+]
+
+
+@pytest.mark.parametrize(("ref", "argv"), ACCEPTED)
+def test_real_argv_the_engine_accepts_is_accepted(ref: str, argv: list[str]) -> None:
+    assert _problems(ref, argv) == []
+
+
+REFUSED = [
+    # An ambiguous prefix is refused by argparse too.
+    ("vllm==0.30.0", ["--max", "1"], "unknown --max"),
+    # The deprecated no-value flag does not take the value after it (argparse: a stray arg).
+    ("sglang==0.5.9", ["--hybrid-kvcache-ratio", "0.5"], "takes no value"),
+    # SGLang does not map underscores (plain argparse).
+    ("sglang==0.5.9", ["--model_path", "/m"], "unknown --model_path"),
+    # Removed in these vLLM releases: their parser refuses it as well.
+    ("vllm==0.33.0", ["--disable-log-requests"], "unknown --disable-log-requests"),
+    ("vllm==0.30.0", ["--runner", "bogus"], "not one of the allowed choices"),
+]
+
+
+@pytest.mark.parametrize(("ref", "argv", "message"), REFUSED)
+def test_real_argv_the_engine_refuses_is_refused(ref: str, argv: list[str], message: str) -> None:
+    problems = _problems(ref, argv)
+    assert any(message in p for p in problems), problems
+
+
+def test_ambiguous_abbreviation_is_named() -> None:
+    catalog = load_catalog("vllm", "0.30.0")
+    flag, how = catalog.resolve("--max")
+    assert flag is None
+    assert how.startswith("ambiguous: --max-")
+
+
+def _ns(source: str) -> Namespace:
+    ns = Namespace()
+    ns.add_module(ast.parse(source))
+    return ns
+
+
+def test_nested_literal_aliases_flatten() -> None:
+    ns = _ns(
+        'RunnerType = Literal["generate", "pooling", "draft"]\n'
+        'RunnerOption = Literal["auto", RunnerType]\n'
+    )
+    hints = read_hints(ast.parse("RunnerOption", mode="eval").body, ns)
+    assert hints.literals == ["auto", "generate", "pooling", "draft"]
+
+
+@pytest.mark.parametrize(
+    ("expr", "value"),
+    [
+        ("1024 * 1024", 1048576),
+        ("10 ** 7", 10000000),
+        ("MB * 16", 16777216),
+        ("-1", -1),
+        ("4 << 10", 4096),
+        ("BASE // 2", 512),
+    ],
+)
+def test_defaults_by_arithmetic_and_constants(expr: str, value: int) -> None:
+    ns = _ns("MB = 1024 * 1024\nBASE = 1024\n")
+    assert ns.evaluate(ast.parse(expr, mode="eval").body) == value
+
+
+def test_custom_action_class_nargs_zero_takes_no_value() -> None:
+    source = (
+        "class DeprecatedAction(argparse.Action):\n"
+        "    def __init__(self, option_strings, dest, nargs=0, **kwargs):\n"
+        "        super().__init__(option_strings, dest, nargs=nargs, **kwargs)\n"
+        "parser.add_argument('--old-flag', action=DeprecatedAction, help='Deprecated.')\n"
+    )
+    tree = ast.parse(source)
+    ns = Namespace()
+    ns.add_module(tree)
+    call = tree.body[1].value  # type: ignore[attr-defined]
+    flag = flag_from_call(call, ns)
+    assert flag is not None
+    assert flag.nargs == 0
+    assert not flag.takes_value()
+    assert flag.deprecated
+
+
+def test_one_builder_for_both_engines() -> None:
+    # vLLM's builder passes plain keyword values; SGLang's evaluates source first; both end
+    # in build_flag, so the same keywords give the same flag.
+    plain = build_flag("--x", ["--x"], "x", {"type": "int", "default": 4, "help": "X."})
+    ns = Namespace()
+    call = ast.parse("p.add_argument('--x', type=int, default=4, help='X.')").body[0].value  # type: ignore[attr-defined]
+    assert flag_from_call(call, ns) == plain

@@ -1,0 +1,152 @@
+"""``tierctl validate COMPOSE`` without a spec: what it finds, what it rejects, what it names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tierctl.contracts.standalone import validate_files
+
+GPU = "deploy: {{resources: {{reservations: {{devices: [{{driver: nvidia, device_ids: [{ids}], capabilities: [gpu]}}]}}}}}}"
+
+
+def _file(tmp_path: Path, text: str, name: str = "compose.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _sglang(name: str, ids: str, flags: str, extra: str = "") -> str:
+    return (
+        f"  {name}:\n    image: lmsysorg/sglang:v0.5.9-cu126\n"
+        f"    command: python3 -m sglang.launch_server --model-path /m {flags}\n"
+        f"    {GPU.format(ids=ids)}\n{extra}"
+    )
+
+
+def test_clean_file_is_ok_and_names_what_it_could_not_check(tmp_path: Path) -> None:
+    path = _file(tmp_path, "services:\n" + _sglang("a", "'0', '1'", "--tp-size 2 --port 30000"))
+    report = validate_files([path])
+    assert report.ok, report.text()
+    assert report.catalog == "sglang==0.5.9"
+    assert report.replicas_checked == 1
+    assert any("TC001" in u and "spec" in u for u in report.unchecked)
+    # Unpinned images warn, and fail only with strict.
+    assert report.warnings
+    assert not validate_files([path], strict=True).ok
+
+
+def test_tp_times_dp_against_the_gpus_given(tmp_path: Path) -> None:
+    path = _file(tmp_path, "services:\n" + _sglang("a", "'0', '1'", "--tp-size 2 --dp-size 2"))
+    report = validate_files([path])
+    [v] = report.violations
+    assert "needs 4 GPUs" in v.message
+    assert "given only 2" in v.message
+    assert v.fix is not None
+    assert v.location is not None
+    assert v.location.line == 5  # the deploy key
+
+
+def test_dp_attention_runs_inside_the_tp_group(tmp_path: Path) -> None:
+    flags = "--tp-size 2 --dp-size 2 --enable-dp-attention"
+    report = validate_files([_file(tmp_path, "services:\n" + _sglang("a", "'0', '1'", flags))])
+    assert report.ok, report.text()
+
+
+def test_overlapping_gpus_and_host_ports(tmp_path: Path) -> None:
+    text = (
+        "services:\n"
+        + _sglang("a", "'0'", "--port 30000", "    ports: ['30000:30000']\n")
+        + _sglang("b", "'0'", "--port 30000", "    ports: ['30000:30000']\n")
+    )
+    report = validate_files([_file(tmp_path, text)])
+    messages = [v.message for v in report.violations]
+    assert any("GPU 0 is also given to a" in m for m in messages)
+    assert any("host port 30000 is also used by a" in m for m in messages)
+
+
+def test_unknown_flag_gets_did_you_mean(tmp_path: Path) -> None:
+    path = _file(tmp_path, "services:\n" + _sglang("a", "'0'", "--mem-fraction-statc 0.8"))
+    [v] = validate_files([path]).violations
+    assert v.rule == "TC004"
+    assert v.fix is not None
+    assert "--mem-fraction-static" in v.fix
+
+
+def test_vllm_image_entrypoint_flags_are_checked(tmp_path: Path) -> None:
+    text = (
+        "services:\n  v:\n    image: vllm/vllm-openai:v0.33.0\n"
+        "    command: ['--model', 'm', '--max-num-seqs', 'many']\n"
+        f"    {GPU.format(ids=chr(39) + '0' + chr(39))}\n"
+    )
+    [v] = validate_files([_file(tmp_path, text)]).violations
+    assert "--max-num-seqs" in v.message
+    assert "integer" in v.message
+    # The token is located in the command list (index 3), not shifted by the entrypoint.
+    assert v.location is not None
+    assert v.location.path == "services.v.command[2]"
+
+
+def test_no_catalog_for_the_tag_is_named_and_engine_option_picks_one(tmp_path: Path) -> None:
+    text = (
+        "services:\n  a:\n    image: lmsysorg/sglang:v0.4.9.post2-cu126\n"
+        "    command: python3 -m sglang.launch_server --model-path /m --bogus-flag\n"
+        f"    {GPU.format(ids=chr(39) + '0' + chr(39))}\n"
+    )
+    path = _file(tmp_path, text)
+    report = validate_files([path])
+    assert report.ok
+    assert any("no shipped catalog for sglang==0.4.9.post2" in u for u in report.unchecked)
+    forced = validate_files([path], engine="sglang==0.5.9")
+    assert [v.found for v in forced.violations] == ["--bogus-flag"]
+
+
+def test_undeclared_volume_network_secret_are_compose_errors(tmp_path: Path) -> None:
+    text = (
+        "services:\n  x:\n    image: nginx:1.27\n    volumes: ['data:/d', './bind:/b']\n"
+        "    networks: [front]\n    secrets: [tok]\n"
+    )
+    report = validate_files([_file(tmp_path, text)])
+    found = sorted(v.found for v in report.violations if v.rule == "TC007" and v.found)
+    assert found == ["data", "front", "tok"]
+
+
+def test_command_cut_by_a_semicolon_is_reported(tmp_path: Path) -> None:
+    text = "services:\n  x:\n    image: busybox:1.36\n    command: sh -c echo a; echo b\n"
+    [v] = validate_files([_file(tmp_path, text)]).violations
+    assert "drops '; echo b'" in v.message
+
+
+def test_count_all_is_named_not_guessed(tmp_path: Path) -> None:
+    text = (
+        "services:\n  v:\n    image: vllm/vllm-openai:v0.30.0\n"
+        "    command: --model m --tensor-parallel-size 4\n"
+        "    deploy: {resources: {reservations: {devices: [{driver: nvidia, count: all, "
+        "capabilities: [gpu]}]}}}\n"
+    )
+    report = validate_files([_file(tmp_path, text)])
+    assert report.ok
+    assert any("count: all" in u and "needs 4" in u for u in report.unchecked)
+
+
+def test_cli_without_spec_json(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    path = _file(tmp_path, "services:\n" + _sglang("a", "'0'", "--tp-size 2"))
+    result = run_cli("validate", "--format", "json", str(path))
+    assert result.code == 1
+    doc = json.loads(result.out)
+    assert doc["violations"][0]["fix"]
+    assert doc["unchecked"]
+
+
+def test_cli_needs_spec_or_files(run_cli) -> None:  # type: ignore[no-untyped-def]
+    result = run_cli("validate")
+    assert result.code == 2
+    assert "nothing to validate" in result.err
+
+
+@pytest.mark.parametrize("bad", ["sglang", "nope==1"])
+def test_bad_engine_option_is_exit_2(tmp_path: Path, run_cli, bad: str) -> None:  # type: ignore[no-untyped-def]
+    path = _file(tmp_path, "services:\n" + _sglang("a", "'0'", ""))
+    assert run_cli("validate", "--engine", bad, str(path)).code == 2

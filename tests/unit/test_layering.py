@@ -1,0 +1,155 @@
+"""The package layering of docs/architecture.md, enforced by reading every module's imports.
+
+Each rule names the direction that must never appear; a failure lists the offending
+``module:line``. Imports are read with ``ast`` (nothing is imported), including those inside
+functions, so a lazy import counts too.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import tierctl
+
+SRC = Path(tierctl.__file__).parent
+
+#: Modules every layer may use: they import nothing of tierctl but each other.
+LEAVES = frozenset({"errors", "yaml12", "readers", "latency", "bundled_tokenizer", "traces"})
+#: The lifecycle steps that talk to servers; none of them imports another.
+STEPS = frozenset({"sim", "bench", "rollout", "readout"})
+#: Where output is drawn and the event loop is owned.
+UI = frozenset({"cli", "demo", "__main__"})
+
+
+@dataclass(frozen=True)
+class Import:
+    package: str  # first component under tierctl/ of the importing module ("bench", "errors")
+    where: str  # "bench/ab.py:23"
+    target: str  # dotted module imported ("tierctl.sim.tokenizer", "rich.progress")
+    names: tuple[str, ...]  # for ``from X import a, b``: the names
+
+
+def _imports() -> list[Import]:
+    out: list[Import] = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC)
+        package = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{rel.as_posix()}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Import):
+                out += [Import(package, where, a.name, ()) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = tuple(a.name for a in node.names)
+                out.append(Import(package, where, node.module, names))
+    return out
+
+
+IMPORTS = _imports()
+
+
+def _tierctl_package(target: str) -> str | None:
+    """``tierctl.sim.engine`` -> ``sim``; ``tierctl`` -> ``""``; not tierctl -> None."""
+    if target == "tierctl":
+        return ""
+    if target.startswith("tierctl."):
+        return target.split(".")[1]
+    return None
+
+
+def _offenders(importer: frozenset[str] | None, imported: frozenset[str]) -> list[str]:
+    return [
+        f"{i.where}: {i.target}"
+        for i in IMPORTS
+        if (importer is None or i.package in importer)
+        and _tierctl_package(i.target) in imported
+        and _tierctl_package(i.target) != i.package
+    ]
+
+
+def test_the_scan_sees_the_known_imports() -> None:
+    # guard against a scanner that finds nothing and so passes every rule
+    assert any(i.where.startswith("bench/") and i.target == "tierctl.latency" for i in IMPORTS)
+    assert any(i.package == "cli" and _tierctl_package(i.target) == "bench" for i in IMPORTS)
+
+
+def test_the_load_client_never_imports_the_simulator() -> None:
+    assert _offenders(frozenset({"bench"}), frozenset({"sim"})) == []
+
+
+def test_the_simulator_never_imports_the_load_client() -> None:
+    assert _offenders(frozenset({"sim"}), frozenset({"bench"})) == []
+
+
+#: Known crossings between steps, each with its reason; the way out is a neutral module.
+STEP_CROSSINGS = {
+    # the soak gate reads arm health (restarts, fatal log lines) as the bench's health lane
+    # does; bench/health.py is its one definition until it moves below the steps
+    ("rollout/gates.py", "tierctl.bench.health"),
+}
+
+
+def test_lifecycle_steps_do_not_import_each_other() -> None:
+    crossings = [o for step in STEPS for o in _offenders(frozenset({step}), STEPS - {step})]
+    known = [o for o in crossings if (o.split(":")[0], o.split(": ")[1]) in STEP_CROSSINGS]
+    assert [o for o in crossings if o not in known] == []
+
+
+def test_compose_reading_never_imports_the_spec() -> None:
+    """compose/ reads any compose file; the tier spec builds on it, never the reverse."""
+    assert _offenders(frozenset({"compose"}), frozenset({"spec", "render", "contracts"})) == []
+
+
+def test_engine_profiles_import_no_lifecycle_step() -> None:
+    """engines/ is the one place an engine is known; steps ask it, it asks none of them."""
+    above = STEPS | {"spec", "render", "contracts", "cli", "demo"}
+    assert _offenders(frozenset({"engines"}), frozenset(above)) == []
+
+
+def test_leaves_import_only_leaves() -> None:
+    everything = frozenset(
+        p.stem if p.is_file() else p.name
+        for p in SRC.iterdir()
+        if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))
+        and p.stem != "__init__"
+    )
+    assert _offenders(LEAVES, everything - LEAVES) == []
+
+
+def test_no_module_imports_the_package_root() -> None:
+    """``import tierctl`` inside the package is a cycle: the root imports the subpackages."""
+    assert [f"{i.where}: {i.target}" for i in IMPORTS if i.target == "tierctl"] == []
+
+
+def test_only_the_cli_and_the_demo_import_the_cli() -> None:
+    library = frozenset({i.package for i in IMPORTS}) - UI
+    assert _offenders(library, frozenset({"cli"})) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "what"),
+    [("click", "command-line parsing"), ("rich.progress", "progress bars")],
+)
+def test_the_library_draws_no_ui(module: str, what: str) -> None:
+    hits = [
+        f"{i.where}: {i.target}"
+        for i in IMPORTS
+        if i.package not in UI and (i.target == module or i.target.startswith(module + "."))
+    ]
+    assert hits == [], f"{what} belongs in tierctl.cli"
+
+
+def test_the_library_leaves_the_event_loop_to_its_caller() -> None:
+    """No ``asyncio.run`` outside the CLI and the demo: a library coroutine is awaited."""
+    hits = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC)
+        if rel.parts[0] in UI or rel.stem in UI:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "asyncio.run":
+                hits.append(f"{rel.as_posix()}:{node.lineno}")
+    assert hits == []
