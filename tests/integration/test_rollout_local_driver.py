@@ -435,3 +435,58 @@ def test_tierctl_stop_ends_what_a_rollout_left_running(tier: Tier, capsys) -> No
     assert json.loads(state_file.read_text()) == {}
     main(["stop", "--state-dir", str(tier.tmp / "state")])
     assert capsys.readouterr().out.strip().endswith("nothing running")
+
+
+def test_local_engines_listen_on_loopback_whatever_the_file_says(tmp_path: Path) -> None:
+    """A file rendered for containers says --host 0.0.0.0; the local driver's simulated
+    engine listens on 127.0.0.1 only, and still reports the argv's --host."""
+    import httpx
+
+    port = free_port()
+    text = yaml.safe_dump(
+        {
+            "services": {
+                "model-r1": {
+                    "image": "sglang",
+                    "command": [
+                        "python3",
+                        "-m",
+                        "sglang.launch_server",
+                        "--model-path",
+                        "/m",
+                        "--host",
+                        "0.0.0.0",
+                        "--port",
+                        str(port),
+                    ],
+                }
+            }
+        }
+    )
+    f = tmp_path / "c.yaml"
+    f.write_text(text)
+    _, side = load_sides(plan_files(str(f), str(f)))
+    driver = LocalDriver(tmp_path / "state", time_scale=50, start_timeout_s=120)
+    try:
+        driver.apply(side, ["model-r1"])
+        url = driver.endpoint(side, "model-r1")
+        assert url == f"http://127.0.0.1:{port}"
+        log = Path(driver.state()["model-r1"]["log"]).read_text()
+        assert f"listening on http://127.0.0.1:{port}" in log
+        assert httpx.get(f"{url}/server_info", timeout=10).json()["host"] == "0.0.0.0"
+        listening = _listening_addresses(port)
+        assert listening == {"127.0.0.1"}, listening
+    finally:
+        driver.down_all()
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """IPv4 addresses with a LISTEN socket on ``port``, from /proc/net/tcp."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        addr, p = local.split(":")
+        if int(p, 16) == port and state == "0A":
+            octets = [str(int(addr[i : i + 2], 16)) for i in (6, 4, 2, 0)]
+            found.add(".".join(octets))
+    return found

@@ -12,13 +12,14 @@ from tierctl.bench.plan import PlannedRequest, RequestPlan, plan_requests
 from tierctl.bench.probe import Episode, unhealthy_episodes
 from tierctl.bench.runner import run_plan
 from tierctl.bench.samples import ProbeSample, RequestSample, RunRecord
-from tierctl.bench.workload import Workload, load_workload, workload_from_dict
+from tierctl.bench.workload import BenchWorkload, load_workload, workload_from_dict
 from tierctl.traces import TraceRow, read_trace
 
 __all__ = [
     "ABOutcome",
     "ABResult",
     "BenchProgress",
+    "BenchWorkload",
     "Block",
     "Episode",
     "MetricRatio",
@@ -29,7 +30,6 @@ __all__ = [
     "RunOutcome",
     "RunRecord",
     "TraceRow",
-    "Workload",
     "bench_ab",
     "bench_run",
     "compare_arms",

@@ -23,7 +23,7 @@ from tierctl.bench.prompts import PromptSource
 from tierctl.bench.runner import Progress, resolve_model, run_plan
 from tierctl.bench.samples import RunRecord
 from tierctl.bench.summary import METRICS, busy_span_s
-from tierctl.bench.workload import Workload
+from tierctl.bench.workload import BenchWorkload
 from tierctl.errors import InputError
 from tierctl.latency import percentile
 
@@ -104,7 +104,7 @@ async def flush_cache(base_url: str) -> str:
 async def run_ab(
     a_url: str,
     b_url: str,
-    workload: Workload,
+    workload: BenchWorkload,
     prompts: PromptSource,
     *,
     order: str = "ABBA",

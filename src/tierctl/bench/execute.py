@@ -24,7 +24,7 @@ from tierctl.bench.prompts import make_prompt_source
 from tierctl.bench.report import ab_json, ab_markdown, run_json, run_markdown
 from tierctl.bench.runner import run_plan
 from tierctl.bench.samples import RequestSample, RunRecord
-from tierctl.bench.workload import Workload
+from tierctl.bench.workload import BenchWorkload
 from tierctl.errors import InputError, RuntimeFailure
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class RunOutcome:
     """What ``tierctl bench run`` produced."""
 
     record: RunRecord
-    workload: Workload
+    workload: BenchWorkload
     files: tuple[Path, ...] = field(default_factory=tuple)
 
 
@@ -48,7 +48,7 @@ class ABOutcome:
 
     result: ABResult
     ratios: tuple[MetricRatio, ...]
-    workload: Workload
+    workload: BenchWorkload
     files: tuple[Path, ...] = field(default_factory=tuple)
     #: The quality lane's verdict, when one was asked for.
     quality: QualityResult | None = None
@@ -115,7 +115,7 @@ class BenchProgress(Protocol):
 
 async def bench_run(
     url: str,
-    workload: Workload,
+    workload: BenchWorkload,
     *,
     tokenizer: str | None = None,
     out_dir: Path | None = None,
@@ -153,7 +153,7 @@ async def bench_run(
 async def bench_ab(
     a_url: str,
     b_url: str,
-    workload: Workload,
+    workload: BenchWorkload,
     *,
     order: str = "ABBA",
     repetitions: int = 1,

@@ -1,8 +1,8 @@
 """A workload built from command-line flags (``--burst``, ``--hammer-*``, ``--trace``, ...).
 
 The CLI only collects the flags into :class:`WorkloadFlags`; turning them into a validated
-:class:`~tierctl.bench.workload.Workload` (or overriding a workload file's settings with them)
-happens here, so it is testable without click.
+:class:`~tierctl.bench.workload.BenchWorkload` (or overriding a workload file's settings with
+them) happens here, so it is testable without click.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.bench.workload import (
-    Workload,
+    BenchWorkload,
     load_workload,
     parse_burst,
     parse_probe,
@@ -50,7 +50,7 @@ class WorkloadFlags:
 _LANE_PARAMS = ("workload_path", "burst", "hammer_rate", "hammer_concurrency", "trace_path")
 
 
-def workload_from_flags(flags: WorkloadFlags) -> Workload:
+def workload_from_flags(flags: WorkloadFlags) -> BenchWorkload:
     """A workload file with flag overrides, or a workload made of lane flags.
 
     Raises:

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from tierctl.bench.workload import BurstLane, HammerLane, TraceLane, Workload
+from tierctl.bench.workload import BenchWorkload, BurstLane, HammerLane, TraceLane
 from tierctl.traces import read_trace
 
 
@@ -54,7 +54,7 @@ class RequestPlan:
         return max((r.input_tokens for lane in self.lanes for r in lane.requests), default=0)
 
 
-def plan_requests(workload: Workload) -> RequestPlan:
+def plan_requests(workload: BenchWorkload) -> RequestPlan:
     """Expand every lane of ``workload`` into requests; deterministic for a given seed.
 
     Raises:

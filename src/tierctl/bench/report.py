@@ -20,7 +20,7 @@ from tierctl.bench.peers import peer_metrics
 from tierctl.bench.probe import unhealthy_episodes
 from tierctl.bench.samples import RunRecord
 from tierctl.bench.summary import METRICS, BenchSummary, summarize
-from tierctl.bench.workload import Workload
+from tierctl.bench.workload import BenchWorkload
 
 SCHEMA_VERSION = 1
 
@@ -69,7 +69,7 @@ def record_json(record: RunRecord, misses_to_mark: int = 3) -> dict[str, Any]:
     }
 
 
-def run_json(record: RunRecord, workload: Workload) -> dict[str, Any]:
+def run_json(record: RunRecord, workload: BenchWorkload) -> dict[str, Any]:
     """The JSON document of ``tierctl bench run``."""
     return {
         "schema_version": SCHEMA_VERSION,
@@ -80,7 +80,9 @@ def run_json(record: RunRecord, workload: Workload) -> dict[str, Any]:
     }
 
 
-def ab_json(result: ABResult, ratios: Sequence[MetricRatio], workload: Workload) -> dict[str, Any]:
+def ab_json(
+    result: ABResult, ratios: Sequence[MetricRatio], workload: BenchWorkload
+) -> dict[str, Any]:
     """The JSON document of ``tierctl bench ab``: ratios plus every block's raw samples."""
     return {
         "schema_version": SCHEMA_VERSION,
@@ -248,7 +250,7 @@ def probe_line(record: RunRecord, misses_to_mark: int = 3) -> str:
     )
 
 
-def run_markdown(record: RunRecord, workload: Workload) -> str:
+def run_markdown(record: RunRecord, workload: BenchWorkload) -> str:
     """Markdown report of one run."""
     lines = [f"# tierctl bench run: {workload.name}", "", f"- endpoint: `{record.url}`"]
     lines += [
@@ -299,7 +301,7 @@ def _peer_lines(arms: dict[str, list[Any]]) -> list[str]:
     return lines
 
 
-def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Workload) -> str:
+def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: BenchWorkload) -> str:
     """Markdown report of a paired A/B."""
     header, rows = _ab_rows(ratios)
     lines = [

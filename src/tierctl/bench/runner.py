@@ -27,7 +27,7 @@ from tierctl.bench.plan import LanePlan, PlannedRequest, RequestPlan
 from tierctl.bench.probe import run_probes
 from tierctl.bench.prompts import PromptSource
 from tierctl.bench.samples import ProbeSample, RequestSample, RunRecord
-from tierctl.bench.workload import Workload
+from tierctl.bench.workload import BenchWorkload
 
 #: Prompts are synthesised up front when the plan holds at most this many prompt tokens
 #: (about 100 MB of text).
@@ -64,7 +64,7 @@ async def resolve_model(base_url: str, configured: str | None) -> str:
 
 async def run_plan(
     base_url: str,
-    workload: Workload,
+    workload: BenchWorkload,
     plan: RequestPlan,
     prompts: PromptSource,
     *,

@@ -91,7 +91,7 @@ class ProbeSpec(_Model):
     )
 
 
-class Workload(_Model):
+class BenchWorkload(_Model):
     """One workload: lanes that run together, the request shape and the probe lane."""
 
     name: str = Field("workload", description="Workload name used in reports.")
@@ -121,7 +121,7 @@ class Workload(_Model):
         return lanes
 
 
-def load_workload(path: str | Path) -> Workload:
+def load_workload(path: str | Path) -> BenchWorkload:
     """Read and validate a workload YAML file.
 
     Raises:
@@ -138,20 +138,20 @@ def load_workload(path: str | Path) -> Workload:
             value=type(data).__name__,
         )
     try:
-        wl = Workload.model_validate({**_plain(data), "base_dir": str(file.parent)})
+        wl = BenchWorkload.model_validate({**_plain(data), "base_dir": str(file.parent)})
     except ValidationError as exc:
         raise _located(exc, doc.lines, str(file)) from None
     return wl
 
 
-def workload_from_dict(data: dict[str, Any], *, source: str = "<flags>") -> Workload:
+def workload_from_dict(data: dict[str, Any], *, source: str = "<flags>") -> BenchWorkload:
     """Validate a workload built in code or from CLI flags.
 
     Raises:
         InputError: the values break the schema.
     """
     try:
-        return Workload.model_validate(data)
+        return BenchWorkload.model_validate(data)
     except ValidationError as exc:
         raise _located(exc, None, source) from None
 

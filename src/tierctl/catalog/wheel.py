@@ -39,6 +39,11 @@ def find_cached(distribution: str, version: str, cache_dir: Path) -> Path | None
     return hits[0] if hits else None
 
 
+def _run_live(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """Run pip with its output on this terminal (its progress bar included)."""
+    return subprocess.run(list(argv), stdout=sys.stderr, stderr=sys.stderr, text=True, check=False)
+
+
 def download_wheel(
     distribution: str, version: str, cache_dir: Path, *, runner: Runner = _run
 ) -> Path:
@@ -64,10 +69,19 @@ def download_wheel(
         str(cache_dir),
         f"{distribution}=={version}",
     ]
-    result = runner(argv)
+    if runner is _run and sys.stderr.isatty():
+        # On a terminal pip draws its own download bar (a 336 MB wheel takes a while);
+        # its output goes straight to the terminal, so a failure is read there.
+        argv = [a for a in argv if a != "--quiet"]
+        argv[argv.index("--dest") : argv.index("--dest")] = ["--progress-bar", "on"]
+        result = _run_live(argv)
+    else:
+        result = runner(argv)
     found = find_cached(distribution, version, cache_dir)
     if result.returncode != 0 or found is None:
-        tail = (result.stderr or result.stdout or "").strip().splitlines()[-3:]
+        tail = (
+            (result.stderr or result.stdout or "pip's message is above").strip().splitlines()[-3:]
+        )
         raise RuntimeFailure(
             f"could not download {distribution}=={version}: " + " / ".join(tail),
             fix="check the version exists on the index, or pass --wheel PATH",

@@ -1,4 +1,5 @@
-"""``tierctl demo``: the lifecycle on the bundled example, on one machine.
+"""``tierctl demo``: both field stories on one machine, on the bundled tier or any spec
+with a canary.
 
 Each stage calls the same library functions as the individual commands and prints what an
 operator would see; the demo stops at the first stage that fails.
@@ -24,7 +25,8 @@ from tierctl.errors import ExitCode
 )
 @click.option("--quick", is_flag=True, help="Only the offline stages (no servers).")
 def demo(spec: Path | None, quick: bool) -> ExitCode:
-    """Run tierctl's main job on the bundled example: render, validate, simulate, A/B, plan."""
+    """Both field stories: render, validate, simulate; act 1 the scheduler canary (roll out,
+    A/B, live, read out); act 2 the ingestion incident through the real sglang-router."""
     console = Console(width=None if Console().is_terminal else 140)
     ok = run_demo(spec or DEFAULT_SPEC, console=console, quick=quick)
     return ExitCode.OK if ok else ExitCode.FAILURE

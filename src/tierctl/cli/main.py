@@ -101,6 +101,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "tokenizers": ("sim", "bench"),
     "prometheus_client": ("sim", "bench"),
     "jsonschema_rs": ("fast",),
+    "sglang_router": ("router",),
 }
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -93,6 +95,31 @@ def sim() -> None:
     """Simulate the engine scheduler, offline or as an OpenAI-compatible server."""
 
 
+@contextlib.contextmanager
+def _sim_bar() -> Iterator[Callable[[float, float], None]]:
+    """A progress bar over simulated time, on stderr, drawn only on a terminal."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    bar = Progress(
+        TextColumn("simulating"),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f} of {task.total:,.0f} simulated s"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    task = bar.add_task("sim", total=1.0)
+
+    def tick(now_s: float, end_s: float) -> None:
+        bar.update(task, total=max(end_s, 1.0), completed=min(now_s, max(end_s, 1.0)))
+
+    with bar:
+        yield tick
+
+
 @sim.command(context_settings={"ignore_unknown_options": True})
 @click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec to take the argv from.")
 @click.option("--replica", help="Replica of --spec to simulate.")
@@ -117,7 +144,10 @@ def run(
     if spec is not None and replica is None:
         raise click.UsageError("--spec needs --replica")
     cost = _cost(kw)
-    result = run_sim(EngineSource(argv, spec, replica, engine), _workload(kw), cost)
+    with _sim_bar() as tick:
+        result = run_sim(
+            EngineSource(argv, spec, replica, engine), _workload(kw), cost, progress=tick
+        )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=1))
         return
@@ -328,6 +358,11 @@ def _render_run(result: SimResult, per_request: bool) -> str:
         f"stall longest {_fmt(s.stall_max_s)} s  in-burst ITL mean {_fmt(s.burst_itl_mean_s)} s"
         f" (worst request {_fmt(s.burst_itl_max_mean_s)} s), preemptions {s.preemptions}",
     ]
+    if s.probes:
+        lines.append(
+            f"health probes {s.probes}: p99 {_fmt(s.probe_p99_s)} s, worst {_fmt(s.probe_max_s)} s,"
+            f" {s.probe_misses} over 3 s, {s.unhealthy_flips} unhealthy flips (3 misses in a row)"
+        )
     if per_request:
         lines.append(
             f"{'rid':<14}{'arrival':>9}{'input':>9}{'cached':>9}{'out':>6}"

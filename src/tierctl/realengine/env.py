@@ -93,6 +93,10 @@ def router_binary(python: Path | None = None) -> Path | None:
         candidate = python.parent / "sglang-router"
         if candidate.exists():
             return candidate
+    # Installed with tierctl (the `router` extra): beside this interpreter, on PATH or not.
+    beside = Path(sys.executable).parent / "sglang-router"
+    if beside.exists():
+        return beside
     on_path = shutil.which("sglang-router")
     return Path(on_path) if on_path else None
 

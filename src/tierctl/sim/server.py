@@ -52,6 +52,9 @@ MAX_BODY_BYTES = 256 * 1024 * 1024
 _TAIL_CHARS = 256
 SGLANG_VERSION = surface("sglang").version
 
+#: Environment variable naming the address the server binds instead of the argv's --host.
+BIND_HOST_ENV = "TIERCTL_BIND_HOST"
+
 
 @dataclass(frozen=True)
 class ServeOptions:
@@ -579,19 +582,23 @@ async def serve(
     server = SimServer(config, cost, options)
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port, backlog=1024)
+    # Where it really listens: $TIERCTL_BIND_HOST when set (the local driver sets 127.0.0.1,
+    # as a container's private network would), else the argv's --host, which is also what
+    # /server_info reports either way.
+    bind = os.environ.get(BIND_HOST_ENV) or config.host
+    site = web.TCPSite(runner, bind, config.port, backlog=1024)
     try:
         await site.start()
     except OSError as exc:
         await runner.cleanup()
         raise RuntimeFailure(
-            f"cannot listen on {config.host}:{config.port}: {exc.strerror}",
+            f"cannot listen on {bind}:{config.port}: {exc.strerror}",
             fix="pick a free --port (0 picks one)",
         ) from None
     addresses = runner.addresses
     port = int(addresses[0][1]) if addresses else config.port
     server.bound_port = port
-    host = f"[{config.host}]" if ":" in config.host else config.host
+    host = f"[{bind}]" if ":" in bind else bind
     if config.engine == "vllm":
         # What vLLM logs at start-up; rollout gates read the running argv back from it.
         from tierctl.engines.vllm import format_non_default_args

@@ -5,6 +5,7 @@ These are the library entry points the ``tierctl sim`` commands call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tierctl.catalog.model import Catalog
@@ -96,10 +97,22 @@ class WorkloadSource:
         )
 
 
-def run_sim(engine: EngineSource, workload: WorkloadSource, cost: str | CostModel) -> SimResult:
-    """Simulate one replica on one workload."""
+def run_sim(
+    engine: EngineSource,
+    workload: WorkloadSource,
+    cost: str | CostModel,
+    *,
+    progress: Callable[[float, float], None] | None = None,
+) -> SimResult:
+    """Simulate one replica on one workload.
+
+    ``progress(reached_s, last_arrival_s)`` is called now and then (for a progress bar).
+    """
     model = preset(cost) if isinstance(cost, str) else cost
-    return simulate(engine.config(), workload.load(), model)
+    wl = workload.load()
+    end = wl.requests[-1].arrival_s if wl.requests else 0.0
+    tick = None if progress is None else (lambda now: progress(now, end))
+    return simulate(engine.config(), wl, model, progress=tick)
 
 
 def compare_sims(

@@ -15,7 +15,7 @@ import pytest
 from tierctl.cli.rollout import rollout
 from tierctl.rollout.executor import RolloutOptions
 from tierctl.rollout.gates import GateSettings
-from tierctl.rollout.run import DriverConfig
+from tierctl.rollout.entrypoints import DriverConfig
 
 #: (dataclass, field) -> the option's parameter name, where it differs.
 RENAMED = {

@@ -18,7 +18,7 @@ from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
 from tierctl.rollout.gates import GateContext, GateSettings, gate_soak
 from tierctl.rollout.model import Plan, Step
 from tierctl.rollout.planner import plan_files
-from tierctl.rollout.run import make_plan
+from tierctl.rollout.entrypoints import make_plan
 
 
 class RecordingDriver:

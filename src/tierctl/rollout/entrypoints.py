@@ -1,4 +1,10 @@
-"""The library entry points behind ``tierctl plan``, ``rollout`` and ``runbook``."""
+"""The library entry points behind ``tierctl plan``, ``rollout`` and ``runbook``.
+
+They take what an operator gives (paths, a spec, a driver's configuration) and call the
+pieces: :func:`~tierctl.rollout.planner.plan_files`, :func:`make_driver` and
+:func:`~tierctl.rollout.executor.run_rollout` (which runs a plan, step by step),
+:func:`~tierctl.rollout.runbook.render_runbook`.
+"""
 
 from __future__ import annotations
 
