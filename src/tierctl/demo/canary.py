@@ -34,12 +34,17 @@ TIME_SCALE = 10.0
 LIVE_S = 90.0
 LIVE_STEP_S = 10.0
 
-# The field report's scheduler canary in miniature: long prompts at once, so the first to
-# finish prefilling decode while the others still prefill chunk by chunk (deterministic: the
-# scheduler, not tokenization timing, decides the overlap).
-BURST_COUNT = 4
-BURST_TOKENS = 60_000
-BURST_OUTPUT = 24
+# The field report's scheduler canary in miniature, one "step" of traffic: sequences that
+# decode (short prompts, many output tokens) while long prompts arrive and prefill chunk by
+# chunk. At interval 1 every decode round waits behind a prefill chunk; at 2 two decode rounds
+# run per chunk. The A/B runs one step per block; the live phase one step every readout step,
+# so the A/B and the readout measure the same effect (deterministic: the scheduler decides
+# the overlap, not tokenization timing).
+DECODERS = 2
+DECODE_INPUT = 1_000
+DECODE_OUTPUT = 120
+LONG_COUNT = 2
+LONG_TOKENS = 30_000
 
 
 class DemoDriver(LocalDriver):
@@ -58,23 +63,25 @@ class DemoDriver(LocalDriver):
             self._on_collector(dep)
 
 
-#: The live phase's bursts: the same shape, smaller, so that each finishes inside its 10 s
-#: readout step on both replicas at once (two engines and two clients share the CPUs).
-LIVE_COUNT = 3
-LIVE_TOKENS = 30_000
-
-
-def _burst(
-    at_s: float, name: str, count: int = BURST_COUNT, tokens: int = BURST_TOKENS
-) -> dict[str, Any]:
-    return {
-        "kind": "burst",
-        "name": name,
-        "count": count,
-        "input_tokens": tokens,
-        "output_tokens": BURST_OUTPUT,
-        "at_s": at_s,
-    }
+def _step_lanes(at_s: float, k: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "kind": "burst",
+            "name": f"decode{k}",
+            "count": DECODERS,
+            "input_tokens": DECODE_INPUT,
+            "output_tokens": DECODE_OUTPUT,
+            "at_s": at_s,
+        },
+        {
+            "kind": "burst",
+            "name": f"long{k}",
+            "count": LONG_COUNT,
+            "input_tokens": LONG_TOKENS,
+            "output_tokens": 4,
+            "at_s": at_s + 0.3,
+        },
+    ]
 
 
 def _workload(name: str, lanes: list[dict[str, Any]], max_s: float) -> Any:
@@ -227,16 +234,16 @@ def _ab(ctx: DemoContext, urls: dict[str, str], control: str, canary: str) -> bo
     from tierctl.cli.progress import BenchBars
 
     ctx.console.print(
-        f"paired A/B, A = {control} (control), B = {canary} (canary), blocks A-B-B-A: "
-        f"{BURST_COUNT} prompts of {BURST_TOKENS // 1000}K tokens at once; TPOT is that of the "
-        "prompts decoding while the others prefill"
+        f"paired A/B, A = {control} (control), B = {canary} (canary), blocks A-B-B-A, each one "
+        f"step of traffic: {DECODERS} sequences decoding {DECODE_OUTPUT} tokens while "
+        f"{LONG_COUNT} prompts of {LONG_TOKENS // 1000}K tokens prefill"
     )
     with BenchBars(ctx.console) as bars:
         outcome = asyncio.run(
             bench_ab(
                 urls[control],
                 urls[canary],
-                _workload("decode-under-prefill", [_burst(0.0, "burst")], 120),
+                _workload("decode-under-prefill", _step_lanes(0.0, 0), 120),
                 order="ABBA",
                 out_dir=ctx.workdir / "ab",
                 progress=bars,
@@ -280,13 +287,10 @@ def _live_traffic(ctx: DemoContext, urls: dict[str, str]) -> tuple[float, float]
     from tierctl.bench import bench_run
 
     steps = int(LIVE_S / LIVE_STEP_S)
-    lanes = [
-        _burst(k * LIVE_STEP_S + 0.5, f"burst{k}", LIVE_COUNT, LIVE_TOKENS) for k in range(steps)
-    ]
+    lanes = [lane for k in range(steps) for lane in _step_lanes(k * LIVE_STEP_S + 0.5, k)]
     ctx.console.print(
-        f"live traffic on both replicas for {LIVE_S:.0f} s: every {LIVE_STEP_S:.0f} s a burst "
-        f"of the A/B's shape ({LIVE_COUNT} prompts of {LIVE_TOKENS // 1000}K tokens; "
-        "Prometheus scrapes every 1 s) ..."
+        f"live traffic on both replicas for {LIVE_S:.0f} s: every {LIVE_STEP_S:.0f} s one step "
+        "of the A/B's traffic (Prometheus scrapes every 1 s) ..."
     )
     start = time.time()
     errors: list[BaseException] = []
