@@ -29,22 +29,20 @@ from tierctl.spec import load_spec, load_spec_text, resolve_tier
 # Modelled GPU seconds per wall second for the simulated engines: long-context prefill
 # chunks of the GLM preset take ~0.5-1 s modelled, so the act fits in about two minutes.
 TIME_SCALE = 10.0
-#: The live phase: nine readout steps of 10 s (the readout needs six usable), each with one
+#: The live phase: nine readout steps of 15 s (the readout needs six usable; a step holds one
+#: burst with room to finish on both replicas at once), each with one
 #: burst like the A/B's.
-LIVE_S = 90.0
-LIVE_STEP_S = 10.0
+LIVE_S = 135.0
+LIVE_STEP_S = 15.0
 
-# The field report's scheduler canary in miniature, one "step" of traffic: sequences that
-# decode (short prompts, many output tokens) while long prompts arrive and prefill chunk by
-# chunk. At interval 1 every decode round waits behind a prefill chunk; at 2 two decode rounds
-# run per chunk. The A/B runs one step per block; the live phase one step every readout step,
-# so the A/B and the readout measure the same effect (deterministic: the scheduler decides
-# the overlap, not tokenization timing).
-DECODERS = 2
-DECODE_INPUT = 1_000
-DECODE_OUTPUT = 120
-LONG_COUNT = 2
-LONG_TOKENS = 30_000
+# The field report's scheduler canary in miniature, one "step" of traffic: long prompts at
+# once, so the first to finish prefilling decode while the others still prefill chunk by chunk.
+# At interval 1 each of those decode rounds waits behind a prefill chunk; at 2 two decode
+# rounds run per chunk. The A/B runs one step per block, the live phase one step per readout
+# step, so both measure the same effect (deterministic: the scheduler decides the overlap).
+BURST_COUNT = 3
+BURST_TOKENS = 40_000
+BURST_OUTPUT = 24
 
 
 class DemoDriver(LocalDriver):
@@ -67,20 +65,12 @@ def _step_lanes(at_s: float, k: int) -> list[dict[str, Any]]:
     return [
         {
             "kind": "burst",
-            "name": f"decode{k}",
-            "count": DECODERS,
-            "input_tokens": DECODE_INPUT,
-            "output_tokens": DECODE_OUTPUT,
+            "name": f"burst{k}",
+            "count": BURST_COUNT,
+            "input_tokens": BURST_TOKENS,
+            "output_tokens": BURST_OUTPUT,
             "at_s": at_s,
-        },
-        {
-            "kind": "burst",
-            "name": f"long{k}",
-            "count": LONG_COUNT,
-            "input_tokens": LONG_TOKENS,
-            "output_tokens": 4,
-            "at_s": at_s + 0.3,
-        },
+        }
     ]
 
 
@@ -234,9 +224,9 @@ def _ab(ctx: DemoContext, urls: dict[str, str], control: str, canary: str) -> bo
     from tierctl.cli.progress import BenchBars
 
     ctx.console.print(
-        f"paired A/B, A = {control} (control), B = {canary} (canary), blocks A-B-B-A, each one "
-        f"step of traffic: {DECODERS} sequences decoding {DECODE_OUTPUT} tokens while "
-        f"{LONG_COUNT} prompts of {LONG_TOKENS // 1000}K tokens prefill"
+        f"paired A/B, A = {control} (control), B = {canary} (canary), blocks A-B-B-A twice, "
+        f"each one step of traffic: {BURST_COUNT} prompts of {BURST_TOKENS // 1000}K tokens at "
+        "once; the first ones decode while the others prefill"
     )
     with BenchBars(ctx.console) as bars:
         outcome = asyncio.run(
@@ -245,6 +235,7 @@ def _ab(ctx: DemoContext, urls: dict[str, str], control: str, canary: str) -> bo
                 urls[canary],
                 _workload("decode-under-prefill", _step_lanes(0.0, 0), 120),
                 order="ABBA",
+                repetitions=2,  # four pairs: a bootstrap interval that can decide
                 out_dir=ctx.workdir / "ab",
                 progress=bars,
                 names=(control, canary),
