@@ -27,11 +27,10 @@ from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.spec import load_spec, load_spec_text, resolve_tier
 
 # Modelled GPU seconds per wall second for the simulated engines: long-context prefill
-# chunks of the GLM preset take ~0.5-1 s modelled, so the act fits in about two minutes.
+# chunks of the GLM preset take ~0.5-1 s modelled, so the act fits in about four minutes.
 TIME_SCALE = 10.0
-#: The live phase: nine readout steps of 15 s (the readout needs six usable; a step holds one
-#: burst with room to finish on both replicas at once), each with one
-#: burst like the A/B's.
+#: The live phase: nine readout steps of 15 s (the readout needs six usable), each with one
+#: burst like the A/B's and room for it to finish on both replicas at once.
 LIVE_S = 135.0
 LIVE_STEP_S = 15.0
 
