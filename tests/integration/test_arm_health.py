@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 class SimProc:
     """One `sim serve` subprocess on a fixed port, its log and pid file."""
 
-    def __init__(self, tmp: Path, port: int, name: str) -> None:
+    def __init__(self, tmp: Path, port: int, name: str, extra: Sequence[str] = ()) -> None:
+        self.extra = tuple(extra)
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.log = tmp / f"{name}.log"
@@ -37,7 +38,7 @@ class SimProc:
 
     def start(self) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-        cmd = [sys.executable, "-m", "tierctl", "sim", "serve", "--time-scale", "100", "--",
+        cmd = [sys.executable, "-m", "tierctl", "sim", "serve", "--time-scale", "100", *self.extra, "--",
                "--host", "127.0.0.1", "--port", str(self.port), "--enable-metrics"]  # fmt: skip
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -232,3 +233,38 @@ def test_bench_quality_fails_on_an_unhealthy_arm(
     assert "arm B: 0 restarts, 0 OOMs, 1 fatal log lines" in r.out
     assert "fatal [engine-dead] Received sigquit from a child process" in r.out
     assert "at the noise floor" in r.out
+
+
+def test_bench_ab_with_quality_writes_everything_in_one_folder(
+    steady: SimProc, tmp_path: Path, run_cli: Callable[..., Any]
+) -> None:
+    import json
+
+    perturbed = SimProc(tmp_path, free_port(), "perturbed", ("--perturb-tokens", "0.05"))
+    perturbed.start()
+    out = tmp_path / "out"
+    try:
+        r = run_cli(
+            "bench", "ab", "--a", steady.url, "--b", perturbed.url, "--order", "AB",
+            "--hammer-concurrency", "2", "--hammer-count", "6", "--hammer-tokens", "32:4",
+            "--api", "completions", "--no-probe", "--quality", "--texts", "12",
+            "--arithmetic", "0", "--b-log", str(perturbed.log), "--fail-on-unhealthy",
+            "--out", str(out),
+        )  # fmt: skip
+    finally:
+        perturbed.stop()
+    assert r.code == 0, r.out + r.err
+    assert "arm A: 0 restarts, 0 OOMs, 0 fatal log lines, 0 queue-full" in r.out
+    assert "arm B: 0 restarts, 0 OOMs, 0 fatal log lines, 0 queue-full" in r.out
+    assert "quality: above the floor: " in r.out
+    names = {p.name for p in out.iterdir()}
+    assert {"results.json", "report.md", "quality.json", "quality.md"} <= names
+    assert "quality_agreement.png" in names
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["health"]["A"]["healthy"] is True
+    assert doc["health"]["B"]["sources"] == ["metrics"]
+    assert doc["quality"]["verdict"].startswith("above the floor")
+    q = json.loads((out / "quality.json").read_text())
+    assert q["lanes"][0]["lane"] == "teacher-forced"
+    assert q["lanes"][0]["test"]["floor"] == 0
+    assert "## Arm health" in (out / "report.md").read_text()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 from tests.conftest import CliResult
 from tierctl.cli.main import option_labels
@@ -61,3 +64,25 @@ def test_the_cli_shows_option_names(run_cli: Callable[..., CliResult]) -> None:
     assert result.code == 2
     assert "--b must be an http(s) base URL" in result.err
     assert "`b_url`" not in result.err
+
+
+def test_a_journal_error_reaches_the_cli_in_its_option_names(tmp_path: Path) -> None:
+    from tierctl.rollout.journal import Journal
+
+    path = tmp_path / "j.jsonl"
+    path.write_text('{"plan": "other", "event": "begin"}\n', encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        Journal(path, "this-plan").read()
+    assert "`resume` continues the plan" in info.value.format()  # the library's own words
+    assert "--resume continues the plan" in info.value.format(option_labels(["rollout"]))
+
+
+def test_import_without_an_engine_names_the_engine_option(
+    run_cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    compose = tmp_path / "compose.yaml"
+    compose.write_text("services:\n  web:\n    image: nginx:1.27\n", encoding="utf-8")
+    result = run_cli("import", str(compose), "--out", str(tmp_path / "tier.yaml"))
+    assert result.code == 2, result.err
+    assert "or pass --engine KIND==VERSION" in result.err
+    assert "`engine`" not in result.err

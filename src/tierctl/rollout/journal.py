@@ -91,15 +91,17 @@ class Journal:
                     "journal line is not JSON",
                     location=Location(file=str(self.path), line=lineno),
                     rule="a journal is JSON lines written by tierctl rollout",
-                    fix="point --journal at the rollout's journal",
+                    fix="point `journal` at the rollout's journal",
+                    params=("journal",),
                 ) from None
             if rec.get("plan") != self.plan_digest:
                 raise InputError(
                     "the journal records a different plan",
                     location=Location(file=str(self.path), line=lineno),
-                    rule="--resume continues the plan its journal was written for",
+                    rule="`resume` continues the plan its journal was written for",
                     value=rec.get("plan"),
                     fix="resume with the same plan file, or start a new journal",
+                    params=("resume",),
                 )
             event, step = rec.get("event"), rec.get("step")
             if event == "begin":

@@ -103,7 +103,8 @@ def adopt(
             "no engine service found (no SGLang or vLLM image or launcher)",
             location=Location(file=merged.source),
             rule="import needs at least one engine service",
-            fix="check the images/commands, or pass --engine KIND==VERSION",
+            fix="check the images/commands, or pass `engine` KIND==VERSION",
+            params=("engine",),
         )
     first = group[0]
     version = first.version
@@ -112,7 +113,8 @@ def adopt(
             f"the image {first.service.image!r} names no engine release",
             location=merged.location("services", first.name, "image"),
             rule="a spec pins the engine release",
-            fix=f"pass --engine {first.profile.kind}==VERSION",
+            fix=f"pass `engine` {first.profile.kind}==VERSION",
+            params=("engine",),
         )
     out_path = Path(out)
     doc = _spec_document(merged, group, version, out_path, tier, host, notes)

@@ -43,7 +43,8 @@ def subprocess_runner(argv: Sequence[str]) -> RunResult:
         raise RuntimeFailure(
             f"{argv[0]} is not installed",
             rule="the docker driver runs the docker compose CLI",
-            fix="install docker with the compose plugin, or use --driver compose-manager",
+            fix="install docker with the compose plugin, or use `driver` compose-manager",
+            params=("driver",),
         ) from None
     except subprocess.TimeoutExpired:
         raise RuntimeFailure(
@@ -128,7 +129,8 @@ class DockerDriver:
                 "this docker compose has no --dry-run",
                 rule="every step is dry-run first and must plan exactly its service",
                 value=(res.stderr or res.stdout).strip()[:200],
-                fix="upgrade the compose plugin to 2.17 or later, or use --driver compose-manager",
+                fix="upgrade the compose plugin to 2.17 or later, or use `driver` compose-manager",
+                params=("driver",),
             )
         res = self._check(argv, res)
         lines = (res.stdout + "\n" + res.stderr).splitlines()
@@ -168,14 +170,16 @@ class DockerDriver:
                 rule="the docker driver runs `docker compose` (Compose v2)",
                 value=(res.stderr or res.stdout).strip()[:200],
                 fix="install the Compose v2 plugin (Debian/Ubuntu: apt-get install "
-                "docker-compose-plugin or docker-compose-v2), or use --driver compose-manager",
+                "docker-compose-plugin or docker-compose-v2), or use `driver` compose-manager",
+                params=("driver",),
             )
         if res.returncode != 0:
             tail = "; ".join((res.stderr or res.stdout).strip().splitlines()[-5:])
             raise RuntimeFailure(
                 f"`{' '.join(argv)}` exited {res.returncode}: {tail}",
                 rule="docker compose must succeed",
-                fix="read compose's message, fix, then retry with --resume",
+                fix="read compose's message, fix, then retry with `resume`",
+                params=("resume",),
             )
         return res
 
