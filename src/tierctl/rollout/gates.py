@@ -343,15 +343,6 @@ def _counts(ctx: GateContext) -> tuple[float, float]:
     return (finished, aborted)
 
 
-GATES: dict[str, Callable[[GateContext], None]] = {
-    "health": gate_health,
-    "server-info": gate_server_info,
-    "metrics-variant": gate_metrics_variant,
-    "prometheus-variants": gate_prometheus_variants,
-    "soak": lambda ctx: gate_soak_identity(ctx),
-}
-
-
 def gate_soak_identity(ctx: GateContext) -> None:
     """The soak, and over its window: the replica did not restart (its
     ``process_start_time_seconds`` is unchanged) and logged no fatal line (the engine
@@ -372,3 +363,12 @@ def gate_soak_identity(ctx: GateContext) -> None:
             fix="read the engine's log (OOM, engine death, watchdog) before retrying",
         )
     ctx.notes.append("soak: no restart, no fatal log line")
+
+
+GATES: dict[str, Callable[[GateContext], None]] = {
+    "health": gate_health,
+    "server-info": gate_server_info,
+    "metrics-variant": gate_metrics_variant,
+    "prometheus-variants": gate_prometheus_variants,
+    "soak": gate_soak_identity,
+}
