@@ -141,3 +141,26 @@ async def test_a_dead_arm_is_reported_not_a_crash(arms: dict[str, str]) -> None:
     assert all(e.startswith("B ") for e in result.errors)
     for lane in result.lanes:
         assert lane.test.differ == lane.items
+
+
+async def test_a_vllm_sim_is_detected_and_scored_with_prompt_logprobs() -> None:
+    argv = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL, "--port", "0"]
+    servers = []
+    for opts in ({}, {"perturb_fraction": 0.02, "perturb_seed": 5}):
+        server = SimServer(
+            EngineConfig.from_argv(argv),
+            preset("dense-8b-h100"),
+            ServeOptions(time_scale=1000.0, **opts),  # type: ignore[arg-type]
+        )
+        ts = TestServer(server.app(), host="127.0.0.1")
+        await ts.start_server()
+        servers.append(ts)
+    try:
+        spec = SPEC.model_copy(update={"passkey": PasskeySpec(), "arithmetic": 0})
+        result = await run_quality(_url(servers[0]), _url(servers[1]), spec)
+    finally:
+        for ts in servers:
+            await ts.close()
+    assert result.engines == {"A": "vllm", "B": "vllm"}
+    lm_b = SimLM(model_seed(MODEL), perturb_fraction=0.02, perturb_seed=5)
+    assert result.lanes[0].test.differ == _truth_text_differs(lm_b)
