@@ -1,4 +1,5 @@
-"""Synthetic SGLang metrics as OpenMetrics text, for backfilling a real Prometheus.
+"""Synthetic engine metrics (SGLang's or vLLM's names, from the engine profile) as OpenMetrics
+text, for backfilling a real Prometheus.
 
 Each arm serves Poisson request counts with a daily load curve; TTFT, inter-token latency and
 E2E are lognormal, scaled by the arm's multipliers and by load (both arms see the same curve,
@@ -7,9 +8,11 @@ as replicas behind one proxy do). Deterministic for a seed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from tierctl.engines import SGLANG, EngineProfile, MetricRef
 
 BUCKETS = tuple(round(0.01 * 1.25**i, 6) for i in range(45))  # 10 ms .. ~200 s
 
@@ -24,6 +27,8 @@ class ArmData:
     tpot_x: float = 1.0
     abort_p: float = 0.002
     present: bool = True
+    #: Family role -> the name this arm exports it under instead (a renamed metric).
+    renamed: dict[str, str] = field(default_factory=dict)
 
 
 def _histogram_lines(
@@ -46,21 +51,26 @@ def _histogram_lines(
 
 
 def openmetrics(
-    arms: list[ArmData], start_s: int, end_s: int, scrape_s: int = 30, seed: int = 7
+    arms: list[ArmData],
+    start_s: int,
+    end_s: int,
+    scrape_s: int = 30,
+    seed: int = 7,
+    engine: EngineProfile = SGLANG,
 ) -> str:
-    """The whole backfill file for these arms over [start, end]."""
+    """The whole backfill file for these arms over [start, end], in ``engine``'s names."""
+    p = engine.prefix
+    m = engine.metrics
     rng = np.random.default_rng(seed)
     ts = np.arange(start_s, end_s + 1, scrape_s)
     hour = (ts / 3600.0) % 24
     load = 1.0 + 0.8 * np.sin(2 * np.pi * (hour - 8) / 24)  # shared daily curve
-    families: dict[str, list[str]] = {
-        "ttft": [],
-        "itl": [],
-        "e2e": [],
-        "req": [],
-        "abort": [],
-        "running": [],
-    }
+    # family name -> (OpenMetrics type, sample lines); each family is written contiguously.
+    families: dict[str, tuple[str, list[str]]] = {}
+
+    def family(name: str, kind: str) -> list[str]:
+        return families.setdefault(name, (kind, []))[1]
+
     for arm in arms:
         if not arm.present:
             continue
@@ -74,28 +84,39 @@ def openmetrics(
             for i in range(len(ts))
         ]
         e2e = [t + 200 * np.median(i_) if len(i_) else t for t, i_ in zip(ttft, itl, strict=True)]
-        families["ttft"] += _histogram_lines("sglang:time_to_first_token_seconds", labels, ts, ttft)
-        families["itl"] += _histogram_lines("sglang:inter_token_latency_seconds", labels, ts, itl)
-        families["e2e"] += _histogram_lines("sglang:e2e_request_latency_seconds", labels, ts, e2e)
+        for role, base, values in (
+            ("ttft", m.ttft, ttft),
+            ("itl", m.itl, itl),
+            ("e2e", m.e2e, e2e),
+        ):
+            name = p + arm.renamed.get(role, base)
+            family(name, "histogram").extend(_histogram_lines(name, labels, ts, values))
         aborts = np.cumsum(rng.binomial(n, arm.abort_p))
+        finished = np.cumsum(n) - aborts
         gen = np.cumsum(n * 200)
-        for t, a, g in zip(ts, aborts, gen, strict=True):
-            families["abort"].append(f"sglang:num_aborted_requests_total{{{labels}}} {a} {t:.0f}")
-            families["req"].append(f"sglang:generation_tokens_total{{{labels}}} {g} {t:.0f}")
-            families["running"].append(f"sglang:num_running_reqs{{{labels}}} 3 {t:.0f}")
-    out = [
-        "# TYPE sglang:time_to_first_token_seconds histogram",
-        *families["ttft"],
-        "# TYPE sglang:inter_token_latency_seconds histogram",
-        *families["itl"],
-        "# TYPE sglang:e2e_request_latency_seconds histogram",
-        *families["e2e"],
-        "# TYPE sglang:num_aborted_requests counter",
-        *families["abort"],
-        "# TYPE sglang:generation_tokens counter",
-        *families["req"],
-        "# TYPE sglang:num_running_reqs gauge",
-        *families["running"],
-        "# EOF",
-    ]
+        counters = [(m.aborted, aborts)]
+        if m.finished.name != m.e2e + "_count":  # SGLang counts finished in the E2E histogram
+            counters.append((m.finished, finished))
+        for ref, values in counters:
+            lines = family(p + ref.name.removesuffix("_total"), "counter")
+            lines += [_counter(p, ref, labels, v, t) for t, v in zip(ts, values, strict=True)]
+        gen_name = p + m.generation_tokens
+        lines = family(gen_name.removesuffix("_total"), "counter")
+        lines += [f"{gen_name}{{{labels}}} {g} {t:.0f}" for t, g in zip(ts, gen, strict=True)]
+        running = p + arm.renamed.get("running", m.running)
+        family(running, "gauge").extend(f"{running}{{{labels}}} 3 {t:.0f}" for t in ts)
+    out = []
+    for name, (kind, lines) in families.items():
+        out += [f"# TYPE {name} {kind}", *lines]
+    out.append("# EOF")
     return "\n".join(out) + "\n"
+
+
+def _counter(prefix: str, ref: MetricRef, labels: str, value: float, t: float) -> str:
+    """One counter sample, carrying the family's own matchers as labels (``finished_reason``)."""
+    extra = ref.matchers
+    if "!=" in extra:
+        # finished_reason!="abort": the finished requests are the "stop" ones here.
+        extra = extra.split("!=")[0] + '="stop"'
+    full = f"{labels},{extra}" if extra else labels
+    return f"{prefix}{ref.name}{{{full}}} {value} {t:.0f}"

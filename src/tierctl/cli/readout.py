@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from tierctl.engines import all_metric_prefixes, profile_for
 from tierctl.errors import ExitCode, InputError
 from tierctl.spec import load_spec, resolve_tier
 
@@ -57,7 +58,9 @@ def parse_duration(text: str, option: str) -> float:
     "--match", "extra", help='Extra PromQL matchers for both arms, e.g. host_machine="gpu02".'
 )
 @click.option(
-    "--prefix", type=click.Choice(["sglang:", "sglang_"]), help="Metric prefix (default: detect)."
+    "--prefix",
+    type=click.Choice(all_metric_prefixes()),
+    help="Metric prefix, one of the spec's engine's (default: detect).",
 )
 @click.option(
     "--tolerance", default=0.05, show_default=True, help="Relative change treated as none."
@@ -101,6 +104,8 @@ def readout(
             end_s=end,
             step_s=parse_duration(step, "--step"),
             prefix=prefix,
+            engine=profile_for(tier.spec.engine.kind),
+            variant_label=tier.spec.telemetry.label,
             min_requests_per_step=min_requests,
             tolerance=tolerance,
         )

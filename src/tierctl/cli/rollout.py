@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from tierctl.rollout.executor import RolloutOptions
-from tierctl.rollout.gates import GateSettings
+from tierctl.rollout.gates import GateSettings, gate_names
 from tierctl.rollout.model import Plan
 from tierctl.rollout.entrypoints import DriverConfig, execute_plan, make_plan, make_runbook
 
@@ -133,7 +133,7 @@ def plan(
     type=float,
     default=120.0,
     show_default=True,
-    help="How long a recreated engine has to answer /health.",
+    help="How long a recreated engine has to answer its health path.",
 )
 @click.option(
     "--metrics-timeout-s",
@@ -156,7 +156,7 @@ def plan(
     "--skip-gate",
     multiple=True,
     help="Do not run this gate.",
-    type=click.Choice(["health", "server-info", "metrics-variant", "prometheus-variants", "soak"]),
+    type=click.Choice(gate_names()),
 )
 def rollout(
     plan_path: Path,

@@ -8,7 +8,7 @@ from typing import Any
 from tierctl.catalog.model import Catalog
 from tierctl.compose import ComposeFile, ComposeService
 from tierctl.compose.argv import FlagUse, flags_dict, parse_flags, split_launcher
-from tierctl.spec.effective import ResolvedReplica, Tier, launcher
+from tierctl.spec.effective import ResolvedReplica, Tier, engine_profile, launcher
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,17 @@ class Context:
 def build_context(tier: Tier, compose: ComposeFile, catalog: Catalog | None) -> Context:
     """Pair each replica of the spec with its compose service and parse its argv once."""
     spec_launcher = launcher(tier.spec)
+    profile = engine_profile(tier.spec)
     views: dict[str, ReplicaView] = {}
     for name, expected in tier.replicas.items():
         service = compose.services.get(expected.service)
         argv = service.command or () if service is not None else ()
         start = split_launcher(argv, spec_launcher)
+        # The engine's positional arguments (vLLM's `vllm serve MODEL`) sit between the
+        # launcher and the first flag; they are read under their spec names.
+        positional: dict[str, str] = {}
+        if start == len(spec_launcher):
+            start, positional = profile.positional_span(argv, spec_launcher)
         uses = parse_flags(argv, start, catalog)
         env = {k: v or "" for k, v in (service.environment if service else {}).items()}
         views[name] = ReplicaView(
@@ -54,7 +60,7 @@ def build_context(tier: Tier, compose: ComposeFile, catalog: Catalog | None) -> 
             argv=argv,
             flag_start=start,
             uses=tuple(uses),
-            flags=flags_dict(uses),
+            flags={**positional, **profile.spec_flags(flags_dict(uses), catalog)},
             env=env,
         )
     return Context(tier=tier, compose=compose, catalog=catalog, replicas=views)

@@ -28,6 +28,11 @@ from tierctl.errors import InputError
 PROFILES: dict[str, EngineProfile] = {p.kind: p for p in (SGLANG, VLLM)}
 
 
+def default_profile() -> EngineProfile:
+    """The engine assumed where nothing names one (a command tierctl does not recognise)."""
+    return next(iter(PROFILES.values()))
+
+
 def kinds() -> tuple[str, ...]:
     """The engine kinds tierctl knows."""
     return tuple(PROFILES)
@@ -97,6 +102,7 @@ __all__ = [
     "MetricRef",
     "TokenScore",
     "all_metric_prefixes",
+    "default_profile",
     "kinds",
     "profile_for",
     "profile_for_argv",

@@ -18,10 +18,29 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from tierctl.catalog.model import Catalog, Flag
-from tierctl.compose.argv import first_flag, parse_flags
+
+
+def _argv_module() -> Any:
+    # tierctl.compose's package imports the spec, which imports the profiles: read it late.
+    from tierctl.compose import argv
+
+    return argv
+
+
+def first_flag(argv: list[str] | tuple[str, ...]) -> int:
+    """Index of the first ``--`` token of an argv (see :func:`tierctl.compose.argv.first_flag`)."""
+    index: int = _argv_module().first_flag(argv)
+    return index
+
+
+def parse_flags(argv: tuple[str, ...], start: int, catalog: Catalog | None) -> list[Any]:
+    """Flag uses of an argv from ``start`` (see :func:`tierctl.compose.argv.parse_flags`)."""
+    uses: list[Any] = _argv_module().parse_flags(argv, start, catalog)
+    return uses
+
 
 # An image tag naming a release: v0.5.3, 0.10.1.1, v0.4.9.post2-cu126, v0.11.0rc1.
 _RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:\.?post\d+|rc\d+)?)(?:$|[-_+])")
@@ -181,11 +200,16 @@ class EngineProfile(ABC):
     #: The prefix as the engine exports it first, then spellings pipelines rewrite it to.
     metric_prefixes: tuple[str, ...] = ()
     metrics: EngineMetrics
+    #: Earlier names of a family, by role (``itl``: vLLM's ``time_per_output_token_seconds``),
+    #: so the readout can say a family was renamed rather than missing.
+    metric_aliases: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     #: Label carrying the served model name on every engine series.
     model_label: str = "model_name"
     #: Labels that split one replica's series by rank or engine core (summed over).
     rank_labels: tuple[str, ...] = ()
     fatal_log_patterns: tuple[LogPattern, ...] = ()
+    #: What to do when the engine's /metrics has none of its series.
+    metrics_fix: str = "enable the engine's metrics"
     #: The rollout gate that verifies the running argv, as the planner lists it.
     argv_gate: str = "server-info"
     #: How that gate asks, for runbooks and docs.
@@ -326,6 +350,41 @@ class EngineProfile(ABC):
         if self.takes_positional(known):
             positional = dict(zip(self.positional, tokens[end:start], strict=False))
         return LaunchCommand(tuple(tokens[:end]), positional, start)
+
+    def positional_span(
+        self, argv: tuple[str, ...] | list[str], launcher: Iterable[str]
+    ) -> tuple[int, dict[str, str]]:
+        """(index of the first flag, positional arguments) of an argv that starts with
+        ``launcher``; positional arguments are read only where the launcher takes them."""
+        head = tuple(launcher)
+        start = len(head)
+        positional: dict[str, str] = {}
+        if tuple(argv[:start]) != head or not self.takes_positional(head):
+            return start, positional
+        for name in self.positional:
+            if start < len(argv) and not argv[start].startswith("-"):
+                positional[name] = argv[start]
+                start += 1
+        return start, positional
+
+    def spec_flags(
+        self, flags: Mapping[str, Any], catalog: Catalog | None = None
+    ) -> dict[str, Any]:
+        """Flags read from an argv in the spec's spelling: ``no-x: True`` becomes ``x: False``
+        where ``--no-x`` is the negative form of a ``boolean_optional`` flag."""
+        out: dict[str, Any] = {}
+        for name, value in flags.items():
+            if name.startswith("no-") and value is True and self._negates(name, catalog):
+                out[name[3:]] = False
+            else:
+                out[name] = value
+        return out
+
+    def _negates(self, name: str, catalog: Catalog | None) -> bool:
+        if catalog is not None:
+            entry = catalog.lookup(f"--{name}")
+            return entry is not None and entry.name == f"--{name[3:]}"
+        return self.false_default == "no-prefix"
 
     def command_flags(self, argv: Iterable[str], catalog: Catalog | None = None) -> dict[str, Any]:
         """Flags of a command as the spec writes them (positional arguments under their name;

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from tierctl.catalog.model import Catalog
-from tierctl.compose.argv import first_flag
 from tierctl.engines.base import (
     ArgvCheck,
     EngineMetrics,
@@ -28,6 +27,7 @@ from tierctl.engines.base import (
     LogprobShapeError,
     MetricRef,
     TokenScore,
+    first_flag,
     format_flag_value,
     rendered_flags,
     same_value,
@@ -95,6 +95,7 @@ class SGLangProfile(EngineProfile):
         NCCL,
         TRACEBACK,
     )
+    metrics_fix = "render the engine with --enable-metrics"
     argv_gate = "server-info"
     argv_gate_text = "`GET /server_info` reports exactly the rendered flags"
     sim_modelled_flags = frozenset(

@@ -24,7 +24,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from tierctl.catalog.model import Catalog
 from tierctl.engines.base import (
@@ -109,6 +110,11 @@ class VLLMProfile(EngineProfile):
             "preemptions": "num_preemptions_total",
         },
     )
+    # Renamed in vLLM's V1 metrics (0.10-0.11): the old names still appear on older servers.
+    metric_aliases: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "itl": ("time_per_output_token_seconds",),
+        "kv_cache_usage": ("gpu_cache_usage_perc",),
+    }
     model_label = "model_name"
     rank_labels = ("engine",)
     fatal_log_patterns = (
@@ -122,6 +128,7 @@ class VLLMProfile(EngineProfile):
         NCCL,
         TRACEBACK,
     )
+    metrics_fix = "vLLM exports /metrics unless --disable-log-stats is set: remove that flag"
     argv_gate = "running-args"
     argv_gate_text = (
         "the engine's startup log line `non-default args: {...}` holds every rendered flag, "

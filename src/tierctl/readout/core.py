@@ -10,19 +10,22 @@ passes when every metric had data; anything else is inconclusive.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from tierctl.errors import InputError
-from tierctl.readout.metrics import (
-    ABORTS_COUNTER,
-    DEFAULT_METRICS,
-    REQUESTS_COUNTER,
-    MetricDef,
-    detect_prefix,
+from tierctl.engines import (
+    PROFILES,
+    EngineProfile,
+    MetricRef,
+    default_profile,
+    profile_for_metrics,
+    profile_for_prefix,
 )
+from tierctl.errors import InputError
+from tierctl.readout.metrics import DEFAULT_METRICS, MetricDef, detect_prefix
 from tierctl.readout.prom import PrometheusClient, Series
 from tierctl.readout.stats import (
     PairedResult,
@@ -72,6 +75,9 @@ class Readout:
     verdict: Overall
     reasons: tuple[str, ...]
     warnings: tuple[str, ...] = field(default=())
+    engine: str = ""
+    #: Metric families present for one arm or half-window and absent for the other, by name.
+    drift: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (NaN becomes null)."""
@@ -145,6 +151,71 @@ def _window(step_s: float) -> str:
     return f"{max(1, round(step_s))}s"
 
 
+@dataclass(frozen=True)
+class _Query:
+    """The window as PromQL needs it: the step grid and the rate window."""
+
+    client: PrometheusClient
+    engine: EngineProfile
+    prefix: str
+    grid: np.ndarray
+    step_s: float
+
+    @property
+    def first(self) -> float:
+        return float(self.grid[0])
+
+    @property
+    def last(self) -> float:
+        return float(self.grid[-1])
+
+    @property
+    def win(self) -> str:
+        return _window(self.step_s)
+
+    def series(self, expr: str) -> np.ndarray:
+        return _on_grid(
+            self.client.query_range(expr, self.first, self.last, self.step_s), self.grid
+        )
+
+    def range(self, expr: str) -> list[Series]:
+        return self.client.query_range(expr, self.first, self.last, self.step_s)
+
+
+def resolve_engine(
+    client: PrometheusClient, engine: EngineProfile | None, prefix: str | None
+) -> tuple[EngineProfile, str]:
+    """The engine and metric prefix of a readout: a given prefix names its engine; else the
+    given engine (the spec's) with its prefix detected; else whichever engine's series the
+    server holds.
+
+    Raises:
+        InputError: a prefix no engine uses, or one that is not the given engine's.
+    """
+    if prefix is not None:
+        owner = profile_for_prefix(prefix)
+        if owner is None:
+            known = ", ".join(p for e in PROFILES.values() for p in e.metric_prefixes)
+            raise InputError(
+                f"no engine exports metrics under the prefix {prefix!r}",
+                rule="readout-prefix",
+                value=prefix,
+                fix=f"use one of {known}, or leave the prefix out to detect it",
+            )
+        if engine is not None and owner is not engine:
+            raise InputError(
+                f"the prefix {prefix!r} is {owner.title}'s, the spec's engine is {engine.title}",
+                rule="readout-prefix",
+                value=prefix,
+                fix=f"use one of {', '.join(engine.metric_prefixes)}, or leave the prefix out",
+            )
+        return owner, prefix
+    names = client.metric_names()
+    if engine is None:
+        engine = profile_for_metrics(names) or default_profile()
+    return engine, detect_prefix(engine, names)
+
+
 def run_readout(
     client: PrometheusClient,
     control: Arm,
@@ -155,6 +226,7 @@ def run_readout(
     step_s: float,
     metrics: tuple[MetricDef, ...] = DEFAULT_METRICS,
     prefix: str | None = None,
+    engine: EngineProfile | None = None,
     min_requests_per_step: float = 3.0,
     tolerance: float = 0.05,
     variant_label: str = "config_variant",
@@ -162,12 +234,18 @@ def run_readout(
 ) -> Readout:
     """Query both arms over [start, end] in steps and judge the canary.
 
+    Phases: the engine and prefix; the step grid; per-step request counts (which steps are
+    usable); the paired metric comparisons; the pooled abort rates; the variants each arm
+    reported; the metric-name drift between arms and halves of the window; the verdict.
+
     Args:
         client: a Prometheus client.
         control, canary: the arms.
         start_s, end_s: the window (Unix seconds).
         step_s: step and rate window; each step is one pair.
-        prefix: metric prefix; detected from the server's names when None.
+        prefix: metric prefix (one of an engine profile's ``metric_prefixes``); detected when
+            None.
+        engine: the engine profile (the spec's); detected from the server's names when None.
         min_requests_per_step: steps where an arm finished fewer requests are not compared.
         tolerance: relative change treated as no change.
         seed: bootstrap seed.
@@ -179,73 +257,17 @@ def run_readout(
             value=f"{start_s}..{end_s} step {step_s}",
             fix="give a positive --window and --step",
         )
-    prefix = prefix or detect_prefix(client.metric_names())
+    profile, prefix = resolve_engine(client, engine, prefix)
     # Steps are labelled by their end: each value covers (t - step, t].
     grid = np.arange(start_s + step_s, end_s + step_s / 2, step_s)
-    first, last, win = float(grid[0]), float(grid[-1]), _window(step_s)
-
-    def series(expr: str) -> np.ndarray:
-        return _on_grid(client.query_range(expr, first, last, step_s), grid)
-
-    req_expr = f'sum(increase({{__name__="{prefix}{REQUESTS_COUNTER}",{{m}}}}[{win}]))'
-    requests = {
-        arm.replica: series(req_expr.replace("{m}", arm.matchers)) for arm in (control, canary)
-    }
-    usable = (np.nan_to_num(requests[control.replica]) >= min_requests_per_step) & (
-        np.nan_to_num(requests[canary.replica]) >= min_requests_per_step
-    )
-    rows = []
-    for metric in metrics:
-        c = series(metric.expr(prefix, control.matchers, win))
-        k = series(metric.expr(prefix, canary.matchers, win))
-        result = compare_paired(
-            c,
-            k,
-            usable=usable if metric.kind == "latency" else None,
-            lower_is_better=metric.kind == "latency",
-            tolerance=tolerance,
-            seed=seed,
-        )
-        rows.append(
-            MetricReadout(
-                metric.key,
-                metric.title,
-                metric.guard,
-                float(np.nanmedian(c)) if np.isfinite(c).any() else math.nan,
-                float(np.nanmedian(k)) if np.isfinite(k).any() else math.nan,
-                result,
-            )
-        )
-    total = f'sum(increase({{__name__="{prefix}{{c}}",{{m}}}}[{round(end_s - start_s)}s]))'
-
-    def pooled(counter: str, arm: Arm) -> float:
-        found = client.query(total.replace("{c}", counter).replace("{m}", arm.matchers), end_s)
-        return found[0][1] if found and math.isfinite(found[0][1]) else 0.0
-
-    aborts = compare_proportions(
-        pooled(ABORTS_COUNTER, control),
-        pooled(REQUESTS_COUNTER, control) + pooled(ABORTS_COUNTER, control),
-        pooled(ABORTS_COUNTER, canary),
-        pooled(REQUESTS_COUNTER, canary) + pooled(ABORTS_COUNTER, canary),
-    )
-    variants: dict[str, list[str]] = {}
-    warnings: list[str] = []
-    for arm in (control, canary):
-        expr = (
-            f'count by ({variant_label}) ({{__name__="{prefix}num_running_reqs",{arm.matchers}}})'
-        )
-        seen = sorted(
-            {s.labels.get(variant_label, "") for s in client.query_range(expr, first, last, step_s)}
-        )
-        variants[arm.replica] = seen
-        if arm.expected_variant and seen and seen != [arm.expected_variant]:
-            warnings.append(
-                f"{arm.replica} reported {', '.join(v or '(none)' for v in seen)} in the window, "
-                f"expected only {arm.expected_variant}: the window mixes configurations"
-            )
-        if not seen:
-            warnings.append(f"no series for {arm.replica} ({arm.matchers}) in the window")
-    verdict, reasons = judge(rows, aborts)
+    q = _Query(client, profile, prefix, grid, step_s)
+    arms = (control, canary)
+    usable = _usable_steps(q, arms, min_requests_per_step)
+    rows = [_compare_metric(q, m, control, canary, usable, tolerance, seed) for m in metrics]
+    aborts = _pooled_aborts(q, control, canary, start_s, end_s)
+    variants, warnings = _variants_seen(q, arms, variant_label)
+    drift = metric_drift(q, arms, [m.family(profile) for m in metrics])
+    verdict, reasons = judge(rows, aborts, drift_for(rows, metrics, profile, prefix, drift))
     return Readout(
         control,
         canary,
@@ -258,15 +280,196 @@ def run_readout(
         variants,
         verdict,
         tuple(reasons),
-        tuple(warnings),
+        tuple(warnings) + tuple(drift),
+        engine=profile.kind,
+        drift=tuple(drift),
     )
 
 
-def judge(rows: list[MetricReadout], aborts: ProportionResult) -> tuple[Overall, list[str]]:
+def _usable_steps(q: _Query, arms: tuple[Arm, Arm], min_requests: float) -> np.ndarray:
+    """Steps where both arms finished at least ``min_requests`` requests."""
+    finished = q.engine.metrics.finished
+    counts = [
+        q.series(f"sum(increase({q.engine.selector(finished, q.prefix, arm.matchers)}[{q.win}]))")
+        for arm in arms
+    ]
+    both: np.ndarray = (np.nan_to_num(counts[0]) >= min_requests) & (
+        np.nan_to_num(counts[1]) >= min_requests
+    )
+    return both
+
+
+def _compare_metric(
+    q: _Query,
+    metric: MetricDef,
+    control: Arm,
+    canary: Arm,
+    usable: np.ndarray,
+    tolerance: float,
+    seed: int,
+) -> MetricReadout:
+    c = q.series(metric.expr(q.engine, q.prefix, control.matchers, q.win))
+    k = q.series(metric.expr(q.engine, q.prefix, canary.matchers, q.win))
+    result = compare_paired(
+        c,
+        k,
+        usable=usable if metric.kind == "latency" else None,
+        lower_is_better=metric.kind == "latency",
+        tolerance=tolerance,
+        seed=seed,
+    )
+    return MetricReadout(
+        metric.key,
+        metric.title,
+        metric.guard,
+        float(np.nanmedian(c)) if np.isfinite(c).any() else math.nan,
+        float(np.nanmedian(k)) if np.isfinite(k).any() else math.nan,
+        result,
+    )
+
+
+def _pooled_aborts(
+    q: _Query, control: Arm, canary: Arm, start_s: float, end_s: float
+) -> ProportionResult:
+    """Aborted vs all requests of each arm, pooled over the window."""
+    span = f"{round(end_s - start_s)}s"
+
+    def pooled(ref: MetricRef, arm: Arm) -> float:
+        expr = f"sum(increase({q.engine.selector(ref, q.prefix, arm.matchers)}[{span}]))"
+        found = q.client.query(expr, end_s)
+        return found[0][1] if found and math.isfinite(found[0][1]) else 0.0
+
+    m = q.engine.metrics
+    counts = [(pooled(m.aborted, arm), pooled(m.finished, arm)) for arm in (control, canary)]
+    (ca, cf), (ka, kf) = counts
+    return compare_proportions(ca, cf + ca, ka, kf + ka)
+
+
+def _variants_seen(
+    q: _Query, arms: tuple[Arm, Arm], variant_label: str
+) -> tuple[dict[str, list[str]], list[str]]:
+    """The variants each arm's series carried in the window, and warnings about them."""
+    variants: dict[str, list[str]] = {}
+    warnings: list[str] = []
+    for arm in arms:
+        sel = q.engine.selector(q.engine.metrics.running, q.prefix, arm.matchers)
+        seen = sorted(
+            {
+                s.labels.get(variant_label, "")
+                for s in q.range(f"count by ({variant_label}) ({sel})")
+            }
+        )
+        variants[arm.replica] = seen
+        if arm.expected_variant and seen and seen != [arm.expected_variant]:
+            warnings.append(
+                f"{arm.replica} reported {', '.join(v or '(none)' for v in seen)} in the window, "
+                f"expected only {arm.expected_variant}: the window mixes configurations"
+            )
+        if not seen:
+            warnings.append(f"no series for {arm.replica} ({arm.matchers}) in the window")
+    return variants, warnings
+
+
+def metric_drift(q: _Query, arms: tuple[Arm, Arm], families: list[MetricRef]) -> list[str]:
+    """Families the readout reads that one arm (or one half of the window) has and the other
+    lacks, each named with where it is missing and, when found, the name it has there instead
+    (another prefix spelling, another engine's name for the same quantity).
+
+    One query per arm: every engine series name that arm carried, by step.
+    """
+    names = {
+        "running": q.engine.metrics.running,
+        "finished": q.engine.metrics.finished.name,
+        "aborted": q.engine.metrics.aborted.name,
+    }
+    wanted = list(dict.fromkeys([*(f.name for f in families), *names.values()]))
+    every_prefix = sorted({p for e in PROFILES.values() for p in e.metric_prefixes})
+    pattern = "|".join(re.escape(p) for p in every_prefix)
+    mid = (q.first + q.last) / 2
+    seen: dict[str, dict[str, set[bool]]] = {}
+    for arm in arms:
+        expr = f'count by (__name__) ({{__name__=~"({pattern}).+",{arm.matchers}}})'
+        halves: dict[str, set[bool]] = {}
+        for s in q.range(expr):
+            name = s.labels.get("__name__", "")
+            halves.setdefault(name, set()).update(t > mid for t in s.times_s)
+        seen[arm.replica] = halves
+    a, b = (arm.replica for arm in arms)
+    if not seen[a] and not seen[b]:
+        return []  # nothing at all: the "no series" warnings say it
+    out: list[str] = []
+    for family in wanted:
+        full = f"{q.prefix}{family}"
+        has = {arm: full in seen[arm] for arm in (a, b)}
+        if has[a] != has[b]:
+            present, absent = (a, b) if has[a] else (b, a)
+            if seen[absent]:
+                alt = _alternatives(q.engine, family, seen[absent])
+                instead = f"; {absent} has {', '.join(alt)} instead" if alt else ""
+                out.append(f"{full} is present for {present} and absent for {absent}{instead}")
+            continue
+        for replica in (a, b):
+            span = seen[replica].get(full)
+            if span is not None and len(span) == 1:
+                where = "second" if True in span else "first"
+                other = "first" if where == "second" else "second"
+                out.append(
+                    f"{full} for {replica} is present only in the {where} half of the window, "
+                    f"absent in the {other}"
+                )
+    if not any(f"{q.prefix}{f}" in seen[r] for r in (a, b) for f in wanted):
+        found = sorted({n for r in (a, b) for n in seen[r]})[:5]
+        out.append(
+            f"no {q.prefix} series for either arm; the window holds {', '.join(found)}: "
+            "is the spec's engine (or --prefix) the one these replicas run?"
+        )
+    return out
+
+
+def _alternatives(engine: EngineProfile, family: str, names: dict[str, set[bool]]) -> list[str]:
+    """Names the same quantity has elsewhere: other prefix spellings, the engine's earlier
+    names for it, or another engine's name."""
+    families = engine.families()
+    role = next((r for r, n in families.items() if n == family), None)
+    candidates = {p + family for p in engine.metric_prefixes}
+    if role is not None:
+        suffix = "_bucket" if family.endswith("_bucket") else ""
+        for old in engine.metric_aliases.get(role, ()):
+            candidates |= {p + old + suffix for p in engine.metric_prefixes}
+        for other in PROFILES.values():
+            name = other.families().get(role)
+            if name is not None:
+                candidates |= {p + name for p in other.metric_prefixes}
+    return sorted(c for c in candidates if c in names)
+
+
+def drift_for(
+    rows: list[MetricReadout],
+    metrics: tuple[MetricDef, ...],
+    engine: EngineProfile,
+    prefix: str,
+    drift: list[str],
+) -> dict[str, list[str]]:
+    """The drift lines that explain each metric row (by title)."""
+    out: dict[str, list[str]] = {}
+    for row, metric in zip(rows, metrics, strict=True):
+        full = f"{prefix}{metric.family(engine).name}"
+        found = [d for d in drift if d.startswith(full + " ") or d.startswith("no ")]
+        if found:
+            out[row.title] = found
+    return out
+
+
+def judge(
+    rows: list[MetricReadout],
+    aborts: ProportionResult,
+    drift: dict[str, list[str]] | None = None,
+) -> tuple[Overall, list[str]]:
     """The overall verdict of per-metric comparisons, and its reasons.
 
     ``fail`` when a guard metric or the abort rate is worse; else ``inconclusive`` when a
-    metric had no data or a guard is undecided; else ``pass``. Pure: no Prometheus needed.
+    metric had no data (named by the metric-name drift that explains it, from ``drift``: row
+    title -> drift lines) or a guard is undecided; else ``pass``. Pure: no Prometheus needed.
     """
     reasons = []
     for row in rows:
@@ -281,7 +484,13 @@ def judge(rows: list[MetricReadout], aborts: ProportionResult) -> tuple[Overall,
         return "fail", reasons
     missing = [row.title for row in rows if row.result.verdict == "no-data"]
     if missing:
-        return "inconclusive", [f"not enough paired steps for {', '.join(missing)}"]
+        drift = drift or {}
+        named = sorted({d for title in missing for d in drift.get(title, [])})
+        plain = [t for t in missing if t not in drift]
+        out = [f"metric names differ: {d}" for d in named]
+        if plain:
+            out.append(f"not enough paired steps for {', '.join(plain)}")
+        return "inconclusive", out
     unsure = [row.title for row in rows if row.guard and row.result.verdict == "inconclusive"]
     if unsure:
         return "inconclusive", [f"guard metrics undecided: {', '.join(unsure)}"]

@@ -1,15 +1,21 @@
-"""What a readout compares, as PromQL over SGLang's metric names.
+"""What a readout compares, as PromQL over the engine's metric names (from its profile).
 
 Latencies come from the engines' own histograms (``histogram_quantile`` over the rate of the
 buckets in each step), so a readout judges what the engines served, not what one client saw.
 Counts (requests, aborts) are pooled over the whole window and compared as proportions,
 because per-step ratios of sparse counts are mostly 0/0.
+
+A :class:`MetricDef` names what it reads by role (``ttft``, ``itl``, ``e2e``, a counter role);
+the engine profile (:mod:`tierctl.engines`) turns the role into the engine's series name, so
+one table serves every engine.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from tierctl.engines import EngineProfile, MetricRef
 
 Kind = Literal["latency", "rate"]
 
@@ -21,40 +27,41 @@ class MetricDef:
     key: str  # short name in reports, e.g. ttft_p50
     title: str
     kind: Kind
-    histogram: str | None = None  # histogram base name without prefix, for latencies
+    histogram: str | None = None  # histogram role: ttft, itl or e2e
     quantile: float | None = None
-    counter: str | None = None  # counter name without prefix, for rates
+    counter: str | None = None  # counter role: generation_tokens, prompt_tokens
     guard: bool = False  # a regression here fails the canary even if the target improved
 
-    def expr(self, prefix: str, selector: str, window: str) -> str:
-        """PromQL for one replica (``selector`` like ``container_name="x"``)."""
+    def family(self, engine: EngineProfile) -> MetricRef:
+        """The series family this quantity reads on ``engine`` (without prefix)."""
+        m = engine.metrics
         if self.kind == "latency":
-            return (
-                f"histogram_quantile({self.quantile}, sum by (le) "
-                f'(rate({{__name__="{prefix}{self.histogram}_bucket",{selector}}}[{window}])))'
-            )
-        return f'sum(rate({{__name__="{prefix}{self.counter}",{selector}}}[{window}]))'
+            base = {"ttft": m.ttft, "itl": m.itl, "e2e": m.e2e}[self.histogram or ""]
+            return MetricRef(f"{base}_bucket")
+        name = {"generation_tokens": m.generation_tokens, "prompt_tokens": m.prompt_tokens}
+        return MetricRef(name[self.counter or ""])
+
+    def expr(self, engine: EngineProfile, prefix: str, selector: str, window: str) -> str:
+        """PromQL for one replica (``selector`` like ``container_name="x"``)."""
+        sel = engine.selector(self.family(engine), prefix, selector)
+        if self.kind == "latency":
+            return f"histogram_quantile({self.quantile}, sum by (le) (rate({sel}[{window}])))"
+        return f"sum(rate({sel}[{window}]))"
 
 
-# The field report's table: TTFT p50/p95, TPOT p50/p90 (SGLang's inter-token latency), E2E,
-# throughput. The quoted __name__ form keeps `sglang:` names valid in any PromQL position.
+# The field report's table: TTFT p50/p95, TPOT p50/p90 (the engines' inter-token latency),
+# E2E, throughput.
 DEFAULT_METRICS: tuple[MetricDef, ...] = (
-    MetricDef("ttft_p50", "TTFT p50", "latency", "time_to_first_token_seconds", 0.5, guard=True),
-    MetricDef("ttft_p95", "TTFT p95", "latency", "time_to_first_token_seconds", 0.95, guard=True),
-    MetricDef("tpot_p50", "TPOT p50", "latency", "inter_token_latency_seconds", 0.5),
-    MetricDef("tpot_p90", "TPOT p90", "latency", "inter_token_latency_seconds", 0.9),
-    MetricDef("e2e_p50", "E2E p50", "latency", "e2e_request_latency_seconds", 0.5, guard=True),
-    MetricDef("gen_tokens_per_s", "generation tok/s", "rate", counter="generation_tokens_total"),
+    MetricDef("ttft_p50", "TTFT p50", "latency", "ttft", 0.5, guard=True),
+    MetricDef("ttft_p95", "TTFT p95", "latency", "ttft", 0.95, guard=True),
+    MetricDef("tpot_p50", "TPOT p50", "latency", "itl", 0.5),
+    MetricDef("tpot_p90", "TPOT p90", "latency", "itl", 0.9),
+    MetricDef("e2e_p50", "E2E p50", "latency", "e2e", 0.5, guard=True),
+    MetricDef("gen_tokens_per_s", "generation tok/s", "rate", counter="generation_tokens"),
 )
 
-REQUESTS_COUNTER = "e2e_request_latency_seconds_count"
-ABORTS_COUNTER = "num_aborted_requests_total"
-PREFIXES = ("sglang:", "sglang_")
 
-
-def detect_prefix(names: set[str]) -> str:
-    """``sglang:`` as the engine exports, or ``sglang_`` where a pipeline rewrote it."""
-    for prefix in PREFIXES:
-        if f"{prefix}{REQUESTS_COUNTER}" in names:
-            return prefix
-    return PREFIXES[0]
+def detect_prefix(engine: EngineProfile, names: set[str]) -> str:
+    """The prefix the engine's series are stored under: as exported, or as a pipeline
+    rewrote it (``:`` -> ``_``); the exported one when none is found."""
+    return engine.detect_prefix(names) or engine.prefix

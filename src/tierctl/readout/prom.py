@@ -81,7 +81,8 @@ class PrometheusClient:
             raise RuntimeFailure(
                 f"Prometheus rejected the query {expr!r}: {body.get('error', body)}",
                 rule="prometheus-query",
-                fix="check the metric names (sglang: vs sglang_ prefix) and label names",
+                fix="check the metric names (a pipeline may rewrite the prefix's ':' to '_') "
+                "and label names",
             )
         return body["data"]
 
@@ -112,7 +113,7 @@ class PrometheusClient:
         return out
 
     def metric_names(self) -> set[str]:
-        """Every metric name the server knows (for the sglang: / sglang_ prefix detection)."""
+        """Every metric name the server knows (for detecting the engine and its prefix)."""
         data = self._get("/api/v1/label/__name__/values", {}, "__name__ values")
         return set(data)
 

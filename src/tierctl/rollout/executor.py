@@ -19,7 +19,7 @@ import httpx
 from tierctl.errors import ContractViolation, GateFailed, InputError, Location, TierctlError
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import Driver
-from tierctl.rollout.gates import GateContext, GateSettings, run_gates
+from tierctl.rollout.gates import GateContext, GateSettings, run_gates, step_profile
 from tierctl.rollout.journal import Journal
 from tierctl.rollout.model import Plan, Step, plan_digest
 from tierctl.rollout.normalise import load_services
@@ -175,6 +175,12 @@ def run_rollout(
                     if s.role == "engine" and s.action != "down"
                 },
                 variant_label=plan.variant_label,
+                logs=_log_reader(driver, old if step.side == "old" else new, step.service),
+                engine_profiles={
+                    s.container_name or s.service: step_profile(s.expected_argv)
+                    for s in plan.steps[:index]
+                    if s.role == "engine" and s.action != "down"
+                },
             )
             outcomes.append(_run_step(step, driver, old, new, journal, ctx, options.dry_run, say))
         if journal is not None:
@@ -183,6 +189,14 @@ def run_rollout(
         if own_client:
             http.close()
     return RolloutResult(tuple(outcomes), None if journal is None else journal.path)
+
+
+def _log_reader(driver: Driver, dep: Deployment, service: str) -> Callable[[], str | None] | None:
+    """How the gates read an engine's log, where the driver can (``logs(dep, service)``)."""
+    logs = getattr(driver, "logs", None)
+    if logs is None:
+        return None
+    return lambda: logs(dep, service)
 
 
 def _open_journal(journal: Journal, resume: bool) -> frozenset[str]:

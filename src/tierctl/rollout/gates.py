@@ -1,10 +1,20 @@
 """The gates a rollout step must pass after its action, and the settings that tune them.
 
-- ``health``: ``GET /health`` answers 200 within the start-up budget;
-- ``server-info``: ``/server_info`` (or ``/get_server_info``) reports every rendered flag with
-  the rendered value, compared as parsed tokens (``--x=1`` and ``--x 1`` are equal, ``16384``
-  matches ``16384`` whether reported as a number or a string, a bare flag matches ``true``);
-- ``metrics-variant``: the engine exports ``sglang`` metrics, and the variant the collector will
+Every gate is defined here once (:data:`GATES`: what it runs and how the runbook describes
+it); the planner lists them per step with :func:`engine_gates`, the CLI offers their names to
+``--skip-gate``, and the runbook writes their text. What a gate asks of an engine (its health
+path, how its running argv is verified, its metric names) comes from the engine's profile
+(:mod:`tierctl.engines`), found from the step's rendered command.
+
+- ``health``: the engine's health path (``GET /health``) answers 200 within the start-up budget;
+- ``server-info`` (SGLang) / ``running-args`` (vLLM): the running engine confirms every
+  rendered flag, the strongest way it allows. SGLang: ``/server_info`` (or
+  ``/get_server_info``) reports every rendered flag with the rendered value, compared as parsed
+  tokens (``--x=1`` and ``--x 1`` are equal, ``16384`` matches ``16384`` whether reported as a
+  number or a string, a bare flag matches ``true``). vLLM: the startup log's
+  ``non-default args`` (where the driver can read the log), cross-checked with ``/v1/models``
+  and the labels of its cache-config info metric; flags no source shows are named in the notes;
+- ``metrics-variant``: the engine exports its engine's metrics, and the variant the collector will
   attach to this container (its rendered scrape config in NEW) is the step's variant; with a
   Prometheus URL and no collector step left, the query also has to show that variant. The
   variant is read under the plan's ``variant_label`` (the spec's ``telemetry.label``);
@@ -16,7 +26,7 @@
 
 from __future__ import annotations
 
-import math
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,19 +34,35 @@ from typing import Any
 
 import httpx
 
+from tierctl.engines import PROFILES, EngineProfile, default_profile, profile_for_argv
 from tierctl.errors import GateFailed, InputError
 from tierctl.readers import load_yaml
-from tierctl.rollout.argv import FlagValue, format_value, parse_argv
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.model import Step
 from tierctl.rollout.normalise import CONFIGS_KEY
 from tierctl.rollout.roles import VARIANT_LABEL, infer_role
-from tierctl.rollout.scrape import metric_total, parse_metrics
+from tierctl.rollout.scrape import parse_metrics
 
-DEFAULT_QUERY = (
-    "count by (container_name, {label}) "
-    '(sglang_num_running_reqs{{container_name="{container}"{host_matcher}}})'
-)
+
+def _profiles() -> tuple[EngineProfile, ...]:
+    return tuple(PROFILES.values())
+
+
+def step_profile(argv: list[str] | None) -> EngineProfile:
+    """The profile of the engine a step's command starts (the default engine when unknown)."""
+    return profile_for_argv(argv) or default_profile()
+
+
+def variants_query(
+    profile: EngineProfile, label: str, container: str | None = None, host: str | None = None
+) -> str:
+    """The PromQL counting an engine's series by container and variant."""
+    matchers = []
+    if container is not None:
+        matchers.append(f'container_name="{container}"')
+    if host:
+        matchers.append(f'host_machine="{host}"')
+    return profile.variants_query(label, ",".join(matchers))
 
 
 @dataclass(frozen=True)
@@ -81,6 +107,15 @@ class GateContext:
     recreated_engines: Mapping[str, str | None] = field(default_factory=dict)
     variant_label: str = VARIANT_LABEL
     notes: list[str] = field(default_factory=list)
+    #: The engine's log since it started, where the driver can read it (vLLM's argv check).
+    logs: Callable[[], str | None] | None = None
+    #: The profile of each recreated engine container (for the collector's queries).
+    engine_profiles: Mapping[str, EngineProfile] = field(default_factory=dict)
+
+    @property
+    def profile(self) -> EngineProfile:
+        """The profile of the engine this step starts."""
+        return step_profile(self.step.expected_argv)
 
 
 def run_gates(ctx: GateContext) -> list[str]:
@@ -100,12 +135,13 @@ def _url(ctx: GateContext, path: str) -> str:
 
 
 def gate_health(ctx: GateContext) -> None:
-    """Poll ``/health`` until it answers 200 or the start-up budget is spent."""
+    """Poll the health path until it answers 200 or the start-up budget is spent."""
     deadline = ctx.clock() + ctx.settings.health_timeout_s
     last = "no answer"
+    path = ctx.profile.health_path
     while True:
         try:
-            resp = ctx.client.get(_url(ctx, "/health"), timeout=ctx.settings.request_timeout_s)
+            resp = ctx.client.get(_url(ctx, path), timeout=ctx.settings.request_timeout_s)
             if resp.status_code == 200:
                 ctx.notes.append("health: 200")
                 return
@@ -114,80 +150,48 @@ def gate_health(ctx: GateContext) -> None:
             last = type(exc).__name__
         if ctx.clock() >= deadline:
             raise GateFailed(
-                f"{ctx.step.service} did not answer /health in {ctx.settings.health_timeout_s:g} s",
-                rule="a recreated engine answers /health",
+                f"{ctx.step.service} did not answer {path} in {ctx.settings.health_timeout_s:g} s",
+                rule=f"a recreated engine answers {path}",
                 value=last,
                 fix="read the container's log; raise --health-timeout-s for slow model loads",
             )
         ctx.sleep(ctx.settings.poll_interval_s)
 
 
-def server_info_mismatches(expected_argv: list[str], info: Mapping[str, Any]) -> list[str]:
-    """Rendered flags the engine reports differently (or not at all).
-
-    Args:
-        expected_argv: The rendered command.
-        info: The engine's ``/server_info`` body: one top-level key per server arg.
-
-    Returns:
-        One line per mismatching flag; empty when the engine runs exactly the rendered flags.
-    """
-    out: list[str] = []
-    for flag, want in parse_argv(expected_argv).flags.items():
-        key = flag.replace("-", "_")
-        if key not in info:
-            out.append(f"--{flag}: rendered {format_value(want)}, not reported")
-        elif not _same(want, info[key]):
-            out.append(f"--{flag}: rendered {format_value(want)}, engine reports {info[key]!r}")
-    return out
-
-
-def _same(want: FlagValue, got: Any) -> bool:
-    if isinstance(want, bool):
-        return str(got).lower() == str(want).lower()
-    if isinstance(want, tuple):
-        return isinstance(got, list) and [str(g) for g in got] == list(want)
-    if isinstance(got, bool):
-        return want.lower() == str(got).lower()
-    if isinstance(got, int | float) and not isinstance(got, bool):
-        try:
-            return math.isclose(float(want), float(got), rel_tol=1e-9, abs_tol=0.0)
-        except ValueError:
-            return False
-    if isinstance(got, list):
-        return [str(g) for g in got] == [want]
-    return want == str(got)
-
-
-def gate_server_info(ctx: GateContext) -> None:
-    """``/server_info`` must report exactly the rendered flags."""
-    resp = None
-    for path in ("/server_info", "/get_server_info"):
+def _fetch(ctx: GateContext) -> Callable[[str], tuple[int, str]]:
+    def fetch(path: str) -> tuple[int, str]:
         try:
             resp = ctx.client.get(_url(ctx, path), timeout=ctx.settings.request_timeout_s)
-        except httpx.HTTPError as exc:
-            raise GateFailed(
-                f"{ctx.step.service}: {path} did not answer ({type(exc).__name__})",
-                rule="a recreated engine reports its server args",
-                fix="check the engine is up",
-            ) from None
-        if resp.status_code != 404:
-            break
-    if resp is None or resp.status_code != 200:
+        except httpx.HTTPError:
+            return (0, "")
+        return (resp.status_code, resp.text)
+
+    return fetch
+
+
+def gate_running_args(ctx: GateContext) -> None:
+    """The running engine confirms the rendered flags, the way its profile verifies them."""
+    profile = ctx.profile
+    logs = ctx.logs() if ctx.logs is not None else None
+    check = profile.verify_running_args(ctx.step.expected_argv, _fetch(ctx), logs)
+    gate = profile.argv_gate
+    if check.error is not None:
         raise GateFailed(
-            f"{ctx.step.service}: /server_info answered HTTP {resp.status_code if resp else '?'}",
+            f"{ctx.step.service}: {check.error}",
             rule="a recreated engine reports its server args",
-            fix="check the engine version exposes /server_info",
+            fix=f"check the engine is up and its version exposes {check.method}",
         )
-    bad = server_info_mismatches(ctx.step.expected_argv, resp.json())
-    if bad:
+    if check.mismatches:
         raise GateFailed(
-            f"{ctx.step.service} does not run the rendered argv: " + "; ".join(bad),
-            rule="/server_info shows exactly the rendered flags",
-            value=bad,
+            f"{ctx.step.service} does not run the rendered argv: " + "; ".join(check.mismatches),
+            rule=f"{check.method} shows exactly the rendered flags",
+            value=list(check.mismatches),
             fix="the engine parsed the command differently; check the flags against the catalog",
         )
-    ctx.notes.append(f"server-info: {len(parse_argv(ctx.step.expected_argv).flags)} flags match")
+    note = f"{gate}: {len(check.verified)} flags match ({check.method})"
+    if check.unverifiable:
+        note += "; not visible to it: " + ", ".join(f"--{f}" for f in check.unverifiable)
+    ctx.notes.append(note)
 
 
 def scrape_variants(dep: Deployment, label: str = VARIANT_LABEL) -> dict[str, str]:
@@ -221,19 +225,25 @@ def _walk_labels(node: Any, label: str, found: dict[str, str]) -> None:
 
 
 def gate_metrics_variant(ctx: GateContext) -> None:
-    """The engine exports sglang metrics and will be labelled with the step's variant."""
+    """The engine exports its metrics and will be labelled with the step's variant."""
+    profile = ctx.profile
     try:
-        resp = ctx.client.get(_url(ctx, "/metrics"), timeout=ctx.settings.request_timeout_s)
+        resp = ctx.client.get(
+            _url(ctx, profile.metrics_path), timeout=ctx.settings.request_timeout_s
+        )
     except httpx.HTTPError as exc:
         raise GateFailed(
-            f"{ctx.step.service}: /metrics did not answer ({type(exc).__name__})"
+            f"{ctx.step.service}: {profile.metrics_path} did not answer ({type(exc).__name__})"
         ) from None
     samples = parse_metrics(resp.text) if resp.status_code == 200 else []
-    if not any(s.name.startswith(("sglang:", "sglang_")) for s in samples):
+    if not any(profile.owns_metric(s.name) for s in samples):
+        others = sorted({s.name.split(":")[0] for s in samples if ":" in s.name})
+        seen = f"; it exports {', '.join(o + ':' for o in others)} series" if others else ""
         raise GateFailed(
-            f"{ctx.step.service}: /metrics has no sglang metrics (HTTP {resp.status_code})",
+            f"{ctx.step.service}: {profile.metrics_path} has no {profile.kind} metrics "
+            f"({', '.join(profile.metric_prefixes)}; HTTP {resp.status_code}){seen}",
             rule="a recreated engine exports its metrics",
-            fix="render the engine with --enable-metrics",
+            fix=profile.metrics_fix,
         )
     container = ctx.step.container_name or ctx.step.service
     scraped = scrape_variants(ctx.new, ctx.variant_label).get(container)
@@ -245,7 +255,7 @@ def gate_metrics_variant(ctx: GateContext) -> None:
             fix="re-render NEW so every place carries the same variant",
         )
     ctx.notes.append(
-        f"metrics-variant: sglang metrics exported, variant {scraped or ctx.step.variant}"
+        f"metrics-variant: {profile.kind} metrics exported, variant {scraped or ctx.step.variant}"
     )
     if ctx.settings.prometheus_url and not ctx.collector_pending and ctx.step.variant:
         _await_variants(ctx, {container: ctx.step.variant})
@@ -264,13 +274,10 @@ def gate_prometheus_variants(ctx: GateContext) -> None:
 def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
     assert ctx.settings.prometheus_url is not None
     base = ctx.settings.prometheus_url.rstrip("/")
-    host = ctx.settings.host_label
-    matcher = f',host_machine="{host}"' if host else ""
     deadline = ctx.clock() + ctx.settings.metrics_timeout_s
     for container, variant in wanted.items():
-        query = DEFAULT_QUERY.format(
-            label=ctx.variant_label, container=container, host_matcher=matcher
-        )
+        profile = ctx.engine_profiles.get(container, ctx.profile)
+        query = variants_query(profile, ctx.variant_label, container, ctx.settings.host_label)
         seen: list[str] = []
         while True:
             try:
@@ -287,13 +294,36 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
                 ctx.notes.append(f"prometheus: {container} reports {variant}")
                 break
             if ctx.clock() >= deadline:
+                drift = "" if seen else _other_names(ctx, base, profile, container)
                 raise GateFailed(
-                    f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}",
+                    f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}"
+                    + drift,
                     rule="the metrics show the new variant for the recreated container",
                     value=seen,
                     fix="check the collector was recreated and scrapes this container",
                 )
             ctx.sleep(ctx.settings.poll_interval_s)
+
+
+def _other_names(ctx: GateContext, base: str, profile: EngineProfile, container: str) -> str:
+    """Where the expected family is missing: the engine series Prometheus has for the container
+    instead (another prefix spelling, another engine's names), as a clause of the message."""
+    prefixes = sorted({p for e in PROFILES.values() for p in e.metric_prefixes})
+    pattern = "|".join(re.escape(p) for p in prefixes)
+    query = f'count by (__name__) ({{__name__=~"({pattern}).+",container_name="{container}"}})'
+    try:
+        resp = ctx.client.get(
+            f"{base}/api/v1/query", params={"query": query}, timeout=ctx.settings.request_timeout_s
+        )
+        result = resp.json().get("data", {}).get("result", [])
+        names = sorted({str(r.get("metric", {}).get("__name__")) for r in result})
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return ""
+    wanted = profile.prefix.replace(":", "_") + profile.metrics.running
+    if not names:
+        return f" (no engine series at all for {container}: {wanted} is what the gate reads)"
+    shown = ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
+    return f"; Prometheus has no {wanted} for {container} but has {shown}"
 
 
 def gate_soak(ctx: GateContext) -> None:
@@ -304,20 +334,24 @@ def gate_soak(ctx: GateContext) -> None:
     end_at = ctx.clock() + ctx.settings.soak_s
     while ctx.clock() < end_at:
         ctx.sleep(min(ctx.settings.poll_interval_s, max(0.0, end_at - ctx.clock())))
+        path = ctx.profile.health_path
         try:
-            ok = ctx.client.get(_url(ctx, "/health"), timeout=ctx.settings.request_timeout_s)
+            ok = ctx.client.get(_url(ctx, path), timeout=ctx.settings.request_timeout_s)
             healthy = ok.status_code == 200
         except httpx.HTTPError:
             healthy = False
         if not healthy:
             raise GateFailed(
-                f"{ctx.step.service} stopped answering /health during the soak",
+                f"{ctx.step.service} stopped answering {path} during the soak",
                 rule="a recreated engine stays healthy through the soak window",
                 fix="read the engine's log",
             )
     end = _counts(ctx)
     finished = end[0] - start[0]
     aborted = end[1] - start[1]
+    if end[2]:
+        ctx.notes.append(f"soak: {ctx.settings.soak_s:g} s healthy; {end[2]}")
+        return
     if finished + aborted <= 0:
         ctx.notes.append(f"soak: {ctx.settings.soak_s:g} s healthy, no traffic to judge errors")
         return
@@ -332,15 +366,34 @@ def gate_soak(ctx: GateContext) -> None:
     ctx.notes.append(f"soak: {ctx.settings.soak_s:g} s, error rate {rate:.2%}")
 
 
-def _counts(ctx: GateContext) -> tuple[float, float]:
+def _counts(ctx: GateContext) -> tuple[float, float, str]:
+    """(finished, aborted, why the error rate cannot be judged or "") from one scrape."""
+    profile = ctx.profile
     try:
-        text = ctx.client.get(_url(ctx, "/metrics"), timeout=ctx.settings.request_timeout_s).text
+        text = ctx.client.get(
+            _url(ctx, profile.metrics_path), timeout=ctx.settings.request_timeout_s
+        ).text
     except httpx.HTTPError:
-        return (0.0, 0.0)
-    samples = parse_metrics(text)
-    finished = metric_total(samples, "sglang:e2e_request_latency_seconds_count") or 0.0
-    aborted = metric_total(samples, "sglang:num_aborted_requests_total") or 0.0
-    return (finished, aborted)
+        return (0.0, 0.0, "")
+    samples = [(s.name, s.labels, s.value) for s in parse_metrics(text)]
+    finished = profile.sample_total(samples, profile.metrics.finished)
+    aborted = profile.sample_total(samples, profile.metrics.aborted)
+    why = ""
+    names = {s[0] for s in samples}
+    family = profile.metrics.finished.name
+    histogram = profile.metrics.e2e + "_count"
+    if (
+        finished is None
+        and family != histogram
+        and any(p + histogram in names for p in profile.metric_prefixes)
+    ):
+        # Requests finished (the latency histogram counts them) but the counter the error rate
+        # is read from is missing: a renamed or dropped family, not an idle engine.
+        why = (
+            f"{profile.prefix}{family} is not in {profile.metrics_path} although "
+            f"{profile.prefix}{histogram} is: error rate not judged"
+        )
+    return (finished or 0.0, aborted or 0.0, why)
 
 
 def gate_soak_identity(ctx: GateContext) -> None:
@@ -351,10 +404,10 @@ def gate_soak_identity(ctx: GateContext) -> None:
 
     if ctx.settings.soak_s <= 0:
         return
-    before = soak_mark(ctx.client, ctx.base_url, getattr(ctx, "logs", None))
+    before = soak_mark(ctx.client, ctx.base_url, ctx.logs)
     gate_soak(ctx)
-    after = soak_mark(ctx.client, ctx.base_url, getattr(ctx, "logs", None))
-    problems = soak_problems(before, after, getattr(ctx, "profile", None))
+    after = soak_mark(ctx.client, ctx.base_url, ctx.logs)
+    problems = soak_problems(before, after, ctx.profile)
     if problems:
         raise GateFailed(
             f"{ctx.step.service} during the soak: " + "; ".join(problems),
@@ -365,10 +418,101 @@ def gate_soak_identity(ctx: GateContext) -> None:
     ctx.notes.append("soak: no restart, no fatal log line")
 
 
-GATES: dict[str, Callable[[GateContext], None]] = {
-    "health": gate_health,
-    "server-info": gate_server_info,
-    "metrics-variant": gate_metrics_variant,
-    "prometheus-variants": gate_prometheus_variants,
-    "soak": gate_soak_identity,
-}
+@dataclass(frozen=True)
+class RunbookContext:
+    """What a gate's runbook text may mention."""
+
+    host: str | None
+    variant_label: str
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One gate: its name, what it runs, and how a runbook describes it for one step."""
+
+    name: str
+    run: Callable[[GateContext], None]
+    describe: Callable[[Step, RunbookContext], str]
+    help: str
+
+
+def _describe_health(step: Step, rb: RunbookContext) -> str:
+    path = step_profile(step.expected_argv).health_path
+    return f"`GET {path}` answers 200 (`curl -fsS -m 3 http://HOST:PORT{path}`)"
+
+
+def _describe_running_args(step: Step, rb: RunbookContext) -> str:
+    profile = step_profile(step.expected_argv)
+    flags = " ".join(t for t in step.expected_argv if t.startswith("--"))
+    return f"{profile.argv_gate_text} ({flags})"
+
+
+def _describe_metrics_variant(step: Step, rb: RunbookContext) -> str:
+    profile = step_profile(step.expected_argv)
+    container = step.container_name or step.service
+    q = variants_query(profile, rb.variant_label, container, rb.host)
+    return f"`{profile.metrics_path}` exports {profile.kind} metrics; `{q}` shows `{step.variant}`"
+
+
+def _describe_prometheus_variants(step: Step, rb: RunbookContext) -> str:
+    return (
+        "after the collector restarts, every recreated replica shows its new variant "
+        "in the query under Verify"
+    )
+
+
+def _describe_soak(step: Step, rb: RunbookContext) -> str:
+    return (
+        "optional soak (`--soak-s`): health keeps answering, aborted/finished ≤ "
+        "`--max-error-rate`, the replica does not restart or log a fatal line"
+    )
+
+
+_ALL: tuple[Gate, ...] = (
+    Gate("health", gate_health, _describe_health, "the engine's health path answers 200"),
+    *(
+        Gate(name, gate_running_args, _describe_running_args, "the engine runs the rendered flags")
+        for name in dict.fromkeys(p.argv_gate for p in _profiles())
+    ),
+    Gate(
+        "metrics-variant",
+        gate_metrics_variant,
+        _describe_metrics_variant,
+        "the engine exports its metrics under the step's variant",
+    ),
+    Gate(
+        "prometheus-variants",
+        gate_prometheus_variants,
+        _describe_prometheus_variants,
+        "Prometheus shows every recreated replica's new variant",
+    ),
+    Gate(
+        "soak",
+        gate_soak_identity,
+        _describe_soak,
+        "health, error rate, no restart and no fatal log line for --soak-s",
+    ),
+)
+
+#: Every gate by name: the only definition of the gates.
+GATE_DEFS: dict[str, Gate] = {g.name: g for g in _ALL}
+#: What runs for each gate name.
+GATES: dict[str, Callable[[GateContext], None]] = {g.name: g.run for g in _ALL}
+#: Gates of a collector step.
+COLLECTOR_GATES: tuple[str, ...] = ("prometheus-variants",)
+
+
+def engine_gates(argv: list[str] | None) -> list[str]:
+    """The gates of an engine step, in order, for the engine its command starts."""
+    return ["health", step_profile(argv).argv_gate, "metrics-variant", "soak"]
+
+
+def gate_names() -> tuple[str, ...]:
+    """Every gate name (what ``--skip-gate`` accepts)."""
+    return tuple(GATE_DEFS)
+
+
+def describe_gate(gate: str, step: Step, host: str | None, variant_label: str) -> str:
+    """The runbook's sentence for one gate of one step."""
+    found = GATE_DEFS.get(gate)
+    return found.describe(step, RunbookContext(host, variant_label)) if found else gate

@@ -23,13 +23,14 @@ from typing import Any
 
 from tierctl.errors import ContractViolation, InputError
 from tierctl.rollout.diff import diff_service
+from tierctl.rollout.gates import COLLECTOR_GATES, engine_gates
 from tierctl.rollout.model import Action, Plan, ServiceChange, Side, Step
 from tierctl.rollout.normalise import load_services
 from tierctl.rollout.roles import REPLICA_LABEL, VARIANT_LABEL, ServiceRole, infer_role
 from tierctl.rollout.source import LoadedSource, read_source
 
-ENGINE_GATES = ["health", "server-info", "metrics-variant", "soak"]
-COLLECTOR_GATES = ["prometheus-variants"]
+#: Placeholder for an engine step's gates: :func:`engine_gates` fills them from its command.
+ENGINE_GATES = ["<engine>"]
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,8 @@ def _step(
 ) -> Step:
     svc = services.get(c.service, {})
     argv = list(svc.get("entrypoint") or []) + list(svc.get("command") or [])
+    if gates == ENGINE_GATES:
+        gates = engine_gates(argv)
     if action == "down":
         rollback = "up the service again from OLD, scoped to it"
     elif action == "up":

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tierctl.engines import profile_for_argv
+
 ROLE_LABEL = "tierctl.role"
 REPLICA_ROLE_LABEL = "tierctl.replica-role"
 REPLICA_LABEL = "tierctl.replica"
@@ -29,12 +31,6 @@ ROLES = (
     "other",
 )
 
-# Module names and entry points that mean "this service is an inference engine".
-_ENGINE_MARKERS = (
-    "sglang.launch_server",
-    "vllm.entrypoints.openai.api_server",
-)
-
 
 @dataclass(frozen=True)
 class ServiceRole:
@@ -50,14 +46,13 @@ class ServiceRole:
 
 
 def is_engine_command(argv: list[str] | None) -> bool:
-    """Whether a command runs an inference engine (SGLang, vLLM, or tierctl's simulated one)."""
+    """Whether a command runs an inference engine (one with a profile in :mod:`tierctl.engines`,
+    or tierctl's simulated one)."""
     if not argv:
         return False
-    if any(marker in tok for tok in argv for marker in _ENGINE_MARKERS):
+    if profile_for_argv(argv) is not None:
         return True
     for i, tok in enumerate(argv[:-1]):
-        if tok.endswith("vllm") and argv[i + 1] == "serve":
-            return True
         if tok == "sim" and argv[i + 1] == "serve" and i > 0 and "tierctl" in " ".join(argv[:i]):
             return True
     return False

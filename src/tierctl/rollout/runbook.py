@@ -1,8 +1,10 @@
 """The Markdown runbook of a plan: what changes and why, each step's exact calls and commands,
 its gates and its rollback, the verification queries, and the readout to run afterwards.
 
-It is generated from the same plan ``tierctl rollout`` executes, so the document and the
-automation cannot disagree. Tokens appear only as ``$TIERCTL_AGENT_TOKEN``.
+It is generated from the same plan ``tierctl rollout`` executes, the agent's request bodies come
+from the compose-manager driver's own request builders and the gates' text from their one
+definition in :mod:`tierctl.rollout.gates`, so the document and the automation cannot disagree.
+Tokens appear only as ``$TIERCTL_AGENT_TOKEN``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ from typing import Any
 
 from tierctl.errors import InputError
 from tierctl.readers import load_yaml
-from tierctl.rollout.gates import DEFAULT_QUERY
+from tierctl.rollout.drivers.compose_manager import (
+    Target,
+    apply_requests,
+    down_request,
+    dry_run_requests,
+)
+from tierctl.rollout.gates import describe_gate, step_profile, variants_query
 from tierctl.rollout.model import Plan, SourceRef, Step
 
 
@@ -99,14 +107,15 @@ def render_runbook(
     w("## Verify")
     w("")
     engines = [s for s in plan.steps if s.role == "engine" and s.action != "down"]
-    matcher = f',host_machine="{host}"' if host else ""
+    profiles = {p.kind: p for p in (step_profile(s.expected_argv) for s in engines)}
+    if not profiles:
+        default = step_profile(None)
+        profiles = {default.kind: default}
     w("The variants the tier reports, one series per replica:")
     w("")
     w("```promql")
-    w(
-        f"count by (container_name, {plan.variant_label}) "
-        f"(sglang_num_running_reqs{{{matcher.lstrip(',')}}})"
-    )
+    for profile in profiles.values():
+        w(variants_query(profile, plan.variant_label, host=host))
     w("```")
     w("")
     if engines:
@@ -180,11 +189,12 @@ def _before(w: Any, plan: Plan, agent_url: str) -> None:
     w("")
 
 
-def _target(ref: SourceRef) -> tuple[str, str]:
-    return (ref.git_ref or "<TAG>", ref.path)
+def _target(ref: SourceRef) -> Target:
+    return Target(tag=ref.git_ref or "<TAG>", file=ref.path)
 
 
-def _agent(agent_url: str, path: str, body: dict[str, Any]) -> str:
+def _agent(agent_url: str, call: tuple[str, dict[str, Any]]) -> str:
+    path, body = call
     return (
         f"curl -fsS -N -X POST {agent_url}{path} \\\n"
         '  -H "Authorization: Bearer $TIERCTL_AGENT_TOKEN" -H "Content-Type: application/json" \\\n'
@@ -193,10 +203,10 @@ def _agent(agent_url: str, path: str, body: dict[str, Any]) -> str:
 
 
 def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> None:
-    ref = plan.source if step.side == "old" else plan.target
-    tag, file = _target(ref)
-    old_tag, old_file = _target(plan.source)
+    target = _target(plan.source if step.side == "old" else plan.target)
+    old = _target(plan.source)
     svc = [step.service]
+    file = target.file
     w(f"### {step.id}: {step.action} `{step.service}` ({step.role})")
     w("")
     w(f"Why: {step.why}.")
@@ -208,13 +218,7 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
         )
         w("")
         w("```sh")
-        w(
-            _agent(
-                agent_url,
-                "/compose/down",
-                {"tag": tag, "file": file, "services": svc, "env": {}, "volumes": False},
-            )
-        )
+        w(_agent(agent_url, down_request(target, svc, {})))
         w(f"# or: docker compose -f {file} rm -s -f {step.service}")
         w("```")
         w("")
@@ -224,47 +228,16 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
     w("1. Dry run; it must plan exactly this service and remove nothing:")
     w("")
     w("```sh")
-    w(
-        _agent(
-            agent_url,
-            "/compose/up",
-            {
-                "tag": tag,
-                "file": file,
-                "services": svc,
-                "env": {},
-                "force_recreate": True,
-                "dry_run": True,
-            },
-        )
-    )
+    for call in dry_run_requests(target, svc, {}):
+        w(_agent(agent_url, call))
     w(f"# or: docker compose -f {file} --dry-run up -d --no-deps --force-recreate {step.service}")
     w("```")
     w("")
     w("2. Apply: scoped down, then up of this service only:")
     w("")
     w("```sh")
-    w(
-        _agent(
-            agent_url,
-            "/compose/down",
-            {"tag": tag, "file": file, "services": svc, "env": {}, "volumes": False},
-        )
-    )
-    w(
-        _agent(
-            agent_url,
-            "/compose/up",
-            {
-                "tag": tag,
-                "file": file,
-                "services": svc,
-                "env": {},
-                "force_recreate": False,
-                "dry_run": False,
-            },
-        )
-    )
+    for call in apply_requests(target, svc, {}):
+        w(_agent(agent_url, call))
     w(f"# or: docker compose -f {file} up -d --no-deps --force-recreate {step.service}")
     w("```")
     w("")
@@ -272,65 +245,18 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
         w("3. Gates:")
         w("")
         for gate in step.gates:
-            w(f"   - {_gate_text(gate, step, host, plan.variant_label)}")
+            w(f"   - {describe_gate(gate, step, host, plan.variant_label)}")
         w("")
     w(f"Rollback ({step.rollback}):")
     w("")
     w("```sh")
-    if step.action == "up":
-        w(
-            _agent(
-                agent_url,
-                "/compose/down",
-                {"tag": tag, "file": file, "services": svc, "env": {}, "volumes": False},
-            )
-        )
-    else:
-        w(
-            _agent(
-                agent_url,
-                "/compose/down",
-                {"tag": old_tag, "file": old_file, "services": svc, "env": {}, "volumes": False},
-            )
-        )
-        w(
-            _agent(
-                agent_url,
-                "/compose/up",
-                {
-                    "tag": old_tag,
-                    "file": old_file,
-                    "services": svc,
-                    "env": {},
-                    "force_recreate": False,
-                    "dry_run": False,
-                },
-            )
-        )
+    # The executor's rollback: a scoped down of NEW for an added service, else OLD applied.
+    calls = [down_request(target, svc, {})] if step.action == "up" else apply_requests(old, svc, {})
+    for call in calls:
+        w(_agent(agent_url, call))
     if step.action == "up":
         w(f"# or: docker compose -f {file} rm -s -f {step.service}")
     else:
-        w(f"# or: docker compose -f {old_file} up -d --no-deps --force-recreate {step.service}")
+        w(f"# or: docker compose -f {old.file} up -d --no-deps --force-recreate {step.service}")
     w("```")
     w("")
-
-
-def _gate_text(gate: str, step: Step, host: str | None, label: str) -> str:
-    container = step.container_name or step.service
-    matcher = f',host_machine="{host}"' if host else ""
-    if gate == "health":
-        return "`GET /health` answers 200 (`curl -fsS -m 3 http://HOST:PORT/health`)"
-    if gate == "server-info":
-        flags = " ".join(t for t in step.expected_argv if t.startswith("--"))
-        return f"`GET /server_info` reports exactly the rendered flags ({flags})"
-    if gate == "metrics-variant":
-        q = DEFAULT_QUERY.format(label=label, container=container, host_matcher=matcher)
-        return f"`/metrics` exports sglang metrics; `{q}` shows `{step.variant}`"
-    if gate == "prometheus-variants":
-        return (
-            "after the collector restarts, every recreated replica shows its new variant "
-            "in the query under Verify"
-        )
-    if gate == "soak":
-        return "optional soak (`--soak-s`): health keeps answering, aborted/finished ≤ `--max-error-rate`"
-    return gate

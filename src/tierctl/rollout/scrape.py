@@ -1,6 +1,7 @@
 """Just enough of the Prometheus text format to read an engine's ``/metrics``.
 
-Pipelines often rewrite ``sglang:`` to ``sglang_``; :func:`metric_total` accepts either.
+Pipelines often rewrite an engine prefix's ``:`` to ``_``; :func:`metric_total` accepts either.
+The engine profiles (:mod:`tierctl.engines`) know which families to sum and their label filters.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def parse_metrics(text: str) -> list[Sample]:
 
 
 def metric_total(samples: list[Sample], name: str) -> float | None:
-    """Sum of a metric over its label sets, under ``sglang:x`` or ``sglang_x``; None if absent."""
+    """Sum of a metric over its label sets, under ``engine:x`` or ``engine_x``; None if absent."""
     names = {name, name.replace(":", "_")}
     values = [s.value for s in samples if s.name in names]
     return sum(values) if values else None

@@ -13,13 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tierctl.catalog.model import Catalog
+from tierctl.engines import EngineProfile, profile_for
+from tierctl.errors import InputError
 from tierctl.spec.model import EnvToken, SecretRef, Service, TierSpec
-
-DEFAULT_LAUNCHERS: dict[str, tuple[str, ...]] = {
-    "sglang": ("python3", "-m", "sglang.launch_server"),
-    "vllm": ("vllm", "serve"),
-}
-DEFAULT_PORTS: dict[str, int] = {"sglang": 30000, "vllm": 8000}
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
 _FALSY_ENV = {"", "0", "false", "False", "no", "off"}
@@ -42,7 +39,12 @@ def format_scalar(value: Any) -> str:
 
 
 def flag_tokens(name: str, value: Any) -> list[str]:
-    """The argv tokens of one flag: ``--name value``, bare ``--name``, repeated or JSON."""
+    """The argv tokens of one flag: ``--name value``, bare ``--name``, repeated or JSON.
+
+    Engine-neutral (``false`` gives no tokens): what a rule or a summary compares. The argv a
+    replica runs is rendered by its engine's profile (:func:`replica_argv`), which also knows
+    ``--no-name`` and positional arguments.
+    """
     flag = f"--{name}"
     if value is True:
         return [flag]
@@ -122,11 +124,33 @@ def effective_env(spec: TierSpec, replica: str) -> dict[str, str]:
     return {k: env_text(v) for k, v in env.items()}
 
 
+def engine_profile(spec: TierSpec) -> EngineProfile:
+    """The profile of the spec's engine."""
+    return profile_for(spec.engine.kind)
+
+
+def engine_catalog(spec: TierSpec) -> Catalog | None:
+    """The shipped flag catalog of the pinned release, or None when none is shipped."""
+    from tierctl.catalog.store import load_catalog
+
+    try:
+        return load_catalog(spec.engine.kind, spec.engine.version)
+    except InputError:
+        return None
+
+
 def launcher(spec: TierSpec) -> list[str]:
-    """The argv before the flags."""
+    """The argv before the flags (and before any positional argument)."""
     if spec.engine.launcher is not None:
         return list(spec.engine.launcher)
-    return list(DEFAULT_LAUNCHERS[spec.engine.kind])
+    return list(engine_profile(spec).default_launcher())
+
+
+def replica_argv(spec: TierSpec, flags: dict[str, Any]) -> list[str]:
+    """The whole command of a replica, in its engine's syntax: the launcher, positional
+    arguments where the launcher takes them (``vllm serve MODEL``), then the flags, with
+    ``false`` as ``--no-name`` for a ``boolean_optional`` flag of the pinned catalog."""
+    return engine_profile(spec).render_argv(launcher(spec), flags, engine_catalog(spec))
 
 
 def service_name(spec: TierSpec, replica: str) -> str:
@@ -136,11 +160,12 @@ def service_name(spec: TierSpec, replica: str) -> str:
 
 def replica_port(spec: TierSpec, flags: dict[str, Any]) -> int:
     """The HTTP port the replica listens on (its --port, else the engine's default)."""
-    port = flags.get("port", DEFAULT_PORTS[spec.engine.kind])
+    default = engine_profile(spec).default_port
+    port = flags.get("port", default)
     try:
         return int(port)
     except (TypeError, ValueError):
-        return DEFAULT_PORTS[spec.engine.kind]
+        return default
 
 
 def token_on(token: Any, flags: dict[str, Any], env: dict[str, str]) -> bool:
@@ -234,7 +259,7 @@ def resolve_replica(spec: TierSpec, name: str) -> ResolvedReplica:
         gpu_count=replica.gpu_count if replica.gpu_count is not None else len(replica.gpus),
         image=replica.image or spec.engine.image,
         flags=flags,
-        argv=equals_form(launcher(spec) + argv_from_flags(flags), spec.engine.equals_flags),
+        argv=equals_form(replica_argv(spec, flags), spec.engine.equals_flags),
         env=env,
         variant=render_variant(spec, name, flags, env),
         port=replica_port(spec, flags),

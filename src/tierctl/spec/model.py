@@ -108,6 +108,25 @@ EnvOverride = str | int | float | bool | SecretRef | None
 # --- models -------------------------------------------------------------------------------
 
 
+def _check_engine_kind(value: str) -> str:
+    from tierctl.engines import kinds
+
+    if value not in kinds():
+        raise ValueError(f"unknown engine {value!r}; known: {', '.join(kinds())}")
+    return value
+
+
+def _engine_kind_schema() -> dict[str, Any]:
+    from tierctl.engines import kinds
+
+    return {"type": "string", "enum": list(kinds())}
+
+
+EngineKind = Annotated[
+    str, AfterValidator(_check_engine_kind), WithJsonSchema(_engine_kind_schema())
+]
+
+
 class StrictModel(BaseModel):
     """Base for spec models: unknown keys are errors, values are immutable."""
 
@@ -117,7 +136,9 @@ class StrictModel(BaseModel):
 class Engine(StrictModel):
     """The engine every replica runs."""
 
-    kind: Literal["sglang", "vllm"] = Field(description="Engine family.")
+    kind: EngineKind = Field(
+        description="Engine family: one with a profile under tierctl/engines/ (sglang, vllm)."
+    )
     version: str = Field(
         pattern=r"^\d+(\.\d+)*([.-]?(post|rc|dev|a|b)\d*)*$",
         description="Pinned engine release; selects the flag catalog used by validation.",
@@ -134,7 +155,14 @@ class Engine(StrictModel):
             "vllm serve (vllm)."
         ),
     )
-    args: FlagMap = Field(description="Base flags, in order, without leading dashes.")
+    args: FlagMap = Field(
+        description=(
+            "Base flags, in order, without leading dashes. An engine's positional argument is "
+            "written as an arg too: vLLM's model as `model: /models/x`, rendered "
+            "`vllm serve /models/x` (or `--model /models/x` with the api_server launcher). "
+            "false renders `--no-flag` for a boolean_optional flag of the pinned catalog."
+        )
+    )
     env: dict[str, EnvValue] = Field(
         default_factory=dict, description="Environment of every replica."
     )

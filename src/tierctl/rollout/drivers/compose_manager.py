@@ -63,6 +63,57 @@ class Target:
     file: str
 
 
+def up_request(
+    target: Target,
+    services: list[str],
+    env: Mapping[str, str],
+    *,
+    force_recreate: bool,
+    dry_run: bool,
+) -> tuple[str, dict[str, Any]]:
+    """The agent call (path, body) of a scoped ``up``; the runbook prints the same bodies."""
+    require_services(services)
+    return "/compose/up", {
+        "tag": target.tag,
+        "file": target.file,
+        "services": list(services),
+        "env": dict(env),
+        "force_recreate": force_recreate,
+        "dry_run": dry_run,
+    }
+
+
+def down_request(
+    target: Target, services: list[str], env: Mapping[str, str]
+) -> tuple[str, dict[str, Any]]:
+    """The agent call (path, body) of a scoped ``down``; volumes are kept."""
+    require_services(services)
+    return "/compose/down", {
+        "tag": target.tag,
+        "file": target.file,
+        "services": list(services),
+        "env": dict(env),
+        "volumes": False,
+    }
+
+
+def dry_run_requests(
+    target: Target, services: list[str], env: Mapping[str, str]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The calls of :meth:`ComposeManagerDriver.dry_run`: an ``up`` that applies nothing."""
+    return [up_request(target, services, env, force_recreate=True, dry_run=True)]
+
+
+def apply_requests(
+    target: Target, services: list[str], env: Mapping[str, str]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The calls of :meth:`ComposeManagerDriver.apply`: a scoped down, then an up."""
+    return [
+        down_request(target, services, env),
+        up_request(target, services, env, force_recreate=False, dry_run=False),
+    ]
+
+
 @dataclass(frozen=True)
 class CallResult:
     """One agent call's outcome."""
@@ -143,13 +194,14 @@ class ComposeManagerDriver:
 
     def dry_run(self, dep: Deployment, services: list[str]) -> DryRunResult:
         """Ask the agent for a dry-run ``up`` of exactly ``services``."""
-        res = self._up(dep, services, force_recreate=True, dry_run=True)
+        ((path, body),) = dry_run_requests(self._target(dep), services, self._env)
+        res = self._call(path, body, idempotent=True)
         return parse_dry_run(res.lines, dep.services, self._project)
 
     def apply(self, dep: Deployment, services: list[str]) -> None:
         """Scoped down, then up of exactly ``services`` (both idempotent)."""
-        self.down(dep, services)
-        self._up(dep, services, force_recreate=False, dry_run=False)
+        for path, body in apply_requests(self._target(dep), services, self._env):
+            self._call(path, body, idempotent=True)
 
     def recreate_in_place(self, dep: Deployment, services: list[str]) -> None:
         """An up with ``force_recreate`` (not idempotent, so never retried once sent)."""
@@ -157,31 +209,16 @@ class ComposeManagerDriver:
 
     def down(self, dep: Deployment, services: list[str]) -> None:
         """Scoped down of exactly ``services``; volumes are kept."""
-        require_services(services)
-        target = self._target(dep)
-        body = {
-            "tag": target.tag,
-            "file": target.file,
-            "services": list(services),
-            "env": self._env,
-            "volumes": False,
-        }
-        self._call("/compose/down", body, idempotent=True)
+        path, body = down_request(self._target(dep), services, self._env)
+        self._call(path, body, idempotent=True)
 
     def _up(
         self, dep: Deployment, services: list[str], *, force_recreate: bool, dry_run: bool
     ) -> CallResult:
-        require_services(services)
-        target = self._target(dep)
-        body = {
-            "tag": target.tag,
-            "file": target.file,
-            "services": list(services),
-            "env": self._env,
-            "force_recreate": force_recreate,
-            "dry_run": dry_run,
-        }
-        return self._call("/compose/up", body, idempotent=dry_run or not force_recreate)
+        path, body = up_request(
+            self._target(dep), services, self._env, force_recreate=force_recreate, dry_run=dry_run
+        )
+        return self._call(path, body, idempotent=dry_run or not force_recreate)
 
     def _target(self, dep: Deployment) -> Target:
         target = self._targets.get(dep.side)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tierctl.engines import profile_for_argv
 from tierctl.errors import RuntimeFailure
 from tierctl.rollout.argv import parse_argv
 from tierctl.rollout.deployment import Deployment
@@ -63,6 +64,7 @@ class LocalDriver:
         """
         self._dir = state_dir
         self._launcher = list(launcher) if launcher is not None else sim_launcher(time_scale)
+        self._sim = launcher is None
         self._start_timeout_s = start_timeout_s
         self._stop_timeout_s = stop_timeout_s
         self._sleep = sleep
@@ -104,6 +106,16 @@ class LocalDriver:
             self._stop(service)
             if self._is_engine(dep, service):
                 self._start(dep, service)
+
+    def logs(self, dep: Deployment, service: str) -> str | None:
+        """The running process's log (what the engine printed since it started), if any."""
+        entry = self.state().get(service)
+        if entry is None or not entry.get("log"):
+            return None
+        try:
+            return Path(entry["log"]).read_text(errors="replace")
+        except OSError:
+            return None
 
     def down(self, dep: Deployment, services: list[str]) -> None:
         """Stop the services' processes."""
@@ -151,10 +163,19 @@ class LocalDriver:
         return service in dep.services and is_engine_command(dep.argv(service))
 
     def command(self, dep: Deployment, service: str) -> list[str]:
-        """The local command of an engine service: launcher replaced, flags kept."""
+        """The local command of an engine service: launcher replaced, flags kept.
+
+        The simulated engine is given the whole command (it reads the engine's own launcher,
+        so it answers as SGLang or vLLM, and vLLM's positional model); another launcher gets
+        the engine's positional arguments and flags.
+        """
         argv = dep.argv(service)
-        launcher = parse_argv(argv).launcher
-        return [*self._launcher, *argv[len(launcher) :]]
+        if self._sim:
+            return [*self._launcher, *argv]
+        profile = profile_for_argv(argv)
+        if profile is None:
+            return [*self._launcher, *argv[len(parse_argv(argv).launcher) :]]
+        return [*self._launcher, *argv[len(profile.split_command(argv).launcher) :]]
 
     def _start(self, dep: Deployment, service: str) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
