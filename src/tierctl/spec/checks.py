@@ -7,6 +7,7 @@ given to two replicas) names both.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -232,15 +233,28 @@ def _check_gpus(spec: TierSpec) -> Iterator[Problem]:
 
 
 def _check_variant(spec: TierSpec) -> Iterator[Problem]:
+    seen: set[str] = set()
     for name in spec.replicas:
         try:
             render_variant(spec, name, effective_flags(spec, name), effective_env(spec, name))
         except VariantError as exc:
+            if exc.placeholder in seen:
+                continue  # one message per placeholder, not one per replica
+            seen.add(exc.placeholder)
+            known = [
+                *spec.telemetry.tokens,
+                *effective_flags(spec, name),
+                "replica",
+                "host",
+                "tier",
+            ]
+            close = difflib.get_close_matches(exc.placeholder, known, n=1, cutoff=0.7)
+            hint = f"did you mean {{{close[0]}}}? " if close and close[0] != exc.placeholder else ""
             yield Problem(
                 ("telemetry", "variant"),
                 f"variant placeholder {exc}",
                 "variant-template",
-                "use a flag every replica sets with a value, a name from telemetry.tokens, "
+                hint + "use a flag every replica sets with a value, a name from telemetry.tokens, "
                 "or {replica}/{host}/{tier}",
                 spec.telemetry.variant,
             )
