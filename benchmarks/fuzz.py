@@ -45,6 +45,45 @@ def _current_rss_mib() -> float:
         return 0.0
 
 
+def report(
+    tried,
+    runs,
+    started,
+    args,
+    histogram,
+    seconds,
+    exceptions,
+    examples,
+    hangs,
+    bad_messages,
+    worst_growth,
+    slowest,
+    jumps,
+):  # type: ignore[no-untyped-def]
+    """Print the figures so far."""
+    elapsed = time.monotonic() - started
+    print(f"inputs tried: {tried}  runs: {runs}  seed: {args.seed}  wall: {elapsed:.0f} s")
+    print("exit codes by input kind and command:")
+    for key in sorted(histogram):
+        counts = ", ".join(f"{code}: {c}" for code, c in sorted(histogram[key].items(), key=str))
+        print(f"  {key:34s} {counts}  ({seconds[key]:.1f} s)")
+    print(f"unhandled exceptions: {sum(exceptions.values())} ({len(exceptions)} distinct)")
+    for name, count in exceptions.most_common():
+        kind, _data, detail = examples[name]
+        print(f"  {count:5d}  {name}  [{kind}] {detail[:120]!r}")
+    print(f"hangs (> {args.timeout:g} s): {len(hangs)}")
+    for key, which in hangs[:20]:
+        print(f"  {key} {which}")
+    print(f"failures without a message or with a traceback: {bad_messages}")
+    print(f"peak RSS: {_rss_mib():.0f} MiB; largest growth over one input: {worst_growth:.0f} MiB")
+    print("slowest runs: " + "; ".join(f"{k} #{i} {t:.2f} s" for t, k, i in slowest))
+    if jumps:
+        print(
+            "runs that raised peak RSS by > 50 MiB: "
+            + "; ".join(f"{k} #{i} +{m:.0f} MiB" for m, k, i in jumps)
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--inputs", type=int, default=10_000)
@@ -101,34 +140,43 @@ def main() -> int:
                         bad_messages += 1
                         if bad_messages <= 5:
                             print(f"  no message: {key} exit {o.code}", file=sys.stderr)
-            if n % 1000 == 0:
+            if n % 1000 == 0 and n < args.inputs:
+                report(
+                    tried,
+                    runs,
+                    started,
+                    args,
+                    histogram,
+                    seconds,
+                    exceptions,
+                    examples,
+                    hangs,
+                    bad_messages,
+                    worst_growth,
+                    slowest,
+                    jumps,
+                )
                 print(
                     f"  {n} inputs, {runs} runs, {sum(exceptions.values())} exceptions, "
                     f"{len(hangs)} hangs, {time.monotonic() - started:.0f} s",
                     file=sys.stderr,
                     flush=True,
                 )
-    elapsed = time.monotonic() - started
-    print(f"inputs tried: {tried}  runs: {runs}  seed: {args.seed}  wall: {elapsed:.0f} s")
-    print("exit codes by input kind and command:")
-    for key in sorted(histogram):
-        counts = ", ".join(f"{code}: {c}" for code, c in sorted(histogram[key].items(), key=str))
-        print(f"  {key:34s} {counts}  ({seconds[key]:.1f} s)")
-    print(f"unhandled exceptions: {sum(exceptions.values())} ({len(exceptions)} distinct)")
-    for name, count in exceptions.most_common():
-        kind, data, detail = examples[name]
-        print(f"  {count:5d}  {name}  [{kind}] {detail[:120]!r}")
-    print(f"hangs (> {args.timeout:g} s): {len(hangs)}")
-    for key, which in hangs[:20]:
-        print(f"  {key} {which}")
-    print(f"failures without a message or with a traceback: {bad_messages}")
-    print(f"peak RSS: {_rss_mib():.0f} MiB; largest growth over one input: {worst_growth:.0f} MiB")
-    print("slowest runs: " + "; ".join(f"{k} #{i} {t:.2f} s" for t, k, i in slowest))
-    if jumps:
-        print(
-            "runs that raised peak RSS by > 50 MiB: "
-            + "; ".join(f"{k} #{i} +{m:.0f} MiB" for m, k, i in jumps)
-        )
+    report(
+        tried,
+        runs,
+        started,
+        args,
+        histogram,
+        seconds,
+        exceptions,
+        examples,
+        hangs,
+        bad_messages,
+        worst_growth,
+        slowest,
+        jumps,
+    )
     if args.save and examples:
         args.save.mkdir(parents=True, exist_ok=True)
         for i, (name, (kind, data, _)) in enumerate(examples.items()):

@@ -139,7 +139,7 @@ def load_seeds(work: Path) -> Seeds:
     new = work / "seed-new.yaml"
     old.write_bytes(small)
     new.write_text(small.decode().replace("30002", "30012", 1))
-    from tierctl.rollout.run import make_plan
+    from tierctl.rollout.entrypoints import make_plan
 
     plan = make_plan(str(old), str(new))
     seeds.by_kind["plan"] = [plan.model_dump_json(indent=2).encode()]
@@ -361,7 +361,10 @@ def _tree_mutation(data: bytes, kind: str, rng: random.Random) -> bytes:
             return ("\n".join(rows) + "\n").encode()
         if kind == "plan":
             return json.dumps(_tree_edit(json.loads(data), rng), default=str).encode()
-        doc = yaml.safe_load(data)
+        # Parsed bounded: a seed that already carries an alias bomb must not expand here.
+        from tierctl.readers import Limits, load_yaml
+
+        doc = load_yaml(data.decode(), "<seed>", limits=Limits(max_nodes=20_000)).data
         return yaml.safe_dump(_tree_edit(doc, rng), sort_keys=False).encode()
     except Exception:
         return _mutate_bytes(data, rng)
