@@ -140,7 +140,8 @@ def ports(
                 if hit:
                     yield hit
     for name, service in compose.services.items():
-        for port in service.data.get("ports") or []:
+        ports = service.data.get("ports")
+        for port in ports if isinstance(ports, list) else []:
             host = _host_port(port)
             if host:
                 hit = claim("host port", host, name)
