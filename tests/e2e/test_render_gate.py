@@ -111,3 +111,13 @@ def test_output_outside_the_spec_folder_is_refused(tmp_path: Path, run_cli, outp
     explicit = run_cli("render", "--write", "--output", str(allowed / "c.yaml"), str(spec))
     assert explicit.code == 0
     assert (allowed / "c.yaml").exists()
+
+
+def test_variant_placeholder_typo_gets_did_you_mean_once(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    spec = _spec(tmp_path)
+    spec.write_text(spec.read_text().replace("qwen-small-{replica}", "qwen-small-{replca}"))
+    result = run_cli("render", str(spec))
+    assert result.code == 2
+    assert "did you mean {replica}?" in result.err
+    # Both replicas lack it; the template is reported once.
+    assert result.err.count("variant placeholder {replca}") == 1
