@@ -95,15 +95,6 @@ def sim() -> None:
     """Simulate the engine scheduler, offline or as an OpenAI-compatible server."""
 
 
-@sim.command(context_settings={"ignore_unknown_options": True})
-@click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec to take the argv from.")
-@click.option("--replica", help="Replica of --spec to simulate.")
-@_ENGINE_OPT
-@_PRESET
-@_workload_options
-@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
-@click.option("--per-request", is_flag=True, help="Also print one line per request.")
-@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 @contextlib.contextmanager
 def _sim_bar() -> Iterator[Callable[[float, float], None]]:
     """A progress bar over simulated time, on stderr, drawn only on a terminal."""
@@ -129,6 +120,15 @@ def _sim_bar() -> Iterator[Callable[[float, float], None]]:
         yield tick
 
 
+@sim.command(context_settings={"ignore_unknown_options": True})
+@click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec to take the argv from.")
+@click.option("--replica", help="Replica of --spec to simulate.")
+@_ENGINE_OPT
+@_PRESET
+@_workload_options
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@click.option("--per-request", is_flag=True, help="Also print one line per request.")
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def run(
     spec: str | None,
     replica: str | None,
@@ -358,6 +358,11 @@ def _render_run(result: SimResult, per_request: bool) -> str:
         f"stall longest {_fmt(s.stall_max_s)} s  in-burst ITL mean {_fmt(s.burst_itl_mean_s)} s"
         f" (worst request {_fmt(s.burst_itl_max_mean_s)} s), preemptions {s.preemptions}",
     ]
+    if s.probes:
+        lines.append(
+            f"health probes {s.probes}: p99 {_fmt(s.probe_p99_s)} s, worst {_fmt(s.probe_max_s)} s,"
+            f" {s.probe_misses} over 3 s, {s.unhealthy_flips} unhealthy flips (3 misses in a row)"
+        )
     if per_request:
         lines.append(
             f"{'rid':<14}{'arrival':>9}{'input':>9}{'cached':>9}{'out':>6}"

@@ -190,7 +190,7 @@ def undeclared_references(compose: ComposeFile) -> Iterator[Violation]:
     """A service may only use named volumes, networks, secrets and configs the file declares
     (compose refuses the file otherwise: "refers to undefined volume")."""
     declared = {
-        kind: set(compose.data.get(kind) or {})
+        kind: set(_as_map(compose.data.get(kind)))
         for kind in ("volumes", "networks", "secrets", "configs")
     }
     declared["networks"].add("default")
@@ -221,12 +221,8 @@ def service_gpus(service: ComposeService) -> tuple[int | None, str | None]:
     """How many GPUs a service is given, or (None, why) when the file does not say."""
     if service.gpu_ids:
         return len(service.gpu_ids), None
-    deploy = service.data.get("deploy")
-    devices = (
-        ((deploy.get("resources") or {}).get("reservations") or {}).get("devices")
-        if isinstance(deploy, dict)
-        else None
-    )
+    resources = _as_map(_as_map(service.data.get("deploy")).get("resources"))
+    devices = _as_map(resources.get("reservations")).get("devices")
     for device in devices if isinstance(devices, list) else []:
         count = device.get("count") if isinstance(device, dict) else None
         if count == "all" or count == -1:
@@ -276,3 +272,13 @@ def gpu_fit(
                 )
             )
     return out, unchecked
+
+
+# A file that breaks the compose schema is reported by the schema contract; the checks here
+# still run on it, so they read each key only in the shape compose allows and skip the rest.
+def _as_map(value: Any) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

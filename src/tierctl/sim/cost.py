@@ -30,6 +30,11 @@ class CostModel:
     kv_pool_tokens: int
     max_running_requests: int
     chunked_prefill_size: int
+    # Host side (tierctl.sim.host): loop time per request, tokenization per prompt byte, and
+    # the bytes a prompt token stands for when a workload gives tokens only.
+    request_overhead_s: float = 0.0
+    tokenize_per_byte_s: float = 0.0
+    bytes_per_token: float = 4.0
 
     def prefill_s(self, chunks: Iterable[tuple[int, int]]) -> float:
         """Time of one extend batch; ``chunks`` are ``(new_tokens, cached_tokens)`` pairs."""
@@ -72,6 +77,18 @@ GLM53_FLASH_W4AFP8_TP4_H200 = CostModel(
     chunked_prefill_size=8192,
 )
 
+# The same GPUs plus the host side the ingestion incident was about (tierctl.sim.host): the
+# field report measured tokenization as linear, 0.3 MB in <= 0.7 s (2.3 us per byte) on the
+# tokenizer manager's event loop; 1 ms of loop time per request besides. A separate preset so
+# GPU-only what-ifs (the scheduler canary) keep their inputs arriving when they arrive.
+GLM53_FLASH_W4AFP8_TP4_H200_HOST = replace(
+    GLM53_FLASH_W4AFP8_TP4_H200,
+    name="glm53-flash-w4afp8-tp4-h200-host",
+    request_overhead_s=1e-3,
+    tokenize_per_byte_s=2.3e-6,
+    bytes_per_token=4.0,
+)
+
 # A small dense model (8B class, one 80 GB H100, bf16). From first principles: ~16 GFLOP per
 # token at ~600 TFLOP/s effective -> b ~ 2.7e-5 s; attention ~0.5 MFLOP per token pair ->
 # g ~ 9e-10 s; decode reads 16 GB of weights at ~3.3 TB/s -> ~6 ms, plus 128 KB of KV per
@@ -90,7 +107,10 @@ DENSE_8B_H100 = CostModel(
     chunked_prefill_size=8192,
 )
 
-PRESETS: dict[str, CostModel] = {m.name: m for m in (GLM53_FLASH_W4AFP8_TP4_H200, DENSE_8B_H100)}
+PRESETS: dict[str, CostModel] = {
+    m.name: m
+    for m in (GLM53_FLASH_W4AFP8_TP4_H200, GLM53_FLASH_W4AFP8_TP4_H200_HOST, DENSE_8B_H100)
+}
 DEFAULT_PRESET = GLM53_FLASH_W4AFP8_TP4_H200.name
 
 

@@ -27,6 +27,9 @@ from tierctl.sim.cost import DEFAULT_PRESET, PRESETS, CostModel, preset
 KIND = "tierctl-cost-model"
 FORMAT = 1
 _FIELDS = {f.name: f.type for f in dataclasses.fields(CostModel)}
+_DEFAULTS = {
+    f.name: f.default for f in dataclasses.fields(CostModel) if f.default is not dataclasses.MISSING
+}
 _INT_FIELDS = ("kv_pool_tokens", "max_running_requests", "chunked_prefill_size")
 
 
@@ -94,6 +97,8 @@ def read_cost_model(path: str | Path) -> tuple[CostModel, dict[str, Any]]:
         values[key] = value
     values.setdefault("name", p.stem)
     for key in _FIELDS:
+        if key not in values and key in _DEFAULTS:
+            values[key] = _DEFAULTS[key]
         if key not in values:
             raise InputError(
                 f"cost model field {key!r} is missing",

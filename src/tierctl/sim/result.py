@@ -91,6 +91,12 @@ class SimSummary(LatencySummary):
     burst_itl_mean_s: float | None = None
     burst_itl_max_mean_s: float | None = None
     preemptions: int = 0
+    # Host side: health probes answered while the event loop tokenized (tierctl.sim.host).
+    probes: int = 0
+    probe_p99_s: float | None = None
+    probe_max_s: float | None = None
+    probe_misses: int = 0
+    unhealthy_flips: int = 0
 
 
 @dataclass(frozen=True)

@@ -2,15 +2,57 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from tierctl.latency import percentile
 from tierctl.sim.config import EngineConfig, unmodelled_differences
 from tierctl.sim.cost import CostModel, preset
 from tierctl.sim.engine import Round, itl_quantile, make_scheduler
+from tierctl.sim.host import has_host_costs, plan_host, probe_latencies, tokenizes_on_loop
 from tierctl.sim.result import RatioRow, RequestResult, SimResult, ratio_table, summarize
 from tierctl.sim.workload import Workload
+
+
+def _with_host_wait(r: RequestResult, arrived: dict[str, float]) -> RequestResult:
+    """Times from the request's arrival at the server, not from reaching the scheduler."""
+    t0 = arrived.get(r.rid, r.arrival_s)
+    wait = r.arrival_s - t0
+    if wait <= 0:
+        return r
+
+    def add(v: float | None) -> float | None:
+        return None if v is None else v + wait
+
+    return dataclasses.replace(
+        r, arrival_s=t0, ttft_s=add(r.ttft_s), e2e_s=add(r.e2e_s), queue_s=add(r.queue_s)
+    )
+
+
+def probe_figures(latencies: list[float], timeout_s: float) -> dict[str, Any]:
+    """Probe p99, worst and misses (slower than the time-out), for the summary."""
+    if not latencies:
+        return {}
+    return {
+        "probes": len(latencies),
+        "probe_p99_s": percentile(latencies, 99),
+        "probe_max_s": max(latencies),
+        "probe_misses": sum(x > timeout_s for x in latencies),
+        "unhealthy_flips": _flips(latencies, timeout_s),
+    }
+
+
+def _flips(latencies: list[float], timeout_s: float, misses_to_mark: int = 3) -> int:
+    """Times a proxy marking a backend unhealthy after ``misses_to_mark`` consecutive misses
+    would have done so (each one later recovers or the run ends)."""
+    flips = run = 0
+    for x in latencies:
+        run = run + 1 if x > timeout_s else 0
+        flips += run == misses_to_mark
+    return flips
 
 
 def simulate(
@@ -22,6 +64,8 @@ def simulate(
     fast_forward: bool = True,
     horizon_s: float = math.inf,
     steps: list[Round] | None = None,
+    probe_interval_s: float = 5.0,
+    probe_timeout_s: float = 3.0,
     progress: Callable[[float], None] | None = None,
 ) -> SimResult:
     """Simulate ``workload`` on one replica configured by ``config``.
@@ -38,13 +82,23 @@ def simulate(
         fast_forward: run pure-decode stretches in closed form (same results, faster).
         horizon_s: stop at this simulated time; requests still in flight are "unfinished".
         steps: when given, every stepped round is appended (for ``sim fit`` round trips).
+        probe_interval_s: a proxy's health probe period, for the probe figures (host costs).
+        probe_timeout_s: the probe time-out: a slower answer counts as a miss.
         progress: called now and then with the simulated time reached (for a progress bar;
             the simulation itself never draws anything).
     """
     del seed
     model = preset(cost) if isinstance(cost, str) else cost
     sched = make_scheduler(config, model)
-    reqs = workload.requests
+    host = plan_host(workload.requests, model, tokenizes_on_loop(config))
+    if has_host_costs(model):
+        # Requests reach the scheduler when the host is done with them (FIFO: still ordered).
+        reqs = tuple(
+            dataclasses.replace(r, arrival_s=t)
+            for r, t in zip(workload.requests, host.ready_s, strict=True)
+        )
+    else:
+        reqs = workload.requests
     nxt = 0
     now = 0.0
     loops = 0
@@ -71,13 +125,23 @@ def simulate(
             steps.append(rnd)
         now += rnd.duration_s
     lives = [*sched.done, *sched.lives.values()]
+    arrived = {r.rid: r.arrival_s for r in workload.requests}
     results = tuple(
-        sorted((RequestResult.of(x) for x in lives), key=lambda r: (r.arrival_s, r.rid))
+        sorted(
+            (_with_host_wait(RequestResult.of(x), arrived) for x in lives),
+            key=lambda r: (r.arrival_s, r.rid),
+        )
     )
     hist = sched.stats.itl_hist
+    probes = (
+        probe_latencies(host, now, probe_interval_s, model.request_overhead_s)
+        if has_host_costs(model)
+        else []
+    )
     summary = summarize(
         list(results), sched.stats.kv_waits, (itl_quantile(hist, 0.5), itl_quantile(hist, 0.99))
     )
+    summary = dataclasses.replace(summary, **probe_figures(probes, probe_timeout_s))
     return SimResult(
         workload=workload.name,
         preset=model.name,

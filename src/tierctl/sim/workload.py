@@ -176,7 +176,24 @@ def multi_turn_day(
     return Workload.of(f"multi-turn-{hours:g}h", [r for r in reqs if r.arrival_s < end_s])
 
 
-GENERATORS = ("burst", "hammer", "both", "field", "field+hammer", "day")
+GENERATORS = ("burst", "hammer", "both", "field", "field+hammer", "day", "ingestion")
+
+
+def ingestion(rng: random.Random, *, minutes: float = 25.0) -> Workload:
+    """The field report's ingestion incident, as one replica of two saw it: every 5 minutes
+    ~50 prompts of 1.4-1.6 MB (350K-400K tokens at 4 bytes per token), arriving in clusters
+    of 10 within 2 s, over a short-request background."""
+    reqs: list[SimRequest] = []
+    for k in range(max(1, int(minutes // 5))):
+        for c in range(5):
+            start = 300.0 * k + rng.uniform(0, 290)
+            for i in range(10):
+                reqs.append(
+                    SimRequest(f"big-{k}-{c}-{i}", start + rng.uniform(0, 2),
+                               rng.randint(350_000, 400_000), 64)
+                )  # fmt: skip
+    background = hammer(rng, rate_per_s=0.5, duration_s=minutes * 60, prefix="hammer")
+    return Workload.of("ingestion", [*reqs, *background.requests])
 
 
 def generate(
@@ -195,7 +212,8 @@ def generate(
     ``burst``: ``count`` prompts of ``input_tokens``; ``hammer``: short requests at
     ``rate_per_s`` for ``duration_s``; ``both``: the two at once; ``field``: the field report's
     burst (8 x ~720K while 3 short sequences decode); ``field+hammer``: with a hammer too;
-    ``day``: the multi-turn long-context trace over ``hours``.
+    ``day``: the multi-turn long-context trace over ``hours``; ``ingestion``: the field
+    report's multi-MB prompt bursts (25 minutes, or ``duration_s``).
     """
     from tierctl.errors import InputError
 
@@ -209,6 +227,8 @@ def generate(
         return b.merged(hammer(rng, rate_per_s=rate_per_s, duration_s=duration_s))
     if kind in ("field", "field+hammer"):
         return field_burst(rng, with_hammer=kind == "field+hammer")
+    if kind == "ingestion":
+        return ingestion(rng, minutes=duration_s / 60 if duration_s != 600.0 else 25.0)
     if kind == "day":
         return multi_turn_day(rng, hours=hours)
     raise InputError(

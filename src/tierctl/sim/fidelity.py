@@ -1,0 +1,176 @@
+"""Checking the simulator against a real engine: measure, fit, predict, compare.
+
+A *plan* is a list of requests (send time, prompt length, output length). :func:`measure` plays
+it against a real OpenAI-compatible engine on loopback (token-id prompts, so the lengths are
+exact; ``ignore_eos`` so every request produces its output length) and records each request's
+TTFT and inter-token gaps. :func:`predict` replays the same plan through the simulator with a
+cost model, and :func:`compare_figures` puts the two side by side: TTFT p50/p90, TPOT p50 and
+ITL p90 with the relative error. ``benchmarks/sim_fidelity.py`` fits on one plan and predicts
+others; a CI-sized test does the same with a loose bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tierctl.latency import percentile
+from tierctl.sim.config import EngineConfig
+from tierctl.sim.cost import CostModel
+from tierctl.sim.fitting import MeasuredRequest
+from tierctl.sim.simulate import simulate
+from tierctl.sim.workload import SimRequest, Workload
+
+# Token ids for prompts: inside any small vocabulary and clear of special tokens.
+_ID_RANGE = (20, 1000)
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """One request of a plan."""
+
+    send_s: float
+    input_tokens: int
+    output_tokens: int
+
+
+def burst_plan(count: int, input_tokens: int, output_tokens: int) -> list[PlannedRequest]:
+    """``count`` requests at once."""
+    return [PlannedRequest(0.0, input_tokens, output_tokens) for _ in range(count)]
+
+
+def poisson_plan(
+    rng: random.Random,
+    rate_per_s: float,
+    count: int,
+    input_tokens: tuple[int, int],
+    output_tokens: tuple[int, int],
+) -> list[PlannedRequest]:
+    """``count`` requests with Poisson arrivals and uniform lengths."""
+    t, out = 0.0, []
+    for _ in range(count):
+        out.append(PlannedRequest(t, rng.randint(*input_tokens), rng.randint(*output_tokens)))
+        t += rng.expovariate(rate_per_s)
+    return out
+
+
+def decoders_and_long_plan(
+    decoders: int, long_prompts: int, long_tokens: int, gap_s: float
+) -> list[PlannedRequest]:
+    """Short prompts with long outputs, then long prompts arriving while they decode."""
+    plan = [PlannedRequest(0.0, 32, 160) for _ in range(decoders)]
+    plan += [PlannedRequest(gap_s * (i + 1), long_tokens, 8) for i in range(long_prompts)]
+    return plan
+
+
+async def measure(
+    url: str, model: str, plan: list[PlannedRequest], *, seed: int = 0, timeout_s: float = 300.0
+) -> list[MeasuredRequest]:
+    """Play ``plan`` against a real engine at ``url`` (loopback); one record per request.
+
+    Bounded: at most ``len(plan)`` requests, each with a ``timeout_s`` limit.
+    """
+    import aiohttp
+
+    rng = random.Random(seed)
+    prompts = [[rng.randrange(*_ID_RANGE) for _ in range(p.input_tokens)] for p in plan]
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    t0 = time.monotonic()
+
+    async def one(s: aiohttp.ClientSession, p: PlannedRequest, ids: list[int]) -> MeasuredRequest:
+        delay = p.send_s - (time.monotonic() - t0)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        body = {"model": model, "prompt": ids, "max_tokens": p.output_tokens, "stream": True,
+                "ignore_eos": True, "temperature": 0}  # fmt: skip
+        sent = time.monotonic()
+        stamps: list[float] = []
+        async with s.post(url + "/v1/completions", json=body) as r:
+            r.raise_for_status()
+            async for raw in r.content:
+                line = raw.strip()
+                if not line.startswith(b"data: {"):
+                    continue
+                doc = json.loads(line[6:])
+                if doc.get("choices") and doc["choices"][0].get("text") is not None:
+                    stamps.append(time.monotonic())
+        n = len(stamps)
+        ttft = stamps[0] - sent if stamps else 0.0
+        gaps = tuple(b - a for a, b in itertools.pairwise(stamps))
+        tpot = (stamps[-1] - stamps[0]) / (n - 1) if n > 1 else None
+        return MeasuredRequest(sent - t0, p.input_tokens, n, ttft, tpot, gaps)
+
+    async with aiohttp.ClientSession(timeout=timeout) as s:
+        return list(
+            await asyncio.gather(*(one(s, p, ids) for p, ids in zip(plan, prompts, strict=True)))
+        )
+
+
+def predict(
+    plan: list[MeasuredRequest], config: EngineConfig, cost: CostModel
+) -> list[MeasuredRequest]:
+    """The simulator's figures for the same requests (the measured send times and lengths)."""
+    wl = Workload.of(
+        "plan",
+        [SimRequest(f"p-{i}", m.sent_s, m.input_tokens, max(1, m.output_tokens))
+         for i, m in enumerate(plan)],
+    )  # fmt: skip
+    rounds: list[Any] = []
+    res = simulate(config, wl, cost, steps=rounds)
+    # Per-token times from the stepped rounds give each request's inter-token gaps.
+    times: dict[str, list[float]] = {}
+    for rnd in rounds:
+        end = rnd.start_s + rnd.duration_s
+        for em in rnd.emitted:
+            times.setdefault(em.rid, []).append(end)
+    out = []
+    by = {r.rid: r for r in res.requests}
+    for i, m in enumerate(plan):
+        r = by[f"p-{i}"]
+        ts = times.get(f"p-{i}", [])
+        gaps = tuple(b - a for a, b in itertools.pairwise(ts))
+        out.append(MeasuredRequest(m.sent_s, m.input_tokens, r.output_tokens, r.ttft_s or 0.0,
+                                   r.tpot_s, gaps))  # fmt: skip
+    return out
+
+
+@dataclass(frozen=True)
+class FigureRow:
+    """One figure, measured and predicted."""
+
+    metric: str
+    measured_s: float | None
+    predicted_s: float | None
+
+    @property
+    def error(self) -> float | None:
+        """Relative error of the prediction (predicted / measured - 1)."""
+        if not self.measured_s or self.predicted_s is None:
+            return None
+        return self.predicted_s / self.measured_s - 1
+
+
+def figures(reqs: list[MeasuredRequest]) -> dict[str, float | None]:
+    """TTFT p50/p90, TPOT p50, ITL p90 of a run (seconds)."""
+    ttft = [r.ttft_s for r in reqs]
+    tpot = [r.tpot_s for r in reqs if r.tpot_s is not None]
+    itl = [g for r in reqs for g in r.itl_s]
+    return {
+        "TTFT p50": percentile(ttft, 50),
+        "TTFT p90": percentile(ttft, 90),
+        "TPOT p50": percentile(tpot, 50),
+        "ITL p90": percentile(itl, 90),
+    }
+
+
+def compare_figures(
+    measured: list[MeasuredRequest], predicted: list[MeasuredRequest]
+) -> list[FigureRow]:
+    """Measured against predicted, figure by figure."""
+    a, b = figures(measured), figures(predicted)
+    return [FigureRow(k, a[k], b[k]) for k in a]
