@@ -35,12 +35,20 @@ def check(ctx: Context) -> Iterator[Violation]:
 
 
 def check_uses(
-    catalog: Catalog, compose: ComposeFile, svc: str, uses: Iterable[FlagUse], offset: int = 0
+    catalog: Catalog,
+    compose: ComposeFile,
+    svc: str,
+    uses: Iterable[FlagUse],
+    offset: int = 0,
+    *,
+    at: int | None = None,
 ) -> Iterator[Violation]:
     """TC004 on one service's parsed flags (with or without a spec); ``offset``: how many argv
-    tokens come before ``command[0]`` (an image's entrypoint)."""
+    tokens come before ``command[0]`` (an image's entrypoint); ``at``: the command token every
+    flag sits in (a shell script), instead."""
     for use in uses:
-        location = compose.location("services", svc, "command", use.index - offset)
+        index = at if at is not None else use.index - offset
+        location = compose.location("services", svc, "command", index)
         if not use.token:
             yield Violation(
                 rule="TC004",
