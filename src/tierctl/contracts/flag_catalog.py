@@ -70,6 +70,8 @@ def check_uses(
                 fix=_did_you_mean(catalog, use.token),
             )
             continue
+        if "." in use.token and catalog.resolve(use.token)[1] == "json key":
+            continue  # one key of a JSON flag (vLLM): any text, the engine types it
         problem = value_problem(flag, use)
         if problem and (is_secret_flag(use.token) or any(map(looks_secret_value, use.values))):
             problem = "value rejected (a credential: not shown)"

@@ -39,7 +39,7 @@ LIVE_STEP_S = 15.0
 # At interval 1 each of those decode rounds waits behind a prefill chunk; at 2 two decode
 # rounds run per chunk. The A/B runs one step per block, the live phase one step per readout
 # step, so both measure the same effect (deterministic: the scheduler decides the overlap).
-BURST_COUNT = 3
+BURST_COUNT = 4
 BURST_TOKENS = 40_000
 BURST_OUTPUT = 24
 

@@ -88,7 +88,8 @@ def write_rendered(text: str, path: Path, *, force: bool = False) -> str:
             "refusing to overwrite a file that tierctl did not generate",
             location=Location(file=str(path)),
             rule="no-clobber",
-            fix="move it away, point `output` elsewhere, or pass --force to replace it",
+            fix="move it away, point `output` elsewhere, or pass `force` to replace it",
+            params=("force",),
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

@@ -226,7 +226,8 @@ class ComposeManagerDriver:
             raise InputError(
                 f"no compose-manager tag for the {dep.side} file",
                 rule="compose-manager applies a file at a tag of the deployment repository",
-                fix=f"use a git:REF:PATH source or pass --tag-{dep.side}",
+                fix=f"use a git:REF:PATH source or pass `tag_{dep.side}`",
+                params=(f"tag_{dep.side}",),
             )
         return target
 
@@ -252,7 +253,8 @@ class ComposeManagerDriver:
         raise RuntimeFailure(
             f"compose-manager {path} for {', '.join(body['services'])} failed {tries}: {last}",
             rule="the agent must answer with an exit event of code 0",
-            fix="check the agent's log on the host and retry with --resume",
+            fix="check the agent's log on the host and retry with `resume`",
+            params=("resume",),
         )
 
     def _once(self, path: str, body: dict[str, Any]) -> CallResult:
@@ -262,7 +264,8 @@ class ComposeManagerDriver:
                     raise RuntimeFailure(
                         f"compose-manager refused the token ({resp.status_code})",
                         rule="calls carry a valid bearer token",
-                        fix="set TIERCTL_AGENT_TOKEN (or --token-file) to the agent's token",
+                        fix="set TIERCTL_AGENT_TOKEN (or `token_file`) to the agent's token",
+                        params=("token_file",),
                     )
                 if resp.status_code >= 500:
                     raise _Retryable(f"HTTP {resp.status_code}")
@@ -292,7 +295,8 @@ class ComposeManagerDriver:
             raise RuntimeFailure(
                 f"compose-manager {path} exited {exit_code}: {tail}",
                 rule="docker compose must succeed on the host",
-                fix="read the agent output above, fix, then retry with --resume",
+                fix="read the agent output above, fix, then retry with `resume`",
+                params=("resume",),
             )
         return CallResult(exit_code, tuple(lines))
 
