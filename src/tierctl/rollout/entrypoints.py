@@ -48,6 +48,8 @@ class DriverConfig:
         state_dir: The local driver's state directory.
         time_scale: Modelled seconds per wall second of the local driver's simulated engine.
         gate_host: The host the gates reach engines on (compose-manager, docker).
+        agent_timeout_s: Deadline of one compose-manager call, its answer stream included.
+        agent_attempts: Tries of an idempotent compose-manager call.
     """
 
     name: DriverName
@@ -61,6 +63,8 @@ class DriverConfig:
     state_dir: Path = Path(".tierctl-rollout/local")
     time_scale: float = 100.0
     gate_host: str = "127.0.0.1"
+    agent_timeout_s: float = 600.0
+    agent_attempts: int = 4
 
 
 def make_plan(
@@ -147,6 +151,8 @@ def make_driver(
         gate_host=config.gate_host,
         project=config.project,
         log=log,
+        timeout_s=config.agent_timeout_s,
+        attempts=config.agent_attempts,
     )
 
 

@@ -156,7 +156,9 @@ class ComposeManagerDriver:
             env: Interpolation variables sent with each call (validated).
             gate_host: The host the gates reach engines on.
             project: The compose project name, for mapping dry-run container names.
-            timeout_s: Per-call read time-out (compose pulls can be slow).
+            timeout_s: Deadline of one call: connecting, every read, and the whole answer
+                stream (an agent that trickles lines, or accepts and never answers, is given
+                up on after this long; compose pulls can be slow).
             attempts: Tries for an idempotent call.
             backoff_s: First back-off; doubled per retry.
             transport: Injected HTTP transport (tests).
@@ -169,13 +171,14 @@ class ComposeManagerDriver:
         self._gate_host = gate_host
         self._project = project
         self._attempts = max(1, attempts)
+        self._timeout_s = timeout_s
         self._backoff_s = backoff_s
         self._sleep = sleep
         self._log = log
         self._client = httpx.Client(
             base_url=base_url,
             transport=transport,
-            timeout=httpx.Timeout(timeout_s, connect=10.0),
+            timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
             headers={"Authorization": f"Bearer {token}"},
         )
         self.calls: list[dict[str, Any]] = []
@@ -278,7 +281,14 @@ class ComposeManagerDriver:
                     )
                 lines: list[str] = []
                 exit_code: int | None = None
+                deadline = time.monotonic() + self._timeout_s
                 for raw in resp.iter_lines():
+                    if time.monotonic() > deadline:
+                        raise _Retryable(
+                            f"no exit event within the {self._timeout_s:g} s call deadline"
+                        )
+                    if len(raw) > _MAX_EVENT_CHARS:
+                        raise _Retryable(f"an event line over {_MAX_EVENT_CHARS:,} characters")
                     if not raw.strip():
                         continue
                     event = _event(raw)
@@ -299,6 +309,10 @@ class ComposeManagerDriver:
                 params=("resume",),
             )
         return CallResult(exit_code, tuple(lines))
+
+
+# One NDJSON event is a line of compose output; a longer one is a broken or hostile stream.
+_MAX_EVENT_CHARS = 1_000_000
 
 
 def _event(raw: str) -> tuple[str, str]:
