@@ -27,6 +27,7 @@ def _compose(tmp_path: Path, old: str, new: str) -> Path:
         ("    container_name: qwen-r2\n", "    container_name: []\n"),
         ('    ports:\n      - "8080:80"\n', "    ports: 1.5\n"),
         ("    container_name: qwen-r2\n", "    container_name: qwen-r2\n    x-when: 2001-12-14\n"),
+        ("    container_name: qwen-r2\n", "    container_name: qwen-r2\n    labels2: {1: 2}\n"),
     ],
 )
 def test_wrong_shapes_in_a_compose_file(
