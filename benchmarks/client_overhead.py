@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import httpx
 import numpy as np
 import orjson
@@ -209,6 +210,64 @@ def section_ramp(url: str, rates: list[float], seconds: float) -> tuple[float, f
     print(f"  highest rate with pacing p50 < 1 ms and p99 < 10 ms: {relaxed:g} req/s")
     print(f"  peak achieved send rate: {peak:.0f} req/s")
     return best, relaxed, peak
+
+
+def bare_aiohttp_rate(url: str, rate: float, seconds: float, seed: int = 7) -> dict[str, float]:
+    """The baseline a user would write: Poisson arrivals, ``asyncio.sleep`` until each one,
+    one task per request on a plain aiohttp session; pacing error = actual - planned send."""
+    import random
+
+    rng = random.Random(seed)
+    offsets, t = [], 0.0
+    while t < seconds:
+        t += rng.expovariate(rate)
+        offsets.append(t)
+    body = orjson.dumps({"model": "m", "prompt": "hi", "max_tokens": 16, "stream": True})
+    lags: list[float] = []
+
+    async def main() -> float:
+        async with aiohttp.ClientSession() as s:
+
+            async def one() -> None:
+                async with s.post(url + "/v1/completions", data=body) as r:
+                    async for _chunk in r.content.iter_any():
+                        pass
+
+            tasks = []
+            t0 = time.monotonic() + 0.05
+            cpu0 = time.process_time()
+            for off in offsets:
+                delay = t0 + off - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                lags.append(time.monotonic() - (t0 + off))
+                tasks.append(asyncio.create_task(one()))
+            await asyncio.gather(*tasks, return_exceptions=True)
+            return time.process_time() - cpu0
+
+    cpu = asyncio.run(main())
+    lag = np.array(lags) * 1e3
+    return {
+        "rate": rate,
+        "sent": len(offsets),
+        "completed": len(offsets),
+        "p50_ms": float(np.percentile(lag, 50)),
+        "p99_ms": float(np.percentile(lag, 99)),
+        "cpu_ms_per_req": 1e3 * cpu / max(1, len(offsets)),
+    }
+
+
+def section_bare(url: str, rates: list[float], seconds: float) -> None:
+    print("\n== 2b. the same Poisson rates from a bare aiohttp loop (asyncio.sleep pacing)")
+    for rate in rates:
+        r = bare_aiohttp_rate(url, rate, seconds)
+        tierctl = run_rate(url, rate, seconds)
+        print(
+            f"   rate {rate:>6.0f}/s  bare aiohttp pacing p99 {r['p99_ms']:7.3f} ms "
+            f"(CPU {r['cpu_ms_per_req']:.3f} ms/req)  tierctl p99 {tierctl['p99_ms']:7.3f} ms "
+            f"(CPU {tierctl['cpu_ms_per_req']:.3f} ms/req)  bare/tierctl "
+            f"{r['p99_ms'] / max(tierctl['p99_ms'], 1e-6):.1f}x"
+        )
 
 
 async def _aiohttp_loop(url: str, n: int, conc: int) -> None:
@@ -502,6 +561,7 @@ def main() -> int:
     with node_server(core=server_core) as url:
         section_pacing(url, 200, secs * 2)
         _, relaxed, peak = section_ramp(url, [250, 500, 1000, 1500, 2000, 2500, 3000, 4000], secs)
+        section_bare(url, [500, 1000, 2000], secs)
         section_libraries(url, 1000 if args.quick else 3000)
         section_gc(url, max(relaxed, 250), secs * 2)
         section_upload(url, args.upload_mb)

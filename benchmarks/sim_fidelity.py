@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAGS = ("--max-num-seqs", "8", "--max-num-batched-tokens", "512")
@@ -69,6 +70,7 @@ def main(args: argparse.Namespace) -> int:
         asyncio.run(measure(url, SERVED_NAME, burst_plan(2, 64, 8)))  # warm-up, not measured
         t = time.perf_counter()
         fit_on = asyncio.run(measure(url, SERVED_NAME, fit_plan, seed=1))
+        _save(args.save, "fit", fit_on)
         model, res = fit_timings(fit_on, base, config, name="fitted:vllm-cpu-tiny")
         print(f"fitted on {len(fit_on)} Poisson requests in {time.perf_counter() - t:.0f} s: "
               f"residual TTFT median {res['ttft_median_abs_rel_error']:.1%}, "
@@ -79,6 +81,7 @@ def main(args: argparse.Namespace) -> int:
         worst = 0.0
         for name, plan in plans.items():
             got = asyncio.run(measure(url, SERVED_NAME, plan, seed=2))
+            _save(args.save, name, got)
             rows = compare_figures(got, predict(got, config, model))
             print(f"\n{name} ({len(got)} requests)")
             print(f"  {'figure':<10}{'measured':>12}{'predicted':>12}{'error':>9}")
@@ -93,8 +96,19 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _save(folder: str | None, name: str, reqs: list[Any]) -> None:
+    """Keep the measured requests (for refitting offline)."""
+    if folder is None:
+        return
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    slug = "".join(c if c.isalnum() else "-" for c in name)
+    (out / f"{slug}.json").write_text(json.dumps([dataclasses.asdict(r) for r in reqs]))
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer requests per workload")
     ap.add_argument("--start-timeout-s", type=float, default=600.0)
+    ap.add_argument("--save", help="folder to keep the measured requests in (JSON)")
     sys.exit(main(ap.parse_args()))

@@ -312,6 +312,7 @@ _REFUSED_TAGS = {
     "tag:yaml.org,2002:set": "!!set",
     "tag:yaml.org,2002:omap": "!!omap",
     "tag:yaml.org,2002:pairs": "!!pairs",
+    "tag:yaml.org,2002:timestamp": "!!timestamp",
 }
 
 

@@ -23,7 +23,10 @@ Yaml12Loader.yaml_implicit_resolvers = {
     key: [
         (tag, regexp)
         for tag, regexp in resolvers
-        if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int")
+        # YAML 1.2's core schema has no timestamps: `2001-12-14` stays a string, as compose
+        # (go-yaml v3) reads it into a plain value; PyYAML would build a datetime.date.
+        if tag
+        not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:timestamp")
     ]
     for key, resolvers in _Base.yaml_implicit_resolvers.items()
 }

@@ -120,3 +120,18 @@ def test_act_2_the_real_router_marks_on_loop_replicas_unhealthy(tmp_path: Path) 
     text = console.export_text()
     assert "the router's own view, same load both passes" in text
     assert "HTTP health check failed" in text  # the router's own log, quoted
+
+
+def test_the_ab_verdict_follows_the_readout_rule() -> None:
+    from tierctl.bench.bootstrap import Ratio
+    from tierctl.demo.canary import ab_verdict
+
+    def r(ratio: float, low: float, high: float) -> Ratio:
+        return Ratio(1.0, ratio, ratio, low, high, 4)
+
+    same = r(1.0, 0.95, 1.05)
+    better_tpot = {"ttft_p50_s": same, "ttft_p95_s": same, "e2e_p50_s": same}
+    assert ab_verdict({**better_tpot, "tpot_p50_s": r(0.5, 0.45, 0.6)}) == "pass"
+    assert ab_verdict({**better_tpot, "tpot_p50_s": r(0.5, 0.3, 0.9)}) == "inconclusive"
+    worse_ttft = {**better_tpot, "ttft_p95_s": r(1.4, 1.2, 1.6), "tpot_p50_s": r(0.5, 0.45, 0.6)}
+    assert ab_verdict(worse_ttft) == "fail"

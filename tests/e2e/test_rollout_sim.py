@@ -25,8 +25,8 @@ import yaml
 
 from tierctl.render import render_compose
 from tierctl.rollout.drivers.local import LocalDriver
-from tierctl.rollout.executor import load_sides
 from tierctl.rollout.entrypoints import load_plan
+from tierctl.rollout.executor import load_sides
 from tierctl.spec import load_spec
 
 pytestmark = [

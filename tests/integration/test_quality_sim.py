@@ -94,7 +94,7 @@ async def test_same_model_is_at_the_noise_floor(arms: dict[str, str], engine: st
     assert tf.token_agreement["A-B"][0] == 1.0
     assert tf.max_gap["A-B"][0] == 0.0
     if engine == "auto":
-        assert result.engines == {"A": "sglang", "B": "sglang"}  # sim serve has /server_info
+        assert result.engines == {"A": "sglang", "B": "sglang"}  # sglang: metrics
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
@@ -141,3 +141,45 @@ async def test_a_dead_arm_is_reported_not_a_crash(arms: dict[str, str]) -> None:
     assert all(e.startswith("B ") for e in result.errors)
     for lane in result.lanes:
         assert lane.test.differ == lane.items
+
+
+async def test_a_vllm_sim_is_detected_and_scored_with_prompt_logprobs() -> None:
+    argv = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL, "--port", "0"]
+    servers = []
+    for opts in ({}, {"perturb_fraction": 0.02, "perturb_seed": 5}):
+        server = SimServer(
+            EngineConfig.from_argv(argv),
+            preset("dense-8b-h100"),
+            ServeOptions(time_scale=1000.0, **opts),  # type: ignore[arg-type]
+        )
+        ts = TestServer(server.app(), host="127.0.0.1")
+        await ts.start_server()
+        servers.append(ts)
+    try:
+        spec = SPEC.model_copy(update={"passkey": PasskeySpec(), "arithmetic": 0})
+        result = await run_quality(_url(servers[0]), _url(servers[1]), spec)
+    finally:
+        for ts in servers:
+            await ts.close()
+    assert result.engines == {"A": "vllm", "B": "vllm"}
+    lm_b = SimLM(model_seed(MODEL), perturb_fraction=0.02, perturb_seed=5)
+    assert result.lanes[0].test.differ == _truth_text_differs(lm_b)
+
+
+async def test_detection_falls_back_to_server_info_then_vllm() -> None:
+    import aiohttp
+
+    from tierctl.bench.quality.lane import detect_profile
+
+    config = EngineConfig.from_argv(["--model-path", MODEL, "--port", "0"])  # no metrics
+    ts = TestServer(
+        SimServer(config, preset("dense-8b-h100"), ServeOptions(time_scale=1000.0)).app(),
+        host="127.0.0.1",
+    )
+    await ts.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            assert (await detect_profile(session, _url(ts))).kind == "sglang"
+            assert (await detect_profile(session, "http://127.0.0.1:9")).kind == "vllm"
+    finally:
+        await ts.close()

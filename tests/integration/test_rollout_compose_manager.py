@@ -273,3 +273,25 @@ def test_an_empty_service_list_is_never_sent(world: World) -> None:
     with pytest.raises(ValueError, match="empty means all"):
         world.driver().down(world.new, [])
     assert world.agent.state.requests == []
+
+
+def test_a_trickling_agent_is_given_up_on_at_the_call_deadline(world: World) -> None:
+    """Lines keep coming but no exit event: the per-call deadline (--agent-timeout-s) ends it."""
+    world.agent.state.slow_s = 30.0
+    world.agent.state.faults = ["trickle", "trickle"]
+    with pytest.raises(RuntimeFailure, match="call deadline"):
+        world.driver(timeout_s=0.5, attempts=2).dry_run(world.new, [R2])
+
+
+def test_a_failed_apply_rolls_back_and_resume_retries_it(world: World) -> None:
+    """Apply answers 500 on every try: the replica goes back to OLD, the message says to retry
+    with --resume, and --resume then does exactly that (never refused)."""
+    world.agent.state.faults = ["ok", "500", "500"]  # dry run ok; the scoped down fails twice
+    with pytest.raises(RuntimeFailure, match="rolled back to OLD") as info:
+        world.run(world.driver(attempts=2))
+    assert "resume" in (info.value.fix or "")
+    assert world.running_as("old", R2)
+    assert world.events()[-2:] == ["failed", "rolled-back"]
+    result = world.run(world.driver(), resume=True)
+    assert result.outcomes[-1].status == "done"
+    assert world.running_as("new", R2)

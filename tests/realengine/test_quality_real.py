@@ -59,9 +59,11 @@ def bf16_engine(
 
 def test_same_weights_are_at_the_noise_floor(vllm_pair: EnginePair) -> None:
     a, b = vllm_pair.urls
-    result, health = asyncio.run(
-        check_quality(a, b, SPEC, targets=[ArmTarget("A", a), ArmTarget("B", b)])
-    )
+    targets = [
+        ArmTarget(arm, url, engine="vllm", log_path=vllm_pair.logs / f"{name}.log")
+        for arm, url, name in (("A", a, "r1"), ("B", b, "r2"))
+    ]
+    result, health = asyncio.run(check_quality(a, b, SPEC, targets=targets))
     assert result.errors == ()
     assert result.verdict == "at the noise floor", [lane.test for lane in result.lanes]
     tf = next(lane for lane in result.lanes if lane.lane == TEACHER_FORCED)
@@ -70,6 +72,7 @@ def test_same_weights_are_at_the_noise_floor(vllm_pair: EnginePair) -> None:
     # the whole text was scored: every position compared on both comparisons
     assert all(c.comparable and c.positions > 40 for c in tf.ab_texts)
     assert health.healthy, health.lines()
+    assert all(h.fatal_lines == () for h in health.arms.values())
     assert all(h.sources == ("metrics",) for h in health.arms.values())  # vLLM exports it
 
 

@@ -209,3 +209,12 @@ def test_every_input_goes_through_the_reader() -> None:
             if needle in text:
                 direct.append(f"{rel}: {needle}")
     assert direct == []
+
+
+def test_dates_stay_strings_and_timestamp_tags_are_refused() -> None:
+    assert load_yaml("a: 2001-12-14\nb: 2001-12-14T21:59:43Z\n", "d.yaml").data == {
+        "a": "2001-12-14",
+        "b": "2001-12-14T21:59:43Z",
+    }
+    with pytest.raises(InputError, match="!!timestamp values are not allowed"):
+        load_yaml("a: !!timestamp 2001-12-14\n", "d.yaml")

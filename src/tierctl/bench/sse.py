@@ -14,6 +14,9 @@ import orjson
 
 DONE = b"[DONE]"
 _SSE_FIELDS = (b"event", b"id", b"retry")
+#: The longest SSE line accepted: a token chunk is a few hundred bytes; 64 MiB leaves room for
+#: a huge final chunk (logprobs of a long completion) and stops a server that never ends one.
+MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 class MalformedStream(Exception):
@@ -23,11 +26,28 @@ class MalformedStream(Exception):
 class SSEDecoder:
     """Split a byte stream into SSE ``data`` payloads."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
         self._buffer = bytearray()
+        self._max_line = max_line_bytes
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """Add bytes; return the payloads of every complete ``data:`` line."""
+        """Add bytes; return the payloads of every complete ``data:`` line.
+
+        Linear in the bytes fed: a chunk without a newline is only appended (a long line
+        arriving in many chunks is joined once, not once per chunk).
+
+        Raises:
+            MalformedStream: a line longer than ``max_line_bytes``.
+        """
+        if b"\n" not in chunk:
+            self._buffer += chunk
+            if len(self._buffer) > self._max_line:
+                size = len(self._buffer)
+                self._buffer.clear()
+                raise MalformedStream(
+                    f"an SSE line is over {self._max_line:,} bytes ({size:,} so far)"
+                )
+            return []
         if self._buffer:
             self._buffer += chunk
             data = bytes(self._buffer)
@@ -38,6 +58,8 @@ class SSEDecoder:
         tail = lines.pop()  # the part after the last newline (usually b"")
         if tail:
             self._buffer += tail
+        if any(len(line) > self._max_line for line in lines):
+            raise MalformedStream(f"an SSE line is over {self._max_line:,} bytes")
         out: list[bytes] = []
         for line in lines:
             if not line:

@@ -125,6 +125,12 @@ class Catalog(BaseModel):
         if token in index:
             return index[token], "spelling"
         underscores = self.underscores if self.underscores is not None else self.engine == "vllm"
+        if underscores and "." in token:
+            # vLLM: --compilation-config.level 3 sets one key of a JSON-valued flag.
+            base, _, _ = token.partition(".")
+            found, _how = self.resolve(base)
+            if found is not None and found.type == "json":
+                return found, "json key"
         if underscores and "_" in token:
             dashed = "--" + token[2:].replace("_", "-")
             if dashed in index:

@@ -192,7 +192,28 @@ def _quality_options(f: _F) -> _F:
 
 
 def _quality_spec(opts: dict[str, Any], base: Any = None) -> Any:
-    """A QualitySpec from the workload's (if any) updated by the flags given."""
+    """A QualitySpec from the workload's (if any) updated by the flags given.
+
+    Raises:
+        InputError: a flag value the spec refuses (names the field, the rule, the value).
+    """
+    from pydantic import ValidationError
+
+    from tierctl.errors import InputError
+
+    try:
+        return _quality_spec_of(opts, base)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise InputError(
+            f"bad quality option {where}: {err['msg']}",
+            value=err.get("input"),
+            fix="see tierctl bench quality --help",
+        ) from None
+
+
+def _quality_spec_of(opts: dict[str, Any], base: Any) -> Any:
     from tierctl.bench.quality.spec import PasskeySpec, QualitySpec, TaskSetSpec, TeacherForcedSpec
     from tierctl.errors import InputError
 
@@ -249,12 +270,7 @@ def _quality_spec(opts: dict[str, Any], base: Any = None) -> Any:
         update["floor"] = False
     if opts.get("engine") and opts["engine"] != "auto":
         update["engine"] = opts["engine"]
-    try:
-        return QualitySpec(**{**spec.model_dump(), **{k: v for k, v in update.items()}})
-    except ValueError as exc:
-        raise InputError(
-            f"bad quality option: {exc}", fix="see tierctl bench quality --help"
-        ) from None
+    return QualitySpec(**{**spec.model_dump(), **update})
 
 
 def _health_targets(a_url: str, b_url: str, opts: dict[str, Any]) -> list[Any]:
@@ -470,9 +486,9 @@ def quality(a_url: str, b_url: str, **opts: Any) -> ExitCode:
         spec = spec.model_copy(
             update={"timeout_s" if k == "timeout_s" else k: v for k, v in extra.items()}
         )
+    texts, tasks = build_items(spec)  # a bad task file is reported before an unreachable arm
     check_reachable(a_url, "A_URL")
     check_reachable(b_url, "B_URL")
-    texts, tasks = build_items(spec)
     total = (len(texts) + len(tasks)) * (3 if spec.floor else 2)
     console = _console()
     with Progress(

@@ -138,6 +138,20 @@ def plan(
 @click.option(
     "--gate-host", default="127.0.0.1", show_default=True, help="Host the gates reach engines on."
 )
+@click.option(
+    "--agent-timeout-s",
+    type=click.FloatRange(min=0.1),
+    default=600.0,
+    show_default=True,
+    help="Deadline of one compose-manager call, answer stream included (pulls can be slow).",
+)
+@click.option(
+    "--agent-attempts",
+    type=click.IntRange(min=1, max=20),
+    default=4,
+    show_default=True,
+    help="Tries of an idempotent compose-manager call.",
+)
 @click.option("--prometheus-url", help="Prometheus to query for the variant gates.")
 @click.option(
     "--host-label", help="host_machine label for the Prometheus query [NEW's x-tierctl.host]."
@@ -191,6 +205,8 @@ def rollout(
     engine: str,
     start_timeout_s: float,
     gate_host: str,
+    agent_timeout_s: float,
+    agent_attempts: int,
     prometheus_url: str | None,
     host_label: str | None,
     health_timeout_s: float,
@@ -214,6 +230,8 @@ def rollout(
         engine=engine,  # type: ignore[arg-type]
         start_timeout_s=start_timeout_s,
         gate_host=gate_host,
+        agent_timeout_s=agent_timeout_s,
+        agent_attempts=agent_attempts,
     )
     options = RolloutOptions(
         journal_path=journal or plan_path.with_suffix(".journal.jsonl"),

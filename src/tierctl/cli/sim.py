@@ -219,11 +219,12 @@ def compare(
 @click.option(
     "--from",
     "kind",
-    type=click.Choice(["auto", "steps", "bench"]),
+    type=click.Choice(["auto", "steps", "bench", "sglang-log"]),
     default="auto",
     show_default=True,
-    help="What SOURCE is: a step log (JSONL, one line per engine step) or a `tierctl bench "
-    "run/ab` results.json (request timings only); auto tells them apart by content.",
+    help="What SOURCE is: a step log (JSONL, one line per engine step), a `tierctl bench "
+    "run/ab` results.json (request timings only) or an SGLang scheduler log ('Decode batch' "
+    "lines: decode coefficients only); auto tells them apart by content.",
 )
 @_ENGINE_OPT
 @_PRESET

@@ -12,7 +12,12 @@ from rich.table import Table
 
 from tierctl.errors import ExitCode, InputError
 from tierctl.render import output_path, render_compose
-from tierctl.render.files import RenderCheck, check_rendered, write_rendered
+from tierctl.render.files import (
+    RenderCheck,
+    check_output_inside,
+    check_rendered,
+    write_rendered,
+)
 from tierctl.spec import load_spec, resolve_tier
 from tierctl.spec.model import TierSpec
 from tierctl.spec.summary import summarise
@@ -41,8 +46,29 @@ def schema(indent: int) -> None:
 @click.option(
     "--force", is_flag=True, help="With --write: overwrite a file tierctl did not generate."
 )
-def render(spec: Path, write: bool, check: bool, output: Path | None, force: bool) -> ExitCode:
-    """Render SPEC into a docker compose file (printed unless --write or --check)."""
+@click.option(
+    "--allow-outside", is_flag=True, help="Allow the spec's `output` outside the spec's folder."
+)
+@click.option(
+    "--allow-invalid",
+    is_flag=True,
+    help="With --write: write even when validate would reject the rendering.",
+)
+def render(
+    spec: Path,
+    write: bool,
+    check: bool,
+    output: Path | None,
+    force: bool,
+    allow_outside: bool,
+    allow_invalid: bool,
+) -> ExitCode:
+    """Render SPEC into a docker compose file (printed unless --write or --check).
+
+    The rendering is validated first (the pinned release's flag catalog, GPUs, ports, schema,
+    pairing rules): --write refuses what validate would reject, naming the tier.yaml line;
+    printing and --check warn.
+    """
     if write and check:
         raise InputError(
             "--write and --check exclude each other", rule="usage", fix="pass one of them"
@@ -50,6 +76,21 @@ def render(spec: Path, write: bool, check: bool, output: Path | None, force: boo
     tier_spec = load_spec(spec)
     text = render_compose(tier_spec, spec_path=spec)
     target = output or output_path(tier_spec, spec)
+    if output is None and not allow_outside and (write or check):
+        check_output_inside(target, spec)
+    from tierctl.contracts.spec_gate import check_rendering
+
+    gate = check_rendering(tier_spec, text, spec)
+    for violation in gate.violations:
+        prefix = "error" if write and not allow_invalid else "warning"
+        click.echo(f"{prefix}: {violation.line()}", err=True)
+    if gate.violations and write and not allow_invalid:
+        click.echo(
+            f"{target}: not written: validate would reject it ({len(gate.violations)} "
+            "problem(s)); fix the spec, or pass --allow-invalid",
+            err=True,
+        )
+        return ExitCode.USAGE
     if check:
         result: RenderCheck = check_rendered(text, target)
         if result.fresh:

@@ -35,12 +35,20 @@ def check(ctx: Context) -> Iterator[Violation]:
 
 
 def check_uses(
-    catalog: Catalog, compose: ComposeFile, svc: str, uses: Iterable[FlagUse], offset: int = 0
+    catalog: Catalog,
+    compose: ComposeFile,
+    svc: str,
+    uses: Iterable[FlagUse],
+    offset: int = 0,
+    *,
+    at: int | None = None,
 ) -> Iterator[Violation]:
     """TC004 on one service's parsed flags (with or without a spec); ``offset``: how many argv
-    tokens come before ``command[0]`` (an image's entrypoint)."""
+    tokens come before ``command[0]`` (an image's entrypoint); ``at``: the command token every
+    flag sits in (a shell script), instead."""
     for use in uses:
-        location = compose.location("services", svc, "command", use.index - offset)
+        index = at if at is not None else use.index - offset
+        location = compose.location("services", svc, "command", index)
         if not use.token:
             yield Violation(
                 rule="TC004",
@@ -62,6 +70,8 @@ def check_uses(
                 fix=_did_you_mean(catalog, use.token),
             )
             continue
+        if "." in use.token and catalog.resolve(use.token)[1] == "json key":
+            continue  # one key of a JSON flag (vLLM): any text, the engine types it
         problem = value_problem(flag, use)
         if problem and (is_secret_flag(use.token) or any(map(looks_secret_value, use.values))):
             problem = "value rejected (a credential: not shown)"

@@ -9,10 +9,11 @@ from typing import Any
 
 from tierctl.compose import ComposeFile
 from tierctl.compose.forms import command_cut
-from tierctl.compose.interpolation import InterpolationError, references
 from tierctl.contracts.context import Context
-from tierctl.contracts.credentials import looks_secret_name, looks_secret_value, secret_positions
+from tierctl.contracts.credentials import literal_secret, secret_positions
 from tierctl.contracts.report import Violation
+from tierctl.errors import InputError
+from tierctl.readers import load_yaml
 from tierctl.spec.checks import TAGGED_IMAGE
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -139,7 +140,8 @@ def ports(
                 if hit:
                     yield hit
     for name, service in compose.services.items():
-        for port in service.data.get("ports") or []:
+        ports = service.data.get("ports")
+        for port in ports if isinstance(ports, list) else []:
             host = _host_port(port)
             if host:
                 hit = claim("host port", host, name)
@@ -160,9 +162,9 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
     """No literal credential in an environment value or a command token."""
     for name, service in compose.services.items():
         for key, value in service.environment.items():
-            if not value or _is_reference(value):
+            if not value:
                 continue
-            if looks_secret_name(key) or looks_secret_value(value):
+            if literal_secret(key, value):
                 yield Violation(
                     rule="TC006",
                     service=name,
@@ -180,6 +182,56 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
                 location=compose.location("services", name, "command", i),
                 fix="replace the token with a ${VAR:?message} reference",
             )
+        for key, value in service.labels.items():
+            if value and literal_secret(key, value):
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"label {key} holds a literal credential ({len(value)} chars); "
+                    "labels are readable by anyone who can `docker inspect`",
+                    location=compose.location("services", name, "labels", key),
+                    fix="keep credentials out of labels; pass them as ${VAR} environment",
+                )
+    yield from _config_secrets(compose)
+
+
+def _config_secrets(compose: ComposeFile) -> Iterator[Violation]:
+    """Literal credentials in an inline config (a collector's scrape config, an otelcol
+    config): ``password:``, ``bearer_token:``, ``headers: {Authorization: ...}``."""
+    configs = compose.data.get("configs")
+    for cname, config in (configs if isinstance(configs, dict) else {}).items():
+        content = config.get("content") if isinstance(config, dict) else None
+        if not isinstance(content, str):
+            continue
+        try:
+            doc = load_yaml(content, f"configs.{cname}.content", duplicates=False).data
+        except InputError:
+            continue  # not YAML (a plain text config): nothing keyed to check
+        for key, value in _scalar_items(doc):
+            if literal_secret(key, value):
+                yield Violation(
+                    rule="TC006",
+                    service=str(cname),
+                    message=f"config {cname} sets {key} to a literal credential "
+                    f"({len(value)} chars)",
+                    location=compose.location("configs", str(cname), "content"),
+                    fix=f"write {key}: ${{VAR}} (compose interpolates config content) or use a "
+                    "credentials file the collector reads",
+                )
+
+
+def _scalar_items(doc: Any) -> Iterator[tuple[str, str]]:
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(v, str | int | float) and not isinstance(v, bool):
+                    yield str(k), str(v)
+                else:
+                    stack.append(v)
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def cut_commands(compose: ComposeFile) -> Iterator[Violation]:
@@ -197,10 +249,3 @@ def cut_commands(compose: ComposeFile) -> Iterator[Violation]:
                     found=dropped,
                     fix=f'wrap it in a shell: {key}: ["sh", "-c", "..."], or quote the operator',
                 )
-
-
-def _is_reference(value: str) -> bool:
-    try:
-        return bool(references(value))
-    except InterpolationError:
-        return False

@@ -20,6 +20,12 @@ RULES: dict[str, str] = {
 }
 
 
+def _where(location: Location | None) -> str:
+    if location and location.line:
+        return f"{location.file}:{location.line}: "
+    return f"{location.file}: " if location and location.file else ""
+
+
 @dataclass(frozen=True)
 class Violation:
     """One broken contract on one service (or on the file, when ``service`` is None)."""
@@ -31,6 +37,8 @@ class Violation:
     expected: str | None = None
     found: str | None = None
     fix: str | None = None
+    #: Where in the tier spec the fix belongs (a flag's line in tier.yaml), when known.
+    spec_location: Location | None = None
 
     @property
     def rule_name(self) -> str:
@@ -39,13 +47,14 @@ class Violation:
 
     def line(self) -> str:
         """One line for the terminal: where, service, rule, what."""
-        where = (
-            f"{self.location.file}:{self.location.line}: "
-            if self.location and self.location.line
-            else (f"{self.location.file}: " if self.location and self.location.file else "")
-        )
+        primary = self.spec_location or self.location
+        where = _where(primary)
         who = f"{self.service}: " if self.service else ""
         head = f"{where}{who}{self.rule} {self.rule_name}: {self.message}"
+        if self.spec_location and self.spec_location.path:
+            head += f" [{self.spec_location.path}]"
+        if self.spec_location and self.location and self.location.file:
+            head += f"\n  in the file: {_where(self.location).rstrip(': ')}"
         return f"{head}\n  fix: {self.fix}" if self.fix else head
 
     def as_dict(self) -> dict[str, object]:
@@ -61,6 +70,9 @@ class Violation:
             "file": self.location.file if self.location else None,
             "line": self.location.line if self.location else None,
             "path": self.location.path if self.location else None,
+            "spec_file": self.spec_location.file if self.spec_location else None,
+            "spec_line": self.spec_location.line if self.spec_location else None,
+            "spec_path": self.spec_location.path if self.spec_location else None,
         }
 
 

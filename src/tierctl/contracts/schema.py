@@ -66,10 +66,11 @@ def check(ctx: Context) -> Iterator[Violation]:
 
 def check_document(compose: ComposeFile) -> Iterator[Violation]:
     """TC007 on a compose document (with or without a spec)."""
+    data = _json_shaped(compose.data)
     fast = _fast_validator()
-    if fast is not None and fast.is_valid(compose.data):
+    if fast is not None and fast.is_valid(data):
         return
-    errors = sorted(_validator().iter_errors(compose.data), key=lambda e: list(e.path))
+    errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.path))
     for error in errors[:MAX_PER_FILE]:
         path = [str(p) if not isinstance(p, int) else p for p in error.absolute_path]
         service = str(path[1]) if len(path) > 1 and path[0] == "services" else None
@@ -88,3 +89,14 @@ def check_document(compose: ComposeFile) -> Iterator[Violation]:
             service=None,
             message=f"... and {len(errors) - MAX_PER_FILE} more schema errors",
         )
+
+
+def _json_shaped(node: Any) -> Any:
+    """The document as JSON holds it: mapping keys as strings (YAML allows ``1: x`` and
+    ``null: x``; compose reads every key as a string), so the validators never meet a key
+    type JSON has not. Depth is bounded by the reader (tierctl.readers)."""
+    if isinstance(node, dict):
+        return {str(k) if not isinstance(k, str) else k: _json_shaped(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_json_shaped(v) for v in node]
+    return node

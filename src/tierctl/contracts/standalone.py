@@ -29,6 +29,7 @@ from tierctl.catalog.model import Catalog
 from tierctl.catalog.store import load_catalog, resolve_catalog, shipped
 from tierctl.compose import ComposeFile, ComposeService, load_compose, merge_compose
 from tierctl.compose.argv import FlagUse, parse_flags
+from tierctl.compose.shellwords import ShellWordsError, split_shell_words
 from tierctl.contracts import flag_catalog, hygiene, schema
 from tierctl.contracts.report import RULES, Report, Violation
 from tierctl.engines import PROFILES, EngineProfile, profile_for_argv
@@ -53,6 +54,9 @@ class EngineService:
     catalog: Catalog | None
     uses: tuple[FlagUse, ...] = field(default=())
     flags: dict[str, Any] = field(default_factory=dict)
+    #: Index in ``command`` of the one shell-script token the engine runs in (``sh -c "..."``)
+    #: whose words the flags were read from; None when the command is the argv itself.
+    shell_token: int | None = None
 
 
 def find_engines(
@@ -91,15 +95,55 @@ def find_engines(
                 f"{name}: engine flags (TC004): {why}; pass --engine {profile.kind}==VERSION "
                 f"or build one with `tierctl catalog build {profile.kind}=={version or 'X'}`"
             )
+        shell_token = None
+        inner = _shell_script_argv(profile, argv)
+        if inner is not None:
+            index, argv = inner
+            shell_token, offset = index - offset, 0
         start = profile.split_command(argv).flags_start
         uses = tuple(parse_flags(argv, start, catalog))
         flags = profile.command_flags(argv, catalog)
         found.append(
             EngineService(
-                name, service, profile, argv, offset, start, version, catalog, uses, flags
+                name,
+                service,
+                profile,
+                argv,
+                offset,
+                start,
+                version,
+                catalog,
+                uses,
+                flags,
+                shell_token,
             )
         )
     return found, unchecked
+
+
+def _shell_script_argv(
+    profile: EngineProfile, argv: tuple[str, ...]
+) -> tuple[int, tuple[str, ...]] | None:
+    """(token index, words) of the engine command inside a shell script token
+    (``sh -c "pip install x && python3 -m sglang.launch_server --tp 2"``), split by the same
+    go-shellwords rules, one ``;&|`` segment at a time; None when the argv has flags itself."""
+    if profile.split_command(argv).flags_start < len(argv):
+        return None
+    for i, token in enumerate(argv):
+        if not any(c.isspace() for c in token):
+            continue
+        rest = token
+        while rest:
+            try:
+                words, cut = split_shell_words(rest)
+            except ShellWordsError:
+                break
+            if words and profile.matches_command(words):
+                return i, tuple(words)
+            if cut < 0:
+                break
+            rest = rest[cut:].lstrip(";&|<> \t\n")
+    return None
 
 
 def _engine_of(service: ComposeService) -> tuple[EngineProfile | None, tuple[str, ...], int]:
@@ -150,7 +194,9 @@ def validate_files(
     for e in engines:
         if e.catalog is not None:
             violations.extend(
-                flag_catalog.check_uses(e.catalog, merged, e.name, e.uses, e.command_offset)
+                flag_catalog.check_uses(
+                    e.catalog, merged, e.name, e.uses, e.command_offset, at=e.shell_token
+                )
             )
     violations.extend(hygiene.gpus(merged))
     gpu_violations, gpu_unchecked = gpu_fit(merged, engines)
@@ -190,7 +236,7 @@ def undeclared_references(compose: ComposeFile) -> Iterator[Violation]:
     """A service may only use named volumes, networks, secrets and configs the file declares
     (compose refuses the file otherwise: "refers to undefined volume")."""
     declared = {
-        kind: set(compose.data.get(kind) or {})
+        kind: set(_as_map(compose.data.get(kind)))
         for kind in ("volumes", "networks", "secrets", "configs")
     }
     declared["networks"].add("default")
@@ -221,12 +267,8 @@ def service_gpus(service: ComposeService) -> tuple[int | None, str | None]:
     """How many GPUs a service is given, or (None, why) when the file does not say."""
     if service.gpu_ids:
         return len(service.gpu_ids), None
-    deploy = service.data.get("deploy")
-    devices = (
-        ((deploy.get("resources") or {}).get("reservations") or {}).get("devices")
-        if isinstance(deploy, dict)
-        else None
-    )
+    resources = _as_map(_as_map(service.data.get("deploy")).get("resources"))
+    devices = _as_map(resources.get("reservations")).get("devices")
     for device in devices if isinstance(devices, list) else []:
         count = device.get("count") if isinstance(device, dict) else None
         if count == "all" or count == -1:
@@ -276,3 +318,13 @@ def gpu_fit(
                 )
             )
     return out, unchecked
+
+
+# A file that breaks the compose schema is reported by the schema contract; the checks here
+# still run on it, so they read each key only in the shape compose allows and skip the rest.
+def _as_map(value: Any) -> dict[Any, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from tierctl.catalog.model import Catalog
@@ -60,6 +61,14 @@ def validate(
     violations: list[Violation] = []
     for check in _CHECKS:
         violations.extend(check(ctx))
+    # TP x PP x DP against the GPUs each engine service is given (as without a spec).
+    from tierctl.contracts.standalone import find_engines, gpu_fit
+
+    warnings: list[Violation] = []
+    for finding in gpu_fit(merged, find_engines(merged)[0])[0]:
+        # Fewer GPUs than TP x PP x DP cannot start; more is waste, worth a warning.
+        short = int(finding.expected or 0) > int(finding.found or 0)
+        (violations if short else warnings).append(finding)
     return Report(
         spec=spec_source,
         files=tuple(f.source for f in compose_files),
@@ -67,6 +76,7 @@ def validate(
         services_checked=len(merged.services),
         replicas_checked=len(tier.replicas),
         violations=tuple(violations),
+        warnings=tuple(warnings),
     )
 
 
@@ -85,4 +95,10 @@ def validate_paths(
     paths = list(compose_paths) or [output_path(spec, spec_path)]
     files = [load_compose(Path(p)) for p in paths]
     chosen = resolve_catalog(catalog) if catalog else None
-    return validate(spec, files, catalog=chosen, spec_source=str(spec_path))
+    report = validate(spec, files, catalog=chosen, spec_source=str(spec_path))
+    from tierctl.contracts.spec_gate import in_spec
+
+    used = chosen or load_catalog(spec.engine.kind, spec.engine.version)
+    # Each violation also names the tier.yaml key to fix; one shared by every replica (a base
+    # flag) is reported once.
+    return replace(report, violations=tuple(in_spec(report, spec, spec_path, used)))

@@ -27,18 +27,20 @@ from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.spec import load_spec, load_spec_text, resolve_tier
 
 # Modelled GPU seconds per wall second for the simulated engines: long-context prefill
-# chunks of the GLM preset take ~0.5-1 s modelled, so the act fits in about two minutes.
+# chunks of the GLM preset take ~0.5-1 s modelled, so the act fits in about four minutes.
 TIME_SCALE = 10.0
-#: The live phase: nine readout steps of 10 s (the readout needs six usable), each with one
-#: burst like the A/B's.
-LIVE_S = 90.0
-LIVE_STEP_S = 10.0
+#: The live phase: nine readout steps of 15 s (the readout needs six usable), each with one
+#: burst like the A/B's and room for it to finish on both replicas at once.
+LIVE_S = 135.0
+LIVE_STEP_S = 15.0
 
-# The field report's scheduler canary in miniature: long prompts at once, so the first to
-# finish prefilling decode while the others still prefill chunk by chunk (deterministic: the
-# scheduler, not tokenization timing, decides the overlap).
+# The field report's scheduler canary in miniature, one "step" of traffic: long prompts at
+# once, so the first to finish prefilling decode while the others still prefill chunk by chunk.
+# At interval 1 each of those decode rounds waits behind a prefill chunk; at 2 two decode
+# rounds run per chunk. The A/B runs one step per block, the live phase one step per readout
+# step, so both measure the same effect (deterministic: the scheduler decides the overlap).
 BURST_COUNT = 4
-BURST_TOKENS = 60_000
+BURST_TOKENS = 40_000
 BURST_OUTPUT = 24
 
 
@@ -58,23 +60,17 @@ class DemoDriver(LocalDriver):
             self._on_collector(dep)
 
 
-#: The live phase's bursts: the same shape, smaller, so that each finishes inside its 10 s
-#: readout step on both replicas at once (two engines and two clients share the CPUs).
-LIVE_COUNT = 3
-LIVE_TOKENS = 30_000
-
-
-def _burst(
-    at_s: float, name: str, count: int = BURST_COUNT, tokens: int = BURST_TOKENS
-) -> dict[str, Any]:
-    return {
-        "kind": "burst",
-        "name": name,
-        "count": count,
-        "input_tokens": tokens,
-        "output_tokens": BURST_OUTPUT,
-        "at_s": at_s,
-    }
+def _step_lanes(at_s: float, k: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "kind": "burst",
+            "name": f"burst{k}",
+            "count": BURST_COUNT,
+            "input_tokens": BURST_TOKENS,
+            "output_tokens": BURST_OUTPUT,
+            "at_s": at_s,
+        }
+    ]
 
 
 def _workload(name: str, lanes: list[dict[str, Any]], max_s: float) -> Any:
@@ -227,17 +223,18 @@ def _ab(ctx: DemoContext, urls: dict[str, str], control: str, canary: str) -> bo
     from tierctl.cli.progress import BenchBars
 
     ctx.console.print(
-        f"paired A/B, A = {control} (control), B = {canary} (canary), blocks A-B-B-A: "
-        f"{BURST_COUNT} prompts of {BURST_TOKENS // 1000}K tokens at once; TPOT is that of the "
-        "prompts decoding while the others prefill"
+        f"paired A/B, A = {control} (control), B = {canary} (canary), blocks A-B-B-A twice, "
+        f"each one step of traffic: {BURST_COUNT} prompts of {BURST_TOKENS // 1000}K tokens at "
+        "once; the first ones decode while the others prefill"
     )
     with BenchBars(ctx.console) as bars:
         outcome = asyncio.run(
             bench_ab(
                 urls[control],
                 urls[canary],
-                _workload("decode-under-prefill", [_burst(0.0, "burst")], 120),
+                _workload("decode-under-prefill", _step_lanes(0.0, 0), 120),
                 order="ABBA",
+                repetitions=2,  # four pairs: a bootstrap interval that can decide
                 out_dir=ctx.workdir / "ab",
                 progress=bars,
                 names=(control, canary),
@@ -280,13 +277,10 @@ def _live_traffic(ctx: DemoContext, urls: dict[str, str]) -> tuple[float, float]
     from tierctl.bench import bench_run
 
     steps = int(LIVE_S / LIVE_STEP_S)
-    lanes = [
-        _burst(k * LIVE_STEP_S + 0.5, f"burst{k}", LIVE_COUNT, LIVE_TOKENS) for k in range(steps)
-    ]
+    lanes = [lane for k in range(steps) for lane in _step_lanes(k * LIVE_STEP_S + 0.5, k)]
     ctx.console.print(
-        f"live traffic on both replicas for {LIVE_S:.0f} s: every {LIVE_STEP_S:.0f} s a burst "
-        f"of the A/B's shape ({LIVE_COUNT} prompts of {LIVE_TOKENS // 1000}K tokens; "
-        "Prometheus scrapes every 1 s) ..."
+        f"live traffic on both replicas for {LIVE_S:.0f} s: every {LIVE_STEP_S:.0f} s one step "
+        "of the A/B's traffic (Prometheus scrapes every 1 s) ..."
     )
     start = time.time()
     errors: list[BaseException] = []

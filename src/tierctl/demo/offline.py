@@ -7,6 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from tierctl.demo.context import DemoContext
+from tierctl.readers import load_yaml
 from tierctl.render import output_path, render_compose
 from tierctl.render.files import check_rendered
 from tierctl.render.yaml_emit import dump_yaml
@@ -42,11 +43,9 @@ def stage_render(ctx: DemoContext) -> bool:
 
 def _drift(compose_text: str, ctx: DemoContext) -> tuple[str, str]:
     """The rendered file with one replica's flag changed by hand, and what was changed."""
-    import yaml
-
     demo = ctx.demo
     tier = resolve_tier(load_spec(ctx.spec_path))
-    doc: dict[str, Any] = yaml.safe_load(compose_text)
+    doc: dict[str, Any] = load_yaml(compose_text, "<rendered compose>").data
     if demo.change and demo.control and demo.canary:
         c = demo.change[0]
         victim = tier.replicas[demo.control].service

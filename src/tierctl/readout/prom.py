@@ -46,7 +46,8 @@ class PrometheusClient:
                 "the Prometheus URL must start with http:// or https://",
                 rule="prometheus-url",
                 value=base_url,
-                fix="pass e.g. --prometheus http://127.0.0.1:9090",
+                fix="pass e.g. `prometheus` http://127.0.0.1:9090",
+                params=("prometheus",),
             )
         self.base_url = base_url.rstrip("/")
         self._client = httpx.Client(base_url=self.base_url, transport=transport, timeout=timeout_s)

@@ -46,6 +46,34 @@ def check_rendered(text: str, path: Path) -> RenderCheck:
     return RenderCheck(False, "".join(diff))
 
 
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def check_output_inside(target: Path, spec_path: Path) -> None:
+    """Refuse a spec ``output:`` that leaves the spec's folder (``../../etc/x``, ``/abs``).
+
+    Raises:
+        InputError: the output resolves outside the spec's folder.
+    """
+    folder = spec_path.resolve().parent
+    resolved = target.resolve()
+    if resolved != folder and folder not in resolved.parents:
+        raise InputError(
+            f"output {target} is outside the spec's folder {folder}",
+            location=Location(file=str(spec_path), path="output"),
+            rule="a spec writes next to itself",
+            value=str(target),
+            fix="point output at a path inside the spec's folder, or pass --output PATH "
+            "(or --allow-outside) to write there on purpose",
+        )
+
+
 def write_rendered(text: str, path: Path, *, force: bool = False) -> str:
     """Write atomically; refuse to replace a file tierctl did not generate unless ``force``.
 
@@ -60,11 +88,15 @@ def write_rendered(text: str, path: Path, *, force: bool = False) -> str:
             "refusing to overwrite a file that tierctl did not generate",
             location=Location(file=str(path)),
             rule="no-clobber",
-            fix="move it away, point `output` elsewhere, or pass --force to replace it",
+            fix="move it away, point `output` elsewhere, or pass `force` to replace it",
+            params=("force",),
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        # mkstemp creates 0600; the file keeps the mode of the one it replaces, or gets the
+        # mode a plain write would give it (0666 less the umask).
+        os.chmod(tmp, _mode_for(path))
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()

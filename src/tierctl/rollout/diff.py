@@ -65,12 +65,12 @@ def _detail(key: str, a: Any, b: Any) -> list[str]:
             f"{key}: tokens changed"
         ]
     if key == "environment":
-        return _map_detail("env", a or {}, b or {}, show_values=False)
+        return _map_detail("env", _map(a), _map(b), show_values=False)
     if key == "labels":
-        return _map_detail("label", a or {}, b or {}, show_values=True)
+        return _map_detail("label", _map(a), _map(b), show_values=True)
     if key == "logging":
-        tag_a = ((a or {}).get("options") or {}).get("tag")
-        tag_b = ((b or {}).get("options") or {}).get("tag")
+        tag_a = _map(_map(a).get("options")).get("tag")
+        tag_b = _map(_map(b).get("options")).get("tag")
         if tag_a != tag_b:
             return [f"log tag: {tag_a} -> {tag_b}"]
     if key == "image":
@@ -78,17 +78,22 @@ def _detail(key: str, a: Any, b: Any) -> list[str]:
     if key == CONFIGS_KEY:
         return [
             f"config: {name} content changed"
-            for name in sorted(set(a or {}) | set(b or {}))
-            if (a or {}).get(name) != (b or {}).get(name)
+            for name in sorted(set(_map(a)) | set(_map(b)), key=str)
+            if _map(a).get(name) != _map(b).get(name)
         ]
     return [f"{key}: changed"]
+
+
+def _map(value: Any) -> Mapping[Any, Any]:
+    """A mapping as compose allows it here, else empty (the schema contract reports shapes)."""
+    return value if isinstance(value, Mapping) else {}
 
 
 def _map_detail(
     kind: str, a: Mapping[str, Any], b: Mapping[str, Any], *, show_values: bool
 ) -> list[str]:
     out: list[str] = []
-    for k in sorted(set(a) | set(b)):
+    for k in sorted(set(a) | set(b), key=str):
         if k not in b:
             out.append(f"{kind} {k}: removed")
         elif k not in a:

@@ -50,6 +50,8 @@ class DriverConfig:
         engine: The local driver's engine: ``sim`` or ``real`` (a local install).
         start_timeout_s: How long the local driver gives an engine to become ready.
         gate_host: The host the gates reach engines on (compose-manager, docker).
+        agent_timeout_s: Deadline of one compose-manager call, its answer stream included.
+        agent_attempts: Tries of an idempotent compose-manager call.
     """
 
     name: DriverName
@@ -65,6 +67,8 @@ class DriverConfig:
     engine: Literal["sim", "real"] = "sim"
     start_timeout_s: float = 60.0
     gate_host: str = "127.0.0.1"
+    agent_timeout_s: float = 600.0
+    agent_attempts: int = 4
 
 
 def make_plan(
@@ -157,6 +161,8 @@ def make_driver(
         gate_host=config.gate_host,
         project=config.project,
         log=log,
+        timeout_s=config.agent_timeout_s,
+        attempts=config.agent_attempts,
     )
 
 

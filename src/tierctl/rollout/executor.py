@@ -211,6 +211,16 @@ def _open_journal(journal: Journal, resume: bool) -> frozenset[str]:
             fix="pass --resume to continue it, or --journal NEW_PATH for a fresh run",
         )
     state = journal.read()
+    if state.unfinished_rollback:
+        raise InputError(
+            f"step {state.unfinished_rollback} failed and its rollback to OLD did not finish "
+            "(the rollback failed, or this rollout was stopped during it)",
+            location=Location(file=str(journal.path)),
+            rule="a rollout is never resumed over a service in an unknown state",
+            fix="restore that step's service by hand from the OLD file (a scoped `docker compose "
+            "up -d --no-deps --force-recreate SERVICE`), check it serves, then make a new plan "
+            "from the running files and roll that out",
+        )
     if state.rolled_back:
         raise InputError(
             f"the journal ends with step {state.rolled_back} rolled back after a failed gate",

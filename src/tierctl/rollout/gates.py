@@ -153,7 +153,8 @@ def gate_health(ctx: GateContext) -> None:
                 f"{ctx.step.service} did not answer {path} in {ctx.settings.health_timeout_s:g} s",
                 rule=f"a recreated engine answers {path}",
                 value=last,
-                fix="read the container's log; raise --health-timeout-s for slow model loads",
+                fix="read the container's log; raise `health_timeout_s` for slow model loads",
+                params=("health_timeout_s",),
             )
         ctx.sleep(ctx.settings.poll_interval_s)
 

@@ -38,6 +38,9 @@ class JournalState:
     begun: frozenset[str]
     rolled_back: str | None
     completed: bool
+    #: A step that failed (its apply, or a gate) whose rollback never finished: the rollout
+    #: was killed during the rollback, or the rollback failed. Its service's state is unknown.
+    unfinished_rollback: str | None = None
 
 
 class Journal:
@@ -78,6 +81,7 @@ class Journal:
         begun: set[str] = set()
         rolled_back: str | None = None
         completed = False
+        failed: dict[str, str] = {}  # step -> "gate-failed" | "failed" | "rollback-failed"
         for lineno, line in enumerate(self.path.read_text().splitlines(), 1):
             if not line.strip():
                 continue
@@ -109,12 +113,18 @@ class Journal:
             elif event == "done":
                 done.add(step)
                 begun.discard(step)
+            elif event in ("gate-failed", "failed", "rollback-failed"):
+                failed[step] = event if event != "failed" else failed.get(step, event)
             elif event == "rolled-back":
-                rolled_back = step
+                # A failed gate means the plan's premise did not hold: never resumed. A failed
+                # apply rolled back cleanly may be retried (its step is not done).
+                if failed.pop(step, None) == "gate-failed":
+                    rolled_back = step
                 begun.discard(step)
             elif event == "completed":
                 completed = True
-        return JournalState(frozenset(done), frozenset(begun), rolled_back, completed)
+        unfinished = next(iter(failed), None)
+        return JournalState(frozenset(done), frozenset(begun), rolled_back, completed, unfinished)
 
     def write(self, event: str, step: str | None = None, **fields: Any) -> None:
         """Append one event and fsync it before returning."""

@@ -63,9 +63,24 @@ def load_services(text: str, origin: str, env: Mapping[str, str] | None = None) 
             rule="a compose file has a top-level `services:` mapping",
             fix="point --from/--to at a docker compose file",
         )
+    for name, svc in compose.services.items():
+        for key in _STRING_KEYS:
+            value = svc.data.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ComposeInputError(
+                    f"{key} must be a string",
+                    location=compose.location("services", name, key),
+                    rule=f"compose reads services.<name>.{key} as a string",
+                    value=value if not isinstance(value, dict | list) else type(value).__name__,
+                    fix=f"write {key}: as a plain string, or remove it",
+                )
     return ComposeServices(
         origin=origin, services={name: _flat(svc) for name, svc in compose.services.items()}
     )
+
+
+# Keys the planner, the drivers and the gates read as text; compose's schema makes them strings.
+_STRING_KEYS = ("container_name", "image", "hostname", "network_mode")
 
 
 def _flat(svc: ComposeService) -> dict[str, Any]:

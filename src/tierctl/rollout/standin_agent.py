@@ -198,6 +198,14 @@ class StandinAgent:
         await resp.prepare(request)
         for line in lines:
             await resp.write((json.dumps({"type": "stdout", "line": line}) + "\n").encode())
+        if fault == "trickle":
+            # An agent that keeps the stream alive with output but never finishes: only a
+            # deadline on the whole call gives up on it (each read is quick).
+            for _ in range(max(1, int(self.state.slow_s / 0.05))):
+                await resp.write(b'{"type": "stdout", "line": "still pulling"}\n')
+                await asyncio.sleep(0.05)
+            await resp.write_eof()
+            return resp
         if fault != "cut":
             code = 1 if fault == "exit1" else 0
             if code:

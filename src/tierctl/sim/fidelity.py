@@ -86,8 +86,11 @@ async def measure(
         delay = p.send_s - (time.monotonic() - t0)
         if delay > 0:
             await asyncio.sleep(delay)
+        # vLLM merges tokens into one chunk when the client falls behind; its per-chunk usage
+        # (continuous_usage_stats) says how many tokens each chunk carries.
         body = {"model": model, "prompt": ids, "max_tokens": p.output_tokens, "stream": True,
-                "ignore_eos": True, "temperature": 0}  # fmt: skip
+                "ignore_eos": True, "temperature": 0,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # fmt: skip
         sent = time.monotonic()
         stamps: list[float] = []
         async with s.post(url + "/v1/completions", json=body) as r:
@@ -96,9 +99,13 @@ async def measure(
                 line = raw.strip()
                 if not line.startswith(b"data: {"):
                     continue
+                now = time.monotonic()
                 doc = json.loads(line[6:])
-                if doc.get("choices") and doc["choices"][0].get("text") is not None:
-                    stamps.append(time.monotonic())
+                usage = doc.get("usage") or {}
+                if isinstance(usage.get("completion_tokens"), int):
+                    stamps += [now] * max(0, usage["completion_tokens"] - len(stamps))
+                elif doc.get("choices") and doc["choices"][0].get("text") is not None:
+                    stamps.append(now)
         n = len(stamps)
         ttft = stamps[0] - sent if stamps else 0.0
         gaps = tuple(b - a for a, b in itertools.pairwise(stamps))

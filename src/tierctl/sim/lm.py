@@ -83,9 +83,11 @@ class SimLM:
         self.perturb_fraction = perturb_fraction
         self.perturb_seed = perturb_seed
         self.vocab_size, self._words, self._texts = _vocab()
+        self._seed_mix = _mix(seed)
+        self._perturb_mix = _mix(perturb_seed)
 
     def _state(self, poly: int) -> int:
-        return _mix(poly ^ _mix(self.seed))
+        return _mix(poly ^ self._seed_mix)
 
     def predict(self, context: Sequence[int]) -> Position:
         """The distribution of the token that follows ``context``."""
@@ -105,7 +107,7 @@ class SimLM:
         p_tail = (1.0 - p_top - p_run) / (self.vocab_size - 2)
         perturbed = (
             self.perturb_fraction > 0.0
-            and _unit(_mix(h ^ _mix(self.perturb_seed))) < self.perturb_fraction
+            and _unit(_mix(h ^ self._perturb_mix)) < self.perturb_fraction
         )
         if perturbed:
             # A numerics change: the two likeliest swap, and some mass moves to the tail.

@@ -135,6 +135,14 @@ def _replica_group(engines: list[EngineService], notes: list[str]) -> list[Engin
     """The engine services that become replicas: the most common engine with one launcher."""
     if not engines:
         return []
+    for e in [e for e in engines if e.shell_token is not None]:
+        notes.append(
+            f"{e.name}: starts the engine inside a shell script (command[{e.shell_token}]); "
+            "kept as a service (a replica's command is the engine's argv)"
+        )
+    engines = [e for e in engines if e.shell_token is None]
+    if not engines:
+        return []
     by_key: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[EngineService]] = {}
     for e in engines:
         launcher = e.profile.split_command(e.argv).launcher

@@ -7,12 +7,14 @@ given to two replicas) names both.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from tierctl.compose.forms import named_volume_source
+from tierctl.credentials import literal_secret
 from tierctl.spec.effective import VariantError, effective_env, effective_flags, render_variant
 from tierctl.spec.model import SecretRef, TierSpec
 
@@ -23,8 +25,8 @@ DIGEST_IMAGE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
 TAGGED_IMAGE = re.compile(r"^[^@\s]*[^@\s/]:(?!latest$)[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 FLAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 REPLICA_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-# Keys whose values are credentials: they must be ${VAR} references, never literals.
-SECRET_KEY = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
+# Keys whose values are credentials (tierctl.credentials.literal_secret) must be ${VAR}
+# references or {secret: NAME}, never literals.
 # Values that look like real credentials wherever they appear.
 SECRET_VALUE = re.compile(
     r"(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
@@ -231,15 +233,28 @@ def _check_gpus(spec: TierSpec) -> Iterator[Problem]:
 
 
 def _check_variant(spec: TierSpec) -> Iterator[Problem]:
+    seen: set[str] = set()
     for name in spec.replicas:
         try:
             render_variant(spec, name, effective_flags(spec, name), effective_env(spec, name))
         except VariantError as exc:
+            if exc.placeholder in seen:
+                continue  # one message per placeholder, not one per replica
+            seen.add(exc.placeholder)
+            known = [
+                *spec.telemetry.tokens,
+                *effective_flags(spec, name),
+                "replica",
+                "host",
+                "tier",
+            ]
+            close = difflib.get_close_matches(exc.placeholder, known, n=1, cutoff=0.7)
+            hint = f"did you mean {{{close[0]}}}? " if close and close[0] != exc.placeholder else ""
             yield Problem(
                 ("telemetry", "variant"),
                 f"variant placeholder {exc}",
                 "variant-template",
-                "use a flag every replica sets with a value, a name from telemetry.tokens, "
+                hint + "use a flag every replica sets with a value, a name from telemetry.tokens, "
                 "or {replica}/{host}/{tier}",
                 spec.telemetry.variant,
             )
@@ -327,7 +342,7 @@ def _check_secrets(spec: TierSpec) -> Iterator[Problem]:
         if value is None or isinstance(value, SecretRef):
             continue
         text = str(value)
-        if SECRET_KEY.search(key) and text and not text.startswith("${"):
+        if literal_secret(key, text):
             yield Problem(
                 path,
                 f"{key} holds a literal value; credentials never go into the spec",
@@ -400,13 +415,16 @@ def _check_declared(spec: TierSpec) -> Iterator[Problem]:
 def referenced_resources(service: dict[str, Any]) -> Iterator[tuple[str, int | None, str]]:
     """(top-level key, index in the service's list or None, name) of every named volume,
     network, secret and config a compose service uses."""
-    for i, mount in enumerate(service.get("volumes") or []):
+    # Only compose's shapes are read: a file that breaks them is the schema contract's report.
+    volumes = service.get("volumes")
+    for i, mount in enumerate(volumes if isinstance(volumes, list) else []):
         source = named_volume_source(mount)
         if source is not None:
             yield "volumes", i, source
-    networks = service.get("networks") or []
-    for net in networks if isinstance(networks, list) else list(networks):
+    networks = service.get("networks")
+    for net in networks if isinstance(networks, list | dict) else []:
         yield "networks", None, str(net)
     for key in ("secrets", "configs"):
-        for i, ref in enumerate(service.get(key) or []):
+        refs = service.get(key)
+        for i, ref in enumerate(refs if isinstance(refs, list) else []):
             yield key, i, str(ref.get("source") if isinstance(ref, dict) else ref)

@@ -164,7 +164,7 @@ def replica_port(spec: TierSpec, flags: dict[str, Any]) -> int:
     port = flags.get("port", default)
     try:
         return int(port)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: port: .inf
         return default
 
 

@@ -11,23 +11,18 @@ from tierctl.catalog.annotations import read_hints
 from tierctl.catalog.argparse_calls import build_flag, flag_from_call
 from tierctl.catalog.static_eval import Namespace
 from tierctl.catalog.store import load_catalog
+from tierctl.compose import parse_compose
 from tierctl.compose.argv import parse_flags
-from tierctl.contracts.flag_catalog import value_problem
+from tierctl.contracts.flag_catalog import check_uses
 
 
 def _problems(ref: str, argv: list[str]) -> list[str]:
+    """What validate's TC004 says about ``argv`` (the contract itself, not a copy of it)."""
     engine, version = ref.split("==")
     catalog = load_catalog(engine, version)
-    out = []
-    for use in parse_flags(tuple(argv), 0, catalog):
-        flag = catalog.lookup(use.token)
-        if flag is None:
-            out.append(f"unknown {use.token}")
-            continue
-        problem = value_problem(flag, use)
-        if problem:
-            out.append(f"{use.token}: {problem}")
-    return out
+    compose = parse_compose("services: {}\n", source="c.yaml")
+    uses = parse_flags(tuple(argv), 0, catalog)
+    return [v.message for v in check_uses(catalog, compose, "svc", uses)]
 
 
 ACCEPTED = [
@@ -44,6 +39,8 @@ ACCEPTED = [
     ("vllm==0.33.0", ["--model", "m", "--runner", "pooling", "--convert", "embed"]),
     # Boolean flags and their --no- spellings.
     ("vllm==0.33.0", ["--model", "m", "--no-enable-prefix-caching", "--enable-chunked-prefill"]),
+    # vLLM sets one key of a JSON-valued flag with a dotted name.
+    ("vllm==0.33.0", ["--model", "m", "--compilation-config.mode", "3"]),
     # A deprecated flag SGLang registers with a no-value action (nargs=0 in its __init__).
     ("sglang==0.5.9", ["--model-path", "/m", "--hybrid-kvcache-ratio", "--port", "30000"]),
 ]
@@ -56,13 +53,13 @@ def test_real_argv_the_engine_accepts_is_accepted(ref: str, argv: list[str]) -> 
 
 REFUSED = [
     # An ambiguous prefix is refused by argparse too.
-    ("vllm==0.30.0", ["--max", "1"], "unknown --max"),
+    ("vllm==0.30.0", ["--max", "1"], "an ambiguous abbreviation of --max-"),
     # The deprecated no-value flag does not take the value after it (argparse: a stray arg).
     ("sglang==0.5.9", ["--hybrid-kvcache-ratio", "0.5"], "takes no value"),
     # SGLang does not map underscores (plain argparse).
-    ("sglang==0.5.9", ["--model_path", "/m"], "unknown --model_path"),
+    ("sglang==0.5.9", ["--model_path", "/m"], "--model_path is not a flag"),
     # Removed in these vLLM releases: their parser refuses it as well.
-    ("vllm==0.33.0", ["--disable-log-requests"], "unknown --disable-log-requests"),
+    ("vllm==0.33.0", ["--disable-log-requests"], "--disable-log-requests is not a flag"),
     ("vllm==0.30.0", ["--runner", "bogus"], "not one of the allowed choices"),
 ]
 

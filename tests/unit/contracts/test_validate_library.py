@@ -71,7 +71,9 @@ def test_render_then_validate_holds_every_structural_contract(data: dict[str, ob
     # which the real engine catalog rightly rejects; every other contract must hold.
     spec = load_spec_text(dump_yaml(data), "gen.yaml")
     report = validate(spec, [load_compose(render_compose(spec), source="gen-compose.yaml")])
-    assert {v.rule for v in report.violations} <= {"TC004"}, report.text()
+    # So can the GPU fit (TC006): a drawn tp-size/dp-size may need more GPUs than drawn.
+    structural = [v for v in report.violations if "(TP x PP x DP" not in v.message]
+    assert {v.rule for v in structural} <= {"TC004"}, report.text()
 
 
 def test_a_literal_token_in_argv_is_flagged_and_never_printed() -> None:

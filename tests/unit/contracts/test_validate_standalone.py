@@ -150,3 +150,19 @@ def test_cli_needs_spec_or_files(run_cli) -> None:  # type: ignore[no-untyped-de
 def test_bad_engine_option_is_exit_2(tmp_path: Path, run_cli, bad: str) -> None:  # type: ignore[no-untyped-def]
     path = _file(tmp_path, "services:\n" + _sglang("a", "'0'", ""))
     assert run_cli("validate", "--engine", bad, str(path)).code == 2
+
+
+def test_engine_started_inside_a_shell_script_is_checked(tmp_path: Path) -> None:
+    text = (
+        "services:\n  a:\n    image: lmsysorg/sglang:v0.5.9-cu126\n"
+        "    command: [bash, -c, 'pip install -q x && python3 -m sglang.launch_server"
+        " --model-path /m --tp-size 2 --mem-fraction-statc 0.8']\n"
+        f"    {GPU.format(ids=chr(39) + '0' + chr(39))}\n"
+    )
+    report = validate_files([_file(tmp_path, text)])
+    found = {v.found for v in report.violations}
+    assert "--mem-fraction-statc" in found
+    assert any("needs 2 GPUs" in v.message for v in report.violations)
+    [flag] = [v for v in report.violations if v.found == "--mem-fraction-statc"]
+    assert flag.location is not None
+    assert flag.location.path == "services.a.command[2]"

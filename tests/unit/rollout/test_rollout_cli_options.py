@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from tierctl.cli.rollout import rollout
+from tierctl.rollout.entrypoints import DriverConfig
 from tierctl.rollout.executor import RolloutOptions
 from tierctl.rollout.gates import GateSettings
-from tierctl.rollout.entrypoints import DriverConfig
 
 #: (dataclass, field) -> the option's parameter name, where it differs.
 RENAMED = {

@@ -165,3 +165,23 @@ def test_the_real_docker_cli_without_the_plugin(tmp_path: Path) -> None:
         pytest.skip("this docker has the compose plugin")
     with pytest.raises(RuntimeFailure, match="docker has no compose plugin"):
         DockerDriver(tmp_path).dry_run(_dep(), ["r2"])
+
+
+def test_logs_of_one_service_for_the_gates(tmp_path: Path) -> None:
+    run = Recorder(stdout="INFO non-default args: {'max_num_seqs': 512}\n")
+    assert DockerDriver(tmp_path, runner=run).logs(_dep(), "r2") == (
+        "INFO non-default args: {'max_num_seqs': 512}\n"
+    )
+    assert run.calls == [
+        [
+            "docker",
+            "compose",
+            "-f",
+            "deploy/tier.yaml",
+            "logs",
+            "--no-color",
+            "--no-log-prefix",
+            "r2",
+        ]
+    ]
+    assert DockerDriver(tmp_path, runner=Recorder(rc=1)).logs(_dep(), "r2") is None

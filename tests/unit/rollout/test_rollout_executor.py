@@ -14,11 +14,11 @@ from rollout_examples import COLLECTOR, R1, R2, render_variant, without_ingestio
 from tierctl.errors import ContractViolation, GateFailed
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.dryrun import DryRunResult
+from tierctl.rollout.entrypoints import make_plan
 from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
 from tierctl.rollout.gates import GateContext, GateSettings, gate_soak
 from tierctl.rollout.model import Plan, Step
 from tierctl.rollout.planner import plan_files
-from tierctl.rollout.entrypoints import make_plan
 
 
 class RecordingDriver:

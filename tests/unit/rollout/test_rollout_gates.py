@@ -12,6 +12,7 @@ from rollout_examples import R1, R2, r2_at_interval_1, render_variant
 from tierctl.engines.sglang import PROFILE as SGLANG
 from tierctl.errors import GateFailed
 from tierctl.rollout.deployment import Deployment
+from tierctl.rollout.entrypoints import make_plan, make_runbook
 from tierctl.rollout.gates import (
     GateContext,
     GateSettings,
@@ -20,7 +21,6 @@ from tierctl.rollout.gates import (
 )
 from tierctl.rollout.model import Plan, SourceRef, Step
 from tierctl.rollout.normalise import load_services
-from tierctl.rollout.entrypoints import make_plan, make_runbook
 from tierctl.rollout.scrape import metric_total, parse_metrics
 
 server_info_mismatches = SGLANG.server_info_mismatches

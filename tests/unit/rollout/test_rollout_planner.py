@@ -23,8 +23,8 @@ from rollout_examples import (
 
 from tierctl.cli.main import option_labels
 from tierctl.errors import ContractViolation, InputError
-from tierctl.rollout.planner import PlanOptions, plan_files
 from tierctl.rollout.entrypoints import make_plan
+from tierctl.rollout.planner import PlanOptions, plan_files
 
 
 def _steps(plan: object) -> list[tuple[str, str]]:

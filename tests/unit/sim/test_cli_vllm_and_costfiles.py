@@ -158,3 +158,29 @@ def test_sim_fit_cli_reads_bench_results_and_writes_a_cost_model(
     again = run_cli("sim", "fit", str(results), "--out", str(out))
     assert again.code == 2
     assert "exists" in again.err
+
+
+def test_sim_fit_reads_sglang_decode_batch_lines(
+    run_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    # Step time = 5 ms + 1 ms per sequence + 1e-8 s per context token; SGLang logs the
+    # throughput (running / step time) every 40 decode rounds.
+    lines = ["[2026-12-01 08:00:00 TP0] Prefill batch. #new-seq: 1, #new-token: 8192, "
+             "#cached-token: 0, token usage: 0.01, #running-req: 0, #queue-req: 0, "]  # fmt: skip
+    for b, k in [(1, 10_000), (4, 50_000), (8, 400_000), (16, 100_000), (32, 900_000)]:
+        step = 0.005 + 0.001 * b + 1e-8 * k
+        lines.append(
+            f"[2026-12-01 08:00:{b:02d} TP0] Decode batch. #running-req: {b}, #token: {k}, "
+            f"token usage: 0.10, cuda graph: True, gen throughput (token/s): {b / step:.4f}, "
+            "#queue-req: 0, "
+        )
+    log = tmp_path / "sglang.log"
+    log.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "m.json"
+    res = run_cli("sim", "fit", str(log), "--preset", "dense-8b-h100", "--out", str(out))
+    assert res.code == 0, res.err
+    model, prov = read_cost_model(out)
+    assert prov["samples"] == {"decode_lines": 5}
+    assert model.decode_per_seq_s == pytest.approx(0.001, rel=0.01)
+    assert model.decode_base_s + model.round_overhead_s == pytest.approx(0.005, rel=0.05)
+    assert model.prefill_per_token_s == DENSE_8B_H100.prefill_per_token_s  # not in the log

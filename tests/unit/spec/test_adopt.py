@@ -142,3 +142,14 @@ def test_cli_writes_the_spec_and_reports_the_round_trip(tmp_path: Path, run_cli)
     assert "refusing to overwrite" in again.err
     render = run_cli("render", str(out))
     assert render.code == 0
+
+
+def test_engine_in_a_shell_script_is_kept_as_a_service(tmp_path: Path) -> None:
+    text = _two_replicas() + (
+        "  c:\n    image: lmsysorg/sglang:v0.5.9-cu126\n"
+        "    command: [sh, -c, 'python3 -m sglang.launch_server --model-path /m']\n"
+    )
+    result = adopt([_write(tmp_path, text)], out=tmp_path / "t.yaml")
+    assert "c" in result.spec.services
+    assert any("shell script" in n for n in result.notes)
+    assert result.differences == []

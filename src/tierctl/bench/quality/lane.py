@@ -185,20 +185,22 @@ def build_items(
 
 
 async def detect_profile(session: aiohttp.ClientSession, url: str) -> EngineProfile:
-    """The engine behind a URL: SGLang answers ``/server_info``; else the metric names tell;
-    else vLLM (whose ``prompt_logprobs`` shape is the OpenAI server's extension)."""
+    """The engine behind a URL: its metric names tell first (``vllm:`` / ``sglang:``); else a
+    ``/server_info`` that answers means SGLang (vLLM has one only in dev mode, and exports
+    metrics anyway); else vLLM's shape (the OpenAI server's ``prompt_logprobs`` extension)."""
     base = url.rstrip("/")
     try:
         async with asyncio.timeout(15):
+            async with session.get(base + "/metrics") as r:
+                if r.status == 200:
+                    lines = (await r.text()).splitlines()
+                    names = {ln.split("{")[0].split(" ")[0] for ln in lines if ln[:1] != "#"}
+                    found = _profile_for_metrics(n for n in names if n)
+                    if found is not None:
+                        return found
             async with session.get(base + "/server_info") as r:
                 if r.status == 200:
                     return profile_for("sglang")
-            async with session.get(base + "/metrics") as r:
-                if r.status == 200:
-                    names = [ln.split("{")[0].split(" ")[0] for ln in (await r.text()).splitlines()]
-                    found = _profile_for_metrics(n for n in names if n and not n.startswith("#"))
-                    if found is not None:
-                        return found
     except (aiohttp.ClientError, OSError, TimeoutError):
         pass
     return profile_for("vllm")

@@ -156,7 +156,9 @@ class ComposeManagerDriver:
             env: Interpolation variables sent with each call (validated).
             gate_host: The host the gates reach engines on.
             project: The compose project name, for mapping dry-run container names.
-            timeout_s: Per-call read time-out (compose pulls can be slow).
+            timeout_s: Deadline of one call: connecting, every read, and the whole answer
+                stream (an agent that trickles lines, or accepts and never answers, is given
+                up on after this long; compose pulls can be slow).
             attempts: Tries for an idempotent call.
             backoff_s: First back-off; doubled per retry.
             transport: Injected HTTP transport (tests).
@@ -169,13 +171,14 @@ class ComposeManagerDriver:
         self._gate_host = gate_host
         self._project = project
         self._attempts = max(1, attempts)
+        self._timeout_s = timeout_s
         self._backoff_s = backoff_s
         self._sleep = sleep
         self._log = log
         self._client = httpx.Client(
             base_url=base_url,
             transport=transport,
-            timeout=httpx.Timeout(timeout_s, connect=10.0),
+            timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
             headers={"Authorization": f"Bearer {token}"},
         )
         self.calls: list[dict[str, Any]] = []
@@ -226,7 +229,8 @@ class ComposeManagerDriver:
             raise InputError(
                 f"no compose-manager tag for the {dep.side} file",
                 rule="compose-manager applies a file at a tag of the deployment repository",
-                fix=f"use a git:REF:PATH source or pass --tag-{dep.side}",
+                fix=f"use a git:REF:PATH source or pass `tag_{dep.side}`",
+                params=(f"tag_{dep.side}",),
             )
         return target
 
@@ -252,7 +256,8 @@ class ComposeManagerDriver:
         raise RuntimeFailure(
             f"compose-manager {path} for {', '.join(body['services'])} failed {tries}: {last}",
             rule="the agent must answer with an exit event of code 0",
-            fix="check the agent's log on the host and retry with --resume",
+            fix="check the agent's log on the host and retry with `resume`",
+            params=("resume",),
         )
 
     def _once(self, path: str, body: dict[str, Any]) -> CallResult:
@@ -262,7 +267,8 @@ class ComposeManagerDriver:
                     raise RuntimeFailure(
                         f"compose-manager refused the token ({resp.status_code})",
                         rule="calls carry a valid bearer token",
-                        fix="set TIERCTL_AGENT_TOKEN (or --token-file) to the agent's token",
+                        fix="set TIERCTL_AGENT_TOKEN (or `token_file`) to the agent's token",
+                        params=("token_file",),
                     )
                 if resp.status_code >= 500:
                     raise _Retryable(f"HTTP {resp.status_code}")
@@ -275,7 +281,14 @@ class ComposeManagerDriver:
                     )
                 lines: list[str] = []
                 exit_code: int | None = None
+                deadline = time.monotonic() + self._timeout_s
                 for raw in resp.iter_lines():
+                    if time.monotonic() > deadline:
+                        raise _Retryable(
+                            f"no exit event within the {self._timeout_s:g} s call deadline"
+                        )
+                    if len(raw) > _MAX_EVENT_CHARS:
+                        raise _Retryable(f"an event line over {_MAX_EVENT_CHARS:,} characters")
                     if not raw.strip():
                         continue
                     event = _event(raw)
@@ -292,9 +305,14 @@ class ComposeManagerDriver:
             raise RuntimeFailure(
                 f"compose-manager {path} exited {exit_code}: {tail}",
                 rule="docker compose must succeed on the host",
-                fix="read the agent output above, fix, then retry with --resume",
+                fix="read the agent output above, fix, then retry with `resume`",
+                params=("resume",),
             )
         return CallResult(exit_code, tuple(lines))
+
+
+# One NDJSON event is a line of compose output; a longer one is a broken or hostile stream.
+_MAX_EVENT_CHARS = 1_000_000
 
 
 def _event(raw: str) -> tuple[str, str]:

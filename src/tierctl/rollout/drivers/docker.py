@@ -119,6 +119,16 @@ class DockerDriver:
         require_services(services)
         return [*self.base_argv(dep), "rm", "-s", "-f", *services]
 
+    def logs_argv(self, dep: Deployment, service: str) -> list[str]:
+        """The service's log: its current container's output since it started."""
+        return [*self.base_argv(dep), "logs", "--no-color", "--no-log-prefix", service]
+
+    def logs(self, dep: Deployment, service: str) -> str | None:
+        """The engine's log since its container started, for the gates (vLLM's startup
+        ``non-default args`` line, fatal lines in a soak); None when compose cannot say."""
+        res = self._runner(self.logs_argv(dep, service))
+        return res.stdout + res.stderr if res.returncode == 0 else None
+
     def dry_run(self, dep: Deployment, services: list[str]) -> DryRunResult:
         """Run the dry run and parse what it would do."""
         argv = self.dry_run_argv(dep, services)

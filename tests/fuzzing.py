@@ -1,0 +1,551 @@
+"""Malformed inputs through tierctl's commands, in process: the engine of the fuzz suite.
+
+Used by ``tests/unit/test_fuzz.py`` (a fixed, small budget for CI) and by
+``benchmarks/fuzz.py`` (10,000+ inputs, with figures). Every input is a seeded mutation of a
+bundled example (specs, compose files, workloads, traces in four formats, plans) or a
+hand-built hostile document (alias bombs, deep nesting, huge numbers, bad bytes). Each is run
+through the commands that read it; an outcome is the exit code, or the unhandled exception,
+or a hang (over the time budget, interrupted by SIGALRM).
+
+The law: every input ends in exit 0, 1 or 2, a non-zero exit has a message on stderr and no
+traceback, and nothing runs past its time budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import random
+import resource
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+#: Input kinds, each read by the commands of :data:`COMMANDS`.
+KINDS = ("spec", "compose", "workload", "jsonl", "mooncake", "azure", "burstgpt", "plan")
+
+
+class Hang(BaseException):
+    """Raised by the alarm when one run exceeds its time budget (BaseException: not caught
+    by ``except Exception`` inside tierctl)."""
+
+
+@dataclass
+class Outcome:
+    """What one run of one command on one input did."""
+
+    command: str
+    code: int | None = None
+    stdout: str = ""
+    exception: str | None = None  # "Type at file:line" of an unhandled exception
+    hang: bool = False
+    seconds: float = 0.0
+    maxrss_jump_mib: float = 0.0  # how far this run raised the process's peak RSS
+    stderr: str = ""
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """The law holds: exit 0/1/2, a message on failure, no traceback."""
+        if self.hang or self.exception is not None or self.code not in (0, 1, 2):
+            return False
+        if self.code != 0 and not (self.stderr.strip() or self.stdout.strip()):
+            return False
+        return "Traceback (most recent call last)" not in self.stderr
+
+
+@dataclass
+class Seeds:
+    """The bundled examples, by kind (the mutation corpus)."""
+
+    by_kind: dict[str, list[bytes]] = field(default_factory=dict)
+    #: Per compose seed: the spec it was rendered from (as a path in the work dir).
+    compose_specs: list[Path] = field(default_factory=list)
+    #: Per compose seed: the unmutated file (OLD of plan/runbook).
+    compose_olds: list[Path] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return f"Seeds({ {k: len(v) for k, v in self.by_kind.items()} })"
+
+
+def load_seeds(work: Path) -> Seeds:
+    """The corpus: every bundled example, plus a plan and traces in each format."""
+    seeds = Seeds()
+    specs = sorted(EXAMPLES.glob("*/tier.yaml"))
+    seeds.by_kind["spec"] = [p.read_bytes() for p in specs]
+    seeds.by_kind["compose"] = []
+    for spec in specs:
+        folder = work / spec.parent.name
+        folder.mkdir(parents=True, exist_ok=True)
+        for f in spec.parent.glob("*.yaml"):
+            (folder / f.name).write_bytes(f.read_bytes())
+            # A mutated spec is written to the work dir top; its output file sits beside it.
+            if f.name != "tier.yaml":
+                (work / f.name).write_bytes(f.read_bytes())
+                seeds.by_kind["compose"].append(f.read_bytes())
+                seeds.compose_specs.append(folder / "tier.yaml")
+                seeds.compose_olds.append(folder / f.name)
+    small = (EXAMPLES / "small-model" / "compose.yaml").read_bytes()
+    seeds.by_kind["workload"] = [p.read_bytes() for p in sorted(EXAMPLES.glob("workloads/*.yaml"))]
+    tiny = (EXAMPLES / "workloads" / "traces" / "tiny.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in tiny if line.strip()]
+    seeds.by_kind["jsonl"] = ["\n".join(tiny).encode() + b"\n"]
+    seeds.by_kind["mooncake"] = [
+        "".join(
+            json.dumps(
+                {
+                    "timestamp": int(r["arrival_s"] * 1000),
+                    "input_length": r["input_tokens"],
+                    "output_length": r["output_tokens"],
+                    "hash_ids": list(range(i, i + 3)),
+                }
+            )
+            + "\n"
+            for i, r in enumerate(rows)
+        ).encode()
+    ]
+    seeds.by_kind["azure"] = [
+        (
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+            + "".join(
+                f"2023-11-16 18:15:{int(r['arrival_s']) % 60:02d}.{i:07d},"
+                f"{r['input_tokens']},{r['output_tokens']}\n"
+                for i, r in enumerate(rows)
+            )
+        ).encode()
+    ]
+    seeds.by_kind["burstgpt"] = [
+        (
+            "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+            + "".join(
+                f"{r['arrival_s']},ChatGPT,{r['input_tokens']},{r['output_tokens']},"
+                f"{r['input_tokens'] + r['output_tokens']},Conversation log\n"
+                for r in rows
+            )
+        ).encode()
+    ]
+    # A plan between the small example and a copy whose r2 runs one flag differently.
+    old = work / "seed-old.yaml"
+    new = work / "seed-new.yaml"
+    old.write_bytes(small)
+    new.write_text(small.decode().replace("30002", "30012", 1))
+    from tierctl.rollout.entrypoints import make_plan
+
+    plan = make_plan(str(old), str(new))
+    seeds.by_kind["plan"] = [plan.model_dump_json(indent=2).encode()]
+    return seeds
+
+
+# --------------------------------------------------------------------------- mutation
+
+_INTERESTING = [
+    "",
+    "~",
+    "null",
+    "[]",
+    "{}",
+    "-1",
+    "0",
+    "1e400",
+    "-1e400",
+    "NaN",
+    ".inf",
+    "9" * 5000,
+    "1" * 320,
+    "true",
+    "no",
+    "${X:-literal}",
+    "${",
+    "$",
+    "$$",
+    "!!binary aGVsbG8=",
+    "!!set {a, b}",
+    "!reset []",
+    "&a [*a]",
+    "*undefined",
+    '"\\u0000"',
+    "'''",
+    "[[[[[[",
+    "{a: [b: {c",
+    "2001-12-14",
+    "22:22",
+    "-- --output=/tmp/x",
+    "git:--output=/tmp/pwn:x",
+    "\ud83d\ude00",
+    "1e35",
+    "0x7fffffffffffffffffff",
+]
+
+_BOMB = (
+    'lol1: &l1 ["l","l","l","l","l","l","l","l","l"]\n'
+    + "".join(f"lol{i}: &l{i} [{','.join(f'*l{i - 1}' for _ in range(9))}]\n" for i in range(2, 10))
+).encode()
+
+
+def _mutate_bytes(data: bytes, rng: random.Random) -> bytes:
+    if not data:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64)))
+    op = rng.randrange(9)
+    i = rng.randrange(len(data))
+    j = min(len(data), i + rng.randrange(1, 64))
+    if op == 0:  # flip a byte
+        return data[:i] + bytes([rng.randrange(256)]) + data[i + 1 :]
+    if op == 1:  # delete a span
+        return data[:i] + data[j:]
+    if op == 2:  # duplicate a span
+        return data[:j] + data[i:j] + data[j:]
+    if op == 3:  # insert random bytes
+        return data[:i] + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 16))) + data[i:]
+    if op == 4:  # truncate
+        return data[:i]
+    if op == 5:  # NUL or invalid UTF-8
+        return data[:i] + rng.choice([b"\x00", b"\xff\xfe", b"\xc3", b"\xed\xa0\x80"]) + data[i:]
+    if op == 6:  # an interesting token
+        return data[:i] + rng.choice(_INTERESTING).encode("utf-8", "surrogatepass") + data[i:]
+    if op == 7:  # swap two lines
+        lines = data.split(b"\n")
+        a, b = rng.randrange(len(lines)), rng.randrange(len(lines))
+        lines[a], lines[b] = lines[b], lines[a]
+        return b"\n".join(lines)
+    # re-indent a line
+    lines = data.split(b"\n")
+    a = rng.randrange(len(lines))
+    lines[a] = (b" " * rng.randrange(0, 6)) + lines[a].lstrip(b" ")
+    return b"\n".join(lines)
+
+
+def _replace_value(data: bytes, rng: random.Random) -> bytes:
+    """Replace the value of one ``key: value`` line (or one JSON/CSV field) with a hostile one."""
+    lines = data.split(b"\n")
+    candidates = [k for k, line in enumerate(lines) if b":" in line or b"," in line]
+    if not candidates:
+        return _mutate_bytes(data, rng)
+    k = rng.choice(candidates)
+    line = lines[k]
+    sep = b": " if b": " in line else (b":" if b":" in line else b",")
+    parts = line.split(sep)
+    which = rng.randrange(1, len(parts)) if len(parts) > 1 else 0
+    parts[which] = rng.choice(_INTERESTING).encode("utf-8", "surrogatepass")
+    lines[k] = sep.join(parts)
+    return b"\n".join(lines)
+
+
+def _structural(data: bytes, kind: str, rng: random.Random) -> bytes:
+    """Document-level attacks: bombs, deep nesting, wrong top-level shapes, huge repeats."""
+    op = rng.randrange(8)
+    if op == 0:
+        return _BOMB + data
+    if op == 1:
+        depth = rng.choice([70, 200, 1200, 20000])
+        if kind in ("jsonl", "mooncake", "plan"):
+            return b"[" * depth + b"]" * depth + b"\n" + data
+        return b"deep: " + b"[" * depth + b"]" * depth + b"\n" + data
+    if op == 2:
+        return rng.choice([b"[]", b"- a\n- b\n", b"42\n", b"~\n", b"---\na: 1\n---\nb: 2\n", b""])
+    if op == 3:  # a self-referencing anchor
+        return b"self: &s\n  again: *s\n" + data
+    if op == 4:  # a long line
+        return data + b"\nlong: " + b"x" * rng.choice([10_000, 300_000]) + b"\n"
+    if op == 5:  # the document as a value of a list where a map belongs
+        lines = data.split(b"\n")
+        k = rng.randrange(len(lines))
+        lines.insert(k, lines[k].split(b":")[0] + b": [1, {a: b}, [c]]")
+        return b"\n".join(lines)
+    if op == 6:  # a duplicate key
+        lines = data.split(b"\n")
+        k = rng.randrange(len(lines))
+        lines.insert(k, lines[k])
+        return b"\n".join(lines)
+    # a big number in a numeric-looking place
+    return data.replace(b"0", b"9" * rng.choice([30, 400, 5000]), 1)
+
+
+def _hostile_value(rng: random.Random) -> object:
+    choices: list[object] = [
+        [],
+        {},
+        [1, {"a": "b"}, ["c"]],
+        {"a": {"b": {"c": [1, 2]}}},
+        "",
+        "x",
+        0,
+        -1,
+        10**30,
+        1e308,
+        -1e-308,
+        None,
+        True,
+        "${SECRET_VALUE}",
+        "${X:-literal-password}",
+        "$",
+        "-",
+        "--flag",
+        "a" * 5000,
+        [[[[]]]],
+        {"": None},
+        {1: 2},
+        "\x00",
+        "0.0.0.0:99999",
+        "r1",
+        "qwen-r1",
+        ["--port", "1"],
+    ]
+    return rng.choice(choices)
+
+
+def _paths(node: object, path: tuple[object, ...] = ()) -> Iterator[tuple[object, ...]]:
+    yield path
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, (*path, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, (*path, i))
+
+
+def _tree_edit(doc: object, rng: random.Random) -> object:
+    """Replace, delete or add one node of a parsed document."""
+    paths = list(_paths(doc))
+    target = rng.choice(paths)
+    if not target:
+        return _hostile_value(rng)
+    parent: object = doc
+    for part in target[:-1]:
+        parent = parent[part]  # type: ignore[index]
+    last = target[-1]
+    op = rng.random()
+    if op < 0.6:
+        parent[last] = _hostile_value(rng)  # type: ignore[index]
+    elif op < 0.75 and isinstance(parent, dict):
+        del parent[last]
+    elif op < 0.85 and isinstance(parent, dict):
+        parent[rng.choice(["extra", "command", "environment", "labels", "x-tierctl"])] = (
+            _hostile_value(rng)
+        )
+    elif isinstance(parent, list):
+        parent.append(copy.deepcopy(parent[last]))  # type: ignore[index]
+    else:
+        parent[last] = [parent[last]]  # type: ignore[index]
+    return doc
+
+
+def _tree_mutation(data: bytes, kind: str, rng: random.Random) -> bytes:
+    """Parse the seed, edit its tree (wrong shapes, wrong types, hostile values), write it back."""
+    import yaml
+
+    if len(data) > 64 * 1024:  # a tree this big came from an earlier bomb or repeat: bytes only
+        return _mutate_bytes(data, rng)
+    try:
+        if kind in ("jsonl", "mooncake"):
+            lines = [json.loads(x) for x in data.decode().splitlines() if x.strip()]
+            k = rng.randrange(len(lines))
+            lines[k] = _tree_edit(lines[k], rng)
+            return "".join(json.dumps(x, default=str) + "\n" for x in lines).encode()
+        if kind in ("azure", "burstgpt"):
+            rows = data.decode().splitlines()
+            k = rng.randrange(len(rows))
+            cells = rows[k].split(",")
+            c = rng.randrange(len(cells))
+            cells[c] = str(_hostile_value(rng)).replace("\n", " ")
+            rows[k] = ",".join(cells)
+            return ("\n".join(rows) + "\n").encode()
+        if kind == "plan":
+            return json.dumps(_tree_edit(json.loads(data), rng), default=str).encode()
+        # Parsed bounded: a seed that already carries an alias bomb must not expand here.
+        from tierctl.readers import Limits, load_yaml
+
+        doc = load_yaml(data.decode(), "<seed>", limits=Limits(max_nodes=20_000)).data
+        return yaml.safe_dump(_tree_edit(doc, rng), sort_keys=False).encode()
+    except Exception:
+        return _mutate_bytes(data, rng)
+
+
+def mutate(seed: bytes, kind: str, rng: random.Random) -> bytes:
+    """One seeded mutation of ``seed`` (1-3 edits: tree edits, bytes, structure)."""
+    out = seed
+    for _ in range(rng.randrange(1, 4)):
+        r = rng.random()
+        if r < 0.5:
+            out = _tree_mutation(out, kind, rng)
+            continue
+        r = rng.random()
+        if r < 0.45:
+            out = _replace_value(out, rng)
+        elif r < 0.85:
+            out = _mutate_bytes(out, rng)
+        else:
+            out = _structural(out, kind, rng)
+    return out[: 4 * 1024 * 1024]
+
+
+def inputs(seeds: Seeds, count: int, seed: int) -> Iterator[tuple[str, int, bytes]]:
+    """``count`` (kind, seed index, bytes) inputs, reproducible from ``seed``, over every kind."""
+    rng = random.Random(seed)
+    kinds = [k for k in KINDS if seeds.by_kind.get(k)]
+    for n in range(count):
+        kind = kinds[n % len(kinds)]
+        which = rng.randrange(len(seeds.by_kind[kind]))
+        yield kind, which, mutate(seeds.by_kind[kind][which], kind, rng)
+
+
+# --------------------------------------------------------------------------- running
+
+_SUFFIX = {"jsonl": ".jsonl", "mooncake": ".jsonl", "azure": ".csv", "burstgpt": ".csv"}
+_SUFFIX.update({"plan": ".json"})
+
+
+def _cli(args: list[str]) -> tuple[int, str, str]:
+    """Run ``tierctl ARGS`` in process (its real ``main``): exit code, stdout, stderr."""
+    from tierctl.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(args)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _lib(fn: Callable[[], object]) -> tuple[int, str, str]:
+    """Run a library reader; an InputError/TierctlError is its exit code and message."""
+    from tierctl.errors import TierctlError
+
+    try:
+        fn()
+    except TierctlError as exc:
+        return int(exc.exit_code), "", exc.format()
+    return 0, "", ""
+
+
+def commands_for(
+    kind: str, which: int, path: Path, seeds: Seeds, work: Path
+) -> list[tuple[str, Callable[[], tuple[int, str, str]]]]:
+    """The commands that read an input of ``kind`` (mutated from seed ``which``) at ``path``."""
+    p = str(path)
+    if kind == "spec":
+        return [
+            ("render", lambda: _cli(["render", p])),
+            ("show", lambda: _cli(["show", "--json", p])),
+            ("validate-spec", lambda: _cli(["validate", "--spec", p])),
+        ]
+    if kind == "compose":
+        spec = str(seeds.compose_specs[which])
+        old = seeds.compose_olds[which]
+        return [
+            ("validate", lambda: _cli(["validate", p])),
+            ("validate-with-spec", lambda: _cli(["validate", "--spec", spec, p])),
+            ("plan", lambda: _cli(["plan", "--from", str(old), "--to", p, "--json"])),
+            ("runbook", lambda: _cli(["runbook", "--from", str(old), "--to", p])),
+        ]
+    if kind == "workload":
+        from tierctl.bench.workload import load_workload
+
+        return [("load_workload", lambda: _lib(lambda: load_workload(path)))]
+    if kind in ("jsonl", "mooncake", "azure", "burstgpt"):
+        from tierctl.traces import read_trace
+
+        return [
+            ("read_trace", lambda: _lib(lambda: read_trace(path, kind))),
+            (
+                "sim-run",
+                lambda: _cli(["sim", "run", "--trace", p, "--trace-format", kind, "--json"]),
+            ),
+        ]
+    if kind == "plan":
+        return [
+            (
+                "rollout-dry-run",
+                lambda: _cli(
+                    [
+                        "rollout",
+                        "--plan",
+                        p,
+                        "--driver",
+                        "local",
+                        "--dry-run",
+                        "--state-dir",
+                        str(work / "state"),
+                        "--journal",
+                        str(work / "plan.journal.jsonl"),
+                    ]
+                ),
+            ),
+        ]
+    raise ValueError(kind)
+
+
+def _alarm(signum: int, frame: FrameType | None) -> None:
+    raise Hang
+
+
+def run_input(
+    kind: str, which: int, data: bytes, seeds: Seeds, work: Path, *, timeout_s: float = 10.0
+) -> list[Outcome]:
+    """Write ``data`` as an input of ``kind`` and run every command that reads it."""
+    path = work / f"input{_SUFFIX.get(kind, '.yaml')}"
+    path.write_bytes(data)
+    journal = work / "plan.journal.jsonl"
+    outcomes: list[Outcome] = []
+    for name, fn in commands_for(kind, which, path, seeds, work):
+        journal.unlink(missing_ok=True)
+        outcome = Outcome(command=name)
+        peak0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.monotonic()
+        previous = signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            code, out, err = fn()
+            outcome.code, outcome.stdout, outcome.stderr = code, out, err
+        except Hang:
+            outcome.hang = True
+        except Exception as exc:  # the defect this suite exists to find
+            tb = traceback.extract_tb(exc.__traceback__)
+            inner = next((f for f in reversed(tb) if "/tierctl/" in f.filename), tb[-1])
+            where = f"{Path(inner.filename).name}:{inner.lineno} {inner.name}"
+            outcome.exception = f"{type(exc).__name__} at {where}"
+            outcome.detail = str(exc)[:300]
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            outcome.seconds = time.monotonic() - t0
+            peak1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            outcome.maxrss_jump_mib = (peak1 - peak0) / 1024
+        outcomes.append(outcome)
+    return outcomes
+
+
+def main_thread_only() -> None:
+    """The alarm needs the main thread (pytest-xdist workers and scripts run there)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # pragma: no cover
+        raise RuntimeError("fuzzing runs in the main thread (it uses SIGALRM)")
+
+
+__all__ = [
+    "KINDS",
+    "Hang",
+    "Outcome",
+    "Seeds",
+    "commands_for",
+    "inputs",
+    "load_seeds",
+    "main_thread_only",
+    "mutate",
+    "run_input",
+]
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run benchmarks/fuzz.py")

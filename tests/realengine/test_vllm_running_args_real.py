@@ -1,0 +1,56 @@
+"""The vLLM profile's running-argv check against a real vLLM (CPU) engine: its startup log's
+`non-default args`, /v1/models and vllm:cache_config_info are what the profile expects."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.realengine.fixtures import PAIR_FLAGS, EnginePair
+from tierctl.engines import VLLM
+from tierctl.realengine.engine import engine_argv
+from tierctl.realengine.env import VLLM_MODULE
+
+pytestmark = [pytest.mark.real_engine, pytest.mark.integration, pytest.mark.slow]
+
+
+def _fetch(base: str):  # type: ignore[no-untyped-def]
+    def fetch(path: str) -> tuple[int, str]:
+        try:
+            resp = httpx.get(base + path, timeout=10)
+        except httpx.HTTPError:
+            return (0, "")
+        return (resp.status_code, resp.text)
+
+    return fetch
+
+
+def test_a_real_vllm_confirms_its_rendered_flags(vllm_pair: EnginePair) -> None:
+    r1 = vllm_pair.r1
+    argv = engine_argv(r1.python, r1.model, r1.port, PAIR_FLAGS)  # type: ignore[attr-defined]
+    assert VLLM.matches_command(argv)
+    assert VLLM_MODULE in argv
+    log = (vllm_pair.logs / "r1.log").read_text(errors="replace")
+    check = VLLM.verify_running_args(argv, _fetch(r1.url), log)  # type: ignore[attr-defined]
+    assert check.ok, check
+    assert check.method.startswith("startup log + /v1/models"), check.method
+    assert check.unverifiable == ()
+    assert {"max-num-seqs", "max-model-len", "served-model-name", "enforce-eager"} <= set(
+        check.verified
+    )
+    # The same engine does not confirm a flag it was not started with.
+    wrong = [*argv[:-1], "16"]  # --max-num-seqs 16
+    bad = VLLM.verify_running_args(wrong, _fetch(r1.url), log)  # type: ignore[attr-defined]
+    assert bad.mismatches == ("--max-num-seqs: rendered 16, engine parsed 8",)
+
+
+def test_a_real_vllm_exports_the_profiles_metric_names(vllm_pair: EnginePair) -> None:
+    text = httpx.get(vllm_pair.r1.url + VLLM.metrics_path, timeout=10).text  # type: ignore[attr-defined]
+    names = {
+        line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and line[0] != "#"
+    }
+    for role, family in VLLM.families().items():
+        if role in ("aborted", "finished", "preemptions", "kv_cache_usage"):
+            continue  # counters by label, checked below; optional gauges
+        assert VLLM.prefix + family in names, (role, family)
+    assert VLLM.prefix + VLLM.metrics.finished.name in names

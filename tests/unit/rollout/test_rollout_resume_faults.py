@@ -1,0 +1,68 @@
+"""Resume after faults: never over a service in an unknown state, never after a failed gate,
+and a failed apply that rolled back cleanly is retried (as its message says)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tierctl.errors import InputError
+from tierctl.rollout.executor import _open_journal
+from tierctl.rollout.journal import Journal
+
+
+def _journal(tmp_path: Path, events: list[tuple[str, str | None]]) -> Journal:
+    j = Journal(tmp_path / "plan.journal.jsonl", "digest")
+    for event, step in events:
+        j.write(event, step)
+    return j
+
+
+def test_killed_during_rollback_of_a_failed_canary_is_refused(tmp_path: Path) -> None:
+    j = _journal(
+        tmp_path,
+        [
+            ("start", None),
+            ("begin", "01-recreate-r2"),
+            ("applied", "01-recreate-r2"),
+            ("gate-failed", "01-recreate-r2"),
+        ],
+    )
+    assert j.read().unfinished_rollback == "01-recreate-r2"
+    with pytest.raises(InputError, match="rollback to OLD did not finish") as info:
+        _open_journal(j, resume=True)
+    assert "by hand" in (info.value.fix or "")
+
+
+def test_failed_rollback_is_refused(tmp_path: Path) -> None:
+    j = _journal(
+        tmp_path,
+        [("start", None), ("begin", "01-x"), ("failed", "01-x"), ("rollback-failed", "01-x")],
+    )
+    with pytest.raises(InputError, match="did not finish"):
+        _open_journal(j, resume=True)
+
+
+def test_failed_gate_rolled_back_is_refused(tmp_path: Path) -> None:
+    j = _journal(
+        tmp_path,
+        [("start", None), ("begin", "01-x"), ("gate-failed", "01-x"), ("rolled-back", "01-x")],
+    )
+    with pytest.raises(InputError, match="rolled back after a failed gate"):
+        _open_journal(j, resume=True)
+
+
+def test_failed_apply_rolled_back_is_retried(tmp_path: Path) -> None:
+    j = _journal(
+        tmp_path,
+        [
+            ("start", None),
+            ("begin", "00-a"),
+            ("done", "00-a"),
+            ("begin", "01-x"),
+            ("failed", "01-x"),
+            ("rolled-back", "01-x"),
+        ],
+    )
+    assert _open_journal(j, resume=True) == frozenset({"00-a"})
