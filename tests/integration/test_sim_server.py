@@ -248,3 +248,15 @@ async def test_flush_cache_empties_the_prefix_cache() -> None:
             assert r.status == 200
             assert "flushed" in await r.text()
         assert await cached_tokens() == 0
+
+
+async def test_deeply_nested_json_is_a_400_and_health_keeps_answering() -> None:
+    async with sim_serve() as srv, aiohttp.ClientSession() as s:
+        deep = b'{"prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b', "max_tokens": 1}'
+        async with s.post(
+            srv.url + "/v1/completions", data=deep, headers={"Content-Type": "application/json"}
+        ) as resp:
+            assert resp.status == 400
+            assert "nests too deeply" in (await resp.json())["error"]["message"]
+        async with s.get(srv.url + "/health") as health:
+            assert health.status == 200

@@ -47,6 +47,8 @@ from tierctl.sim.surface import surface
 from tierctl.sim.tokenizer import DynamicBatchTokenizer, block_hashes, encode_prompt, load_tokenizer
 
 MAX_BODY_BYTES = 256 * 1024 * 1024
+#: How long a client may take to send its whole request body.
+BODY_READ_TIMEOUT_S = 60.0
 # Characters of a prompt's end tokenized to find the context generation continues from (the
 # last WINDOW tokens of so short a tail match the whole prompt's encoding).
 _TAIL_CHARS = 256
@@ -259,13 +261,21 @@ class SimServer:
             if self.draining:
                 raise ApiError("the server is shutting down", status=503)
             try:
-                raw = await request.read()
+                # A client that sends its body slower than this is dropped (a slowloris would
+                # otherwise hold a request slot forever).
+                raw = await asyncio.wait_for(request.read(), timeout=BODY_READ_TIMEOUT_S)
             except web.HTTPRequestEntityTooLarge:
                 raise ApiError("request body too large", status=413) from None
+            except TimeoutError:
+                raise ApiError(
+                    f"the request body did not arrive within {BODY_READ_TIMEOUT_S:g} s", status=408
+                ) from None
             try:
                 body = json.loads(raw)
             except (ValueError, UnicodeDecodeError) as exc:
                 raise ApiError(f"the request body is not valid JSON: {exc}") from None
+            except RecursionError:
+                raise ApiError("the request body nests too deeply") from None
             gen = parse_generate(body) if native else parse(body, chat=chat)
             try:
                 n_tokens, hashes = await self._tokenize(gen)
