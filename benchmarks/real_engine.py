@@ -132,10 +132,10 @@ def main() -> None:
                     done = d["completed"]
                 else:
                     d = tierctl_bench(tier.url("r1"), model, args.prompts, out, seed=i)
-                    s = d["summary"]
+                    s = d["run"]["summary"]
                     ttft[client].append(s["ttft_p50_s"])
                     tpot[client].append(s["tpot_p50_s"])
-                    done = d["completed"]
+                    done = d["run"]["completed"]
                 print(
                     f"  run {i + 1} {client:7}: TTFT p50 {ttft[client][-1] * 1000:8.1f} ms  "
                     f"TPOT p50 {tpot[client][-1] * 1000:7.2f} ms  completed {done}/{args.prompts}"

@@ -174,7 +174,7 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
         )  # fmt: skip
         if code != 0:
             return code
-        doc = json.loads((workdir / "bench-router" / "results.json").read_text())
+        doc = json.loads((workdir / "bench-router" / "results.json").read_text())["run"]
         console.print(
             f"through the router: sent {doc['sent']} = completed {doc['completed']} + failed "
             f"{doc['failed']} + timed out {doc['timed_out']}"
