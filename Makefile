@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | $(PY) -c "import hashlib,sys;print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest()[:12])")
 
-.PHONY: demo test check lint format typecheck bench clean
+.PHONY: demo demo-real test check lint format typecheck bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -17,6 +17,12 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	./scripts/ensure-prometheus
 	$(BIN)/tierctl demo
+
+# The same story against real parts: vLLM on CPU, sglang-router, Prometheus (installs them).
+demo-real: $(STAMP)
+	./scripts/ensure-prometheus
+	./scripts/ensure-vllm >/dev/null
+	$(BIN)/tierctl real-engine demo
 
 test: $(STAMP)
 	./scripts/ensure-prometheus

@@ -12,6 +12,7 @@ from hypothesis import settings
 
 from tests.realengine.fixtures import (  # noqa: F401  (session fixtures for every test module)
     real_router,
+    real_tier,
     tiny_model,
     vllm_pair,
     vllm_python,

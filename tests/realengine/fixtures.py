@@ -1,16 +1,19 @@
-"""Session-wide fixtures of the real engine: two vLLM engines on CPU and a real router.
+"""Session-wide fixtures of the real engine: the tiny-vllm tier, for real, once per session.
 
-Imported by ``tests/conftest.py`` so that any test module can ask for them; each is started
-once per pytest session, on free loopback ports, and stopped at its end (and, through
-``PR_SET_PDEATHSIG``, if pytest is killed). A test that uses them is marked ``real_engine``.
+Imported by ``tests/conftest.py`` so that any test module can ask for them. The tier is
+``examples/tiny-vllm`` on free loopback ports: two vLLM engines on CPU under the local driver,
+``sglang-router`` in front (as the rendered proxy command says) and, when Debian's prometheus
+is installed, Prometheus scraping both. It is started once per pytest session and stopped at
+its end. A test that uses them is marked ``real_engine``.
 
 - ``vllm_python``: the engine virtualenv's python. Outside CI a missing install skips with the
   command that makes it; in CI (``CI`` set) it is installed here, and a failed install fails.
 - ``tiny_model``: the tiny Llama's folder (made once per recipe).
-- ``vllm_pair``: :class:`EnginePair`: ``r1`` and ``r2``, both healthy, same flags
-  (``--max-num-seqs 8``). Tests must not assume more than "two healthy vLLM engines serving
-  ``tiny-llama``"; a test that changes an engine restores it.
-- ``real_router``: ``sglang-router`` in front of both, its workers healthy.
+- ``real_tier``: the running :class:`tierctl.realengine.tier.RealTier`.
+- ``vllm_pair``: :class:`EnginePair`: r1 and r2 of that tier, both healthy, serving
+  ``tiny-llama``. Their flags may differ (a rollout test moves r2 to the canary's
+  ``--max-num-seqs``); a test must not assume more than "two healthy vLLM engines".
+- ``real_router``: the tier's :class:`tierctl.proxies.sglang_router.SglangRouter`.
 """
 
 from __future__ import annotations
@@ -19,30 +22,57 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tierctl.errors import RuntimeFailure
 from tierctl.realengine import env as realenv
 
+if TYPE_CHECKING:
+    from tierctl.proxies.sglang_router import SglangRouter
+    from tierctl.realengine.tier import RealTier
+
 # Generous: a loaded 2-core machine took up to ~170 s for one engine to answer /health.
-START_TIMEOUT_S = float(os.environ.get("TIERCTL_REAL_START_TIMEOUT_S", "420"))
-PAIR_FLAGS = ("--max-num-seqs", "8")
+START_TIMEOUT_S = float(os.environ.get("TIERCTL_REAL_START_TIMEOUT_S", "600"))
 
 
-@dataclass
+@dataclass(frozen=True)
+class Engine:
+    """One replica of the real tier."""
+
+    name: str
+    url: str
+    tier: RealTier
+
+    @property
+    def pid(self) -> int:
+        """The running engine's pid (changes when it is recreated)."""
+        return self.tier.pid(self.name)
+
+    @property
+    def log(self) -> Path:
+        """The running engine's log (one per start: a recreated engine has a new one)."""
+        return Path(self.tier.driver.state()[self.tier.service(self.name)]["log"])
+
+
+@dataclass(frozen=True)
 class EnginePair:
-    """Two running engines and where their logs are."""
+    """The tier's two engines."""
 
-    r1: object  # tierctl.realengine.engine.VllmEngine (kept loose: imported lazily)
-    r2: object
+    r1: Engine
+    r2: Engine
     model: str
-    logs: Path
+    logs: Path  # the folder of every start's log, SERVICE.N.log
 
     @property
     def urls(self) -> tuple[str, str]:
         """Base URLs of r1 and r2."""
-        return (self.r1.url, self.r2.url)  # type: ignore[attr-defined]
+        return (self.r1.url, self.r2.url)
+
+    def log(self, name: str) -> Path:
+        """The running log of ``r1`` or ``r2``."""
+        return (self.r1 if name == "r1" else self.r2).log
 
 
 @pytest.fixture(scope="session")
@@ -69,41 +99,37 @@ def tiny_model(vllm_python: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def vllm_pair(
+def real_tier(
     vllm_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[EnginePair]:
-    """Two vLLM engines, started together (their start-ups overlap), stopped at session end."""
-    from tierctl.realengine.engine import SERVED_NAME, VllmEngine
+) -> Iterator[RealTier]:
+    """The tiny-vllm tier running for real; stopped (every process group) at session end."""
+    from tierctl.realengine.tier import RealTier
 
-    logs = tmp_path_factory.mktemp("vllm-pair")
-    engines = [
-        VllmEngine(
-            logs / f"{name}.log", flags=PAIR_FLAGS, python=vllm_python, model=tiny_model, name=name
-        )
-        for name in ("r1", "r2")
-    ]
+    tier = RealTier(
+        tmp_path_factory.mktemp("real-tier"), start_timeout_s=START_TIMEOUT_S, python=vllm_python
+    )
     try:
-        for e in engines:
-            e.start()
-        for e in engines:
-            e.wait_ready(START_TIMEOUT_S)
-        yield EnginePair(engines[0], engines[1], SERVED_NAME, logs)
+        tier.start()
+        yield tier
     finally:
-        for e in engines:
-            e.stop()
+        tier.stop()
 
 
 @pytest.fixture(scope="session")
-def real_router(
-    vllm_pair: EnginePair, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[object]:
-    """``sglang-router`` in front of the pair (round robin, probes every 2 s, 3 s time-out)."""
-    from tierctl.proxies.sglang_router import RouterSettings, SglangRouter
+def vllm_pair(real_tier: RealTier) -> EnginePair:
+    """The tier's r1 and r2."""
+    from tierctl.realengine.engine import SERVED_NAME
 
-    logs = tmp_path_factory.mktemp("router")
-    router = SglangRouter(RouterSettings(worker_urls=vllm_pair.urls), logs / "router.log")
-    try:
-        router.start(ready_timeout_s=120)
-        yield router
-    finally:
-        router.stop()
+    return EnginePair(
+        Engine("r1", real_tier.url("r1"), real_tier),
+        Engine("r2", real_tier.url("r2"), real_tier),
+        SERVED_NAME,
+        real_tier.state_dir / "logs",
+    )
+
+
+@pytest.fixture(scope="session")
+def real_router(real_tier: RealTier) -> SglangRouter:
+    """The router in front of the pair (round robin, probes every 2 s, 3 s time-out)."""
+    assert real_tier.router is not None
+    return real_tier.router

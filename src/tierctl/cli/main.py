@@ -57,6 +57,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "readout": ("tierctl.cli.readout", "readout", "Judge canary against control from Prometheus."),
     "demo": ("tierctl.cli.demo", "demo", "Run tierctl's main job on the bundled example."),
+    "real-engine": (
+        "tierctl.cli.real_engine",
+        "real_engine",
+        "The real engine here: vLLM on CPU, the tiny model, the real demo.",
+    ),
 }
 
 

@@ -122,6 +122,20 @@ def plan(
     help="Local driver: modelled seconds per wall second.",
 )
 @click.option(
+    "--engine",
+    type=click.Choice(["sim", "real"]),
+    default="sim",
+    show_default=True,
+    help="Local driver: the simulated engine, or the real one (vLLM on CPU, scripts/ensure-vllm).",
+)
+@click.option(
+    "--start-timeout-s",
+    type=float,
+    default=420.0,
+    show_default=True,
+    help="Local driver: how long an engine has to become ready.",
+)
+@click.option(
     "--gate-host", default="127.0.0.1", show_default=True, help="Host the gates reach engines on."
 )
 @click.option(
@@ -188,6 +202,8 @@ def rollout(
     project: str | None,
     state_dir: Path,
     time_scale: float,
+    engine: str,
+    start_timeout_s: float,
     gate_host: str,
     agent_timeout_s: float,
     agent_attempts: int,
@@ -211,6 +227,8 @@ def rollout(
         project=project,
         state_dir=state_dir,
         time_scale=time_scale,
+        engine=engine,  # type: ignore[arg-type]
+        start_timeout_s=start_timeout_s,
         gate_host=gate_host,
         agent_timeout_s=agent_timeout_s,
         agent_attempts=agent_attempts,

@@ -28,6 +28,7 @@ a proxy service rendered from the spec is launched exactly as rendered.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -424,6 +425,15 @@ class SglangRouter:
                 fix=f"read {self.process.log}; check the workers answer "
                 f"{self.settings.health.endpoint}",
             ) from None
+
+    def wait_healthy(self, workers: int, timeout_s: float = 120.0) -> bool:
+        """Wait until at least ``workers`` workers are healthy; returns whether they were."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.client.readiness()[0] >= workers:
+                return True
+            time.sleep(0.5)
+        return False
 
     def stop(self) -> None:
         """Stop the router's process group (idempotent)."""

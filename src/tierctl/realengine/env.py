@@ -157,15 +157,3 @@ def tiny_model(python: Path | None = None) -> Path:
         shutil.rmtree(target, ignore_errors=True)
         os.replace(work, target)
     return target
-
-
-def main() -> None:  # pragma: no cover - a convenience for scripts
-    """``python -m tierctl.realengine.env``: print the engine python and the model folder."""
-    python = ensure_vllm()
-    print(python)
-    print(tiny_model(python))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
-    sys.exit(0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -30,14 +31,23 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def log_tail(path: Path, lines: int = 8) -> str:
-    """The last ``lines`` non-empty lines of a log, joined with `` | `` (for error messages)."""
+_EXCEPTION_LINE = re.compile(r"(?:^|\s)([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+
+
+def log_tail(path: Path, lines: int = 6) -> str:
+    """The end of a log for an error message: the last exception line (``ValueError: ...``,
+    often buried under shutdown messages) then the last ``lines`` non-empty lines, joined
+    with `` | ``."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return "(no log)"
-    kept = [line for line in text.splitlines() if line.strip()]
-    return " | ".join(kept[-lines:])
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    tail = kept[-lines:]
+    errors = [m.group(0).strip() for line in kept if (m := _EXCEPTION_LINE.search(line))]
+    if errors and errors[-1] not in " ".join(tail):
+        tail = [errors[-1], "...", *tail]
+    return " | ".join(tail)
 
 
 def http_ready(url: str, timeout_s: float = 3.0) -> Callable[[], bool]:
@@ -162,21 +172,39 @@ class ServerProcess:
 def stop_group(
     pgid: int, timeout_s: float = 20.0, *, child: subprocess.Popen[bytes] | None = None
 ) -> None:
-    """Stop process group ``pgid``: SIGTERM, wait for its leader, SIGKILL the group.
+    """Stop process group ``pgid`` (its leader's pid): leader first, then the whole group.
 
-    The group is killed even after its leader exited, so an orphaned grandchild (vLLM's engine
-    core) does not outlive it.
+    SIGTERM goes to the leader alone first, so a server shuts down in its own order: vLLM's
+    API server finishes its in-flight requests, then stops its engine core (a group-wide
+    SIGTERM would kill the engine core under the requests). After ``timeout_s`` (or once the
+    leader is gone) the group gets SIGTERM, a short grace, then SIGKILL, so no orphaned child
+    (an engine core, a worker) outlives it. Safe on a group that is already gone.
     """
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGTERM)
+        os.kill(pgid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while _alive(pgid, child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    grace = time.monotonic() + min(5.0, timeout_s)
+    while _group_alive(pgid) and time.monotonic() < grace:
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
     if child is not None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=timeout_s)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _die_with_parent() -> None:

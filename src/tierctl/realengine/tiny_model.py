@@ -227,14 +227,14 @@ def make(out: Path) -> Path:
     return out
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str]) -> None:
     """``tiny_model.py OUT_DIR``: make the model, print its folder."""
-    if len(argv) != 1:
-        print("usage: tiny_model.py OUT_DIR", file=sys.stderr)
-        return 2
-    print(make(Path(argv[0])))
-    return 0
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Make the tiny Llama (deterministic, offline).")
+    parser.add_argument("out", type=Path, help="the model folder to write")
+    print(make(parser.parse_args(argv).out))
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main(sys.argv[1:])

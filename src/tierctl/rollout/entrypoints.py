@@ -47,6 +47,8 @@ class DriverConfig:
         workdir: Where the docker driver writes ``git:`` sides.
         state_dir: The local driver's state directory.
         time_scale: Modelled seconds per wall second of the local driver's simulated engine.
+        engine: The local driver's engine: ``sim`` or ``real`` (a local install).
+        start_timeout_s: How long the local driver gives an engine to become ready.
         gate_host: The host the gates reach engines on (compose-manager, docker).
         agent_timeout_s: Deadline of one compose-manager call, its answer stream included.
         agent_attempts: Tries of an idempotent compose-manager call.
@@ -62,6 +64,8 @@ class DriverConfig:
     workdir: Path = Path(".tierctl-rollout")
     state_dir: Path = Path(".tierctl-rollout/local")
     time_scale: float = 100.0
+    engine: Literal["sim", "real"] = "sim"
+    start_timeout_s: float = 60.0
     gate_host: str = "127.0.0.1"
     agent_timeout_s: float = 600.0
     agent_attempts: int = 4
@@ -115,7 +119,13 @@ def make_driver(
     ``log`` receives the driver's own progress (a compose-manager retry as it happens).
     """
     if config.name == "local":
-        return LocalDriver(config.state_dir, time_scale=config.time_scale)
+        return LocalDriver(
+            config.state_dir,
+            time_scale=config.time_scale,
+            engine=config.engine,
+            start_timeout_s=config.start_timeout_s,
+            stop_timeout_s=60.0 if config.engine == "real" else 10.0,
+        )
     if config.name == "docker":
         return DockerDriver(
             config.workdir, project=config.project, repo_root=repo, gate_host=config.gate_host

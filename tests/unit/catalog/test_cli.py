@@ -17,6 +17,7 @@ def test_list_names_every_shipped_catalog(run_cli) -> None:
         "sglang==0.5.16",
         "sglang==0.5.23",
         "vllm==0.30.0",
+        "vllm==0.32.0",
         "vllm==0.33.0",
     ]
 

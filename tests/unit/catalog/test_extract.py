@@ -183,6 +183,8 @@ def test_vllm_layout(tmp_path: Path) -> None:
     assert (flags["--max-num-seqs"].type, flags["--max-num-seqs"].default) == ("int", 128)
     assert flags["--max-num-seqs"].help == "Maximum number of sequences."
     assert flags["--chunked"].action == "boolean_optional"
+    # argparse names the value after the flag, not after the config field it takes kwargs from.
+    assert (flags["--chunked"].dest, flags["--budget"].dest) == ("chunked", "budget")
     assert cat.lookup("--no-chunked") is flags["--chunked"]
     assert (flags["--policy"].choices, flags["--policy"].default) == (("fcfs", "priority"), None)
     assert flags["--budget"].parser == "human_readable_int"

