@@ -20,7 +20,9 @@ __all__ = [
     "literal_secret",
     "looks_secret_name",
     "looks_secret_value",
+    "mask",
     "redact_argv",
+    "secret_forms",
     "secret_positions",
 ]
 
@@ -121,3 +123,22 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
         masked = f"<literal, {len(value)} chars>"
         out[i] = out[i].replace(value, masked) if out[i] != value else masked
     return out
+
+
+def secret_forms(secret: str) -> list[str]:
+    """Every way ``secret`` may appear in text tierctl writes, longest first: as is, JSON-escaped
+    (a value holding ``"``, ``\\`` or non-ASCII is written escaped in a journal line or an
+    echoed request body), and as Python's repr writes it inside quotes."""
+    import json
+
+    forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
+    forms.add(repr(secret)[1:-1])
+    return sorted((f for f in forms if f), key=len, reverse=True)
+
+
+def mask(text: str, secrets: Sequence[str], replacement: str = "***") -> str:
+    """``text`` with every form of every secret (:func:`secret_forms`) replaced."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        for form in secret_forms(secret):
+            text = text.replace(form, replacement)
+    return text

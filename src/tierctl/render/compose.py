@@ -62,7 +62,8 @@ def _labels_map(labels: Any) -> dict[str, str]:
             key, _, value = str(item).partition("=")
             out[key] = value
         return out
-    return {str(k): str(v) for k, v in (labels or {}).items()}
+    # Any other shape (a string) is not compose's: the schema contract reports it.
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
 
 
 def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:

@@ -47,7 +47,7 @@ def diff_service(old: Mapping[str, Any], new: Mapping[str, Any]) -> ServiceDiff:
     """
     reasons: list[Reason] = []
     details: list[str] = []
-    for key in sorted(set(old) | set(new)):
+    for key in sorted(set(old) | set(new), key=str):  # YAML keys need not all be strings
         a, b = old.get(key), new.get(key)
         if a == b:
             continue

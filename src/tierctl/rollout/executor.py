@@ -16,6 +16,7 @@ from typing import Literal
 
 import httpx
 
+from tierctl.credentials import mask
 from tierctl.errors import ContractViolation, GateFailed, InputError, Location, TierctlError
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import Driver
@@ -124,10 +125,7 @@ def run_rollout(
     secrets = driver.secrets()
 
     def say(message: str) -> None:
-        for s in secrets:
-            if s:
-                message = message.replace(s, "***")
-        log(message)
+        log(mask(message, secrets))
 
     journal = (
         None

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tierctl.credentials import mask
 from tierctl.errors import InputError, Location
 
 Clock = Callable[[], datetime]
@@ -136,9 +137,7 @@ class Journal:
         if step is not None:
             rec["step"] = step
         rec.update(fields)
-        line = json.dumps(rec, sort_keys=True)
-        for secret in self._secrets:
-            line = line.replace(secret, "***")
+        line = mask(json.dumps(rec, sort_keys=True), self._secrets)
         new = not self.path.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
