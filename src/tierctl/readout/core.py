@@ -410,13 +410,21 @@ def metric_drift(q: _Query, arms: tuple[Arm, Arm], families: list[MetricRef]) ->
             continue
         for replica in (a, b):
             span = seen[replica].get(full)
-            if span is not None and len(span) == 1:
-                where = "second" if True in span else "first"
-                other = "first" if where == "second" else "second"
+            if span == {False}:
                 out.append(
-                    f"{full} for {replica} is present only in the {where} half of the window, "
-                    f"absent in the {other}"
+                    f"{full} for {replica} is present only in the first half of the window, "
+                    "absent in the second"
                 )
+            elif span == {True}:
+                # A family that only starts later is how a freshly started or idle engine
+                # looks (histograms appear with their first observation); it is drift only
+                # when something else of that arm stopped at the same time (a rename).
+                stopped = sorted(n for n, s in seen[replica].items() if s == {False})
+                if stopped:
+                    out.append(
+                        f"{full} for {replica} is present only in the second half of the "
+                        f"window, absent in the first, where {', '.join(stopped[:3])} stopped"
+                    )
     if not any(f"{q.prefix}{f}" in seen[r] for r in (a, b) for f in wanted):
         found = sorted({n for r in (a, b) for n in seen[r]})[:5]
         out.append(
