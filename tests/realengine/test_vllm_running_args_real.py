@@ -6,9 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.realengine.fixtures import PAIR_FLAGS, EnginePair
+from tests.realengine.fixtures import EnginePair
 from tierctl.engines import VLLM
-from tierctl.realengine.engine import engine_argv
 from tierctl.realengine.env import VLLM_MODULE
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.integration, pytest.mark.slow]
@@ -27,10 +26,11 @@ def _fetch(base: str):  # type: ignore[no-untyped-def]
 
 def test_a_real_vllm_confirms_its_rendered_flags(vllm_pair: EnginePair) -> None:
     r1 = vllm_pair.r1
-    argv = engine_argv(r1.python, r1.model, r1.port, PAIR_FLAGS)  # type: ignore[attr-defined]
+    # The argv the local driver started r1 with (r1 is never recreated by the other tests).
+    argv = [str(a) for a in r1.tier.driver.state()[r1.tier.service("r1")]["argv"]]
     assert VLLM.matches_command(argv)
     assert VLLM_MODULE in argv
-    log = (vllm_pair.logs / "r1.log").read_text(errors="replace")
+    log = r1.log.read_text(errors="replace")
     check = VLLM.verify_running_args(argv, _fetch(r1.url), log)  # type: ignore[attr-defined]
     assert check.ok, check
     assert check.method.startswith("startup log + /v1/models"), check.method
@@ -39,7 +39,8 @@ def test_a_real_vllm_confirms_its_rendered_flags(vllm_pair: EnginePair) -> None:
         check.verified
     )
     # The same engine does not confirm a flag it was not started with.
-    wrong = [*argv[:-1], "16"]  # --max-num-seqs 16
+    at = argv.index("--max-num-seqs")
+    wrong = [*argv[: at + 1], "16", *argv[at + 2 :]]
     bad = VLLM.verify_running_args(wrong, _fetch(r1.url), log)  # type: ignore[attr-defined]
     assert bad.mismatches == ("--max-num-seqs: rendered 16, engine parsed 8",)
 
