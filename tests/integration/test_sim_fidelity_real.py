@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.real_engine]
 
 def test_a_model_fitted_on_request_timings_predicts_a_held_out_burst(vllm_pair: object) -> None:
     engine = vllm_pair.r1  # type: ignore[attr-defined]
-    log = (vllm_pair.logs / "r1.log").read_text(errors="replace")  # type: ignore[attr-defined]
+    log = vllm_pair.log("r1").read_text(errors="replace")  # type: ignore[attr-defined]
     found = re.search(r"max_num_batched_tokens=(\d+)", log)
     budget = found.group(1) if found else "2048"
     config = EngineConfig.from_argv(
