@@ -65,7 +65,7 @@ class DriverConfig:
     state_dir: Path = Path(".tierctl-rollout/local")
     time_scale: float = 100.0
     engine: Literal["sim", "real"] = "sim"
-    start_timeout_s: float = 60.0
+    start_timeout_s: float = 420.0
     gate_host: str = "127.0.0.1"
     agent_timeout_s: float = 600.0
     agent_attempts: int = 4
