@@ -181,6 +181,13 @@ def plan(
     help="Highest aborted/finished ratio the soak accepts.",
 )
 @click.option(
+    "--proxy-drain/--no-proxy-drain",
+    default=True,
+    show_default=True,
+    help="Take each engine replica out of the tier's proxy (sglang-router) before its step "
+    "stops it, and put it back once its gates pass.",
+)
+@click.option(
     "--skip-gate",
     multiple=True,
     help="Do not run this gate.",
@@ -213,6 +220,7 @@ def rollout(
     metrics_timeout_s: float,
     soak_s: float,
     max_error_rate: float,
+    proxy_drain: bool,
     skip_gate: tuple[str, ...],
 ) -> None:
     """Execute a plan one service at a time: dry run, apply, gates, rollback on failure."""
@@ -246,6 +254,7 @@ def rollout(
             max_error_rate=max_error_rate,
             skip=frozenset(skip_gate),
         ),
+        proxy_drain=proxy_drain,
     )
     result = execute_plan(
         plan_path, config, options, repo=repo, log=lambda m: click.echo(m, err=True)

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -41,6 +42,8 @@ from tierctl.realengine.process import ServerProcess, free_port, log_tail
 
 # The binary's name on PATH and in the wheel's console scripts.
 ROUTER_COMMAND = "sglang-router"
+#: Where ``sglang-router launch`` listens when its command names no ``--port``.
+DEFAULT_ROUTER_PORT = 30000
 
 
 @dataclass(frozen=True)
@@ -211,6 +214,22 @@ def settings_from_argv(argv: Sequence[str], *, where: str = "the proxy command")
     )
 
 
+def admin_client(argv: Sequence[str], host: str) -> RouterClient | None:
+    """The client of the router a rendered proxy command launches, reached on ``host`` where
+    the command binds every interface (None: the command is not ``sglang-router launch``)."""
+    if not argv or Path(argv[0]).name != ROUTER_COMMAND:
+        return None
+    try:
+        settings = settings_from_argv(argv)
+    except InputError:
+        return None
+    bind = settings.host if "--host" in argv else "0.0.0.0"
+    where = host if bind in ("0.0.0.0", "::", "[::]") else bind
+    # The router's own default port when the command names none.
+    port = settings.port or DEFAULT_ROUTER_PORT
+    return RouterClient(f"http://{where}:{port}")
+
+
 @dataclass(frozen=True)
 class WorkerState:
     """One worker as the router sees it."""
@@ -270,12 +289,69 @@ class RouterClient:
             raise RuntimeFailure(f"router refused worker {url}: HTTP {resp.status_code}")
 
     def remove_worker(self, url: str) -> None:
-        """Remove a worker by URL (no-op when it is not registered)."""
+        """Remove a worker by URL (no-op when it is not registered; the removal is queued)."""
         for w in self.workers():
             if w.url == url:
                 resp = httpx.delete(f"{self.url}/workers/{w.id}", timeout=self._timeout)
                 if resp.status_code >= 400:
                     raise RuntimeFailure(f"router refused to remove {url}: HTTP {resp.status_code}")
+
+    def worker_for_port(self, port: int) -> str | None:
+        """The one registered worker URL on ``port`` (None: no worker there, or several)."""
+        found = [w.url for w in self.workers() if urlsplit(w.url).port == port]
+        return found[0] if len(found) == 1 else None
+
+    def drain(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Route no new request to ``url``: remove it and wait until the router lists it no
+        more (removal is queued). Requests already routed to it run to their end.
+
+        Raises:
+            RuntimeFailure: the router refused, or still lists it after ``timeout_s``.
+        """
+        self.remove_worker(url)
+        deadline = clock() + timeout_s
+        while any(w.url == url for w in self.workers()):
+            if clock() >= deadline:
+                raise RuntimeFailure(
+                    f"the router at {self.url} still lists {url} {timeout_s:g} s after its removal",
+                    rule="a replica leaves the proxy before it is stopped",
+                    fix=f"check the router's log; GET {self.url}/workers",
+                )
+            sleep(0.2)
+
+    def restore(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 120.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Register ``url`` again (unless listed) and wait until the router marks it healthy.
+
+        Raises:
+            RuntimeFailure: the router refused, or did not mark it healthy in ``timeout_s``.
+        """
+        if url not in self.health_of():
+            self.add_worker(url)
+        deadline = clock() + timeout_s
+        while not self.health_of().get(url, False):
+            if clock() >= deadline:
+                raise RuntimeFailure(
+                    f"the router at {self.url} did not mark {url} healthy within "
+                    f"{timeout_s:g} s of its registration",
+                    rule="a replica rejoins the proxy once it serves again",
+                    fix=f"check {url} answers its health path; POST {self.url}/workers "
+                    f'{{"url": "{url}"}} registers it by hand',
+                )
+            sleep(0.5)
 
     def counters(self) -> RouterCounters:
         """The router's request and health-check counters from its Prometheus endpoint."""

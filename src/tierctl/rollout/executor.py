@@ -24,6 +24,9 @@ from tierctl.rollout.gates import GateContext, GateSettings, run_gates, step_pro
 from tierctl.rollout.journal import Journal
 from tierctl.rollout.model import Plan, Step, plan_digest
 from tierctl.rollout.normalise import load_services
+from tierctl.rollout.proxy_drain import Drained, find_admin
+from tierctl.rollout.proxy_drain import drain as drain_replica
+from tierctl.rollout.proxy_drain import restore as restore_replica
 from tierctl.rollout.source import read_source
 
 Status = Literal["done", "skipped", "checked", "rolled-back"]
@@ -38,12 +41,15 @@ class RolloutOptions:
         resume: Continue a journal, skipping finished steps.
         dry_run: Only run each step's dry run.
         gates: Gate settings.
+        proxy_drain: Take each engine replica out of the plan's proxy before its step stops
+            it, and put it back after its gates (:mod:`tierctl.rollout.proxy_drain`).
     """
 
     journal_path: Path
     resume: bool = False
     dry_run: bool = False
     gates: GateSettings = field(default_factory=GateSettings)
+    proxy_drain: bool = True
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,7 @@ def run_rollout(
                 tuple(StepOutcome(s.id, "skipped") for s in plan.steps), journal.path, True
             )
         done = _open_journal(journal, options.resume)
+    out_of_proxy = dict(journal.read().out_of_proxy) if journal is not None else {}
     own_client = client is None
     http = client or httpx.Client()
     outcomes: list[StepOutcome] = []
@@ -180,7 +187,14 @@ def run_rollout(
                     if s.role == "engine" and s.action != "down"
                 },
             )
-            outcomes.append(_run_step(step, driver, old, new, journal, ctx, options.dry_run, say))
+            proxy = (
+                _ProxyStep(plan, options.gates.health_timeout_s, out_of_proxy.get(step.id))
+                if options.proxy_drain and step.role == "engine" and step.service in old.services
+                else None
+            )
+            outcomes.append(
+                _run_step(step, driver, old, new, journal, ctx, options.dry_run, say, proxy)
+            )
         if journal is not None:
             journal.write("completed")
     finally:
@@ -230,6 +244,59 @@ def _open_journal(journal: Journal, resume: bool) -> frozenset[str]:
     return state.done
 
 
+@dataclass(frozen=True)
+class _ProxyStep:
+    """An engine step's proxy drain: the plan (its proxy service), the time-out, and the
+    worker an interrupted run of this step took out (from the journal)."""
+
+    plan: Plan
+    timeout_s: float
+    known: str | None
+
+
+def _drain(
+    step: Step,
+    driver: Driver,
+    old: Deployment,
+    new: Deployment,
+    journal: Journal,
+    proxy: _ProxyStep | None,
+    say: Callable[[str], None],
+) -> tuple[Drained | None, list[str]]:
+    """Take the step's replica out of the proxy (journaled), where there is one to steer."""
+    if proxy is None:
+        return None, []
+    try:
+        engine_url = driver.endpoint(old, step.service)
+    except TierctlError:
+        engine_url = "http://127.0.0.1"  # not running: the proxy is looked for on loopback
+    admin = find_admin(proxy.plan, new, engine_url)
+    if admin is None:
+        return None, []
+    drained, note = drain_replica(
+        step, admin, old.engine_port(step.service), proxy.timeout_s, proxy.known
+    )
+    if drained is not None and drained.worker != proxy.known:
+        journal.write("proxy-drained", step.id, worker=drained.worker, proxy=admin.url)
+    say(f"{step.id}: {note}")
+    return drained, [note]
+
+
+def _restore(
+    step: Step,
+    drained: Drained | None,
+    journal: Journal,
+    timeout_s: float,
+    say: Callable[[str], None],
+) -> list[str]:
+    if drained is None:
+        return []
+    note = restore_replica(drained, timeout_s)
+    journal.write("proxy-restored", step.id, worker=drained.worker)
+    say(f"{step.id}: {note}")
+    return [note]
+
+
 def _run_step(
     step: Step,
     driver: Driver,
@@ -239,6 +306,7 @@ def _run_step(
     ctx: GateContext,
     dry_run: bool,
     say: Callable[[str], None],
+    proxy: _ProxyStep | None = None,
 ) -> StepOutcome:
     side = old if step.side == "old" else new
     if step.action == "down":
@@ -247,10 +315,12 @@ def _run_step(
             return StepOutcome(step.id, "checked")
         assert journal is not None
         journal.write("begin", step.id, action="down", service=step.service)
+        # A removed replica leaves the proxy for good: nothing is put back.
+        _, notes = _drain(step, driver, old, new, journal, proxy, say)
         driver.down(side, [step.service])
-        journal.write("done", step.id)
+        journal.write("done", step.id, notes=notes)
         say(f"{step.id}: {step.service} stopped")
-        return StepOutcome(step.id, "done")
+        return StepOutcome(step.id, "done", tuple(notes))
     if journal is not None:
         journal.write("begin", step.id, action=step.action, service=step.service)
     planned = driver.dry_run(side, [step.service])
@@ -274,6 +344,8 @@ def _run_step(
         say(f"{step.id}: dry run plans exactly {step.service}")
         return StepOutcome(step.id, "checked", ("dry run ok",))
     assert journal is not None
+    drained, drain_notes = _drain(step, driver, old, new, journal, proxy, say)
+    timeout_s = proxy.timeout_s if proxy is not None else 0.0
     say(f"{step.id}: {step.action} {step.service} from NEW")
     try:
         driver.apply(side, [step.service])
@@ -289,15 +361,20 @@ def _run_step(
         )
         say(f"{step.id}: {exc.message}; rolling {step.service} back to OLD")
         _rollback(step, driver, old, new, journal, say)
-        raise type(exc)(
+        message = (
             f"{step.id} failed: {exc.message}; {step.service} was rolled back to OLD and the "
-            "rollout stopped, every other service as it was",
-            rule=exc.rule,
-            value=exc.value,
-            fix=exc.fix,
-        ) from exc
+            "rollout stopped, every other service as it was"
+        )
+        try:
+            # OLD serves again: it goes back into the proxy too.
+            _restore(step, drained, journal, timeout_s, say)
+        except TierctlError as again:
+            message += f"; but {again.message} (fix: {again.fix})"
+        raise type(exc)(message, rule=exc.rule, value=exc.value, fix=exc.fix) from exc
     for note in notes:
         say(f"{step.id}: {note}")
+    # Put back only after the gates passed: the proxy never routes to an unproven replica.
+    notes = drain_notes + notes + _restore(step, drained, journal, timeout_s, say)
     journal.write("done", step.id, notes=notes)
     return StepOutcome(step.id, "done", tuple(notes))
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,8 @@ class JournalState:
     #: A step that failed (its apply, or a gate) whose rollback never finished: the rollout
     #: was killed during the rollback, or the rollback failed. Its service's state is unknown.
     unfinished_rollback: str | None = None
+    #: Step id -> the proxy worker it took out and did not put back (an interrupted run).
+    out_of_proxy: Mapping[str, str] = field(default_factory=dict)
 
 
 class Journal:
@@ -83,6 +85,7 @@ class Journal:
         rolled_back: str | None = None
         completed = False
         failed: dict[str, str] = {}  # step -> "gate-failed" | "failed" | "rollback-failed"
+        out_of_proxy: dict[str, str] = {}
         for lineno, line in enumerate(self.path.read_text().splitlines(), 1):
             if not line.strip():
                 continue
@@ -124,8 +127,14 @@ class Journal:
                 begun.discard(step)
             elif event == "completed":
                 completed = True
+            elif event == "proxy-drained":
+                out_of_proxy[step] = str(rec.get("worker"))
+            elif event == "proxy-restored":
+                out_of_proxy.pop(step, None)
         unfinished = next(iter(failed), None)
-        return JournalState(frozenset(done), frozenset(begun), rolled_back, completed, unfinished)
+        return JournalState(
+            frozenset(done), frozenset(begun), rolled_back, completed, unfinished, out_of_proxy
+        )
 
     def write(self, event: str, step: str | None = None, **fields: Any) -> None:
         """Append one event and fsync it before returning."""
