@@ -16,6 +16,7 @@ import yaml
 from tests.conftest import CliResult
 from tests.integration.prometheus import needs_prometheus, running_prometheus
 from tierctl.readout.local_prom import free_port
+from tierctl.realengine.traffic import Traffic
 from tierctl.render import render_compose
 from tierctl.render.compose import scrape_document
 from tierctl.rollout.deployment import Deployment
@@ -29,14 +30,9 @@ pytestmark = [needs_prometheus, pytest.mark.integration, pytest.mark.slow]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "vllm-llama70b" / "tier.yaml"
 R1, R3 = "llama70b-r1", "llama70b-r3"
+MODEL = "llama-3.1-70b"  # the example's --served-model-name
 
 
-@pytest.mark.xfail(
-    reason="known defect (noted on issue 9): after the bench and rollout changes of the same "
-    "session the readout finds no step where both vLLM sim arms finished a request (n_used 0), "
-    "so TTFT has no data; not yet diagnosed",
-    strict=False,
-)
 def test_bench_ab_and_readout_of_live_vllm_engines(
     tmp_path: Path, run_cli: Callable[..., CliResult]
 ) -> None:
@@ -82,9 +78,24 @@ def test_bench_ab_and_readout_of_live_vllm_engines(
             for svc in (R1, R3):
                 metrics = httpx.get(f"{urls[svc]}/metrics", timeout=10).text
                 assert "vllm:request_success_total{" in metrics
+            # The readout pairs control and canary step by step, as in production where
+            # both replicas take traffic at once; the A/B blocks above run one arm at a time,
+            # so a 5 s step rarely holds both. Both arms now serve together for the window.
+            start = time.time()
+            clients = [
+                Traffic(urls[svc], model=MODEL, concurrency=2, max_tokens=24, max_seconds=16)
+                for svc in (R1, R3)
+            ]
+            for traffic in clients:
+                traffic.__enter__()
+            for traffic in clients:
+                traffic.wait_for(10**9, timeout_s=18)  # until max_seconds stops them
+                traffic.stop()
+                assert traffic.result.sent >= 10
+                assert traffic.result.failures == []
             time.sleep(3)  # the last scrape lands
             end = time.time()
-            window = f"{max(20, round(end - start) + 5)}s"
+            window = f"{round(end - start)}s"
             out = run_cli(
                 "readout", "--spec", str(spec_path), "--prometheus", prom, "--window", window,
                 "--end", str(end), "--step", "5s", "--control", "r1", "--canary", "r3",
