@@ -153,3 +153,15 @@ def test_the_library_leaves_the_event_loop_to_its_caller() -> None:
             if isinstance(node, ast.Call) and ast.unparse(node.func) == "asyncio.run":
                 hits.append(f"{rel.as_posix()}:{node.lineno}")
     assert hits == []
+
+
+#: Module names that say nothing about what they hold; each had a collision (four ``model.py``).
+GENERIC_NAMES = frozenset({"model", "models", "core", "utils", "util", "helpers", "common", "misc"})
+
+
+def test_no_module_has_a_generic_name() -> None:
+    """A module is named for its concept, so ``grep`` and a newcomer find the one place."""
+    generic = sorted(
+        p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py") if p.stem in GENERIC_NAMES
+    )
+    assert generic == []

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from tierctl.catalog import sglang, vllm
-from tierctl.catalog.model import Catalog, CatalogSource, EngineKind
+from tierctl.catalog.engine_catalog import Catalog, CatalogSource, EngineKind
 from tierctl.catalog.wheel import (
     Runner,
     _run,

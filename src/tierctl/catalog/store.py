@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from tierctl.catalog.build import parse_ref
-from tierctl.catalog.model import Catalog, Flag
+from tierctl.catalog.engine_catalog import Catalog, Flag
 from tierctl.errors import InputError
 
 _FILE = re.compile(r"^(?P<engine>sglang|vllm)-(?P<version>.+)\.json$")

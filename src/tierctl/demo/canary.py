@@ -93,7 +93,7 @@ def _workload(name: str, lanes: list[dict[str, Any]], max_s: float) -> Any:
 def _scrape_config(doc: dict[str, Any]) -> str:
     """A Prometheus config from the tier's rendered scrape jobs, scraping every second."""
     from tierctl.render.compose import scrape_document
-    from tierctl.spec.model import ScrapeConfig
+    from tierctl.spec.tier_spec import ScrapeConfig
 
     tier = resolve_tier(load_spec_text(dump_yaml(doc), "demo.yaml"))
     scrape = ScrapeConfig(

@@ -17,7 +17,7 @@ from typing import Any
 
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.spec.effective import ResolvedReplica, Tier, fill, resolve_tier
-from tierctl.spec.model import ScrapeConfig, Service, TierSpec
+from tierctl.spec.tier_spec import ScrapeConfig, Service, TierSpec
 
 _REFERENCE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 

@@ -38,8 +38,8 @@ from tierctl.engines import PROFILES, EngineProfile, default_profile, profile_fo
 from tierctl.errors import GateFailed, InputError
 from tierctl.readers import load_yaml
 from tierctl.rollout.deployment import Deployment
-from tierctl.rollout.model import Step
 from tierctl.rollout.normalise import CONFIGS_KEY
+from tierctl.rollout.plan_schema import Step
 from tierctl.rollout.roles import VARIANT_LABEL, infer_role
 from tierctl.rollout.scrape import parse_metrics
 
