@@ -84,18 +84,11 @@ def test_the_simulator_never_imports_the_load_client() -> None:
     assert _offenders(frozenset({"sim"}), frozenset({"bench"})) == []
 
 
-#: Known crossings between steps, each with its reason; the way out is a neutral module.
-STEP_CROSSINGS = {
-    # the soak gate reads arm health (restarts, fatal log lines) as the bench's health lane
-    # does; bench/health.py is its one definition until it moves below the steps
-    ("rollout/gates.py", "tierctl.bench.health"),
-}
-
-
 def test_lifecycle_steps_do_not_import_each_other() -> None:
+    """A concept two steps share lives below them (the soak gate and the bench's health lane
+    both ask :mod:`tierctl.engines.liveness`)."""
     crossings = [o for step in STEPS for o in _offenders(frozenset({step}), STEPS - {step})]
-    known = [o for o in crossings if (o.split(":")[0], o.split(": ")[1]) in STEP_CROSSINGS]
-    assert [o for o in crossings if o not in known] == []
+    assert crossings == []
 
 
 def test_compose_reading_never_imports_the_spec() -> None:
