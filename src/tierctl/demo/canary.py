@@ -20,6 +20,7 @@ from typing import Any
 
 from tierctl.demo.context import DemoContext
 from tierctl.demo.tier import old_doc, sized
+from tierctl.engines import PROFILES
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.rollout.deployment import Deployment
@@ -109,7 +110,7 @@ def _scrape_config(doc: dict[str, Any]) -> str:
         job["metric_relabel_configs"] = [
             {
                 "source_labels": ["__name__"],
-                "regex": "(sglang|vllm):(.*)",
+                "regex": f"({'|'.join(p.prefix.rstrip(':') for p in PROFILES.values())}):(.*)",
                 "target_label": "__name__",
                 "replacement": "${1}_${2}",
             }

