@@ -174,6 +174,12 @@ class EngineConfig:
     flags: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
 
     @property
+    def max_prompt_tokens(self) -> int | None:
+        """The longest prompt this engine accepts as configured (None: the model's own limit,
+        unknown to the simulator). vLLM refuses a prompt that does not fit ``--max-model-len``."""
+        return self.max_model_len if self.engine == "vllm" else None
+
+    @property
     def model_name(self) -> str:
         """The name served in ``/v1/models`` and the ``model_name`` metric label."""
         return self.served_model_name or self.model_path
