@@ -161,6 +161,8 @@ def test_rollout_recreates_r2_only_and_the_router_never_fails_a_request(
     assert _running_args(real_tier, "r2")["max_num_seqs"] == real_tier.canary_args[CANARY_FLAG]
     assert _running_args(real_tier, "r1")["max_num_seqs"] == 8
     assert seen.sent > 8
+    # The clients ran the whole rollout through (they did not stop at their request bound).
+    assert seen.sent < traffic.max_requests
     assert seen.failures == [], seen.outcomes
     router_errors = real_tier.router.client.counters().minus(before).errors()
     assert router_errors == 0
@@ -189,6 +191,7 @@ def test_a_canary_vllm_refuses_is_rolled_back_and_the_tier_keeps_serving(
     assert real_tier.pid("r1") == r1_pid
     # r2 runs OLD again: the model's 4096 positions, not the refused 8192.
     assert _running_args(real_tier, "r2")["max_model_len"] == 4096
+    assert traffic.result.sent < traffic.max_requests  # traffic throughout
     assert traffic.result.failures == [], traffic.result.outcomes
     # The failed start's log is kept beside the running one.
     logs = sorted((real_tier.state_dir / "logs").glob(f"{real_tier.service('r2')}.*.log"))
