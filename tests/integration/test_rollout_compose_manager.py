@@ -21,8 +21,8 @@ from tierctl.render import render_compose
 from tierctl.rollout.drivers.compose_manager import ComposeManagerDriver, Target
 from tierctl.rollout.executor import RolloutOptions, RolloutResult, load_sides, run_rollout
 from tierctl.rollout.gates import GateSettings
-from tierctl.rollout.model import Plan
 from tierctl.rollout.normalise import load_services
+from tierctl.rollout.plan_schema import Plan
 from tierctl.rollout.planner import plan_files
 from tierctl.rollout.standin_agent import StandinAgent
 from tierctl.spec import load_spec

@@ -84,18 +84,11 @@ def test_the_simulator_never_imports_the_load_client() -> None:
     assert _offenders(frozenset({"sim"}), frozenset({"bench"})) == []
 
 
-#: Known crossings between steps, each with its reason; the way out is a neutral module.
-STEP_CROSSINGS = {
-    # the soak gate reads arm health (restarts, fatal log lines) as the bench's health lane
-    # does; bench/health.py is its one definition until it moves below the steps
-    ("rollout/gates.py", "tierctl.bench.health"),
-}
-
-
 def test_lifecycle_steps_do_not_import_each_other() -> None:
+    """A concept two steps share lives below them (the soak gate and the bench's health lane
+    both ask :mod:`tierctl.engines.liveness`)."""
     crossings = [o for step in STEPS for o in _offenders(frozenset({step}), STEPS - {step})]
-    known = [o for o in crossings if (o.split(":")[0], o.split(": ")[1]) in STEP_CROSSINGS]
-    assert [o for o in crossings if o not in known] == []
+    assert crossings == []
 
 
 def test_compose_reading_never_imports_the_spec() -> None:
@@ -153,3 +146,15 @@ def test_the_library_leaves_the_event_loop_to_its_caller() -> None:
             if isinstance(node, ast.Call) and ast.unparse(node.func) == "asyncio.run":
                 hits.append(f"{rel.as_posix()}:{node.lineno}")
     assert hits == []
+
+
+#: Module names that say nothing about what they hold; each had a collision (four ``model.py``).
+GENERIC_NAMES = frozenset({"model", "models", "core", "utils", "util", "helpers", "common", "misc"})
+
+
+def test_no_module_has_a_generic_name() -> None:
+    """A module is named for its concept, so ``grep`` and a newcomer find the one place."""
+    generic = sorted(
+        p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py") if p.stem in GENERIC_NAMES
+    )
+    assert generic == []

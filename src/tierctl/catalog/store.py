@@ -9,10 +9,11 @@ from importlib import resources
 from pathlib import Path
 
 from tierctl.catalog.build import parse_ref
-from tierctl.catalog.model import Catalog, Flag
+from tierctl.catalog.engine_catalog import Catalog, Flag
 from tierctl.errors import InputError
 
-_FILE = re.compile(r"^(?P<engine>sglang|vllm)-(?P<version>.+)\.json$")
+# ENGINE-VERSION.json; ENGINE is a kind of the engine registry (checked where files are listed).
+_FILE = re.compile(r"^(?P<engine>[a-z][a-z0-9_]*)-(?P<version>[0-9].*)\.json$")
 
 
 def version_key(version: str) -> tuple[tuple[int, str], ...]:
@@ -30,10 +31,13 @@ def data_dir() -> Path:
 @functools.cache
 def shipped() -> tuple[tuple[str, str], ...]:
     """(engine, version) of every shipped catalog, sorted by engine then version."""
+    # Imported here: the engine profiles import the catalog package (its Flag model).
+    from tierctl.engines import kinds
+
     found = []
     for path in data_dir().glob("*.json"):
         match = _FILE.match(path.name)
-        if match:
+        if match and match["engine"] in kinds():
             found.append((match["engine"], match["version"]))
     return tuple(sorted(found, key=lambda ev: (ev[0], version_key(ev[1]))))
 

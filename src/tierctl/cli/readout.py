@@ -86,7 +86,7 @@ def readout(
 ) -> ExitCode:
     """Compare canary and control over a window; exit 0 pass, 1 fail, 3 inconclusive."""
     from tierctl.readout import PrometheusClient, arms_from_tier, run_readout
-    from tierctl.readout.core import Arm
+    from tierctl.readout.analysis import Arm
     from tierctl.readout.report import print_readout, readout_markdown
 
     tier = resolve_tier(load_spec(spec_path))

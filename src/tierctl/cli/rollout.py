@@ -10,7 +10,7 @@ import click
 from tierctl.rollout.entrypoints import DriverConfig, execute_plan, make_plan, make_runbook
 from tierctl.rollout.executor import RolloutOptions
 from tierctl.rollout.gates import GateSettings, gate_names
-from tierctl.rollout.model import Plan
+from tierctl.rollout.plan_schema import Plan
 
 _common = [
     click.option("--from", "old", required=True, help="OLD: compose file or git:REF:PATH."),

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from tierctl.compose.argv import parse_flags
+from tierctl.compose.compose_file import ComposeFile, ComposeService
 from tierctl.compose.forms import normalise_depends_on
-from tierctl.compose.model import ComposeFile, ComposeService
 
 #: Label prefix the renderer adds; not part of what a service runs.
 TIERCTL_LABELS = "tierctl."

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.catalog.build import parse_ref
-from tierctl.catalog.model import Catalog
+from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import load_catalog, resolve_catalog, shipped
 from tierctl.compose import ComposeFile, ComposeService, load_compose, merge_compose
 from tierctl.compose.argv import FlagUse, parse_flags

@@ -20,6 +20,7 @@ from typing import Any
 
 from tierctl.demo.context import DemoContext
 from tierctl.demo.tier import old_doc, sized
+from tierctl.engines import PROFILES
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.rollout.deployment import Deployment
@@ -93,7 +94,7 @@ def _workload(name: str, lanes: list[dict[str, Any]], max_s: float) -> Any:
 def _scrape_config(doc: dict[str, Any]) -> str:
     """A Prometheus config from the tier's rendered scrape jobs, scraping every second."""
     from tierctl.render.compose import scrape_document
-    from tierctl.spec.model import ScrapeConfig
+    from tierctl.spec.tier_spec import ScrapeConfig
 
     tier = resolve_tier(load_spec_text(dump_yaml(doc), "demo.yaml"))
     scrape = ScrapeConfig(
@@ -109,7 +110,7 @@ def _scrape_config(doc: dict[str, Any]) -> str:
         job["metric_relabel_configs"] = [
             {
                 "source_labels": ["__name__"],
-                "regex": "(sglang|vllm):(.*)",
+                "regex": f"({'|'.join(p.prefix.rstrip(':') for p in PROFILES.values())}):(.*)",
                 "target_label": "__name__",
                 "replacement": "${1}_${2}",
             }

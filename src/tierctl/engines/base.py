@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from tierctl.catalog.model import Catalog, Flag
+from tierctl.catalog.engine_catalog import Catalog, Flag
 
 
 def _argv_module() -> Any:
@@ -169,6 +169,12 @@ class EngineProfile(ABC):
     kind: str
     #: Human name.
     title: str
+    #: Package-registry distributions that carry this engine's server (same package inside,
+    #: same flags): the first is the canonical one; ``catalog build DIST==VERSION`` takes any.
+    distributions: tuple[str, ...] = ()
+    #: The engine's parser reads ``--max_model_len`` as ``--max-model-len`` (and
+    #: ``--x.key`` as one key of a JSON flag): vLLM's FlexibleArgumentParser.
+    flag_underscores: bool = False
     #: Launchers this engine is started with; the first is the default one rendered.
     launchers: tuple[tuple[str, ...], ...]
     #: Spec arg names rendered positionally, in order, by the launchers in

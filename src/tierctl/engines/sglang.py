@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tierctl.catalog.model import Catalog
+from tierctl.catalog.engine_catalog import Catalog
 from tierctl.engines.base import (
     ArgvCheck,
     EngineMetrics,
@@ -46,6 +46,7 @@ class SGLangProfile(EngineProfile):
 
     kind = "sglang"
     title = "SGLang"
+    distributions = ("sglang",)
     launchers = (
         ("python3", "-m", "sglang.launch_server"),
         ("python", "-m", "sglang.launch_server"),

@@ -23,7 +23,7 @@ from tierctl.rollout.drivers.compose_manager import ComposeManagerDriver, Target
 from tierctl.rollout.drivers.docker import DockerDriver
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import RolloutOptions, RolloutResult, load_sides, run_rollout
-from tierctl.rollout.model import Plan
+from tierctl.rollout.plan_schema import Plan
 from tierctl.rollout.planner import PlanOptions, plan_files
 from tierctl.rollout.runbook import compose_host, render_runbook
 from tierctl.rollout.source import read_source

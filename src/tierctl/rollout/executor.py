@@ -22,8 +22,8 @@ from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import Driver
 from tierctl.rollout.gates import GateContext, GateSettings, run_gates, step_profile
 from tierctl.rollout.journal import Journal
-from tierctl.rollout.model import Plan, Step, plan_digest
 from tierctl.rollout.normalise import load_services
+from tierctl.rollout.plan_schema import Plan, Step, plan_digest
 from tierctl.rollout.proxy_drain import Drained, find_admin
 from tierctl.rollout.proxy_drain import drain as drain_replica
 from tierctl.rollout.proxy_drain import restore as restore_replica

@@ -35,11 +35,12 @@ from typing import Any
 import httpx
 
 from tierctl.engines import PROFILES, EngineProfile, default_profile, profile_for_argv
+from tierctl.engines.liveness import liveness_mark, liveness_problems
 from tierctl.errors import GateFailed, InputError
 from tierctl.readers import load_yaml
 from tierctl.rollout.deployment import Deployment
-from tierctl.rollout.model import Step
 from tierctl.rollout.normalise import CONFIGS_KEY
+from tierctl.rollout.plan_schema import Step
 from tierctl.rollout.roles import VARIANT_LABEL, infer_role
 from tierctl.rollout.scrape import parse_metrics
 
@@ -401,14 +402,12 @@ def gate_soak_identity(ctx: GateContext) -> None:
     """The soak, and over its window: the replica did not restart (its
     ``process_start_time_seconds`` is unchanged) and logged no fatal line (the engine
     profile's patterns; where the driver exposes the log as ``ctx.logs``)."""
-    from tierctl.bench.health import soak_mark, soak_problems
-
     if ctx.settings.soak_s <= 0:
         return
-    before = soak_mark(ctx.client, ctx.base_url, ctx.logs)
+    before = liveness_mark(ctx.client, ctx.base_url, ctx.logs)
     gate_soak(ctx)
-    after = soak_mark(ctx.client, ctx.base_url, ctx.logs)
-    problems = soak_problems(before, after, ctx.profile)
+    after = liveness_mark(ctx.client, ctx.base_url, ctx.logs)
+    problems = liveness_problems(before, after, ctx.profile)
     if problems:
         raise GateFailed(
             f"{ctx.step.service} during the soak: " + "; ".join(problems),

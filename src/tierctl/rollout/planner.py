@@ -24,8 +24,8 @@ from typing import Any
 from tierctl.errors import ContractViolation, InputError
 from tierctl.rollout.diff import diff_service
 from tierctl.rollout.gates import COLLECTOR_GATES, engine_gates
-from tierctl.rollout.model import Action, Plan, ServiceChange, Side, Step
 from tierctl.rollout.normalise import load_services
+from tierctl.rollout.plan_schema import Action, Plan, ServiceChange, Side, Step
 from tierctl.rollout.roles import REPLICA_LABEL, VARIANT_LABEL, ServiceRole, infer_role
 from tierctl.rollout.source import LoadedSource, read_source
 

@@ -24,7 +24,7 @@ import httpx
 from tierctl.errors import RuntimeFailure
 from tierctl.proxies import ProxyAdmin, proxy_admin
 from tierctl.rollout.deployment import Deployment
-from tierctl.rollout.model import Plan, Step
+from tierctl.rollout.plan_schema import Plan, Step
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from tierctl.errors import InputError, Location
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.spec.loader import load_spec_text
-from tierctl.spec.model import TierSpec
+from tierctl.spec.tier_spec import TierSpec
 
 _REPLICA = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _TIER = re.compile(r"[^a-z0-9_-]+")

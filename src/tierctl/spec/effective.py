@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tierctl.catalog.model import Catalog
+from tierctl.catalog.engine_catalog import Catalog
 from tierctl.engines import EngineProfile, profile_for
 from tierctl.errors import InputError
-from tierctl.spec.model import EnvToken, SecretRef, Service, TierSpec
+from tierctl.spec.tier_spec import EnvToken, SecretRef, Service, TierSpec
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
 _FALSY_ENV = {"", "0", "false", "False", "no", "off"}

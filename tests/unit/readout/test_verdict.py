@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tierctl.readout.core import MetricReadout, judge
+from tierctl.readout.analysis import MetricReadout, judge_canary
 from tierctl.readout.stats import PairedResult, ProportionResult, Verdict
 
 
@@ -27,50 +27,56 @@ def _aborts(verdict: Verdict = "same", rate_ratio: float = 1.0) -> ProportionRes
 
 
 def test_all_same_passes() -> None:
-    assert judge([_row("TTFT p95", "same"), _row("TPOT p50", "same")], _aborts()) == (
+    assert judge_canary([_row("TTFT p95", "same"), _row("TPOT p50", "same")], _aborts()) == (
         "pass",
         ["no guard worse"],
     )
 
 
 def test_better_is_named_in_the_pass_reason() -> None:
-    verdict, reasons = judge([_row("TTFT p95", "better"), _row("TPOT p50", "same")], _aborts())
+    verdict, reasons = judge_canary(
+        [_row("TTFT p95", "better"), _row("TPOT p50", "same")], _aborts()
+    )
     assert verdict == "pass"
     assert reasons == ["better on TTFT p95; no guard worse"]
 
 
 def test_a_worse_guard_fails_with_its_ratio_and_interval() -> None:
-    verdict, reasons = judge([_row("TPOT p50", "worse", ratio=1.3)], _aborts())
+    verdict, reasons = judge_canary([_row("TPOT p50", "worse", ratio=1.3)], _aborts())
     assert verdict == "fail"
     assert reasons == ["TPOT p50 is worse: 1.30x [1.17, 1.43]"]
 
 
 def test_a_worse_metric_that_is_not_a_guard_does_not_fail() -> None:
-    verdict, _ = judge([_row("throughput", "worse", guard=False), _row("TTFT", "same")], _aborts())
+    verdict, _ = judge_canary(
+        [_row("throughput", "worse", guard=False), _row("TTFT", "same")], _aborts()
+    )
     assert verdict == "pass"
 
 
 def test_worse_aborts_fail_even_when_every_metric_is_same() -> None:
-    verdict, reasons = judge([_row("TTFT p95", "same")], _aborts("worse", 3.0))
+    verdict, reasons = judge_canary([_row("TTFT p95", "same")], _aborts("worse", 3.0))
     assert verdict == "fail"
     assert reasons == ["abort rate is worse: 3.00x (p=0.2)"]
 
 
 def test_fail_wins_over_missing_data() -> None:
     rows = [_row("TTFT p95", "no-data"), _row("TPOT p50", "worse", ratio=2.0)]
-    verdict, reasons = judge(rows, _aborts())
+    verdict, reasons = judge_canary(rows, _aborts())
     assert verdict == "fail"
     assert len(reasons) == 1
 
 
 @pytest.mark.parametrize("guard", [True, False])
 def test_missing_data_is_inconclusive_for_any_metric(guard: bool) -> None:
-    verdict, reasons = judge([_row("ITL", "no-data", guard=guard), _row("TTFT", "same")], _aborts())
+    verdict, reasons = judge_canary(
+        [_row("ITL", "no-data", guard=guard), _row("TTFT", "same")], _aborts()
+    )
     assert verdict == "inconclusive"
     assert reasons == ["not enough paired steps for ITL"]
 
 
 def test_an_undecided_guard_is_inconclusive_an_undecided_other_is_not() -> None:
-    verdict, reasons = judge([_row("TPOT p50", "inconclusive")], _aborts())
+    verdict, reasons = judge_canary([_row("TPOT p50", "inconclusive")], _aborts())
     assert (verdict, reasons) == ("inconclusive", ["guard metrics undecided: TPOT p50"])
-    assert judge([_row("tok/s", "inconclusive", guard=False)], _aborts())[0] == "pass"
+    assert judge_canary([_row("tok/s", "inconclusive", guard=False)], _aborts())[0] == "pass"

@@ -267,7 +267,7 @@ def run_readout(
     aborts = _pooled_aborts(q, control, canary, start_s, end_s)
     variants, warnings = _variants_seen(q, arms, variant_label)
     drift = metric_drift(q, arms, [m.family(profile) for m in metrics])
-    verdict, reasons = judge(rows, aborts, drift_for(rows, metrics, profile, prefix, drift))
+    verdict, reasons = judge_canary(rows, aborts, drift_for(rows, metrics, profile, prefix, drift))
     return Readout(
         control,
         canary,
@@ -468,7 +468,7 @@ def drift_for(
     return out
 
 
-def judge(
+def judge_canary(
     rows: list[MetricReadout],
     aborts: ProportionResult,
     drift: dict[str, list[str]] | None = None,
