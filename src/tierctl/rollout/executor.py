@@ -220,7 +220,8 @@ def _open_journal(journal: Journal, resume: bool) -> frozenset[str]:
             f"journal {journal.path} exists: this plan was started before",
             location=Location(file=str(journal.path)),
             rule="a rollout never repeats a finished step",
-            fix="pass --resume to continue it, or --journal NEW_PATH for a fresh run",
+            fix="pass `resume` to continue it, or `journal_path` NEW_PATH for a fresh run",
+            params=("resume", "journal_path"),
         )
     state = journal.read()
     if state.unfinished_rollback:
