@@ -251,7 +251,7 @@ def test_resume_continues_without_repeating_a_finished_step(world: World) -> Non
     with pytest.raises(RuntimeFailure):
         world.run(world.driver())
     assert world.calls() == [*_step_calls("v2", R2), ("/compose/up", True, "v2", (R1,))]
-    with pytest.raises(InputError, match="--resume"):
+    with pytest.raises(InputError, match="pass `resume` to continue"):
         world.run(world.driver())
     first = len(world.agent.state.requests)
     result = world.run(world.driver(), resume=True)
