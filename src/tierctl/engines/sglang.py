@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tierctl.catalog.engine_catalog import Catalog
+from tierctl.compose.argv import first_flag
 from tierctl.engines.base import (
     ArgvCheck,
     EngineMetrics,
@@ -27,7 +28,6 @@ from tierctl.engines.base import (
     LogprobShapeError,
     MetricRef,
     TokenScore,
-    first_flag,
     format_flag_value,
     rendered_flags,
     same_value,
