@@ -25,7 +25,7 @@ from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
 from tierctl.rollout.gates import GateSettings
 from tierctl.rollout.journal import Journal
-from tierctl.rollout.model import plan_digest
+from tierctl.rollout.plan_schema import plan_digest
 from tierctl.rollout.planner import plan_files
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -260,3 +260,65 @@ async def test_deeply_nested_json_is_a_400_and_health_keeps_answering() -> None:
             assert "nests too deeply" in (await resp.json())["error"]["message"]
         async with s.get(srv.url + "/health") as health:
             assert health.status == 200
+
+
+def _peak_rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:"))
+
+
+async def test_a_body_over_max_body_mib_gets_413_while_it_streams_and_is_never_buffered() -> None:
+    limit_mib, upload_mib = 1, 64
+    async with sim_serve(extra=("--max-body-mib", str(limit_mib))) as srv, \
+            aiohttp.ClientSession() as s:  # fmt: skip
+        # Warm the request path (tokenizer, scheduler) so the peak below is the upload's.
+        async with s.post(srv.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 1}) as r:
+            assert r.status == 200
+        peak_before = _peak_rss_kib(srv.proc.pid)
+        sent = 0
+
+        async def chunks() -> AsyncIterator[bytes]:
+            nonlocal sent
+            yield b'{"prompt": "hi", "max_tokens": 1, "user": "'
+            block = b"x" * (1024 * 1024)
+            for _ in range(upload_mib):
+                sent += len(block)
+                yield block
+            yield b'"}'
+
+        # Chunked transfer encoding: no Content-Length, so only reading can find the size.
+        async with s.post(srv.url + "/v1/completions", data=chunks(),
+                          headers={"Content-Type": "application/json"}) as r:  # fmt: skip
+            assert r.status == 413
+            assert r.headers.get("Connection", "").lower() == "close"
+            err = (await r.json())["error"]
+        assert err["code"] == 413
+        assert err["type"] == "invalid_request_error"
+        assert "limit of 1 MiB" in err["message"]
+        assert "--max-body-mib" in err["message"]
+        # Refused at the limit: the upload stopped early and the server never held it.
+        assert sent < upload_mib * 1024 * 1024
+        growth_mib = (_peak_rss_kib(srv.proc.pid) - peak_before) / 1024
+        assert growth_mib < 16, f"the server's peak RSS grew {growth_mib:.0f} MiB"
+
+        # A Content-Length over the limit (16 GiB announced) is refused before any body byte.
+        host, port = srv.url.removeprefix("http://").rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 17179869184\r\n\r\n{"
+        )
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 60)
+        assert head.startswith(b"HTTP/1.1 413"), head
+        rest = await asyncio.wait_for(reader.read(), 60)  # the server closes the connection
+        assert b"17179869184" in rest
+        assert b"--max-body-mib" in rest
+        writer.close()
+
+        # The server is unharmed, and a body under the limit is still answered.
+        async with s.get(srv.url + "/health") as r:
+            assert r.status == 200
+        body = {"prompt": "hi", "max_tokens": 1, "user": "x" * 900_000}
+        async with s.post(srv.url + "/v1/completions", json=body) as r:
+            assert r.status == 200

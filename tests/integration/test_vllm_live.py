@@ -21,10 +21,10 @@ from tierctl.render import render_compose
 from tierctl.render.compose import scrape_document
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.local import LocalDriver
-from tierctl.rollout.model import SourceRef
 from tierctl.rollout.normalise import load_services
+from tierctl.rollout.plan_schema import SourceRef
 from tierctl.spec import load_spec, resolve_tier
-from tierctl.spec.model import ScrapeConfig
+from tierctl.spec.tier_spec import ScrapeConfig
 
 pytestmark = [needs_prometheus, pytest.mark.integration, pytest.mark.slow]
 

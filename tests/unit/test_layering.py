@@ -84,23 +84,22 @@ def test_the_simulator_never_imports_the_load_client() -> None:
     assert _offenders(frozenset({"sim"}), frozenset({"bench"})) == []
 
 
-#: Known crossings between steps, each with its reason; the way out is a neutral module.
-STEP_CROSSINGS = {
-    # the soak gate reads arm health (restarts, fatal log lines) as the bench's health lane
-    # does; bench/health.py is its one definition until it moves below the steps
-    ("rollout/gates.py", "tierctl.bench.health"),
-}
-
-
 def test_lifecycle_steps_do_not_import_each_other() -> None:
+    """A concept two steps share lives below them (the soak gate and the bench's health lane
+    both ask :mod:`tierctl.engines.liveness`)."""
     crossings = [o for step in STEPS for o in _offenders(frozenset({step}), STEPS - {step})]
-    known = [o for o in crossings if (o.split(":")[0], o.split(": ")[1]) in STEP_CROSSINGS]
-    assert [o for o in crossings if o not in known] == []
+    assert crossings == []
 
 
 def test_compose_reading_never_imports_the_spec() -> None:
     """compose/ reads any compose file; the tier spec builds on it, never the reverse."""
     assert _offenders(frozenset({"compose"}), frozenset({"spec", "render", "contracts"})) == []
+
+
+def test_compose_reading_knows_no_engine() -> None:
+    """engines/ reads argv with compose/'s parser; an engine-aware comparison of compose files
+    (the import's round trip: ``spec.semantic_diff``) lives above both."""
+    assert _offenders(frozenset({"compose"}), frozenset({"engines"})) == []
 
 
 def test_engine_profiles_import_no_lifecycle_step() -> None:
@@ -153,3 +152,27 @@ def test_the_library_leaves_the_event_loop_to_its_caller() -> None:
             if isinstance(node, ast.Call) and ast.unparse(node.func) == "asyncio.run":
                 hits.append(f"{rel.as_posix()}:{node.lineno}")
     assert hits == []
+
+
+#: Module names that say nothing about what they hold; each had a collision (four ``model.py``).
+GENERIC_NAMES = frozenset({"model", "models", "core", "utils", "util", "helpers", "common", "misc"})
+
+
+def test_no_module_has_a_generic_name() -> None:
+    """A module is named for its concept, so ``grep`` and a newcomer find the one place."""
+    generic = sorted(
+        p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py") if p.stem in GENERIC_NAMES
+    )
+    assert generic == []
+
+
+def test_no_two_library_classes_share_a_name() -> None:
+    """A class name is one concept: two ``Workload``, ``Plan`` or ``Summary`` classes had to be
+    told apart by their module in every reader's head (and in every import)."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where.setdefault(node.name, []).append(f"{rel}:{node.lineno}")
+    assert {name: at for name, at in where.items() if len(at) > 1} == {}

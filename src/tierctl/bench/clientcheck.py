@@ -145,7 +145,7 @@ class ClientCheck:
         }
 
 
-def judge(
+def judge_client(
     paced_lags_s: Sequence[float],
     loop_lags_s: Sequence[float],
     cpu_s: float,

@@ -31,11 +31,11 @@ import httpx
 
 from tierctl.engines import EngineProfile, profile_for
 from tierctl.engines import profile_for_metrics as _profile_for_metrics
+from tierctl.engines.liveness import log_matches, metrics_start_time
 
 #: ``run(argv) -> (exit code, stdout)``; injected so tests need no Docker engine.
 Runner = Callable[[Sequence[str]], tuple[int, str]]
 
-START_TIME_METRIC = "process_start_time_seconds"
 _MAX_LOG_BYTES = 64 * 1024 * 1024
 
 
@@ -127,22 +127,6 @@ class ArmHealth:
         if not self.observed:
             text += " (no start-time source: restarts not observable)"
         return text
-
-
-def metrics_start_time(client: httpx.Client, url: str) -> str | None:
-    """``process_start_time_seconds`` from ``url/metrics`` (None when unreachable/absent)."""
-    try:
-        resp = client.get(url.rstrip("/") + "/metrics", timeout=5.0)
-    except httpx.HTTPError:
-        return None
-    if resp.status_code != 200:
-        return None
-    for line in resp.text.splitlines():
-        if line.startswith(START_TIME_METRIC):
-            parts = line.split()
-            if parts and parts[0].split("{")[0] == START_TIME_METRIC and len(parts) >= 2:
-                return parts[1]
-    return None
 
 
 def proc_start_time(pid_file: Path) -> str | None:
@@ -315,14 +299,12 @@ class HealthWatch:
             restarts = max(per)
         profile = self._profile(t)
         fatal: list[tuple[str, str]] = []
-        for name, line in profile.fatal_lines(self._log_text(t, warnings)):
-            pattern = next(p for p in profile.fatal_log_patterns if p.name == name)
-            if pattern.fatal:
-                fatal.append((name, line.strip()[:400]))
-                if name == "cuda-oom":
-                    oom += 1
-            else:
-                warnings.append(f"{name}: {line.strip()[:200]}")
+        fatal_matches, warning_matches = log_matches(profile, self._log_text(t, warnings))
+        for name, line in fatal_matches:
+            fatal.append((name, line.strip()[:400]))
+            if name == "cuda-oom":
+                oom += 1
+        warnings += [f"{name}: {line.strip()[:200]}" for name, line in warning_matches]
         return ArmHealth(
             arm=t.arm,
             restarts=restarts,
@@ -385,40 +367,3 @@ class HealthReport:
             }
             for arm, h in self.arms.items()
         }
-
-
-@dataclass(frozen=True)
-class SoakMark:
-    """An engine's identity and log length at one instant (a rollout soak's ends)."""
-
-    started: str | None
-    log_chars: int | None
-    log_text: str | None
-
-
-def soak_mark(
-    client: httpx.Client, base_url: str | None, logs: Callable[[], str | None] | None
-) -> SoakMark:
-    """The start time from ``/metrics`` and the log so far (when the driver can read it)."""
-    started = metrics_start_time(client, base_url) if base_url else None
-    text = logs() if logs is not None else None
-    return SoakMark(started, len(text) if text is not None else None, text)
-
-
-def soak_problems(
-    before: SoakMark, after: SoakMark, profile: EngineProfile | None = None
-) -> list[str]:
-    """What went wrong between two marks: a changed start time, fatal lines logged between."""
-    out: list[str] = []
-    if before.started is not None and after.started is not None and before.started != after.started:
-        out.append(f"restarted (process start time {before.started} -> {after.started})")
-    if after.log_text is not None:
-        start = before.log_chars or 0
-        if len(after.log_text) < start:  # the log was replaced (a new container): read it all
-            start = 0
-        prof = profile or profile_for("sglang")
-        fatal = {p.name: p.fatal for p in prof.fatal_log_patterns}
-        for name, line in prof.fatal_lines(after.log_text[start:]):
-            if fatal.get(name, True):
-                out.append(f"fatal log line [{name}] {line.strip()[:200]}")
-    return out

@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 
 from tierctl.bench.client import RequestShape, make_session, send_request
-from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, ReadBacklog, judge
+from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, ReadBacklog, judge_client
 from tierctl.bench.pacing import make_pacer
 from tierctl.bench.plan import LanePlan, PlannedRequest, RequestPlan
 from tierctl.bench.probe import run_probes
@@ -324,7 +324,7 @@ def client_check(
     # A burst queues by design (its sends are serialised); pacing is judged on paced lanes.
     paced = {lane.name for lane in plan.lanes if lane.concurrency is None and lane.kind != "burst"}
     lags = [s.queue_s for s in samples if s.lane in paced]
-    return judge(lags, loop_lags_s, cpu_s, duration_s, backlog_bytes)
+    return judge_client(lags, loop_lags_s, cpu_s, duration_s, backlog_bytes)
 
 
 def _gc_quiet() -> tuple[int, int, int]:

@@ -2,7 +2,7 @@
 them, and the catalogs shipped for pinned releases."""
 
 from tierctl.catalog.build import build_catalog, parse_ref
-from tierctl.catalog.model import Catalog, Flag
+from tierctl.catalog.engine_catalog import Catalog, Flag
 from tierctl.catalog.store import diff_catalogs, flag_history, load_catalog, shipped
 
 __all__ = [

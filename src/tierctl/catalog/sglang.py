@@ -26,7 +26,7 @@ from tierctl.catalog.argparse_calls import (
     flag_from_call,
     is_deprecated,
 )
-from tierctl.catalog.model import Flag, FlagType
+from tierctl.catalog.engine_catalog import Flag, FlagType
 from tierctl.catalog.static_eval import (
     UNKNOWN,
     Namespace,

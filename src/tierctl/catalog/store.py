@@ -9,10 +9,11 @@ from importlib import resources
 from pathlib import Path
 
 from tierctl.catalog.build import parse_ref
-from tierctl.catalog.model import Catalog, Flag
+from tierctl.catalog.engine_catalog import Catalog, Flag
 from tierctl.errors import InputError
 
-_FILE = re.compile(r"^(?P<engine>sglang|vllm)-(?P<version>.+)\.json$")
+# ENGINE-VERSION.json; ENGINE is a kind of the engine registry (checked where files are listed).
+_FILE = re.compile(r"^(?P<engine>[a-z][a-z0-9_]*)-(?P<version>[0-9].*)\.json$")
 
 
 def version_key(version: str) -> tuple[tuple[int, str], ...]:
@@ -30,10 +31,13 @@ def data_dir() -> Path:
 @functools.cache
 def shipped() -> tuple[tuple[str, str], ...]:
     """(engine, version) of every shipped catalog, sorted by engine then version."""
+    # Imported here: the engine profiles import the catalog package (its Flag model).
+    from tierctl.engines import kinds
+
     found = []
     for path in data_dir().glob("*.json"):
         match = _FILE.match(path.name)
-        if match:
+        if match and match["engine"] in kinds():
             found.append((match["engine"], match["version"]))
     return tuple(sorted(found, key=lambda ev: (ev[0], version_key(ev[1]))))
 
@@ -50,8 +54,8 @@ def load_catalog(engine: str, version: str) -> Catalog:
         have = ", ".join(f"{e}=={v}" for e, v in shipped() if e == engine) or "none"
         raise InputError(
             f"no flag catalog for {engine}=={version} (shipped: {have})",
-            fix=f"run `tierctl catalog build {engine}=={version} --out {path.name}` and pass it, "
-            "or pin a shipped release",
+            fix=f"build it (`tierctl catalog build {engine}=={version}`, or `build_catalog`) "
+            f"into {path.name} and pass that file, or pin a shipped release",
         )
     return Catalog.from_path(path)
 
@@ -96,7 +100,7 @@ def flag_history(engine: str, version: str, token: str) -> FlagHistory:
 
 
 @dataclass(frozen=True)
-class FlagChange:
+class CatalogFlagChange:
     """One flag that differs between two catalogs."""
 
     name: str
@@ -113,7 +117,7 @@ class CatalogDiff:
     b: str
     added: tuple[Flag, ...]
     removed: tuple[Flag, ...]
-    changed: tuple[FlagChange, ...]
+    changed: tuple[CatalogFlagChange, ...]
 
 
 _COMPARED = ("type", "default", "choices", "nargs", "action", "deprecated", "aliases")
@@ -123,7 +127,7 @@ def diff_catalogs(a: Catalog, b: Catalog) -> CatalogDiff:
     """What changed in the flag surface from ``a`` to ``b``."""
     added = tuple(f for n, f in b.flags.items() if n not in a.flags)
     removed = tuple(f for n, f in a.flags.items() if n not in b.flags)
-    changed: list[FlagChange] = []
+    changed: list[CatalogFlagChange] = []
     for name, before in a.flags.items():
         after = b.flags.get(name)
         if after is None:
@@ -131,5 +135,5 @@ def diff_catalogs(a: Catalog, b: Catalog) -> CatalogDiff:
         for attr in _COMPARED:
             old, new = getattr(before, attr), getattr(after, attr)
             if old != new:
-                changed.append(FlagChange(name, attr, old, new))
+                changed.append(CatalogFlagChange(name, attr, old, new))
     return CatalogDiff(a.ref, b.ref, added, removed, tuple(changed))

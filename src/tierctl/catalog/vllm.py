@@ -16,7 +16,7 @@ from typing import Any
 
 from tierctl.catalog.annotations import read_hints
 from tierctl.catalog.argparse_calls import add_argument_calls, build_flag
-from tierctl.catalog.model import Flag
+from tierctl.catalog.engine_catalog import Flag
 from tierctl.catalog.static_eval import UNKNOWN, Namespace, dotted_name
 
 ENGINE_ARGS = "vllm/engine/arg_utils.py"

@@ -26,12 +26,12 @@ VERDICT_EXIT = {
 
 
 def parse_duration(text: str, option: str) -> float:
-    """``90s``, ``5m``, ``24h``, ``2d`` -> seconds."""
+    """``90s``, ``5m``, ``24h``, ``2d`` -> seconds (more than zero)."""
     match = _DURATION.match(text.strip())
-    if not match:
+    if not match or float(match.group(1)) <= 0:
         raise InputError(
-            f"{option}: {text!r} is not a duration",
-            rule="duration",
+            f"{option}: {text!r} is not a duration" if not match else f"{option} must be positive",
+            rule="duration" if not match else "a readout window and step are longer than zero",
             value=text,
             fix="write a number and a unit: 90s, 5m, 24h, 2d",
         )
@@ -86,7 +86,7 @@ def readout(
 ) -> ExitCode:
     """Compare canary and control over a window; exit 0 pass, 1 fail, 3 inconclusive."""
     from tierctl.readout import PrometheusClient, arms_from_tier, run_readout
-    from tierctl.readout.core import Arm
+    from tierctl.readout.analysis import Arm
     from tierctl.readout.report import print_readout, readout_markdown
 
     tier = resolve_tier(load_spec(spec_path))

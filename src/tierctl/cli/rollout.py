@@ -9,8 +9,8 @@ import click
 
 from tierctl.rollout.entrypoints import DriverConfig, execute_plan, make_plan, make_runbook
 from tierctl.rollout.executor import RolloutOptions
-from tierctl.rollout.gates import GateSettings, gate_names
-from tierctl.rollout.model import Plan
+from tierctl.rollout.gates import GATE_DEFS, GateSettings, gate_names
+from tierctl.rollout.plan_schema import Plan
 
 _common = [
     click.option("--from", "old", required=True, help="OLD: compose file or git:REF:PATH."),
@@ -88,7 +88,10 @@ def plan(
 )
 @click.option("--driver", required=True, type=click.Choice(["compose-manager", "docker", "local"]))
 @click.option(
-    "--journal", type=click.Path(path_type=Path), help="Journal file [PLAN.journal.jsonl]."
+    "--journal",
+    "journal_path",
+    type=click.Path(path_type=Path),
+    help="Journal file [PLAN.journal.jsonl].",
 )
 @click.option("--resume", is_flag=True, help="Continue the journal; finished steps are skipped.")
 @click.option("--dry-run", is_flag=True, help="Run every step's dry run only; apply nothing.")
@@ -190,13 +193,15 @@ def plan(
 @click.option(
     "--skip-gate",
     multiple=True,
-    help="Do not run this gate.",
+    help="Do not run this gate (repeatable). "
+    + "; ".join(f"{g.name}: {g.help}" for g in GATE_DEFS.values())
+    + ".",
     type=click.Choice(gate_names()),
 )
 def rollout(
     plan_path: Path,
     driver: str,
-    journal: Path | None,
+    journal_path: Path | None,
     resume: bool,
     dry_run: bool,
     repo: Path | None,
@@ -242,7 +247,7 @@ def rollout(
         agent_attempts=agent_attempts,
     )
     options = RolloutOptions(
-        journal_path=journal or plan_path.with_suffix(".journal.jsonl"),
+        journal_path=journal_path or plan_path.with_suffix(".journal.jsonl"),
         resume=resume,
         dry_run=dry_run,
         gates=GateSettings(

@@ -306,6 +306,13 @@ def fit(
     help="Fraction of positions whose two likeliest tokens swap (tests the quality lane).",
 )
 @click.option("--perturb-seed", type=int, default=1, show_default=True)
+@click.option(
+    "--max-body-mib",
+    type=click.FloatRange(min=0.001),
+    default=256.0,
+    show_default=True,
+    help="Hard limit on one request body; a bigger one gets 413 while it is being read.",
+)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def serve(
     time_scale: float,
@@ -315,6 +322,7 @@ def serve(
     lm_seed: int | None,
     perturb_fraction: float,
     perturb_seed: int,
+    max_body_mib: float,
     argv: tuple[str, ...],
     **kw: Any,
 ) -> None:
@@ -336,6 +344,7 @@ def serve(
         lm_seed=lm_seed,
         perturb_fraction=perturb_fraction,
         perturb_seed=perturb_seed,
+        max_body_bytes=int(max_body_mib * 1024 * 1024),
     )
     asyncio.run(run_server(config, cost, opts, announce=lambda s: click.echo(s, nl=True)))
 

@@ -19,8 +19,8 @@ from tierctl.render.files import (
     write_rendered,
 )
 from tierctl.spec import load_spec, resolve_tier
-from tierctl.spec.model import TierSpec
 from tierctl.spec.summary import summarise
+from tierctl.spec.tier_spec import TierSpec
 
 
 @click.command()

@@ -5,10 +5,10 @@ written, ``plan``/``rollout`` with defaults applied and unset secrets kept as wr
 :func:`load_compose` and :class:`Interpolation`.
 """
 
+from tierctl.compose.compose_file import ComposeFile, ComposeService
 from tierctl.compose.interpolation import Interpolation
 from tierctl.compose.loader import load_compose, parse_compose
 from tierctl.compose.merge import merge_compose
-from tierctl.compose.model import ComposeFile, ComposeService
 
 __all__ = [
     "ComposeFile",

@@ -5,7 +5,7 @@ go-yaml refuses it), ``!reset``/``!override`` are understood (:mod:`tierctl.comp
 ``$`` interpolation is applied in the caller's mode (:mod:`tierctl.compose.interpolation`),
 ``include`` pulls in the files it names and ``extends`` merges a service over its base, both with
 compose's merge rules (:mod:`tierctl.compose.merge`); then every service is normalised
-(:class:`~tierctl.compose.model.ComposeService`). Errors name the file and line.
+(:class:`~tierctl.compose.compose_file.ComposeService`). Errors name the file and line.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from tierctl.compose.compose_file import ComposeFile
 from tierctl.compose.interpolation import (
     Interpolation,
     InterpolationError,
@@ -25,7 +26,6 @@ from tierctl.compose.interpolation import (
 )
 from tierctl.compose.lines import locate, merged_lines
 from tierctl.compose.merge import merge_data, merge_service, strip_tags
-from tierctl.compose.model import ComposeFile
 from tierctl.compose.tags import ComposeYamlLoader, Override, Reset
 from tierctl.errors import ComposeInputError, Location
 from tierctl.readers import PathKey, load_yaml, read_text

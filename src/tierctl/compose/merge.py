@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tierctl.compose.compose_file import ComposeFile
 from tierctl.compose.forms import (
     DEPENDS_ON_DEFAULTS,
     normalise_environment,
     normalise_labels,
 )
-from tierctl.compose.model import ComposeFile
 from tierctl.compose.tags import Override, Reset
 
 Path = tuple[str, ...]

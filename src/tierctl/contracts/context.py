@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tierctl.catalog.model import Catalog
+from tierctl.catalog.engine_catalog import Catalog
 from tierctl.compose import ComposeFile, ComposeService
 from tierctl.compose.argv import FlagUse, flags_dict, parse_flags, split_launcher
 from tierctl.spec.effective import ResolvedReplica, Tier, engine_profile, launcher

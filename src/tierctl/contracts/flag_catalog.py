@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 
-from tierctl.catalog.model import Catalog, Flag, FlagType
+from tierctl.catalog.engine_catalog import Catalog, Flag, FlagType
 from tierctl.catalog.store import flag_history
 from tierctl.compose import ComposeFile
 from tierctl.compose.argv import FlagUse

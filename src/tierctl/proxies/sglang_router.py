@@ -265,18 +265,27 @@ class RouterClient:
         return (int(body.get("healthy_workers", 0)), int(body.get("total_workers", 0)))
 
     def workers(self) -> list[WorkerState]:
-        """Every worker with its health and load, from ``/workers``."""
+        """Every worker with its health and load, from ``/workers``.
+
+        Raises:
+            httpx.HTTPError: unreachable, or an error status.
+            ValueError: the answer is not a worker list (JSON or shape).
+        """
         resp = httpx.get(f"{self.url}/workers", timeout=self._timeout)
         resp.raise_for_status()
-        return [
-            WorkerState(
-                url=str(w["url"]),
-                healthy=bool(w.get("is_healthy")),
-                load=int(w.get("load") or 0),
-                id=str(w.get("id", "")),
-            )
-            for w in resp.json().get("workers", [])
-        ]
+        try:
+            return [
+                WorkerState(
+                    url=str(w["url"]),
+                    healthy=bool(w.get("is_healthy")),
+                    load=int(w.get("load") or 0),
+                    id=str(w.get("id", "")),
+                )
+                for w in resp.json().get("workers", [])
+            ]
+        except (KeyError, TypeError, AttributeError) as exc:
+            # Something else answers there (another server on the port): not a worker list.
+            raise ValueError(f"{self.url}/workers is not sglang-router's worker list") from exc
 
     def health_of(self) -> dict[str, bool]:
         """Worker URL -> healthy."""

@@ -7,7 +7,7 @@ import math
 from rich.console import Console
 from rich.table import Table
 
-from tierctl.readout.core import Readout
+from tierctl.readout.analysis import Readout
 
 _COLOURS = {
     "better": "green",

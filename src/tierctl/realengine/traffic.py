@@ -52,7 +52,7 @@ class Traffic:
         concurrency: int = 2,
         max_tokens: int = 8,
         request_timeout_s: float = 120.0,
-        max_requests: int = 5000,
+        max_requests: int = 50_000,
         max_seconds: float = 1800.0,
         pause_s: float = 0.05,
     ) -> None:
@@ -105,6 +105,8 @@ class Traffic:
         """Block until at least ``requests`` have been answered (or ``timeout_s`` passed)."""
         deadline = time.monotonic() + timeout_s
         while self.result.sent < requests and time.monotonic() < deadline:
+            if self._threads and not any(t.is_alive() for t in self._threads):
+                return  # every client stopped at its bound: no more answers will come
             time.sleep(0.1)
 
     def stop(self) -> TrafficResult:

@@ -17,7 +17,7 @@ from typing import Any
 
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.spec.effective import ResolvedReplica, Tier, fill, resolve_tier
-from tierctl.spec.model import ScrapeConfig, Service, TierSpec
+from tierctl.spec.tier_spec import ScrapeConfig, Service, TierSpec
 
 _REFERENCE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 
@@ -93,10 +93,9 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
     else:
         device["count"] = r.gpu_count  # count: N, or count: all
     device["capabilities"] = ["gpu"]
-    devices = [device]
-    deploy = deep_merge(
-        fragment.pop("deploy", {}), {"resources": {"reservations": {"devices": devices}}}
-    )
+    deploy = fragment.pop("deploy", {})
+    if r.gpu_count != 0:  # 0: a CPU replica reserves no device (compose would need nvidia)
+        deploy = deep_merge(deploy, {"resources": {"reservations": {"devices": [device]}}})
     service: dict[str, Any] = {"image": r.image}
     if spec.engine.container_name:
         service["container_name"] = r.service
@@ -107,8 +106,9 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
         "environment": dict(r.env),
         "labels": labels,
         "logging": logging,
-        "deploy": deploy,
     }
+    if deploy:
+        service["deploy"] = deploy
     service.update(fragment)
     return service
 

@@ -10,8 +10,8 @@ from tierctl.rollout.drivers.docker import DockerDriver
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import RolloutOptions, RolloutResult, load_sides, run_rollout
 from tierctl.rollout.gates import GateSettings
-from tierctl.rollout.model import Plan, ServiceChange, Step
 from tierctl.rollout.normalise import load_services
+from tierctl.rollout.plan_schema import Plan, ServiceChange, Step
 from tierctl.rollout.planner import PlanOptions, build_plan, plan_files
 from tierctl.rollout.runbook import render_runbook
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierctl.rollout.argv import parse_argv
-from tierctl.rollout.model import Side, SourceRef
+from tierctl.rollout.plan_schema import Side, SourceRef
 
 #: SGLang's default port when a command does not say.
 DEFAULT_ENGINE_PORT = 30000

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierctl.rollout.argv import diff_argv
-from tierctl.rollout.model import Reason
 from tierctl.rollout.normalise import CONFIGS_KEY
+from tierctl.rollout.plan_schema import Reason
 
 _REASON_BY_KEY: dict[str, Reason] = {
     "command": "argv",

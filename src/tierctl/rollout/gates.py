@@ -35,11 +35,12 @@ from typing import Any
 import httpx
 
 from tierctl.engines import PROFILES, EngineProfile, default_profile, profile_for_argv
+from tierctl.engines.liveness import liveness_mark, liveness_problems
 from tierctl.errors import GateFailed, InputError
 from tierctl.readers import load_yaml
 from tierctl.rollout.deployment import Deployment
-from tierctl.rollout.model import Step
 from tierctl.rollout.normalise import CONFIGS_KEY
+from tierctl.rollout.plan_schema import Step
 from tierctl.rollout.roles import VARIANT_LABEL, infer_role
 from tierctl.rollout.scrape import parse_metrics
 
@@ -125,7 +126,7 @@ def run_gates(ctx: GateContext) -> list[str]:
     """Run the step's gates in order; return notes; raise GateFailed at the first failure."""
     for gate in ctx.step.gates:
         if gate in ctx.settings.skip:
-            ctx.notes.append(f"{gate}: skipped by --skip-gate")
+            ctx.notes.append(f"{gate}: skipped, as asked")
             continue
         GATES[gate](ctx)
     return ctx.notes
@@ -271,7 +272,7 @@ def gate_metrics_variant(ctx: GateContext) -> None:
 def gate_prometheus_variants(ctx: GateContext) -> None:
     """After the collector is recreated, Prometheus shows every recreated engine's new variant."""
     if not ctx.settings.prometheus_url:
-        ctx.notes.append("prometheus-variants: no --prometheus-url, not checked")
+        ctx.notes.append("prometheus-variants: no Prometheus URL given, not checked")
         return
     wanted = {c: v for c, v in ctx.recreated_engines.items() if v}
     if wanted:
@@ -407,14 +408,12 @@ def gate_soak_identity(ctx: GateContext) -> None:
     """The soak, and over its window: the replica did not restart (its
     ``process_start_time_seconds`` is unchanged) and logged no fatal line (the engine
     profile's patterns; where the driver exposes the log as ``ctx.logs``)."""
-    from tierctl.bench.health import soak_mark, soak_problems
-
     if ctx.settings.soak_s <= 0:
         return
-    before = soak_mark(ctx.client, ctx.base_url, ctx.logs)
+    before = liveness_mark(ctx.client, ctx.base_url, ctx.logs)
     gate_soak(ctx)
-    after = soak_mark(ctx.client, ctx.base_url, ctx.logs)
-    problems = soak_problems(before, after, ctx.profile)
+    after = liveness_mark(ctx.client, ctx.base_url, ctx.logs)
+    problems = liveness_problems(before, after, ctx.profile)
     if problems:
         raise GateFailed(
             f"{ctx.step.service} during the soak: " + "; ".join(problems),
@@ -440,7 +439,7 @@ class Gate:
     name: str
     run: Callable[[GateContext], None]
     describe: Callable[[Step, RunbookContext], str]
-    help: str
+    help: str  # one line for the operator: what passing it means (``--skip-gate``'s help)
 
 
 def _describe_health(step: Step, rb: RunbookContext) -> str:
@@ -497,7 +496,7 @@ _ALL: tuple[Gate, ...] = (
         "soak",
         gate_soak_identity,
         _describe_soak,
-        "health, error rate, no restart and no fatal log line for --soak-s",
+        "health, error rate, no restart and no fatal log line over the soak window",
     ),
 )
 

@@ -24,8 +24,8 @@ from typing import Any
 from tierctl.errors import ContractViolation, InputError
 from tierctl.rollout.diff import diff_service
 from tierctl.rollout.gates import COLLECTOR_GATES, engine_gates
-from tierctl.rollout.model import Action, Plan, ServiceChange, Side, Step
 from tierctl.rollout.normalise import load_services
+from tierctl.rollout.plan_schema import Action, Plan, ServiceChange, Side, Step
 from tierctl.rollout.roles import REPLICA_LABEL, VARIANT_LABEL, ServiceRole, infer_role
 from tierctl.rollout.source import LoadedSource, read_source
 
@@ -215,7 +215,7 @@ def _other_steps(changes: list[ServiceChange], protected: set[str]) -> list[_Dra
 def _allowed_steps(changes: list[ServiceChange], protected: set[str]) -> list[_Draft]:
     """6. Protected services the operator allowed."""
     return [
-        (_apply(c), c, "new", f"allowed by --allow: {', '.join(c.reasons)}", [])
+        (_apply(c), c, "new", f"protected, allowed by the operator: {', '.join(c.reasons)}", [])
         for c in changes
         if c.service in protected and c.change in ("recreate", "added")
     ]

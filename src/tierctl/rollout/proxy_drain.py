@@ -24,7 +24,7 @@ import httpx
 from tierctl.errors import RuntimeFailure
 from tierctl.proxies import ProxyAdmin, proxy_admin
 from tierctl.rollout.deployment import Deployment
-from tierctl.rollout.model import Plan, Step
+from tierctl.rollout.plan_schema import Plan, Step
 
 
 @dataclass(frozen=True)
@@ -66,10 +66,11 @@ def drain(
                 f"proxy: no worker on port {port} at {admin.url}; {step.service} not drained"
             )
         admin.drain(worker, timeout_s=timeout_s)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, ValueError) as exc:
+        # ValueError: something else answers on the proxy's port (not a worker list).
         return None, (
-            f"proxy: {admin.url} not reachable ({type(exc).__name__}); {step.service} not "
-            "drained (the proxy's health probe is what keeps traffic off it)"
+            f"proxy: {admin.url} not reachable as the proxy ({type(exc).__name__}); "
+            f"{step.service} not drained (the proxy's health probe is what keeps traffic off it)"
         )
     return Drained(admin, worker), f"proxy: {worker} drained from {admin.url}"
 
@@ -82,7 +83,7 @@ def restore(drained: Drained, timeout_s: float) -> str:
     """
     try:
         drained.proxy.restore(drained.worker, timeout_s=timeout_s)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, ValueError) as exc:
         raise RuntimeFailure(
             f"could not put {drained.worker} back in the proxy at {drained.proxy.url}: "
             f"{type(exc).__name__}",

@@ -21,7 +21,7 @@ from tierctl.rollout.drivers.compose_manager import (
     dry_run_requests,
 )
 from tierctl.rollout.gates import describe_gate, step_profile, variants_query
-from tierctl.rollout.model import Plan, SourceRef, Step
+from tierctl.rollout.plan_schema import Plan, SourceRef, Step
 
 
 def compose_host(text: str) -> str | None:

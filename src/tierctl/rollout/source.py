@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tierctl.errors import ComposeInputError, InputError, Location
 from tierctl.readers import read_bytes
-from tierctl.rollout.model import SourceRef
+from tierctl.rollout.plan_schema import SourceRef
 
 # What a ref may hold: branch, tag and commit names, and the revision suffixes git knows
 # (``~2``, ``^``, ``@{1}``). A leading ``-`` would make git read it as an option

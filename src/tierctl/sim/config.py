@@ -17,7 +17,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierctl.catalog.model import Catalog
+from tierctl.catalog.engine_catalog import Catalog
 from tierctl.compose.argv import FlagUse, parse_flags
 from tierctl.errors import InputError, Location
 from tierctl.sim.surface import SURFACES, detect_engine, surface
@@ -172,6 +172,12 @@ class EngineConfig:
     argv: tuple[str, ...] = field(default=())
     # Every flag as written, canonical name -> values, for comparing two arms flag by flag.
     flags: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
+
+    @property
+    def max_prompt_tokens(self) -> int | None:
+        """The longest prompt this engine accepts as configured (None: the model's own limit,
+        unknown to the simulator). vLLM refuses a prompt that does not fit ``--max-model-len``."""
+        return self.max_model_len if self.engine == "vllm" else None
 
     @property
     def model_name(self) -> str:

@@ -14,8 +14,8 @@ import contextlib
 import time
 from collections.abc import Callable
 
-from tierctl.sim.engine import Emission, Scheduler
-from tierctl.sim.metrics import EngineMetrics
+from tierctl.sim.engine import Emission, Round, Scheduler
+from tierctl.sim.metrics import SimMetrics
 from tierctl.sim.workload import SimRequest
 
 # A token and the modelled time (seconds since start) at which the engine produced it.
@@ -30,7 +30,7 @@ class EngineDriver:
         scheduler: Scheduler,
         *,
         time_scale: float,
-        metrics: EngineMetrics | None = None,
+        metrics: SimMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scheduler = scheduler
@@ -45,6 +45,8 @@ class EngineDriver:
         self._task: asyncio.Task[None] | None = None
         self._seq = 0
         self._resting = True  # parked with nothing to run (the clock is not advancing)
+        self._pending: Round | None = None  # the round run last, its tokens not yet handed out
+        self._window_tokens, self._window_s, self._window_rounds = 0, 0.0, 0
 
     def sim_now(self) -> float:
         """Modelled seconds since start, from the wall clock."""
@@ -62,20 +64,27 @@ class EngineDriver:
 
         Returns its outcome, its token stream and the modelled time it was enqueued at.
         """
+        arrived_s = self.sim_now()
         if self._resting:
             # The scheduler loop is parked: its clock stopped at the last round. Every request
             # arriving before it wakes (several can, in one event-loop tick) starts now, not
             # at that stale time, or the idle gap would show in its TTFT and E2E.
-            self._sim_s = max(self._sim_s, self.sim_now())
-        now = self._sim_s
-        req = SimRequest(rid, now, input_tokens, output_tokens, block_hashes)
-        outcome = self.scheduler.submit(req, now)
+            self._sim_s = max(self._sim_s, arrived_s)
+            arrived_s = self._sim_s
+        elif self._sim_s < arrived_s:
+            # The HTTP loop stalled (a prompt tokenized on it) while the engine had work. The
+            # real scheduler is another process and kept running meanwhile, so run those
+            # rounds now, before this request can be scheduled: stamped with the stale clock
+            # it would jump the queue by the length of the stall.
+            self._catch_up(arrived_s)
+        req = SimRequest(rid, arrived_s, input_tokens, output_tokens, block_hashes)
+        outcome = self.scheduler.submit(req, arrived_s)
         if outcome != "queued":
-            return outcome, None, now
+            return outcome, None, arrived_s
         q: asyncio.Queue[Timed] = asyncio.Queue()
         self._streams[rid] = q
         self._wake.set()
-        return outcome, q, now
+        return outcome, q, arrived_s
 
     def cancel(self, rid: str) -> None:
         """The client went away: drop the request from the scheduler."""
@@ -96,7 +105,6 @@ class EngineDriver:
 
     async def _run(self) -> None:
         sched = self.scheduler
-        window_tokens, window_s, window_rounds = 0, 0.0, 0
         while True:
             if not sched.busy:
                 self._wake.clear()
@@ -108,46 +116,76 @@ class EngineDriver:
                 self._sim_s = max(self._sim_s, now)
                 self._resting = False
                 continue
-            rnd = sched.step(self._sim_s)
-            if rnd is None:
+            self._resting = False
+            if not self._advance():
                 continue
-            self._sim_s += rnd.duration_s
             delay = self._sim_s / self.time_scale - (self._clock() - self._t0)
             # Yield even when behind so HTTP handlers get the loop between rounds.
             await asyncio.sleep(max(delay, 0.0))
-            finished = {live.req.rid: live for live in sched.done}
-            for em in rnd.emitted:
-                q = self._streams.get(em.rid)
-                if em.index == 1 and q is not None:
-                    # Recorded now: a short request may already be finished (and gone from
-                    # sched.lives) by the time its handler reads the first token.
-                    live = sched.lives.get(em.rid) or finished.get(em.rid)
-                    self._cached[em.rid] = live.cached_tokens if live is not None else 0
-                if q is not None:
-                    q.put_nowait((em, self._sim_s))
-                    if em.finished:
-                        self._streams.pop(em.rid, None)
-            window_tokens += len(rnd.emitted)
-            window_s += rnd.duration_s
-            window_rounds += 1
-            if self.metrics is not None and window_rounds >= 40:
-                # SGLang logs throughput every --decode-log-interval (40) rounds.
-                stats = sched.stats
-                hit = stats.cached_tokens / stats.prompt_tokens if stats.prompt_tokens else 0.0
-                self.metrics.set_rates(window_tokens / window_s if window_s else 0.0, hit)
-                window_tokens, window_s, window_rounds = 0, 0.0, 0
-            if self.metrics is not None:
-                running, waiting = sched.counts()
-                self.metrics.set_scheduler(
-                    running,
-                    waiting,
-                    sched.kv_used_tokens,
-                    sched.kv_pool_tokens,
-                    sched.context_tokens,
-                )
-                self.metrics.set_preemptions(sched.stats.preemptions)
-            # Finished requests' bookkeeping is not needed by the server; keep memory flat.
-            sched.done.clear()
+            self._deliver()  # a no-op when a submit's catch-up delivered it already
+
+    def _advance(self) -> bool:
+        """Run one round; its tokens wait in ``_pending`` until its end time comes."""
+        self._deliver()
+        rnd = self.scheduler.step(self._sim_s)
+        if rnd is None:
+            return False
+        self._sim_s += rnd.duration_s
+        self._pending = rnd
+        return True
+
+    def _catch_up(self, until_s: float) -> None:
+        """Run the rounds the engine would have run by ``until_s`` (modelled), at once."""
+        self._deliver()
+        while self._sim_s < until_s:
+            if not self.scheduler.busy:
+                self.scheduler.idle(until_s - self._sim_s)
+                self._sim_s = until_s
+                break
+            if self._advance():
+                self._deliver()
+
+    def _deliver(self) -> None:
+        """Hand the pending round's tokens to their streams; update the gauges."""
+        rnd, self._pending = self._pending, None
+        if rnd is None:
+            return
+        sched = self.scheduler
+        end_s = rnd.start_s + rnd.duration_s
+        finished = {live.req.rid: live for live in sched.done}
+        for em in rnd.emitted:
+            q = self._streams.get(em.rid)
+            if em.index == 1 and q is not None:
+                # Recorded now: a short request may already be finished (and gone from
+                # sched.lives) by the time its handler reads the first token.
+                live = sched.lives.get(em.rid) or finished.get(em.rid)
+                self._cached[em.rid] = live.cached_tokens if live is not None else 0
+            if q is not None:
+                q.put_nowait((em, end_s))
+                if em.finished:
+                    self._streams.pop(em.rid, None)
+        self._window_tokens += len(rnd.emitted)
+        self._window_s += rnd.duration_s
+        self._window_rounds += 1
+        if self.metrics is not None and self._window_rounds >= 40:
+            # SGLang logs throughput every --decode-log-interval (40) rounds.
+            stats = sched.stats
+            hit = stats.cached_tokens / stats.prompt_tokens if stats.prompt_tokens else 0.0
+            w_s = self._window_s
+            self.metrics.set_rates(self._window_tokens / w_s if w_s else 0.0, hit)
+            self._window_tokens, self._window_s, self._window_rounds = 0, 0.0, 0
+        if self.metrics is not None:
+            running, waiting = sched.counts()
+            self.metrics.set_scheduler(
+                running,
+                waiting,
+                sched.kv_used_tokens,
+                sched.kv_pool_tokens,
+                sched.context_tokens,
+            )
+            self.metrics.set_preemptions(sched.stats.preemptions)
+        # Finished requests' bookkeeping is not needed by the server; keep memory flat.
+        sched.done.clear()
 
     def cached_tokens(self, rid: str) -> int:
         """Prompt tokens the prefix cache served for a request (read once, after its first

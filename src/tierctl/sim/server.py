@@ -5,7 +5,7 @@ tokenized on that loop by default (so a burst of huge prompts stalls ``/health``
 field report) or, with ``--enable-dynamic-batch-tokenizer``, through the batching queue onto
 one worker thread. aiohttp was chosen over starlette+uvicorn because it is already a
 dependency of the ``sim`` extra, streams with one write per token without a framework layer in
-between, and takes ``client_max_size`` directly.
+between, and lets a handler read a body chunk by chunk (the bounded ``_read_body``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,11 @@ from tierctl.sim.openai_io import ApiError, GenRequest, parse, parse_generate
 from tierctl.sim.surface import surface
 from tierctl.sim.tokenizer import DynamicBatchTokenizer, block_hashes, encode_prompt, load_tokenizer
 
+#: The default hard limit on a request body (``--max-body-mib``): a 100 MB upload (the bench
+#: client's largest) fits; a bigger one is refused with 413 while it is being read.
 MAX_BODY_BYTES = 256 * 1024 * 1024
+#: How much of a body is read from the socket at a time (what may be held past the limit).
+_BODY_CHUNK = 1024 * 1024
 #: How long a client may take to send its whole request body.
 BODY_READ_TIMEOUT_S = 60.0
 # Characters of a prompt's end tokenized to find the context generation continues from (the
@@ -71,6 +75,8 @@ class ServeOptions:
     #: Fraction of positions whose top two tokens swap (a numerics change, for quality tests).
     perturb_fraction: float = 0.0
     perturb_seed: int = 1
+    #: Hard limit on one request body, enforced while it is read (413 past it).
+    max_body_bytes: int = MAX_BODY_BYTES
 
 
 @dataclass
@@ -115,7 +121,9 @@ class SimServer:
 
     def app(self) -> web.Application:
         """The aiohttp application."""
-        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        # Bodies are read by _read_body (bounded, chunk by chunk); aiohttp's own limit stays as
+        # a backstop for any route that reads a body whole.
+        app = web.Application(client_max_size=self.options.max_body_bytes)
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/v1/models/{model_id:.+}", self.model)
@@ -263,9 +271,11 @@ class SimServer:
             try:
                 # A client that sends its body slower than this is dropped (a slowloris would
                 # otherwise hold a request slot forever).
-                raw = await asyncio.wait_for(request.read(), timeout=BODY_READ_TIMEOUT_S)
-            except web.HTTPRequestEntityTooLarge:
-                raise ApiError("request body too large", status=413) from None
+                raw = await asyncio.wait_for(
+                    _read_body(request, self.options.max_body_bytes), timeout=BODY_READ_TIMEOUT_S
+                )
+            except _BodyTooLarge as exc:
+                return _too_large(exc.limit, exc.seen)
             except TimeoutError:
                 raise ApiError(
                     f"the request body did not arrive within {BODY_READ_TIMEOUT_S:g} s", status=408
@@ -567,6 +577,57 @@ def _chunk(
 
 async def _sse(resp: web.StreamResponse, obj: dict[str, Any]) -> None:
     await resp.write(b"data: " + _dumps(obj).encode() + b"\n\n")
+
+
+class _BodyTooLarge(Exception):
+    """A request body over the limit: ``seen`` bytes announced or read when it was refused."""
+
+    def __init__(self, limit: int, seen: int) -> None:
+        super().__init__(limit, seen)
+        self.limit = limit
+        self.seen = seen
+
+
+async def _read_body(request: web.Request, limit: int) -> bytearray:
+    """The request body, read chunk by chunk and refused as soon as it passes ``limit``.
+
+    A ``Content-Length`` over the limit is refused before a byte is read; a chunked (or
+    lying) upload is refused at the first chunk that would take it past the limit, so at most
+    ``limit`` plus one chunk is ever held.
+
+    Raises:
+        _BodyTooLarge: the body is, or says it is, longer than ``limit`` bytes.
+    """
+    announced = request.content_length
+    if announced is not None and announced > limit:
+        raise _BodyTooLarge(limit, announced)
+    body = bytearray()
+    while True:
+        chunk = await request.content.read(_BODY_CHUNK)
+        if not chunk:
+            return body  # json.loads reads a bytearray: no second copy of a big body
+        if len(body) + len(chunk) > limit:
+            raise _BodyTooLarge(limit, len(body) + len(chunk))
+        body += chunk
+
+
+def _mib(n: int) -> str:
+    return f"{n / 1024 / 1024:g} MiB"
+
+
+def _too_large(limit: int, seen: int) -> web.Response:
+    """413 in the OpenAI error shape; the connection closes, so the rest of an oversized
+    upload is never read (aiohttp would otherwise drain it to keep the connection alive)."""
+    err = ApiError(
+        f"the request body is larger than the server's limit of {_mib(limit)} "
+        f"({limit} bytes; refused at {seen} bytes): send a smaller body, or raise the limit "
+        "with `tierctl sim serve --max-body-mib N`",
+        status=413,
+        kind="invalid_request_error",
+    )
+    resp = web.json_response(err.body(), status=413)
+    resp.force_close()
+    return resp
 
 
 def _dumps(obj: Any) -> str:

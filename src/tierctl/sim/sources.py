@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tierctl.catalog.model import Catalog
+from tierctl.catalog.engine_catalog import Catalog
 from tierctl.errors import InputError
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel, preset
@@ -41,9 +41,10 @@ class EngineSource:
         if self.replica not in tier.replicas:
             raise InputError(
                 f"no replica {self.replica!r} in the spec",
-                rule="--replica names one of the spec's replicas",
+                rule="`replica` names one of the spec's replicas",
                 value=self.replica,
                 fix="use one of: " + ", ".join(tier.replicas),
+                params=("replica",),
             )
         argv = [*tier.replicas[self.replica].argv, *self.argv]
         engine = tier.spec.engine

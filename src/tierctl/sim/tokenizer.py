@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from tierctl.bundled_tokenizer import load_tokenizer
@@ -38,9 +39,50 @@ def block_hashes(ids: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
+#: Prompts longer than this many characters are encoded piece by piece: one ``Encoding`` of
+#: the whole text costs ~140 bytes per character (offsets, tokens, masks), so a 100 MB prompt
+#: took 16 GB; pieces keep that to one piece's worth plus 8 bytes per token id.
+PIECE_CHARS = 1 << 20
+
+
+def _cut(text: str, lo: int, hi: int) -> int:
+    """A split point in ``text[lo:hi]`` that the byte-level pre-tokenizer also splits at: a
+    single space between two non-space characters (it starts the next word's pre-token, and
+    BPE merges never cross pre-tokens), so piecewise encoding gives the same ids. Without one
+    (a space-free run), ``hi``: only such a pathological prompt may count a token differently.
+    """
+    i = text.rfind(" ", lo, hi)
+    while i > lo:
+        if not text[i - 1].isspace() and not text[i + 1].isspace():
+            return i
+        i = text.rfind(" ", lo, i)
+    return hi
+
+
+def _pieces(text: str) -> Iterator[str]:
+    start = 0
+    while len(text) - start > PIECE_CHARS:
+        cut = _cut(text, start + PIECE_CHARS // 2, start + PIECE_CHARS)
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+def _encode_ids(text: str) -> Sequence[int]:
+    tok = load_tokenizer()
+    if len(text) <= PIECE_CHARS:
+        ids: list[int] = tok.encode(text, add_special_tokens=False).ids
+        return ids
+    out = array("l")  # 8 bytes a token, not a Python int object each
+    for piece in _pieces(text):
+        out.extend(tok.encode(piece, add_special_tokens=False).ids)
+    return out
+
+
 def encode_prompt(text: str) -> tuple[int, tuple[int, ...]]:
-    """Tokenize ``text`` on the calling thread: its token count and block hashes."""
-    ids = load_tokenizer().encode(text, add_special_tokens=False).ids
+    """Tokenize ``text`` on the calling thread: its token count and block hashes (memory
+    bounded by :data:`PIECE_CHARS` per piece for long prompts, same ids)."""
+    ids = _encode_ids(text)
     return len(ids), block_hashes(ids)
 
 
@@ -107,5 +149,7 @@ class DynamicBatchTokenizer:
 
 
 def _encode_batch(texts: list[str]) -> list[Encoded]:
+    if any(len(t) > PIECE_CHARS for t in texts):  # one huge prompt: bounded, piece by piece
+        return [encode_prompt(t) for t in texts]
     encs = load_tokenizer().encode_batch(texts, add_special_tokens=False)
     return [(len(e.ids), block_hashes(e.ids)) for e in encs]

@@ -107,12 +107,19 @@ def hammer(
     return Workload.of(prefix, reqs)
 
 
-def field_burst(rng: random.Random, *, with_hammer: bool = False) -> Workload:
+def field_burst(
+    rng: random.Random, *, with_hammer: bool = False, max_total_tokens: int | None = None
+) -> Workload:
     """The field report's burst: 8 prompts of ~720K tokens while 3 short sequences decode.
 
     With ``with_hammer`` a short-request hammer (one request per 20 s for 600 s) runs too.
+    ``max_total_tokens`` (a tier's context limit) caps every request's prompt plus output.
     """
-    wl = decoders(output_tokens=300).merged(burst(rng))
+    prompt, output = 720_000, 256
+    if max_total_tokens is not None:
+        # Below the limit by the size jitter too: no prompt may overflow it.
+        prompt = max(1, min(prompt, int((max_total_tokens - output) / 1.02)))
+    wl = decoders(output_tokens=300).merged(burst(rng, input_tokens=prompt, output_tokens=output))
     if with_hammer:
         wl = wl.merged(hammer(rng, rate_per_s=0.05, duration_s=600.0))
     return Workload(name="field-burst" + ("+hammer" if with_hammer else ""), requests=wl.requests)

@@ -8,8 +8,8 @@ from tierctl.spec.effective import (
     resolve_tier,
 )
 from tierctl.spec.loader import load_spec, load_spec_text
-from tierctl.spec.model import TierSpec
 from tierctl.spec.rules import RuleFailure, check_rules
+from tierctl.spec.tier_spec import TierSpec
 
 __all__ = [
     "ResolvedReplica",

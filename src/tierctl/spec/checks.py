@@ -16,7 +16,7 @@ from typing import Any
 from tierctl.compose.forms import named_volume_source
 from tierctl.credentials import literal_secret
 from tierctl.spec.effective import VariantError, effective_env, effective_flags, render_variant
-from tierctl.spec.model import SecretRef, TierSpec
+from tierctl.spec.tier_spec import SecretRef, TierSpec
 
 PathKey = tuple[str | int, ...]
 

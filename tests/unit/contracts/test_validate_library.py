@@ -99,3 +99,29 @@ def test_compose_scalars_are_read_as_compose_reads_them() -> None:
     service = parse_compose(text, source="c.yaml").services["a"]
     assert service.data["restart"] == "no"
     assert service.data["ports"] == ["22:22"]
+
+
+TINY_SPEC = EXAMPLES / "tiny-vllm" / "tier.yaml"
+
+
+def test_a_cpu_replica_reserves_no_gpu_and_a_reservation_added_by_hand_is_caught() -> None:
+    spec = load_spec(TINY_SPEC)
+    assert {r.gpu_count for r in spec.replicas.values()} == {0}
+    text = render_compose(spec, spec_path=TINY_SPEC)
+    assert "nvidia" not in text
+    assert validate(spec, [load_compose(text, source="c.yaml")]).violations == ()
+    # Someone gives r1 a GPU by hand: the spec says it runs on CPU.
+    doc = load_compose(text, source="c.yaml").data
+    doc["services"]["tiny-r1"]["deploy"] = {
+        "resources": {
+            "reservations": {
+                "devices": [{"driver": "nvidia", "device_ids": ["0"], "capabilities": ["gpu"]}]
+            }
+        }
+    }
+    report = validate(spec, [load_compose(dump_yaml(doc), source="c.yaml")])
+    found = [v for v in report.violations if v.rule == "TC003" and v.message.startswith("GPUs")]
+    assert len(found) == 1
+    assert found[0].service == "tiny-r1"
+    assert "none (gpu_count: 0, a CPU replica)" in found[0].message
+    assert found[0].found == "0"

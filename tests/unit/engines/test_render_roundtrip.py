@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierctl.catalog.model import Catalog
+from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import load_catalog
 from tierctl.engines import SGLANG, VLLM, EngineProfile
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from tierctl.engines import VLLM
 from tierctl.engines.base import MetricRef
-from tierctl.readout.core import Arm, metric_drift
+from tierctl.readout.analysis import Arm, metric_drift
 
 ARMS = (Arm("r1", 'container_name="a"'), Arm("r2", 'container_name="b"'))
 EARLY, LATE = [100.0, 200.0], [800.0, 900.0]

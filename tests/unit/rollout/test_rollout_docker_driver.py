@@ -11,8 +11,8 @@ import pytest
 from tierctl.errors import RuntimeFailure
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.docker import DockerDriver, RunResult
-from tierctl.rollout.model import SourceRef
 from tierctl.rollout.normalise import load_services
+from tierctl.rollout.plan_schema import SourceRef
 
 TEXT = """
 services:

@@ -17,7 +17,7 @@ from tierctl.rollout.dryrun import DryRunResult
 from tierctl.rollout.entrypoints import make_plan
 from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
 from tierctl.rollout.gates import GateContext, GateSettings, gate_soak
-from tierctl.rollout.model import Plan, Step
+from tierctl.rollout.plan_schema import Plan, Step
 from tierctl.rollout.planner import plan_files
 
 

@@ -19,8 +19,8 @@ from tierctl.rollout.gates import (
     gate_prometheus_variants,
     scrape_variants,
 )
-from tierctl.rollout.model import Plan, SourceRef, Step
 from tierctl.rollout.normalise import load_services
+from tierctl.rollout.plan_schema import Plan, SourceRef, Step
 from tierctl.rollout.scrape import metric_total, parse_metrics
 
 server_info_mismatches = SGLANG.server_info_mismatches

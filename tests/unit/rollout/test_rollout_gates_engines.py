@@ -22,7 +22,7 @@ from tierctl.rollout.gates import (
     gate_running_args,
     gate_soak,
 )
-from tierctl.rollout.model import Step
+from tierctl.rollout.plan_schema import Step
 
 SG = ["python3", "-m", "sglang.launch_server", "--port", "30001", "--tp-size", "4"]
 VL = ["vllm", "serve", "/m", "--port", "8003", "--max-num-seqs", "512", "--max-model-len", "4096"]

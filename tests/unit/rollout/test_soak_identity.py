@@ -9,7 +9,7 @@ import pytest
 
 from tierctl.errors import GateFailed
 from tierctl.rollout.gates import GATES, GateContext, GateSettings
-from tierctl.rollout.model import Step
+from tierctl.rollout.plan_schema import Step
 
 
 def _ctx(start_times: list[float], logs: Callable[[], str | None] | None = None) -> GateContext:

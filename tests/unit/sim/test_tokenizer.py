@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tierctl.sim.tokenizer as tokenizer_mod
 from tierctl.bundled_tokenizer import load_tokenizer
 from tierctl.sim.tokenizer import (
     DynamicBatchTokenizer,
@@ -53,3 +57,28 @@ async def test_dynamic_batch_tokenizer_batches_onto_one_thread() -> None:
     assert len(seen_threads) == 1
     assert threading.get_ident() not in seen_threads
     assert 2 <= dyn.batches < len(texts)  # 12 prompts, batches of at most 8
+
+
+_WORDS = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Zs", "Cc")),
+    min_size=1,
+    max_size=12,
+)
+_SEPS = st.sampled_from([" ", " ", " ", ", ", ". ", "\n ", " \t "])
+
+
+@given(words=st.lists(st.tuples(_WORDS, _SEPS), min_size=1, max_size=200))
+@settings(max_examples=60, deadline=None)
+def test_a_long_prompt_encoded_piece_by_piece_gives_the_same_ids(
+    words: list[tuple[str, str]],
+) -> None:
+    # Pieces of 64 characters stand in for the 1 MiB ones (the cut rule is the same).
+    text = "".join(w + sep for w, sep in words)
+    whole = load_tokenizer().encode(text, add_special_tokens=False).ids
+    original = tokenizer_mod.PIECE_CHARS
+    tokenizer_mod.PIECE_CHARS = 64
+    try:
+        assert list(tokenizer_mod._encode_ids(text)) == whole
+        assert encode_prompt(text) == (len(whole), block_hashes(whole))
+    finally:
+        tokenizer_mod.PIECE_CHARS = original

@@ -212,11 +212,11 @@ class Replica(StrictModel):
         default_factory=list,
         description="GPU indices this replica owns (rendered as device_ids).",
     )
-    gpu_count: Annotated[int, Field(ge=1)] | Literal["all"] | None = Field(
+    gpu_count: Annotated[int, Field(ge=0)] | Literal["all"] | None = Field(
         default=None,
         description=(
             "Instead of gpus: reserve a number of GPUs (count: N) or all of them (count: all), "
-            "as files that do not name device ids do."
+            "as files that do not name device ids do; 0 is a CPU replica (no GPU reserved)."
         ),
     )
     role: Literal["control", "canary"] | None = Field(

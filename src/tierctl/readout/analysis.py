@@ -256,7 +256,8 @@ def run_readout(
             "the window is empty",
             rule="readout-window",
             value=f"{start_s}..{end_s} step {step_s}",
-            fix="give a positive --window and --step",
+            fix="give an `end_s` after `start_s` and a positive `step_s`",
+            params=("start_s", "end_s", "step_s"),
         )
     profile, prefix = resolve_engine(client, engine, prefix)
     # Steps are labelled by their end: each value covers (t - step, t].
@@ -269,7 +270,7 @@ def run_readout(
     variants, warnings = _variants_seen(q, arms, variant_label)
     drift = metric_drift(q, arms, [m.family(profile) for m in metrics])
     drifted = drift_for(rows, metrics, profile, prefix, drift)
-    verdict, reasons = judge(rows, aborts, drifted, tolerance)
+    verdict, reasons = judge_canary(rows, aborts, drifted, tolerance)
     return Readout(
         control,
         canary,
@@ -431,7 +432,7 @@ def metric_drift(q: _Query, arms: tuple[Arm, Arm], families: list[MetricRef]) ->
         found = sorted({n for r in (a, b) for n in seen[r]})[:5]
         out.append(
             f"no {q.prefix} series for either arm; the window holds {', '.join(found)}: "
-            "is the spec's engine (or --prefix) the one these replicas run?"
+            "is the spec's engine (or the metric prefix asked for) the one these replicas run?"
         )
     return out
 
@@ -470,7 +471,7 @@ def drift_for(
     return out
 
 
-def judge(
+def judge_canary(
     rows: list[MetricReadout],
     aborts: ProportionResult,
     drift: dict[str, list[str]] | None = None,

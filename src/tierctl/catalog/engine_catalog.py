@@ -9,12 +9,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
 FlagType = Literal["bool", "int", "float", "str", "json", "list"]
-EngineKind = Literal["sglang", "vllm"]
+
+
+def _known_engine(kind: str) -> str:
+    # Imported here: the engine profiles import this module (Flag, Catalog).
+    from tierctl.engines import kinds
+
+    if kind not in kinds():
+        raise ValueError(f"unknown engine {kind!r}: one of {', '.join(kinds())}")
+    return kind
+
+
+#: An engine kind with a profile under tierctl/engines/ (the registry is the one list).
+EngineKind = Annotated[str, AfterValidator(_known_engine)]
 
 
 class Flag(BaseModel):
@@ -94,7 +106,7 @@ class Catalog(BaseModel):
         default=None,
         description=(
             "The parser reads --max_model_len as --max-model-len (vLLM's "
-            "FlexibleArgumentParser). None: the engine's known behaviour (vLLM yes, SGLang no)."
+            "FlexibleArgumentParser). None: the engine profile's known behaviour."
         ),
     )
 
@@ -124,7 +136,11 @@ class Catalog(BaseModel):
         index: dict[str, Flag] = self.__pydantic_private__["_by_spelling"]  # type: ignore[index]
         if token in index:
             return index[token], "spelling"
-        underscores = self.underscores if self.underscores is not None else self.engine == "vllm"
+        underscores = self.underscores
+        if underscores is None:
+            from tierctl.engines import profile_for
+
+            underscores = profile_for(self.engine).flag_underscores
         if underscores and "." in token:
             # vLLM: --compilation-config.level 3 sets one key of a JSON-valued flag.
             base, _, _ = token.partition(".")
