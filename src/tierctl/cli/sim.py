@@ -219,12 +219,19 @@ def compare(
 @click.option(
     "--from",
     "kind",
-    type=click.Choice(["auto", "steps", "bench", "sglang-log"]),
+    type=click.Choice(["auto", "steps", "bench", "sglang-log", "vllm-log"]),
     default="auto",
     show_default=True,
     help="What SOURCE is: a step log (JSONL, one line per engine step), a `tierctl bench "
-    "run/ab` results.json (request timings only) or an SGLang scheduler log ('Decode batch' "
-    "lines: decode coefficients only); auto tells them apart by content.",
+    "run/ab` results.json (request timings only), an SGLang scheduler log ('Decode batch' "
+    "lines: decode coefficients only) or a vLLM log with --enable-logging-iteration-details "
+    "('Iteration(N): ...' lines); auto tells them apart by content.",
+)
+@click.option(
+    "--timings",
+    type=click.Path(dir_okay=False, exists=True),
+    help="With a vLLM iteration log: the same run's `tierctl bench` results.json, to fit the "
+    "time between steps (scheduling, output handling) that the log does not cover.",
 )
 @_ENGINE_OPT
 @_PRESET
@@ -235,6 +242,7 @@ def compare(
 def fit(
     source: str,
     kind: str,
+    timings: str | None,
     engine: str | None,
     out: str | None,
     force: bool,
@@ -259,7 +267,7 @@ def fit(
         raise click.UsageError(f"{out} exists; pass --force to overwrite it")
     base = _cost(kw)
     config = EngineConfig.from_argv(list(argv), engine=engine)
-    model, prov = fit_source(source, kind, base, config)
+    model, prov = fit_source(source, kind, base, config, timings=timings)
     if out is not None:
         write_cost_model(out, model, prov)
         click.echo(f"wrote {out}", err=True)
