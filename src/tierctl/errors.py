@@ -66,6 +66,19 @@ class Location:
         return ": ".join(parts)
 
 
+def label_params(text: str, params: tuple[str, ...], labels: Mapping[str, str]) -> str:
+    """``text`` with each of ``params`` written in backticks (```repetitions```) replaced by
+    the caller's name for it (``labels["repetitions"]``: ``--repeat``); other names stay.
+
+    The one way library wording reaches the operator in the command line's words: errors
+    (:meth:`TierctlError.format`) and reports (``contracts.Report.text``) use it.
+    """
+    for name in params:
+        if name in labels:
+            text = text.replace(f"`{name}`", labels[name])
+    return text
+
+
 class TierctlError(Exception):
     """Root of every error tierctl reports; ``exit_code`` is what the CLI exits with.
 
@@ -95,10 +108,7 @@ class TierctlError(Exception):
         self.params = params
 
     def _words(self, text: str, labels: Mapping[str, str]) -> str:
-        for name in self.params:
-            if name in labels:
-                text = text.replace(f"`{name}`", labels[name])
-        return text
+        return label_params(text, self.params, labels)
 
     def format(self, labels: Mapping[str, str] | None = None) -> str:
         """Render the error as the operator sees it: location, message, rule, value, fix.

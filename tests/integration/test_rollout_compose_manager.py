@@ -8,7 +8,12 @@ health gate against a port nothing listens on.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -246,7 +251,7 @@ def test_resume_continues_without_repeating_a_finished_step(world: World) -> Non
     with pytest.raises(RuntimeFailure):
         world.run(world.driver())
     assert world.calls() == [*_step_calls("v2", R2), ("/compose/up", True, "v2", (R1,))]
-    with pytest.raises(InputError, match="--resume"):
+    with pytest.raises(InputError, match="pass `resume` to continue"):
         world.run(world.driver())
     first = len(world.agent.state.requests)
     result = world.run(world.driver(), resume=True)
@@ -295,3 +300,126 @@ def test_a_failed_apply_rolls_back_and_resume_retries_it(world: World) -> None:
     result = world.run(world.driver(), resume=True)
     assert result.outcomes[-1].status == "done"
     assert world.running_as("new", R2)
+
+
+def test_a_stalled_agent_is_given_up_on_before_anything_changes(world: World) -> None:
+    """The agent accepts every call and never answers (no status line): each try ends at the
+    call deadline, the step stops at its dry run, nothing changed, and the journal says so."""
+    world.agent.state.faults = ["stall", "stall"]
+    with pytest.raises(RuntimeFailure) as info:
+        world.run(world.driver(timeout_s=0.5, attempts=2))
+    err = info.value
+    step = f"01-recreate-{R2}"
+    assert err.message.startswith(f"{step}: the dry run of {R2} failed, nothing was changed")
+    assert "no answer within the 0.5 s call deadline" in err.message
+    assert "`agent_timeout_s`" in (err.rule or "")
+    assert "stalled agent needs a restart" in (err.fix or "")
+    assert "`resume`" in (err.fix or "")
+    assert set(err.params) >= {"resume", "agent_timeout_s"}
+    assert world.calls() == [("/compose/up", True, "v2", (R2,))] * 2
+    assert world.running_as("old", R2)
+    records = [json.loads(line) for line in world.journal.read_text().splitlines()]
+    assert [r["event"] for r in records] == ["start", "begin", "dry-run-failed"]
+    assert "call deadline" in records[-1]["error"]
+    # Nothing was touched, so --resume retries that step from its dry run, and completes.
+    result = world.run(world.driver(), resume=True)
+    assert [o.status for o in result.outcomes] == ["done", "done", "done"]
+    assert world.running_as("new", R2)
+
+
+def test_an_agent_that_stalls_during_apply_is_rolled_back_and_resumed(world: World) -> None:
+    """Dry run and scoped down answer; the up of NEW stalls on every try: the step gives up at
+    the deadline, R2 goes back to OLD, the journal has failed + rolled-back, resume retries."""
+    world.agent.state.faults = ["", "", "stall", "stall"]
+    with pytest.raises(RuntimeFailure) as info:
+        world.run(world.driver(timeout_s=0.5, attempts=2))
+    err = info.value
+    step = f"01-recreate-{R2}"
+    assert err.message.startswith(f"{step} failed: compose-manager /compose/up for {R2}")
+    assert "no answer within the 0.5 s call deadline" in err.message
+    assert f"{R2} was rolled back to OLD" in err.message
+    assert "`agent_timeout_s`" in (err.rule or "")
+    assert "`resume`" in (err.fix or "")
+    assert world.calls()[-2:] == [
+        ("/compose/down", None, "v1", (R2,)),
+        ("/compose/up", False, "v1", (R2,)),
+    ]
+    assert world.running_as("old", R2)
+    assert world.running_as("old", R1)
+    records = [json.loads(line) for line in world.journal.read_text().splitlines()]
+    assert [r["event"] for r in records][-2:] == ["failed", "rolled-back"]
+    assert "call deadline" in records[-2]["error"]
+    result = world.run(world.driver(), resume=True)
+    assert result.outcomes[-1].status == "done"
+    assert world.running_as("new", R2)
+
+
+def _cli_rollout(world: World, tmp: Path, *extra: str) -> tuple[list[str], dict[str, str]]:
+    """``tierctl rollout`` against the stand-in agent, as an operator runs it: the plan from
+    a file, the token (and a forwarded secret) from the environment."""
+    plan_path = tmp / "plan.json"
+    if not plan_path.exists():
+        plan_path.write_text(world.plan.model_dump_json(indent=2))
+        # The CLI asks for each side's file at its tag, by the plan's path.
+        world.agent.state.files[("v1", world.plan.source.path)] = world.old.text
+        world.agent.state.files[("v2", world.plan.target.path)] = world.new.text
+    skip = [
+        a for g in sorted((ALL_GATES | {"running-args"}) - {"health"}) for a in ("--skip-gate", g)
+    ]
+    args = [
+        sys.executable, "-m", "tierctl", "rollout", "--plan", str(plan_path),
+        "--driver", "compose-manager", "--agent-url", world.agent.url,
+        "--tag-old", "v1", "--tag-new", "v2", "--journal", str(world.journal),
+        "--pass-env", "HF_TOKEN", "--health-timeout-s", "0", "--agent-attempts", "1",
+        *skip, *extra,
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
+        "TIERCTL_AGENT_TOKEN": TOKEN,
+        "HF_TOKEN": "hf-SECRET-VALUE",
+    }
+    return args, env
+
+
+def test_a_rollout_killed_inside_its_rollback_is_refused_on_resume(
+    world: World, tmp_path: Path
+) -> None:
+    """`tierctl rollout` (a real process): r2's health gate fails, its rollback's scoped down
+    stalls at the agent, and the process is SIGKILLed there. `--resume` must refuse (r2 is in
+    an unknown state), name the step, the rule and the fix, and call the agent no more."""
+    world.agent.state.faults = ["", "", "", "stall"]  # dry run, down, up; the rollback stalls
+    args, env = _cli_rollout(world, tmp_path, "--agent-timeout-s", "600")
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            # The fourth call (the rollback's down of r2) has reached the agent and stalls.
+            if len(world.agent.state.requests) >= 4:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the rollout ended before its rollback"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert world.calls()[-1] == ("/compose/down", None, "v1", (R2,))
+    step = f"01-recreate-{R2}"
+    records = [json.loads(line) for line in world.journal.read_text().splitlines()]
+    assert [r["event"] for r in records] == ["start", "begin", "applied", "gate-failed"]
+    assert records[-1]["step"] == step
+
+    calls_before = len(world.agent.state.requests)
+    resumed = subprocess.run([*args, "--resume"], env=env, capture_output=True, text=True,
+                             timeout=120)  # fmt: skip
+    assert resumed.returncode == 2, resumed.stderr
+    assert f"step {step} failed and its rollback to OLD did not finish" in resumed.stderr
+    assert "rule: a rollout is never resumed over a service in an unknown state" in resumed.stderr
+    assert "fix: restore that step's service by hand from the OLD file" in resumed.stderr
+    assert "Traceback" not in resumed.stderr
+    assert len(world.agent.state.requests) == calls_before  # refused before any call
+    # Neither run let the token or the forwarded secret out.
+    for text in (out.decode(), err.decode(), resumed.stdout, resumed.stderr,
+                 world.journal.read_text()):  # fmt: skip
+        assert TOKEN not in text
+        assert "hf-SECRET-VALUE" not in text

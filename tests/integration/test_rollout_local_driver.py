@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tierctl.errors import GateFailed
+from tierctl.errors import GateFailed, InputError
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
 from tierctl.rollout.gates import GateSettings
@@ -53,6 +53,9 @@ class H(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/health":
             body, ctype = b"", "text/plain"
+        elif self.path == "/server_info" and os.environ.get("FAKE_ENGINE_HTML"):
+            # Something else answers on the port: a gateway's error page, 200 and HTML.
+            body, ctype = b"<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html"
         elif self.path == "/server_info":
             body, ctype = json.dumps(info).encode(), "application/json"
         elif self.path == "/metrics":
@@ -85,6 +88,7 @@ def compose(
     reports: dict[str, str] | None = None,
     scrape_variant_r2: str | None = None,
     delay_s: dict[str, float] | None = None,
+    html: frozenset[str] = frozenset(),
 ) -> str:
     """A small tier: r1 control, r2 canary, a proxy and a collector scraping both."""
     services: dict[str, object] = {}
@@ -111,6 +115,7 @@ def compose(
             "environment": {
                 "FAKE_ENGINE_REPORTS": (reports or {}).get(name, "{}"),
                 "FAKE_ENGINE_DELAY_S": str((delay_s or {}).get(name, 0)),
+                **({"FAKE_ENGINE_HTML": "1"} if name in html else {}),
             },
             "labels": {"config_variant": variant, "tierctl.role": role},
         }
@@ -214,6 +219,40 @@ def test_an_engine_reporting_other_args_is_rolled_back(tier: Tier) -> None:
     assert tier.driver.state()["model-r1"]["pid"] == r1_pid
     events = [json.loads(line)["event"] for line in tier.journal.read_text().splitlines()]
     assert events == ["start", "begin", "applied", "gate-failed", "rolled-back"]
+
+
+def test_an_engine_answering_html_for_server_info_is_rolled_back_and_not_resumed(
+    tier: Tier,
+) -> None:
+    old_p, new_p = tier.files(
+        compose(tier.ports, {"r1": 1, "r2": 1}),
+        compose(tier.ports, {"r1": 1, "r2": 2}, html=frozenset({"r2"})),
+    )
+    plan, old, new = tier.start_old(old_p, new_p)
+    r1_pid = tier.driver.state()["model-r1"]["pid"]
+    options = RolloutOptions(tier.journal, gates=GateSettings(poll_interval_s=0.05))
+    with pytest.raises(GateFailed) as info:
+        run_rollout(plan, tier.driver, old, new, options)  # type: ignore[arg-type]
+    err = info.value
+    assert err.message.startswith("01-recreate-model-r2 failed: model-r2: /server_info did not")
+    assert "answer JSON (it began '<html><body><h1>502 Bad Gateway" in err.message
+    assert "model-r2 was rolled back to OLD" in err.message
+    assert err.rule == "a recreated engine reports its server args"
+    assert "/server_info" in (err.fix or "")
+    # The canary is back on OLD (it answers JSON again, with OLD's flag); r1 was never touched.
+    assert tier.reported("model-r2", "prefill_decode_interval") == 1
+    assert tier.driver.state()["model-r1"]["pid"] == r1_pid
+    records = [json.loads(line) for line in tier.journal.read_text().splitlines()]
+    assert [r["event"] for r in records] == ["start", "begin", "applied", "gate-failed",
+                                             "rolled-back"]  # fmt: skip
+    assert "did not answer JSON" in records[3]["error"]
+    # A canary that failed its gate is never resumed into the rest of the plan.
+    with pytest.raises(InputError, match="rolled back after a failed gate"):
+        run_rollout(
+            plan, tier.driver, old, new,
+            RolloutOptions(tier.journal, resume=True, gates=GateSettings(poll_interval_s=0.05)),
+        )  # type: ignore[arg-type]  # fmt: skip
+    assert tier.reported("model-r2", "prefill_decode_interval") == 1
 
 
 def test_a_variant_the_collector_would_report_differently_is_rolled_back(tier: Tier) -> None:

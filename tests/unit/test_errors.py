@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -98,3 +100,184 @@ def test_render_refusing_to_overwrite_names_the_force_option(
     assert result.code == 2, result.err
     assert "or pass --force to replace it" in result.err
     assert "point `output` elsewhere" in result.err  # a spec field, not an option: kept as is
+
+
+# --- the library names no CLI option -----------------------------------------------------
+
+SRC = Path(__file__).parents[2] / "src" / "tierctl"
+#: Where the command line is the subject: the CLI itself, and the demo that drives it.
+UI_PACKAGES = frozenset({"cli", "demo", "__main__"})
+#: Keywords that carry operator-facing wording (TierctlError, readers' missing-file advice).
+WORDING_KEYWORDS = frozenset({"message", "rule", "fix", "missing", "missing_fix"})
+#: Lists whose lines reach the operator as they are (rollout gate notes, validate's report).
+WORDING_LISTS = frozenset({"notes", "unchecked"})
+_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+#: (module, flag) -> why that module's wording may spell a name tierctl's CLI also has.
+NOT_OURS = {
+    ("rollout/drivers/docker.py", "--dry-run"): "docker compose's own flag",
+    ("sim/config.py", "--flag"): "a pattern for any engine flag: --flag [value ...]",
+    # an HTTP 413 body the server sends its clients, who have no labels to apply: it names the
+    # option of the command that runs the server (tests/integration/test_sim_server.py)
+    ("sim/server.py", "--max-body-mib"): "`tierctl sim serve`'s limit, in its HTTP error body",
+}
+
+
+def _cli_options() -> set[str]:
+    import click
+
+    from tierctl.cli.main import cli
+
+    out: set[str] = set()
+    ctx = click.Context(cli)
+
+    def walk(command: click.Command) -> None:
+        for param in command.params:
+            if isinstance(param, click.Option):
+                out.update(o for o in (*param.opts, *param.secondary_opts) if o.startswith("--"))
+        if isinstance(command, click.Group):
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                if sub is not None:
+                    walk(sub)
+
+    walk(cli)
+    return out
+
+
+def _engine_flags() -> set[str]:
+    from tierctl.catalog import load_catalog
+    from tierctl.catalog.store import shipped
+
+    out: set[str] = set()
+    for engine, version in shipped():
+        for flag in load_catalog(engine, version).flags.values():
+            out.update((flag.name, *flag.aliases))
+    return out
+
+
+def _is_error(call: ast.Call) -> bool:
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+    return name.endswith(("Error", "Errors", "Failed", "Failure", "Violation"))
+
+
+def _is_wording_list_append(call: ast.Call) -> bool:
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr in ("append", "extend")):
+        return False
+    target = func.value
+    name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
+    return name in WORDING_LISTS
+
+
+def _strings(node: ast.AST) -> list[str]:
+    return [
+        n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    ]
+
+
+def _wording() -> list[tuple[str, str]]:
+    """(``module:line``, text) of every literal the library shows an operator as wording."""
+    out: list[tuple[str, str]] = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC)
+        if (rel.parts[0] if len(rel.parts) > 1 else rel.stem) in UI_PACKAGES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            where = f"{rel.as_posix()}:{node.lineno}"
+            if _is_error(node) or _is_wording_list_append(node):
+                parts: list[ast.AST] = [*node.args, *(k.value for k in node.keywords)]
+            else:
+                parts = [k.value for k in node.keywords if k.arg in WORDING_KEYWORDS]
+            out += [(where, text) for part in parts for text in _strings(part)]
+    return out
+
+
+def test_the_wording_scan_sees_library_errors() -> None:
+    # guard against a scan that finds nothing and so passes
+    texts = [t for _, t in _wording()]
+    assert any("exists: this plan was started before" in t for t in texts)  # an error message
+    assert any("use one of: " in t for t in texts)  # a fix= keyword
+    assert any("skipped, as asked" in t for t in texts)  # a gate note
+    assert {"--repeat", "--resume", "--engine", "--wheel"} <= _cli_options()
+
+
+def test_library_wording_names_no_cli_option() -> None:
+    """Library errors name their parameters (in backticks, listed in ``params``); the CLI puts
+    its option names in. An engine's own flag (``--max-model-len``, also ``--host``) may be
+    named: the message is about the engine's argv then."""
+    options = _cli_options() - _engine_flags()
+    hits = [
+        f"{where}: {found} in {text[:80]!r}"
+        for where, text in _wording()
+        for found in _OPTION.findall(text)
+        if found in options and (where.split(":")[0], found) not in NOT_OURS
+    ]
+    assert hits == []
+
+
+def test_a_missing_wheel_names_the_wheel_option(
+    run_cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    from tierctl.catalog.build import build_catalog
+
+    missing = tmp_path / "none.whl"
+    with pytest.raises(InputError) as info:
+        build_catalog("sglang==0.5.9", wheel=missing)
+    assert info.value.format().startswith(f"`wheel` {missing}: no such file")
+    result = run_cli("catalog", "build", "sglang==0.5.9", "--wheel", str(missing))
+    assert result.code == 2
+    assert f"--wheel {missing}: no such file" in result.err
+
+
+def test_a_started_journal_names_the_resume_and_journal_options(tmp_path: Path) -> None:
+    from tierctl.rollout.executor import _open_journal
+    from tierctl.rollout.journal import Journal
+
+    path = tmp_path / "j.jsonl"
+    path.write_text('{"plan": "p", "event": "start"}\n', encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        _open_journal(Journal(path, "p"), resume=False)
+    assert "pass `resume` to continue it, or `journal_path` NEW_PATH" in info.value.format()
+    labelled = info.value.format(option_labels(["rollout"]))
+    assert "pass --resume to continue it, or --journal NEW_PATH for a fresh run" in labelled
+
+
+def test_validate_without_a_catalog_names_the_engine_option(
+    run_cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    from tierctl.contracts.standalone import validate_files
+
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        "services:\n  e:\n    image: lmsysorg/sglang:latest\n"
+        "    command: python3 -m sglang.launch_server --port 30000\n",
+        encoding="utf-8",
+    )
+    report = validate_files([compose])
+    assert "pass `engine` sglang==VERSION" in report.text()
+    result = run_cli("validate", str(compose))
+    assert "pass --engine sglang==VERSION" in result.out, result.out + result.err
+
+
+def test_an_empty_readout_window_names_the_library_parameters() -> None:
+    from tierctl.readout import run_readout
+    from tierctl.readout.analysis import Arm
+
+    arm = Arm("r", 'container_name="r"', None)
+    with pytest.raises(InputError) as info:
+        run_readout(None, arm, arm, start_s=10.0, end_s=10.0, step_s=0.0)  # type: ignore[arg-type]
+    assert "give an `end_s` after `start_s` and a positive `step_s`" in info.value.format()
+
+
+def test_the_readout_cli_refuses_a_zero_window_in_its_option_names(
+    run_cli: Callable[..., CliResult],
+) -> None:
+    spec = Path(__file__).parents[2] / "examples" / "glm53-long-context" / "tier.yaml"
+    result = run_cli(
+        "readout", "--spec", str(spec), "--prometheus", "http://127.0.0.1:9", "--window", "0s"
+    )
+    assert result.code == 2, result.err
+    assert "--window must be positive" in result.err

@@ -96,6 +96,12 @@ def test_compose_reading_never_imports_the_spec() -> None:
     assert _offenders(frozenset({"compose"}), frozenset({"spec", "render", "contracts"})) == []
 
 
+def test_compose_reading_knows_no_engine() -> None:
+    """engines/ reads argv with compose/'s parser; an engine-aware comparison of compose files
+    (the import's round trip: ``spec.semantic_diff``) lives above both."""
+    assert _offenders(frozenset({"compose"}), frozenset({"engines"})) == []
+
+
 def test_engine_profiles_import_no_lifecycle_step() -> None:
     """engines/ is the one place an engine is known; steps ask it, it asks none of them."""
     above = STEPS | {"spec", "render", "contracts", "cli", "demo"}

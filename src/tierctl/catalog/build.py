@@ -79,7 +79,7 @@ def build_catalog(
             distribution, version, cache_dir or default_cache_dir(), runner=runner
         )
     elif not wheel.is_file():
-        raise InputError(f"--wheel {wheel}: no such file")
+        raise InputError(f"`wheel` {wheel}: no such file", params=("wheel",))
     extractor = EXTRACTORS[engine]
     files = read_members(wheel, extractor.wanted)
     try:

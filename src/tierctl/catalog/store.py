@@ -54,8 +54,8 @@ def load_catalog(engine: str, version: str) -> Catalog:
         have = ", ".join(f"{e}=={v}" for e, v in shipped() if e == engine) or "none"
         raise InputError(
             f"no flag catalog for {engine}=={version} (shipped: {have})",
-            fix=f"run `tierctl catalog build {engine}=={version} --out {path.name}` and pass it, "
-            "or pin a shipped release",
+            fix=f"build it (`tierctl catalog build {engine}=={version}`, or `build_catalog`) "
+            f"into {path.name} and pass that file, or pin a shipped release",
         )
     return Catalog.from_path(path)
 

@@ -84,7 +84,8 @@ def download_wheel(
         )
         raise RuntimeFailure(
             f"could not download {distribution}=={version}: " + " / ".join(tail),
-            fix="check the version exists on the index, or pass --wheel PATH",
+            fix="check the version exists on the index, or pass `wheel` PATH",
+            params=("wheel",),
         )
     return found
 

@@ -26,12 +26,12 @@ VERDICT_EXIT = {
 
 
 def parse_duration(text: str, option: str) -> float:
-    """``90s``, ``5m``, ``24h``, ``2d`` -> seconds."""
+    """``90s``, ``5m``, ``24h``, ``2d`` -> seconds (more than zero)."""
     match = _DURATION.match(text.strip())
-    if not match:
+    if not match or float(match.group(1)) <= 0:
         raise InputError(
-            f"{option}: {text!r} is not a duration",
-            rule="duration",
+            f"{option}: {text!r} is not a duration" if not match else f"{option} must be positive",
+            rule="duration" if not match else "a readout window and step are longer than zero",
             value=text,
             fix="write a number and a unit: 90s, 5m, 24h, 2d",
         )

@@ -88,7 +88,10 @@ def plan(
 )
 @click.option("--driver", required=True, type=click.Choice(["compose-manager", "docker", "local"]))
 @click.option(
-    "--journal", type=click.Path(path_type=Path), help="Journal file [PLAN.journal.jsonl]."
+    "--journal",
+    "journal_path",
+    type=click.Path(path_type=Path),
+    help="Journal file [PLAN.journal.jsonl].",
 )
 @click.option("--resume", is_flag=True, help="Continue the journal; finished steps are skipped.")
 @click.option("--dry-run", is_flag=True, help="Run every step's dry run only; apply nothing.")
@@ -196,7 +199,7 @@ def plan(
 def rollout(
     plan_path: Path,
     driver: str,
-    journal: Path | None,
+    journal_path: Path | None,
     resume: bool,
     dry_run: bool,
     repo: Path | None,
@@ -242,7 +245,7 @@ def rollout(
         agent_attempts=agent_attempts,
     )
     options = RolloutOptions(
-        journal_path=journal or plan_path.with_suffix(".journal.jsonl"),
+        journal_path=journal_path or plan_path.with_suffix(".journal.jsonl"),
         resume=resume,
         dry_run=dry_run,
         gates=GateSettings(

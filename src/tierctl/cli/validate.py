@@ -58,5 +58,8 @@ def validate(
         report = validate_files(compose, engine=engine or catalog, strict=strict)
     else:
         report = validate_paths(spec_path, compose, catalog=catalog)
-    click.echo(report.to_json() if fmt == "json" else report.text())
+    from tierctl.cli.main import option_labels
+
+    text = report.text(option_labels(["validate"]))
+    click.echo(report.to_json() if fmt == "json" else text)
     return report.exit_code

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tierctl.errors import ExitCode, Location
+from tierctl.errors import ExitCode, Location, label_params
 
 #: Rule id -> short name. Each rule is described in docs/contracts.md.
 RULES: dict[str, str] = {
@@ -90,6 +91,8 @@ class Report:
     warnings: tuple[Violation, ...] = field(default=())
     #: What could not be checked, and why (validation without a spec names these).
     unchecked: tuple[str, ...] = field(default=())
+    #: Library parameters the ``unchecked`` lines name in backticks (see ``TierctlError``).
+    params: tuple[str, ...] = field(default=())
 
     @property
     def ok(self) -> bool:
@@ -116,11 +119,17 @@ class Report:
         n = len(self.violations)
         return f"{n} violation{'s' if n != 1 else ''} ({by_rule}) in {scope}"
 
-    def text(self) -> str:
-        """Every violation on its own line, then the summary."""
+    def text(self, labels: Mapping[str, str] | None = None) -> str:
+        """Every violation on its own line, then the summary.
+
+        Args:
+            labels: the caller's names for :attr:`params` (the CLI's options).
+        """
         lines = [v.line() for v in self.violations]
         lines += [f"warning: {w.line()}" for w in self.warnings]
-        lines += [f"not checked: {u}" for u in self.unchecked]
+        lines += [
+            f"not checked: {label_params(u, self.params, labels or {})}" for u in self.unchecked
+        ]
         return "\n".join([*lines, self.summary()])
 
     def to_json(self) -> str:

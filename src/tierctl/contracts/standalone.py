@@ -92,7 +92,7 @@ def find_engines(
                 else f"no shipped catalog for {profile.kind}=={version} (shipped: {have})"
             )
             unchecked.append(
-                f"{name}: engine flags (TC004): {why}; pass --engine {profile.kind}==VERSION "
+                f"{name}: engine flags (TC004): {why}; pass `engine` {profile.kind}==VERSION "
                 f"or build one with `tierctl catalog build {profile.kind}=={version or 'X'}`"
             )
         shell_token = None
@@ -180,7 +180,10 @@ def validate_files(
     """
     if not paths:
         raise InputError(
-            "nothing to validate", rule="usage", fix="pass compose files, or --spec SPEC"
+            "nothing to validate",
+            rule="usage",
+            fix="pass the compose files to check in `paths`",
+            params=("paths",),
         )
     if engine and "==" in engine:
         parse_ref(engine)  # a clear error for a bad KIND==VERSION before reading files
@@ -229,6 +232,7 @@ def validate_files(
         violations=tuple(violations),
         warnings=tuple(warnings),
         unchecked=tuple(unchecked),
+        params=("engine",),
     )
 
 

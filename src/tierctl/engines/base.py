@@ -21,26 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tierctl.catalog.engine_catalog import Catalog, Flag
-
-
-def _argv_module() -> Any:
-    # tierctl.compose's package imports the spec, which imports the profiles: read it late.
-    from tierctl.compose import argv
-
-    return argv
-
-
-def first_flag(argv: list[str] | tuple[str, ...]) -> int:
-    """Index of the first ``--`` token of an argv (see :func:`tierctl.compose.argv.first_flag`)."""
-    index: int = _argv_module().first_flag(argv)
-    return index
-
-
-def parse_flags(argv: tuple[str, ...], start: int, catalog: Catalog | None) -> list[Any]:
-    """Flag uses of an argv from ``start`` (see :func:`tierctl.compose.argv.parse_flags`)."""
-    uses: list[Any] = _argv_module().parse_flags(argv, start, catalog)
-    return uses
-
+from tierctl.compose.argv import first_flag, parse_flags
 
 # An image tag naming a release: v0.5.3, 0.10.1.1, v0.4.9.post2-cu126, v0.11.0rc1.
 _RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:\.?post\d+|rc\d+)?)(?:$|[-_+])")

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tierctl.catalog.engine_catalog import Catalog
+from tierctl.compose.argv import first_flag
 from tierctl.engines.base import (
     ArgvCheck,
     EngineMetrics,
@@ -27,7 +28,6 @@ from tierctl.engines.base import (
     LogprobShapeError,
     MetricRef,
     TokenScore,
-    first_flag,
     format_flag_value,
     rendered_flags,
     same_value,
@@ -190,7 +190,12 @@ class SGLangProfile(EngineProfile):
         try:
             info = json.loads(body)
         except ValueError:
-            return ArgvCheck("/server_info", error="/server_info did not answer JSON")
+            # Often an HTML page from something else on the port (a proxy's error page, a
+            # gateway): show how it begins so the operator can tell which.
+            start = " ".join(body[:80].split())
+            return ArgvCheck(
+                "/server_info", error=f"/server_info did not answer JSON (it began {start!r})"
+            )
         if not isinstance(info, dict):
             return ArgvCheck("/server_info", error="/server_info did not answer a JSON object")
         flags = rendered_flags(expected_argv, first_flag(expected_argv))

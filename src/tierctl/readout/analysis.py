@@ -255,7 +255,8 @@ def run_readout(
             "the window is empty",
             rule="readout-window",
             value=f"{start_s}..{end_s} step {step_s}",
-            fix="give a positive --window and --step",
+            fix="give an `end_s` after `start_s` and a positive `step_s`",
+            params=("start_s", "end_s", "step_s"),
         )
     profile, prefix = resolve_engine(client, engine, prefix)
     # Steps are labelled by their end: each value covers (t - step, t].
@@ -429,7 +430,7 @@ def metric_drift(q: _Query, arms: tuple[Arm, Arm], families: list[MetricRef]) ->
         found = sorted({n for r in (a, b) for n in seen[r]})[:5]
         out.append(
             f"no {q.prefix} series for either arm; the window holds {', '.join(found)}: "
-            "is the spec's engine (or --prefix) the one these replicas run?"
+            "is the spec's engine (or the metric prefix asked for) the one these replicas run?"
         )
     return out
 

@@ -69,8 +69,9 @@ def check_output_inside(target: Path, spec_path: Path) -> None:
             location=Location(file=str(spec_path), path="output"),
             rule="a spec writes next to itself",
             value=str(target),
-            fix="point output at a path inside the spec's folder, or pass --output PATH "
-            "(or --allow-outside) to write there on purpose",
+            fix="point the spec's output: at a path inside its folder, or pass `output` PATH "
+            "(or `allow_outside`) to write there on purpose",
+            params=("output", "allow_outside"),
         )
 
 

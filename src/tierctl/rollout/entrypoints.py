@@ -93,7 +93,7 @@ def load_plan(path: Path) -> Plan:
         path,
         what="plan",
         missing=f"cannot read plan {path}: no such file",
-        missing_fix="write one with `tierctl plan --from OLD --to NEW --json -o plan.json`",
+        missing_fix="write one with `tierctl plan` in its JSON form (or `plan_files`)",
     )
     try:
         return Plan.model_validate_json(text)
@@ -102,8 +102,8 @@ def load_plan(path: Path) -> Plan:
         raise InputError(
             f"{path} is not a tierctl plan: {first['msg']}",
             location=Location(file=str(path), path=".".join(str(p) for p in first["loc"])),
-            rule="`plan_path` names a file written by `tierctl plan --json`",
-            fix="write one with `tierctl plan --from OLD --to NEW --json -o plan.json`",
+            rule="`plan_path` names a plan `tierctl plan` wrote in its JSON form",
+            fix="write one with `tierctl plan` in its JSON form (or `plan_files`)",
             params=("plan_path",),
         ) from None
 

@@ -220,7 +220,8 @@ def _open_journal(journal: Journal, resume: bool) -> frozenset[str]:
             f"journal {journal.path} exists: this plan was started before",
             location=Location(file=str(journal.path)),
             rule="a rollout never repeats a finished step",
-            fix="pass --resume to continue it, or --journal NEW_PATH for a fresh run",
+            fix="pass `resume` to continue it, or `journal_path` NEW_PATH for a fresh run",
+            params=("resume", "journal_path"),
         )
     state = journal.read()
     if state.unfinished_rollback:
@@ -323,7 +324,21 @@ def _run_step(
         return StepOutcome(step.id, "done", tuple(notes))
     if journal is not None:
         journal.write("begin", step.id, action=step.action, service=step.service)
-    planned = driver.dry_run(side, [step.service])
+    try:
+        planned = driver.dry_run(side, [step.service])
+    except TierctlError as exc:
+        # Nothing was touched yet: journaled as such (not "failed", which would mean a service
+        # in an unknown state), so --resume retries this step from its dry run.
+        if journal is not None:
+            journal.write("dry-run-failed", step.id, error=exc.message)
+        raise type(exc)(
+            f"{step.id}: the dry run of {step.service} failed, nothing was changed: {exc.message}",
+            location=exc.location,
+            rule=exc.rule,
+            value=exc.value,
+            fix=exc.fix,
+            params=exc.params,
+        ) from exc
     if planned.changed != {step.service} or planned.removed:
         message = (
             f"{step.id}: the dry run plans {sorted(planned.changed) or 'nothing'}"
@@ -370,7 +385,9 @@ def _run_step(
             _restore(step, drained, journal, timeout_s, say)
         except TierctlError as again:
             message += f"; but {again.message} (fix: {again.fix})"
-        raise type(exc)(message, rule=exc.rule, value=exc.value, fix=exc.fix) from exc
+        raise type(exc)(
+            message, rule=exc.rule, value=exc.value, fix=exc.fix, params=exc.params
+        ) from exc
     for note in notes:
         say(f"{step.id}: {note}")
     # Put back only after the gates passed: the proxy never routes to an unproven replica.

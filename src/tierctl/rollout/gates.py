@@ -123,7 +123,7 @@ def run_gates(ctx: GateContext) -> list[str]:
     """Run the step's gates in order; return notes; raise GateFailed at the first failure."""
     for gate in ctx.step.gates:
         if gate in ctx.settings.skip:
-            ctx.notes.append(f"{gate}: skipped by --skip-gate")
+            ctx.notes.append(f"{gate}: skipped, as asked")
             continue
         GATES[gate](ctx)
     return ctx.notes
@@ -266,7 +266,7 @@ def gate_metrics_variant(ctx: GateContext) -> None:
 def gate_prometheus_variants(ctx: GateContext) -> None:
     """After the collector is recreated, Prometheus shows every recreated engine's new variant."""
     if not ctx.settings.prometheus_url:
-        ctx.notes.append("prometheus-variants: no --prometheus-url, not checked")
+        ctx.notes.append("prometheus-variants: no Prometheus URL given, not checked")
         return
     wanted = {c: v for c, v in ctx.recreated_engines.items() if v}
     if wanted:
@@ -490,7 +490,7 @@ _ALL: tuple[Gate, ...] = (
         "soak",
         gate_soak_identity,
         _describe_soak,
-        "health, error rate, no restart and no fatal log line for --soak-s",
+        "health, error rate, no restart and no fatal log line for `soak_s`",
     ),
 )
 

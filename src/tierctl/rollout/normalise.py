@@ -61,7 +61,8 @@ def load_services(text: str, origin: str, env: Mapping[str, str] | None = None) 
             "compose file has no services mapping",
             location=Location(file=origin, path="services"),
             rule="a compose file has a top-level `services:` mapping",
-            fix="point --from/--to at a docker compose file",
+            fix="point `old`/`new` at a docker compose file",
+            params=("old", "new"),
         )
     for name, svc in compose.services.items():
         for key in _STRING_KEYS:

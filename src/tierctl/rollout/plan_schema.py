@@ -82,7 +82,8 @@ class Plan(_Model):
     steps: list[Step] = Field(description="Ordered steps; empty when nothing changes.")
     untouched: list[str] = Field(description="Services the rollout never touches.")
     allowed: list[str] = Field(
-        default_factory=list, description="Protected services --allow let the plan recreate."
+        default_factory=list,
+        description="Protected services the plan may recreate (PlanOptions.allow).",
     )
     variant_label: str = Field(
         default=VARIANT_LABEL,

@@ -215,7 +215,7 @@ def _other_steps(changes: list[ServiceChange], protected: set[str]) -> list[_Dra
 def _allowed_steps(changes: list[ServiceChange], protected: set[str]) -> list[_Draft]:
     """6. Protected services the operator allowed."""
     return [
-        (_apply(c), c, "new", f"allowed by --allow: {', '.join(c.reasons)}", [])
+        (_apply(c), c, "new", f"protected, allowed by the operator: {', '.join(c.reasons)}", [])
         for c in changes
         if c.service in protected and c.change in ("recreate", "added")
     ]

@@ -4,7 +4,9 @@ It speaks the agent's API (``POST /compose/up``, ``POST /compose/down``, bearer 
 ``stdout``/``stderr``/``exit`` events) over compose files it is given by ``(tag, file)``, keeps
 which services "run" with which definition, and answers dry runs with docker compose's own
 line format. Faults can be queued per request: ``"500"``, ``"timeout"`` (answers after
-``slow_s``), ``"cut"`` (stream ends without an exit event), ``"exit1"``, and
+``slow_s``), ``"stall"`` (accepts the request and never answers, not even a status line,
+until the client hangs up), ``"trickle"`` (output lines but no exit event for ``slow_s``),
+``"cut"`` (stream ends without an exit event), ``"exit1"``, and
 ``"extra:SERVICE"`` (a dry run that also plans SERVICE). Like the real agent it rejects env keys
 that are not shell names; unlike it, it refuses an empty ``services`` list with 400 instead of
 applying every service, so a client bug shows. Requires the ``sim`` extra (aiohttp).
@@ -136,7 +138,7 @@ class StandinAgent:
         if isinstance(body, web.Response):
             return body
         fault = await self._fault()
-        early = await self._early_fault(fault)
+        early = await self._early_fault(fault, request)
         if early is not None:
             return early
         services = load_services(
@@ -183,7 +185,16 @@ class StandinAgent:
                 lines.append(f" ✔ Container {container}  Removed")
         return await self._stream(request, lines, fault)
 
-    async def _early_fault(self, fault: str | None) -> web.Response | None:
+    async def _early_fault(self, fault: str | None, request: web.Request) -> web.Response | None:
+        if fault == "stall":
+            # Accepted and read, then silence: only the client's deadline ends the call. The
+            # handler returns once the client hangs up (or after 10 minutes), so stopping the
+            # agent never waits on it.
+            for _ in range(12_000):
+                if request.transport is None or request.transport.is_closing():
+                    break
+                await asyncio.sleep(0.05)
+            return web.json_response({"error": "stalled"}, status=500)
         if fault == "500":
             return web.json_response({"error": "injected"}, status=500)
         if fault == "timeout":

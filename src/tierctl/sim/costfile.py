@@ -64,7 +64,7 @@ def read_cost_model(path: str | Path) -> tuple[CostModel, dict[str, Any]]:
         raise InputError(
             f"the cost model file is not JSON: {exc}",
             location=loc,
-            fix="write it with `tierctl sim fit ... --out FILE`",
+            fix="write it with `tierctl sim fit` (its output file)",
         ) from None
     if (
         not isinstance(doc, dict)
@@ -76,7 +76,7 @@ def read_cost_model(path: str | Path) -> tuple[CostModel, dict[str, Any]]:
             location=loc,
             rule=f'a cost model file is a JSON object with "kind": "{KIND}" and a "model" object',
             value=type(doc).__name__ if not isinstance(doc, dict) else doc.get("kind"),
-            fix="write it with `tierctl sim fit ... --out FILE` (see docs/sim.md)",
+            fix="write it with `tierctl sim fit` (its output file; see docs/sim.md)",
         )
     prov = doc.get("provenance") or {}
     raw: dict[str, Any] = doc["model"]

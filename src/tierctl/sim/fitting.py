@@ -432,7 +432,8 @@ def read_bench_requests(path: str | Path) -> list[MeasuredRequest]:
             "not a tierctl bench results file",
             location=Location(file=str(p)),
             rule='a results.json of `tierctl bench run` ("kind": "run") or `bench ab` ("kind": "ab")',
-            fix="pass the results.json that `tierctl bench run --out DIR` wrote",
+            fix="pass the results.json that `tierctl bench run` (or `bench ab`) wrote into its "
+            "output folder",
         )
     out: list[MeasuredRequest] = []
     for n, run in enumerate(runs):

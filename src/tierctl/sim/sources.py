@@ -41,9 +41,10 @@ class EngineSource:
         if self.replica not in tier.replicas:
             raise InputError(
                 f"no replica {self.replica!r} in the spec",
-                rule="--replica names one of the spec's replicas",
+                rule="`replica` names one of the spec's replicas",
                 value=self.replica,
                 fix="use one of: " + ", ".join(tier.replicas),
+                params=("replica",),
             )
         argv = [*tier.replicas[self.replica].argv, *self.argv]
         engine = tier.spec.engine

@@ -8,7 +8,7 @@ one engine: the flags, environment and compose keys they share become the engine
 each replica's overrides. Every other service is kept as it is, as a spec service.
 
 The result is checked before it is returned: the spec loads (every spec rule holds), and its
-rendering is semantically equal to the input (:func:`tierctl.compose.semantic.semantic_diff`:
+rendering is semantically equal to the input (:func:`tierctl.spec.semantic_diff.semantic_diff`:
 tierctl's own labels and project name aside). Anything the spec cannot say is refused with
 the service and key named, never dropped silently.
 """
@@ -23,13 +23,13 @@ from typing import Any
 
 from tierctl.compose import ComposeFile, Interpolation, load_compose, merge_compose, parse_compose
 from tierctl.compose.argv import parse_flags
-from tierctl.compose.semantic import semantic_diff
 from tierctl.contracts.hygiene import secrets as literal_secrets
 from tierctl.contracts.standalone import EngineService, find_engines
 from tierctl.errors import InputError, Location
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.spec.loader import load_spec_text
+from tierctl.spec.semantic_diff import semantic_diff
 from tierctl.spec.tier_spec import TierSpec
 
 _REPLICA = re.compile(r"^[a-z0-9][a-z0-9_-]*$")

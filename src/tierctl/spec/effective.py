@@ -15,6 +15,7 @@ from typing import Any
 
 from tierctl.catalog.engine_catalog import Catalog
 from tierctl.engines import EngineProfile, profile_for
+from tierctl.engines.base import format_scalar
 from tierctl.errors import InputError
 from tierctl.spec.tier_spec import EnvToken, SecretRef, Service, TierSpec
 
@@ -29,13 +30,6 @@ class VariantError(ValueError):
         super().__init__(f"{{{placeholder}}}: {reason}")
         self.placeholder = placeholder
         self.reason = reason
-
-
-def format_scalar(value: Any) -> str:
-    """One argv token for a scalar: ints and floats as Python prints them, strings as is."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def flag_tokens(name: str, value: Any) -> list[str]:

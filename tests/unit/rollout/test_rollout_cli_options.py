@@ -21,7 +21,6 @@ from tierctl.rollout.gates import GateSettings
 RENAMED = {
     (DriverConfig, "name"): "driver",
     (GateSettings, "skip"): "skip_gate",
-    (RolloutOptions, "journal_path"): "journal",
 }
 #: Fields the command does not offer, and why.
 NOT_OPTIONS = {

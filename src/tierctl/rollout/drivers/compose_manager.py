@@ -253,11 +253,19 @@ class ComposeManagerDriver:
                 self._sleep(delay)
                 delay *= 2
         tries = "once (not idempotent)" if not idempotent else f"{self._attempts} times"
+        slow = "call deadline" in last
         raise RuntimeFailure(
             f"compose-manager {path} for {', '.join(body['services'])} failed {tries}: {last}",
-            rule="the agent must answer with an exit event of code 0",
-            fix="check the agent's log on the host and retry with `resume`",
-            params=("resume",),
+            rule="the agent must answer with an exit event of code 0"
+            + (f", within the {self._timeout_s:g} s `agent_timeout_s` of a call" if slow else ""),
+            fix="check the agent's log on the host"
+            + (
+                " (a stalled agent needs a restart; a slow pull, a longer `agent_timeout_s`)"
+                if slow
+                else ""
+            )
+            + " and retry with `resume`",
+            params=("resume", "agent_timeout_s"),
         )
 
     def _once(self, path: str, body: dict[str, Any]) -> CallResult:
@@ -296,7 +304,12 @@ class ComposeManagerDriver:
                         exit_code = int(event[1])
                     else:
                         lines.append(event[1])
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
+        except httpx.TimeoutException as exc:
+            # Connected and then silence (or no connection at all): say which deadline passed.
+            raise _Retryable(
+                f"no answer within the {self._timeout_s:g} s call deadline ({type(exc).__name__})"
+            ) from None
+        except httpx.TransportError as exc:
             raise _Retryable(f"{type(exc).__name__}: {exc}") from None
         if exit_code is None:
             raise _Retryable("event stream ended without an exit event")

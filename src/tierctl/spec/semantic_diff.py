@@ -8,7 +8,9 @@ secrets and configs are the same. Not compared, because they are tierctl's own b
 the project ``name``, ``x-*`` extension keys and ``tierctl.*`` labels; a service without
 ``logging`` equals one with ``logging: {driver: json-file}`` (docker's default driver).
 
-Used by ``tierctl import`` (import -> render -> diff must be empty) and its tests.
+Used by ``tierctl import`` (import -> render -> diff must be empty) and its tests. It reads
+argv as the engines do, so it lives above the engine profiles, not in ``compose/`` (which the
+profiles import).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from tierctl.compose.argv import parse_flags
 from tierctl.compose.compose_file import ComposeFile, ComposeService
 from tierctl.compose.forms import normalise_depends_on
+from tierctl.engines import PROFILES, profile_for_argv
 
 #: Label prefix the renderer adds; not part of what a service runs.
 TIERCTL_LABELS = "tierctl."
@@ -51,8 +54,6 @@ def semantic_diff(a: ComposeFile, b: ComposeFile) -> list[str]:
 
 def canonical_service(service: ComposeService) -> dict[str, Any]:
     """A service in the form :func:`semantic_diff` compares."""
-    from tierctl.engines import PROFILES, profile_for_argv  # engines imports compose
-
     data = {k: v for k, v in service.data.items() if not str(k).startswith("x-")}
     entry = service.entrypoint or ()
     command = service.command or ()
