@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
 import random
 import sys
 import tempfile
@@ -50,6 +51,7 @@ def main(args: argparse.Namespace) -> int:
         fit_timings,
         iteration_residuals,
         parse_vllm_iterations,
+        vllm_token_budget,
     )
 
     q = args.quick
@@ -92,8 +94,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"  timings alone: residual TTFT median {res['ttft_median_abs_rel_error']:.1%}, "
               f"TPOT median {res['tpot_median_abs_rel_error']:.1%}")  # fmt: skip
         models["timings"] = old
-        steps = fit_iterations(its, base, name="fitted:vllm-cpu-tiny:iterations")
-        sres = iteration_residuals(steps, its)
+        budget = vllm_token_budget(config, base)
+        steps = fit_iterations(its, base, name="fitted:vllm-cpu-tiny:iterations",
+                               budget_tokens=budget)  # fmt: skip
+        sres = iteration_residuals(steps, its, budget)
         new, nres = fit_overheads(steps, fit_on, config)
         print(f"  iteration log ({len(its)} steps; step-time residual prefill "
               f"{sres['prefill_mean_abs_rel_error']:.1%}, decode "
@@ -104,14 +108,19 @@ def main(args: argparse.Namespace) -> int:
         print(f"  {'coefficient':<24}{'timings':>12}{'log':>12}")
         for f in ("prefill_base_s", "prefill_per_token_s", "prefill_attn_pair_s",
                   "decode_base_s", "decode_per_seq_s", "decode_per_ctx_token_s",
-                  "round_overhead_s"):  # fmt: skip
+                  "round_overhead_s", "request_overhead_s"):  # fmt: skip
             print(f"  {f:<24}{getattr(old, f):>12.4g}{getattr(new, f):>12.4g}")
         worst = dict.fromkeys(models, 0.0)
         for name, plan in plans.items():
+            cpu0 = _cpu_seconds()
+            w0 = time.monotonic()
             got = asyncio.run(measure(url, SERVED_NAME, plan, seed=2))
+            busy = (_cpu_seconds() - cpu0) / (time.monotonic() - w0)
             _save(args.save, name, got)
             rows = {k: compare_figures(got, predict(got, config, m)) for k, m in models.items()}
-            print(f"\n{name} ({len(got)} requests)")
+            # The machine's load while it ran: step times follow it on a shared host.
+            print(f"\n{name} ({len(got)} requests; all processes kept {busy:.1f} of "
+                  f"{os.cpu_count()} CPUs busy, load average {os.getloadavg()[0]:.1f})")  # fmt: skip
             print(f"  {'figure':<10}{'measured':>12}"
                   + "".join(f"{k + ' pred':>16}{'error':>8}" for k in models))  # fmt: skip
             for i, r in enumerate(rows["log"]):
@@ -128,6 +137,14 @@ def main(args: argparse.Namespace) -> int:
         print("\nworst error: " + ", ".join(f"{k} {v:.0%}" for k, v in worst.items())
               + f" (goal: within 15 %); engine log {log}")  # fmt: skip
     return 0
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds every process on the machine has used (user + system, /proc/stat)."""
+    with open("/proc/stat") as fh:
+        fields = fh.readline().split()[1:]
+    user, nice, system = (int(v) for v in fields[:3])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
 
 
 def _save(folder: str | None, name: str, reqs: list[Any]) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -321,6 +322,13 @@ def fit(
     show_default=True,
     help="Hard limit on one request body; a bigger one gets 413 while it is being read.",
 )
+@click.option(
+    "--health-generation/--no-health-generation",
+    default=None,
+    help="SGLang: /health runs the one-token check of /health_generate (answered at the first "
+    "1 s poll that sees engine output), as SGLang does by default. Default: "
+    "$SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION when set, else off (/health answers at once).",
+)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def serve(
     time_scale: float,
@@ -331,6 +339,7 @@ def serve(
     perturb_fraction: float,
     perturb_seed: int,
     max_body_mib: float,
+    health_generation: bool | None,
     argv: tuple[str, ...],
     **kw: Any,
 ) -> None:
@@ -353,8 +362,17 @@ def serve(
         perturb_fraction=perturb_fraction,
         perturb_seed=perturb_seed,
         max_body_bytes=int(max_body_mib * 1024 * 1024),
+        health_generation=_health_generation(health_generation),
     )
     asyncio.run(run_server(config, cost, opts, announce=lambda s: click.echo(s, nl=True)))
+
+
+def _health_generation(flag: bool | None) -> bool:
+    """The flag, else SGLang's own switch from the environment (SGLang's truthy spellings)."""
+    if flag is not None:
+        return flag
+    env = os.environ.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION")
+    return env is not None and env.strip().lower() in ("1", "true", "yes", "on")
 
 
 def _fmt(v: float | None, spec: str = ".3g") -> str:

@@ -90,8 +90,9 @@ def fit_source(
         )
     if kind == "vllm-log":
         its = read_vllm_iterations(p)
-        model = fit_iterations(its, base, name=f"fitted:{p.name}")
-        residuals: dict[str, Any] = iteration_residuals(model, its)
+        budget = vllm_token_budget(config, base)
+        model = fit_iterations(its, base, name=f"fitted:{p.name}", budget_tokens=budget)
+        residuals: dict[str, Any] = iteration_residuals(model, its, budget)
         samples: dict[str, int] = {"iterations": len(its)}
         between = "kept from the base (pass the same run's timings to fit it)"
         fitted_on = [str(p)]
@@ -108,8 +109,9 @@ def fit_source(
         prov = {
             "fitted_on": fitted_on,
             "method": "vLLM iteration log (--enable-logging-iteration-details): non-negative "
-            "least squares of each step's elapsed time on (1, context tokens, generation "
-            f"requests), prefill and decode steps apart; the time between steps {between}",
+            "least squares of each step's elapsed time on (1, context tokens, attended pairs, "
+            "generation requests), prefill and decode steps apart, chunk positions rebuilt "
+            f"from the token budget; the time between steps {between}",
             "base": base.name,
             "engine": config.engine,
             "engine_argv": list(config.argv),
@@ -283,15 +285,20 @@ def _enough_iterations(its: list[IterationSample], where: str) -> None:
         )
 
 
-def fit_iterations(its: list[IterationSample], base: CostModel, *, name: str) -> CostModel:
+def fit_iterations(
+    its: list[IterationSample], base: CostModel, *, name: str, budget_tokens: int | None = None
+) -> CostModel:
     """Fit the step coefficients to vLLM's logged step times.
 
-    The simulator prices a vLLM step as ``prefill_base + b * context tokens + d * decode rows``
-    when it prefills and ``decode_base + d * decode rows`` when it only decodes, so one
-    non-negative least squares over both kinds of step fits the four together (``d`` is
-    shared). The log gives neither cached nor context lengths, so the attention terms are
-    zero; the elapsed time excludes scheduling and output handling, so ``round_overhead_s``
-    stays the base's until :func:`fit_overheads` sets it.
+    The simulator prices a vLLM step as ``prefill_base + b * c + g * c * (p + c/2) + d * rows``
+    when it prefills (``c`` new tokens on ``p`` already computed, ``rows`` decoding requests)
+    and ``decode_base + d * rows`` when it only decodes, so one non-negative least squares over
+    both kinds of step fits the five together (``d`` is shared). The log does not say where in
+    its prompt a chunk starts; it is rebuilt from the schedule: a step whose one prefill filled
+    the token budget (``budget_tokens``, vLLM's ``--max-num-batched-tokens``) was cut there, so
+    the next step's single prefill continues the same prompt. Decode context lengths are not
+    logged, so the per-context-token decode term is zero; the elapsed time excludes scheduling
+    and output handling, so ``round_overhead_s`` stays the base's until :func:`fit_overheads`.
 
     Raises:
         InputError: too few prefill or decode steps.
@@ -301,36 +308,67 @@ def fit_iterations(its: list[IterationSample], base: CostModel, *, name: str) ->
     from tierctl.sim.cost import _nnls_n
 
     _enough_iterations(its, "iterations")
-    x = np.array(
-        [
-            [1.0, float(s.context_tokens), 0.0, float(s.generation_requests)]
-            if s.context_tokens > 0
-            else [0.0, 0.0, 1.0, float(s.generation_requests)]
-            for s in its
-        ]
-    )
+    rows: list[list[float]] = []
+    for s, p in zip(its, chunk_positions(its, budget_tokens), strict=True):
+        g = float(s.generation_requests)
+        if s.context_tokens == 0:
+            rows.append([0.0, 0.0, 0.0, 1.0, g])
+        else:
+            c = s.context_tokens
+            rows.append([1.0, float(c), c * (p + c / 2), 0.0, g])
+    x = np.array(rows)
     y = np.array([s.elapsed_s for s in its])
-    a_p, b, a_d, d = _nnls_n(x, y)
+    a_p, b, attn, a_d, d = _nnls_n(x, y)
     return dataclasses.replace(
         base,
         name=name,
         prefill_base_s=a_p,
         prefill_per_token_s=b,
-        prefill_attn_pair_s=0.0,
+        prefill_attn_pair_s=attn,
         decode_base_s=a_d,
         decode_per_seq_s=d,
         decode_per_ctx_token_s=0.0,
     )
 
 
-def iteration_residuals(model: CostModel, its: list[IterationSample]) -> dict[str, float]:
+def chunk_positions(its: list[IterationSample], budget_tokens: int | None) -> list[int]:
+    """Where each step's prefill starts in its prompt (0 for decode steps), rebuilt from the
+    schedule: a lone prefill that filled the budget was cut there and continues next step."""
+    out: list[int] = []
+    done = 0
+    for s in its:
+        if s.context_tokens == 0:
+            out.append(0)
+            done = 0
+            continue
+        p = done if s.context_requests == 1 else 0
+        out.append(p)
+        cut = (
+            budget_tokens is not None
+            and s.context_requests == 1
+            and s.context_tokens + s.generation_requests >= budget_tokens
+        )
+        done = p + s.context_tokens if cut else 0
+    return out
+
+
+def vllm_token_budget(config: EngineConfig, base: CostModel) -> int:
+    """The step token budget the simulated vLLM scheduler uses for ``config``."""
+    from tierctl.sim.vllm_policy import VllmScheduler
+
+    return VllmScheduler(config, base).token_budget
+
+
+def iteration_residuals(
+    model: CostModel, its: list[IterationSample], budget_tokens: int | None = None
+) -> dict[str, float]:
     """Mean absolute relative error of the fitted step times, prefill and decode steps apart."""
     ep, ed = [], []
-    for s in its:
+    for s, p in zip(its, chunk_positions(its, budget_tokens), strict=True):
         if s.elapsed_s <= 0:
             continue
         if s.context_tokens > 0:
-            t = model.prefill_s([(s.context_tokens, 0)]) + model.decode_marginal_s(
+            t = model.prefill_s([(s.context_tokens, p)]) + model.decode_marginal_s(
                 s.generation_requests, 0
             )
             ep.append(abs(t / s.elapsed_s - 1))
@@ -345,13 +383,16 @@ def iteration_residuals(model: CostModel, its: list[IterationSample]) -> dict[st
 def fit_overheads(
     model: CostModel, reqs: list[MeasuredRequest], config: EngineConfig
 ) -> tuple[CostModel, dict[str, Any]]:
-    """Fit what the step log leaves out: time per round and per running sequence between steps.
+    """Fit what the step log leaves out: time between steps, per running sequence and per
+    request.
 
-    vLLM's elapsed time covers the model's forward and sampling; scheduling, output processing
-    and streaming each token happen between steps, and on a CPU host they are a large part of
-    a step. With the logged step coefficients fixed, two terms are fitted through the simulator
-    to the same run's request timings (TTFT and TPOT, log scale, soft-L1): a per-round
-    overhead and a per-sequence cost added to every step's decode rows.
+    vLLM's elapsed time covers the model's forward and sampling. Scheduling, output processing
+    and streaming each token happen between steps, and the API server parses and admits each
+    request before the engine sees it; on a CPU host these are a large part of the time. With
+    the logged step coefficients fixed, three terms are fitted through the simulator to the
+    same run's request timings (TTFT and TPOT, log scale, soft-L1): a per-round overhead, a
+    per-sequence cost added to every step's decode rows and a per-request host cost
+    (``request_overhead_s``, on the server's event loop before the scheduler).
     """
     import numpy as np
 
@@ -365,25 +406,29 @@ def fit_overheads(
     workload = workload_of(reqs)
     ttft = np.array([m.ttft_s for m in reqs])
     tpot = np.array([m.tpot_s if m.tpot_s is not None else np.nan for m in reqs])
-    # Start: the gap a lone decoding request shows beyond its logged step time.
+    # Start: the gap a lone decoding request shows beyond its logged step time, and a few ms
+    # per request.
     lone = [m.tpot_s for m in reqs if m.tpot_s is not None]
     gap0 = max(float(np.median(lone)) - model.decode_s(1, 0), 1e-4) if lone else 1e-3
-    scale = np.array([gap0, max(gap0 / 4, 1e-5)])
+    scale = np.array([gap0, max(gap0 / 4, 1e-5), 5e-3])
 
     def model_at(v: Any) -> CostModel:
-        o, e = scale * np.exp(np.clip(v, -30, 30))
+        o, e, r = scale * np.exp(np.clip(v, -30, 30))
         return dataclasses.replace(
-            model, round_overhead_s=float(o), decode_per_seq_s=model.decode_per_seq_s + float(e)
+            model,
+            round_overhead_s=float(o),
+            decode_per_seq_s=model.decode_per_seq_s + float(e),
+            request_overhead_s=float(r),
         )
 
     def residuals(v: Any) -> Any:
         return _log_residuals(model_at(v), config, workload, ttft, tpot)
 
-    x = np.zeros(2)
+    x = np.zeros(3)
     try:
         from scipy.optimize import least_squares
 
-        x = least_squares(residuals, x, diff_step=0.05, max_nfev=200, loss="soft_l1", f_scale=0.1).x
+        x = least_squares(residuals, x, diff_step=0.05, max_nfev=300, loss="soft_l1", f_scale=0.1).x
     except ImportError:  # pragma: no cover - scipy ships with the bench extra
         pass
     x = _coordinate_search(residuals, x)
@@ -391,6 +436,7 @@ def fit_overheads(
     res = _timing_residuals(fitted, config, workload, ttft, tpot, model)
     res["round_overhead_s"] = fitted.round_overhead_s
     res["host_per_seq_s"] = fitted.decode_per_seq_s - model.decode_per_seq_s
+    res["request_overhead_s"] = fitted.request_overhead_s
     return fitted, res
 
 

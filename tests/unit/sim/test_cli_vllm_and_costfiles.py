@@ -15,7 +15,14 @@ from tierctl.errors import InputError
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import DENSE_8B_H100
 from tierctl.sim.costfile import read_cost_model, write_cost_model
-from tierctl.sim.fitting import MeasuredRequest, fit_timings
+from tierctl.sim.fitting import (
+    IterationSample,
+    MeasuredRequest,
+    chunk_positions,
+    fit_iterations,
+    fit_timings,
+    iteration_residuals,
+)
 from tierctl.sim.simulate import simulate
 from tierctl.sim.workload import hammer
 
@@ -262,3 +269,32 @@ def test_a_vllm_log_without_iteration_lines_is_a_named_input_error(
     assert "too few vLLM iteration lines" in res.err
     assert "--enable-logging-iteration-details" in res.err
     assert "Traceback" not in res.err
+
+
+def test_vllm_iteration_fit_rebuilds_chunk_positions_for_the_attention_term() -> None:
+    # A 512-token budget: a lone prefill that fills it was cut there, and the next step's lone
+    # prefill continues that prompt (its chunk attends to everything before it).
+    truth = dataclasses.replace(
+        FLAT, prefill_base_s=0.01, prefill_per_token_s=1e-4, prefill_attn_pair_s=1.2e-7,
+        decode_base_s=0.006, decode_per_seq_s=2e-3,
+    )  # fmt: skip
+    its: list[IterationSample] = []
+    for prompt in (1500, 2600, 700, 3000):
+        done = 0
+        while done < prompt:
+            c = min(512, prompt - done)
+            t = truth.prefill_s([(c, done)]) + truth.decode_marginal_s(0, 0)
+            its.append(IterationSample(1, c, 0, t))
+            done += c
+        for b in (1, 2, 3):
+            its.append(IterationSample(0, 0, b, truth.decode_s(b, 0)))
+    positions = chunk_positions(its, 512)
+    assert positions[:4] == [0, 512, 1024, 0]  # 1500 = 512 + 512 + 476, then a decode step
+    model = fit_iterations(its, FLAT, name="t", budget_tokens=512)
+    assert model.prefill_attn_pair_s == pytest.approx(1.2e-7, rel=0.01)
+    assert model.prefill_per_token_s == pytest.approx(1e-4, rel=0.01)
+    assert model.decode_per_seq_s == pytest.approx(2e-3, rel=0.01)
+    assert iteration_residuals(model, its, 512)["prefill_mean_abs_rel_error"] < 1e-6
+    # Without the budget every chunk looks like a fresh prompt and the fit cannot see it.
+    blind = fit_iterations(its, FLAT, name="t")
+    assert blind.prefill_attn_pair_s != pytest.approx(1.2e-7, rel=0.2)
