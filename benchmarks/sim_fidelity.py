@@ -33,7 +33,7 @@ def main(args: argparse.Namespace) -> int:
     from tierctl.sim.config import EngineConfig
     from tierctl.sim.cost import DENSE_8B_H100
     from tierctl.sim.fidelity import (
-        PlannedRequest,
+        PlannedSend,
         burst_plan,
         compare_figures,
         decoders_and_long_plan,
@@ -48,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
     fit_plan = poisson_plan(rng, 2.0, 16 if q else 40, (32, 2000), (16, 96))
     trace = [json.loads(line) for line in (ROOT / "examples/workloads/traces/tiny.jsonl").open()]
     trace_plan = [
-        PlannedRequest(t["arrival_s"], min(t["input_tokens"], 3000), min(t["output_tokens"], 64))
+        PlannedSend(t["arrival_s"], min(t["input_tokens"], 3000), min(t["output_tokens"], 64))
         for t in trace
     ]
     plans = {

@@ -164,3 +164,15 @@ def test_no_module_has_a_generic_name() -> None:
         p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py") if p.stem in GENERIC_NAMES
     )
     assert generic == []
+
+
+def test_no_two_library_classes_share_a_name() -> None:
+    """A class name is one concept: two ``Workload``, ``Plan`` or ``Summary`` classes had to be
+    told apart by their module in every reader's head (and in every import)."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                where.setdefault(node.name, []).append(f"{rel}:{node.lineno}")
+    assert {name: at for name, at in where.items() if len(at) > 1} == {}

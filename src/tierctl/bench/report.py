@@ -19,7 +19,7 @@ from tierctl.bench.clientcheck import verdict_line
 from tierctl.bench.peers import peer_metrics
 from tierctl.bench.probe import unhealthy_episodes
 from tierctl.bench.samples import RunRecord
-from tierctl.bench.summary import METRICS, BenchSummary, summarize
+from tierctl.bench.summary import METRICS, BenchSummary, summarize_samples
 from tierctl.bench.workload import BenchWorkload
 
 SCHEMA_VERSION = 1
@@ -55,9 +55,9 @@ def record_json(record: RunRecord, misses_to_mark: int = 3) -> dict[str, Any]:
         "client_bound": record.client_bound,
         "client_check": None if record.client is None else record.client.to_dict(),
         "warnings": list(record.warnings),
-        "summary": _summary_json(summarize(record.requests, record.probes)),
+        "summary": _summary_json(summarize_samples(record.requests, record.probes)),
         "lanes": {
-            lane: _summary_json(summarize([r for r in record.requests if r.lane == lane]))
+            lane: _summary_json(summarize_samples([r for r in record.requests if r.lane == lane]))
             for lane in lanes
         },
         "unhealthy_episodes": [
@@ -213,7 +213,7 @@ def run_table(record: RunRecord) -> Table:
     if len(groups) != 1:
         groups.append(("all", list(record.requests)))
     for name, reqs in groups:
-        s = summarize(reqs)
+        s = summarize_samples(reqs)
         table.add_row(
             name,
             str(s.sent),
@@ -242,7 +242,7 @@ def run_table(record: RunRecord) -> Table:
 
 def probe_line(record: RunRecord, misses_to_mark: int = 3) -> str:
     """One line on the probe lane: latency p50/p99/max, misses, unhealthy episodes."""
-    s = summarize([], record.probes, misses_to_mark=misses_to_mark)
+    s = summarize_samples([], record.probes, misses_to_mark=misses_to_mark)
     return (
         f"probes {s.probes}: p50 {_ms(s.probe_p50_s)} ms, p99 {_ms(s.probe_p99_s)} ms, "
         f"max {_ms(s.probe_max_s)} ms, misses {s.probe_misses}, "
@@ -266,7 +266,7 @@ def run_markdown(record: RunRecord, workload: BenchWorkload) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for lane in sorted({r.lane for r in record.requests}):
-        s = summarize([r for r in record.requests if r.lane == lane])
+        s = summarize_samples([r for r in record.requests if r.lane == lane])
         lines.append(
             f"| {lane} | {s.sent} | {s.completed} | {_ms(s.ttft_p50_s)} | {_ms(s.ttft_p95_s)} | "
             f"{_ms(s.ttft_p99_s)} | {_ms(s.tpot_p50_s)} | {_ms(s.tpot_p90_s)} | "
@@ -327,7 +327,7 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Bench
     ]
     for k, b in enumerate(result.blocks):
         rec = b.record
-        ps = summarize([], rec.probes, misses_to_mark=workload.probe.unhealthy_after)
+        ps = summarize_samples([], rec.probes, misses_to_mark=workload.probe.unhealthy_after)
         lines.append(
             f"| {k} | {b.repetition} | {b.arm} | {rec.sent} | {rec.count('completed')} | "
             f"{rec.count('failed')} | {rec.count('timed_out')} | {_ms(ps.probe_p50_s)} | "

@@ -86,7 +86,7 @@ def busy_span_s(requests: Sequence[RequestSample]) -> float:
     return max(r.sent_s + r.e2e_s for r in requests) - min(r.sent_s for r in requests)
 
 
-def summarize(
+def summarize_samples(
     requests: Sequence[RequestSample],
     probes: Sequence[ProbeSample] = (),
     *,

@@ -100,7 +100,7 @@ def flag_history(engine: str, version: str, token: str) -> FlagHistory:
 
 
 @dataclass(frozen=True)
-class FlagChange:
+class CatalogFlagChange:
     """One flag that differs between two catalogs."""
 
     name: str
@@ -117,7 +117,7 @@ class CatalogDiff:
     b: str
     added: tuple[Flag, ...]
     removed: tuple[Flag, ...]
-    changed: tuple[FlagChange, ...]
+    changed: tuple[CatalogFlagChange, ...]
 
 
 _COMPARED = ("type", "default", "choices", "nargs", "action", "deprecated", "aliases")
@@ -127,7 +127,7 @@ def diff_catalogs(a: Catalog, b: Catalog) -> CatalogDiff:
     """What changed in the flag surface from ``a`` to ``b``."""
     added = tuple(f for n, f in b.flags.items() if n not in a.flags)
     removed = tuple(f for n, f in a.flags.items() if n not in b.flags)
-    changed: list[FlagChange] = []
+    changed: list[CatalogFlagChange] = []
     for name, before in a.flags.items():
         after = b.flags.get(name)
         if after is None:
@@ -135,5 +135,5 @@ def diff_catalogs(a: Catalog, b: Catalog) -> CatalogDiff:
         for attr in _COMPARED:
             old, new = getattr(before, attr), getattr(after, attr)
             if old != new:
-                changed.append(FlagChange(name, attr, old, new))
+                changed.append(CatalogFlagChange(name, attr, old, new))
     return CatalogDiff(a.ref, b.ref, added, removed, tuple(changed))

@@ -9,7 +9,7 @@ import click
 
 from tierctl.rollout.entrypoints import DriverConfig, execute_plan, make_plan, make_runbook
 from tierctl.rollout.executor import RolloutOptions
-from tierctl.rollout.gates import GateSettings, gate_names
+from tierctl.rollout.gates import GATE_DEFS, GateSettings, gate_names
 from tierctl.rollout.plan_schema import Plan
 
 _common = [
@@ -193,7 +193,9 @@ def plan(
 @click.option(
     "--skip-gate",
     multiple=True,
-    help="Do not run this gate.",
+    help="Do not run this gate (repeatable). "
+    + "; ".join(f"{g.name}: {g.help}" for g in GATE_DEFS.values())
+    + ".",
     type=click.Choice(gate_names()),
 )
 def rollout(

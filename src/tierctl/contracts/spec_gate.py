@@ -195,16 +195,3 @@ def rule_flags(spec: TierSpec, catalog: Catalog, lines: LineMap, source: str) ->
                     )
                 )
     return out
-
-
-def gate_report(spec: TierSpec, result: GateResult, source: str) -> Report:
-    """The gate's findings as a report (for printing)."""
-    return Report(
-        spec=source,
-        files=("(rendering)",),
-        catalog=f"{spec.engine.kind}=={spec.engine.version}",
-        services_checked=len(spec.replicas) + len(spec.services),
-        replicas_checked=len(spec.replicas),
-        violations=result.violations,
-        unchecked=result.unchecked,
-    )

@@ -328,7 +328,3 @@ def gpu_fit(
 # still run on it, so they read each key only in the shape compose allows and skip the rest.
 def _as_map(value: Any) -> dict[Any, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -19,19 +18,15 @@ import httpx
 
 from tierctl.errors import RuntimeFailure
 
+# One definition of a free loopback port, for every local server tierctl starts; named here too
+# because the demo and the tests start Prometheus with it.
+from tierctl.realengine.process import free_port as free_port
+
 
 def prometheus_binaries() -> tuple[str, str] | None:
     """Paths of ``prometheus`` and ``promtool``, or None when not installed."""
     server, tool = shutil.which("prometheus"), shutil.which("promtool")
     return (server, tool) if server and tool else None
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def backfill(openmetrics: str, data_dir: Path, promtool: str = "promtool") -> None:

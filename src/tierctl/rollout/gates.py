@@ -433,7 +433,7 @@ class Gate:
     name: str
     run: Callable[[GateContext], None]
     describe: Callable[[Step, RunbookContext], str]
-    help: str
+    help: str  # one line for the operator: what passing it means (``--skip-gate``'s help)
 
 
 def _describe_health(step: Step, rb: RunbookContext) -> str:
@@ -490,7 +490,7 @@ _ALL: tuple[Gate, ...] = (
         "soak",
         gate_soak_identity,
         _describe_soak,
-        "health, error rate, no restart and no fatal log line for `soak_s`",
+        "health, error rate, no restart and no fatal log line over the soak window",
     ),
 )
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from tierctl.sim.engine import Emission, Round, Scheduler
-from tierctl.sim.metrics import EngineMetrics
+from tierctl.sim.metrics import SimMetrics
 from tierctl.sim.workload import SimRequest
 
 # A token and the modelled time (seconds since start) at which the engine produced it.
@@ -30,7 +30,7 @@ class EngineDriver:
         scheduler: Scheduler,
         *,
         time_scale: float,
-        metrics: EngineMetrics | None = None,
+        metrics: SimMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scheduler = scheduler

@@ -31,17 +31,17 @@ _ID_RANGE = (20, 1000)
 
 
 @dataclass(frozen=True)
-class PlannedRequest:
-    """One request of a plan."""
+class PlannedSend:
+    """One request of a fidelity plan: when it is sent and its token counts."""
 
     send_s: float
     input_tokens: int
     output_tokens: int
 
 
-def burst_plan(count: int, input_tokens: int, output_tokens: int) -> list[PlannedRequest]:
+def burst_plan(count: int, input_tokens: int, output_tokens: int) -> list[PlannedSend]:
     """``count`` requests at once."""
-    return [PlannedRequest(0.0, input_tokens, output_tokens) for _ in range(count)]
+    return [PlannedSend(0.0, input_tokens, output_tokens) for _ in range(count)]
 
 
 def poisson_plan(
@@ -50,26 +50,26 @@ def poisson_plan(
     count: int,
     input_tokens: tuple[int, int],
     output_tokens: tuple[int, int],
-) -> list[PlannedRequest]:
+) -> list[PlannedSend]:
     """``count`` requests with Poisson arrivals and uniform lengths."""
     t, out = 0.0, []
     for _ in range(count):
-        out.append(PlannedRequest(t, rng.randint(*input_tokens), rng.randint(*output_tokens)))
+        out.append(PlannedSend(t, rng.randint(*input_tokens), rng.randint(*output_tokens)))
         t += rng.expovariate(rate_per_s)
     return out
 
 
 def decoders_and_long_plan(
     decoders: int, long_prompts: int, long_tokens: int, gap_s: float
-) -> list[PlannedRequest]:
+) -> list[PlannedSend]:
     """Short prompts with long outputs, then long prompts arriving while they decode."""
-    plan = [PlannedRequest(0.0, 32, 160) for _ in range(decoders)]
-    plan += [PlannedRequest(gap_s * (i + 1), long_tokens, 8) for i in range(long_prompts)]
+    plan = [PlannedSend(0.0, 32, 160) for _ in range(decoders)]
+    plan += [PlannedSend(gap_s * (i + 1), long_tokens, 8) for i in range(long_prompts)]
     return plan
 
 
 async def measure(
-    url: str, model: str, plan: list[PlannedRequest], *, seed: int = 0, timeout_s: float = 300.0
+    url: str, model: str, plan: list[PlannedSend], *, seed: int = 0, timeout_s: float = 300.0
 ) -> list[MeasuredRequest]:
     """Play ``plan`` against a real engine at ``url`` (loopback); one record per request.
 
@@ -82,7 +82,7 @@ async def measure(
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     t0 = time.monotonic()
 
-    async def one(s: aiohttp.ClientSession, p: PlannedRequest, ids: list[int]) -> MeasuredRequest:
+    async def one(s: aiohttp.ClientSession, p: PlannedSend, ids: list[int]) -> MeasuredRequest:
         delay = p.send_s - (time.monotonic() - t0)
         if delay > 0:
             await asyncio.sleep(delay)

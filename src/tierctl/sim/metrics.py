@@ -34,7 +34,7 @@ ITL_BUCKETS_S = (
 )  # fmt: skip
 
 
-class EngineMetrics:
+class SimMetrics:
     """The metric families one simulated engine exports."""
 
     def __init__(self, model_name: str) -> None:
@@ -190,7 +190,7 @@ VLLM_E2E_BUCKETS_S = (
 )  # fmt: skip
 
 
-class VllmMetrics(EngineMetrics):
+class VllmMetrics(SimMetrics):
     """The families a vLLM (v1 engine) server exports, labelled ``model_name, engine``.
 
     Names come from the vLLM engine profile; aborts are ``request_success_total`` with
@@ -292,8 +292,8 @@ class VllmMetrics(EngineMetrics):
         self.success.labels(**self.lab, finished_reason="abort").inc()
 
 
-def metrics_for(engine: str, model_name: str, **kw: Any) -> EngineMetrics:
+def metrics_for(engine: str, model_name: str, **kw: Any) -> SimMetrics:
     """The metric families of a simulated ``engine`` replica."""
     if engine == "vllm":
         return VllmMetrics(model_name, **kw)
-    return EngineMetrics(model_name)
+    return SimMetrics(model_name)

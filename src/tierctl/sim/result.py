@@ -115,14 +115,14 @@ class SimResult:
 
     def subset(self, prefix: str) -> SimSummary:
         """The summary over the requests whose id starts with ``prefix``."""
-        return summarize([r for r in self.requests if r.rid.startswith(prefix)], 0, None)
+        return summarize_results([r for r in self.requests if r.rid.startswith(prefix)], 0, None)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return asdict(self)
 
 
-def summarize(
+def summarize_results(
     reqs: list[RequestResult], kv_waits: int, itl: tuple[float, float] | None
 ) -> SimSummary:
     """Summary percentiles of ``reqs``; ITL percentiles come from the scheduler's histogram."""

@@ -13,7 +13,7 @@ from tierctl.sim.config import EngineConfig, unmodelled_differences
 from tierctl.sim.cost import CostModel, preset
 from tierctl.sim.engine import Round, itl_quantile, make_scheduler
 from tierctl.sim.host import has_host_costs, plan_host, probe_latencies, tokenizes_on_loop
-from tierctl.sim.result import RatioRow, RequestResult, SimResult, ratio_table, summarize
+from tierctl.sim.result import RatioRow, RequestResult, SimResult, ratio_table, summarize_results
 from tierctl.sim.workload import Workload
 
 
@@ -138,7 +138,7 @@ def simulate(
         if has_host_costs(model)
         else []
     )
-    summary = summarize(
+    summary = summarize_results(
         list(results), sched.stats.kv_waits, (itl_quantile(hist, 0.5), itl_quantile(hist, 0.99))
     )
     summary = dataclasses.replace(summary, **probe_figures(probes, probe_timeout_s))

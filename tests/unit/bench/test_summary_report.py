@@ -8,7 +8,7 @@ import pytest
 from tierctl.bench.ab import ABResult, Block, compare_arms
 from tierctl.bench.report import ab_json, ab_markdown, run_json, run_markdown
 from tierctl.bench.samples import ProbeSample, RequestSample, RunRecord
-from tierctl.bench.summary import summarize
+from tierctl.bench.summary import summarize_samples
 from tierctl.bench.workload import workload_from_dict
 
 WL = workload_from_dict(
@@ -55,7 +55,7 @@ def test_tpot_excludes_the_first_token():
 
 
 def test_summary_counts_and_completed_only_latencies():
-    s = summarize(_record().requests, _record().probes)
+    s = summarize_samples(_record().requests, _record().probes)
     assert (s.sent, s.completed, s.failed, s.timed_out) == (4, 2, 1, 1)
     assert s.sent == s.completed + s.failed + s.timed_out
     assert s.ttft_p50_s == pytest.approx(1.5)  # failed request's 0.1 s TTFT excluded
@@ -105,7 +105,7 @@ def test_ab_pairs_and_ratios():
 
 
 def test_summary_has_throughput_ttft_p99_and_itl_p50():
-    s = summarize(_record().requests)
+    s = summarize_samples(_record().requests)
     # Busy span: first send at 0.00 s to the last end (the timed-out request: 0.02 + 9.0 s).
     assert s.span_s == pytest.approx(9.02)
     assert s.output_tokens == 10  # completed requests only
@@ -113,7 +113,7 @@ def test_summary_has_throughput_ttft_p99_and_itl_p50():
     assert s.requests_per_s == pytest.approx(2 / 9.02)
     assert s.ttft_p99_s == pytest.approx(1.99)
     assert s.itl_p50_s == pytest.approx(0.5)
-    assert summarize([]).output_tok_per_s is None
+    assert summarize_samples([]).output_tok_per_s is None
 
 
 def test_ab_report_shows_each_arms_own_values_beside_the_ratio():

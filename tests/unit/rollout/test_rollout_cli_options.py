@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import click
 import pytest
 
 from tierctl.cli.rollout import rollout
@@ -68,3 +69,13 @@ def test_each_library_setting_is_an_option_with_its_default(
 def test_the_lists_name_real_fields() -> None:
     names = {(cls, f.name) for cls, f in FIELDS}
     assert set(RENAMED) | set(NOT_OPTIONS) | set(DEFAULTS_DIFFER) <= names
+
+
+def test_skip_gate_help_lists_every_gate_with_its_library_help() -> None:
+    from tierctl.rollout.gates import GATE_DEFS
+
+    option = next(p for p in rollout.params if p.name == "skip_gate")
+    assert isinstance(option, click.Option)
+    assert option.help
+    for gate in GATE_DEFS.values():
+        assert f"{gate.name}: {gate.help}" in option.help
