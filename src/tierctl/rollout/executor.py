@@ -216,6 +216,7 @@ def _run_rollout(
                 },
                 variant_label=plan.variant_label,
                 logs=_log_reader(driver, old if step.side == "old" else new, step.service),
+                launched=_launched(driver, old if step.side == "old" else new, step.service),
                 engine_profiles={
                     s.container_name or s.service: step_profile(s.expected_argv)
                     for s in plan.steps[:index]
@@ -244,6 +245,17 @@ def _log_reader(driver: Driver, dep: Deployment, service: str) -> Callable[[], s
     if logs is None:
         return None
     return lambda: logs(dep, service)
+
+
+def _launched(
+    driver: Driver, dep: Deployment, service: str
+) -> Callable[[], tuple[list[str], tuple[str, ...]]] | None:
+    """What the driver launched in place of the rendered argv, where it says
+    (``gate_argv(dep, service)``: the local driver binds a real engine to loopback)."""
+    gate_argv = getattr(driver, "gate_argv", None)
+    if gate_argv is None:
+        return None
+    return lambda: gate_argv(dep, service)
 
 
 def _open_journal(journal: Journal, resume: bool) -> frozenset[str]:
