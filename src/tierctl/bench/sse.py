@@ -58,7 +58,8 @@ class SSEDecoder:
         tail = lines.pop()  # the part after the last newline (usually b"")
         if tail:
             self._buffer += tail
-        if any(len(line) > self._max_line for line in lines):
+        # No line is longer than the read: only a read over the limit needs the per-line scan.
+        if len(data) > self._max_line and any(len(line) > self._max_line for line in lines):
             raise MalformedStream(f"an SSE line is over {self._max_line:,} bytes")
         out: list[bytes] = []
         for line in lines:
@@ -156,6 +157,107 @@ def parse_events(payloads: list[bytes]) -> list[StreamEvent]:
     if done:
         events.append(_DONE_EVENT)
     return events
+
+
+class ReadSummary(NamedTuple):
+    """The events of one socket read folded into what the client records per read.
+
+    Attributes:
+        texts: how many events carried generated text (each is one chunk, one ITL sample).
+        done: the ``[DONE]`` sentinel was among them.
+        prompt_tokens: the last ``usage.prompt_tokens`` seen.
+        completion_tokens: the last ``usage.completion_tokens`` seen.
+        error: the first in-stream error message.
+    """
+
+    texts: int = 0
+    done: bool = False
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None
+
+
+_NOTHING = ReadSummary()
+
+
+def fold(events: list[StreamEvent]) -> ReadSummary:
+    """:class:`ReadSummary` of parsed events (the definition :func:`summarize` keeps)."""
+    texts, done = 0, False
+    prompt: int | None = None
+    completion: int | None = None
+    error: str | None = None
+    for ev in events:
+        if ev.text:
+            texts += 1
+        done = done or ev.done
+        if ev.prompt_tokens is not None:
+            prompt = ev.prompt_tokens
+        if ev.completion_tokens is not None:
+            completion = ev.completion_tokens
+        if error is None:
+            error = ev.error
+    return ReadSummary(texts, done, prompt, completion, error)
+
+
+def summarize(payloads: list[bytes]) -> ReadSummary:
+    """``fold(parse_events(payloads))`` without building an event per payload.
+
+    The load client calls this once per socket read: a token chunk of the usual shape (one
+    choice, a ``delta`` or a ``text``, no usage, no error) costs a few dict lookups; anything
+    else goes through :func:`parse_events`' own interpretation, so both give the same answer
+    (property-tested).
+
+    Raises:
+        MalformedStream: a payload is not JSON or not an object.
+    """
+    if not payloads:
+        return _NOTHING
+    done = payloads[-1].strip() == DONE
+    body = payloads[:-1] if done else payloads
+    if not body:
+        return ReadSummary(done=True)
+    try:
+        objs = orjson.loads(b"[" + b",".join(body) + b"]")
+    except orjson.JSONDecodeError:
+        objs = None
+    if not isinstance(objs, list) or len(objs) != len(body):
+        return fold(parse_events(payloads))
+    texts = 0
+    slow: list[StreamEvent] = []
+    for obj, payload in zip(objs, body, strict=True):
+        if type(obj) is dict and "usage" not in obj and "error" not in obj:
+            choices = obj.get("choices")
+            if (
+                type(choices) is list
+                and len(choices) == 1
+                and type(choices[0]) is dict
+                and obj.get("object") != "error"
+            ):
+                choice = choices[0]
+                delta = choice.get("delta")
+                if type(delta) is dict:
+                    for name in _TEXT_FIELDS:
+                        piece = delta.get(name)
+                        if piece and type(piece) is str:
+                            texts += 1
+                            break
+                    continue
+                if delta is None:
+                    piece = choice.get("text")
+                    if piece and type(piece) is str:
+                        texts += 1
+                    continue
+        slow.append(_interpret(obj, payload))
+    if not slow:
+        return ReadSummary(texts, done) if texts or done else _NOTHING
+    rest = fold(slow)
+    return ReadSummary(
+        texts + rest.texts,
+        done or rest.done,
+        rest.prompt_tokens,
+        rest.completion_tokens,
+        rest.error,
+    )
 
 
 #: Delta fields that carry generated text; reasoning models stream their thinking tokens in

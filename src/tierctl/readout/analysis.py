@@ -4,7 +4,8 @@ Each arm is one replica, selected by the labels the rendered scrape config gives
 (``container_name`` by default). For every metric, both arms are queried over the same steps,
 compared pairwise (:mod:`tierctl.readout.stats`), and the verdict is combined: any guard
 metric (TTFT, E2E) or the abort rate getting worse fails the canary; otherwise the canary
-passes when every metric had data; anything else is inconclusive.
+passes when every metric had data and no guard's interval reaches past the tolerance on the
+bad side; anything else is inconclusive.
 """
 
 from __future__ import annotations
@@ -268,7 +269,8 @@ def run_readout(
     aborts = _pooled_aborts(q, control, canary, start_s, end_s)
     variants, warnings = _variants_seen(q, arms, variant_label)
     drift = metric_drift(q, arms, [m.family(profile) for m in metrics])
-    verdict, reasons = judge_canary(rows, aborts, drift_for(rows, metrics, profile, prefix, drift))
+    drifted = drift_for(rows, metrics, profile, prefix, drift)
+    verdict, reasons = judge_canary(rows, aborts, drifted, tolerance)
     return Readout(
         control,
         canary,
@@ -473,12 +475,19 @@ def judge_canary(
     rows: list[MetricReadout],
     aborts: ProportionResult,
     drift: dict[str, list[str]] | None = None,
+    tolerance: float | None = None,
 ) -> tuple[Overall, list[str]]:
     """The overall verdict of per-metric comparisons, and its reasons.
 
     ``fail`` when a guard metric or the abort rate is worse; else ``inconclusive`` when a
     metric had no data (named by the metric-name drift that explains it, from ``drift``: row
     title -> drift lines) or a guard is undecided; else ``pass``. Pure: no Prometheus needed.
+
+    A guard is undecided when its interval is wider than the tolerance *in the bad
+    direction* (docs/readout.md): with ``tolerance`` given, a guard whose interval stays at or
+    below ``1 + tolerance`` is shown not worse even where it reaches past the "better" side
+    (a canary that is probably much faster is not a risk). Without it, every guard whose
+    interval is not inside the band counts as undecided.
     """
     reasons = []
     for row in rows:
@@ -500,9 +509,17 @@ def judge_canary(
         if plain:
             out.append(f"not enough paired steps for {', '.join(plain)}")
         return "inconclusive", out
-    unsure = [row.title for row in rows if row.guard and row.result.verdict == "inconclusive"]
+    undecided = [row for row in rows if row.guard and row.result.verdict == "inconclusive"]
+    not_worse = [
+        row for row in undecided if tolerance is not None and row.result.ci_high <= 1.0 + tolerance
+    ]
+    unsure = [row.title for row in undecided if row not in not_worse]
     if unsure:
         return "inconclusive", [f"guard metrics undecided: {', '.join(unsure)}"]
     better = [row.title for row in rows if row.result.verdict == "better"]
     reason = f"better on {', '.join(better)}; no guard worse" if better else "no guard worse"
-    return "pass", [reason]
+    reasons = [reason]
+    if not_worse:
+        shown = ", ".join(f"{row.title} (at most {row.result.ci_high:.2f}x)" for row in not_worse)
+        reasons.append(f"shown not worse than +{tolerance:.0%}: {shown}")
+    return "pass", reasons

@@ -64,9 +64,11 @@ def _block_bootstrap_means(
     return means
 
 
-def _classify(low: float, high: float, tolerance: float) -> Verdict:
-    """Equivalence-style verdict: a change counts only when it is confidently larger than
-    the tolerance, in either direction; a tiny but significant shift is "same"."""
+def classify_interval(low: float, high: float, tolerance: float) -> Verdict:
+    """Equivalence-style verdict of a ratio's interval (lower is better): a change counts
+    only when it is confidently larger than the tolerance, in either direction; a tiny but
+    significant shift is "same". Public so that other comparisons (the demo's A/B) are
+    judged by exactly the readout's rule."""
     band_low, band_high = 1.0 / (1.0 + tolerance), 1.0 + tolerance
     if high < band_low:
         return "better"
@@ -132,7 +134,7 @@ def compare_paired(
         ci_high=float(high),
         median_ratio=float(np.exp(np.median(log_ratio))),
         p_value=p_value,
-        verdict=_classify(float(low), float(high), tolerance),
+        verdict=classify_interval(float(low), float(high), tolerance),
     )
 
 

@@ -110,6 +110,9 @@ class GateContext:
     notes: list[str] = field(default_factory=list)
     #: The engine's log since it started, where the driver can read it (vLLM's argv check).
     logs: Callable[[], str | None] | None = None
+    #: The argv the driver launched in place of the rendered one and why (the local driver
+    #: binds a real engine to loopback), where the driver says (``gate_argv``).
+    launched: Callable[[], tuple[list[str], tuple[str, ...]]] | None = None
     #: The profile of each recreated engine container (for the collector's queries).
     engine_profiles: Mapping[str, EngineProfile] = field(default_factory=dict)
 
@@ -175,7 +178,8 @@ def gate_running_args(ctx: GateContext) -> None:
     """The running engine confirms the rendered flags, the way its profile verifies them."""
     profile = ctx.profile
     logs = ctx.logs() if ctx.logs is not None else None
-    check = profile.verify_running_args(ctx.step.expected_argv, _fetch(ctx), logs)
+    expected, changed = ctx.launched() if ctx.launched is not None else (ctx.step.expected_argv, ())
+    check = profile.verify_running_args(expected, _fetch(ctx), logs)
     gate = profile.argv_gate
     if check.error is not None:
         raise GateFailed(
@@ -191,6 +195,8 @@ def gate_running_args(ctx: GateContext) -> None:
             fix="the engine parsed the command differently; check the flags against the catalog",
         )
     note = f"{gate}: {len(check.verified)} flags match ({check.method})"
+    if changed:
+        note += "; " + "; ".join(changed)
     if check.unverifiable:
         note += "; not visible to it: " + ", ".join(f"--{f}" for f in check.unverifiable)
     ctx.notes.append(note)

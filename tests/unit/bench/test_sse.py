@@ -89,3 +89,51 @@ def test_batch_with_a_bad_payload_is_malformed(bad):
 def test_reasoning_tokens_count_as_generated_text():
     ev = parse_event(b'{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}')
     assert ev.text == "hmm"
+
+
+_PAYLOADS = [
+    b'{"choices":[{"index":0,"delta":{"role":"assistant"}}]}',
+    b'{"choices":[{"index":0,"delta":{"content":"Hel"}}]}',
+    b'{"choices":[{"index":0,"delta":{"content":""}}]}',
+    b'{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}',
+    b'{"choices":[{"index":0,"delta":{"reasoning":"so","content":7}}]}',
+    b'{"choices":[{"text":"abc","index":0}]}',
+    b'{"choices":[{"text":"","index":0}]}',
+    b'{"choices":[{"text":"x","delta":"odd"}]}',
+    b'{"choices":[{"text":"a"},{"text":"b"}]}',
+    b'{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2}}',
+    b'{"choices":[{"delta":{"content":"u"}}],"usage":{"prompt_tokens":9,"completion_tokens":3}}',
+    b'{"usage":{"prompt_tokens":true}}',
+    b'{"error":{"message":"boom","code":500}}',
+    b'{"object":"error","message":"queue full"}',
+    b'{"error":null,"choices":[{"text":"t"}]}',
+    b'{"object":"error","choices":[{"text":"t"}]}',
+    b"{}",
+    b"[DONE]",
+    b" [DONE] ",
+    b"[1, 2]",
+    b"{not json",
+]
+
+
+@given(st.lists(st.sampled_from(_PAYLOADS), max_size=12))
+def test_summarize_is_the_fold_of_the_parsed_events(payloads):
+    from tierctl.bench.sse import fold, summarize
+
+    try:
+        want = fold(parse_events(payloads))
+    except MalformedStream:
+        with pytest.raises(MalformedStream):
+            summarize(payloads)
+        return
+    assert summarize(payloads) == want
+
+
+def test_a_read_of_many_chunks_counts_each_and_keeps_the_last_usage():
+    from tierctl.bench.sse import ReadSummary, summarize
+
+    chunk = b'{"choices":[{"index":0,"delta":{"content":"t"}}]}'
+    usage = b'{"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":16}}'
+    assert summarize([chunk] * 16 + [usage, b"[DONE]"]) == ReadSummary(16, True, 8, 16, None)
+    assert summarize([]) == ReadSummary()
+    assert summarize([b"[DONE]"]) == ReadSummary(done=True)

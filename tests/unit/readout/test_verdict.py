@@ -80,3 +80,36 @@ def test_an_undecided_guard_is_inconclusive_an_undecided_other_is_not() -> None:
     verdict, reasons = judge_canary([_row("TPOT p50", "inconclusive")], _aborts())
     assert (verdict, reasons) == ("inconclusive", ["guard metrics undecided: TPOT p50"])
     assert judge_canary([_row("tok/s", "inconclusive", guard=False)], _aborts())[0] == "pass"
+
+
+def test_a_guard_shown_not_worse_passes_even_where_it_may_be_much_better() -> None:
+    # docs/readout.md: a guard is undecided when its interval is wider than the tolerance in
+    # the *bad* direction. E2E p50 0.80 [0.71, 0.90] at 15%: maybe much better, never worse.
+    better_maybe = MetricReadout(
+        "e2e_p50",
+        "E2E p50",
+        True,
+        15.0,
+        12.0,
+        PairedResult(9, 9, 0.80, 0.71, 0.90, 0.8, 0.03, "inconclusive"),
+    )
+    assert judge_canary([better_maybe], _aborts(), tolerance=0.15) == (
+        "pass",
+        ["no guard worse", "shown not worse than +15%: E2E p50 (at most 0.90x)"],
+    )
+    # Reaching past +15% on the bad side stays undecided, with or without the tolerance.
+    worse_maybe = MetricReadout(
+        "ttft_p50",
+        "TTFT p50",
+        True,
+        10.0,
+        10.0,
+        PairedResult(9, 9, 1.04, 0.90, 1.25, 1.0, 0.6, "inconclusive"),
+    )
+    for tolerance in (0.15, None):
+        assert judge_canary([better_maybe, worse_maybe], _aborts(), tolerance=tolerance) == (
+            "inconclusive",
+            ["guard metrics undecided: TTFT p50"]
+            if tolerance
+            else ["guard metrics undecided: E2E p50, TTFT p50"],
+        )

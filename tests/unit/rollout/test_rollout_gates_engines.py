@@ -168,3 +168,30 @@ def test_prometheus_without_the_family_says_what_it_has() -> None:
         "Prometheus shows eng as no series, expected 'v2'; Prometheus has no "
         "sglang_num_running_reqs for eng but has vllm:num_requests_running"
     ) in str(err.value)
+
+
+def test_vllm_running_args_accept_what_the_driver_changed_on_purpose_and_say_it() -> None:
+    rendered = [*VL, "--host", "0.0.0.0"]
+    logged = {
+        "model_tag": "/m",
+        "host": "127.0.0.1",
+        "port": 8003,
+        "max_num_seqs": 512,
+        "max_model_len": 4096,
+    }
+    log = "INFO " + format_non_default_args(logged)
+    # Without the driver's word, a loopback-bound engine is not what was rendered.
+    with pytest.raises(
+        GateFailed, match=r"--host: rendered 0\.0\.0\.0, engine parsed '127\.0\.0\.1'"
+    ):
+        gate_running_args(_ctx(rendered, _vllm_routes(), logs=log))
+    ctx = _ctx(rendered, _vllm_routes(), logs=log)
+    note = "local driver: bound --host 127.0.0.1 (the file says 0.0.0.0)"
+    ctx.launched = lambda: ([*VL, "--host", "127.0.0.1"], (note,))
+    gate_running_args(ctx)
+    assert ctx.notes == [f"running-args: 5 flags match (startup log + /v1/models); {note}"]
+    # Every other flag is still checked as rendered.
+    ctx = _ctx(rendered, _vllm_routes(), logs=format_non_default_args({**logged, "port": 1}))
+    ctx.launched = lambda: ([*VL, "--host", "127.0.0.1"], (note,))
+    with pytest.raises(GateFailed, match="--port: rendered 8003"):
+        gate_running_args(ctx)

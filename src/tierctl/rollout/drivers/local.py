@@ -10,8 +10,11 @@ Two kinds of engine run here:
   ``scripts/ensure-vllm`` makes). The launcher comes from the engine's profile with its python
   replaced by the install's; the flags are the rendered ones, except that paths under a bind
   mount of the service (``volumes: [HOST:CONTAINER]``) are rewritten to the host side, as the
-  container would see them. It is ready when the profile's health path answers 200 at the
-  ``--host``/``--port`` the command names.
+  container would see them. It listens on loopback whatever ``--host`` the file gives (the
+  rendered ``0.0.0.0`` is right inside a container's network, not on an operator's machine;
+  :func:`bind_loopback`), and the argv gate is told so (:meth:`LocalDriver.gate_argv`). It is
+  ready when the profile's health path answers 200 at 127.0.0.1 and the ``--port`` the
+  command names.
 
 Processes run in their own session (their process group holds every child: vLLM's engine core
 and worker) with output to a log file kept per start (``logs/SERVICE.N.log``), so they outlive
@@ -247,8 +250,30 @@ class LocalDriver:
         positional: list[str] = []
         for name, value in cmd.positional.items():
             positional += [f"--{name}", _host_path(value, mounts)]
-        flags = argv[cmd.flags_start :]
+        flags = bind_loopback(argv[cmd.flags_start :])
         return [python, *module[1:], *positional, *(_host_path(t, mounts) for t in flags)]
+
+    def gate_argv(self, dep: Deployment, service: str) -> tuple[list[str], tuple[str, ...]]:
+        """The argv the argv gate should find running, and what the driver changed on purpose.
+
+        A real engine is launched listening on loopback (:func:`bind_loopback`), so its
+        startup log shows ``--host 127.0.0.1`` where the file may say ``0.0.0.0``; the gate
+        checks every other flag as rendered and says what the driver replaced. The simulated
+        engine reports the rendered argv (it binds loopback by itself), so nothing changes.
+        """
+        argv = dep.argv(service)
+        if self._engine != "real" or self._custom_launcher:
+            return argv, ()
+        profile = profile_for_argv(argv)
+        if profile is None:
+            return argv, ()
+        start = profile.split_command(argv).flags_start
+        rendered = _host_values(argv[start:])
+        if rendered == [LOOPBACK]:
+            return argv, ()
+        bound = [*argv[:start], *bind_loopback(argv[start:])]
+        said = ", ".join(rendered) if rendered else "no --host (every interface)"
+        return bound, (f"local driver: bound --host {LOOPBACK} (the file says {said})",)
 
     def _mount_root(self, dep: Deployment, service: str) -> Path:
         """The engine's working directory: its bind mounts as symlinks under their container
@@ -331,7 +356,8 @@ class LocalDriver:
         if self._engine == "real" and not self._custom_launcher:
             profile = profile_for_argv(dep.argv(service))
             assert profile is not None  # _real_command checked it
-            url = engine_url(dep.argv(service), profile.default_port)
+            # The port as rendered, on loopback (where bind_loopback made it listen).
+            url = engine_url([*dep.argv(service), "--host", LOOPBACK], profile.default_port)
             probe = http_ready(url + profile.health_path)
             process.wait_ready(probe, self._start_timeout_s, poll_s=0.5, sleep=self._sleep)
             return url
@@ -387,6 +413,46 @@ OFFLINE_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
 }
+
+
+#: The only address a local engine listens on.
+LOOPBACK = "127.0.0.1"
+
+
+def bind_loopback(flags: Sequence[str]) -> list[str]:
+    """Engine flags with the listen address forced to loopback: every ``--host X`` and
+    ``--host=X`` becomes ``--host 127.0.0.1``, and one is added when the flags name none
+    (vLLM's default listens on every interface)."""
+    out: list[str] = []
+    bound = False
+    i = 0
+    while i < len(flags):
+        token = flags[i]
+        if token == "--host":
+            out += ["--host", LOOPBACK]
+            bound = True
+            i += 2  # the value, whatever it was
+            continue
+        if token.startswith("--host="):
+            out.append(f"--host={LOOPBACK}")
+            bound = True
+        else:
+            out.append(token)
+        i += 1
+    if not bound:
+        out += ["--host", LOOPBACK]
+    return out
+
+
+def _host_values(flags: Sequence[str]) -> list[str]:
+    """Every ``--host`` value the flags give, in order."""
+    out = []
+    for i, token in enumerate(flags):
+        if token == "--host":
+            out.append(flags[i + 1] if i + 1 < len(flags) else "")
+        elif token.startswith("--host="):
+            out.append(token.split("=", 1)[1])
+    return out
 
 
 def engine_url(argv: Sequence[str], default_port: int) -> str:
