@@ -480,3 +480,27 @@ def test_tierctl_rollout_killed_at_a_step_boundary_resumes_without_repeating_a_d
     assert records[-1]["event"] == "completed"
     for svc in (R1, R2, COLLECTOR):
         assert world.running_as("new", svc)
+
+
+def test_a_rollback_that_fails_too_is_journaled_and_resume_refuses_with_the_hand_fix(
+    world: World,
+) -> None:
+    """NEW's up exits 1, then the rollback's scoped down answers 500 on every try: the error
+    says the rollback failed and how to restore by hand, the journal ends in rollback-failed,
+    and --resume refuses without calling the agent."""
+    world.agent.state.faults = ["", "", "exit1", "500", "500"]
+    with pytest.raises(RuntimeFailure) as info:
+        world.run(world.driver(attempts=2))
+    err = info.value
+    step = f"01-recreate-{R2}"
+    assert err.message.startswith(f"{step}: rolling {R2} back to OLD failed too:")
+    assert "HTTP 500" in err.message
+    assert "restore the service by hand from the OLD file" in (err.fix or "")
+    records = [json.loads(line) for line in world.journal.read_text().splitlines()]
+    assert [r["event"] for r in records][-2:] == ["failed", "rollback-failed"]
+    assert "exited 1" in records[-2]["error"]
+    assert "HTTP 500" in records[-1]["error"]
+    calls = len(world.agent.state.requests)
+    with pytest.raises(InputError, match=f"step {step} failed and its rollback to OLD did not"):
+        world.run(world.driver(), resume=True)
+    assert len(world.agent.state.requests) == calls
