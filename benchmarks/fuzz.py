@@ -14,6 +14,13 @@ largest RSS growth over one input.
 Run: PYTHONPATH=src python benchmarks/fuzz.py [--inputs 10000] [--seed 1] [--timeout 10]
      [--save DIR] [--kinds spec,compose,...]
 Exit status: 0 when the goal is met, 1 otherwise.
+
+Measured 2026-12-01 on the shared 2-core machine (load average 5-9, ``nice -n 10``), the
+default 10 s hang budget and 6 GiB address-space limit: seed 3, 10,000 inputs, 21,250 runs,
+0 unhandled exceptions, 0 hangs, 0 failures without a message, peak RSS 119 MiB (largest
+growth over one input 22 MiB), 505 s wall; seed 1, 10,000 inputs, 21,250 runs, 0 / 0 / 0,
+peak RSS 120 MiB, 1,436 s wall (other test runs shared the CPUs). The slowest single run was
+4.4 s (``rollout --dry-run`` on a mutated plan).
 """
 
 from __future__ import annotations

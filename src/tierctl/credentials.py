@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "is_secret_flag",
@@ -142,3 +143,19 @@ def mask(text: str, secrets: Sequence[str], replacement: str = "***") -> str:
         for form in secret_forms(secret):
             text = text.replace(form, replacement)
     return text
+
+
+def mask_tree(node: Any, secrets: Sequence[str], replacement: str = "***") -> Any:
+    """``node`` (JSON-like: dicts, lists, strings) with every string :func:`mask`-ed.
+
+    Masking each string before the document is serialised catches a secret that the text
+    already holds escaped (an echoed request body): escaping it once more would hide it from
+    :func:`mask` on the serialised line.
+    """
+    if isinstance(node, str):
+        return mask(node, secrets, replacement)
+    if isinstance(node, dict):
+        return {k: mask_tree(v, secrets, replacement) for k, v in node.items()}
+    if isinstance(node, list | tuple):
+        return [mask_tree(v, secrets, replacement) for v in node]
+    return node

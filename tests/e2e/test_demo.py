@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -261,3 +262,37 @@ def test_a_disagreement_names_the_rows_and_why() -> None:
     assert compare_verdicts(ab, by_key, agreed) == [
         "A/B: PASS; live readout: PASS (the same verdict)"
     ]
+
+
+def test_quick_demo_with_a_cost_model_file_uses_it(
+    tmp_path: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    from tierctl.sim.cost import GLM53_FLASH_W4AFP8_TP4_H200
+    from tierctl.sim.costfile import write_cost_model
+
+    model = tmp_path / "slow-decode.json"
+    write_cost_model(
+        model,
+        dataclasses.replace(GLM53_FLASH_W4AFP8_TP4_H200, name="slow-decode", decode_base_s=0.1),
+        {"fitted_on": ["by hand"]},
+    )
+    result = run_cli("demo", "--quick", "--cost-model", str(model))
+    assert result.code == 0, result.err
+    out = " ".join(result.out.split())
+    assert "modelled with the slow-decode step costs" in out
+    base = " ".join(run_cli("demo", "--quick").out.split())
+    assert "modelled with the glm53-flash-w4afp8-tp4-h200 step costs" in base
+    # A 100 ms decode step changes the what-if's figures.
+    assert out.split("slow-decode step costs")[1][:400] != base.split("h200 step costs")[1][:400]
+
+
+def test_demo_refuses_a_bad_cost_model_file_before_starting(
+    tmp_path: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "tierctl-cost-model", "format": 1, "model": {"name": "x"}}')
+    result = run_cli("demo", "--quick", "--cost-model", str(bad))
+    assert result.code == 2
+    assert "bad.json" in result.err
+    assert "declare + render" not in result.out
+    assert "Traceback" not in result.err

@@ -354,18 +354,20 @@ def test_an_agent_that_stalls_during_apply_is_rolled_back_and_resumed(world: Wor
     assert world.running_as("new", R2)
 
 
-def _cli_rollout(world: World, tmp: Path, *extra: str) -> tuple[list[str], dict[str, str]]:
+def _cli_rollout(
+    world: World, tmp: Path, *extra: str, health: bool = True
+) -> tuple[list[str], dict[str, str]]:
     """``tierctl rollout`` against the stand-in agent, as an operator runs it: the plan from
-    a file, the token (and a forwarded secret) from the environment."""
+    a file, the token (and a forwarded secret) from the environment. Every gate is skipped
+    but ``health`` (unless ``health`` is false), which fails at once: no engine listens."""
     plan_path = tmp / "plan.json"
     if not plan_path.exists():
         plan_path.write_text(world.plan.model_dump_json(indent=2))
         # The CLI asks for each side's file at its tag, by the plan's path.
         world.agent.state.files[("v1", world.plan.source.path)] = world.old.text
         world.agent.state.files[("v2", world.plan.target.path)] = world.new.text
-    skip = [
-        a for g in sorted((ALL_GATES | {"running-args"}) - {"health"}) for a in ("--skip-gate", g)
-    ]
+    kept = {"health"} if health else set()
+    skip = [a for g in sorted((ALL_GATES | {"running-args"}) - kept) for a in ("--skip-gate", g)]
     args = [
         sys.executable, "-m", "tierctl", "rollout", "--plan", str(plan_path),
         "--driver", "compose-manager", "--agent-url", world.agent.url,
@@ -423,3 +425,82 @@ def test_a_rollout_killed_inside_its_rollback_is_refused_on_resume(
                  world.journal.read_text()):  # fmt: skip
         assert TOKEN not in text
         assert "hf-SECRET-VALUE" not in text
+
+
+def _kill_when_stalled(args: list[str], env: dict[str, str], world: World, calls: int) -> None:
+    """Run ``args``, wait until the agent holds its ``calls``-th call (stalled), SIGKILL it."""
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if len(world.agent.state.requests) >= calls:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the rollout ended before the kill point"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+
+# The kill lands inside the call the agent holds: R2's dry run (the step begun, nothing done),
+# its scoped down (about to stop it), its up (stopped, NEW not started), and R1's dry run (R2's
+# step done).
+@pytest.mark.parametrize(("stalled_call", "r2_begins"), [(1, 2), (2, 2), (3, 2), (4, 1)])
+def test_tierctl_rollout_killed_at_a_step_boundary_resumes_without_repeating_a_done_step(
+    world: World, tmp_path: Path, stalled_call: int, r2_begins: int
+) -> None:
+    world.agent.state.faults = [""] * (stalled_call - 1) + ["stall"]
+    args, env = _cli_rollout(world, tmp_path, "--agent-timeout-s", "600", health=False)
+    _kill_when_stalled(args, env, world, stalled_call)
+    before = [json.loads(x) for x in world.journal.read_text().splitlines()]
+    killed_in = f"02-recreate-{R1}" if stalled_call == 4 else f"01-recreate-{R2}"
+    assert (before[-1]["event"], before[-1]["step"]) == ("begin", killed_in)
+    assert [r["step"] for r in before if r["event"] == "done"] == (
+        [f"01-recreate-{R2}"] if stalled_call == 4 else []
+    )
+
+    resumed = subprocess.run([*args, "--resume"], env=env, capture_output=True, text=True,
+                             timeout=120)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "Traceback" not in resumed.stderr
+    status = "skipped" if stalled_call == 4 else "done"
+    assert resumed.stdout.splitlines()[:3] == [
+        f"01-recreate-{R2}: {status}",
+        f"02-recreate-{R1}: done",
+        f"03-recreate-{COLLECTOR}: done",
+    ]
+    records = [json.loads(x) for x in world.journal.read_text().splitlines()]
+    begins = [r["step"] for r in records if r["event"] == "begin"]
+    dones = [r["step"] for r in records if r["event"] == "done"]
+    assert begins.count(f"01-recreate-{R2}") == r2_begins
+    assert sorted(dones) == sorted(
+        [f"01-recreate-{R2}", f"02-recreate-{R1}", f"03-recreate-{COLLECTOR}"]
+    )  # each step done exactly once
+    assert records[-1]["event"] == "completed"
+    for svc in (R1, R2, COLLECTOR):
+        assert world.running_as("new", svc)
+
+
+def test_a_rollback_that_fails_too_is_journaled_and_resume_refuses_with_the_hand_fix(
+    world: World,
+) -> None:
+    """NEW's up exits 1, then the rollback's scoped down answers 500 on every try: the error
+    says the rollback failed and how to restore by hand, the journal ends in rollback-failed,
+    and --resume refuses without calling the agent."""
+    world.agent.state.faults = ["", "", "exit1", "500", "500"]
+    with pytest.raises(RuntimeFailure) as info:
+        world.run(world.driver(attempts=2))
+    err = info.value
+    step = f"01-recreate-{R2}"
+    assert err.message.startswith(f"{step}: rolling {R2} back to OLD failed too:")
+    assert "HTTP 500" in err.message
+    assert "restore the service by hand from the OLD file" in (err.fix or "")
+    records = [json.loads(line) for line in world.journal.read_text().splitlines()]
+    assert [r["event"] for r in records][-2:] == ["failed", "rollback-failed"]
+    assert "exited 1" in records[-2]["error"]
+    assert "HTTP 500" in records[-1]["error"]
+    calls = len(world.agent.state.requests)
+    with pytest.raises(InputError, match=f"step {step} failed and its rollback to OLD did not"):
+        world.run(world.driver(), resume=True)
+    assert len(world.agent.state.requests) == calls

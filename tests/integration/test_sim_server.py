@@ -90,7 +90,11 @@ async def test_streaming_token_count_equals_usage_and_server_info_reflects_argv(
             assert r.status == 200
             events = await _sse_events(r)
         assert events[-1] == "[DONE]"
-        content = [e for e in events[:-1] if e["choices"] and "content" in e["choices"][0]["delta"]]
+        # SGLang's first chunk is the role with empty content (sent with the first token).
+        assert events[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+        content = [
+            e for e in events[1:-1] if e["choices"] and "content" in e["choices"][0]["delta"]
+        ]
         usage = events[-2]["usage"]
         assert len(content) == usage["completion_tokens"] == 37
         assert usage["prompt_tokens"] > 50

@@ -24,9 +24,16 @@ from tierctl.errors import ExitCode
     help="Tier spec to use (default: the bundled GLM-5.3 long-context example).",
 )
 @click.option("--quick", is_flag=True, help="Only the offline stages (no servers).")
-def demo(spec: Path | None, quick: bool) -> ExitCode:
+@click.option(
+    "--cost-model",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Cost model file (`tierctl sim fit --out`) for the what-if and the simulated engines "
+    "(default: the bundled GLM-5.3 preset).",
+)
+def demo(spec: Path | None, quick: bool, cost_model: Path | None) -> ExitCode:
     """Both field stories: render, validate, simulate; act 1 the scheduler canary (roll out,
     A/B, live, read out); act 2 the ingestion incident through the real sglang-router."""
     console = Console(width=None if Console().is_terminal else 140)
-    ok = run_demo(spec or DEFAULT_SPEC, console=console, quick=quick)
+    ok = run_demo(spec or DEFAULT_SPEC, console=console, quick=quick, cost_model=cost_model)
     return ExitCode.OK if ok else ExitCode.FAILURE

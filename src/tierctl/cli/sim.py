@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -219,12 +220,19 @@ def compare(
 @click.option(
     "--from",
     "kind",
-    type=click.Choice(["auto", "steps", "bench", "sglang-log"]),
+    type=click.Choice(["auto", "steps", "bench", "sglang-log", "vllm-log"]),
     default="auto",
     show_default=True,
     help="What SOURCE is: a step log (JSONL, one line per engine step), a `tierctl bench "
-    "run/ab` results.json (request timings only) or an SGLang scheduler log ('Decode batch' "
-    "lines: decode coefficients only); auto tells them apart by content.",
+    "run/ab` results.json (request timings only), an SGLang scheduler log ('Decode batch' "
+    "lines: decode coefficients only) or a vLLM log with --enable-logging-iteration-details "
+    "('Iteration(N): ...' lines); auto tells them apart by content.",
+)
+@click.option(
+    "--timings",
+    type=click.Path(dir_okay=False, exists=True),
+    help="With a vLLM iteration log: the same run's `tierctl bench` results.json, to fit the "
+    "time between steps (scheduling, output handling) that the log does not cover.",
 )
 @_ENGINE_OPT
 @_PRESET
@@ -235,6 +243,7 @@ def compare(
 def fit(
     source: str,
     kind: str,
+    timings: str | None,
     engine: str | None,
     out: str | None,
     force: bool,
@@ -259,7 +268,7 @@ def fit(
         raise click.UsageError(f"{out} exists; pass --force to overwrite it")
     base = _cost(kw)
     config = EngineConfig.from_argv(list(argv), engine=engine)
-    model, prov = fit_source(source, kind, base, config)
+    model, prov = fit_source(source, kind, base, config, timings=timings)
     if out is not None:
         write_cost_model(out, model, prov)
         click.echo(f"wrote {out}", err=True)
@@ -313,6 +322,13 @@ def fit(
     show_default=True,
     help="Hard limit on one request body; a bigger one gets 413 while it is being read.",
 )
+@click.option(
+    "--health-generation/--no-health-generation",
+    default=None,
+    help="SGLang: /health runs the one-token check of /health_generate (answered at the first "
+    "1 s poll that sees engine output), as SGLang does by default. Default: "
+    "$SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION when set, else off (/health answers at once).",
+)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def serve(
     time_scale: float,
@@ -323,6 +339,7 @@ def serve(
     perturb_fraction: float,
     perturb_seed: int,
     max_body_mib: float,
+    health_generation: bool | None,
     argv: tuple[str, ...],
     **kw: Any,
 ) -> None:
@@ -345,8 +362,17 @@ def serve(
         perturb_fraction=perturb_fraction,
         perturb_seed=perturb_seed,
         max_body_bytes=int(max_body_mib * 1024 * 1024),
+        health_generation=_health_generation(health_generation),
     )
     asyncio.run(run_server(config, cost, opts, announce=lambda s: click.echo(s, nl=True)))
+
+
+def _health_generation(flag: bool | None) -> bool:
+    """The flag, else SGLang's own switch from the environment (SGLang's truthy spellings)."""
+    if flag is not None:
+        return flag
+    env = os.environ.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION")
+    return env is not None and env.strip().lower() in ("1", "true", "yes", "on")
 
 
 def _fmt(v: float | None, spec: str = ".3g") -> str:

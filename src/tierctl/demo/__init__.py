@@ -52,16 +52,26 @@ def _stages() -> list[tuple[str, Stage, str]]:
     ]
 
 
-def run_demo(spec_path: Path, *, console: Console, quick: bool = False) -> bool:
+def run_demo(
+    spec_path: Path, *, console: Console, quick: bool = False, cost_model: Path | None = None
+) -> bool:
     """Run every stage in order; returns False at the first failing stage.
 
+    ``cost_model``: a cost model file for the what-if and every simulated engine.
+
     Raises:
-        InputError: the spec cannot be read (located, with the rule and the fix).
+        InputError: the spec or the cost model file cannot be read (located, with the rule
+            and the fix).
     """
+    if cost_model is not None:
+        from tierctl.sim.costfile import read_cost_model
+
+        read_cost_model(cost_model)  # refused before anything starts
     demo = analyse(spec_path)
     missing = [m for m in ("aiohttp", "numpy", "tokenizers") if importlib.util.find_spec(m) is None]
     # Kept after the run: it holds the journal, the A/B report and plots, and the logs.
     ctx = DemoContext(spec_path, demo, console, Path(tempfile.mkdtemp(prefix="tierctl-demo-")))
+    ctx.cost_model = cost_model
     for title, stage, needs in _stages():
         if quick and needs:
             continue

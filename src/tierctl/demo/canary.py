@@ -199,7 +199,12 @@ def stage_canary(ctx: DemoContext) -> bool:
                     f"  [dim]collector: Prometheus reloaded with {dep.side.upper()}'s scrape config[/]"
                 )
 
-        driver = DemoDriver(ctx.workdir / "engines", time_scale=TIME_SCALE, on_collector=reload)
+        driver = DemoDriver(
+            ctx.workdir / "engines",
+            time_scale=TIME_SCALE,
+            sim_options=ctx.sim_serve_options(),
+            on_collector=reload,
+        )
         driver.collectors = {n for n, svc in tier.services.items() if svc.role == "collector"}
         stack.callback(driver.down_all)
         console.print("starting OLD's engines (tierctl sim serve) ...")

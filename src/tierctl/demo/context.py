@@ -23,6 +23,8 @@ class DemoContext:
         workdir: Rendered files, journals, reports, logs; kept after the run.
         rendered: The compose file the render stage wrote (in ``workdir``).
         facts: Figures later stages or tests read (verdicts, counts).
+        cost_model: A cost model file (``tierctl sim fit``) for the what-if and the simulated
+            engines; ``None`` uses the bundled preset.
     """
 
     spec_path: Path
@@ -31,6 +33,11 @@ class DemoContext:
     workdir: Path
     rendered: Path | None = None
     facts: dict[str, Any] = field(default_factory=dict)
+    cost_model: Path | None = None
+
+    def sim_serve_options(self) -> list[str]:
+        """``tierctl sim serve`` options every simulated engine of the demo gets."""
+        return ["--cost-model", str(self.cost_model)] if self.cost_model is not None else []
 
 
 Stage = Callable[[DemoContext], bool]

@@ -182,7 +182,8 @@ def _one_arm(ctx: DemoContext, *, with_flag: bool) -> ArmResult:
     _, side = load_sides(plan_files(str(compose), str(compose)))
     tier = resolve_tier(load_spec(spec_file))
     services = [tier.replicas[n].service for n in tier_names]
-    launcher = [sys.executable, "-m", "tierctl", "sim", "serve", "--time-scale", str(TIME_SCALE)]
+    launcher = [sys.executable, "-m", "tierctl", "sim", "serve", "--time-scale", str(TIME_SCALE),
+                *ctx.sim_serve_options()]  # fmt: skip
     driver = LocalDriver(ctx.workdir / f"ingestion-{label}", launcher=[*launcher, "--"])
     try:
         driver.apply(side, services)

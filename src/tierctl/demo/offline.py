@@ -101,7 +101,8 @@ def stage_simulate(ctx: DemoContext) -> bool:
     import random
 
     from tierctl.sim.config import EngineConfig
-    from tierctl.sim.cost import DEFAULT_PRESET
+    from tierctl.sim.cost import DEFAULT_PRESET, CostModel
+    from tierctl.sim.costfile import read_cost_model
     from tierctl.sim.result import ratio_table
     from tierctl.sim.simulate import compare
     from tierctl.sim.workload import field_burst
@@ -127,10 +128,14 @@ def stage_simulate(ctx: DemoContext) -> bool:
             f"the field report's 720K-token prompts exceed this tier's context ({fit} tokens): "
             "the burst is sized to fit it"
         )
-    result = compare(control, candidate, workload)
+    cost: CostModel | str = DEFAULT_PRESET
+    if ctx.cost_model is not None:
+        cost, _ = read_cost_model(ctx.cost_model)
+    result = compare(control, candidate, workload, cost)
+    name = cost if isinstance(cost, str) else cost.name
     table = Table(
-        title=f"8 x {size} burst while 3 sequences decode (modelled with the {DEFAULT_PRESET} "
-        "step costs; `tierctl sim fit` makes a cost model for another model)"
+        title=f"8 x {size} burst while 3 sequences decode (modelled with the {name} step "
+        "costs; `tierctl sim fit` makes a cost model for another model)"
     )
     roles = ("control", "canary") if demo.canary else ("first replica", "last replica")
     for col in ("requests", "metric", f"{a} ({roles[0]})", f"{b} ({roles[1]})", f"{b}/{a}"):

@@ -16,7 +16,7 @@ from typing import Literal
 
 import httpx
 
-from tierctl.credentials import mask
+from tierctl.credentials import mask, mask_tree
 from tierctl.errors import ContractViolation, GateFailed, InputError, Location, TierctlError
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import Driver
@@ -129,7 +129,42 @@ def run_rollout(
         InputError: A journal exists without ``resume``, or belongs to another plan.
     """
     secrets = driver.secrets()
+    try:
+        return _run_rollout(plan, driver, old, new, options, secrets, client, log, sleep, clock)
+    except TierctlError as exc:
+        # Whatever a driver, a gate or an engine put in the error, the operator sees it (and
+        # --debug's traceback shows its causes) with the secrets masked.
+        mask_error(exc, secrets)
+        raise
 
+
+def mask_error(exc: BaseException, secrets: tuple[str, ...]) -> None:
+    """Mask ``secrets`` in a TierctlError and in every TierctlError it was raised from."""
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen and secrets:
+        seen.add(id(node))
+        if isinstance(node, TierctlError):
+            node.message = mask(node.message, secrets)
+            node.rule = None if node.rule is None else mask(node.rule, secrets)
+            node.fix = None if node.fix is None else mask(node.fix, secrets)
+            node.value = mask_tree(node.value, secrets)
+            node.args = (node.message,)
+        node = node.__cause__ or node.__context__
+
+
+def _run_rollout(
+    plan: Plan,
+    driver: Driver,
+    old: Deployment,
+    new: Deployment,
+    options: RolloutOptions,
+    secrets: tuple[str, ...],
+    client: httpx.Client | None,
+    log: Callable[[str], None],
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> RolloutResult:
     def say(message: str) -> None:
         log(mask(message, secrets))
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tierctl.credentials import mask
+from tierctl.credentials import mask, mask_tree
 from tierctl.errors import InputError, Location
 
 Clock = Callable[[], datetime]
@@ -145,7 +145,7 @@ class Journal:
         }
         if step is not None:
             rec["step"] = step
-        rec.update(fields)
+        rec.update(mask_tree(fields, self._secrets))
         line = mask(json.dumps(rec, sort_keys=True), self._secrets)
         new = not self.path.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)

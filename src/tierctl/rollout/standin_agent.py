@@ -6,7 +6,9 @@ which services "run" with which definition, and answers dry runs with docker com
 line format. Faults can be queued per request: ``"500"``, ``"timeout"`` (answers after
 ``slow_s``), ``"stall"`` (accepts the request and never answers, not even a status line,
 until the client hangs up), ``"trickle"`` (output lines but no exit event for ``slow_s``),
-``"cut"`` (stream ends without an exit event), ``"exit1"``, and
+``"cut"`` (stream ends without an exit event), ``"exit1"``, ``"echo"`` / ``"echo-exit1"`` /
+``"echo-400"`` (an agent that echoes the request back: the bearer token and every env value,
+raw, JSON-escaped and quoted, in its output lines, its failure's stderr, or a 400 body), and
 ``"extra:SERVICE"`` (a dry run that also plans SERVICE). Like the real agent it rejects env keys
 that are not shell names; unlike it, it refuses an empty ``services`` list with 400 instead of
 applying every service, so a client bug shows. Requires the ``sim`` extra (aiohttp).
@@ -185,6 +187,23 @@ class StandinAgent:
                 lines.append(f" ✔ Container {container}  Removed")
         return await self._stream(request, lines, fault)
 
+    def _auth_seen(self) -> str:
+        return self.state.auth_headers[-1] if self.state.auth_headers else ""
+
+    def _echo_lines(self) -> list[str]:
+        """The last request echoed back the ways a careless agent (or compose) does."""
+        body = self.state.requests[-1] if self.state.requests else {}
+        env = body.get("env") or {}
+        lines = [f"using {self._auth_seen()}", f"request: {json.dumps(body)}"]
+        for key, value in env.items():
+            lines += [
+                f"{key}={value}",
+                f"{key}={json.dumps(value)}",
+                f"{key}='{value}'",
+                f"environment: {json.dumps({key: value}, ensure_ascii=False)}",
+            ]
+        return lines
+
     async def _early_fault(self, fault: str | None, request: web.Request) -> web.Response | None:
         if fault == "stall":
             # Accepted and read, then silence: only the client's deadline ends the call. The
@@ -195,6 +214,15 @@ class StandinAgent:
                     break
                 await asyncio.sleep(0.05)
             return web.json_response({"error": "stalled"}, status=500)
+        if fault == "echo-400":
+            return web.json_response(
+                {
+                    "error": "bad request",
+                    "echo": self.state.requests[-1],
+                    "auth": self._auth_seen(),
+                },
+                status=400,
+            )
         if fault == "500":
             return web.json_response({"error": "injected"}, status=500)
         if fault == "timeout":
@@ -207,6 +235,10 @@ class StandinAgent:
     ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await resp.prepare(request)
+        echoed = fault in ("echo", "echo-exit1")
+        if echoed:
+            lines = [*self._echo_lines(), *lines]
+            fault = "exit1" if fault == "echo-exit1" else None
         for line in lines:
             await resp.write((json.dumps({"type": "stdout", "line": line}) + "\n").encode())
         if fault == "trickle":
@@ -220,9 +252,10 @@ class StandinAgent:
         if fault != "cut":
             code = 1 if fault == "exit1" else 0
             if code:
-                await resp.write(
-                    (json.dumps({"type": "stderr", "line": "injected failure"}) + "\n").encode()
-                )
+                for line in (
+                    [*self._echo_lines(), "injected failure"] if echoed else ["injected failure"]
+                ):
+                    await resp.write((json.dumps({"type": "stderr", "line": line}) + "\n").encode())
             await resp.write((json.dumps({"type": "exit", "code": code}) + "\n").encode())
         await resp.write_eof()
         return resp

@@ -201,6 +201,12 @@ def fit(
 
 
 def _nnls(x: object, y: object) -> tuple[float, float, float]:
+    """Least squares with coefficients clamped at zero, for three columns."""
+    a, b, c = _nnls_n(x, y)
+    return a, b, c
+
+
+def _nnls_n(x: object, y: object) -> tuple[float, ...]:
     """Least squares with coefficients clamped at zero (a small active-set loop).
 
     Columns are scaled to unit norm first: the attention column is ~1e12 times the constant
@@ -223,4 +229,4 @@ def _nnls(x: object, y: object) -> tuple[float, float, float]:
             break
         active.pop(int(np.argmin(sol)))
     out = coef / scale
-    return float(out[0]), float(out[1]), float(out[2])
+    return tuple(float(v) for v in out)

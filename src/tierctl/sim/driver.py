@@ -47,6 +47,8 @@ class EngineDriver:
         self._resting = True  # parked with nothing to run (the clock is not advancing)
         self._pending: Round | None = None  # the round run last, its tokens not yet handed out
         self._window_tokens, self._window_s, self._window_rounds = 0, 0.0, 0
+        #: Rounds whose tokens were handed out (SGLang's health check watches for any).
+        self.deliveries = 0
 
     def sim_now(self) -> float:
         """Modelled seconds since start, from the wall clock."""
@@ -152,6 +154,8 @@ class EngineDriver:
             return
         sched = self.scheduler
         end_s = rnd.start_s + rnd.duration_s
+        if rnd.emitted:
+            self.deliveries += 1
         finished = {live.req.rid: live for live in sched.done}
         for em in rnd.emitted:
             q = self._streams.get(em.rid)

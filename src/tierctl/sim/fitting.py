@@ -2,6 +2,12 @@
 
 * **Step log** (``--from steps``): one line per engine step with its sizes and duration; the
   step coefficients are fitted by non-negative least squares (:func:`tierctl.sim.cost.fit`).
+* **vLLM iteration log** (``--from vllm-log``): vLLM 0.32's
+  ``--enable-logging-iteration-details`` logs every step's context (prefill) tokens, generation
+  requests and the model's elapsed time; the step coefficients are fitted to those, and, given
+  the request timings of the same run, the time between steps that the log does not cover
+  (scheduling, output processing, streaming) is fitted through the simulator as two terms: per
+  round and per running sequence (:func:`fit_iterations`).
 * **Request timings** (``--from bench``): a ``tierctl bench run`` or ``bench ab`` results file
   holds, per request, when it was sent, its prompt and output lengths, TTFT and every
   inter-token gap. No step sizes are known, so the coefficients are fitted *through the
@@ -50,7 +56,12 @@ class MeasuredRequest:
 
 
 def fit_source(
-    path: str | Path, kind: str, base: CostModel, config: EngineConfig
+    path: str | Path,
+    kind: str,
+    base: CostModel,
+    config: EngineConfig,
+    *,
+    timings: str | Path | None = None,
 ) -> tuple[CostModel, dict[str, Any]]:
     """Fit ``base``'s step coefficients to a step log or a bench results file.
 
@@ -60,6 +71,8 @@ def fit_source(
             a bench results file; anything else is read as a step log).
         base: the cost model whose memory sizes and overhead are kept; the starting point.
         config: the measured engine's flags (its scheduler is the one replayed).
+        timings: with a vLLM iteration log, the bench results file of the same run: the time
+            between steps is then fitted to its request timings (:func:`fit_overheads`).
 
     Returns:
         The fitted model and its provenance (what, how, residuals).
@@ -71,8 +84,41 @@ def fit_source(
             if _looks_like_bench(p)
             else "sglang-log"
             if _looks_like_sglang_log(p)
+            else "vllm-log"
+            if _looks_like_vllm_log(p)
             else "steps"
         )
+    if kind == "vllm-log":
+        its = read_vllm_iterations(p)
+        budget = vllm_token_budget(config, base)
+        model = fit_iterations(its, base, name=f"fitted:{p.name}", budget_tokens=budget)
+        residuals: dict[str, Any] = iteration_residuals(model, its, budget)
+        samples: dict[str, int] = {"iterations": len(its)}
+        between = "kept from the base (pass the same run's timings to fit it)"
+        fitted_on = [str(p)]
+        if timings is not None:
+            reqs = read_bench_requests(timings)
+            model, timing_res = fit_overheads(model, reqs, config)
+            residuals = {**residuals, **timing_res}
+            samples["requests"] = len(reqs)
+            fitted_on.append(str(timings))
+            between = (
+                "fitted through the simulator to the request timings: per round and per "
+                "running sequence"
+            )
+        prov = {
+            "fitted_on": fitted_on,
+            "method": "vLLM iteration log (--enable-logging-iteration-details): non-negative "
+            "least squares of each step's elapsed time on (1, context tokens, attended pairs, "
+            "generation requests), prefill and decode steps apart, chunk positions rebuilt "
+            f"from the token budget; the time between steps {between}",
+            "base": base.name,
+            "engine": config.engine,
+            "engine_argv": list(config.argv),
+            "samples": samples,
+            "residuals": residuals,
+        }
+        return model, prov
     if kind == "sglang-log":
         dec = read_sglang_log(p)
         model = fit_decode(dec, base, name=f"fitted:{p.name}")
@@ -172,6 +218,226 @@ def read_sglang_log(path: str | Path) -> list[DecodeSample]:
             fix="pass the scheduler's log of a run with decoding traffic",
         )
     return out
+
+
+_VLLM_ITERATION = re.compile(
+    r"Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, (\d+) generation "
+    r"requests, (\d+) generation tokens, iteration elapsed time: ([\d.]+) ms(?! \(dummy\))"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class IterationSample:
+    """One engine step from vLLM's iteration log: its sizes and the model's elapsed time."""
+
+    context_requests: int
+    context_tokens: int
+    generation_requests: int
+    elapsed_s: float
+
+
+def _looks_like_vllm_log(p: Path) -> bool:
+    try:
+        with p.open("r", encoding="utf-8", errors="replace") as fh:
+            return any(
+                "iteration elapsed time" in line for _, line in zip(range(20000), fh, strict=False)
+            )
+    except OSError:
+        return False
+
+
+def parse_vllm_iterations(text: str) -> list[IterationSample]:
+    """Every non-dummy ``Iteration(N): ...`` line of a vLLM log, in order."""
+    return [
+        IterationSample(int(m.group(2)), int(m.group(3)), int(m.group(4)), float(m.group(6)) / 1e3)
+        for m in _VLLM_ITERATION.finditer(text)
+    ]
+
+
+def read_vllm_iterations(path: str | Path) -> list[IterationSample]:
+    """The steps vLLM logged with ``--enable-logging-iteration-details`` (0.32+).
+
+    Raises:
+        InputError: the file cannot be read or holds too few iteration lines.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(
+            f"cannot read the log: {exc.strerror}", location=Location(file=str(p))
+        ) from None
+    its = parse_vllm_iterations(text)
+    _enough_iterations(its, str(p))
+    return its
+
+
+def _enough_iterations(its: list[IterationSample], where: str) -> None:
+    pre = sum(1 for s in its if s.context_tokens > 0)
+    if pre < 3 or len(its) - pre < 3:
+        raise InputError(
+            "too few vLLM iteration lines to fit the cost model",
+            location=Location(file=where),
+            rule="at least 3 steps with prefill tokens and 3 decode-only steps are needed",
+            value={"prefill_steps": pre, "decode_steps": len(its) - pre},
+            fix="start vLLM with --enable-logging-iteration-details and fit on the log of a run "
+            "with varied prompt lengths and concurrency",
+        )
+
+
+def fit_iterations(
+    its: list[IterationSample], base: CostModel, *, name: str, budget_tokens: int | None = None
+) -> CostModel:
+    """Fit the step coefficients to vLLM's logged step times.
+
+    The simulator prices a vLLM step as ``prefill_base + b * c + g * c * (p + c/2) + d * rows``
+    when it prefills (``c`` new tokens on ``p`` already computed, ``rows`` decoding requests)
+    and ``decode_base + d * rows`` when it only decodes, so one non-negative least squares over
+    both kinds of step fits the five together (``d`` is shared). The log does not say where in
+    its prompt a chunk starts; it is rebuilt from the schedule: a step whose one prefill filled
+    the token budget (``budget_tokens``, vLLM's ``--max-num-batched-tokens``) was cut there, so
+    the next step's single prefill continues the same prompt. Decode context lengths are not
+    logged, so the per-context-token decode term is zero; the elapsed time excludes scheduling
+    and output handling, so ``round_overhead_s`` stays the base's until :func:`fit_overheads`.
+
+    Raises:
+        InputError: too few prefill or decode steps.
+    """
+    import numpy as np
+
+    from tierctl.sim.cost import _nnls_n
+
+    _enough_iterations(its, "iterations")
+    rows: list[list[float]] = []
+    for s, p in zip(its, chunk_positions(its, budget_tokens), strict=True):
+        g = float(s.generation_requests)
+        if s.context_tokens == 0:
+            rows.append([0.0, 0.0, 0.0, 1.0, g])
+        else:
+            c = s.context_tokens
+            rows.append([1.0, float(c), c * (p + c / 2), 0.0, g])
+    x = np.array(rows)
+    y = np.array([s.elapsed_s for s in its])
+    a_p, b, attn, a_d, d = _nnls_n(x, y)
+    return dataclasses.replace(
+        base,
+        name=name,
+        prefill_base_s=a_p,
+        prefill_per_token_s=b,
+        prefill_attn_pair_s=attn,
+        decode_base_s=a_d,
+        decode_per_seq_s=d,
+        decode_per_ctx_token_s=0.0,
+    )
+
+
+def chunk_positions(its: list[IterationSample], budget_tokens: int | None) -> list[int]:
+    """Where each step's prefill starts in its prompt (0 for decode steps), rebuilt from the
+    schedule: a lone prefill that filled the budget was cut there and continues next step."""
+    out: list[int] = []
+    done = 0
+    for s in its:
+        if s.context_tokens == 0:
+            out.append(0)
+            done = 0
+            continue
+        p = done if s.context_requests == 1 else 0
+        out.append(p)
+        cut = (
+            budget_tokens is not None
+            and s.context_requests == 1
+            and s.context_tokens + s.generation_requests >= budget_tokens
+        )
+        done = p + s.context_tokens if cut else 0
+    return out
+
+
+def vllm_token_budget(config: EngineConfig, base: CostModel) -> int:
+    """The step token budget the simulated vLLM scheduler uses for ``config``."""
+    from tierctl.sim.vllm_policy import VllmScheduler
+
+    return VllmScheduler(config, base).token_budget
+
+
+def iteration_residuals(
+    model: CostModel, its: list[IterationSample], budget_tokens: int | None = None
+) -> dict[str, float]:
+    """Mean absolute relative error of the fitted step times, prefill and decode steps apart."""
+    ep, ed = [], []
+    for s, p in zip(its, chunk_positions(its, budget_tokens), strict=True):
+        if s.elapsed_s <= 0:
+            continue
+        if s.context_tokens > 0:
+            t = model.prefill_s([(s.context_tokens, p)]) + model.decode_marginal_s(
+                s.generation_requests, 0
+            )
+            ep.append(abs(t / s.elapsed_s - 1))
+        else:
+            ed.append(abs(model.decode_s(s.generation_requests, 0) / s.elapsed_s - 1))
+    return {
+        "prefill_mean_abs_rel_error": sum(ep) / len(ep) if ep else float("nan"),
+        "decode_mean_abs_rel_error": sum(ed) / len(ed) if ed else float("nan"),
+    }
+
+
+def fit_overheads(
+    model: CostModel, reqs: list[MeasuredRequest], config: EngineConfig
+) -> tuple[CostModel, dict[str, Any]]:
+    """Fit what the step log leaves out: time between steps, per running sequence and per
+    request.
+
+    vLLM's elapsed time covers the model's forward and sampling. Scheduling, output processing
+    and streaming each token happen between steps, and the API server parses and admits each
+    request before the engine sees it; on a CPU host these are a large part of the time. With
+    the logged step coefficients fixed, three terms are fitted through the simulator to the
+    same run's request timings (TTFT and TPOT, log scale, soft-L1): a per-round overhead, a
+    per-sequence cost added to every step's decode rows and a per-request host cost
+    (``request_overhead_s``, on the server's event loop before the scheduler).
+    """
+    import numpy as np
+
+    if len(reqs) < 4:
+        raise InputError(
+            "not enough completed requests to fit the step overheads",
+            rule="at least 4 completed requests are needed",
+            value=len(reqs),
+            fix="fit on a longer run",
+        )
+    workload = workload_of(reqs)
+    ttft = np.array([m.ttft_s for m in reqs])
+    tpot = np.array([m.tpot_s if m.tpot_s is not None else np.nan for m in reqs])
+    # Start: the gap a lone decoding request shows beyond its logged step time, and a few ms
+    # per request.
+    lone = [m.tpot_s for m in reqs if m.tpot_s is not None]
+    gap0 = max(float(np.median(lone)) - model.decode_s(1, 0), 1e-4) if lone else 1e-3
+    scale = np.array([gap0, max(gap0 / 4, 1e-5), 5e-3])
+
+    def model_at(v: Any) -> CostModel:
+        o, e, r = scale * np.exp(np.clip(v, -30, 30))
+        return dataclasses.replace(
+            model,
+            round_overhead_s=float(o),
+            decode_per_seq_s=model.decode_per_seq_s + float(e),
+            request_overhead_s=float(r),
+        )
+
+    def residuals(v: Any) -> Any:
+        return _log_residuals(model_at(v), config, workload, ttft, tpot)
+
+    x = np.zeros(3)
+    try:
+        from scipy.optimize import least_squares
+
+        x = least_squares(residuals, x, diff_step=0.05, max_nfev=300, loss="soft_l1", f_scale=0.1).x
+    except ImportError:  # pragma: no cover - scipy ships with the bench extra
+        pass
+    x = _coordinate_search(residuals, x)
+    fitted = model_at(x)
+    res = _timing_residuals(fitted, config, workload, ttft, tpot, model)
+    res["round_overhead_s"] = fitted.round_overhead_s
+    res["host_per_seq_s"] = fitted.decode_per_seq_s - model.decode_per_seq_s
+    res["request_overhead_s"] = fitted.request_overhead_s
+    return fitted, res
 
 
 def fit_decode(dec: list[DecodeSample], base: CostModel, *, name: str) -> CostModel:

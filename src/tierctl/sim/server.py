@@ -70,6 +70,10 @@ class ServeOptions:
     queue_full_status: int = 503
     drain_timeout_s: float = 30.0
     health_generate_timeout_s: float = 20.0
+    #: How often SGLang's health check looks for engine output (its ``asyncio.sleep(1)``).
+    health_poll_s: float = 1.0
+    #: ``/health`` runs SGLang's generation check (its default) instead of answering at once.
+    health_generation: bool = False
     #: The simulated model's weights seed; ``None`` derives it from ``--model-path``.
     lm_seed: int | None = None
     #: Fraction of positions whose top two tokens swap (a numerics change, for quality tests).
@@ -171,7 +175,11 @@ class SimServer:
     # -- routes -------------------------------------------------------------------------
 
     async def health(self, request: web.Request) -> web.Response:
-        """200 while serving; 503 while draining."""
+        """200 while serving, 503 while draining; with ``health_generation`` (SGLang's
+        default, ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION``) SGLang's ``/health`` is its
+        ``/health_generate``."""
+        if self.options.health_generation and not self.is_vllm:
+            return await self.health_generate(request)
         return web.Response(status=503 if self.draining else 200)
 
     async def flush_cache(self, request: web.Request) -> web.Response:
@@ -187,19 +195,28 @@ class SimServer:
         return web.Response(text="Cache flushed.\n")
 
     async def health_generate(self, request: web.Request) -> web.Response:
-        """Run a one-token generation through the scheduler; 503 if draining or stuck."""
-        if self.draining or self.driver is None:
+        """SGLang's health check: 503 while draining; else queue a one-token request and look
+        once a second (``health_poll_s``) whether the engine produced any output since the
+        check began, 200 as soon as it did (so a busy engine answers after one poll whatever
+        its queue), 503 after ``health_generate_timeout_s`` (SGLang's
+        ``SGLANG_HEALTH_CHECK_TIMEOUT``, 20 s) without any."""
+        driver = self.driver
+        if self.draining or driver is None:
             return web.Response(status=503)
-        rid = "health-" + self.driver.new_rid()
-        outcome, q, _ = self.driver.submit(rid, 8, 1, ())
+        rid = "HEALTH_CHECK_" + driver.new_rid()
+        seen = driver.deliveries
+        outcome, q, _ = driver.submit(rid, 1, 1, ())
         if q is None:
             return web.Response(status=503, text=outcome)
+        deadline = time.monotonic() + self.options.health_generate_timeout_s
         try:
-            await asyncio.wait_for(q.get(), self.options.health_generate_timeout_s)
-        except TimeoutError:
-            self.driver.cancel(rid)
+            while time.monotonic() < deadline:
+                await asyncio.sleep(self.options.health_poll_s)
+                if driver.deliveries > seen:
+                    return web.Response(status=200)
             return web.Response(status=503)
-        return web.Response(status=200)
+        finally:
+            driver.cancel(rid)
 
     async def server_info(self, request: web.Request) -> web.Response:
         """Every effective server arg as a top-level key, plus the simulator's own settings."""
@@ -408,17 +425,21 @@ class SimServer:
         obj = "chat.completion" if gen.chat else "text_completion"
         finished = False
         try:
-            if gen.stream:
-                out.resp = web.StreamResponse(
-                    headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-                )
-                await out.resp.prepare(request)
-                if gen.chat:
-                    role = {"role": "assistant"}
-                    await _sse(out.resp, _chunk(rid, obj, out.created, model, role, None))
+            # Both engines send the chat role chunk (empty content) with the first token;
+            # SGLang's chat route also holds the 200 and the headers until then (it awaits the
+            # first chunk before answering), the other streams send their headers at once.
+            if gen.stream and (self.is_vllm or not gen.chat):
+                await self._start_stream(request, out)
             context = prompt_ids[-WINDOW:]
             while not finished:
                 em, produced_s = await q.get()
+                if gen.stream and em.index == 1:
+                    if out.resp is None:
+                        await self._start_stream(request, out)
+                    assert out.resp is not None
+                    if gen.chat:
+                        role = {"role": "assistant", "content": ""}
+                        await _sse(out.resp, _chunk(rid, obj, out.created, model, role, None))
                 out.times.append(produced_s)
                 if em.index == 1:
                     out.cached = driver.cached_tokens(rid)
@@ -441,6 +462,13 @@ class SimServer:
             self.metrics.aborted()
             raise
         return out
+
+    async def _start_stream(self, request: web.Request, out: _Output) -> None:
+        """Send the SSE response headers."""
+        out.resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await out.resp.prepare(request)
 
     async def _respond(
         self,

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from tierctl.credentials import mask
 from tierctl.errors import InputError, RuntimeFailure
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import require_services
@@ -282,8 +283,11 @@ class ComposeManagerDriver:
                     raise _Retryable(f"HTTP {resp.status_code}")
                 if resp.status_code >= 400:
                     resp.read()
+                    # Masked before it is cut: a cut through a secret would leave a prefix
+                    # that no later masking recognises.
+                    said = mask(resp.text, self.secrets())[:300]
                     raise RuntimeFailure(
-                        f"compose-manager rejected {path} ({resp.status_code}): {resp.text[:300]}",
+                        f"compose-manager rejected {path} ({resp.status_code}): {said}",
                         rule="the request follows the agent's API",
                         fix="check the tag (old enough?), the file path and the service names",
                     )
@@ -303,7 +307,9 @@ class ComposeManagerDriver:
                     if event[0] == "exit":
                         exit_code = int(event[1])
                     else:
-                        lines.append(event[1])
+                        # An agent may echo the request (env values, the token): masked here,
+                        # at the source, before any line reaches a message, a log or a journal.
+                        lines.append(mask(event[1], self.secrets()))
         except httpx.TimeoutException as exc:
             # Connected and then silence (or no connection at all): say which deadline passed.
             raise _Retryable(

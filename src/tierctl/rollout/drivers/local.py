@@ -51,9 +51,13 @@ _LISTENING = re.compile(r"listening on (http://\S+)")
 EngineKind = Literal["sim", "real"]
 
 
-def sim_launcher(time_scale: float) -> list[str]:
-    """The command that replaces an engine launcher: the simulated engine server."""
-    return [sys.executable, "-m", "tierctl", "sim", "serve", "--time-scale", str(time_scale), "--"]
+def sim_launcher(time_scale: float, options: Sequence[str] = ()) -> list[str]:
+    """The command that replaces an engine launcher: the simulated engine server (``options``
+    are its own, e.g. ``--cost-model FILE``)."""
+    return [
+        sys.executable, "-m", "tierctl", "sim", "serve", "--time-scale", str(time_scale),
+        *options, "--",
+    ]  # fmt: skip
 
 
 class LocalDriver:
@@ -67,6 +71,7 @@ class LocalDriver:
         *,
         launcher: Sequence[str] | None = None,
         time_scale: float = 100.0,
+        sim_options: Sequence[str] = (),
         start_timeout_s: float = 60.0,
         stop_timeout_s: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
@@ -81,6 +86,7 @@ class LocalDriver:
             launcher: Replaces each engine's launcher (ready on ``listening on``); the
                 simulated engine by default.
             time_scale: Modelled seconds per wall second of the simulated engine.
+            sim_options: More options of the simulated engine (``--cost-model FILE``).
             start_timeout_s: How long a process has to become ready.
             stop_timeout_s: How long a process group has to exit after SIGTERM.
             sleep: Injected sleep.
@@ -91,7 +97,9 @@ class LocalDriver:
         """
         self._dir = state_dir
         self._engine: EngineKind = engine
-        self._launcher = list(launcher) if launcher is not None else sim_launcher(time_scale)
+        self._launcher = (
+            list(launcher) if launcher is not None else sim_launcher(time_scale, sim_options)
+        )
         self._custom_launcher = launcher is not None
         self._sim = launcher is None and engine == "sim"
         self._engine_python = engine_python
