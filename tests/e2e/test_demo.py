@@ -256,8 +256,26 @@ def test_a_disagreement_names_the_rows_and_why() -> None:
         "  TTFT p95 (guard): A/B same 1.00 [0.97, 1.03], readout inconclusive 1.00 [0.81, 1.23]"
     )
     assert "TTFT p50" not in " ".join(lines)  # rows that agree are not listed
-    assert "over 4 paired blocks" in lines[2]
+    # The row differs because the readout's interval is the wider one: the buckets are named.
+    assert lines[2].startswith("  why they can differ: the readout's intervals are the wider")
     assert "over 9 paired steps" in lines[2]
+    assert "A/B's intervals are the wider" not in lines[2]
+    # The other way round (the A/B's wall-clock times noisier), the A/B's reason is given.
+    wide_ab, _, rows2 = ab_judgement(
+        {"ttft_p50_s": same, "ttft_p95_s": r(0.9, 0.57, 1.16), "e2e_p50_s": same}
+    )
+    assert wide_ab == "inconclusive"
+    narrow = (
+        row("ttft_p50", "TTFT p50", 0.97, 1.03, "same"),
+        row("ttft_p95", "TTFT p95", 0.95, 1.02, "same"),
+    )
+    passed = Readout(None, None, 0, 1, 15, "sglang_", narrow, none, {}, "pass", ())  # type: ignore[arg-type]
+    lines = compare_verdicts(wide_ab, {x.key: x for x in rows2}, passed)
+    assert lines[1] == (
+        "  TTFT p95 (guard): A/B inconclusive 0.90 [0.57, 1.16], readout same 1.00 [0.95, 1.02]"
+    )
+    assert lines[2].startswith("  why they can differ: the A/B's intervals are the wider")
+    assert "over 4 paired blocks" in lines[2]
     agreed = Readout(None, None, 0, 1, 15, "sglang_", metrics, none, {}, "pass", ())  # type: ignore[arg-type]
     assert compare_verdicts(ab, by_key, agreed) == [
         "A/B: PASS; live readout: PASS (the same verdict)"

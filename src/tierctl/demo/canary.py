@@ -52,11 +52,13 @@ LIVE_STEP_S = 20.0
 # 10, 20, 40 s), so p50 is the top edge of the second request's bucket. At 40K tokens the
 # second request's TTFT sat at ~8-10 s and each step's p50 jumped between 6, 8, 10 and
 # 13.3 s on both arms alike (a +-50% per-step ratio: the guards could not be decided). At
-# 72K (~113K tokens as the simulated engine counts them) the modelled TTFTs are ~7, 15, 22
-# and 30 s: p50 and p95 fall in the middle of (10, 20] and (20, 40] on both arms, with room
-# for the few seconds of wall time (body reading, tokenization) a loaded machine adds.
+# 76K (~119K tokens as the simulated engine counts them) the modelled TTFTs are ~8, 16, 24
+# and 32 s: p50 and p95 read the second request in (10, 20] and the last two in (20, 40] on
+# both arms, with ~3 s of room for the wall time (body reading, tokenization, arrivals a
+# little apart) a loaded machine adds or takes off. (At 72K the third sat at ~20 s and
+# flipped buckets: TTFT p50 [0.90, 1.20].)
 BURST_COUNT = 4
-BURST_TOKENS = 72_000
+BURST_TOKENS = 76_000
 BURST_OUTPUT = 24
 
 
@@ -423,6 +425,14 @@ def _interval(row: Any) -> str:
     return f"{r.verdict} {r.ratio:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]"
 
 
+def _width(row: Any) -> float | None:
+    """The log-width of a row's interval (None without one)."""
+    r = row.result
+    if r.verdict == "no-data" or not (r.ci_low > 0 and r.ci_high > 0):
+        return None
+    return math.log(r.ci_high / r.ci_low)
+
+
 def compare_verdicts(ab: str | None, ab_rows: dict[str, Any] | None, readout: Any) -> list[str]:
     """What the A/B and the readout concluded, and -- where they differ -- which rows
     differ and why, from the intervals each judged (the same rule, so a difference is a
@@ -435,18 +445,31 @@ def compare_verdicts(ab: str | None, ab_rows: dict[str, Any] | None, readout: An
         f"A/B: {ab.upper()}; live readout: {readout.verdict.upper()} (a DIFFERENT verdict, "
         "under the same rule; the rows that differ:)"
     ]
+    wider = {"A/B": 0, "readout": 0}
     for row in readout.metrics:
         other = ab_rows.get(row.key)
         if other is None or other.result.verdict == row.result.verdict:
             continue
         guard = " (guard)" if row.guard else ""
         lines.append(f"  {row.title}{guard}: A/B {_interval(other)}, readout {_interval(row)}")
-    pairs = max(row.result.n_steps for row in ab_rows.values())
-    steps = max(row.result.n_used for row in readout.metrics)
-    lines.append(
-        f"  why they can differ: the A/B times every request at the client over {pairs} "
-        f"paired blocks; the readout reads the engines' histograms over {steps} paired steps, "
-        "where a quantile of a few requests lands on a bucket edge (SGLang's TTFT buckets: "
-        "... 4, 6, 8, 10, 20, 40 s), so its per-step ratios jump and its interval is wider"
-    )
+        a, r = _width(other), _width(row)
+        if a is not None and r is not None:
+            wider["A/B" if a > r else "readout"] += 1
+    pairs = max(x.result.n_steps for x in ab_rows.values())
+    steps = max(x.result.n_used for x in readout.metrics)
+    why = []
+    if wider["A/B"]:
+        why.append(
+            f"the A/B's intervals are the wider: it times every request at the client, in wall "
+            f"time, over {pairs} paired blocks, and on a busy machine the simulated engines fall "
+            "behind their clock by different amounts from block to block"
+        )
+    if wider["readout"] or not why:
+        why.append(
+            f"the readout's intervals are the wider: it reads the engines' histograms over "
+            f"{steps} paired steps, and a quantile of a few requests is read off the buckets "
+            "(SGLang's TTFT buckets: ... 4, 6, 8, 10, 20, 40 s), so a request crossing an edge "
+            "moves a step's value by a whole bucket"
+        )
+    lines.append("  why they can differ: " + "; ".join(why))
     return lines
