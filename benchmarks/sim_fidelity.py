@@ -33,6 +33,9 @@ LOG_FLAG = "--enable-logging-iteration-details"
 
 def main(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(ROOT / "src"))
+    import aiohttp
+
+    from tierctl.errors import RuntimeFailure
     from tierctl.realengine.engine import BASE_FLAGS, SERVED_NAME, VllmEngine
     from tierctl.sim.config import EngineConfig
     from tierctl.sim.cost import DENSE_8B_H100
@@ -114,7 +117,11 @@ def main(args: argparse.Namespace) -> int:
         for name, plan in plans.items():
             cpu0 = _cpu_seconds()
             w0 = time.monotonic()
-            got = asyncio.run(measure(url, SERVED_NAME, plan, seed=2))
+            try:
+                got = asyncio.run(measure(url, SERVED_NAME, plan, seed=2))
+            except (RuntimeFailure, aiohttp.ClientError) as exc:
+                print(f"\n{name}: the engine failed ({exc}); stopping. Engine log: {log}")
+                return 1
             busy = (_cpu_seconds() - cpu0) / (time.monotonic() - w0)
             _save(args.save, name, got)
             rows = {k: compare_figures(got, predict(got, config, m)) for k, m in models.items()}

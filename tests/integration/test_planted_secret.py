@@ -6,6 +6,7 @@ agent (with a quote, a backslash and a non-ASCII letter, the forms journal maski
 miss), and API keys in the environment. Then real processes run as an operator would: `render`,
 `validate`, `plan`, `runbook`, `rollout` against the stand-in agent (which echoes the request
 back raw, JSON-escaped and quoted, in its output, in a failure's stderr and in a 400 body),
+`rollout --driver local` over simulated engines (whose environments are read from /proc),
 `bench run` against a real `tierctl sim serve`, and `readout` against a real Prometheus. Every
 byte they printed and every file under the work directory (journals, plans, reports, results,
 PNGs, logs, generated compose files, caches) is searched for the core; it must appear nowhere.
@@ -19,6 +20,7 @@ import re
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -29,6 +31,9 @@ import yaml
 
 from tests.integration.promdata import ArmData, openmetrics
 from tests.integration.prometheus import backfill, needs_prometheus, running_prometheus
+from tierctl.rollout.drivers.local import LocalDriver
+from tierctl.rollout.entrypoints import load_plan
+from tierctl.rollout.executor import load_sides
 from tierctl.rollout.standin_agent import StandinAgent
 
 pytestmark = [pytest.mark.integration, needs_prometheus]
@@ -75,6 +80,7 @@ def _leaks(text: str | bytes) -> bool:
 def _render_pair(runs: Runs) -> tuple[Path, Path]:
     """OLD (no ingestion overlay) and NEW (the example) rendered by `tierctl render --write`."""
     paths = []
+    ports = (_free_port(), _free_port())
     for name, keep_overlays in (("old", False), ("new", True)):
         folder = runs.work / name
         shutil.copytree(EXAMPLE, folder)
@@ -82,6 +88,10 @@ def _render_pair(runs: Runs) -> tuple[Path, Path]:
         doc = yaml.safe_load(spec.read_text())
         if not keep_overlays:
             doc["engine"].pop("overlays")
+        # Loopback and free ports: the local driver's rollout below starts these engines.
+        doc["engine"]["args"]["host"] = "127.0.0.1"
+        doc["replicas"]["r1"]["args"]["port"] = ports[0]
+        doc["replicas"]["r2"]["args"]["port"] = ports[1]
         spec.write_text(yaml.safe_dump(doc, sort_keys=False))
         output = folder / doc["output"]
         output.unlink(missing_ok=True)
@@ -92,9 +102,16 @@ def _render_pair(runs: Runs) -> tuple[Path, Path]:
     return paths[0], paths[1]
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _rollouts(runs: Runs, old: Path, new: Path) -> None:
     plan = runs.work / "plan.json"
-    runs.tierctl("plan", "--from", str(old), "--to", str(new), "-o", str(plan))
+    spec = str(new.parent / "tier.yaml")
+    runs.tierctl("plan", "--from", str(old), "--to", str(new), "--spec", spec, "-o", str(plan))
     runs.tierctl("plan", "--from", str(old), "--to", str(new), "--json")
     runs.tierctl("runbook", "--from", str(old), "--to", str(new))
     doc = json.loads(plan.read_text())
@@ -128,6 +145,29 @@ def _rollouts(runs: Runs, old: Path, new: Path) -> None:
         assert set(agent.state.auth_headers) == {f"Bearer {TOKEN}"}
     finally:
         agent.stop()
+
+
+def _local_rollout(runs: Runs) -> None:
+    """The local driver over `tierctl sim serve` engines: OLD started here, then `tierctl
+    rollout --driver local` (with the secrets in its environment) recreates both replicas.
+    The engines it started must not hold any secret in their environment."""
+    plan_path = runs.work / "plan.json"
+    state = runs.work / "local-state"
+    driver = LocalDriver(state, time_scale=100.0)
+    try:
+        old_side, _ = load_sides(load_plan(plan_path))
+        engines = [s for s in old_side.services if s.startswith("model-sg-")]
+        driver.apply(old_side, engines)
+        runs.tierctl("rollout", "--plan", str(plan_path), "--driver", "local", "--state-dir",
+                     str(state), "--time-scale", "100", "--health-timeout-s", "60", "--journal",
+                     str(runs.work / "local.journal.jsonl"))  # fmt: skip
+        started = driver.state()
+        assert set(engines) <= set(started)
+        for svc in engines:
+            environ = Path(f"/proc/{started[svc]['pid']}/environ").read_bytes()
+            assert not _leaks(environ), f"{svc} was started with a secret in its environment"
+    finally:
+        driver.down_all()
 
 
 def _bench(runs: Runs) -> None:
@@ -194,13 +234,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         r.tierctl("validate", str(path), expect=(0, 1))
         r.tierctl("validate", "--spec", str(path.parent / "tier.yaml"), str(path), expect=(0, 1))
     _rollouts(r, old, new)
+    _local_rollout(r)
     _bench(r)
     _readout(r)
     return r
 
 
 def test_the_planted_secret_is_in_nothing_printed(runs: Runs) -> None:
-    assert len(runs.printed) >= 18  # every run above, each captured
+    assert len(runs.printed) >= 19  # every run above, each captured
     leaked = [what for what, text in runs.printed if _leaks(text)]
     assert leaked == []
 
@@ -210,7 +251,10 @@ def test_the_planted_secret_is_in_no_file_written(runs: Runs) -> None:
     names = {p.name for p in files}
     # What the runs wrote is there to be searched (a run that wrote nothing proves nothing).
     assert {"ok.journal.jsonl", "exit1.journal.jsonl", "400.journal.jsonl", "plan.json",
+            "local.journal.jsonl",
             "results.json", "report.md", "sim-serve.log"} <= names  # fmt: skip
+    engine_logs = [p for p in files if "local-state" in p.parts and p.suffix == ".log"]
+    assert len(engine_logs) >= 2, "the local driver's engine logs are searched too"
     leaked = [str(p.relative_to(runs.work)) for p in files if _leaks(p.read_bytes())]
     assert leaked == []
 

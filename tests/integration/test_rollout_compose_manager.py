@@ -504,3 +504,17 @@ def test_a_rollback_that_fails_too_is_journaled_and_resume_refuses_with_the_hand
     with pytest.raises(InputError, match=f"step {step} failed and its rollback to OLD did not"):
         world.run(world.driver(), resume=True)
     assert len(world.agent.state.requests) == calls
+
+
+def test_an_agent_answering_html_is_not_taken_for_success(world: World) -> None:
+    """200 with an HTML page (a proxy in front of the agent): no exit event, so no success;
+    retried, then the step stops at its dry run with nothing changed."""
+    world.agent.state.faults = ["html", "html"]
+    with pytest.raises(RuntimeFailure) as info:
+        world.run(world.driver(attempts=2))
+    err = info.value
+    assert err.message.startswith(f"01-recreate-{R2}: the dry run of {R2} failed, nothing was")
+    assert "failed 2 times: event stream ended without an exit event" in err.message
+    assert "exit event of code 0" in (err.rule or "")
+    assert world.running_as("old", R2)
+    assert world.events() == ["start", "begin", "dry-run-failed"]

@@ -6,7 +6,8 @@ which services "run" with which definition, and answers dry runs with docker com
 line format. Faults can be queued per request: ``"500"``, ``"timeout"`` (answers after
 ``slow_s``), ``"stall"`` (accepts the request and never answers, not even a status line,
 until the client hangs up), ``"trickle"`` (output lines but no exit event for ``slow_s``),
-``"cut"`` (stream ends without an exit event), ``"exit1"``, ``"echo"`` / ``"echo-exit1"`` /
+``"cut"`` (stream ends without an exit event), ``"html"`` (200 with an HTML page),
+``"exit1"``, ``"echo"`` / ``"echo-exit1"`` /
 ``"echo-400"`` (an agent that echoes the request back: the bearer token and every env value,
 raw, JSON-escaped and quoted, in its output lines, its failure's stderr, or a 400 body), and
 ``"extra:SERVICE"`` (a dry run that also plans SERVICE). Like the real agent it rejects env keys
@@ -222,6 +223,11 @@ class StandinAgent:
                     "auth": self._auth_seen(),
                 },
                 status=400,
+            )
+        if fault == "html":
+            # Something else on the agent's address (a proxy's login or error page): 200, HTML.
+            return web.Response(
+                text="<html><body><h1>Sign in</h1></body></html>", content_type="text/html"
             )
         if fault == "500":
             return web.json_response({"error": "injected"}, status=500)

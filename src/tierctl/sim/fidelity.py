@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tierctl.errors import RuntimeFailure
 from tierctl.latency import percentile
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
@@ -74,6 +75,9 @@ async def measure(
     """Play ``plan`` against a real engine at ``url`` (loopback); one record per request.
 
     Bounded: at most ``len(plan)`` requests, each with a ``timeout_s`` limit.
+
+    Raises:
+        RuntimeFailure: a request got no token (the engine died or wedged).
     """
     import aiohttp
 
@@ -107,7 +111,14 @@ async def measure(
                 elif doc.get("choices") and doc["choices"][0].get("text") is not None:
                     stamps.append(now)
         n = len(stamps)
-        ttft = stamps[0] - sent if stamps else 0.0
+        if not n:
+            # A dead or wedged engine answers 200 with an empty stream; a figure of 0 s would
+            # read as a measurement.
+            raise RuntimeFailure(
+                f"the engine streamed no token for a {p.input_tokens}-token request",
+                fix="read the engine's log: it may have died",
+            )
+        ttft = stamps[0] - sent
         gaps = tuple(b - a for a, b in itertools.pairwise(stamps))
         tpot = (stamps[-1] - stamps[0]) / (n - 1) if n > 1 else None
         return MeasuredRequest(sent - t0, p.input_tokens, n, ttft, tpot, gaps)

@@ -75,7 +75,10 @@ def _encode_ids(text: str) -> Sequence[int]:
         return ids
     out = array("l")  # 8 bytes a token, not a Python int object each
     for piece in _pieces(text):
-        out.extend(tok.encode(piece, add_special_tokens=False).ids)
+        # encode_batch, unlike encode, releases the GIL while it works: on the dynamic batch
+        # tokenizer's thread the event loop keeps answering (/health) meanwhile.
+        (enc,) = tok.encode_batch([piece], add_special_tokens=False)
+        out.extend(enc.ids)
     return out
 
 

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import GLM_SPEC
 
 
@@ -72,3 +74,18 @@ def test_serve_with_a_bad_flag_exits_2_before_listening(run_cli: Callable[..., A
     assert res.code == 2
     assert "--max-running-requests" in res.err
     assert "listening" not in res.out
+
+
+def test_health_generation_follows_the_flag_then_sglangs_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tierctl.cli.sim import _health_generation
+
+    monkeypatch.delenv("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", raising=False)
+    assert _health_generation(None) is False
+    assert _health_generation(True) is True
+    monkeypatch.setenv("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "true")
+    assert _health_generation(None) is True
+    assert _health_generation(False) is False
+    monkeypatch.setenv("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "0")
+    assert _health_generation(None) is False
