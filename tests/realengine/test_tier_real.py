@@ -175,7 +175,7 @@ def test_a_canary_vllm_refuses_is_rolled_back_and_the_tier_keeps_serving(
     current = real_tier.write_side("current", real_tier.r2_args)
     # Longer than the model's 4096 positions: the flag parses (validation cannot know the
     # model), and vLLM refuses it at start-up.
-    bad = real_tier.write_side("bad", {**real_tier.r2_args, "max-model-len": 8192})
+    bad = real_tier.write_side("bad", {**(real_tier.r2_args or {}), "max-model-len": 8192})
     spec = real_tier.workdir / "bad.tier.yaml"
     r1_pid = real_tier.pid("r1")
     assert real_tier.router is not None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -60,11 +61,18 @@ def run_demo(workdir: Path, *, start_timeout_s: float = 600.0) -> int:
     def stage(title: str) -> None:
         console.print(Rule(f"{title}  [dim](+{time.monotonic() - t0:.0f} s)[/]"))
 
+    def terminated(signum: int, frame: object) -> None:
+        # SIGTERM (a CI job's timeout, `kill`) unwinds like Ctrl-C, so the tier is stopped.
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminated)
     try:
         return _demo(console, workdir, start_timeout_s, stage, t0)
     except TierctlError as exc:
         console.print(f"[red]error:[/] {exc.format()}")
         return int(exc.exit_code)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: float) -> int:  # type: ignore[no-untyped-def]
