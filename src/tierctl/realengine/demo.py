@@ -174,7 +174,11 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
         code = _run(
             console,
             _tierctl(
-                "bench", "run", "--url", tier.router.url, "--hammer-concurrency", "4",
+                # The model by name: through sglang-router, /v1/models lists vLLM workers as
+                # `unknown` (the router reads SGLang's model-info endpoints), and a request
+                # for `unknown` is a 404 that opens the router's circuit breaker.
+                "bench", "run", "--url", tier.router.url, "--model", tier.served_model,
+                "--hammer-concurrency", "4",
                 "--hammer-duration", "60", "--hammer-count", "2000", "--hammer-tokens", "64:16",
                 "--api", "completions", "--tokenizer", tok, "--timeout", "300", "--seed", "2",
                 "--no-plots", "--out", str(workdir / "bench-router"),
@@ -187,6 +191,9 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
             f"through the router: sent {doc['sent']} = completed {doc['completed']} + failed "
             f"{doc['failed']} + timed out {doc['timed_out']}"
         )
+        if doc["failed"] or doc["timed_out"] or not doc["completed"]:
+            console.print("[red]requests through the router failed: the tier did not serve[/]")
+            return 1
 
         stage("7/7 readout r2 (canary) vs r1 (control) from the real Prometheus")
         if tier.prometheus is None:

@@ -196,6 +196,11 @@ class RealTier:
         self._log(f"Prometheus on {self.prometheus.url} scraping both engines every second")
         return self.prometheus
 
+    @property
+    def served_model(self) -> str:
+        """The name the engines serve the model under (``--served-model-name``)."""
+        return str(self._doc["engine"]["args"].get("served-model-name", "tiny-llama"))
+
     def url(self, replica: str) -> str:
         """An engine's base URL."""
         return f"http://127.0.0.1:{self.ports[replica]}"
