@@ -178,8 +178,10 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
                 # `unknown` (the router reads SGLang's model-info endpoints), and a request
                 # for `unknown` is a 404 that opens the router's circuit breaker.
                 "bench", "run", "--url", tier.router.url, "--model", tier.served_model,
-                "--hammer-concurrency", "4",
-                "--hammer-duration", "60", "--hammer-count", "2000", "--hammer-tokens", "64:16",
+                # 12 in flight: about 6 per replica, beyond the canary's --max-num-seqs 2, so
+                # the live traffic exercises the flag the readout judges (at 4 it never bound).
+                "--hammer-concurrency", "12",
+                "--hammer-duration", "60", "--hammer-count", "4000", "--hammer-tokens", "200:32",
                 "--api", "completions", "--tokenizer", tok, "--timeout", "300", "--seed", "2",
                 "--no-plots", "--out", str(workdir / "bench-router"),
             ),
