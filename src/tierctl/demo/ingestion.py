@@ -15,6 +15,7 @@ router's own counters and its view of the workers are shown side by side.
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import sys
 import threading
@@ -35,7 +36,10 @@ FLAG = "enable-dynamic-batch-tokenizer"
 PROMPT_BYTES = 1_400_000
 #: The bundled word prompts run about this many characters per token.
 CHARS_PER_TOKEN = 4
+#: The field report's burst, and the least the demo sends.
 BURST = 6
+#: The most it sends (a slow machine needs no more than the field's count; a fast one more).
+MAX_BURST = 24
 # Scaled for a demo: the design's proxy probes every few seconds with a 3 s time-out and
 # marks a backend unhealthy after 3 misses; here 1 s, 1 s and 2, so the incident shows in
 # seconds rather than minutes (the mechanism is the same: the probe waits on the loop).
@@ -51,6 +55,28 @@ HEALTH: dict[str, int] = {
 }
 #: The simulated engines' speed for this act: prefill is not the story, tokenization is.
 TIME_SCALE = 50.0
+#: How long each replica's loop should stay blocked by the burst: four probe windows
+#: (interval x misses), so the incident shows on a fast machine as on a slow one.
+BLOCKED_S = 4 * HEALTH["interval_s"] * HEALTH["failure_threshold"]
+
+
+def tokenize_seconds() -> float:
+    """This machine's time to tokenize one field-sized prompt with the engines' tokenizer."""
+    from tierctl.bench.prompts import WordPrompts
+    from tierctl.sim.tokenizer import encode_prompt
+
+    text = WordPrompts(seed=3).prompt(PROMPT_BYTES // CHARS_PER_TOKEN, salt=0)
+    t0 = time.perf_counter()
+    encode_prompt(text)
+    return time.perf_counter() - t0
+
+
+def burst_size(seconds_per_prompt: float) -> int:
+    """Prompts in the burst: enough that each of the two replicas tokenizes for
+    :data:`BLOCKED_S` (the field's 6 at least, :data:`MAX_BURST` at most). On a loaded machine
+    6 block the loops for long; on a quiet fast one 6 went by between two probes."""
+    need = math.ceil(2 * BLOCKED_S / max(seconds_per_prompt, 1e-3))
+    return max(BURST, min(need, MAX_BURST))
 
 
 @dataclass
@@ -128,7 +154,7 @@ def _health_lines(log: str, keep: int = 3) -> list[str]:
     return shown
 
 
-def _workload() -> Any:
+def _workload(burst: int) -> Any:
     from tierctl.bench import workload_from_dict
 
     return workload_from_dict(
@@ -142,7 +168,7 @@ def _workload() -> Any:
                 {
                     "kind": "burst",
                     "name": "large",
-                    "count": BURST,
+                    "count": burst,
                     "input_tokens": PROMPT_BYTES // CHARS_PER_TOKEN,
                     "output_tokens": 2,
                     "at_s": 1.0,
@@ -164,7 +190,7 @@ def _workload() -> Any:
     )
 
 
-def _one_arm(ctx: DemoContext, *, with_flag: bool) -> ArmResult:
+def _one_arm(ctx: DemoContext, *, with_flag: bool, burst: int) -> ArmResult:
     from tierctl.bench import bench_run
     from tierctl.proxies.sglang_router import HealthChecks, RouterSettings, SglangRouter
     from tierctl.readout.local_prom import free_port
@@ -205,7 +231,7 @@ def _one_arm(ctx: DemoContext, *, with_flag: bool) -> ArmResult:
             watcher = threading.Thread(target=_poll, args=(router, stop, result), daemon=True)
             watcher.start()
             try:
-                outcome = asyncio.run(bench_run(router.url, _workload(), plots=False))
+                outcome = asyncio.run(bench_run(router.url, _workload(burst), plots=False))
             finally:
                 stop.set()
                 watcher.join(timeout=10)
@@ -249,18 +275,23 @@ def stage_ingestion(ctx: DemoContext) -> bool:
             "scripts/ensure-vllm); this act needs the real proxy[/]"
         )
         return True
+    per_prompt = tokenize_seconds()
+    burst = burst_size(per_prompt)
+    ctx.facts["ingestion_burst"] = burst
     console.print(
         f"sglang-router in front of two sim serve engines; probes every {HEALTH['interval_s']} s, "
         f"{HEALTH['timeout_s']} s time-out, unhealthy after {HEALTH['failure_threshold']} misses "
         f"(scaled from the field's few seconds / 3 s / 3), healthy again after "
-        f"{HEALTH['success_threshold']} answers. Load: {BURST} prompts of "
-        f"{PROMPT_BYTES / 1e6:.1f} MB at once, and short requests at 4/s beside them."
+        f"{HEALTH['success_threshold']} answers. Load: {burst} prompts of "
+        f"{PROMPT_BYTES / 1e6:.1f} MB at once, and short requests at 4/s beside them "
+        f"(one such prompt tokenizes in {per_prompt:.2f} s here: {burst} block each replica's "
+        f"loop for about {burst / 2 * per_prompt:.0f} s, four probe windows or more)."
     )
     arms: list[ArmResult] = []
     for with_flag in (False, True):
         label = f"--{FLAG}" if with_flag else "tokenizer on the event loop"
         console.print(f"  pass {len(arms) + 1}: {label} ...")
-        arms.append(_one_arm(ctx, with_flag=with_flag))
+        arms.append(_one_arm(ctx, with_flag=with_flag, burst=burst))
     table = Table(title="the router's own view, same load both passes")
     table.add_column("")
     for a in arms:
@@ -283,7 +314,7 @@ def stage_ingestion(ctx: DemoContext) -> bool:
             ],
         )
     )
-    rows.append(("1.4 MB prompts answered", [f"{a.burst_completed} of {BURST}" for a in arms]))
+    rows.append(("1.4 MB prompts answered", [f"{a.burst_completed} of {burst}" for a in arms]))
     for name, cells in rows:
         table.add_row(name, *cells)
     console.print(table)
