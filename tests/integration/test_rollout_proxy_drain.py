@@ -8,9 +8,9 @@ local driver runs engines only).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +20,7 @@ import yaml
 from tierctl.errors import TierctlError
 from tierctl.proxies.sglang_router import RouterClient, SglangRouter, settings_from_argv
 from tierctl.realengine.env import router_binary
+from tierctl.realengine.process import free_port
 from tierctl.realengine.traffic import Traffic
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
@@ -31,12 +32,6 @@ from tierctl.rollout.planner import plan_files
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MODEL = "m"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _compose(ports: dict[str, int], router_port: int, r2_extra: list[str]) -> str:
@@ -89,8 +84,8 @@ def _compose(ports: dict[str, int], router_port: int, r2_extra: list[str]) -> st
 class Tier:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.ports = {"r1": _free_port(), "r2": _free_port()}
-        self.router_port = _free_port()
+        self.ports = {"r1": free_port(), "r2": free_port()}
+        self.router_port = free_port()
         self.driver = LocalDriver(tmp / "state", time_scale=200.0, start_timeout_s=120)
         self.journal = tmp / "journal.jsonl"
         self.router: SglangRouter | None = None
@@ -109,9 +104,8 @@ class Tier:
         old, new = load_sides(plan)
         for svc in ("model-r1", "model-r2"):
             self.driver.apply(old, [svc])
-        settings = settings_from_argv(old.argv("proxy"))
-        settings = type(settings)(
-            **{**settings.__dict__, "metrics_port": _free_port(), "log_level": "info"}
+        settings = dataclasses.replace(
+            settings_from_argv(old.argv("proxy")), metrics_port=free_port(), log_level="info"
         )
         self.router = SglangRouter(settings, self.tmp / "router.log")
         self.router.start(ready_timeout_s=120)
