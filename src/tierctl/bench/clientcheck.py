@@ -114,6 +114,8 @@ class ClientCheck:
         cpu_share: client process CPU time / wall time (1.0 = one core busy).
         backlog_max_bytes: the largest receive backlog seen at one read.
         reasons: one line per signal past its limit; empty when the client kept up.
+        event_loop: the loop implementation the run was driven by (``uvloop`` or
+            ``asyncio``; ``None``: not recorded).
     """
 
     pacing_lag_p99_s: float | None
@@ -124,6 +126,7 @@ class ClientCheck:
     cpu_share: float
     backlog_max_bytes: int
     reasons: tuple[str, ...] = field(default_factory=tuple)
+    event_loop: str | None = None
 
     @property
     def client_bound(self) -> bool:
@@ -142,6 +145,7 @@ class ClientCheck:
             "cpu_share": self.cpu_share,
             "backlog_max_bytes": self.backlog_max_bytes,
             "reasons": list(self.reasons),
+            "event_loop": self.event_loop,
         }
 
 
@@ -151,6 +155,7 @@ def judge_client(
     cpu_s: float,
     duration_s: float,
     backlog_bytes: int,
+    event_loop: str | None = None,
 ) -> ClientCheck:
     """The verdict from the raw signals (limits: the module constants)."""
     lag_p99 = percentile(paced_lags_s, 99)
@@ -190,6 +195,7 @@ def judge_client(
         cpu_share=share,
         backlog_max_bytes=backlog_bytes,
         reasons=tuple(reasons),
+        event_loop=event_loop,
     )
 
 
@@ -207,4 +213,6 @@ def verdict_line(check: ClientCheck | None) -> str:
     if check.loop_lag_p99_s is not None:
         parts.append(f"loop lag p99 {check.loop_lag_p99_s * 1e3:.1f} ms")
     parts.append(f"max backlog {check.backlog_max_bytes / 1024:.0f} KiB")
+    if check.event_loop is not None:
+        parts.append(f"{check.event_loop} event loop")
     return "client kept up: " + ", ".join(parts)

@@ -1,8 +1,8 @@
 """Run one request plan against one endpoint, with the probe lane beside it.
 
-Open-loop lanes (bursts, rate hammers, traces) are dispatched by one sender per lane, paced by
-:mod:`tierctl.bench.pacing`; each request runs as its own task so a slow answer never delays
-the next send. Closed-loop hammers run N workers. Every sent request yields exactly one sample,
+Open-loop lanes (bursts, rate hammers, traces) are paced by :mod:`tierctl.bench.pacing`; each
+request runs as its own task, which waits for its planned time, hands the next wait on and
+sends, so a slow answer never delays the next send. Closed-loop hammers run N workers. Every sent request yields exactly one sample,
 also when the run is stopped (``stop`` event, Ctrl-C or ``max_duration_s``): in-flight requests
 are cancelled and recorded as ``interrupted`` failures, and the partial record is returned.
 """
@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +22,8 @@ import aiohttp
 
 from tierctl.bench.client import RequestShape, make_session, send_request
 from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, ReadBacklog, judge_client
-from tierctl.bench.pacing import make_pacer
+from tierctl.bench.eventloop import loop_name
+from tierctl.bench.pacing import Pacer, make_pacer
 from tierctl.bench.plan import LanePlan, PlannedRequest, RequestPlan
 from tierctl.bench.probe import run_probes
 from tierctl.bench.prompts import PromptSource
@@ -129,7 +130,9 @@ async def run_plan(
     duration = time.monotonic() - t0
     cpu = time.process_time() - cpu0
     samples = sorted(run.samples, key=lambda s: (s.sent_s, s.index))
-    check = client_check(samples, plan, monitor.lags_s, cpu, duration, run.backlog.max_bytes)
+    check = client_check(
+        samples, plan, monitor.lags_s, cpu, duration, run.backlog.max_bytes, loop_name()
+    )
     return RunRecord(
         url=base_url,
         label=label,
@@ -149,9 +152,9 @@ async def run_plan(
 class _Sending:
     """One run while it sends: its clock, its in-flight requests and the samples so far.
 
-    One sender task per lane (:meth:`open_loop` or :meth:`closed_loop`) launches each request
-    as its own task (:meth:`launch`); :meth:`send` waits for all of them, the stop event or
-    the deadline, and cancels what is left.
+    One task per lane (:meth:`open_loop` or :meth:`closed_loop`) starts each request as its
+    own task (a relay of :meth:`_paced` tasks, or :meth:`launch`); :meth:`send` waits for all
+    of them, the stop event or the deadline, and cancels what is left.
     """
 
     url: str
@@ -182,47 +185,104 @@ class _Sending:
     def _prompt(self, req: PlannedRequest) -> str:
         return self.ready.pop(req.index, None) or self.prompts.prompt(req.input_tokens, req.index)
 
-    def launch(
-        self, session: aiohttp.ClientSession, req: PlannedRequest, prompt: str, scheduled_s: float
-    ) -> asyncio.Task[None]:
-        """Start one request as its own task; its sample arrives through ``_on_done``."""
-        task = asyncio.create_task(
-            send_request(
-                session,
-                self.url,
-                self.shape,
-                index=req.index,
-                lane=req.lane,
-                prompt=prompt,
-                planned_input_tokens=req.input_tokens,
-                max_tokens=req.output_tokens,
-                scheduled_s=scheduled_s,
-                t0=self.t0,
-                on_done=self._on_done,
-                backlog=self.backlog,
-            )
-        )
+    def _track(self, task: asyncio.Task[None]) -> asyncio.Task[None]:
         self.in_flight.add(task)
         self.idle.clear()
         task.add_done_callback(self._settle)
         return task
 
+    def launch(
+        self, session: aiohttp.ClientSession, req: PlannedRequest, prompt: str, scheduled_s: float
+    ) -> asyncio.Task[None]:
+        """Start one request as its own task; its sample arrives through ``_on_done``."""
+        return self._track(asyncio.create_task(self._send(session, req, prompt, scheduled_s)))
+
+    def _send(
+        self, session: aiohttp.ClientSession, req: PlannedRequest, prompt: str, scheduled_s: float
+    ) -> Coroutine[Any, Any, None]:
+        return send_request(
+            session,
+            self.url,
+            self.shape,
+            index=req.index,
+            lane=req.lane,
+            prompt=prompt,
+            planned_input_tokens=req.input_tokens,
+            max_tokens=req.output_tokens,
+            scheduled_s=scheduled_s,
+            t0=self.t0,
+            on_done=self._on_done,
+            backlog=self.backlog,
+        )
+
     async def open_loop(self, session: aiohttp.ClientSession, lane: LanePlan) -> None:
-        """Send each request of ``lane`` at its planned offset, not waiting for answers."""
+        """Send each request of ``lane`` at its planned offset, not waiting for answers.
+
+        A relay of tasks, one per request (:meth:`_paced`): the task that waited for request
+        k's time starts the wait for k + 1 in a new task, then sends k itself in the same
+        step. So the send's stamp and write follow the pacer's wake-up directly; a separate
+        sender task that created each request's task put one more event-loop pass (every
+        callback that became ready meanwhile) between the two. Returns once the last request
+        was started or the lane was cut short.
+        """
+        if not lane.requests:
+            return
         pacer = make_pacer(self.precise_pacing)
+        started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         try:
-            for req in lane.requests:
-                # Built before the wait, so synthesis never delays a send that is due.
-                prompt = self._prompt(req)
-                at = self.t0 + req.offset_s
-                if at > self.deadline or self.stop.is_set():
-                    return
-                await pacer.sleep_until(at)
-                if self.stop.is_set():
-                    return
-                self.launch(session, req, prompt, req.offset_s)
+            self._track(asyncio.create_task(self._paced(session, lane, 0, pacer, started)))
+            await started
         finally:
             pacer.close()
+
+    async def _paced(
+        self,
+        session: aiohttp.ClientSession,
+        lane: LanePlan,
+        k: int,
+        pacer: Pacer,
+        started: asyncio.Future[None],
+    ) -> None:
+        """Wait for request ``k`` of ``lane``, hand request ``k + 1`` on, send ``k``.
+
+        Resolves ``started`` when the lane ends: after its last request, at the run's
+        deadline, on the stop event, or (cancelled) without having sent request ``k``.
+        """
+        req = lane.requests[k]
+        try:
+            # Built before the wait, so synthesis never delays a send that is due.
+            prompt = self._prompt(req)
+            at = self.t0 + req.offset_s
+            if at > self.deadline or self.stop.is_set():
+                _resolve(started)
+                return
+            await pacer.sleep_until(at)
+            if self.stop.is_set():
+                _resolve(started)
+                return
+            # Requests already due (the client is behind) start now, each in its own task as
+            # a separate sender would: relaying them one per loop pass would fall further
+            # behind. The first one not yet due carries the relay on.
+            nxt, now = k + 1, time.monotonic()
+            while nxt < len(lane.requests):
+                due = lane.requests[nxt]
+                if self.t0 + due.offset_s > now or self.t0 + due.offset_s > self.deadline:
+                    break
+                self.launch(session, due, self._prompt(due), due.offset_s)
+                nxt += 1
+            if nxt < len(lane.requests):
+                self._track(asyncio.create_task(self._paced(session, lane, nxt, pacer, started)))
+            else:
+                _resolve(started)
+        except asyncio.CancelledError:
+            if not started.done():
+                started.cancel()
+            raise
+        except Exception as exc:
+            if not started.done():
+                started.set_exception(exc)
+            raise
+        await self._send(session, req, prompt, req.offset_s)
 
     async def closed_loop(self, session: aiohttp.ClientSession, lane: LanePlan) -> None:
         """``lane.concurrency`` workers, each sending its next request when one answers."""
@@ -307,6 +367,11 @@ def _pregenerate(plan: RequestPlan, prompts: PromptSource) -> dict[int, str]:
     }
 
 
+def _resolve(started: asyncio.Future[None]) -> None:
+    if not started.done():
+        started.set_result(None)
+
+
 def _loop_time_at(monotonic_deadline: float) -> float:
     loop = asyncio.get_running_loop()
     return loop.time() + (monotonic_deadline - time.monotonic())
@@ -319,12 +384,13 @@ def client_check(
     cpu_s: float,
     duration_s: float,
     backlog_bytes: int,
+    event_loop: str | None = None,
 ) -> ClientCheck:
     """The client-bottleneck verdict of a run (see :mod:`tierctl.bench.clientcheck`)."""
     # A burst queues by design (its sends are serialised); pacing is judged on paced lanes.
     paced = {lane.name for lane in plan.lanes if lane.concurrency is None and lane.kind != "burst"}
     lags = [s.queue_s for s in samples if s.lane in paced]
-    return judge_client(lags, loop_lags_s, cpu_s, duration_s, backlog_bytes)
+    return judge_client(lags, loop_lags_s, cpu_s, duration_s, backlog_bytes, event_loop)
 
 
 def _gc_quiet() -> tuple[int, int, int]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -313,6 +312,7 @@ def bench() -> None:
 @_workload_options
 def run(url: str, **opts: Any) -> ExitCode:
     """Run a workload against one endpoint, with the probe lane beside it."""
+    from tierctl.bench import eventloop
     from tierctl.bench.clientcheck import verdict_line
     from tierctl.bench.execute import bench_run
     from tierctl.bench.report import probe_line, run_table
@@ -321,7 +321,7 @@ def run(url: str, **opts: Any) -> ExitCode:
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None
     with BenchBars() as bars:
-        outcome = asyncio.run(
+        outcome = eventloop.run(
             bench_run(
                 url,
                 workload,
@@ -348,6 +348,9 @@ def run(url: str, **opts: Any) -> ExitCode:
         console.print(f"[yellow]warning:[/yellow] {w}")
     line = verdict_line(rec.client)
     console.print(f"[bold red]{line}[/bold red]" if rec.client_bound else line)
+    note = eventloop.fallback_note()
+    if note is not None:
+        console.print(note)
     for f in outcome.files:
         console.print(f"wrote {f}")
     if rec.interrupted:
@@ -391,6 +394,7 @@ def ab(
     **opts: Any,
 ) -> ExitCode:
     """Paired A/B: the same requests against A and B in counterbalanced blocks; B/A ratios."""
+    from tierctl.bench import eventloop
     from tierctl.bench.execute import bench_ab
     from tierctl.bench.report import ab_client_bound, ab_client_line, ab_table
     from tierctl.cli.progress import BenchBars
@@ -398,7 +402,7 @@ def ab(
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None
     with BenchBars() as bars:
-        outcome = asyncio.run(
+        outcome = eventloop.run(
             bench_ab(
                 a_url,
                 b_url,
@@ -441,6 +445,9 @@ def ab(
             console.print(f"[yellow]warning:[/yellow] block {k} ({b.arm}): {w}")
     line = ab_client_line(outcome.result)
     console.print(f"[bold red]{line}[/bold red]" if ab_client_bound(outcome.result) else line)
+    note = eventloop.fallback_note()
+    if note is not None:
+        console.print(note)
     for f in outcome.files:
         console.print(f"wrote {f}")
     if outcome.result.interrupted:

@@ -107,6 +107,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "prometheus_client": ("sim", "bench"),
     "jsonschema_rs": ("fast",),
     "sglang_router": ("router",),
+    "uvloop": ("bench",),  # optional even there: runs fall back to asyncio's loop
 }
 
 
