@@ -35,6 +35,10 @@ class CostModel:
     request_overhead_s: float = 0.0
     tokenize_per_byte_s: float = 0.0
     bytes_per_token: float = 4.0
+    # Host time per token a step streams out (detokenize, format the chunk, send it), charged
+    # to the step that emits it: the engine's next step waits for the outputs to be handed
+    # on. Zero in the GPU presets (where it hides under the step); a CPU host's fit sees it.
+    detokenize_per_token_s: float = 0.0
 
     def prefill_s(self, chunks: Iterable[tuple[int, int]]) -> float:
         """Time of one extend batch; ``chunks`` are ``(new_tokens, cached_tokens)`` pairs."""
@@ -45,15 +49,14 @@ class CostModel:
 
     def decode_s(self, batch_size: int, context_tokens: int) -> float:
         """Time of one decode step for ``batch_size`` sequences over ``context_tokens``."""
-        return (
-            self.decode_base_s
-            + self.decode_per_seq_s * batch_size
-            + self.decode_per_ctx_token_s * context_tokens
-        )
+        return self.decode_base_s + self.decode_marginal_s(batch_size, context_tokens)
 
     def decode_marginal_s(self, batch_size: int, context_tokens: int) -> float:
-        """What decodes riding in a mixed chunk add to the chunk's time (no launch cost)."""
-        return self.decode_per_seq_s * batch_size + self.decode_per_ctx_token_s * context_tokens
+        """What decodes riding in a mixed chunk add to the chunk's time (no launch cost),
+        including streaming each one's token out."""
+        return (
+            self.decode_per_seq_s + self.detokenize_per_token_s
+        ) * batch_size + self.decode_per_ctx_token_s * context_tokens
 
 
 # GLM-5.3 Flash W4AFP8 on 4 x H200 (TP4). Derived from published numbers, not a profile (see

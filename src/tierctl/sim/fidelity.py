@@ -61,12 +61,35 @@ def poisson_plan(
 
 
 def decoders_and_long_plan(
-    decoders: int, long_prompts: int, long_tokens: int, gap_s: float
+    decoders: int,
+    long_prompts: int,
+    long_tokens: int,
+    gap_s: float,
+    *,
+    decoder_output: int = 160,
+    first_s: float | None = None,
 ) -> list[PlannedSend]:
-    """Short prompts with long outputs, then long prompts arriving while they decode."""
-    plan = [PlannedSend(0.0, 32, 160) for _ in range(decoders)]
-    plan += [PlannedSend(gap_s * (i + 1), long_tokens, 8) for i in range(long_prompts)]
+    """Short prompts with long outputs, then long prompts arriving while they decode (the
+    first at ``first_s``, default ``gap_s``, then every ``gap_s``)."""
+    start = gap_s if first_s is None else first_s
+    plan = [PlannedSend(0.0, 32, decoder_output) for _ in range(decoders)]
+    plan += [PlannedSend(start + gap_s * i, long_tokens, 8) for i in range(long_prompts)]
     return plan
+
+
+@dataclass(frozen=True)
+class ClientCheck:
+    """Whether the measuring client kept up: a late send or a stalled event loop would be read
+    as the engine's time."""
+
+    max_send_late_s: float  # the latest send against its plan
+    max_loop_lag_s: float  # the longest the client's event loop was kept from a 10 ms tick
+
+    def trusted(self, send_limit_s: float = 0.05, lag_limit_s: float = 0.1) -> bool:
+        """A send at most ``send_limit_s`` late and no loop stall over ``lag_limit_s``: the
+        figures are the engine's. (Four busy processes on two cores keep a loop from its
+        timer for tens of milliseconds now and then; a stalled machine, for seconds.)"""
+        return self.max_send_late_s < send_limit_s and self.max_loop_lag_s < lag_limit_s
 
 
 async def measure(
@@ -79,12 +102,34 @@ async def measure(
     Raises:
         RuntimeFailure: a request got no token (the engine died or wedged).
     """
+    reqs, _ = await measure_checked(url, model, plan, seed=seed, timeout_s=timeout_s)
+    return reqs
+
+
+async def measure_checked(
+    url: str, model: str, plan: list[PlannedSend], *, seed: int = 0, timeout_s: float = 300.0
+) -> tuple[list[MeasuredRequest], ClientCheck]:
+    """:func:`measure`, with how well the client itself kept up (:class:`ClientCheck`).
+
+    Prompts are random token ids drawn from ``seed``: give each measured workload its own seed,
+    or vLLM's prefix cache serves one workload's prompts from another's and its TTFTs shrink.
+    """
     import aiohttp
 
     rng = random.Random(seed)
     prompts = [[rng.randrange(*_ID_RANGE) for _ in range(p.input_tokens)] for p in plan]
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     t0 = time.monotonic()
+    late = [0.0]
+    lag = [0.0]
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        # The client's own event-loop lag: a blocked or descheduled client stamps tokens late.
+        while not done.is_set():
+            t = time.monotonic()
+            await asyncio.sleep(0.01)
+            lag[0] = max(lag[0], time.monotonic() - t - 0.01)
 
     async def one(s: aiohttp.ClientSession, p: PlannedSend, ids: list[int]) -> MeasuredRequest:
         delay = p.send_s - (time.monotonic() - t0)
@@ -96,6 +141,7 @@ async def measure(
                 "ignore_eos": True, "temperature": 0,
                 "stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # fmt: skip
         sent = time.monotonic()
+        late[0] = max(late[0], sent - t0 - p.send_s)
         stamps: list[float] = []
         async with s.post(url + "/v1/completions", json=body) as r:
             r.raise_for_status()
@@ -123,10 +169,18 @@ async def measure(
         tpot = (stamps[-1] - stamps[0]) / (n - 1) if n > 1 else None
         return MeasuredRequest(sent - t0, p.input_tokens, n, ttft, tpot, gaps)
 
-    async with aiohttp.ClientSession(timeout=timeout) as s:
-        return list(
-            await asyncio.gather(*(one(s, p, ids) for p, ids in zip(plan, prompts, strict=True)))
-        )
+    tick = asyncio.create_task(ticker())
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as s:
+            got = list(
+                await asyncio.gather(
+                    *(one(s, p, ids) for p, ids in zip(plan, prompts, strict=True))
+                )
+            )
+    finally:
+        done.set()
+        await tick
+    return got, ClientCheck(late[0], lag[0])
 
 
 def predict(

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import re
@@ -91,27 +92,39 @@ def fit_source(
     if kind == "vllm-log":
         its = read_vllm_iterations(p)
         budget = vllm_token_budget(config, base)
-        model = fit_iterations(its, base, name=f"fitted:{p.name}", budget_tokens=budget)
-        residuals: dict[str, Any] = iteration_residuals(model, its, budget)
+        reqs = read_bench_requests(timings) if timings is not None else None
+        model = fit_iterations(
+            its, base, name=f"fitted:{p.name}", budget_tokens=budget, requests=reqs
+        )
+        residuals: dict[str, Any] = iteration_residuals(model, its, budget, reqs)
         samples: dict[str, int] = {"iterations": len(its)}
         between = "kept from the base (pass the same run's timings to fit it)"
+        shapes = "chunk positions rebuilt from the token budget, decode contexts unknown"
         fitted_on = [str(p)]
-        if timings is not None:
-            reqs = read_bench_requests(timings)
-            model, timing_res = fit_overheads(model, reqs, config)
+        if reqs is not None:
+            _, bad = replay_iterations(its, reqs, budget)
+            residuals["replay_mismatched_steps"] = bad
+            if bad * 20 <= len(its):
+                shapes = (
+                    "every step's chunks and decode contexts rebuilt by replaying the log "
+                    "against the timings' requests"
+                )
+            model, timing_res = fit_overheads(
+                model, reqs, config, iterations=its, budget_tokens=budget
+            )
             residuals = {**residuals, **timing_res}
             samples["requests"] = len(reqs)
             fitted_on.append(str(timings))
             between = (
-                "fitted through the simulator to the request timings: per round and per "
-                "running sequence"
+                "fitted through the simulator to the request timings: per round, per token "
+                "streamed and per request"
             )
         prov = {
             "fitted_on": fitted_on,
             "method": "vLLM iteration log (--enable-logging-iteration-details): non-negative "
             "least squares of each step's elapsed time on (1, context tokens, attended pairs, "
-            "generation requests), prefill and decode steps apart, chunk positions rebuilt "
-            f"from the token budget; the time between steps {between}",
+            f"generation requests, decode context tokens), {shapes}; the time between steps "
+            f"{between}",
             "base": base.name,
             "engine": config.engine,
             "engine_argv": list(config.argv),
@@ -286,19 +299,30 @@ def _enough_iterations(its: list[IterationSample], where: str) -> None:
 
 
 def fit_iterations(
-    its: list[IterationSample], base: CostModel, *, name: str, budget_tokens: int | None = None
+    its: list[IterationSample],
+    base: CostModel,
+    *,
+    name: str,
+    budget_tokens: int | None = None,
+    requests: list[MeasuredRequest] | None = None,
 ) -> CostModel:
     """Fit the step coefficients to vLLM's logged step times.
 
-    The simulator prices a vLLM step as ``prefill_base + b * c + g * c * (p + c/2) + d * rows``
-    when it prefills (``c`` new tokens on ``p`` already computed, ``rows`` decoding requests)
-    and ``decode_base + d * rows`` when it only decodes, so one non-negative least squares over
-    both kinds of step fits the five together (``d`` is shared). The log does not say where in
-    its prompt a chunk starts; it is rebuilt from the schedule: a step whose one prefill filled
-    the token budget (``budget_tokens``, vLLM's ``--max-num-batched-tokens``) was cut there, so
-    the next step's single prefill continues the same prompt. Decode context lengths are not
-    logged, so the per-context-token decode term is zero; the elapsed time excludes scheduling
-    and output handling, so ``round_overhead_s`` stays the base's until :func:`fit_overheads`.
+    The simulator prices a vLLM step as ``prefill_base + b * c + g * c * (p + c/2) + d * rows
+    + k * ctx`` when it prefills (``c`` new tokens on ``p`` already computed, ``rows`` decoding
+    requests over ``ctx`` context tokens) and ``decode_base + d * rows + k * ctx`` when it only
+    decodes, so one non-negative least squares over both kinds of step fits the six together
+    (``d`` and ``k`` are shared). The log gives neither where a chunk starts in its prompt nor
+    the decoders' context lengths; both are rebuilt:
+
+    * with ``requests`` (the same run's requests, their prompt and output lengths), by
+      replaying the log against them (:func:`replay_iterations`): every step's chunks and
+      decoders are then known exactly;
+    * without, from the token budget alone (:func:`chunk_positions`): a step whose one prefill
+      filled ``budget_tokens`` was cut there; decode contexts stay unknown and ``k`` is zero.
+
+    The elapsed time excludes scheduling and output handling, so ``round_overhead_s`` stays
+    the base's until :func:`fit_overheads`.
 
     Raises:
         InputError: too few prefill or decode steps.
@@ -308,17 +332,28 @@ def fit_iterations(
     from tierctl.sim.cost import _nnls_n
 
     _enough_iterations(its, "iterations")
+    shapes = iteration_shapes(its, budget_tokens, requests)
     rows: list[list[float]] = []
-    for s, p in zip(its, chunk_positions(its, budget_tokens), strict=True):
-        g = float(s.generation_requests)
-        if s.context_tokens == 0:
-            rows.append([0.0, 0.0, 0.0, 1.0, g])
+    for sh in shapes:
+        g, k = float(sh.decoders), float(sh.decode_context_tokens)
+        if not sh.chunks:
+            rows.append([0.0, 0.0, 0.0, 1.0, g, k])
         else:
-            c = s.context_tokens
-            rows.append([1.0, float(c), c * (p + c / 2), 0.0, g])
+            c = sum(n for n, _ in sh.chunks)
+            pairs = sum(n * (p + n / 2) for n, p in sh.chunks)
+            rows.append([1.0, float(c), pairs, 0.0, g, k])
     x = np.array(rows)
     y = np.array([s.elapsed_s for s in its])
-    a_p, b, attn, a_d, d = _nnls_n(x, y)
+    # Relative least squares (each row over its own time): a 5 ms decode step counts as much
+    # as a 150 ms chunk, as the figures compared later are relative errors; plain least
+    # squares would fit the chunks and leave short steps (TPOT) off by a quarter.
+    w = 1.0 / np.maximum(y, 1e-6)
+    x, y = x * w[:, None], y * w
+    if not x[:, 5].any():
+        a_p, b, attn, a_d, d = _nnls_n(x[:, :5], y)
+        k_ctx = 0.0
+    else:
+        a_p, b, attn, a_d, d, k_ctx = _nnls_n(x, y)
     return dataclasses.replace(
         base,
         name=name,
@@ -327,8 +362,158 @@ def fit_iterations(
         prefill_attn_pair_s=attn,
         decode_base_s=a_d,
         decode_per_seq_s=d,
-        decode_per_ctx_token_s=0.0,
+        decode_per_ctx_token_s=k_ctx,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class StepShape:
+    """What one logged step held: its prefill chunks and its decoders."""
+
+    chunks: tuple[tuple[int, int], ...]  # (new tokens, tokens of the prompt already computed)
+    decoders: int
+    decode_context_tokens: int  # tokens the decoders attend to, summed
+
+
+@dataclasses.dataclass
+class _Replayed:
+    prompt: int
+    output: int
+    index: int
+    computed: int = 0
+    generated: int = 0
+    steps: list[int] = dataclasses.field(default_factory=list)  # where each token came from
+    admitted_at: int = -1  # the step of its first chunk
+
+
+def replay_iterations(
+    its: list[IterationSample],
+    requests: list[MeasuredRequest],
+    budget_tokens: int | None = None,
+) -> tuple[list[StepShape], int]:
+    """Rebuild every logged step's chunks and decode contexts from the requests it served.
+
+    vLLM's scheduler is first come, first served: a step decodes every running request that
+    has its prompt computed, continues partly computed prompts in admission order, then admits
+    waiting requests in arrival order, each taking what is left of its prompt up to the
+    step's token budget. The step that computes a prompt's last token samples its first output
+    token; a request leaves after its last. Replaying the log's own counts against the
+    requests' lengths (in send order) gives each step's chunk positions and the decoders'
+    context. A request admitted with fewer tokens than its prompt, in a step that did not fill
+    ``budget_tokens``, found the rest in the prefix cache: its chunk starts after the cached
+    part. Returns the shapes and how many steps disagreed with the replay (a count of
+    decoders or prompt tokens that does not match: other traffic in the log, or a request
+    that stopped early); the shapes of disagreeing steps fall back to the log's own counts.
+    """
+    shapes, mismatches, _ = _replay(its, requests, budget_tokens)
+    return shapes, mismatches
+
+
+def _replay(
+    its: list[IterationSample], requests: list[MeasuredRequest], budget_tokens: int | None
+) -> tuple[list[StepShape], int, list[_Replayed]]:
+    """:func:`replay_iterations`, plus each request's replay: where its first chunk ran and
+    the step each of its tokens came from."""
+    from collections import deque
+
+    replayed = [
+        _Replayed(max(1, m.input_tokens), max(1, m.output_tokens), i)
+        for i, m in enumerate(requests)
+    ]
+    waiting = deque(sorted(replayed, key=lambda r: requests[r.index].sent_s))
+    running: list[_Replayed] = []
+    shapes: list[StepShape] = []
+    mismatches = 0
+    for j, s in enumerate(its):
+        decoders = [r for r in running if r.computed >= r.prompt]
+        partial = [r for r in running if r.computed < r.prompt]
+        ok = len(decoders) == s.generation_requests
+        context = sum(r.prompt + r.generated for r in decoders)
+        served = partial[: s.context_requests]
+        left = s.context_tokens - sum(min(r.prompt - r.computed, s.context_tokens) for r in served)
+        admitted = _admitted(waiting, s.context_requests - len(served), left)
+        if admitted is None:
+            ok = False
+            admitted = []
+        for r in admitted:
+            waiting.remove(r)
+            running.append(r)
+            r.admitted_at = j
+        left, chunks = s.context_tokens, []
+        if admitted and s.context_tokens > 0:
+            last = admitted[-1]
+            cut = budget_tokens is not None and (
+                s.context_tokens + s.generation_requests >= budget_tokens
+            )
+            rest = s.context_tokens - sum(
+                min(r.prompt - r.computed, s.context_tokens) for r in (*served, *admitted[:-1])
+            )
+            if not cut and 0 < rest < last.prompt:
+                last.computed = last.prompt - rest  # a prefix-cache hit
+        for r in (*served, *admitted):
+            take = min(r.prompt - r.computed, left)
+            chunks.append((take, r.computed))
+            r.computed += take
+            left -= take
+            if r.computed >= r.prompt:
+                r.generated = 1
+                r.steps.append(j)
+        ok = ok and left == 0
+        for r in decoders:
+            r.generated += 1
+            r.steps.append(j)
+        running = [r for r in running if r.computed < r.prompt or r.generated < r.output]
+        if ok:
+            shapes.append(StepShape(tuple(chunks), len(decoders), context))
+        else:
+            mismatches += 1
+            shapes.append(_counted_shape(s, 0))
+    return shapes, mismatches, replayed
+
+
+# How far into the waiting queue the replay looks for the requests a step admitted: the API
+# server can hand two requests sent within a millisecond to the engine in either order.
+_REORDER_WINDOW = 4
+
+
+def _admitted(waiting: Any, count: int, tokens: int) -> list[_Replayed] | None:
+    """The ``count`` waiting requests a step admitted with ``tokens`` prompt tokens between
+    them: the first in queue order whose lengths add up (all but the last admitted whole, the
+    last cut by the budget), looking ``_REORDER_WINDOW`` deep; None when none fit."""
+    from itertools import permutations
+
+    if count <= 0:
+        return [] if tokens == 0 else None
+    window = list(itertools.islice(waiting, _REORDER_WINDOW))
+    for combo in permutations(window, min(count, len(window))):
+        if len(combo) < count:
+            return None
+        whole = sum(r.prompt for r in combo[:-1])
+        rest = tokens - whole
+        if 0 < rest <= combo[-1].prompt:
+            return list(combo)
+    return None
+
+
+def _counted_shape(s: IterationSample, position: int) -> StepShape:
+    chunks = ((s.context_tokens, position),) if s.context_tokens else ()
+    return StepShape(chunks, s.generation_requests, 0)
+
+
+def iteration_shapes(
+    its: list[IterationSample],
+    budget_tokens: int | None,
+    requests: list[MeasuredRequest] | None = None,
+) -> list[StepShape]:
+    """Each step's shape: replayed against ``requests`` when they explain the log (at most one
+    step in twenty disagreeing), else rebuilt from the token budget (no decode contexts)."""
+    if requests:
+        shapes, bad = replay_iterations(its, requests, budget_tokens)
+        if bad * 20 <= len(its):
+            return shapes
+    return [
+        _counted_shape(s, p) for s, p in zip(its, chunk_positions(its, budget_tokens), strict=True)
+    ]
 
 
 def chunk_positions(its: list[IterationSample], budget_tokens: int | None) -> list[int]:
@@ -360,28 +545,131 @@ def vllm_token_budget(config: EngineConfig, base: CostModel) -> int:
 
 
 def iteration_residuals(
-    model: CostModel, its: list[IterationSample], budget_tokens: int | None = None
+    model: CostModel,
+    its: list[IterationSample],
+    budget_tokens: int | None = None,
+    requests: list[MeasuredRequest] | None = None,
 ) -> dict[str, float]:
-    """Mean absolute relative error of the fitted step times, prefill and decode steps apart."""
+    """Mean absolute relative error of the fitted step times, prefill and decode steps apart
+    (each step's shape as :func:`fit_iterations` saw it)."""
     ep, ed = [], []
-    for s, p in zip(its, chunk_positions(its, budget_tokens), strict=True):
+    bare = dataclasses.replace(model, detokenize_per_token_s=0.0)  # the log's time excludes it
+    for s, sh in zip(its, iteration_shapes(its, budget_tokens, requests), strict=True):
         if s.elapsed_s <= 0:
             continue
-        if s.context_tokens > 0:
-            t = model.prefill_s([(s.context_tokens, p)]) + model.decode_marginal_s(
-                s.generation_requests, 0
+        if sh.chunks:
+            t = bare.prefill_s(sh.chunks) + bare.decode_marginal_s(
+                sh.decoders, sh.decode_context_tokens
             )
             ep.append(abs(t / s.elapsed_s - 1))
         else:
-            ed.append(abs(model.decode_s(s.generation_requests, 0) / s.elapsed_s - 1))
+            ed.append(abs(bare.decode_s(sh.decoders, sh.decode_context_tokens) / s.elapsed_s - 1))
     return {
         "prefill_mean_abs_rel_error": sum(ep) / len(ep) if ep else float("nan"),
         "decode_mean_abs_rel_error": sum(ed) / len(ed) if ed else float("nan"),
     }
 
 
+def between_steps(
+    its: list[IterationSample], reqs: list[MeasuredRequest], budget_tokens: int | None
+) -> list[tuple[int, float]] | None:
+    """The time each step took beyond its logged elapsed time, as its decoders saw it.
+
+    With the log replayed against the requests (:func:`replay_iterations`), every token is
+    known to come from one step. A request's gap between two tokens from consecutive steps is
+    the second step's elapsed time plus what happened between the steps (scheduling, handing
+    the outputs on, detokenizing, the SSE write, the client's read). Returns, per step with
+    such gaps, (tokens the step emitted, the median of its decoders' gaps minus its elapsed
+    time); None when the replay does not explain the log.
+    """
+    import numpy as np
+
+    _, bad, replayed = _replay(its, reqs, budget_tokens)
+    if bad * 20 > len(its):
+        return None
+    token_steps = [r.steps for r in replayed]
+    emitted = [0] * len(its)
+    for steps in token_steps:
+        for j in steps:
+            emitted[j] += 1
+    gaps: dict[int, list[float]] = {}
+    for m, steps in zip(reqs, token_steps, strict=True):
+        for k, gap in enumerate(m.itl_s[: max(0, len(steps) - 1)]):
+            a, b = steps[k], steps[k + 1]
+            if b == a + 1:
+                gaps.setdefault(b, []).append(gap - its[b].elapsed_s)
+    return [(emitted[j], float(np.median(v))) for j, v in sorted(gaps.items())]
+
+
+def request_host_time(
+    its: list[IterationSample],
+    reqs: list[MeasuredRequest],
+    budget_tokens: int | None,
+    round_overhead_s: float,
+    detokenize_per_token_s: float,
+) -> float | None:
+    """The API server's time per request before the engine can schedule it, from the log.
+
+    A request's TTFT is its wait for the step that took its first chunk, then every step up to
+    the one that sampled its first token (their logged elapsed times, plus the time between
+    steps at ``round_overhead_s`` and ``detokenize_per_token_s`` per token emitted). What is
+    left is the wait: the host's time for the request, plus any queueing behind a step already
+    running or a full batch. The request that waited least had no queue, so the smallest wait
+    is the host time. None when the replay does not explain the log.
+    """
+    _, bad, replayed = _replay(its, reqs, budget_tokens)
+    if bad * 20 > len(its):
+        return None
+    emitted = [0] * len(its)
+    for r in replayed:
+        for j in r.steps:
+            emitted[j] += 1
+    waits = []
+    for m, r in zip(reqs, replayed, strict=True):
+        if r.admitted_at < 0 or not r.steps:
+            continue
+        span = sum(
+            its[j].elapsed_s + round_overhead_s + detokenize_per_token_s * emitted[j]
+            for j in range(r.admitted_at, r.steps[0] + 1)
+        )
+        if m.ttft_s - span >= 0:
+            waits.append(m.ttft_s - span)
+    return min(waits) if waits else None
+
+
+def fit_between_steps(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """``round_overhead_s`` and ``detokenize_per_token_s`` from :func:`between_steps`: a
+    robust (Huber) line through the time between steps against the tokens each step emitted,
+    both coefficients non-negative."""
+    import numpy as np
+
+    x = np.array([p[0] for p in points], dtype=float)
+    y = np.array([p[1] for p in points], dtype=float)
+    if len(x) < 3:
+        return max(float(np.median(y)), 0.0) if len(y) else 0.0, 0.0
+    try:
+        from scipy.optimize import least_squares
+
+        fit = least_squares(
+            lambda v: v[0] + v[1] * x - y,
+            [max(float(np.median(y)), 1e-4), 1e-4],
+            bounds=([0.0, 0.0], [np.inf, np.inf]),
+            loss="huber",
+            f_scale=1e-3,
+        )
+        return float(fit.x[0]), float(fit.x[1])
+    except ImportError:  # pragma: no cover - scipy ships with the bench extra
+        slope, icpt = np.polyfit(x, y, 1)
+        return max(float(icpt), 0.0), max(float(slope), 0.0)
+
+
 def fit_overheads(
-    model: CostModel, reqs: list[MeasuredRequest], config: EngineConfig
+    model: CostModel,
+    reqs: list[MeasuredRequest],
+    config: EngineConfig,
+    *,
+    iterations: list[IterationSample] | None = None,
+    budget_tokens: int | None = None,
 ) -> tuple[CostModel, dict[str, Any]]:
     """Fit what the step log leaves out: time between steps, per running sequence and per
     request.
@@ -390,9 +678,19 @@ def fit_overheads(
     and streaming each token happen between steps, and the API server parses and admits each
     request before the engine sees it; on a CPU host these are a large part of the time. With
     the logged step coefficients fixed, three terms are fitted through the simulator to the
-    same run's request timings (TTFT and TPOT, log scale, soft-L1): a per-round overhead, a
-    per-sequence cost added to every step's decode rows and a per-request host cost
-    (``request_overhead_s``, on the server's event loop before the scheduler).
+    same run's request timings (TTFT and TPOT, log scale, soft-L1): a per-round overhead
+    (``round_overhead_s``: scheduling), a cost per token streamed out
+    (``detokenize_per_token_s``: output processing, detokenization, the SSE write) and a
+    per-request host cost (``request_overhead_s``: parsing and admission in the API server,
+    before the scheduler sees the request).
+
+    Given the same run's ``iterations``, the first two are measured instead: each step's time
+    beyond its logged elapsed time is read off its decoders' inter-token gaps
+    (:func:`between_steps`) and a robust line through them gives both
+    (:func:`fit_between_steps`), and the per-request cost is the wait of the request that
+    queued least (:func:`request_host_time`). Nothing is then fitted through the simulator: a
+    fit through queueing lets these terms soak up every small step-time error of a busy run
+    (a 40 ms per-request cost where the real one is 5 ms).
     """
     import numpy as np
 
@@ -417,9 +715,29 @@ def fit_overheads(
         return dataclasses.replace(
             model,
             round_overhead_s=float(o),
-            decode_per_seq_s=model.decode_per_seq_s + float(e),
+            detokenize_per_token_s=float(e),
             request_overhead_s=float(r),
         )
+
+    direct = between_steps(iterations, reqs, budget_tokens) if iterations else None
+    if direct:
+        o, e = fit_between_steps(direct)
+        host = request_host_time(iterations or [], reqs, budget_tokens, o, e)
+        fitted = dataclasses.replace(
+            model,
+            round_overhead_s=o,
+            detokenize_per_token_s=e,
+            request_overhead_s=host if host is not None else model.request_overhead_s,
+        )
+        res = _timing_residuals(fitted, config, workload, ttft, tpot, model)
+        res["between_steps"] = (
+            "measured: inter-token gaps of consecutive steps, and the least-queued request's wait"
+        )
+        res["between_step_points"] = len(direct)
+        res["round_overhead_s"] = fitted.round_overhead_s
+        res["detokenize_per_token_s"] = fitted.detokenize_per_token_s
+        res["request_overhead_s"] = fitted.request_overhead_s
+        return fitted, res
 
     def residuals(v: Any) -> Any:
         return _log_residuals(model_at(v), config, workload, ttft, tpot)
@@ -435,7 +753,7 @@ def fit_overheads(
     fitted = model_at(x)
     res = _timing_residuals(fitted, config, workload, ttft, tpot, model)
     res["round_overhead_s"] = fitted.round_overhead_s
-    res["host_per_seq_s"] = fitted.decode_per_seq_s - model.decode_per_seq_s
+    res["detokenize_per_token_s"] = fitted.detokenize_per_token_s
     res["request_overhead_s"] = fitted.request_overhead_s
     return fitted, res
 
