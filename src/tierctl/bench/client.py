@@ -1,6 +1,8 @@
 """The streaming HTTP client: one OpenAI-style request in, one :class:`RequestSample` out.
 
-Built on aiohttp, which costs a fraction of httpx's CPU per streamed request (see
+Plain-http requests go through :mod:`tierctl.bench.http1` (a lean HTTP/1.1 client whose
+protocol callback timestamps and parses each read); https endpoints and streamed bodies go
+through aiohttp, which costs a fraction of httpx's CPU per streamed request (see
 ``benchmarks/client_overhead.py``). Bodies are encoded with orjson; prompts above
 :data:`STREAM_BODY_BYTES` are streamed to the socket chunk by chunk so that encoding a
 100 MB body neither blocks the event loop nor holds a second full copy. Reads use a 1 MiB
@@ -20,6 +22,7 @@ import aiohttp
 import orjson
 
 from tierctl.bench.clientcheck import ReadBacklog
+from tierctl.bench.http1 import Http1Pool
 from tierctl.bench.samples import RequestSample
 from tierctl.bench.sse import MalformedStream, SSEDecoder, summarize
 
@@ -28,6 +31,8 @@ STREAM_BODY_BYTES = 1 << 20
 #: Size of each streamed body piece and of the response read buffer.
 CHUNK_BYTES = 1 << 20
 _PROMPT_MARK = "\x00__tierctl_prompt__"
+#: The request headers of every streamed request.
+HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
 @dataclass(frozen=True)
@@ -119,11 +124,15 @@ async def send_request(
     on_done: Callable[[RequestSample], None],
     clock: Callable[[], float] = time.monotonic,
     backlog: ReadBacklog | None = None,
+    pool: Http1Pool | None = None,
 ) -> None:
     """Send one streaming request and hand exactly one sample to ``on_done``.
 
     ``on_done`` is called on every path, including cancellation (error class
-    ``interrupted``), which is what keeps ``sent = completed + failed + timed_out``.
+    ``interrupted``), which is what keeps ``sent = completed + failed + timed_out``. With a
+    ``pool`` (an :class:`~tierctl.bench.http1.Http1Pool` for ``url``) a request whose body is
+    one bytes object goes through the lean HTTP/1.1 client; streamed bodies and requests
+    without a pool go through ``session`` (aiohttp).
     """
     data: bytes | AsyncIterator[bytes]
     if len(prompt) > STREAM_BODY_BYTES:
@@ -156,7 +165,10 @@ async def send_request(
 
     try:
         async with asyncio.timeout(shape.timeout_s):
-            error = await _exchange(session, url, data, p, clock, backlog)
+            if pool is not None and isinstance(data, bytes):
+                error = await _exchange_lean(pool, data, p, clock, backlog)
+            else:
+                error = await _exchange(session, url, data, p, clock, backlog)
     except TimeoutError:
         finish("timed_out", "timeout", f"no complete answer within {shape.timeout_s:g} s")
         return
@@ -175,6 +187,59 @@ async def send_request(
         finish("failed", error[0], error[1])
 
 
+class _Stream:
+    """What the reads of one SSE response body add up to, read by read (both HTTP paths)."""
+
+    __slots__ = ("backlog", "decoder", "done", "error", "gaps", "p", "sock")
+
+    def __init__(self, p: _Progress, backlog: ReadBacklog | None, sock: Any) -> None:
+        self.p = p
+        self.decoder = SSEDecoder()
+        self.done = False
+        self.error: str | None = None
+        self.gaps = p.gaps if p.gaps is not None else []
+        self.backlog = backlog
+        self.sock = sock
+
+    def read(self, chunk: bytes, now: float) -> None:
+        """One socket read of the body, arrived at ``now``.
+
+        Raises:
+            MalformedStream: the bytes are not an OpenAI SSE stream.
+        """
+        p = self.p
+        if self.backlog is not None:
+            self.backlog.observe(len(chunk), self.sock)
+        # One summary per read: every text event of it arrived at `now` (the first opens
+        # the stream or closes the gap since the previous read; the rest are 0 s apart).
+        read = summarize(self.decoder.feed(chunk))
+        if read.error is not None:
+            self.error = self.error or read.error
+        if read.texts:
+            if p.first is None:
+                p.first = now
+            elif p.last is not None:
+                self.gaps.append(now - p.last)
+            if read.texts > 1:
+                self.gaps.extend(itertools.repeat(0.0, read.texts - 1))
+            p.last = now
+            p.chunks += read.texts
+        if read.prompt_tokens is not None:
+            p.prompt_tokens = read.prompt_tokens
+        if read.completion_tokens is not None:
+            p.completion_tokens = read.completion_tokens
+        self.done = self.done or read.done
+
+    def end(self) -> tuple[str, str] | None:
+        """The stream's verdict once the body ended: ``None``, or (error class, detail)."""
+        self.done = summarize(self.decoder.close()).done or self.done
+        if self.error is not None:
+            return "stream_error", self.error[:300]
+        if not self.done:
+            return "connection", "stream ended before [DONE]"
+        return None
+
+
 async def _exchange(
     session: aiohttp.ClientSession,
     url: str,
@@ -183,46 +248,69 @@ async def _exchange(
     clock: Callable[[], float],
     backlog: ReadBacklog | None = None,
 ) -> tuple[str, str] | None:
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-    async with session.post(url, data=data, headers=headers) as resp:
+    async with session.post(url, data=data, headers=HEADERS) as resp:
         p.status = resp.status
         if resp.status >= 300:
             text = (await resp.content.read(512)).decode("utf-8", "replace")
-            return "http_status", f"HTTP {resp.status}: {text.strip()[:200]}"
-        decoder = SSEDecoder()
-        done = False
-        stream_error: str | None = None
-        gaps = p.gaps if p.gaps is not None else []
+            return _status_error(resp.status, text)
         sock = None
         if backlog is not None and resp.connection is not None:
             transport = resp.connection.transport
             sock = transport.get_extra_info("socket") if transport is not None else None
+        stream = _Stream(p, backlog, sock)
         async for chunk in resp.content.iter_any():
-            now = clock()
-            if backlog is not None:
-                backlog.observe(len(chunk), sock)
-            # One summary per read: every text event of it arrived at `now` (the first opens
-            # the stream or closes the gap since the previous read; the rest are 0 s apart).
-            read = summarize(decoder.feed(chunk))
-            if read.error is not None:
-                stream_error = stream_error or read.error
-            if read.texts:
-                if p.first is None:
-                    p.first = now
-                elif p.last is not None:
-                    gaps.append(now - p.last)
-                if read.texts > 1:
-                    gaps.extend(itertools.repeat(0.0, read.texts - 1))
-                p.last = now
-                p.chunks += read.texts
-            if read.prompt_tokens is not None:
-                p.prompt_tokens = read.prompt_tokens
-            if read.completion_tokens is not None:
-                p.completion_tokens = read.completion_tokens
-            done = done or read.done
-        done = summarize(decoder.close()).done or done
-        if stream_error is not None:
-            return "stream_error", stream_error[:300]
-        if not done:
-            return "connection", "stream ended before [DONE]"
-    return None
+            stream.read(chunk, clock())
+        return stream.end()
+
+
+def _status_error(status: int, text: str) -> tuple[str, str]:
+    return "http_status", f"HTTP {status}: {text.strip()[:200]}"
+
+
+class _LeanSink:
+    """The lean client's sink: each read goes to the stream as it arrives, in the callback."""
+
+    __slots__ = ("backlog", "clock", "error_body", "p", "stream")
+
+    def __init__(
+        self,
+        p: _Progress,
+        clock: Callable[[], float],
+        backlog: ReadBacklog | None,
+    ) -> None:
+        self.p = p
+        self.clock = clock
+        self.backlog = backlog
+        self.stream: _Stream | None = None
+        self.error_body: bytearray | None = None
+
+    def on_head(self, status: int, sock: Any) -> None:
+        self.p.status = status
+        if status >= 300:
+            self.error_body = bytearray()
+        else:
+            self.stream = _Stream(self.p, self.backlog, sock)
+
+    def on_data(self, data: bytes) -> bool:
+        if self.stream is not None:
+            self.stream.read(data, self.clock())
+            return True
+        assert self.error_body is not None
+        self.error_body += data
+        return len(self.error_body) < 512
+
+
+async def _exchange_lean(
+    pool: Http1Pool,
+    body: bytes,
+    p: _Progress,
+    clock: Callable[[], float],
+    backlog: ReadBacklog | None = None,
+) -> tuple[str, str] | None:
+    sink = _LeanSink(p, clock, backlog)
+    await pool.exchange(body, sink)
+    if sink.error_body is not None:
+        assert p.status is not None
+        return _status_error(p.status, bytes(sink.error_body[:512]).decode("utf-8", "replace"))
+    assert sink.stream is not None
+    return sink.stream.end()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
@@ -20,9 +21,11 @@ from typing import Any
 
 import aiohttp
 
-from tierctl.bench.client import RequestShape, make_session, send_request
+from tierctl.bench import http1
+from tierctl.bench.client import HEADERS, RequestShape, make_session, send_request
 from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, ReadBacklog, judge_client
 from tierctl.bench.eventloop import loop_name
+from tierctl.bench.http1 import Http1Pool
 from tierctl.bench.pacing import Pacer, make_pacer
 from tierctl.bench.plan import LanePlan, PlannedRequest, RequestPlan
 from tierctl.bench.probe import run_probes
@@ -74,12 +77,16 @@ async def run_plan(
     stop: asyncio.Event | None = None,
     progress: Progress | None = None,
     precise_pacing: bool = True,
+    lean_http: bool | None = None,
 ) -> RunRecord:
     """Send ``plan`` to ``base_url`` and return every sample, probes included.
 
     Never raises for server misbehaviour: failures are samples. Cancellation of the calling
     task (Ctrl-C under ``asyncio.run``) ends the run early and still returns the record with
     ``interrupted=True``.
+
+    ``lean_http`` (default: on, unless ``TIERCTL_BENCH_HTTP=aiohttp``) sends plain-http
+    requests through :mod:`tierctl.bench.http1`, aiohttp otherwise (https, streamed bodies).
 
     Phases: resolve the request shape; synthesise prompts before the clock; send every lane
     (:class:`_Sending`) with the probe lane beside it; stop the probes and restore the GC;
@@ -96,8 +103,13 @@ async def run_plan(
     gc_state = _gc_quiet()  # before the clock: a full collection can take tens of ms
     cpu0 = time.process_time()
     t0 = time.monotonic() + 0.05
+    url = endpoint_url(base_url, workload.api)
+    if lean_http is None:
+        lean_http = os.environ.get("TIERCTL_BENCH_HTTP", "lean") != "aiohttp"
+    pool = Http1Pool(url, headers=HEADERS) if lean_http and http1.supports(url) else None
     run = _Sending(
-        url=endpoint_url(base_url, workload.api),
+        url=url,
+        pool=pool,
         shape=shape,
         prompts=prompts,
         ready=ready,
@@ -127,6 +139,8 @@ async def run_plan(
                 await asyncio.gather(probe_task, return_exceptions=True)
             _gc_restore(gc_state)
             await monitor.stop()
+            if pool is not None:
+                pool.close()
     duration = time.monotonic() - t0
     cpu = time.process_time() - cpu0
     samples = sorted(run.samples, key=lambda s: (s.sent_s, s.index))
@@ -158,6 +172,7 @@ class _Sending:
     """
 
     url: str
+    pool: Http1Pool | None
     shape: RequestShape
     prompts: PromptSource
     ready: dict[int, str]  # prompts synthesised before the clock, by request index
@@ -213,6 +228,7 @@ class _Sending:
             t0=self.t0,
             on_done=self._on_done,
             backlog=self.backlog,
+            pool=self.pool,
         )
 
     async def open_loop(self, session: aiohttp.ClientSession, lane: LanePlan) -> None:
