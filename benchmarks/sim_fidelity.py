@@ -4,13 +4,15 @@ Run: PYTHONPATH=src /work/main/.venv/bin/python benchmarks/sim_fidelity.py [--qu
 
 Starts one real vLLM engine on CPU (the tiny Llama, via tierctl.realengine; scripts/ensure-vllm
 installs it) with ``--enable-logging-iteration-details`` on a loopback port and always stops
-it. Fits two cost models on one Poisson workload: from the request timings alone (``tierctl sim
-fit --from bench``'s method) and from the engine's iteration log plus the time between steps
-fitted to the same timings (``--from vllm-log --timings``). Then plays a burst, a Poisson
-hammer, long prompts arriving while requests decode, and the bundled tiny trace, and prints
-measured TTFT p50/p90, TPOT p50 and ITL p90 against both models' predictions with their errors.
-The log fit replays the iteration log against the fit run's requests, so every step's chunk
-positions and decode contexts are known. Each workload has its own prompts (vLLM's prefix
+it. Fits two cost models on one workload (Poisson stages of rising rate: quiet, busy,
+saturated): from the request timings alone (``tierctl sim fit --from bench``'s method) and from
+the engine's iteration log with the same run's timings (``--from vllm-log --timings``: the log
+replayed against the requests, so every step's chunk positions and decode contexts are known,
+and the time between steps and per request measured from the timings). Then plays a burst, a
+Poisson hammer, long prompts arriving while requests decode, and the bundled tiny trace, each
+three times (``--repeats``), and prints the median run's TTFT p50/p90, TPOT p50 and ITL p90,
+how far the runs spread (the measurement's own noise), and both models' predictions with their
+errors against the median. Each workload has its own prompts (vLLM's prefix
 cache would otherwise serve one workload from another's), and a workload whose client fell
 behind (a send over 50 ms late or its event loop stalled over 100 ms: the machine stalled, and
 the figures would be the client's) is measured again, at most twice. Every loop is bounded (fixed
@@ -25,6 +27,7 @@ import dataclasses
 import json
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -47,12 +50,12 @@ def main(args: argparse.Namespace) -> int:
     from tierctl.sim.fidelity import (
         PlannedSend,
         burst_plan,
-        compare_figures,
         decoders_and_long_plan,
+        figures,
         measure,
         measure_checked,
         poisson_plan,
-        predict,
+        predicted_figures,
     )
     from tierctl.sim.fitting import (
         MeasuredRequest,
@@ -66,7 +69,9 @@ def main(args: argparse.Namespace) -> int:
 
     q = args.quick
     rng = random.Random(0)
-    fit_plan = poisson_plan(rng, 3.0, 20 if q else 60, (32, 2500), (16, 128))
+    fit_plan = _stepped_plan(
+        rng, [(1.0, 6 if q else 15), (2.0, 6 if q else 20), (3.5, 8 if q else 25)]
+    )
     trace = [json.loads(line) for line in (ROOT / "examples/workloads/traces/tiny.jsonl").open()]
     trace_plan = [
         PlannedSend(t["arrival_s"], min(t["input_tokens"], 3000), min(t["output_tokens"], 64))
@@ -132,7 +137,7 @@ def main(args: argparse.Namespace) -> int:
         steps = fit_iterations(its, base, name="fitted:vllm-cpu-tiny:iterations",
                                budget_tokens=budget, requests=fit_on)  # fmt: skip
         sres = iteration_residuals(steps, its, budget, fit_on)
-        new, nres = fit_overheads(steps, fit_on, config)
+        new, nres = fit_overheads(steps, fit_on, config, iterations=its, budget_tokens=budget)
         print(f"  iteration log ({len(its)} steps; step-time residual prefill "
               f"{sres['prefill_mean_abs_rel_error']:.1%}, decode "
               f"{sres['decode_mean_abs_rel_error']:.1%}) + between-step time: residual TTFT "
@@ -146,35 +151,56 @@ def main(args: argparse.Namespace) -> int:
                   "detokenize_per_token_s"):  # fmt: skip
             print(f"  {f:<24}{getattr(old, f):>12.4g}{getattr(new, f):>12.4g}")
         worst = dict.fromkeys(models, 0.0)
+        spread_worst = 0.0
         for n, (name, plan) in enumerate(plans.items()):
             cpu0 = _cpu_seconds()
             w0 = time.monotonic()
+            runs = []
             try:
-                got = run(name, plan, 2 + n)
+                # The same plan several times with fresh prompts: the prediction is judged
+                # against the median run, and how far the runs spread is the floor under
+                # any prediction's error on this machine.
+                for k in range(args.repeats):
+                    label = name if k == 0 else f"{name} (run {k + 1})"
+                    runs.append(run(label, plan, 2 + n + 100 * k))
+                    _save(args.save, label, runs[-1])
             except (RuntimeFailure, aiohttp.ClientError) as exc:
                 print(f"\n{name}: the engine failed ({exc}); stopping. Engine log: {log}")
                 return 1
             busy = (_cpu_seconds() - cpu0) / (time.monotonic() - w0)
-            _save(args.save, name, got)
-            rows = {k: compare_figures(got, predict(got, config, m)) for k, m in models.items()}
+            per_run = [figures(got) for got in runs]
+            measured = {
+                m: statistics.median(v) if (v := [f[m] for f in per_run if f[m]]) else None
+                for m in per_run[0]
+            }
+            preds = {k: predicted_figures(runs[0], config, m) for k, m in models.items()}
             # The machine's load while it ran: step times follow it on a shared host.
-            print(f"\n{name} ({len(got)} requests; all processes kept {busy:.1f} of "
-                  f"{os.cpu_count()} CPUs busy, load average {os.getloadavg()[0]:.1f})")  # fmt: skip
-            print(f"  {'figure':<10}{'measured':>12}"
+            print(f"\n{name} ({len(runs[0])} requests x {len(runs)} runs; all processes kept "
+                  f"{busy:.1f} of {os.cpu_count()} CPUs busy, load average "
+                  f"{os.getloadavg()[0]:.1f})")  # fmt: skip
+            print(f"  {'figure':<10}{'measured':>12}{'runs spread':>14}"
                   + "".join(f"{k + ' pred':>16}{'error':>8}" for k in models))  # fmt: skip
-            for i, r in enumerate(rows["log"]):
-                m = "-" if r.measured_s is None else f"{r.measured_s * 1000:.1f} ms"
-                line = f"  {r.metric:<10}{m:>12}"
+            for metric, value in measured.items():
+                vals = [f[metric] for f in per_run if f[metric]]
+                line = f"  {metric:<10}" + (f"{value * 1000:>9.1f} ms" if value else f"{'-':>12}")
+                spread = (max(vals) - min(vals)) / value if value and len(vals) > 1 else None
+                line += f"{spread:>14.0%}" if spread is not None else f"{'-':>14}"
+                if spread is not None:
+                    spread_worst = max(spread_worst, spread)
                 for k in models:
-                    row = rows[k][i]
-                    err = "-" if row.error is None else f"{row.error:+.0%}"
-                    p = "-" if row.predicted_s is None else f"{row.predicted_s * 1000:.1f} ms"
-                    line += f"{p:>16}{err:>8}"
-                    if row.error is not None:
-                        worst[k] = max(worst[k], abs(row.error))
+                    p = preds[k][metric]
+                    err = p / value - 1 if p is not None and value else None
+                    line += f"{p * 1000:>13.1f} ms" if p is not None else f"{'-':>16}"
+                    line += f"{err:>+8.0%}" if err is not None else f"{'-':>8}"
+                    if err is not None:
+                        worst[k] = max(worst[k], abs(err))
                 print(line)
-        print("\nworst error: " + ", ".join(f"{k} {v:.0%}" for k, v in worst.items())
+        print("\nworst error against the median run: "
+              + ", ".join(f"{k} {v:.0%}" for k, v in worst.items())
               + f" (goal: within 15 %); engine log {log}")  # fmt: skip
+        if args.repeats > 1:
+            print(f"the runs of one workload spread by up to {spread_worst:.0%} of their median "
+                  "(max - min): the measurement's own noise on this machine")  # fmt: skip
     return 0
 
 
@@ -184,6 +210,23 @@ def _cpu_seconds() -> float:
         fields = fh.readline().split()[1:]
     user, nice, system = (int(v) for v in fields[:3])
     return (user + nice + system) / os.sysconf("SC_CLK_TCK")
+
+
+def _stepped_plan(rng: random.Random, stages: list[tuple[float, int]]) -> list[Any]:
+    """The fit workload: Poisson stages of rising rate (quiet, then busy, then saturated), so
+    the fit sees requests that found the engine idle as well as queued ones; prompt lengths
+    log-uniform over 32-2500 tokens (short ones as well represented as long), outputs 16-128."""
+    import math
+
+    from tierctl.sim.fidelity import PlannedSend
+
+    t, out = 0.0, []
+    for rate, count in stages:
+        for _ in range(count):
+            prompt = round(math.exp(rng.uniform(math.log(32), math.log(2500))))
+            out.append(PlannedSend(t, prompt, rng.randint(16, 128)))
+            t += rng.expovariate(rate)
+    return out
 
 
 _TEXTS: dict[str, str] = {}
@@ -219,4 +262,11 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true", help="fewer requests per workload")
     ap.add_argument("--start-timeout-s", type=float, default=600.0)
     ap.add_argument("--save", help="folder to keep the measured requests in (JSON)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="runs of each held-out workload; the prediction is judged against the median run "
+        "and the spread shows the measurement's own noise (default 3)",
+    )
     sys.exit(main(ap.parse_args()))

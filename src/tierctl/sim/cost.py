@@ -39,6 +39,12 @@ class CostModel:
     # to the step that emits it: the engine's next step waits for the outputs to be handed
     # on. Zero in the GPU presets (where it hides under the step); a CPU host's fit sees it.
     detokenize_per_token_s: float = 0.0
+    # A step's own variability: its time is the model's times exp(sigma * z), z standard
+    # normal, drawn per step from the run's seed (the median step is the model's). 0 (the
+    # presets) keeps the simulator deterministic; a fit on a real engine's step log measures
+    # it (~0.2 on a shared CPU host), and it is what widens simulated tails (TTFT and ITL p90)
+    # to the measured ones.
+    step_jitter: float = 0.0
 
     def prefill_s(self, chunks: Iterable[tuple[int, int]]) -> float:
         """Time of one extend batch; ``chunks`` are ``(new_tokens, cached_tokens)`` pairs."""

@@ -19,6 +19,7 @@ The model is pure: it holds no clock and no randomness. Callers pass the simulat
 from __future__ import annotations
 
 import math
+import random
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -106,9 +107,10 @@ class SchedulerStats:
 class Scheduler:
     """A discrete-event model of one engine replica's scheduler."""
 
-    def __init__(self, config: EngineConfig, cost: CostModel) -> None:
+    def __init__(self, config: EngineConfig, cost: CostModel, seed: int = 0) -> None:
         self.config = config
         self.cost = cost
+        self._jitter_rng = random.Random(seed)
         chunk = config.chunked_prefill_size
         if chunk is None:
             chunk = cost.chunked_prefill_size
@@ -191,6 +193,11 @@ class Scheduler:
             spun = int(elapsed_s / max(self.cost.round_overhead_s, 1e-9))
             self.countdown = max(0, self.countdown - spun)
 
+    def jittered(self, dur_s: float) -> float:
+        """A working round's time with the cost model's step jitter drawn (none at 0)."""
+        sigma = self.cost.step_jitter
+        return dur_s * math.exp(sigma * self._jitter_rng.gauss(0.0, 1.0)) if sigma > 0 else dur_s
+
     # -- one round ----------------------------------------------------------------------
 
     def step(self, now_s: float) -> Round | None:
@@ -221,6 +228,7 @@ class Scheduler:
             riders = self.running if mixed else []
             if riders:
                 dur += cost.decode_marginal_s(len(riders), self.context_tokens)
+            dur = self.jittered(dur)
             end = now_s + dur
             emitted = self._decode_tokens(riders, end, True) if riders else []
             for live in completing:
@@ -238,7 +246,7 @@ class Scheduler:
             )
         if self.running:
             b, k = len(self.running), self.context_tokens
-            dur = cost.round_overhead_s + cost.decode_s(b, k)
+            dur = self.jittered(cost.round_overhead_s + cost.decode_s(b, k))
             emitted = self._decode_tokens(self.running, now_s + dur, in_burst)
             return Round(now_s, dur, "decode", (), b, k, tuple(emitted))
         return Round(now_s, cost.round_overhead_s, "idle", (), 0, 0)
@@ -504,13 +512,14 @@ class Scheduler:
         """Policy bookkeeping for ``rounds`` fast-forwarded decode rounds (KV growth)."""
 
 
-def make_scheduler(config: EngineConfig, cost: CostModel) -> Scheduler:
-    """The scheduler model of ``config``'s engine: SGLang's, or vLLM v1's."""
+def make_scheduler(config: EngineConfig, cost: CostModel, seed: int = 0) -> Scheduler:
+    """The scheduler model of ``config``'s engine: SGLang's, or vLLM v1's (``seed`` draws the
+    steps' jitter when the cost model has any)."""
     if config.engine == "vllm":
         from tierctl.sim.vllm_policy import VllmScheduler
 
-        return VllmScheduler(config, cost)
-    return Scheduler(config, cost)
+        return VllmScheduler(config, cost, seed)
+    return Scheduler(config, cost, seed)
 
 
 def _itl_bucket(gap_s: float) -> int:

@@ -184,16 +184,17 @@ async def measure_checked(
 
 
 def predict(
-    plan: list[MeasuredRequest], config: EngineConfig, cost: CostModel
+    plan: list[MeasuredRequest], config: EngineConfig, cost: CostModel, *, seed: int = 0
 ) -> list[MeasuredRequest]:
-    """The simulator's figures for the same requests (the measured send times and lengths)."""
+    """The simulator's figures for the same requests (the measured send times and lengths);
+    ``seed`` draws the step jitter of a cost model that has one."""
     wl = Workload.of(
         "plan",
         [SimRequest(f"p-{i}", m.sent_s, m.input_tokens, max(1, m.output_tokens))
          for i, m in enumerate(plan)],
     )  # fmt: skip
     rounds: list[Any] = []
-    res = simulate(config, wl, cost, steps=rounds)
+    res = simulate(config, wl, cost, steps=rounds, seed=seed)
     # Per-token times from the stepped rounds give each request's inter-token gaps.
     times: dict[str, list[float]] = {}
     for rnd in rounds:
@@ -238,6 +239,24 @@ def figures(reqs: list[MeasuredRequest]) -> dict[str, float | None]:
         "TPOT p50": percentile(tpot, 50),
         "ITL p90": percentile(itl, 90),
     }
+
+
+def predicted_figures(
+    plan: list[MeasuredRequest], config: EngineConfig, cost: CostModel, *, runs: int = 5
+) -> dict[str, float | None]:
+    """:func:`figures` of the prediction; with step jitter, the median over ``runs`` simulated
+    runs (seeds 0..runs-1), as a measurement is judged by its median run: one draw of a
+    jittered model is as noisy as one real run."""
+    import statistics
+
+    if not cost.step_jitter:
+        return figures(predict(plan, config, cost))
+    per = [figures(predict(plan, config, cost, seed=k)) for k in range(max(1, runs))]
+    out: dict[str, float | None] = {}
+    for metric in per[0]:
+        vals = [v for f in per if (v := f[metric]) is not None]
+        out[metric] = statistics.median(vals) if vals else None
+    return out
 
 
 def compare_figures(

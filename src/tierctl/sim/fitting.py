@@ -348,12 +348,17 @@ def fit_iterations(
     # as a 150 ms chunk, as the figures compared later are relative errors; plain least
     # squares would fit the chunks and leave short steps (TPOT) off by a quarter.
     w = 1.0 / np.maximum(y, 1e-6)
-    x, y = x * w[:, None], y * w
     if not x[:, 5].any():
-        a_p, b, attn, a_d, d = _nnls_n(x[:, :5], y)
+        a_p, b, attn, a_d, d = _nnls_n(x[:, :5] * w[:, None], y * w)
         k_ctx = 0.0
     else:
-        a_p, b, attn, a_d, d, k_ctx = _nnls_n(x, y)
+        a_p, b, attn, a_d, d, k_ctx = _nnls_n(x * w[:, None], y * w)
+    # What the model leaves unexplained step by step: the robust spread (1.4826 MAD) of the
+    # log ratios, which the simulator draws per step (CostModel.step_jitter).
+    pred = x @ np.array([a_p, b, attn, a_d, d, k_ctx])
+    ok = (pred > 0) & (y > 0)
+    logs = np.log(y[ok] / pred[ok])
+    jitter = float(1.4826 * np.median(np.abs(logs - np.median(logs)))) if logs.size else 0.0
     return dataclasses.replace(
         base,
         name=name,
@@ -363,6 +368,7 @@ def fit_iterations(
         decode_base_s=a_d,
         decode_per_seq_s=d,
         decode_per_ctx_token_s=k_ctx,
+        step_jitter=jitter,
     )
 
 

@@ -70,15 +70,16 @@ def simulate(
 ) -> SimResult:
     """Simulate ``workload`` on one replica configured by ``config``.
 
-    The scheduler model is deterministic, so ``seed`` only names the run (workload
-    generators take their own seeded generator); it is kept for API symmetry with the
-    server and recorded nowhere else.
+    The scheduler model is deterministic: the same inputs give the same result. ``seed``
+    draws the steps' jitter when the cost model has any (``CostModel.step_jitter``; 0 in the
+    presets, where results do not depend on it); workload generators take their own seeded
+    generator.
 
     Args:
         config: the replica's engine flags (see :meth:`EngineConfig.from_argv`).
         workload: the requests, in arrival order.
         cost: a cost model or a preset name.
-        seed: reserved; results do not depend on it.
+        seed: draws the step jitter of a cost model that has one.
         fast_forward: run pure-decode stretches in closed form (same results, faster).
         horizon_s: stop at this simulated time; requests still in flight are "unfinished".
         steps: when given, every stepped round is appended (for ``sim fit`` round trips).
@@ -87,9 +88,8 @@ def simulate(
         progress: called now and then with the simulated time reached (for a progress bar;
             the simulation itself never draws anything).
     """
-    del seed
     model = preset(cost) if isinstance(cost, str) else cost
-    sched = make_scheduler(config, model)
+    sched = make_scheduler(config, model, seed)
     host = plan_host(workload.requests, model, tokenizes_on_loop(config))
     if has_host_costs(model):
         # Requests reach the scheduler when the host is done with them (FIFO: still ordered).
@@ -116,7 +116,8 @@ def simulate(
             sched.idle(upcoming - now)
             now = upcoming
             continue
-        if fast_forward and steps is None and sched.decode_only(now):
+        # Jittered steps have no closed form: they are stepped one by one.
+        if fast_forward and steps is None and not model.step_jitter and sched.decode_only(now):
             now, _ = sched.fast_forward(now, min(upcoming, horizon_s))
             continue
         rnd = sched.step(now)
@@ -175,12 +176,14 @@ def compare(
     cost: CostModel | str = "glm53-flash-w4afp8-tp4-h200",
     *,
     focus: str | None = None,
+    seed: int = 0,
 ) -> Comparison:
     """Run both configurations on the identical workload; ``focus`` limits the table to
     requests whose id starts with it (e.g. ``dec`` for the sequences decoding during a burst).
+    Both arms draw step jitter (if the cost model has any) from the same ``seed``.
     """
-    a = simulate(control, workload, cost)
-    b = simulate(candidate, workload, cost)
+    a = simulate(control, workload, cost, seed=seed)
+    b = simulate(candidate, workload, cost, seed=seed)
     sa = a.subset(focus) if focus else a.summary
     sb = b.subset(focus) if focus else b.summary
     blind = tuple(unmodelled_differences(control, candidate))

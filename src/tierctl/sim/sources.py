@@ -107,13 +107,14 @@ def run_sim(
 ) -> SimResult:
     """Simulate one replica on one workload.
 
-    ``progress(reached_s, last_arrival_s)`` is called now and then (for a progress bar).
+    ``progress(reached_s, last_arrival_s)`` is called now and then (for a progress bar). The
+    workload's seed also draws the steps' jitter of a cost model that has one.
     """
     model = preset(cost) if isinstance(cost, str) else cost
     wl = workload.load()
     end = wl.requests[-1].arrival_s if wl.requests else 0.0
     tick = None if progress is None else (lambda now: progress(now, end))
-    return simulate(engine.config(), wl, model, progress=tick)
+    return simulate(engine.config(), wl, model, seed=workload.seed, progress=tick)
 
 
 def compare_sims(
@@ -126,4 +127,7 @@ def compare_sims(
 ) -> Comparison:
     """Simulate two replicas on the identical workload and build the ratio table."""
     model = preset(cost) if isinstance(cost, str) else cost
-    return compare(control.config(), candidate.config(), workload.load(), model, focus=focus)
+    return compare(
+        control.config(), candidate.config(), workload.load(), model, focus=focus,
+        seed=workload.seed,
+    )  # fmt: skip

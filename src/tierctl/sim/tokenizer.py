@@ -45,24 +45,30 @@ def block_hashes(ids: Sequence[int]) -> tuple[int, ...]:
 PIECE_CHARS = 1 << 20
 
 
-def _cut(text: str, lo: int, hi: int) -> int:
-    """A split point in ``text[lo:hi]`` that the byte-level pre-tokenizer also splits at: a
-    single space between two non-space characters (it starts the next word's pre-token, and
-    BPE merges never cross pre-tokens), so piecewise encoding gives the same ids. Without one
-    (a space-free run), ``hi``: only such a pathological prompt may count a token differently.
+_CUT_AT = frozenset(" \t\n\r\f\v")
+
+
+def _cut(text: str, lo: int, hi: int, start: int = 0) -> int:
+    """A split point in ``text`` that the byte-level pre-tokenizer also splits at: the start
+    of a whitespace run (an ASCII whitespace character after a non-whitespace one). No
+    pre-token runs from a non-space character into the whitespace after it, and the run's
+    own pre-tokens (``\\s+(?!\\S)``, `` ?word``) are the same whether the text starts there or
+    not; BPE merges never cross pre-tokens, so piecewise encoding gives the same ids. The
+    rightmost one in ``(lo, hi]`` is taken, else the rightmost after ``start``; without any (a
+    whitespace-free run of a whole piece), ``hi``: only such a pathological prompt may count a
+    token differently.
     """
-    i = text.rfind(" ", lo, hi)
-    while i > lo:
-        if not text[i - 1].isspace() and not text[i + 1].isspace():
-            return i
-        i = text.rfind(" ", lo, i)
+    for a, b in ((lo, hi), (start, lo)):
+        for i in range(min(b, len(text) - 1), a, -1):
+            if text[i] in _CUT_AT and not text[i - 1].isspace():
+                return i
     return hi
 
 
 def _pieces(text: str) -> Iterator[str]:
     start = 0
     while len(text) - start > PIECE_CHARS:
-        cut = _cut(text, start + PIECE_CHARS // 2, start + PIECE_CHARS)
+        cut = _cut(text, start + PIECE_CHARS // 2, start + PIECE_CHARS, start)
         yield text[start:cut]
         start = cut
     yield text[start:]

@@ -39,8 +39,8 @@ from tierctl.sim.workload import SimRequest
 class VllmScheduler(Scheduler):
     """A discrete-event model of one vLLM (v1 engine) replica's scheduler."""
 
-    def __init__(self, config: EngineConfig, cost: CostModel) -> None:
-        super().__init__(config, cost)
+    def __init__(self, config: EngineConfig, cost: CostModel, seed: int = 0) -> None:
+        super().__init__(config, cost, seed)
         self.interval_rounds = 0
         block = config.block_size or VLLM_DEFAULT_BLOCK_TOKENS
         if config.num_gpu_blocks_override is not None:
@@ -217,6 +217,7 @@ class VllmScheduler(Scheduler):
         else:
             dur = cost.round_overhead_s + cost.decode_s(b, k)
             kind = "decode"
+        dur = self.jittered(dur)
         end = now_s + dur
         emitted: list[Emission] = []
         if decoders:

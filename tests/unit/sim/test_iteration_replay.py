@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +21,7 @@ from hypothesis import strategies as st
 
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
+from tierctl.sim.costfile import read_cost_model
 from tierctl.sim.engine import Round
 from tierctl.sim.fitting import (
     IterationSample,
@@ -171,3 +176,99 @@ def test_the_time_between_steps_and_per_request_are_measured_from_the_log_and_ti
     assert fitted.round_overhead_s == pytest.approx(0.0015, rel=0.1)
     assert fitted.detokenize_per_token_s == pytest.approx(2e-4, rel=0.15)
     assert fitted.request_overhead_s == pytest.approx(0.006, rel=0.1)
+
+
+def test_step_jitter_is_drawn_from_the_seed_and_fitted_from_the_logs_spread() -> None:
+    noisy = dataclasses.replace(TRUTH, step_jitter=0.2)
+    rng = random.Random(2)
+    reqs = [SimRequest(f"r{i}", i * 0.3, rng.randint(20, 1500), 40) for i in range(30)]
+    wl = Workload.of("w", reqs)
+    plain = simulate(CONFIG, wl, TRUTH)
+    a, b = simulate(CONFIG, wl, noisy, seed=1), simulate(CONFIG, wl, noisy, seed=1)
+    c = simulate(CONFIG, wl, noisy, seed=2)
+    ttft = [[r.ttft_s for r in res.requests] for res in (plain, a, b, c)]
+    assert ttft[1] == ttft[2]  # same seed, same run
+    assert ttft[1] != ttft[3]
+    assert ttft[1] != ttft[0]
+    # Fitted back from a log of jittered steps: the spread is measured, the median kept.
+    rounds: list[Round] = []
+    simulate(CONFIG, wl, noisy, seed=3, steps=rounds)
+    rounds = [r for r in rounds if r.kind != "idle"]
+    its = [dataclasses.replace(_logged(TRUTH, r), elapsed_s=r.duration_s) for r in rounds]
+    measured = [MeasuredRequest(r.arrival_s, r.input_tokens, r.output_tokens, 0.0, None, ())
+                for r in reqs]  # fmt: skip
+    fitted = fit_iterations(its, FLAT, name="t", budget_tokens=BUDGET, requests=measured)
+    assert fitted.step_jitter == pytest.approx(0.2, rel=0.2)
+    assert fitted.prefill_per_token_s == pytest.approx(TRUTH.prefill_per_token_s, rel=0.15)
+    exact = fit_iterations(
+        [_logged(TRUTH, r) for r in rounds], FLAT, name="t", budget_tokens=BUDGET,
+        requests=measured,
+    )  # fmt: skip
+    assert exact.step_jitter < 1e-6
+
+
+def test_sim_fit_from_a_vllm_log_with_timings_replays_and_measures_the_host_terms(
+    run_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    truth = dataclasses.replace(
+        TRUTH, round_overhead_s=0.002, detokenize_per_token_s=3e-4, request_overhead_s=0.008
+    )
+    rng = random.Random(4)
+    t, reqs = 0.0, []
+    for i in range(40):
+        reqs.append(SimRequest(f"r{i}", t, rng.randint(20, 1500), rng.randint(2, 80)))
+        t += rng.expovariate(2.0)
+    rounds: list[Round] = []
+    simulate(CONFIG, Workload.of("w", reqs), truth, steps=rounds)
+    rounds = [r for r in rounds if r.kind != "idle"]
+    bare = dataclasses.replace(truth, round_overhead_s=0.0, detokenize_per_token_s=0.0)
+    lines = []
+    for i, r in enumerate(rounds):
+        s = _logged(bare, r)
+        lines.append(
+            f"(APIServer pid=1) INFO 12-01 09:21:35 [loggers.py:199] Engine 000: Iteration({i}): "
+            f"{s.context_requests} context requests, {s.context_tokens} context tokens, "
+            f"{s.generation_requests} generation requests, {s.generation_requests} generation "
+            f"tokens, iteration elapsed time: {s.elapsed_s * 1e3:.3f} ms, CPU KV cache usage: 1%"
+        )
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join(lines) + "\n")
+    stamps: dict[str, list[float]] = {}
+    for r in rounds:
+        for em in r.emitted:
+            stamps.setdefault(em.rid, []).append(r.start_s + r.duration_s)
+    rows = []
+    for q in reqs:
+        ts = stamps[q.rid]
+        rows.append({"sent_s": q.arrival_s, "ttft_s": ts[0] - q.arrival_s, "tpot_s": None,
+                     "e2e_s": ts[-1] - q.arrival_s, "outcome": "completed",
+                     "itl_s": [b - a for a, b in itertools.pairwise(ts)],
+                     "input_tokens": q.input_tokens, "output_tokens": q.output_tokens})  # fmt: skip
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"kind": "run", "run": {"requests": rows}}))
+    out = tmp_path / "m.json"
+    res = run_cli("sim", "fit", str(log), "--timings", str(results), "--preset",
+                  "dense-8b-h100", "--out", str(out), "--", *CONFIG.argv)  # fmt: skip
+    assert res.code == 0, res.err
+    model, prov = read_cost_model(out)
+    assert prov["residuals"]["replay_mismatched_steps"] == 0
+    assert "replaying the log" in prov["method"]
+    assert model.decode_per_ctx_token_s == pytest.approx(TRUTH.decode_per_ctx_token_s, rel=0.05)
+    assert model.round_overhead_s == pytest.approx(0.002, rel=0.15)
+    assert model.detokenize_per_token_s == pytest.approx(3e-4, rel=0.2)
+    assert model.request_overhead_s == pytest.approx(0.008, rel=0.1)
+
+
+def test_a_jittered_prediction_is_the_median_of_several_simulated_runs() -> None:
+    from tierctl.sim.fidelity import figures, predict, predicted_figures
+
+    rng = random.Random(9)
+    plan = [MeasuredRequest(i * 0.2, rng.randint(50, 1500), 30, 0.0, None, ()) for i in range(25)]
+    assert predicted_figures(plan, CONFIG, TRUTH) == figures(predict(plan, CONFIG, TRUTH))
+    noisy = dataclasses.replace(TRUTH, step_jitter=0.3)
+    draws = [figures(predict(plan, CONFIG, noisy, seed=k)) for k in range(5)]
+    got = predicted_figures(plan, CONFIG, noisy, runs=5)
+    for metric, value in got.items():
+        vals = sorted(d[metric] for d in draws)  # type: ignore[type-var]
+        assert value == vals[2], metric
+    assert len({d["TTFT p90"] for d in draws}) > 1  # the seeds do draw different runs
