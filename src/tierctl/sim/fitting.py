@@ -115,8 +115,9 @@ def fit_source(
             residuals = {**residuals, **timing_res}
             samples["requests"] = len(reqs)
             fitted_on.append(str(timings))
-            between = (
-                "fitted through the simulator to the request timings: per round, per token "
+            between = str(
+                timing_res.get("between_steps")
+                or "fitted through the simulator to the request timings: per round, per token "
                 "streamed and per request"
             )
         prov = {
