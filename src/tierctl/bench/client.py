@@ -212,7 +212,7 @@ class _Stream:
             self.backlog.observe(len(chunk), self.sock)
         # One summary per read: every text event of it arrived at `now` (the first opens
         # the stream or closes the gap since the previous read; the rest are 0 s apart).
-        read = summarize(self.decoder.feed(chunk))
+        read = self.decoder.feed_summary(chunk)
         if read.error is not None:
             self.error = self.error or read.error
         if read.texts:

@@ -8,6 +8,7 @@ than as an empty answer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import orjson
@@ -73,6 +74,49 @@ class SSEDecoder:
             if payload is not None:
                 out.append(payload)
         return out
+
+    def feed_summary(self, chunk: bytes) -> ReadSummary:
+        """``summarize(self.feed(chunk))``, with a shortcut for the usual read.
+
+        A read that is exactly whole ``data: <payload>\n\n`` events (no carried-over partial
+        line, no ``\r``, no other line) is turned into one JSON array by a single byte
+        replace, without splitting it into lines and payloads first; any other read, and any
+        read whose array does not parse into one value per event, takes the general path.
+
+        Raises:
+            MalformedStream: as :meth:`feed` and :func:`summarize`.
+        """
+        if (
+            not self._buffer
+            and chunk.startswith(b"data: ")
+            and chunk.endswith(b"\n\n")
+            and len(chunk) <= self._max_line
+            and b"\r" not in chunk
+        ):
+            events = chunk.count(b"\n\ndata: ") + 1
+            # Two newlines per event and no others: every line is "data: ..." or empty.
+            if chunk.count(b"\n") == 2 * events:
+                inner = chunk[6:-2]
+                done = inner == DONE or inner.endswith(b"\n\ndata: [DONE]")
+                if done:
+                    inner = inner[: -len(DONE) - 8] if events > 1 else b""
+                    events -= 1
+                if not events:
+                    return ReadSummary(done=True)
+                try:
+                    objs = orjson.loads(b"[" + inner.replace(b"\n\ndata: ", b",") + b"]")
+                except orjson.JSONDecodeError:
+                    objs = None
+                if isinstance(objs, list) and len(objs) == events:
+                    payloads: list[bytes] = []
+
+                    def payload_of(i: int) -> bytes:
+                        if not payloads:
+                            payloads.extend(inner.split(b"\n\ndata: "))
+                        return payloads[i]
+
+                    return _tally(objs, done, payload_of)
+        return summarize(self.feed(chunk))
 
     def close(self) -> list[bytes]:
         """End of stream: a final line without a newline still counts."""
@@ -222,32 +266,37 @@ def summarize(payloads: list[bytes]) -> ReadSummary:
         objs = None
     if not isinstance(objs, list) or len(objs) != len(body):
         return fold(parse_events(payloads))
+    return _tally(objs, done, body.__getitem__)
+
+
+def _tally(objs: list[Any], done: bool, payload_of: Callable[[int], bytes]) -> ReadSummary:
+    """:class:`ReadSummary` of the parsed objects of one read (``payload_of(i)``: the bytes of
+    object ``i``, only fetched for the rare object that is not a plain token chunk)."""
     texts = 0
     slow: list[StreamEvent] = []
-    for obj, payload in zip(objs, body, strict=True):
-        if type(obj) is dict and "usage" not in obj and "error" not in obj:
+    for i, obj in enumerate(objs):
+        if type(obj) is dict:
             choices = obj.get("choices")
-            if (
-                type(choices) is list
-                and len(choices) == 1
-                and type(choices[0]) is dict
-                and obj.get("object") != "error"
-            ):
+            if type(choices) is list and len(choices) == 1:
                 choice = choices[0]
-                delta = choice.get("delta")
-                if type(delta) is dict:
-                    for name in _TEXT_FIELDS:
-                        piece = delta.get(name)
+                if (
+                    type(choice) is dict
+                    and "usage" not in obj
+                    and "error" not in obj
+                    and obj.get("object") != "error"
+                ):
+                    delta = choice.get("delta")
+                    if type(delta) is dict:
+                        piece = delta.get("content")
+                        if (piece and type(piece) is str) or _reasoning_text(delta):
+                            texts += 1
+                        continue
+                    if delta is None:
+                        piece = choice.get("text")
                         if piece and type(piece) is str:
                             texts += 1
-                            break
-                    continue
-                if delta is None:
-                    piece = choice.get("text")
-                    if piece and type(piece) is str:
-                        texts += 1
-                    continue
-        slow.append(_interpret(obj, payload))
+                        continue
+        slow.append(_interpret(obj, payload_of(i)))
     if not slow:
         return ReadSummary(texts, done) if texts or done else _NOTHING
     rest = fold(slow)
@@ -258,6 +307,14 @@ def summarize(payloads: list[bytes]) -> ReadSummary:
         rest.completion_tokens,
         rest.error,
     )
+
+
+def _reasoning_text(delta: dict[str, Any]) -> bool:
+    for name in _TEXT_FIELDS[1:]:
+        piece = delta.get(name)
+        if piece and type(piece) is str:
+            return True
+    return False
 
 
 #: Delta fields that carry generated text; reasoning models stream their thinking tokens in

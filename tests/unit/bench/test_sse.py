@@ -137,3 +137,53 @@ def test_a_read_of_many_chunks_counts_each_and_keeps_the_last_usage():
     assert summarize([chunk] * 16 + [usage, b"[DONE]"]) == ReadSummary(16, True, 8, 16, None)
     assert summarize([]) == ReadSummary()
     assert summarize([b"[DONE]"]) == ReadSummary(done=True)
+
+
+_EVENTS = [b"data: " + p + b"\n\n" for p in _PAYLOADS if p.strip() == p and b"\n" not in p] + [
+    b": keep-alive\n\n",
+    b"data: [DONE]\n\n",
+    b'data:{"choices":[{"delta":{"content":"x"}}]}\n\n',
+    b'data: {"choices":[{"delta":{"content":"r"}}]}\r\n\r\n',
+    b"event: ping\n\n",
+    b"data: \n\n",
+    b"data: 1,2\n\n",
+    b'data: ["a\n\n',
+    b'data: "b"]\n\n',
+    b"bogus\n\n",
+]
+
+
+@given(
+    st.lists(st.sampled_from(_EVENTS), max_size=14),
+    st.lists(st.integers(min_value=0, max_value=4000), max_size=6),
+)
+def test_the_read_shortcut_equals_feed_then_summarize(events, cuts):
+    """feed_summary per read == summarize(feed(read)) per read, errors included, for any cut."""
+    from tierctl.bench.sse import summarize
+
+    wire = b"".join(events)
+    bounds = sorted({c % (len(wire) + 1) for c in cuts} | {0, len(wire)})
+    reads = [wire[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+    fast, slow = SSEDecoder(), SSEDecoder()
+    for read in reads:
+        try:
+            want = summarize(slow.feed(read))
+        except MalformedStream:
+            with pytest.raises(MalformedStream):
+                fast.feed_summary(read)
+            return
+        assert fast.feed_summary(read) == want
+    assert fast.close() == slow.close()
+
+
+def test_the_read_shortcut_on_a_whole_response_in_one_read():
+    from tierctl.bench.sse import ReadSummary
+
+    chunk = b'data: {"choices":[{"index":0,"delta":{"content":"t"}}]}\n\n'
+    usage = b'data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":16}}\n\n'
+    read = chunk * 16 + usage + b"data: [DONE]\n\n"
+    assert SSEDecoder().feed_summary(read) == ReadSummary(16, True, 8, 16, None)
+    assert SSEDecoder().feed_summary(b"data: [DONE]\n\n") == ReadSummary(done=True)
+    assert SSEDecoder().feed_summary(chunk) == ReadSummary(1, False)
+    with pytest.raises(MalformedStream, match="not a JSON object"):
+        SSEDecoder().feed_summary(chunk + b"data: [1]\n\n")
