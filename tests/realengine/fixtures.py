@@ -18,6 +18,7 @@ its end. A test that uses them is marked ``real_engine``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,6 +36,23 @@ if TYPE_CHECKING:
 
 # Generous: a loaded 2-core machine took up to ~170 s for one engine to answer /health.
 START_TIMEOUT_S = float(os.environ.get("TIERCTL_REAL_START_TIMEOUT_S", "600"))
+
+
+@contextlib.contextmanager
+def extra_engine(
+    python: Path, model: Path, log: Path, flags: tuple[str, ...], name: str
+) -> Iterator[object]:
+    """One more engine beside the tier's pair (its own flags), started, ready and always
+    stopped."""
+    from tierctl.realengine.engine import VllmEngine
+
+    engine = VllmEngine(log, flags=flags, python=python, model=model, name=name)
+    try:
+        engine.start()
+        engine.wait_ready(START_TIMEOUT_S)
+        yield engine
+    finally:
+        engine.stop()
 
 
 @dataclass(frozen=True)

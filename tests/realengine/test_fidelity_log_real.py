@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.realengine.fixtures import START_TIMEOUT_S
+from tests.realengine.fixtures import extra_engine
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import DENSE_8B_H100
 from tierctl.sim.fidelity import burst_plan, compare_figures, measure, poisson_plan, predict
@@ -39,22 +39,10 @@ def logged_engine(
     vllm_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[object]:
     """An engine that logs every step."""
-    from tierctl.realengine.engine import VllmEngine
-
     log = tmp_path_factory.mktemp("vllm-iterations") / "engine.log"
-    engine = VllmEngine(
-        log,
-        flags=(*FLAGS, "--enable-logging-iteration-details"),
-        python=vllm_python,
-        model=tiny_model,
-        name="iterations",
-    )
-    try:
-        engine.start()
-        engine.wait_ready(START_TIMEOUT_S)
+    flags = (*FLAGS, "--enable-logging-iteration-details")
+    with extra_engine(vllm_python, tiny_model, log, flags, "iterations") as engine:
         yield engine, log
-    finally:
-        engine.stop()
 
 
 def _played(logged: object, plan: list[object], seed: int) -> tuple[list[object], str]:

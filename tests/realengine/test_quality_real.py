@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.realengine.fixtures import START_TIMEOUT_S, EnginePair
+from tests.realengine.fixtures import START_TIMEOUT_S, EnginePair, extra_engine
 from tierctl.bench.health import ArmTarget
 from tierctl.bench.quality.check import check_quality, watched
 from tierctl.bench.quality.lane import TEACHER_FORCED, run_quality
@@ -39,22 +39,10 @@ def bf16_engine(
     vllm_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[object]:
     """A third engine: the pair's flags plus ``--dtype bfloat16`` (the last --dtype wins)."""
-    from tierctl.realengine.engine import VllmEngine
-
-    logs = tmp_path_factory.mktemp("vllm-bf16")
-    engine = VllmEngine(
-        logs / "bf16.log",
-        flags=("--max-num-seqs", "8", "--dtype", "bfloat16"),
-        python=vllm_python,
-        model=tiny_model,
-        name="bf16",
-    )
-    try:
-        engine.start()
-        engine.wait_ready(START_TIMEOUT_S)
+    log = tmp_path_factory.mktemp("vllm-bf16") / "bf16.log"
+    flags = ("--max-num-seqs", "8", "--dtype", "bfloat16")
+    with extra_engine(vllm_python, tiny_model, log, flags, "bf16") as engine:
         yield engine
-    finally:
-        engine.stop()
 
 
 def test_same_weights_are_at_the_noise_floor(vllm_pair: EnginePair) -> None:

@@ -75,6 +75,31 @@ def _run(
     return rounds, [_logged(TRUTH, r) for r in rounds], measured
 
 
+def _timed(truth: CostModel, seed: int) -> tuple[list[IterationSample], list[MeasuredRequest]]:
+    """A simulated run with known host terms, logged the way vLLM logs it (the model's time
+    only) and timed the way the client sees it (every token at its step's end)."""
+    rng = random.Random(seed)
+    t, reqs = 0.0, []
+    for i in range(40):
+        reqs.append(SimRequest(f"r{i}", t, rng.randint(20, 1500), rng.randint(2, 80)))
+        t += rng.expovariate(2.0)
+    rounds: list[Round] = []
+    simulate(CONFIG, Workload.of("w", reqs), truth, steps=rounds)
+    rounds = [r for r in rounds if r.kind != "idle"]
+    bare = dataclasses.replace(truth, round_overhead_s=0.0, detokenize_per_token_s=0.0)
+    stamps: dict[str, list[float]] = {}
+    for r in rounds:
+        for em in r.emitted:
+            stamps.setdefault(em.rid, []).append(r.start_s + r.duration_s)
+    measured = []
+    for q in reqs:
+        ts = stamps[q.rid]
+        gaps = tuple(b - a for a, b in itertools.pairwise(ts))
+        measured.append(MeasuredRequest(q.arrival_s, q.input_tokens, q.output_tokens,
+                                        ts[0] - q.arrival_s, None, gaps))  # fmt: skip
+    return [_logged(bare, r) for r in rounds], measured
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10_000))
 def test_the_replay_rebuilds_every_steps_chunks_and_decode_context(seed: int) -> None:
@@ -145,31 +170,10 @@ def test_the_detokenize_term_is_charged_per_streamed_token() -> None:
 
 
 def test_the_time_between_steps_and_per_request_are_measured_from_the_log_and_timings() -> None:
-    # A run of the simulator with known host terms, logged the way vLLM logs it (the model's
-    # time only) and timed the way the client sees it (every token at its step's end).
     truth = dataclasses.replace(
         TRUTH, round_overhead_s=0.0015, detokenize_per_token_s=2e-4, request_overhead_s=0.006
     )
-    rng = random.Random(11)
-    t, reqs = 0.0, []
-    for i in range(40):
-        reqs.append(SimRequest(f"r{i}", t, rng.randint(20, 1500), rng.randint(2, 80)))
-        t += rng.expovariate(2.0)
-    rounds: list[Round] = []
-    simulate(CONFIG, Workload.of("w", reqs), truth, steps=rounds)
-    rounds = [r for r in rounds if r.kind != "idle"]
-    bare = dataclasses.replace(truth, round_overhead_s=0.0, detokenize_per_token_s=0.0)
-    its = [_logged(bare, r) for r in rounds]
-    stamps: dict[str, list[float]] = {}
-    for r in rounds:
-        for em in r.emitted:
-            stamps.setdefault(em.rid, []).append(r.start_s + r.duration_s)
-    measured = []
-    for q in reqs:
-        ts = stamps[q.rid]
-        gaps = tuple(b - a for a, b in itertools.pairwise(ts))
-        measured.append(MeasuredRequest(q.arrival_s, q.input_tokens, q.output_tokens,
-                                        ts[0] - q.arrival_s, None, gaps))  # fmt: skip
+    its, measured = _timed(truth, 11)
     steps = fit_iterations(its, FLAT, name="t", budget_tokens=BUDGET, requests=measured)
     fitted, res = fit_overheads(steps, measured, CONFIG, iterations=its, budget_tokens=BUDGET)
     assert "measured" in res["between_steps"]
@@ -213,37 +217,22 @@ def test_sim_fit_from_a_vllm_log_with_timings_replays_and_measures_the_host_term
     truth = dataclasses.replace(
         TRUTH, round_overhead_s=0.002, detokenize_per_token_s=3e-4, request_overhead_s=0.008
     )
-    rng = random.Random(4)
-    t, reqs = 0.0, []
-    for i in range(40):
-        reqs.append(SimRequest(f"r{i}", t, rng.randint(20, 1500), rng.randint(2, 80)))
-        t += rng.expovariate(2.0)
-    rounds: list[Round] = []
-    simulate(CONFIG, Workload.of("w", reqs), truth, steps=rounds)
-    rounds = [r for r in rounds if r.kind != "idle"]
-    bare = dataclasses.replace(truth, round_overhead_s=0.0, detokenize_per_token_s=0.0)
-    lines = []
-    for i, r in enumerate(rounds):
-        s = _logged(bare, r)
-        lines.append(
-            f"(APIServer pid=1) INFO 12-01 09:21:35 [loggers.py:199] Engine 000: Iteration({i}): "
-            f"{s.context_requests} context requests, {s.context_tokens} context tokens, "
-            f"{s.generation_requests} generation requests, {s.generation_requests} generation "
-            f"tokens, iteration elapsed time: {s.elapsed_s * 1e3:.3f} ms, CPU KV cache usage: 1%"
-        )
+    its, measured = _timed(truth, 4)
+    lines = [
+        f"(APIServer pid=1) INFO 12-01 09:21:35 [loggers.py:199] Engine 000: Iteration({i}): "
+        f"{s.context_requests} context requests, {s.context_tokens} context tokens, "
+        f"{s.generation_requests} generation requests, {s.generation_requests} generation "
+        f"tokens, iteration elapsed time: {s.elapsed_s * 1e3:.3f} ms, CPU KV cache usage: 1%"
+        for i, s in enumerate(its)
+    ]
     log = tmp_path / "vllm.log"
     log.write_text("\n".join(lines) + "\n")
-    stamps: dict[str, list[float]] = {}
-    for r in rounds:
-        for em in r.emitted:
-            stamps.setdefault(em.rid, []).append(r.start_s + r.duration_s)
-    rows = []
-    for q in reqs:
-        ts = stamps[q.rid]
-        rows.append({"sent_s": q.arrival_s, "ttft_s": ts[0] - q.arrival_s, "tpot_s": None,
-                     "e2e_s": ts[-1] - q.arrival_s, "outcome": "completed",
-                     "itl_s": [b - a for a, b in itertools.pairwise(ts)],
-                     "input_tokens": q.input_tokens, "output_tokens": q.output_tokens})  # fmt: skip
+    rows = [
+        {"sent_s": m.sent_s, "ttft_s": m.ttft_s, "tpot_s": None, "e2e_s": m.ttft_s + sum(m.itl_s),
+         "outcome": "completed", "itl_s": list(m.itl_s), "input_tokens": m.input_tokens,
+         "output_tokens": m.output_tokens}
+        for m in measured
+    ]  # fmt: skip
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"kind": "run", "run": {"requests": rows}}))
     out = tmp_path / "m.json"
