@@ -200,7 +200,7 @@ def test_a_canary_vllm_refuses_is_rolled_back_and_the_tier_keeps_serving(
     assert len(logs) >= 3
 
 
-def test_the_readout_from_real_vllm_metrics_reaches_a_verdict(real_tier: RealTier) -> None:
+def test_the_readout_reads_real_vllm_metrics_from_a_real_prometheus(real_tier: RealTier) -> None:
     from tierctl.realengine.tier import scrape_config
     from tierctl.rollout.planner import plan_files
 
@@ -229,15 +229,22 @@ def test_the_readout_from_real_vllm_metrics_reaches_a_verdict(real_tier: RealTie
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-2000:]
+    # 70 s of traffic on a shared 2-core machine: the step-paired intervals can be too wide to
+    # decide (an honest INCONCLUSIVE, exit 3, naming what is undecided); what is pinned is
+    # that the readout found and paired both arms' real series.
+    assert proc.returncode in (0, 1, 3), proc.stdout[-3000:] + proc.stderr[-2000:]
     data = json.loads(proc.stdout)
     assert data["engine"] == "vllm"
-    assert data["verdict"] in ("pass", "fail"), data["reasons"]
+    verdicts = {0: "pass", 1: "fail", 3: "inconclusive"}
+    assert data["verdict"] == verdicts[proc.returncode], data["reasons"]
+    if data["verdict"] == "inconclusive":
+        assert any("undecided" in r for r in data["reasons"]), data["reasons"]
     assert data["drift"] == []
     rows = {m["key"]: m for m in data["metrics"]}
     for key in ("ttft_p50", "tpot_p50", "e2e_p50"):
         assert rows[key]["control_median"] is not None, key
         assert rows[key]["canary_median"] is not None, key
+        assert rows[key]["result"]["n_used"] >= 3, rows[key]  # paired steps, both arms
     # Every request the clients sent was counted by the two engines' own counters.
     assert (
         data["aborts"]["control_total"] + data["aborts"]["canary_total"] >= traffic.result.ok * 0.5

@@ -78,7 +78,7 @@ def decoders_and_long_plan(
 
 
 @dataclass(frozen=True)
-class ClientCheck:
+class ClientLag:
     """Whether the measuring client kept up: a late send or a stalled event loop would be read
     as the engine's time."""
 
@@ -108,8 +108,8 @@ async def measure(
 
 async def measure_checked(
     url: str, model: str, plan: list[PlannedSend], *, seed: int = 0, timeout_s: float = 300.0
-) -> tuple[list[MeasuredRequest], ClientCheck]:
-    """:func:`measure`, with how well the client itself kept up (:class:`ClientCheck`).
+) -> tuple[list[MeasuredRequest], ClientLag]:
+    """:func:`measure`, with how well the client itself kept up (:class:`ClientLag`).
 
     Prompts are random token ids drawn from ``seed``: give each measured workload its own seed,
     or vLLM's prefix cache serves one workload's prompts from another's and its TTFTs shrink.
@@ -180,7 +180,7 @@ async def measure_checked(
     finally:
         done.set()
         await tick
-    return got, ClientCheck(late[0], lag[0])
+    return got, ClientLag(late[0], lag[0])
 
 
 def predict(
