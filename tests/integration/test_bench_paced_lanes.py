@@ -46,7 +46,12 @@ async def _run(workload, block_s: float = 0.0):
         if block_s:
             # Hold the loop mid-lane: every send due meanwhile is late and must still go.
             asyncio.get_running_loop().call_later(0.1, time.sleep, block_s)
-        return await run_plan(url, workload, plan_requests(workload), WordPrompts(1), model="m")
+        record = await run_plan(url, workload, plan_requests(workload), WordPrompts(1), model="m")
+        # Bodies encoded ahead of each wait are the requests the plan asked for.
+        assert len(fixture.seen) == record.sent
+        assert all(b["max_tokens"] == 2 and b["stream"] is True for b in fixture.seen)
+        assert all(b["model"] == "m" and b["messages"][0]["content"] for b in fixture.seen)
+        return record
     raise AssertionError("unreachable")
 
 

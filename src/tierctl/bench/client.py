@@ -125,6 +125,7 @@ async def send_request(
     clock: Callable[[], float] = time.monotonic,
     backlog: ReadBacklog | None = None,
     pool: Http1Pool | None = None,
+    body: bytes | None = None,
 ) -> None:
     """Send one streaming request and hand exactly one sample to ``on_done``.
 
@@ -132,10 +133,14 @@ async def send_request(
     ``interrupted``), which is what keeps ``sent = completed + failed + timed_out``. With a
     ``pool`` (an :class:`~tierctl.bench.http1.Http1Pool` for ``url``) a request whose body is
     one bytes object goes through the lean HTTP/1.1 client; streamed bodies and requests
-    without a pool go through ``session`` (aiohttp).
+    without a pool go through ``session`` (aiohttp). ``body``: ``encode_body(shape, prompt,
+    max_tokens)`` when the caller built it ahead (a paced sender, before its wait), so that
+    encoding is not between the send's due time and its stamp.
     """
     data: bytes | AsyncIterator[bytes]
-    if len(prompt) > STREAM_BODY_BYTES:
+    if body is not None:
+        data = body
+    elif len(prompt) > STREAM_BODY_BYTES:
         data = stream_body(shape, prompt, max_tokens)
     else:
         data = encode_body(shape, prompt, max_tokens)

@@ -22,7 +22,14 @@ from typing import Any
 import aiohttp
 
 from tierctl.bench import http1
-from tierctl.bench.client import HEADERS, RequestShape, make_session, send_request
+from tierctl.bench.client import (
+    HEADERS,
+    STREAM_BODY_BYTES,
+    RequestShape,
+    encode_body,
+    make_session,
+    send_request,
+)
 from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, ReadBacklog, judge_client
 from tierctl.bench.eventloop import loop_name
 from tierctl.bench.http1 import Http1Pool
@@ -213,7 +220,12 @@ class _Sending:
         return self._track(asyncio.create_task(self._send(session, req, prompt, scheduled_s)))
 
     def _send(
-        self, session: aiohttp.ClientSession, req: PlannedRequest, prompt: str, scheduled_s: float
+        self,
+        session: aiohttp.ClientSession,
+        req: PlannedRequest,
+        prompt: str,
+        scheduled_s: float,
+        body: bytes | None = None,
     ) -> Coroutine[Any, Any, None]:
         return send_request(
             session,
@@ -229,6 +241,7 @@ class _Sending:
             on_done=self._on_done,
             backlog=self.backlog,
             pool=self.pool,
+            body=body,
         )
 
     async def open_loop(self, session: aiohttp.ClientSession, lane: LanePlan) -> None:
@@ -266,8 +279,13 @@ class _Sending:
         """
         req = lane.requests[k]
         try:
-            # Built before the wait, so synthesis never delays a send that is due.
+            # Built before the wait, so synthesis and encoding never delay a send that is due.
             prompt = self._prompt(req)
+            body = (
+                encode_body(self.shape, prompt, req.output_tokens)
+                if len(prompt) <= STREAM_BODY_BYTES
+                else None
+            )
             at = self.t0 + req.offset_s
             if at > self.deadline or self.stop.is_set():
                 _resolve(started)
@@ -299,7 +317,7 @@ class _Sending:
             if not started.done():
                 started.set_exception(exc)
             raise
-        await self._send(session, req, prompt, req.offset_s)
+        await self._send(session, req, prompt, req.offset_s, body)
 
     async def closed_loop(self, session: aiohttp.ClientSession, lane: LanePlan) -> None:
         """``lane.concurrency`` workers, each sending its next request when one answers."""
