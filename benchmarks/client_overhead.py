@@ -708,6 +708,7 @@ def section_aiperf(
                 print("    " + line[:200])
             return
         ours = run_rate(url, rate, seconds)
+        tierctl_peak = max(tierctl_peak, ours["achieved_rps"])
         peak = max(peak, got["throughput"])
         if first is None:
             first = (got["p50_ms"], ours["e2e_p50_ms"])
