@@ -48,3 +48,33 @@ async def test_an_empty_stream_is_an_engine_failure_not_a_zero_figure() -> None:
             await measure(str(ts.make_url("")).rstrip("/"), "m", burst_plan(2, 10, 4))
     finally:
         await ts.close()
+
+
+async def test_the_measuring_client_reports_when_it_fell_behind() -> None:
+    import asyncio
+    import time
+
+    from tierctl.sim.fidelity import PlannedSend, measure_checked
+
+    server = SimServer(
+        EngineConfig.from_argv(["vllm", "serve", "/m", "--port", "0"]),
+        preset("dense-8b-h100"),
+        ServeOptions(time_scale=100.0),
+    )
+    ts = TestServer(server.app(), host="127.0.0.1")
+    await ts.start_server()
+    url = str(ts.make_url("")).rstrip("/")
+    plan = [PlannedSend(0.0, 20, 4), PlannedSend(0.2, 20, 4)]
+    try:
+        _, kept_up = await measure_checked(url, "/m", plan)
+        # The client's own loop blocked for 0.4 s across the second send's time: the check
+        # must say so, or the stall would be read as the engine's.
+        asyncio.get_running_loop().call_later(0.05, time.sleep, 0.4)
+        _, stalled = await measure_checked(url, "/m", plan)
+    finally:
+        await ts.close()
+    # (Not kept_up.trusted(): a loaded CI machine may hold a loop 100 ms now and then.)
+    assert kept_up.max_loop_lag_s < stalled.max_loop_lag_s
+    assert not stalled.trusted()
+    assert stalled.max_loop_lag_s > 0.3
+    assert stalled.max_send_late_s > 0.1
