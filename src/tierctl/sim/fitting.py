@@ -437,8 +437,10 @@ def _replay(
         ok = len(decoders) == s.generation_requests
         context = sum(r.prompt + r.generated for r in decoders)
         served = partial[: s.context_requests]
-        left = s.context_tokens - sum(min(r.prompt - r.computed, s.context_tokens) for r in served)
-        admitted = _admitted(waiting, s.context_requests - len(served), left)
+        new_tokens = s.context_tokens - sum(
+            min(r.prompt - r.computed, s.context_tokens) for r in served
+        )
+        admitted = _admitted(waiting, s.context_requests - len(served), new_tokens)
         if admitted is None:
             ok = False
             admitted = []
@@ -446,17 +448,15 @@ def _replay(
             waiting.remove(r)
             running.append(r)
             r.admitted_at = j
-        left, chunks = s.context_tokens, []
         if admitted and s.context_tokens > 0:
             last = admitted[-1]
             cut = budget_tokens is not None and (
                 s.context_tokens + s.generation_requests >= budget_tokens
             )
-            rest = s.context_tokens - sum(
-                min(r.prompt - r.computed, s.context_tokens) for r in (*served, *admitted[:-1])
-            )
+            rest = new_tokens - sum(r.prompt for r in admitted[:-1])  # the last one's chunk
             if not cut and 0 < rest < last.prompt:
                 last.computed = last.prompt - rest  # a prefix-cache hit
+        left, chunks = s.context_tokens, []
         for r in (*served, *admitted):
             take = min(r.prompt - r.computed, left)
             chunks.append((take, r.computed))
@@ -502,6 +502,24 @@ def _admitted(waiting: Any, count: int, tokens: int) -> list[_Replayed] | None:
     return None
 
 
+def _explained(
+    its: list[IterationSample], requests: list[MeasuredRequest], budget_tokens: int | None
+) -> tuple[list[StepShape], list[_Replayed]] | None:
+    """The replay, when the requests explain the log: at most one step in twenty disagreeing
+    (more is other traffic in the log, or the wrong timings file)."""
+    shapes, bad, replayed = _replay(its, requests, budget_tokens)
+    return (shapes, replayed) if bad * 20 <= len(its) else None
+
+
+def _emitted(steps: int, replayed: list[_Replayed]) -> list[int]:
+    """Tokens each step emitted, from the replay."""
+    out = [0] * steps
+    for r in replayed:
+        for j in r.steps:
+            out[j] += 1
+    return out
+
+
 def _counted_shape(s: IterationSample, position: int) -> StepShape:
     chunks = ((s.context_tokens, position),) if s.context_tokens else ()
     return StepShape(chunks, s.generation_requests, 0)
@@ -514,10 +532,9 @@ def iteration_shapes(
 ) -> list[StepShape]:
     """Each step's shape: replayed against ``requests`` when they explain the log (at most one
     step in twenty disagreeing), else rebuilt from the token budget (no decode contexts)."""
-    if requests:
-        shapes, bad = replay_iterations(its, requests, budget_tokens)
-        if bad * 20 <= len(its):
-            return shapes
+    explained = _explained(its, requests, budget_tokens) if requests else None
+    if explained is not None:
+        return explained[0]
     return [
         _counted_shape(s, p) for s, p in zip(its, chunk_positions(its, budget_tokens), strict=True)
     ]
@@ -577,9 +594,9 @@ def iteration_residuals(
     }
 
 
-def between_steps(
-    its: list[IterationSample], reqs: list[MeasuredRequest], budget_tokens: int | None
-) -> list[tuple[int, float]] | None:
+def _between_steps(
+    its: list[IterationSample], reqs: list[MeasuredRequest], replayed: list[_Replayed]
+) -> list[tuple[int, float]]:
     """The time each step took beyond its logged elapsed time, as its decoders saw it.
 
     With the log replayed against the requests (:func:`replay_iterations`), every token is
@@ -587,31 +604,24 @@ def between_steps(
     the second step's elapsed time plus what happened between the steps (scheduling, handing
     the outputs on, detokenizing, the SSE write, the client's read). Returns, per step with
     such gaps, (tokens the step emitted, the median of its decoders' gaps minus its elapsed
-    time); None when the replay does not explain the log.
+    time).
     """
     import numpy as np
 
-    _, bad, replayed = _replay(its, reqs, budget_tokens)
-    if bad * 20 > len(its):
-        return None
-    token_steps = [r.steps for r in replayed]
-    emitted = [0] * len(its)
-    for steps in token_steps:
-        for j in steps:
-            emitted[j] += 1
+    emitted = _emitted(len(its), replayed)
     gaps: dict[int, list[float]] = {}
-    for m, steps in zip(reqs, token_steps, strict=True):
-        for k, gap in enumerate(m.itl_s[: max(0, len(steps) - 1)]):
-            a, b = steps[k], steps[k + 1]
+    for m, r in zip(reqs, replayed, strict=True):
+        for k, gap in enumerate(m.itl_s[: max(0, len(r.steps) - 1)]):
+            a, b = r.steps[k], r.steps[k + 1]
             if b == a + 1:
                 gaps.setdefault(b, []).append(gap - its[b].elapsed_s)
     return [(emitted[j], float(np.median(v))) for j, v in sorted(gaps.items())]
 
 
-def request_host_time(
+def _request_host_time(
     its: list[IterationSample],
     reqs: list[MeasuredRequest],
-    budget_tokens: int | None,
+    replayed: list[_Replayed],
     round_overhead_s: float,
     detokenize_per_token_s: float,
 ) -> float | None:
@@ -622,15 +632,9 @@ def request_host_time(
     steps at ``round_overhead_s`` and ``detokenize_per_token_s`` per token emitted). What is
     left is the wait: the host's time for the request, plus any queueing behind a step already
     running or a full batch. The request that waited least had no queue, so the smallest wait
-    is the host time. None when the replay does not explain the log.
+    is the host time. None when no request has a non-negative wait.
     """
-    _, bad, replayed = _replay(its, reqs, budget_tokens)
-    if bad * 20 > len(its):
-        return None
-    emitted = [0] * len(its)
-    for r in replayed:
-        for j in r.steps:
-            emitted[j] += 1
+    emitted = _emitted(len(its), replayed)
     waits = []
     for m, r in zip(reqs, replayed, strict=True):
         if r.admitted_at < 0 or not r.steps:
@@ -645,7 +649,7 @@ def request_host_time(
 
 
 def fit_between_steps(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """``round_overhead_s`` and ``detokenize_per_token_s`` from :func:`between_steps`: a
+    """``round_overhead_s`` and ``detokenize_per_token_s`` from :func:`_between_steps`: a
     robust (Huber) line through the time between steps against the tokens each step emitted,
     both coefficients non-negative."""
     import numpy as np
@@ -693,9 +697,9 @@ def fit_overheads(
 
     Given the same run's ``iterations``, the first two are measured instead: each step's time
     beyond its logged elapsed time is read off its decoders' inter-token gaps
-    (:func:`between_steps`) and a robust line through them gives both
+    (:func:`_between_steps`) and a robust line through them gives both
     (:func:`fit_between_steps`), and the per-request cost is the wait of the request that
-    queued least (:func:`request_host_time`). Nothing is then fitted through the simulator: a
+    queued least (:func:`_request_host_time`). Nothing is then fitted through the simulator: a
     fit through queueing lets these terms soak up every small step-time error of a busy run
     (a 40 ms per-request cost where the real one is 5 ms).
     """
@@ -711,25 +715,10 @@ def fit_overheads(
     workload = workload_of(reqs)
     ttft = np.array([m.ttft_s for m in reqs])
     tpot = np.array([m.tpot_s if m.tpot_s is not None else np.nan for m in reqs])
-    # Start: the gap a lone decoding request shows beyond its logged step time, and a few ms
-    # per request.
-    lone = [m.tpot_s for m in reqs if m.tpot_s is not None]
-    gap0 = max(float(np.median(lone)) - model.decode_s(1, 0), 1e-4) if lone else 1e-3
-    scale = np.array([gap0, max(gap0 / 4, 1e-5), 5e-3])
-
-    def model_at(v: Any) -> CostModel:
-        o, e, r = scale * np.exp(np.clip(v, -30, 30))
-        return dataclasses.replace(
-            model,
-            round_overhead_s=float(o),
-            detokenize_per_token_s=float(e),
-            request_overhead_s=float(r),
-        )
-
-    direct = between_steps(iterations, reqs, budget_tokens) if iterations else None
-    if direct:
+    explained = _explained(iterations, reqs, budget_tokens) if iterations else None
+    if iterations and explained and (direct := _between_steps(iterations, reqs, explained[1])):
         o, e = fit_between_steps(direct)
-        host = request_host_time(iterations or [], reqs, budget_tokens, o, e)
+        host = _request_host_time(iterations, reqs, explained[1], o, e)
         fitted = dataclasses.replace(
             model,
             round_overhead_s=o,
@@ -745,6 +734,21 @@ def fit_overheads(
         res["detokenize_per_token_s"] = fitted.detokenize_per_token_s
         res["request_overhead_s"] = fitted.request_overhead_s
         return fitted, res
+
+    # Start: the gap a lone decoding request shows beyond its logged step time, and a few ms
+    # per request.
+    lone = [m.tpot_s for m in reqs if m.tpot_s is not None]
+    gap0 = max(float(np.median(lone)) - model.decode_s(1, 0), 1e-4) if lone else 1e-3
+    scale = np.array([gap0, max(gap0 / 4, 1e-5), 5e-3])
+
+    def model_at(v: Any) -> CostModel:
+        o, e, r = scale * np.exp(np.clip(v, -30, 30))
+        return dataclasses.replace(
+            model,
+            round_overhead_s=float(o),
+            detokenize_per_token_s=float(e),
+            request_overhead_s=float(r),
+        )
 
     def residuals(v: Any) -> Any:
         return _log_residuals(model_at(v), config, workload, ttft, tpot)
