@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
@@ -15,7 +18,9 @@ from tierctl.sim.server import ServeOptions, SimServer
 pytestmark = pytest.mark.integration
 
 
-async def test_measure_records_every_token_of_a_simulated_vllm() -> None:
+@contextlib.asynccontextmanager
+async def _sim_vllm() -> AsyncIterator[str]:
+    """A simulated vLLM on a loopback port (100x time scale); yields its URL."""
     server = SimServer(
         EngineConfig.from_argv(["vllm", "serve", "/m", "--port", "0"]),
         preset("dense-8b-h100"),
@@ -24,9 +29,14 @@ async def test_measure_records_every_token_of_a_simulated_vllm() -> None:
     ts = TestServer(server.app(), host="127.0.0.1")
     await ts.start_server()
     try:
-        got = await measure(str(ts.make_url("")).rstrip("/"), "/m", burst_plan(3, 50, 6))
+        yield str(ts.make_url("")).rstrip("/")
     finally:
         await ts.close()
+
+
+async def test_measure_records_every_token_of_a_simulated_vllm() -> None:
+    async with _sim_vllm() as url:
+        got = await measure(url, "/m", burst_plan(3, 50, 6))
     assert [m.output_tokens for m in got] == [6, 6, 6]
     assert all(m.ttft_s > 0 and len(m.itl_s) == 5 for m in got)
 
@@ -56,23 +66,13 @@ async def test_the_measuring_client_reports_when_it_fell_behind() -> None:
 
     from tierctl.sim.fidelity import PlannedSend, measure_checked
 
-    server = SimServer(
-        EngineConfig.from_argv(["vllm", "serve", "/m", "--port", "0"]),
-        preset("dense-8b-h100"),
-        ServeOptions(time_scale=100.0),
-    )
-    ts = TestServer(server.app(), host="127.0.0.1")
-    await ts.start_server()
-    url = str(ts.make_url("")).rstrip("/")
     plan = [PlannedSend(0.0, 20, 4), PlannedSend(0.2, 20, 4)]
-    try:
+    async with _sim_vllm() as url:
         _, kept_up = await measure_checked(url, "/m", plan)
         # The client's own loop blocked for 0.4 s across the second send's time: the check
         # must say so, or the stall would be read as the engine's.
         asyncio.get_running_loop().call_later(0.05, time.sleep, 0.4)
         _, stalled = await measure_checked(url, "/m", plan)
-    finally:
-        await ts.close()
     # (Not kept_up.trusted(): a loaded CI machine may hold a loop 100 ms now and then.)
     assert kept_up.max_loop_lag_s < stalled.max_loop_lag_s
     assert not stalled.trusted()
