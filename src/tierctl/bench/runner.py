@@ -2,9 +2,10 @@
 
 Open-loop lanes (bursts, rate hammers, traces) are paced by :mod:`tierctl.bench.pacing`; each
 request runs as its own task, which waits for its planned time, hands the next wait on and
-sends, so a slow answer never delays the next send. Closed-loop hammers run N workers. Every sent request yields exactly one sample,
-also when the run is stopped (``stop`` event, Ctrl-C or ``max_duration_s``): in-flight requests
-are cancelled and recorded as ``interrupted`` failures, and the partial record is returned.
+sends, so a slow answer never delays the next send. Closed-loop hammers run N workers. Every
+sent request yields exactly one sample, also when the run is stopped (``stop`` event, Ctrl-C
+or ``max_duration_s``): in-flight requests are cancelled and recorded as ``interrupted``
+failures, and the partial record is returned.
 """
 
 from __future__ import annotations
