@@ -26,7 +26,7 @@ from tierctl.engines import (
     profile_for_prefix,
 )
 from tierctl.errors import InputError
-from tierctl.readout.metrics import DEFAULT_METRICS, MetricDef, detect_prefix
+from tierctl.readout.metrics import DEFAULT_METRICS, MetricDef
 from tierctl.readout.prom import PrometheusClient, Series
 from tierctl.readout.stats import (
     PairedResult,
@@ -214,7 +214,7 @@ def resolve_engine(
     names = client.metric_names()
     if engine is None:
         engine = profile_for_metrics(names) or default_profile()
-    return engine, detect_prefix(engine, names)
+    return engine, engine.series_prefix(names)
 
 
 def run_readout(

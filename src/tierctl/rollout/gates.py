@@ -55,15 +55,24 @@ def step_profile(argv: list[str] | None) -> EngineProfile:
 
 
 def variants_query(
-    profile: EngineProfile, label: str, container: str | None = None, host: str | None = None
+    profile: EngineProfile,
+    label: str,
+    container: str | None = None,
+    host: str | None = None,
+    prefix: str | None = None,
 ) -> str:
-    """The PromQL counting an engine's series by container and variant."""
+    """The PromQL counting an engine's series by container and variant, under ``prefix`` (the
+    one a live Prometheus stores them under, :func:`live_prefix`; default the exported one)."""
+    return profile.variants_query(label, _matchers(container, host), prefix)
+
+
+def _matchers(container: str | None, host: str | None) -> str:
     matchers = []
     if container is not None:
         matchers.append(f'container_name="{container}"')
     if host:
         matchers.append(f'host_machine="{host}"')
-    return profile.variants_query(label, ",".join(matchers))
+    return ",".join(matchers)
 
 
 @dataclass(frozen=True)
@@ -122,14 +131,24 @@ class GateContext:
         return step_profile(self.step.expected_argv)
 
 
-def run_gates(ctx: GateContext) -> list[str]:
-    """Run the step's gates in order; return notes; raise GateFailed at the first failure."""
+#: Gates judged with the replica serving: they run after it is back in the proxy (a soak
+#: while the proxy routes nothing to it would have no traffic to judge errors by).
+SERVING_GATES: frozenset[str] = frozenset({"soak"})
+
+
+def run_gates(ctx: GateContext, *, serving: bool | None = None) -> list[str]:
+    """Run the step's gates in order; return the notes they add; raise GateFailed at the first
+    failure. ``serving`` False runs the gates before the replica is back in the proxy, True
+    the :data:`SERVING_GATES` after; None runs every gate."""
+    first = len(ctx.notes)
     for gate in ctx.step.gates:
+        if serving is not None and (gate in SERVING_GATES) != serving:
+            continue
         if gate in ctx.settings.skip:
             ctx.notes.append(f"{gate}: skipped, as asked")
             continue
         GATES[gate](ctx)
-    return ctx.notes
+    return ctx.notes[first:]
 
 
 def _url(ctx: GateContext, path: str) -> str:
@@ -285,9 +304,16 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
     deadline = ctx.clock() + ctx.settings.metrics_timeout_s
     for container, variant in wanted.items():
         profile = ctx.engine_profiles.get(container, ctx.profile)
-        query = variants_query(profile, ctx.variant_label, container, ctx.settings.host_label)
         seen: list[str] = []
         while True:
+            # The prefix as this Prometheus stores the container's series (`vllm:` as
+            # exported, `vllm_` behind a pipeline that rewrites it), asked again on each poll:
+            # before the first scrape there is nothing to detect it from.
+            names = _series_names(ctx, base, container)
+            prefix = profile.series_prefix(names or ())
+            query = variants_query(
+                profile, ctx.variant_label, container, ctx.settings.host_label, prefix
+            )
             try:
                 resp = ctx.client.get(
                     f"{base}/api/v1/query",
@@ -299,10 +325,12 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
             except (httpx.HTTPError, ValueError, AttributeError):
                 seen = []
             if seen == [variant]:
-                ctx.notes.append(f"prometheus: {container} reports {variant}")
+                ctx.notes.append(
+                    f"prometheus: {container} reports {variant} ({prefix}{profile.metrics.running})"
+                )
                 break
             if ctx.clock() >= deadline:
-                drift = "" if seen else _other_names(ctx, base, profile, container)
+                drift = "" if seen else _other_names(names, profile, prefix, container)
                 raise GateFailed(
                     f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}"
                     + drift,
@@ -313,9 +341,9 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
             ctx.sleep(ctx.settings.poll_interval_s)
 
 
-def _other_names(ctx: GateContext, base: str, profile: EngineProfile, container: str) -> str:
-    """Where the expected family is missing: the engine series Prometheus has for the container
-    instead (another prefix spelling, another engine's names), as a clause of the message."""
+def _series_names(ctx: GateContext, base: str, container: str) -> set[str] | None:
+    """Every engine series name (any engine, any prefix spelling) Prometheus has for the
+    container now; None when it cannot say."""
     prefixes = sorted({p for e in PROFILES.values() for p in e.metric_prefixes})
     pattern = "|".join(re.escape(p) for p in prefixes)
     query = f'count by (__name__) ({{__name__=~"({pattern}).+",container_name="{container}"}})'
@@ -324,14 +352,24 @@ def _other_names(ctx: GateContext, base: str, profile: EngineProfile, container:
             f"{base}/api/v1/query", params={"query": query}, timeout=ctx.settings.request_timeout_s
         )
         result = resp.json().get("data", {}).get("result", [])
-        names = sorted({str(r.get("metric", {}).get("__name__")) for r in result})
+        return {str(r.get("metric", {}).get("__name__")) for r in result}
     except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+
+
+def _other_names(
+    names: set[str] | None, profile: EngineProfile, prefix: str, container: str
+) -> str:
+    """Where the expected family is missing: the engine series Prometheus has for the container
+    instead (another engine's names, a renamed family), as a clause of the message."""
+    if names is None:
         return ""
-    wanted = profile.prefix.replace(":", "_") + profile.metrics.running
+    wanted = prefix + profile.metrics.running
     if not names:
         return f" (no engine series at all for {container}: {wanted} is what the gate reads)"
-    shown = ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
-    return f"; Prometheus has no {wanted} for {container} but has {shown}"
+    shown = sorted(names)
+    listed = ", ".join(shown[:5]) + (f" (+{len(shown) - 5} more)" if len(shown) > 5 else "")
+    return f"; Prometheus has no {wanted} for {container} but has {listed}"
 
 
 def gate_soak(ctx: GateContext) -> None:

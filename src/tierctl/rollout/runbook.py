@@ -118,6 +118,16 @@ def render_runbook(
         w(variants_query(profile, plan.variant_label, host=host))
     w("```")
     w("")
+    # The series as the engines export them; a pipeline that rewrites `:` (a remote-write
+    # relabel, some exporters) stores them under another spelling: the gates detect which.
+    for profile in profiles.values():
+        others = [p + profile.metrics.running for p in profile.metric_prefixes[1:]]
+        if others:
+            w(
+                f"(A Prometheus behind a pipeline that rewrites the `{profile.prefix}` prefix "
+                f"stores it as {' or '.join(f'`{o}`' for o in others)}.)"
+            )
+            w("")
     if engines:
         w("Expected after the rollout:")
         w("")
