@@ -184,6 +184,10 @@ class EngineProfile(ABC):
     readiness_path: str = "/health"
     metrics_path: str = "/metrics"
     models_path: str = "/v1/models"
+    #: ``POST`` here empties the engine's prefix cache (None: the engine has no such endpoint).
+    flush_cache_path: str | None = None
+    #: What that endpoint needs beyond the path (said when it is refused).
+    flush_cache_needs: str = ""
     #: The prefix as the engine exports it first, then spellings pipelines rewrite it to.
     metric_prefixes: tuple[str, ...] = ()
     metrics: EngineMetrics
