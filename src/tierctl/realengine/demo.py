@@ -53,8 +53,14 @@ def _run(console: Console, argv: list[str], *, timeout_s: float = 900) -> int:
     return proc.returncode
 
 
-def run_demo(workdir: Path, *, start_timeout_s: float = 600.0) -> int:
-    """Run the real demo in ``workdir``; returns the exit status (0: the story held)."""
+def run_demo(
+    workdir: Path, *, start_timeout_s: float = 600.0, live_s: float = 60.0, soak_s: float = 20.0
+) -> int:
+    """Run the real demo in ``workdir``; returns the exit status (0: the story held).
+
+    ``live_s``: seconds of live traffic through the router that the readout judges (more
+    paired steps decide more); ``soak_s``: the rollout's soak, with traffic through the router.
+    """
     console = Console(stderr=False)
     t0 = time.monotonic()
 
@@ -67,7 +73,7 @@ def run_demo(workdir: Path, *, start_timeout_s: float = 600.0) -> int:
 
     previous = signal.signal(signal.SIGTERM, terminated)
     try:
-        return _demo(console, workdir, start_timeout_s, stage, t0)
+        return _demo(console, workdir, start_timeout_s, stage, t0, live_s, soak_s)
     except TierctlError as exc:
         console.print(f"[red]error:[/] {exc.format()}")
         return int(exc.exit_code)
@@ -75,7 +81,15 @@ def run_demo(workdir: Path, *, start_timeout_s: float = 600.0) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: float) -> int:  # type: ignore[no-untyped-def]
+def _demo(  # type: ignore[no-untyped-def]
+    console: Console,
+    workdir: Path,
+    start_timeout_s: float,
+    stage,
+    t0: float,
+    live_s: float = 60.0,
+    soak_s: float = 20.0,
+) -> int:
     from tierctl.contracts import load_compose, validate
     from tierctl.realengine import env as realenv
     from tierctl.realengine.tier import RealTier
@@ -120,7 +134,16 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
         for step in plan.steps:
             console.print(f"  {step.id}  gates: {', '.join(step.gates) or '-'}")
         o, n = load_sides(plan)
-        gates = GateSettings(health_timeout_s=start_timeout_s, request_timeout_s=10)
+        # Every gate on: health, running args, metrics-variant, the soak (judged with r2 back
+        # in the router, serving the clients' requests) and, with the tier's Prometheus, the
+        # variant in the live series (the collector step reloads it with NEW's scrape config).
+        gates = GateSettings(
+            health_timeout_s=start_timeout_s,
+            request_timeout_s=10,
+            prometheus_url=tier.prometheus.url if tier.prometheus is not None else None,
+            metrics_timeout_s=180,
+            soak_s=soak_s,
+        )
         r1_pid = tier.pid("r1")
         assert tier.router is not None
         before = tier.router.client.counters()
@@ -140,12 +163,6 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
             traffic.wait_for(traffic.result.sent + 4, timeout_s=300)
         seen = traffic.result
         router_errors = tier.router.client.counters().minus(before).errors()
-        if tier.prometheus is not None:
-            # The collector step, done here: Prometheus reloads NEW's scrape config (the local
-            # driver does not run the collector), so r2's series carry its new variant.
-            from tierctl.realengine.tier import scrape_config
-
-            tier.prometheus.reload(scrape_config(n))
         console.print(
             f"rollout {rollout_s:.0f} s: steps {[o.status for o in result.outcomes]}; "
             f"r1 pid {'unchanged' if tier.pid('r1') == r1_pid else 'CHANGED'}; "
@@ -181,7 +198,8 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
                 # 12 in flight: about 6 per replica, beyond the canary's --max-num-seqs 2, so
                 # the live traffic exercises the flag the readout judges (at 4 it never bound).
                 "--hammer-concurrency", "12",
-                "--hammer-duration", "60", "--hammer-count", "4000", "--hammer-tokens", "200:32",
+                "--hammer-duration", f"{live_s:g}", "--hammer-count", "100000",
+                "--hammer-tokens", "200:32",
                 "--api", "completions", "--tokenizer", tok, "--timeout", "300", "--seed", "2",
                 "--no-plots", "--out", str(workdir / "bench-router"),
             ),
@@ -202,19 +220,58 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
             console.print("[yellow]prometheus is not installed: no readout[/]")
             return 0
         time.sleep(3)  # the last scrape
-        window = max(60, int(time.time() - live_start) + 5)
-        code = _run(
-            console,
-            _tierctl(
-                "readout", "--spec", str(spec), "--prometheus", tier.prometheus.url,
-                "--window", f"{window}s", "--step", "10s", "--min-requests", "3",
-                "--match", 'host_machine="cpu01"',
-            ),
-        )  # fmt: skip
+        end = time.time()
+        window = max(60, int(end - live_start) + 5)
+        readout = [
+            "readout", "--spec", str(spec), "--prometheus", tier.prometheus.url,
+            "--window", f"{window}s", "--end", f"{end:.3f}", "--step", "10s",
+            "--min-requests", "3", "--match", 'host_machine="cpu01"',
+        ]  # fmt: skip
+        code = _run(console, _tierctl(*readout))
         verdict = {0: "PASS", 1: "FAIL", 3: "INCONCLUSIVE"}.get(code, f"error {code}")
         console.print(Rule(f"verdict: {verdict}  [dim](total {time.monotonic() - t0:.0f} s)[/]"))
+        if code == 3:
+            for line in _what_would_decide(_tierctl(*readout, "--format", "json"), live_s):
+                console.print(line)
         console.print(CPU_LIMITS)
         return 0 if code in (0, 1, 3) else code
     finally:
         with console.status("stopping the tier (engines, router, Prometheus)"):
             tier.stop()
+
+
+def _what_would_decide(argv: list[str], live_s: float) -> list[str]:
+    """For an INCONCLUSIVE readout: which metrics were undecided, over how many paired steps,
+    and what would decide them (the same window read again as JSON)."""
+    src = str(Path(__file__).resolve().parents[2])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p),
+    }
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        return ["(the readout's JSON could not be read to say what is undecided)"]
+    out = [f"why: {r}" for r in data.get("reasons", [])]
+    steps = []
+    for row in data.get("metrics", []):
+        result = row.get("result") or {}
+        if result.get("verdict") == "inconclusive":
+            n = result.get("n_used")
+            lo, hi = result.get("ci_low"), result.get("ci_high")
+            band = f", interval {lo:.2f}-{hi:.2f}" if lo is not None and hi is not None else ""
+            out.append(
+                f"  undecided: {row.get('title', row.get('key'))} over {n} paired steps{band}"
+            )
+            if isinstance(n, int):
+                steps.append(n)
+    fewest = min(steps) if steps else None
+    more = f" (it had {fewest} paired 10 s steps)" if fewest is not None else ""
+    out.append(
+        "what would decide it: more paired steps -- a longer live window"
+        f"{more}, e.g. `tierctl real-engine demo --live-s {max(180, int(live_s * 3))}` -- or "
+        "a quieter machine (other load on these 2 cores widens every interval); a real "
+        "difference of the canary's size then shows as PASS or FAIL"
+    )
+    return out
