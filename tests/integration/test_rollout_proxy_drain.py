@@ -182,6 +182,28 @@ def test_the_soak_judges_traffic_with_the_replica_back_in_the_router(tier: Tier)
     assert traffic.result.failures == [], traffic.result.outcomes
 
 
+def test_a_failed_soak_takes_the_replica_out_again_before_its_rollback(tier: Tier) -> None:
+    old_p, new_p = tier.files(["--prefill-decode-interval", "2"])
+    plan, old, new = tier.start(old_p, new_p)
+    options = _options(tier)
+    # A bound no traffic can meet (a negative error rate): the soak fails once r2 served any.
+    gates = dataclasses.replace(options.gates, soak_s=3, max_error_rate=-1.0)
+    options = dataclasses.replace(options, gates=gates)
+    with Traffic(tier.client.url, model=MODEL, concurrency=2, pause_s=0.02) as traffic:
+        traffic.wait_for(10, timeout_s=120)
+        with pytest.raises(TierctlError, match="aborted during the soak"):
+            run_rollout(plan, tier.driver, old, new, options)  # type: ignore[arg-type]
+        traffic.wait_for(traffic.result.sent + 10, timeout_s=120)
+    step = [e for e in _events(tier.journal) if e not in ("start", "completed")]
+    # Back in the router for the soak; out again before the rollback stops it; back as OLD.
+    assert step == [
+        "begin", "proxy-drained", "applied", "gates-passed", "proxy-restored", "gate-failed",
+        "proxy-drained", "rolled-back", "proxy-restored",
+    ], step  # fmt: skip
+    assert tier.client.health_of() == {tier.url("r1"): True, tier.url("r2"): True}
+    assert traffic.result.failures == [], traffic.result.outcomes
+
+
 def test_a_failed_step_is_rolled_back_and_old_rejoins_the_router(tier: Tier) -> None:
     # The simulated engine refuses a value SGLang's parser refuses, and exits at start-up.
     old_p, new_p = tier.files(["--prefill-decode-interval", "two"])
