@@ -10,10 +10,13 @@ credential, so ``WEBUI_AUTH=false`` passes. A ``${VAR:-literal}`` default is a l
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 __all__ = [
     "is_secret_flag",
@@ -22,9 +25,13 @@ __all__ = [
     "looks_secret_name",
     "looks_secret_value",
     "mask",
+    "mask_tree",
+    "mask_userinfo",
     "redact_argv",
     "secret_forms",
     "secret_positions",
+    "secret_spans",
+    "url_password",
 ]
 
 _SECRET_WORDS = frozenset(
@@ -126,23 +133,138 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def secret_forms(secret: str) -> list[str]:
-    """Every way ``secret`` may appear in text tierctl writes, longest first: as is, JSON-escaped
-    (a value holding ``"``, ``\\`` or non-ASCII is written escaped in a journal line or an
-    echoed request body), and as Python's repr writes it inside quotes."""
-    import json
+# An encoded form shorter than this is too common a string to mask wherever it appears (the
+# base64 of a 2-character secret is 3 characters of any word); the raw secret is always masked.
+_MIN_ENCODED = 6
+# A run of this many characters of a form (raw or encoded) is masked wherever it appears: an
+# echo cut short (a truncated line, a 300-character error body) still holds most of a secret.
+FRAGMENT_CHARS = 8
+# What URL encoders leave unescaped: Python's quote (``_.-~``, and ``/`` by default) and
+# JavaScript's encodeURIComponent (``-_.!~*'()``).
+_URL_SAFE = ("", "/", "-_.!~*'()")
 
-    forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
-    forms.add(repr(secret)[1:-1])
-    return sorted((f for f in forms if f), key=len, reverse=True)
+
+def _base64_cores(data: bytes) -> set[str]:
+    """The base64 characters (standard and URL-safe alphabets) that ``data`` alone decides, at
+    each of the 3 byte alignments it may have inside a larger encoded blob.
+
+    A base64 character covers 6 bits; at offset ``k`` bytes the characters from
+    ``ceil(8k/6)`` to ``floor(8(k+n)/6)`` hold only the secret's bits, whatever surrounds it.
+    """
+    out: set[str] = set()
+    for k in range(3):
+        # Zero bytes around it stand for the unknown neighbours; the slice drops every
+        # character they touch, and the '=' padding.
+        padded = b"\0" * k + data + b"\0\0"
+        start, end = -(-8 * k // 6), (8 * (k + len(data))) // 6
+        for encoded in (base64.b64encode(padded), base64.urlsafe_b64encode(padded)):
+            out.add(encoded.decode()[start:end])
+    return out
+
+
+def secret_forms(secret: str) -> list[str]:
+    """Every way ``secret`` may appear in text tierctl prints or writes, longest first.
+
+    As is; JSON-escaped (a value holding ``"``, ``\\`` or non-ASCII is written escaped in a
+    journal line or an echoed request body) and as Python's repr writes it inside quotes;
+    URL-encoded (``%XX`` in upper and lower case, ``+`` for a space, with the safe sets of
+    common encoders); hex (lower and upper case); base64 in the standard and URL-safe
+    alphabets, at each of the 3 alignments a secret can have inside a larger base64 blob (the
+    characters its bytes alone decide: :func:`_base64_cores`). Encoded forms shorter than
+    ``_MIN_ENCODED`` characters are left out (too common to mask).
+    """
+    data = secret.encode("utf-8", "surrogatepass")
+    plain = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
+    plain.add(repr(secret)[1:-1])
+    encoded: set[str] = {data.hex(), data.hex().upper()}
+    for safe in _URL_SAFE:
+        for quoted in (quote(data, safe=safe), quote_plus(data, safe=safe)):
+            encoded |= {quoted, _lower_escapes(quoted)}
+    encoded |= _base64_cores(data)
+    forms = {f for f in plain if f} | {f for f in encoded if len(f) >= _MIN_ENCODED}
+    return sorted(forms, key=lambda f: (-len(f), f))
+
+
+_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+
+
+def _lower_escapes(quoted: str) -> str:
+    return _ESCAPE.sub(lambda m: m.group(0).lower(), quoted)
+
+
+def secret_spans(text: str, secrets: Sequence[str]) -> list[tuple[int, int]]:
+    """The merged ``[start, end)`` spans of ``text`` that hold a secret in any form.
+
+    A form of at most ``FRAGMENT_CHARS`` characters is found whole; a longer one is found by
+    any run of ``FRAGMENT_CHARS`` of its characters (so a cut-off echo is caught too), and
+    overlapping runs join into one span.
+    """
+    whole: set[str] = set()
+    grams: set[str] = set()
+    for secret in secrets:
+        if not secret:
+            continue
+        for form in secret_forms(secret):
+            if len(form) <= FRAGMENT_CHARS:
+                whole.add(form)
+            else:
+                grams.update(
+                    form[i : i + FRAGMENT_CHARS] for i in range(len(form) - FRAGMENT_CHARS + 1)
+                )
+    spans: list[tuple[int, int]] = []
+    for form in whole:
+        at = text.find(form)
+        while at >= 0:
+            spans.append((at, at + len(form)))
+            at = text.find(form, at + 1)
+    if grams:
+        n = FRAGMENT_CHARS
+        # A cheap pre-filter: only positions whose first two characters begin some run.
+        starts = {g[:2] for g in grams}
+        for i in range(len(text) - n + 1):
+            if text[i : i + 2] in starts and text[i : i + n] in grams:
+                spans.append((i, i + n))
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def mask(text: str, secrets: Sequence[str], replacement: str = "***") -> str:
-    """``text`` with every form of every secret (:func:`secret_forms`) replaced."""
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        for form in secret_forms(secret):
-            text = text.replace(form, replacement)
-    return text
+    """``text`` with every form of every secret (:func:`secret_forms`), and every run of
+    ``FRAGMENT_CHARS`` characters of one, replaced (see :func:`secret_spans`)."""
+    spans = secret_spans(text, secrets)
+    if not spans:
+        return text
+    out: list[str] = []
+    at = 0
+    for start, end in spans:
+        out += [text[at:start], replacement]
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s:@]*):([^/\s@]+)@")
+
+
+def mask_userinfo(text: str, replacement: str = "***") -> str:
+    """``text`` with the password of every URL's userinfo replaced: ``http://u:***@host``.
+
+    Any text that may hold a URL (an endpoint the operator gave, an error naming it) passes
+    through this before it is printed or written.
+    """
+    return _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{replacement}@", text)
+
+
+def url_password(url: str) -> str | None:
+    """The password in ``url``'s userinfo (``http://u:pw@host``), if it has one."""
+    m = _USERINFO.search(url)
+    return m.group(3) if m else None
 
 
 def mask_tree(node: Any, secrets: Sequence[str], replacement: str = "***") -> Any:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.secret_search import holds_fragment
 from tierctl.errors import ContractViolation, GateFailed, InputError, RuntimeFailure
 from tierctl.render import render_compose
 from tierctl.rollout.drivers.compose_manager import ComposeManagerDriver, Target
@@ -518,3 +519,24 @@ def test_an_agent_answering_html_is_not_taken_for_success(world: World) -> None:
     assert "exit event of code 0" in (err.rule or "")
     assert world.running_as("old", R2)
     assert world.events() == ["start", "begin", "dry-run-failed"]
+
+
+@pytest.mark.parametrize("faults", [["echo"] * 6, ["echo-exit1"], ["", "", "echo-400"]])
+def test_an_agent_echoing_the_request_encoded_leaks_no_secret(
+    world: World, faults: list[str]
+) -> None:
+    """The agent echoes the request (token, HF_TOKEN) raw, JSON-escaped, URL-encoded (%XX and
+    +), base64 (both alphabets, inside larger blobs), hex and cut short: none of it reaches the
+    log, the error or the journal in any reading (tests.secret_search decodes them all)."""
+    world.agent.state.faults = list(faults)
+    error = ""
+    try:
+        world.run(world.driver(attempts=1))
+    except RuntimeFailure as exc:
+        error = f"{exc.message} {exc.rule} {exc.fix} {exc.value}"
+    shown = "\n".join([*world.log, error, world.journal.read_text()])
+    if faults != ["echo"] * 6:
+        # A failure shows what the agent said: the echo arrived, masked (not a silence).
+        assert "***" in error
+    for secret in (TOKEN, "hf-SECRET-VALUE"):
+        assert not holds_fragment(shown, secret), secret
