@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote, quote_plus
 
 __all__ = [
+    "embedded_credential",
     "is_secret_flag",
     "is_switch",
     "literal_secret",
@@ -74,16 +75,57 @@ def literal_secret(name: str, value: str) -> bool:
     """Whether ``name=value`` puts a literal credential in a file.
 
     A ``${VAR}`` reference is not; ``${VAR:-default}`` with a non-switch default is (the
-    default is written in the file and used whenever VAR is unset).
+    default is written in the file and used whenever VAR is unset). Whatever the name, a value
+    that carries a credential inside it is one (:func:`embedded_credential`: a header
+    ``Authorization: Bearer ...``, a password in a URL).
     """
     if is_switch(value):
         return False
+    if embedded_credential(value) is not None:
+        return True
     for default in _reference_defaults(value):
         if not is_switch(default) and (looks_secret_name(name) or looks_secret_value(default)):
             return True
     if "${" in value or value.startswith("$"):
         return False
     return looks_secret_name(name) or looks_secret_value(value)
+
+
+# A header that carries a credential, in a header line, a JSON object or a key=value list:
+# ``Authorization: Bearer X``, ``{"X-Api-Key": "X"}``, ``Cookie=session=X``.
+_HEADER_CREDENTIAL = re.compile(
+    r"(?i)(?<![\w-])(?:proxy-authorization|authorization|x-api-key|api-key|x-auth-token"
+    r"|x-access-token|cookie)[\"']?\s*[:=]\s*[\"']?\s*"
+    r"(?:(?:bearer|basic|token|digest)\s+)?(?P<v>[^\s\"',;}]+)"
+)
+_BEARER = re.compile(r"(?i)(?<![\w-])bearer\s+(?P<v>[^\s\"',;}]{8,})")
+_URL_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@]*:(?P<v>[^/\s@]+)@")
+_SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
+
+
+def embedded_credential(value: str) -> str | None:
+    """What credential ``value`` carries inside it, or None: ``"an Authorization header"``
+    (a header with a credential: ``EXTRA_HEADERS="Authorization: Bearer ..."``), ``"a bearer
+    token"``, or ``"a password in a URL"`` (``http://user:PASSWORD@host``). A ``${VAR}``
+    reference in the credential's place is not one (unless it has a literal default)."""
+    for pattern, kind in (
+        (_URL_PASSWORD, "a password in a URL"),
+        (_HEADER_CREDENTIAL, "a credential header"),
+        (_BEARER, "a bearer token"),
+    ):
+        for m in pattern.finditer(value):
+            if _literal_part(m.group("v")):
+                return kind
+    return None
+
+
+def _literal_part(text: str) -> bool:
+    """Whether ``text`` (a credential's place) holds a literal, not a reference."""
+    if text.lower() in _SCHEMES or is_switch(text):
+        return False
+    if text.startswith("$"):
+        return any(not is_switch(d) for d in _reference_defaults(text))
+    return True
 
 
 _DEFAULT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?[-+]([^}]*)\}")
