@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from tierctl.credentials import mask_userinfo
 from tierctl.errors import ExitCode, TierctlError
 
 # name -> (module, attribute, one-line help). Order is the lifecycle order shown in --help.
@@ -179,7 +180,8 @@ def main(argv: list[str] | None = None) -> Any:
     except TierctlError as exc:
         if debug:
             raise
-        click.echo(f"error: {exc.format(option_labels(args))}", err=True)
+        # A URL the operator gave may carry a password (http://u:pw@host): never printed.
+        click.echo(f"error: {mask_userinfo(exc.format(option_labels(args)))}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
