@@ -42,6 +42,7 @@ from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.normalise import CONFIGS_KEY
 from tierctl.rollout.plan_schema import Step
 from tierctl.rollout.roles import VARIANT_LABEL, infer_role
+from tierctl.runtime.polling import wait_until
 from tierctl.runtime.promapi import PrometheusClient
 from tierctl.runtime.promtext import parse_metrics
 
@@ -141,27 +142,39 @@ def _url(ctx: GateContext, path: str) -> str:
 
 def gate_health(ctx: GateContext) -> None:
     """Poll the health path until it answers 200 or the start-up budget is spent."""
-    deadline = ctx.clock() + ctx.settings.health_timeout_s
     last = "no answer"
     path = ctx.profile.health_path
-    while True:
+
+    def healthy() -> bool:
+        nonlocal last
         try:
             resp = ctx.client.get(_url(ctx, path), timeout=ctx.settings.request_timeout_s)
-            if resp.status_code == 200:
-                ctx.notes.append("health: 200")
-                return
-            last = f"HTTP {resp.status_code}"
         except httpx.HTTPError as exc:
             last = type(exc).__name__
-        if ctx.clock() >= deadline:
-            raise GateFailed(
-                f"{ctx.step.service} did not answer {path} in {ctx.settings.health_timeout_s:g} s",
-                rule=f"a recreated engine answers {path}",
-                value=last,
-                fix="read the container's log; raise `health_timeout_s` for slow model loads",
-                params=("health_timeout_s",),
-            )
-        ctx.sleep(ctx.settings.poll_interval_s)
+            return False
+        last = f"HTTP {resp.status_code}"
+        return resp.status_code == 200
+
+    if not _poll(ctx, healthy, ctx.settings.health_timeout_s):
+        raise GateFailed(
+            f"{ctx.step.service} did not answer {path} in {ctx.settings.health_timeout_s:g} s",
+            rule=f"a recreated engine answers {path}",
+            value=last,
+            fix="read the container's log; raise `health_timeout_s` for slow model loads",
+            params=("health_timeout_s",),
+        )
+    ctx.notes.append("health: 200")
+
+
+def _poll(ctx: GateContext, condition: Callable[[], bool], timeout_s: float) -> bool:
+    """``wait_until`` on the gate context's clock and sleep, every poll interval."""
+    return wait_until(
+        condition,
+        timeout_s,
+        poll_s=ctx.settings.poll_interval_s,
+        sleep=ctx.sleep,
+        clock=ctx.clock,
+    )
 
 
 def _fetch(ctx: GateContext) -> Callable[[str], tuple[int, str]]:
@@ -285,25 +298,32 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
     base = ctx.settings.prometheus_url.rstrip("/")
     deadline = ctx.clock() + ctx.settings.metrics_timeout_s
     for container, variant in wanted.items():
-        profile = ctx.engine_profiles.get(container, ctx.profile)
-        query = variants_query(profile, ctx.variant_label, container, ctx.settings.host_label)
-        seen: list[str] = []
-        while True:
-            series = _series_labels(ctx, base, query) or []
-            seen = sorted({str(labels.get(ctx.variant_label)) for labels in series})
-            if seen == [variant]:
-                ctx.notes.append(f"prometheus: {container} reports {variant}")
-                break
-            if ctx.clock() >= deadline:
-                drift = "" if seen else _other_names(ctx, base, profile, container)
-                raise GateFailed(
-                    f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}"
-                    + drift,
-                    rule="the metrics show the new variant for the recreated container",
-                    value=seen,
-                    fix="check the collector was recreated and scrapes this container",
-                )
-            ctx.sleep(ctx.settings.poll_interval_s)
+        # One budget for all containers: each waits only for what the earlier ones left.
+        _await_variant(ctx, base, container, variant, deadline - ctx.clock())
+
+
+def _await_variant(
+    ctx: GateContext, base: str, container: str, variant: str, timeout_s: float
+) -> None:
+    profile = ctx.engine_profiles.get(container, ctx.profile)
+    query = variants_query(profile, ctx.variant_label, container, ctx.settings.host_label)
+    seen: list[str] = []
+
+    def shows_variant() -> bool:
+        nonlocal seen
+        series = _series_labels(ctx, base, query) or []
+        seen = sorted({str(labels.get(ctx.variant_label)) for labels in series})
+        return seen == [variant]
+
+    if not _poll(ctx, shows_variant, timeout_s):
+        drift = "" if seen else _other_names(ctx, base, profile, container)
+        raise GateFailed(
+            f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}" + drift,
+            rule="the metrics show the new variant for the recreated container",
+            value=seen,
+            fix="check the collector was recreated and scrapes this container",
+        )
+    ctx.notes.append(f"prometheus: {container} reports {variant}")
 
 
 def _series_labels(ctx: GateContext, base: str, query: str) -> list[dict[str, str]] | None:
