@@ -27,6 +27,7 @@ from tierctl.bench.samples import RequestSample, RunRecord
 from tierctl.bench.workload import BenchWorkload
 from tierctl.credentials import mask_userinfo
 from tierctl.errors import InputError, RuntimeFailure
+from tierctl.results import RESULTS_NAME
 
 if TYPE_CHECKING:
     from tierctl.bench.health import ArmTarget, HealthReport
@@ -252,7 +253,7 @@ async def bench_ab(
 
 def _write(out_dir: Path, doc: dict[str, Any], markdown: str) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / "results.json"
+    json_path = out_dir / RESULTS_NAME
     json_path.write_bytes(
         orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
     )

