@@ -26,7 +26,7 @@ from tierctl.bench.ab import run_ab
 from tierctl.bench.prompts import make_prompt_source
 from tierctl.bench.workload import workload_from_dict
 from tierctl.engines import VLLM
-from tierctl.rollout.scrape import parse_metrics
+from tierctl.runtime.promtext import parse_metrics
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

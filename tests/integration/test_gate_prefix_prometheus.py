@@ -20,12 +20,12 @@ import yaml
 
 from tests.integration.prometheus import needs_prometheus, running_prometheus
 from tierctl.engines import profile_for
-from tierctl.realengine.process import free_port
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import load_sides
 from tierctl.rollout.gates import GateContext, GateSettings, gate_prometheus_variants
 from tierctl.rollout.plan_schema import Step
 from tierctl.rollout.planner import plan_files
+from tierctl.runtime.process import free_port
 
 pytestmark = [pytest.mark.integration, needs_prometheus]
 

@@ -27,12 +27,12 @@ import pytest
 
 from tests.realengine.fixtures import START_TIMEOUT_S
 from tierctl.engines import VLLM
-from tierctl.realengine.tier import CANARY_FLAG, RealTier
-from tierctl.realengine.traffic import Traffic
+from tierctl.realtier.tier import CANARY_FLAG, RealTier
+from tierctl.realtier.traffic import Traffic
 from tierctl.rollout.entrypoints import make_plan
 from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
 from tierctl.rollout.gates import GateSettings
-from tierctl.rollout.scrape import parse_metrics
+from tierctl.runtime.promtext import parse_metrics
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.integration, pytest.mark.slow]
 

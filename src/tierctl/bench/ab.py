@@ -30,6 +30,7 @@ from tierctl.bench.runner import Progress, resolve_model, run_plan
 from tierctl.bench.samples import RunRecord
 from tierctl.bench.summary import METRICS, busy_span_s
 from tierctl.bench.workload import BenchWorkload
+from tierctl.credentials import mask_userinfo
 from tierctl.engines import PROFILES, EngineProfile, profile_for_metrics
 from tierctl.errors import InputError
 from tierctl.latency import percentile
@@ -156,7 +157,7 @@ def flush_warnings(
             else ""
         )
         out.append(
-            f"arm {arm} ({urls[arm]}): the prefix-cache flush asked for (`flush`) did not happen "
+            f"arm {arm} ({mask_userinfo(urls[arm])}): the prefix-cache flush asked for (`flush`) did not happen "
             f"in {len(refused)} of {total} block(s): {refused[-1]}{why}; each block's prompts "
             "lead with its own tokens, so no block was served from another's cached prefix"
         )
@@ -234,7 +235,16 @@ async def run_ab(
             "every block sent the same prompts (`shared_prompts`): blocks after an arm's first "
             "may be served from its prefix cache, and the ratios then measure that cache"
         )
-    return ABResult(a_url, b_url, order, repetitions, tuple(blocks), interrupted, tuple(warnings))
+    # The URLs are printed and written: a password in one never is.
+    return ABResult(
+        mask_userinfo(a_url),
+        mask_userinfo(b_url),
+        order,
+        repetitions,
+        tuple(blocks),
+        interrupted,
+        tuple(warnings),
+    )
 
 
 def _uncancel() -> None:

@@ -60,6 +60,6 @@ def model_cmd() -> None:
 def demo_cmd(workdir: Path, start_timeout_s: float, live_s: float, soak_s: float) -> int:
     """The lifecycle for real: render, validate, roll r2 out with every gate on behind the
     router (the real Prometheus included), paired bench A/B, readout from Prometheus, verdict."""
-    from tierctl.realengine.demo import run_demo
+    from tierctl.realtier.demo import run_demo
 
     return run_demo(workdir, start_timeout_s=start_timeout_s, live_s=live_s, soak_s=soak_s)

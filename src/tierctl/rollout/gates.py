@@ -36,13 +36,15 @@ import httpx
 
 from tierctl.engines import PROFILES, EngineProfile, default_profile, profile_for_argv
 from tierctl.engines.liveness import liveness_mark, liveness_problems
-from tierctl.errors import GateFailed, InputError
+from tierctl.errors import GateFailed, InputError, TierctlError
 from tierctl.readers import load_yaml
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.normalise import CONFIGS_KEY
 from tierctl.rollout.plan_schema import Step
 from tierctl.rollout.roles import VARIANT_LABEL, infer_role
-from tierctl.rollout.scrape import parse_metrics
+from tierctl.runtime.polling import wait_until
+from tierctl.runtime.promapi import PrometheusClient
+from tierctl.runtime.promtext import parse_metrics
 
 
 def _profiles() -> tuple[EngineProfile, ...]:
@@ -159,27 +161,39 @@ def _url(ctx: GateContext, path: str) -> str:
 
 def gate_health(ctx: GateContext) -> None:
     """Poll the health path until it answers 200 or the start-up budget is spent."""
-    deadline = ctx.clock() + ctx.settings.health_timeout_s
     last = "no answer"
     path = ctx.profile.health_path
-    while True:
+
+    def healthy() -> bool:
+        nonlocal last
         try:
             resp = ctx.client.get(_url(ctx, path), timeout=ctx.settings.request_timeout_s)
-            if resp.status_code == 200:
-                ctx.notes.append("health: 200")
-                return
-            last = f"HTTP {resp.status_code}"
         except httpx.HTTPError as exc:
             last = type(exc).__name__
-        if ctx.clock() >= deadline:
-            raise GateFailed(
-                f"{ctx.step.service} did not answer {path} in {ctx.settings.health_timeout_s:g} s",
-                rule=f"a recreated engine answers {path}",
-                value=last,
-                fix="read the container's log; raise `health_timeout_s` for slow model loads",
-                params=("health_timeout_s",),
-            )
-        ctx.sleep(ctx.settings.poll_interval_s)
+            return False
+        last = f"HTTP {resp.status_code}"
+        return resp.status_code == 200
+
+    if not _poll(ctx, healthy, ctx.settings.health_timeout_s):
+        raise GateFailed(
+            f"{ctx.step.service} did not answer {path} in {ctx.settings.health_timeout_s:g} s",
+            rule=f"a recreated engine answers {path}",
+            value=last,
+            fix="read the container's log; raise `health_timeout_s` for slow model loads",
+            params=("health_timeout_s",),
+        )
+    ctx.notes.append("health: 200")
+
+
+def _poll(ctx: GateContext, condition: Callable[[], bool], timeout_s: float) -> bool:
+    """``wait_until`` on the gate context's clock and sleep, every poll interval."""
+    return wait_until(
+        condition,
+        timeout_s,
+        poll_s=ctx.settings.poll_interval_s,
+        sleep=ctx.sleep,
+        clock=ctx.clock,
+    )
 
 
 def _fetch(ctx: GateContext) -> Callable[[str], tuple[int, str]]:
@@ -303,42 +317,55 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
     base = ctx.settings.prometheus_url.rstrip("/")
     deadline = ctx.clock() + ctx.settings.metrics_timeout_s
     for container, variant in wanted.items():
-        profile = ctx.engine_profiles.get(container, ctx.profile)
-        seen: list[str] = []
-        while True:
-            # The prefix as this Prometheus stores the container's series (`vllm:` as
-            # exported, `vllm_` behind a pipeline that rewrites it), asked again on each poll:
-            # before the first scrape there is nothing to detect it from.
-            names = _series_names(ctx, base, container)
-            prefix = profile.series_prefix(names or ())
-            query = variants_query(
-                profile, ctx.variant_label, container, ctx.settings.host_label, prefix
-            )
-            try:
-                resp = ctx.client.get(
-                    f"{base}/api/v1/query",
-                    params={"query": query},
-                    timeout=ctx.settings.request_timeout_s,
-                )
-                result = resp.json().get("data", {}).get("result", [])
-                seen = sorted({str(r.get("metric", {}).get(ctx.variant_label)) for r in result})
-            except (httpx.HTTPError, ValueError, AttributeError):
-                seen = []
-            if seen == [variant]:
-                ctx.notes.append(
-                    f"prometheus: {container} reports {variant} ({prefix}{profile.metrics.running})"
-                )
-                break
-            if ctx.clock() >= deadline:
-                drift = "" if seen else _other_names(names, profile, prefix, container)
-                raise GateFailed(
-                    f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}"
-                    + drift,
-                    rule="the metrics show the new variant for the recreated container",
-                    value=seen,
-                    fix="check the collector was recreated and scrapes this container",
-                )
-            ctx.sleep(ctx.settings.poll_interval_s)
+        # One budget for all containers: each waits only for what the earlier ones left.
+        _await_variant(ctx, base, container, variant, deadline - ctx.clock())
+
+
+def _await_variant(
+    ctx: GateContext, base: str, container: str, variant: str, timeout_s: float
+) -> None:
+    profile = ctx.engine_profiles.get(container, ctx.profile)
+    seen: list[str] = []
+    names: set[str] | None = None
+    prefix = profile.prefix
+
+    def shows_variant() -> bool:
+        nonlocal seen, names, prefix
+        # The prefix as this Prometheus stores the container's series (`vllm:` as exported,
+        # `vllm_` behind a pipeline that rewrites it), asked again on each poll: before the
+        # first scrape there is nothing to detect it from.
+        names = _series_names(ctx, base, container)
+        prefix = profile.series_prefix(names or ())
+        query = variants_query(
+            profile, ctx.variant_label, container, ctx.settings.host_label, prefix
+        )
+        series = _series_labels(ctx, base, query) or []
+        seen = sorted({str(labels.get(ctx.variant_label)) for labels in series})
+        return seen == [variant]
+
+    if not _poll(ctx, shows_variant, timeout_s):
+        drift = "" if seen else _other_names(names, profile, prefix, container)
+        raise GateFailed(
+            f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}" + drift,
+            rule="the metrics show the new variant for the recreated container",
+            value=seen,
+            fix="check the collector was recreated and scrapes this container",
+        )
+    ctx.notes.append(
+        f"prometheus: {container} reports {variant} ({prefix}{profile.metrics.running})"
+    )
+
+
+def _series_labels(ctx: GateContext, base: str, query: str) -> list[dict[str, str]] | None:
+    """The label sets an instant query returns; None while Prometheus cannot answer it (the
+    gate asks again until its deadline)."""
+    try:
+        with PrometheusClient(
+            base, http=ctx.client, timeout_s=ctx.settings.request_timeout_s
+        ) as prometheus:
+            return [labels for labels, _value in prometheus.query(query)]
+    except (TierctlError, LookupError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def _series_names(ctx: GateContext, base: str, container: str) -> set[str] | None:
@@ -347,14 +374,8 @@ def _series_names(ctx: GateContext, base: str, container: str) -> set[str] | Non
     prefixes = sorted({p for e in PROFILES.values() for p in e.metric_prefixes})
     pattern = "|".join(re.escape(p) for p in prefixes)
     query = f'count by (__name__) ({{__name__=~"({pattern}).+",container_name="{container}"}})'
-    try:
-        resp = ctx.client.get(
-            f"{base}/api/v1/query", params={"query": query}, timeout=ctx.settings.request_timeout_s
-        )
-        result = resp.json().get("data", {}).get("result", [])
-        return {str(r.get("metric", {}).get("__name__")) for r in result}
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return None
+    series = _series_labels(ctx, base, query)
+    return None if series is None else {str(labels.get("__name__")) for labels in series}
 
 
 def _other_names(

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.rule import Rule
 
 from tierctl.errors import TierctlError
+from tierctl.results import RESULTS_NAME, read_results
 
 CPU_LIMITS = (
     "What a CPU engine cannot show: GPU memory (KV cache here is host memory, "
@@ -92,8 +93,8 @@ def _demo(  # type: ignore[no-untyped-def]
 ) -> int:
     from tierctl.contracts import load_compose, validate
     from tierctl.realengine import env as realenv
-    from tierctl.realengine.tier import RealTier
-    from tierctl.realengine.traffic import Traffic
+    from tierctl.realtier.tier import RealTier
+    from tierctl.realtier.traffic import Traffic
     from tierctl.rollout.entrypoints import make_plan
     from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
     from tierctl.rollout.gates import GateSettings
@@ -206,12 +207,12 @@ def _demo(  # type: ignore[no-untyped-def]
         )  # fmt: skip
         if code != 0:
             return code
-        doc = json.loads((workdir / "bench-router" / "results.json").read_text())["run"]
+        (run,) = read_results(workdir / "bench-router" / RESULTS_NAME).runs
         console.print(
-            f"through the router: sent {doc['sent']} = completed {doc['completed']} + failed "
-            f"{doc['failed']} + timed out {doc['timed_out']}"
+            f"through the router: sent {run.sent} = completed {run.completed} + failed "
+            f"{run.failed} + timed out {run.timed_out}"
         )
-        if doc["failed"] or doc["timed_out"] or not doc["completed"]:
+        if run.failed or run.timed_out or not run.completed:
             console.print("[red]requests through the router failed: the tier did not serve[/]")
             return 1
 
