@@ -11,17 +11,12 @@ this test reads them around an A/B. The same assertion against real vLLM is in
 from __future__ import annotations
 
 import asyncio
-import os
-import re
-import signal
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 import pytest
 
+from tests.integration.sim_process import sim_process
 from tierctl.bench.ab import run_ab
 from tierctl.bench.prompts import make_prompt_source
 from tierctl.bench.workload import workload_from_dict
@@ -30,43 +25,13 @@ from tierctl.runtime.promtext import parse_metrics
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 MODEL = "m"
 
 
-@asynccontextmanager
-async def vllm_sim(env: dict[str, str] | None = None) -> AsyncIterator[str]:
-    """A `tierctl sim serve` answering as vLLM on a free loopback port; yields its URL."""
-    full = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tierctl", "sim", "serve", "--time-scale", "50", "--",
-        "vllm", "serve", "/models/m", "--served-model-name", MODEL, "--host", "127.0.0.1",
-        "--port", "0",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=full,
-    )  # fmt: skip
-    drain: asyncio.Task[bytes] | None = None
-    try:
-        assert proc.stdout is not None
-        url = None
-        seen = []
-        while url is None:
-            line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-            assert line, f"the simulated engine exited: {''.join(seen)}"
-            seen.append(line)
-            m = re.search(r"listening on (http://\S+)", line)
-            url = m.group(1) if m else None
-        drain = asyncio.create_task(proc.stdout.read())
-        yield url
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        if drain is not None:
-            await drain
+def vllm_sim(env: dict[str, str] | None = None) -> AbstractAsyncContextManager[str]:
+    """A `tierctl sim serve` answering as vLLM (prefix caching on, as vLLM's default)."""
+    command = ["vllm", "serve", "/models/m", "--served-model-name", MODEL]
+    return sim_process([*command, "--host", "127.0.0.1", "--port", "0"], time_scale=50, env=env)
 
 
 def _cache(urls: tuple[str, ...]) -> tuple[float, float]:
