@@ -29,6 +29,7 @@ LEAVES = frozenset(
         "results",
         "engine_catalog",
         "credentials",
+        "paths",
     }
 )
 #: The lifecycle steps that talk to servers; none of them imports another.

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from tierctl.credentials import mask_userinfo
 from tierctl.errors import InputError, RuntimeFailure
 
 
@@ -49,7 +50,7 @@ class PrometheusClient:
             raise InputError(
                 "the Prometheus URL must start with http:// or https://",
                 rule="prometheus-url",
-                value=base_url,
+                value=mask_userinfo(base_url),
                 fix="pass e.g. `prometheus` http://127.0.0.1:9090",
                 params=("prometheus",),
             )
@@ -76,7 +77,8 @@ class PrometheusClient:
             )
         except httpx.HTTPError as exc:
             raise RuntimeFailure(
-                f"cannot reach Prometheus at {self.base_url}: {exc}",
+                # A password in the URL's userinfo is never printed.
+                mask_userinfo(f"cannot reach Prometheus at {self.base_url}: {exc}"),
                 rule="prometheus-unreachable",
                 fix="check the URL and that the server is up (curl URL/-/ready)",
             ) from None
