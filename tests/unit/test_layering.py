@@ -18,7 +18,9 @@ import tierctl
 SRC = Path(tierctl.__file__).parent
 
 #: Modules every layer may use: they import nothing of tierctl but each other.
-LEAVES = frozenset({"errors", "yaml12", "readers", "latency", "bundled_tokenizer", "traces"})
+LEAVES = frozenset(
+    {"errors", "yaml12", "readers", "latency", "quantity", "tables", "bundled_tokenizer", "traces"}
+)
 #: The lifecycle steps that talk to servers; none of them imports another.
 STEPS = frozenset({"sim", "bench", "rollout", "readout"})
 #: Where output is drawn and the event loop is owned.
