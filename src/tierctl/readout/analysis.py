@@ -10,6 +10,7 @@ bad side; anything else is inconclusive.
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 from dataclasses import dataclass, field
@@ -89,6 +90,8 @@ class Readout:
         def clean(value: Any) -> Any:
             if isinstance(value, float):
                 return None if math.isnan(value) else value
+            if isinstance(value, enum.Enum):
+                return value.value
             if isinstance(value, dict):
                 return {k: clean(v) for k, v in value.items()}
             if isinstance(value, list | tuple):
