@@ -44,7 +44,7 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 class _NotPrometheus(http.server.BaseHTTPRequestHandler):
     """Any other web service: an HTML 404 everywhere, another service's JSON at /json."""
 
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         if self.path.startswith("/json/"):
             body, kind, status = json.dumps({"hello": "world"}).encode(), "application/json", 200
         else:
