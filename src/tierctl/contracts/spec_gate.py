@@ -15,11 +15,11 @@ import difflib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import load_catalog, shipped
 from tierctl.compose import parse_compose
 from tierctl.contracts.report import Report, Violation
 from tierctl.contracts.validation import validate
+from tierctl.engine_catalog import Catalog
 from tierctl.errors import Location
 from tierctl.readers import LineMap, PathKey, format_path, yaml_line_map
 from tierctl.spec.effective import flag_path

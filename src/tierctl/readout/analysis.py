@@ -29,7 +29,6 @@ from tierctl.engines import (
 from tierctl.errors import InputError
 from tierctl.quantity import Direction, Unit
 from tierctl.readout.metrics import DEFAULT_METRICS, MetricDef, detect_prefix
-from tierctl.readout.prom import PrometheusClient, Series
 from tierctl.readout.stats import (
     PairedResult,
     ProportionResult,
@@ -37,6 +36,7 @@ from tierctl.readout.stats import (
     compare_proportions,
     not_worse_than,
 )
+from tierctl.runtime.promapi import PrometheusClient, Series
 from tierctl.spec.effective import Tier
 
 Overall = Literal["pass", "fail", "inconclusive"]

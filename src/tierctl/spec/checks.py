@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import did_you_mean, unknown_flag
 from tierctl.compose.forms import named_volume_source
 from tierctl.credentials import literal_secret
+from tierctl.engine_catalog import Catalog
 from tierctl.spec.effective import (
     VariantError,
     effective_env,

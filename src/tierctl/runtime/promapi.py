@@ -1,15 +1,16 @@
 """A small Prometheus HTTP API client (instant and range queries) over an injected transport.
 
-Only what readout and rollout gates need: ``/api/v1/query`` and ``/api/v1/query_range`` with
-their error envelopes turned into errors that name the query. The base URL must be given
-explicitly; there is no default server.
+The one client of Prometheus's HTTP API: readout's queries and the rollout collector gate's.
+Only what they need: ``/api/v1/query`` and ``/api/v1/query_range`` with their error envelopes
+turned into errors that name the query. The base URL must be given explicitly; there is no
+default server.
 
 What goes wrong decides the exit code (``errors.ExitCode``): a server that cannot be reached,
 times out or answers 5xx is :class:`~tierctl.errors.CannotJudge` (3: nothing was judged,
 retry later); a server that answers but is not a Prometheus HTTP API (404, HTML, JSON without
 Prometheus's envelope) or rejects the query as malformed (``bad_data``: a label or matcher
 given by the operator) is an :class:`~tierctl.errors.InputError` (2); neither is 1, the code
-of a failed canary.
+of a failed canary. A password in the URL's userinfo is never printed.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from tierctl.credentials import mask_userinfo
 from tierctl.errors import CannotJudge, InputError
 
 
@@ -39,6 +41,8 @@ class PrometheusClient:
         base_url: e.g. ``http://127.0.0.1:9090``.
         transport: an httpx transport (tests may inject one); default a real connection.
         timeout_s: per-request timeout.
+        http: an httpx client to send through instead of a new one (a rollout's gates share
+            the executor's); it is left open by :meth:`close`.
     """
 
     def __init__(
@@ -47,21 +51,25 @@ class PrometheusClient:
         *,
         transport: httpx.BaseTransport | None = None,
         timeout_s: float = 30.0,
+        http: httpx.Client | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise InputError(
                 "the Prometheus URL must start with http:// or https://",
                 rule="prometheus-url",
-                value=base_url,
+                value=mask_userinfo(base_url),
                 fix="pass e.g. `prometheus` http://127.0.0.1:9090",
                 params=("prometheus",),
             )
         self.base_url = base_url.rstrip("/")
-        self._client = httpx.Client(base_url=self.base_url, transport=transport, timeout=timeout_s)
+        self._owned = http is None
+        self._client = http or httpx.Client(transport=transport, timeout=timeout_s)
+        self._timeout_s = timeout_s
 
     def close(self) -> None:
-        """Close the connection pool."""
-        self._client.close()
+        """Close the connection pool (unless the client was passed in)."""
+        if self._owned:
+            self._client.close()
 
     def __enter__(self) -> PrometheusClient:
         return self
@@ -71,10 +79,15 @@ class PrometheusClient:
 
     def _get(self, path: str, params: dict[str, str], expr: str) -> Any:
         try:
-            response = self._client.get(path, params=params)
+            response = self._client.get(
+                self.base_url + path, params=params, timeout=self._timeout_s
+            )
         except httpx.HTTPError as exc:
             raise CannotJudge(
-                f"cannot reach Prometheus at {self.base_url}: {type(exc).__name__}: {exc}",
+                # A password in the URL's userinfo is never printed.
+                mask_userinfo(
+                    f"cannot reach Prometheus at {self.base_url}: {type(exc).__name__}: {exc}"
+                ),
                 rule="prometheus-unreachable",
                 fix="check that the server is up (curl URL/-/ready) and run again; nothing "
                 "was judged",
@@ -86,8 +99,8 @@ class PrometheusClient:
         if not isinstance(body, dict) or body.get("status") not in ("success", "error"):
             if response.status_code >= 500:
                 raise CannotJudge(
-                    f"Prometheus at {self.base_url} answered HTTP {response.status_code} "
-                    f"for {expr!r}",
+                    f"Prometheus at {mask_userinfo(self.base_url)} answered HTTP "
+                    f"{response.status_code} for {expr!r}",
                     rule="prometheus-failing",
                     fix="wait until the server is ready (curl URL/-/ready) and run again; "
                     "nothing was judged",
@@ -119,10 +132,10 @@ class PrometheusClient:
         """The server answered, but not as a Prometheus HTTP API: the URL is wrong."""
         kind = response.headers.get("content-type", "no content type").split(";")[0]
         return InputError(
-            f"{self.base_url} is not a Prometheus HTTP API: {path} answered HTTP "
-            f"{response.status_code} ({kind}) without Prometheus's JSON envelope",
+            f"{mask_userinfo(self.base_url)} is not a Prometheus HTTP API: {path} answered "
+            f"HTTP {response.status_code} ({kind}) without Prometheus's JSON envelope",
             rule="prometheus-url",
-            value=self.base_url,
+            value=mask_userinfo(self.base_url),
             fix="pass the server's base URL, whose /api/v1/query answers (e.g. "
             "http://127.0.0.1:9090), not a page or a path below it",
         )
