@@ -41,6 +41,7 @@ from tierctl.readers import load_yaml
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.normalise import CONFIGS_KEY
 from tierctl.rollout.plan_schema import Step
+from tierctl.rollout.progress import NoProgress, RolloutProgress
 from tierctl.rollout.roles import VARIANT_LABEL, infer_role
 from tierctl.runtime.promapi import PrometheusClient
 from tierctl.runtime.promtext import parse_metrics
@@ -116,6 +117,8 @@ class GateContext:
     launched: Callable[[], tuple[list[str], tuple[str, ...]]] | None = None
     #: The profile of each recreated engine container (for the collector's queries).
     engine_profiles: Mapping[str, EngineProfile] = field(default_factory=dict)
+    #: Receives every poll of a wait (health, variants, soak) with its elapsed time.
+    progress: RolloutProgress = field(default_factory=NoProgress)
 
     @property
     def profile(self) -> EngineProfile:
@@ -141,19 +144,24 @@ def _url(ctx: GateContext, path: str) -> str:
 
 def gate_health(ctx: GateContext) -> None:
     """Poll the health path until it answers 200 or the start-up budget is spent."""
-    deadline = ctx.clock() + ctx.settings.health_timeout_s
+    started = ctx.clock()
+    budget = ctx.settings.health_timeout_s
+    deadline = started + budget
     last = "no answer"
     path = ctx.profile.health_path
     while True:
         try:
             resp = ctx.client.get(_url(ctx, path), timeout=ctx.settings.request_timeout_s)
             if resp.status_code == 200:
+                ctx.progress.waited(ctx.step.service, f"{path}: 200", ctx.clock() - started, True)
                 ctx.notes.append("health: 200")
                 return
             last = f"HTTP {resp.status_code}"
         except httpx.HTTPError as exc:
             last = type(exc).__name__
+        ctx.progress.waiting(ctx.step.service, f"{path}: {last}", ctx.clock() - started, budget)
         if ctx.clock() >= deadline:
+            ctx.progress.waited(ctx.step.service, f"{path}: {last}", ctx.clock() - started, False)
             raise GateFailed(
                 f"{ctx.step.service} did not answer {path} in {ctx.settings.health_timeout_s:g} s",
                 rule=f"a recreated engine answers {path}",
@@ -283,7 +291,8 @@ def gate_prometheus_variants(ctx: GateContext) -> None:
 def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
     assert ctx.settings.prometheus_url is not None
     base = ctx.settings.prometheus_url.rstrip("/")
-    deadline = ctx.clock() + ctx.settings.metrics_timeout_s
+    started = ctx.clock()
+    deadline = started + ctx.settings.metrics_timeout_s
     for container, variant in wanted.items():
         profile = ctx.engine_profiles.get(container, ctx.profile)
         query = variants_query(profile, ctx.variant_label, container, ctx.settings.host_label)
@@ -291,10 +300,15 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
         while True:
             series = _series_labels(ctx, base, query) or []
             seen = sorted({str(labels.get(ctx.variant_label)) for labels in series})
+            what = f"Prometheus to show {container} as {variant}"
             if seen == [variant]:
+                ctx.progress.waited(ctx.step.service, what, ctx.clock() - started, True)
                 ctx.notes.append(f"prometheus: {container} reports {variant}")
                 break
+            budget = ctx.settings.metrics_timeout_s
+            ctx.progress.waiting(ctx.step.service, what, ctx.clock() - started, budget)
             if ctx.clock() >= deadline:
+                ctx.progress.waited(ctx.step.service, what, ctx.clock() - started, False)
                 drift = "" if seen else _other_names(ctx, base, profile, container)
                 raise GateFailed(
                     f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}"
@@ -340,8 +354,11 @@ def gate_soak(ctx: GateContext) -> None:
     if ctx.settings.soak_s <= 0:
         return
     start = _counts(ctx)
-    end_at = ctx.clock() + ctx.settings.soak_s
+    started = ctx.clock()
+    end_at = started + ctx.settings.soak_s
+    what = "the soak window (health and error rate)"
     while ctx.clock() < end_at:
+        ctx.progress.waiting(ctx.step.service, what, ctx.clock() - started, ctx.settings.soak_s)
         ctx.sleep(min(ctx.settings.poll_interval_s, max(0.0, end_at - ctx.clock())))
         path = ctx.profile.health_path
         try:
@@ -350,11 +367,13 @@ def gate_soak(ctx: GateContext) -> None:
         except httpx.HTTPError:
             healthy = False
         if not healthy:
+            ctx.progress.waited(ctx.step.service, what, ctx.clock() - started, False)
             raise GateFailed(
                 f"{ctx.step.service} stopped answering {path} during the soak",
                 rule="a recreated engine stays healthy through the soak window",
                 fix="read the engine's log",
             )
+    ctx.progress.waited(ctx.step.service, what, ctx.clock() - started, True)
     end = _counts(ctx)
     finished = end[0] - start[0]
     aborted = end[1] - start[1]
