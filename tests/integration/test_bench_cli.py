@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from tierctl.cli.main import main
+from tierctl.runtime.process import free_port
 
 pytestmark = [
     pytest.mark.integration,
@@ -139,11 +140,7 @@ def test_ctrl_c_saves_partial_results_with_the_accounting(tmp_path):
 
 
 def test_a_dead_endpoint_is_an_error_not_a_run(tmp_path, capsys):
-    import socket
-
-    with socket.socket() as s:  # a port nothing listens on once closed
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # a port nothing listens on
     url = f"http://127.0.0.1:{port}"
     with pytest.raises(SystemExit) as exc:
         main(["bench", "run", "--url", url, "--hammer-rate", "5", "--out", str(tmp_path / "o")])

@@ -31,6 +31,7 @@ LEAVES = frozenset(
         "results",
         "engine_catalog",
         "credentials",
+        "paths",
     }
 )
 #: The lifecycle steps that talk to servers; none of them imports another.

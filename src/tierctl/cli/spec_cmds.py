@@ -14,8 +14,8 @@ from tierctl.errors import ExitCode, InputError
 from tierctl.render import output_path, render_compose
 from tierctl.render.files import (
     RenderCheck,
-    check_output_inside,
     check_rendered,
+    spec_output,
     write_rendered,
 )
 from tierctl.spec import load_spec, resolve_tier
@@ -76,8 +76,9 @@ def render(
     tier_spec = load_spec(spec)
     text = render_compose(tier_spec, spec_path=spec)
     target = output or output_path(tier_spec, spec)
-    if output is None and not allow_outside and (write or check):
-        check_output_inside(target, spec)
+    if output is None and (write or check):
+        # The spec's own output: stays in its folder unless asked (paths.resolve_inside).
+        target = spec_output(tier_spec.output, spec, allow_outside=allow_outside)
     from tierctl.contracts.spec_gate import check_rendering
 
     gate = check_rendering(tier_spec, text, spec)
@@ -100,7 +101,7 @@ def render(
         click.echo(f"{target}: stale; run `tierctl render --write {spec}`", err=True)
         return ExitCode.FAILURE
     if write:
-        outcome = write_rendered(text, target, force=force)
+        outcome = write_rendered(text, target, force=force, spec=spec)
         click.echo(f"{target}: {outcome}")
         return ExitCode.OK
     sys.stdout.write(text)

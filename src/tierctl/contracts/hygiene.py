@@ -17,6 +17,7 @@ from tierctl.readers import load_yaml
 from tierctl.spec.checks import TAGGED_IMAGE
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+_REFERENCE = re.compile(r"\$\{[^}]*\}")
 
 
 def check(ctx: Context) -> Iterator[Violation]:
@@ -36,6 +37,7 @@ def check(ctx: Context) -> Iterator[Violation]:
     yield from ports(ctx.compose, host_flags)
     yield from secrets(ctx.compose)
     yield from cut_commands(ctx.compose)
+    yield from mount_targets(ctx.compose)
 
 
 def _services_present(ctx: Context) -> Iterator[Violation]:
@@ -266,6 +268,43 @@ def _scalar_items(doc: Any) -> Iterator[tuple[str, str]]:
                     stack.append(v)
         elif isinstance(node, list):
             stack.extend(node)
+
+
+def mount_targets(compose: ComposeFile) -> Iterator[Violation]:
+    """Every volume's container path is absolute, without ``..`` or a NUL byte: a target that
+    climbs (``/../../etc/x``) names a different place to each reader (docker cleans it, a
+    local run lays it under its state folder) and is refused by the local driver."""
+    for name, service in compose.services.items():
+        volumes = service.data.get("volumes")
+        for i, entry in enumerate(volumes if isinstance(volumes, list) else []):
+            if isinstance(entry, dict):
+                target = entry.get("target")
+            elif isinstance(entry, str):
+                # A ${VAR:?message} reference holds colons that are not separators.
+                parts = _REFERENCE.sub("VAR", entry).split(":")
+                target = parts[1] if len(parts) >= 2 else parts[0]
+            else:
+                continue
+            if not isinstance(target, str) or "${" in target:
+                continue
+            problem = (
+                "holds a NUL byte"
+                if "\0" in target
+                else "is not absolute"
+                if not target.startswith("/")
+                else "climbs with '..'"
+                if ".." in target.split("/")
+                else None
+            )
+            if problem:
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"volume {i}'s container path {target!r} {problem}",
+                    location=compose.location("services", name, "volumes", i),
+                    found=target,
+                    fix="write the container path as an absolute path without '..' (/models/x)",
+                )
 
 
 def cut_commands(compose: ComposeFile) -> Iterator[Violation]:

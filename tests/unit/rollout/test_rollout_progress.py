@@ -94,7 +94,7 @@ def test_the_health_gate_reports_each_poll_with_its_elapsed_time(engine) -> None
         ("waiting", "r2", "/health: HTTP 503", "5", "120"),
         ("waiting", "r2", "/health: HTTP 503", "10", "120"),
         ("waiting", "r2", "/health: HTTP 503", "15", "120"),
-        ("waited", "r2", "/health: 200", "20", "True"),
+        ("waited", "r2", "/health: HTTP 200", "20", "True"),
     ]
 
 
@@ -113,7 +113,7 @@ def test_the_terminal_shows_the_wait_with_elapsed_time(engine) -> None:
     assert out.getvalue().splitlines() == [
         "r2: waiting for /health: HTTP 503: 0 s of 2 min 00 s",
         "r2: waiting for /health: HTTP 503: 10 s of 2 min 00 s",
-        "r2: /health: 200 after 20 s",
+        "r2: /health: HTTP 200 after 20 s",
     ]
 
 
@@ -124,4 +124,4 @@ def test_on_a_terminal_the_wait_is_one_live_line(engine) -> None:
         gate_health(_ctx(engine.url, waits))
     text = out.getvalue()
     assert "waiting for /health: HTTP 503" in text
-    assert "r2: /health: 200 after 20 s" in text
+    assert "r2: /health: HTTP 200 after 20 s" in text

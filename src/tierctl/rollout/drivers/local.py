@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tierctl.engines import profile_for_argv
-from tierctl.errors import RuntimeFailure
+from tierctl.errors import Location, RuntimeFailure
+from tierctl.paths import resolve_inside
 from tierctl.rollout.argv import parse_argv
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import require_services
@@ -280,11 +281,27 @@ class LocalDriver:
         paths, so a relative path in the command (``--model ./models/x`` with compose's
         ``working_dir: /``) reads what the container would, and the engine reports the very
         argv that was rendered (what the argv gate compares)."""
-        root = self._dir / "root" / service
+        where = Location(file=dep.ref.path, path=f"services.{service}")
+        # Names and targets come from the compose file: each is resolved inside the state
+        # folder and refused if it could lead out of it (`..`, a symlink an earlier mount laid).
+        root = resolve_inside(self._dir / "root", service, field="service name", location=where)
         root.mkdir(parents=True, exist_ok=True)
         for target, host in bind_mounts(dep, service):
-            link = root / target.lstrip("/")
+            link = resolve_inside(
+                root,
+                target,
+                field="bind mount target",
+                location=Location(file=dep.ref.path, path=f"services.{service}.volumes"),
+                anchored=True,
+                fix="give the mount an absolute container path without '..' (/models/x)",
+            )
             link.parent.mkdir(parents=True, exist_ok=True)
+            if link.is_dir() and not link.is_symlink():
+                raise RuntimeFailure(
+                    f"{service}: the bind mount target {target} holds another mount's target",
+                    rule="the local driver lays each bind mount as one symlink; mounts do not nest",
+                    fix="mount the outer folder only, or run this service with another driver",
+                )
             if link.is_symlink() or link.exists():
                 link.unlink()
             link.symlink_to(host)
