@@ -41,9 +41,7 @@ def _merge_cases() -> list[Case]:
 
 def _value_case(name: str, template: str, env: dict[str, str]) -> Case:
     text = json.dumps({"services": {"s": {"image": "img", "environment": {"V": template}}}})
-    return Case(
-        name, Project({"compose.yml": text + "\n"}, ["compose.yml"]), env={**environ(), **env}
-    )
+    return Case(name, Project({"compose.yml": text + "\n"}, ["compose.yml"]), env={**environ(), **env})
 
 
 def table_cases() -> list[Case]:

@@ -47,9 +47,7 @@ def binary() -> ComposeBinary:
 
 
 @pytest.mark.parametrize("files", list(iter_repo_files(ROOT)), ids=lambda fs: fs[0].name)
-def test_repository_files_read_as_compose_reads_them(
-    binary: ComposeBinary, files: list[Path]
-) -> None:
+def test_repository_files_read_as_compose_reads_them(binary: ComposeBinary, files: list[Path]) -> None:
     """Each compose file of the repository (examples, corpus, with its override)."""
     from tests.compose_oracle.projects import Project
 
