@@ -153,3 +153,24 @@ def test_a_dead_endpoint_is_an_error_not_a_run(tmp_path, capsys):
         main(["bench", "ab", "--a", url, "--b", url, "--hammer-rate", "5"])
     assert exc.value.code == 1
     assert "cannot reach --a" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_run_table_fits_the_terminal_without_cutting_a_figure(
+    node_url, tmp_path, capsys, monkeypatch, columns
+):
+    # Regression: at 120 columns the table printed "184…" for a figure.
+    from tierctl.quantity import Unit, format_value
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    out = tmp_path / "out"
+    main(["bench", "run", "--url", node_url, "--burst", "6x50", "--hammer-rate", "40",
+          "--hammer-count", "10", "--no-probe", "--no-plots", "--out", str(out)])  # fmt: skip
+    stdout = capsys.readouterr().out
+    table = stdout.split("sent 16 = ")[0]
+    assert "…" not in table
+    assert max(len(line) for line in table.splitlines()) <= columns
+    doc = orjson.loads((out / "results.json").read_bytes())
+    s = doc["run"]["summary"]
+    for field, unit in (("ttft_p50_s", Unit.SECONDS), ("output_tok_per_s", Unit.TOKENS_PER_SECOND)):
+        assert f" {format_value(s[field], unit)} " in table, (field, table)

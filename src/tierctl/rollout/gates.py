@@ -41,6 +41,7 @@ from tierctl.readers import load_yaml
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.normalise import CONFIGS_KEY
 from tierctl.rollout.plan_schema import Step
+from tierctl.rollout.progress import NoProgress, RolloutProgress
 from tierctl.rollout.roles import VARIANT_LABEL, infer_role
 from tierctl.runtime.polling import wait_until
 from tierctl.runtime.promapi import PrometheusClient
@@ -126,6 +127,8 @@ class GateContext:
     launched: Callable[[], tuple[list[str], tuple[str, ...]]] | None = None
     #: The profile of each recreated engine container (for the collector's queries).
     engine_profiles: Mapping[str, EngineProfile] = field(default_factory=dict)
+    #: Receives every poll of a wait (health, variants, soak) with its elapsed time.
+    progress: RolloutProgress = field(default_factory=NoProgress)
 
     @property
     def profile(self) -> EngineProfile:
@@ -174,7 +177,7 @@ def gate_health(ctx: GateContext) -> None:
         last = f"HTTP {resp.status_code}"
         return resp.status_code == 200
 
-    if not _poll(ctx, healthy, ctx.settings.health_timeout_s):
+    if not _poll(ctx, healthy, ctx.settings.health_timeout_s, lambda: f"{path}: {last}"):
         raise GateFailed(
             f"{ctx.step.service} did not answer {path} in {ctx.settings.health_timeout_s:g} s",
             rule=f"a recreated engine answers {path}",
@@ -185,15 +188,29 @@ def gate_health(ctx: GateContext) -> None:
     ctx.notes.append("health: 200")
 
 
-def _poll(ctx: GateContext, condition: Callable[[], bool], timeout_s: float) -> bool:
-    """``wait_until`` on the gate context's clock and sleep, every poll interval."""
-    return wait_until(
-        condition,
+def _poll(
+    ctx: GateContext, condition: Callable[[], bool], timeout_s: float, what: Callable[[], str]
+) -> bool:
+    """``wait_until`` on the gate context's clock and sleep, every poll interval, reporting
+    each unmet poll and the end of the wait to ``ctx.progress`` (``what``: what it waits
+    for, as of the last poll)."""
+    started = ctx.clock()
+
+    def reported() -> bool:
+        if condition():
+            return True
+        ctx.progress.waiting(ctx.step.service, what(), ctx.clock() - started, timeout_s)
+        return False
+
+    ok = wait_until(
+        reported,
         timeout_s,
         poll_s=ctx.settings.poll_interval_s,
         sleep=ctx.sleep,
         clock=ctx.clock,
     )
+    ctx.progress.waited(ctx.step.service, what(), ctx.clock() - started, ok)
+    return ok
 
 
 def _fetch(ctx: GateContext) -> Callable[[str], tuple[int, str]]:
@@ -343,7 +360,9 @@ def _await_variant(
         seen = sorted({str(labels.get(ctx.variant_label)) for labels in series})
         return seen == [variant]
 
-    if not _poll(ctx, shows_variant, timeout_s):
+    if not _poll(
+        ctx, shows_variant, timeout_s, lambda: f"Prometheus to show {container} as {variant}"
+    ):
         drift = "" if seen else _other_names(names, profile, prefix, container)
         raise GateFailed(
             f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}" + drift,
@@ -398,8 +417,11 @@ def gate_soak(ctx: GateContext) -> None:
     if ctx.settings.soak_s <= 0:
         return
     start = _counts(ctx)
-    end_at = ctx.clock() + ctx.settings.soak_s
+    started = ctx.clock()
+    end_at = started + ctx.settings.soak_s
+    what = "the soak window (health and error rate)"
     while ctx.clock() < end_at:
+        ctx.progress.waiting(ctx.step.service, what, ctx.clock() - started, ctx.settings.soak_s)
         ctx.sleep(min(ctx.settings.poll_interval_s, max(0.0, end_at - ctx.clock())))
         path = ctx.profile.health_path
         try:
@@ -408,11 +430,13 @@ def gate_soak(ctx: GateContext) -> None:
         except httpx.HTTPError:
             healthy = False
         if not healthy:
+            ctx.progress.waited(ctx.step.service, what, ctx.clock() - started, False)
             raise GateFailed(
                 f"{ctx.step.service} stopped answering {path} during the soak",
                 rule="a recreated engine stays healthy through the soak window",
                 fix="read the engine's log",
             )
+    ctx.progress.waited(ctx.step.service, what, ctx.clock() - started, True)
     end = _counts(ctx)
     finished = end[0] - start[0]
     aborted = end[1] - start[1]
