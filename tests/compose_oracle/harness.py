@@ -81,6 +81,7 @@ def write_case(folder: Path, case: Case, prefix: str) -> list[Path]:
     """Write the project's files into ``folder`` with ``prefix``; its ``-f`` paths."""
     files, order = case.project.render(prefix)
     for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
     return [folder / f for f in order]
 

@@ -72,7 +72,7 @@ def test_validate_reads_the_merge_compose_runs(tmp_path: Path) -> None:
     assert compose["environment"] == {"HF_HUB_OFFLINE": "1", "LOG": "debug"}
     published = sorted(p.get("published") for p in r1.ports)
     assert published == sorted(p.get("published") for p in compose["ports"])
-    assert [m["source"] for m in compose["volumes"]][0] == "/nvme/models"
+    assert compose["volumes"][0]["source"] == "/nvme/models"
     assert r1.data["volumes"][0] == "/nvme/models:/models:ro"
 
 

@@ -1,7 +1,7 @@
 """tierctl's reading of a project compared with the real Compose's, value by value.
 
 ``validate`` calls :func:`compare_with_binary` when a Compose v2 binary is present: any
-:class:`Difference` is a place where tierctl would check something other than what
+:class:`ComposeDifference` is a place where tierctl would check something other than what
 ``docker compose`` will run, so it is reported with both values. The differential suite
 (``tests/compose_oracle``) holds the reader to zero differences over thousands of projects;
 this is the same comparison on the operator's own files.
@@ -26,7 +26,7 @@ COMPARED = ("services", "volumes", "networks", "configs", "secrets")
 
 
 @dataclass(frozen=True)
-class Difference:
+class ComposeDifference:
     """One place where tierctl and Compose read a project differently.
 
     Attributes:
@@ -92,7 +92,7 @@ def compare_with_binary(
     project_directory: str | Path | None = None,
     environ: Mapping[str, str] | None = None,
     check: FileCheck | None = None,
-) -> list[Difference]:
+) -> list[ComposeDifference]:
     """Read ``files`` with tierctl and with Compose; every difference between the two.
 
     Args:
@@ -139,7 +139,7 @@ def compare_with_binary(
         if isinstance(mine, TierctlError) and isinstance(theirs, TierctlError):
             return []
         return [
-            Difference(
+            ComposeDifference(
                 "(project)",
                 f"refused: {mine.message}" if isinstance(mine, TierctlError) else "accepted",
                 f"refused: {theirs.message}" if isinstance(theirs, TierctlError) else "accepted",
@@ -149,7 +149,7 @@ def compare_with_binary(
     left = {k: mine.get(k) for k in COMPARED if k in mine}
     right = {k: theirs.get(k) for k in COMPARED if k in theirs}
     return [
-        Difference(
+        ComposeDifference(
             ".".join(path),
             json.dumps(value_at(left, path)),
             json.dumps(value_at(right, path)),
