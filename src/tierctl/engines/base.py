@@ -253,6 +253,13 @@ class EngineProfile(ABC):
         """The launcher rendered when the spec gives none."""
         return self.launchers[0]
 
+    def launcher_tokens(self) -> frozenset[str]:
+        """Every token that may stand before the first flag as (part of) a launcher, in any
+        order: its launchers' tokens, its command markers, and its kind (a wrapper script
+        named after the engine). The simulator skips these when it reads an argv."""
+        tokens = {t for launcher in self.launchers for t in launcher}
+        return frozenset(tokens | set(self.command_markers) | {self.kind})
+
     def flag_tokens(self, name: str, value: Any, flag: Flag | None = None) -> list[str]:
         """The argv tokens of one flag.
 
@@ -563,27 +570,3 @@ def same_value(want: str | bool | tuple[str, ...], got: Any) -> bool:
     if got is None:
         return want.lower() in ("none", "null")
     return want == str(got)
-
-
-def rendered_flags(
-    tokens: list[str] | tuple[str, ...], start: int, catalog: Catalog | None = None
-) -> dict[str, str | bool | tuple[str, ...]]:
-    """Flags of a rendered argv from ``start``: name without dashes -> True, value or tuple."""
-    flags: dict[str, str | bool | tuple[str, ...]] = {}
-    for use in parse_flags(tuple(tokens), start, catalog):
-        if not use.name:
-            continue
-        values = use.values
-        flags[use.name] = True if not values else values[0] if len(values) == 1 else values
-    return flags
-
-
-def format_flag_value(value: str | bool | tuple[str, ...]) -> str:
-    """A flag value as it would be written on a command line."""
-    if value is True:
-        return "(set)"
-    if value is False:
-        return "(unset)"
-    if isinstance(value, tuple):
-        return " ".join(value)
-    return value
