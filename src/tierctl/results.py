@@ -122,8 +122,17 @@ def looks_like_results(path: str | Path) -> bool:
     if not head.lstrip().startswith(b"{"):
         return False
     try:
-        doc = json.loads(read_text(path, what="bench results", limits=Limits.trace()))
-    except (InputError, ValueError):
+        text = read_text(path, what="bench results", limits=Limits.trace())
+    except InputError:
+        return False
+    return is_results_text(text)
+
+
+def is_results_text(text: str) -> bool:
+    """Whether ``text`` is a bench results document (what ``bench run --out`` may replace)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
         return False  # JSONL: one object per line
     return isinstance(doc, dict) and doc.get("kind") in RESULTS_KINDS
 
