@@ -24,6 +24,8 @@ LEAVES = frozenset(
         "yaml12",
         "readers",
         "latency",
+        "quantity",
+        "tables",
         "bundled_tokenizer",
         "traces",
         "results",

@@ -27,6 +27,7 @@ from tierctl.bench.workload import BenchWorkload
 from tierctl.credentials import mask_userinfo
 from tierctl.errors import InputError
 from tierctl.latency import percentile
+from tierctl.quantity import Change, Quantity, judge_counts, judge_ratio
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,20 @@ class MetricRatio:
     lane: str | None
     metric: str
     ratio: Ratio
+
+    @property
+    def quantity(self) -> Quantity:
+        """What the metric measures (unit, direction)."""
+        return METRICS[self.metric]
+
+    @property
+    def change(self) -> Change:
+        """B against A: ``better``/``worse`` by the metric's direction (counts: B vs A; the
+        rest: when the ratio's interval excludes 1), else ``same`` or ``unclear``."""
+        q, r = self.quantity, self.ratio
+        if q.is_count:
+            return judge_counts(r.a, r.b, q.direction)
+        return judge_ratio(r.ci_low, r.ci_high, q.direction)
 
 
 def check_order(order: str) -> str:
@@ -182,13 +197,15 @@ class _BlockArrays:
     probe_misses: int | None
     output_tokens: int = 0
     span_s: float = 0.0
+    no_ttft: int = 0
 
     @classmethod
     def of(cls, record: RunRecord, lane: str | None) -> _BlockArrays:
         reqs = [r for r in record.requests if lane is None or r.lane == lane]
         done = [r for r in reqs if r.outcome == "completed"]
+        ttft = [r.ttft_s for r in done if r.ttft_s is not None]
         return cls(
-            ttft=np.array([r.ttft_s for r in done if r.ttft_s is not None], dtype=float),
+            ttft=np.array(ttft, dtype=float),
             tpot=np.array([t for t in (r.tpot_s for r in done) if t is not None], dtype=float),
             itl=np.array([g for r in done for g in r.itl_s], dtype=float),
             e2e=np.array([r.e2e_s for r in done], dtype=float),
@@ -198,6 +215,7 @@ class _BlockArrays:
             probe_misses=sum(p.missed for p in record.probes) if lane is None else None,
             output_tokens=sum(r.output_tokens for r in done),
             span_s=busy_span_s(reqs),
+            no_ttft=len(done) - len(ttft),
         )
 
 
@@ -228,6 +246,8 @@ def pooled_metric(name: str, blocks: Sequence[_BlockArrays]) -> float | None:
         return sum(b.output_tokens for b in blocks) / span if span > 0 else None
     if name == "errors":
         return float(sent - completed)
+    if name == "no_ttft":
+        return float(sum(b.no_ttft for b in blocks))
     if name == "probe_misses":
         misses = [b.probe_misses for b in blocks]
         return None if any(m is None for m in misses) else float(sum(m or 0 for m in misses))

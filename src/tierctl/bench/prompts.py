@@ -101,7 +101,7 @@ class TokenizerPrompts:
         except ImportError as exc:  # pragma: no cover - the bench extra ships it
             raise InputError(
                 "the `tokenizers` package is needed to load a tokenizer.json",
-                fix="pip install 'tierctl[bench]'",
+                fix="in the tierctl checkout: pip install -e '.[bench]'",
             ) from exc
         try:
             tok = Tokenizer.from_file(str(path))
@@ -143,7 +143,7 @@ def make_prompt_source(tokenizer_path: str | None, seed: int) -> PromptSource:
         except ImportError as exc:
             raise InputError(
                 "the bundled (simulator's) tokenizer needs the `tokenizers` package",
-                fix="pip install 'tierctl[bench]', or pass a tokenizer.json path",
+                fix="in the tierctl checkout: pip install -e '.[bench]', or pass a tokenizer.json path",
             ) from exc
         return TokenizerPrompts(tok, name="tokenizer:sim", seed=seed)
     if tokenizer_path:

@@ -275,9 +275,17 @@ def rollout(
         ),
         proxy_drain=proxy_drain,
     )
-    result = execute_plan(
-        plan_path, config, options, repo=repo, log=lambda m: click.echo(m, err=True)
-    )
+    from tierctl.progress import RolloutWaits
+
+    with RolloutWaits() as waits:
+        result = execute_plan(
+            plan_path,
+            config,
+            options,
+            repo=repo,
+            log=lambda m: click.echo(m, err=True),
+            progress=waits,
+        )
     if result.already_completed:
         click.echo(f"already completed: {len(result.outcomes)} step(s), nothing run")
     else:

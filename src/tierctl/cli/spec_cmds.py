@@ -112,10 +112,19 @@ def render(
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def show(spec: Path, as_json: bool) -> None:
-    """Summarise a tier: replicas, their argv differences and their variants."""
-    summary = summarise(resolve_tier(load_spec(spec)))
+    """Summarise a tier: replicas, their argv differences and their variants, and what
+    validate would reject in its rendering (an unknown flag, a bad value), as render warns."""
+    from tierctl.contracts.spec_gate import check_rendering
+
+    tier_spec = load_spec(spec)
+    summary = summarise(resolve_tier(tier_spec))
+    # The first command a newcomer runs says what render would warn about: the same gate.
+    gate = check_rendering(tier_spec, render_compose(tier_spec, spec_path=spec), spec)
     if as_json:
-        click.echo(json.dumps(summary.to_dict(), indent=2))
+        doc = summary.to_dict()
+        doc["problems"] = [v.line() for v in gate.violations]
+        doc["unchecked"] = list(gate.unchecked)
+        click.echo(json.dumps(doc, indent=2))
         return
     # Wide enough for full service names and variants when piped (rich defaults to 80).
     console = Console(width=None if sys.stdout.isatty() else 160)
@@ -138,3 +147,13 @@ def show(spec: Path, as_json: bool) -> None:
         console.print("replicas run identical argv and env (apart from GPUs)")
     for line in summary.notes:
         console.print(line)
+    for violation in gate.violations:
+        click.echo(f"warning: {violation.line()}", err=True)
+    for note in gate.unchecked:
+        click.echo(f"note: not checked: {note}", err=True)
+    if gate.violations:
+        click.echo(
+            f"{len(gate.violations)} problem(s) that validate would reject in the rendering: "
+            "fix them in the spec (tierctl validate lists the same)",
+            err=True,
+        )

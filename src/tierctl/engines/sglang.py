@@ -14,6 +14,7 @@ Facts this profile encodes, checked against SGLang's source:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +40,12 @@ SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
 CUDA_OOM = LogPattern("cuda-oom", r"(CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError)")
 TRACEBACK = LogPattern("traceback", r"^Traceback \(most recent call last\):", fatal=False)
 NCCL = LogPattern("nccl", r"(NCCL error|ncclInternalError|ncclSystemError)")
+
+# The scheduler's decode statistics line (every --decode-log-interval rounds).
+_DECODE_LINE = re.compile(
+    r"Decode batch[.,].*?#running-req: (\d+), #token: (\d+),.*?gen throughput \(token/s\): "
+    r"([\d.]+)"
+)
 
 
 class SGLangProfile(EngineProfile):
@@ -121,6 +128,17 @@ class SGLangProfile(EngineProfile):
     false_default = "omit"
 
     queue_full_text = "The request queue is full."
+
+    #: A substring only the scheduler's decode statistics lines hold (recognises its log).
+    decode_log_marker = "Decode batch"
+
+    def decode_log_stats(self, text: str) -> list[tuple[int, int, float]]:
+        """(running requests, tokens in use, generation throughput in token/s) of every
+        ``Decode batch`` line of a scheduler log, in order."""
+        return [
+            (int(m.group(1)), int(m.group(2)), float(m.group(3)))
+            for m in _DECODE_LINE.finditer(text)
+        ]
 
     def prompt_logprobs_request(self, model: str, text: str) -> tuple[str, dict[str, Any]]:
         """Native ``/generate`` with ``return_logprob``, ``logprob_start_len: 0`` and

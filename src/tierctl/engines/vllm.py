@@ -49,6 +49,13 @@ CACHE_CONFIG_INFO = "cache_config_info"
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
+# One engine step of --enable-logging-iteration-details (0.32+); dummy (warm-up) steps aside.
+_ITERATION_LINE = re.compile(
+    r"Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, (\d+) generation "
+    r"requests, (\d+) generation tokens, iteration elapsed time: ([\d.]+) ms(?! \(dummy\))"
+)
+
+
 def parse_non_default_args(log_text: str) -> dict[str, Any] | None:
     """The last ``non-default args: {...}`` dict of a vLLM log (a restart logs it again)."""
     found: dict[str, Any] | None = None
@@ -158,6 +165,18 @@ class VLLMProfile(EngineProfile):
     false_default = "no-prefix"
 
     queue_full_text = "queue is full"
+
+    #: A substring only the iteration detail lines hold (recognises such a log).
+    iteration_log_marker = "iteration elapsed time"
+
+    def iteration_log_steps(self, text: str) -> list[tuple[int, int, int, float]]:
+        """(context requests, context tokens, generation requests, elapsed seconds) of every
+        non-dummy ``Iteration(N): ...`` line (``--enable-logging-iteration-details``), in
+        order."""
+        return [
+            (int(m.group(2)), int(m.group(3)), int(m.group(4)), float(m.group(6)) / 1e3)
+            for m in _ITERATION_LINE.finditer(text)
+        ]
 
     def prompt_logprobs_request(self, model: str, text: str) -> tuple[str, dict[str, Any]]:
         """``/v1/completions`` with vLLM's extra sampling parameter ``prompt_logprobs: 1``."""

@@ -24,6 +24,7 @@ from tierctl.rollout.gates import GateContext, GateSettings, run_gates, step_pro
 from tierctl.rollout.journal import Journal
 from tierctl.rollout.normalise import load_services
 from tierctl.rollout.plan_schema import Plan, Step, plan_digest
+from tierctl.rollout.progress import NoProgress, RolloutProgress
 from tierctl.rollout.proxy_drain import Drained, find_admin
 from tierctl.rollout.proxy_drain import drain as drain_replica
 from tierctl.rollout.proxy_drain import restore as restore_replica
@@ -105,6 +106,7 @@ def run_rollout(
     log: Callable[[str], None] = lambda _m: None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    progress: RolloutProgress | None = None,
 ) -> RolloutResult:
     """Run a plan with a driver.
 
@@ -118,6 +120,8 @@ def run_rollout(
         log: Receives one line per event; secrets are masked first.
         sleep: Injected sleep for the gates.
         clock: Injected monotonic clock for the gates.
+        progress: Receives every poll of the gates' waits (an engine restarting, a scrape,
+            the soak) with its elapsed time and budget.
 
     Returns:
         One outcome per step.
@@ -130,7 +134,19 @@ def run_rollout(
     """
     secrets = driver.secrets()
     try:
-        return _run_rollout(plan, driver, old, new, options, secrets, client, log, sleep, clock)
+        return _run_rollout(
+            plan,
+            driver,
+            old,
+            new,
+            options,
+            secrets,
+            client,
+            log,
+            sleep,
+            clock,
+            progress or NoProgress(),
+        )
     except TierctlError as exc:
         # Whatever a driver, a gate or an engine put in the error, the operator sees it (and
         # --debug's traceback shows its causes) with the secrets masked.
@@ -164,6 +180,7 @@ def _run_rollout(
     log: Callable[[str], None],
     sleep: Callable[[float], None],
     clock: Callable[[], float],
+    progress: RolloutProgress,
 ) -> RolloutResult:
     def say(message: str) -> None:
         log(mask(message, secrets))
@@ -222,6 +239,7 @@ def _run_rollout(
                     for s in plan.steps[:index]
                     if s.role == "engine" and s.action != "down"
                 },
+                progress=progress,
             )
             proxy = (
                 _ProxyStep(plan, options.gates.health_timeout_s, out_of_proxy.get(step.id))

@@ -73,29 +73,48 @@ def render_runbook(
     )
     w("")
     _before(w, plan, agent_url)
+    _changes(w, plan)
+    _untouched(w, plan)
+    w("## Steps")
+    w("")
+    if not plan.steps:
+        w("None.")
+        w("")
+    for step in plan.steps:
+        _step(w, plan, step, host, agent_url)
+    _verify(w, plan, host)
+    _readout(w, plan, host, spec)
+    return "\n".join(out)
+
+
+def _changes(w: Any, plan: Plan) -> None:
+    """What changes and why: one row per changed service, then each one's details."""
     w("## What changes and why")
     w("")
     changed = plan.changed()
     if not changed:
         w("Nothing: every service is the same in OLD and NEW. There is nothing to roll out.")
         w("")
-    else:
-        w("| service | role | change | why |")
-        w("|---|---|---|---|")
-        for c in changed:
-            role = c.role + (f" ({c.replica_role})" if c.replica_role else "")
-            w(f"| `{c.service}` | {role} | {c.change} | {', '.join(c.reasons) or c.change} |")
+        return
+    w("| service | role | change | why |")
+    w("|---|---|---|---|")
+    for c in changed:
+        role = c.role + (f" ({c.replica_role})" if c.replica_role else "")
+        w(f"| `{c.service}` | {role} | {c.change} | {', '.join(c.reasons) or c.change} |")
+    w("")
+    for c in changed:
+        if not c.details and c.old_variant == c.new_variant:
+            continue
+        w(f"### `{c.service}`")
         w("")
-        for c in changed:
-            if not c.details and c.old_variant == c.new_variant:
-                continue
-            w(f"### `{c.service}`")
-            w("")
-            if c.old_variant != c.new_variant:
-                w(f"- variant: `{c.old_variant}` → `{c.new_variant}`")
-            for d in c.details:
-                w(f"- {d}")
-            w("")
+        if c.old_variant != c.new_variant:
+            w(f"- variant: `{c.old_variant}` → `{c.new_variant}`")
+        for d in c.details:
+            w(f"- {d}")
+        w("")
+
+
+def _untouched(w: Any, plan: Plan) -> None:
     w("## Untouched")
     w("")
     w(
@@ -111,13 +130,10 @@ def render_runbook(
             + "."
         )
     w("")
-    w("## Steps")
-    w("")
-    if not plan.steps:
-        w("None.")
-        w("")
-    for step in plan.steps:
-        _step(w, plan, step, host, agent_url)
+
+
+def _verify(w: Any, plan: Plan, host: str | None) -> None:
+    """The variant query per engine kind, and the variant each engine should report."""
     w("## Verify")
     w("")
     engines = [s for s in plan.steps if s.role == "engine" and s.action != "down"]
@@ -138,6 +154,10 @@ def render_runbook(
         for s in engines:
             w(f"- `{s.container_name or s.service}`: `{s.variant}`")
         w("")
+
+
+def _readout(w: Any, plan: Plan, host: str | None, spec: str | None) -> None:
+    """Afterwards: the readout command comparing the canary with its control."""
     w("## Afterwards: the canary readout")
     w("")
     canaries = [c for c in plan.services if c.replica_role == "canary"]
@@ -165,7 +185,6 @@ def render_runbook(
             "against the day before with `tierctl readout`."
         )
     w("")
-    return "\n".join(out)
 
 
 def _before(w: Any, plan: Plan, agent_url: str) -> None:

@@ -618,11 +618,20 @@ class SimServer:
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    async def drain(self) -> None:
-        """Refuse new work, answer /health 503, and wait for in-flight requests."""
+    async def drain(self, now: asyncio.Event | None = None) -> None:
+        """Refuse new work, answer /health 503, and wait for in-flight requests: until none
+        is left, the drain time-out, or ``now`` is set (a second Ctrl-C)."""
         self.draining = True
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), self.options.drain_timeout_s)
+        waits = [asyncio.ensure_future(self._idle.wait())]
+        if now is not None:
+            waits.append(asyncio.ensure_future(now.wait()))
+        try:
+            await asyncio.wait(
+                waits, timeout=self.options.drain_timeout_s, return_when="FIRST_COMPLETED"
+            )
+        finally:
+            for w in waits:
+                w.cancel()
 
 
 def _native_event(rid: str, out: _Output, prompt_tokens: int, finished: bool) -> dict[str, Any]:
@@ -758,7 +767,12 @@ async def serve(
         RuntimeFailure: the address cannot be bound.
     """
     server = SimServer(config, cost, options)
-    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    # The drain below is the only wait for in-flight requests (its time-out, or a second
+    # Ctrl-C): what is still in flight after it is cut at once, not waited on for aiohttp's
+    # default minute more.
+    runner = web.AppRunner(
+        server.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
+    )
     await runner.setup()
     # Where it really listens: $TIERCTL_BIND_HOST when set (the local driver sets 127.0.0.1,
     # as a container's private network would), else the argv's --host, which is also what
@@ -789,16 +803,34 @@ async def serve(
         from tierctl.engines.vllm import format_non_default_args
 
         announce(format_non_default_args(vllm_non_default_args(config)))
-    announce(f"listening on http://{host}:{port}")
     stop_ev = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
+    # Before announcing: a Ctrl-C right after "listening on" must drain, not kill the loop.
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop_ev.set)
+    announce(f"listening on http://{host}:{port}")
     if ready is not None:
         ready.set()
     try:
         await stop_ev.wait()
-        await server.drain()
+        # A second SIGINT/SIGTERM stops at once instead of waiting out the drain.
+        now = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, now.set)
+        deadline = options.drain_timeout_s
+        announce(
+            f"draining: {server.inflight} request(s) in flight, new ones refused (503); "
+            f"waiting up to {deadline:g} s for them (Ctrl-C again to stop now)"
+        )
+        await server.drain(now)
+        left = server.inflight
+        announce(
+            "drained: no request in flight"
+            if left == 0
+            else f"stopped with {left} request(s) in flight"
+            + (" (stopped now, as asked)" if now.is_set() else f" (drain time-out {deadline:g} s)")
+        )
     finally:
         await runner.cleanup()

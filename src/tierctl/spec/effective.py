@@ -97,6 +97,19 @@ def effective_flags(spec: TierSpec, replica: str) -> dict[str, Any]:
     return flags
 
 
+def flag_path(spec: TierSpec, replica: str, name: str) -> tuple[str, ...] | None:
+    """Where in the spec the value of flag ``name`` that ``replica`` runs with is set: its
+    override, the last overlay that sets it, or the base args (None when nowhere)."""
+    if name in spec.replicas[replica].args:
+        return ("replicas", replica, "args", name)
+    for overlay, flags in reversed(spec.engine.overlays.items()):
+        if name in flags:
+            return ("engine", "overlays", overlay, name)
+    if name in spec.engine.args:
+        return ("engine", "args", name)
+    return None
+
+
 def env_text(value: Any) -> str:
     """An env value as compose writes it; secrets become ``${NAME:?message}``."""
     if isinstance(value, SecretRef):
