@@ -161,6 +161,7 @@ async def bench_ab(
     order: str = "ABBA",
     repetitions: int = 1,
     flush: bool = False,
+    shared_prompts: bool = False,
     tokenizer: str | None = None,
     out_dir: Path | None = None,
     plots: bool = True,
@@ -215,6 +216,7 @@ async def bench_ab(
             order=order,
             repetitions=repetitions,
             flush=flush,
+            shared_prompts=shared_prompts,
             plan=plan,
             on_block=on_block,
             progress=progress.request_done if progress else None,
@@ -234,6 +236,7 @@ async def bench_ab(
     if out_dir is not None:
         doc = ab_json(result, ratios, workload)
         doc["health"] = health_report.to_json()
+        doc["warnings"] = list(result.warnings)
         markdown = ab_markdown(result, ratios, workload)
         markdown += "\n## Arm health\n\n" + "".join(f"- {ln}\n" for ln in health_report.lines())
         if quality_result is not None:

@@ -184,6 +184,10 @@ class EngineProfile(ABC):
     readiness_path: str = "/health"
     metrics_path: str = "/metrics"
     models_path: str = "/v1/models"
+    #: ``POST`` here empties the engine's prefix cache (None: the engine has no such endpoint).
+    flush_cache_path: str | None = None
+    #: What that endpoint needs beyond the path (said when it is refused).
+    flush_cache_needs: str = ""
     #: The prefix as the engine exports it first, then spellings pipelines rewrite it to.
     metric_prefixes: tuple[str, ...] = ()
     metrics: EngineMetrics
@@ -420,6 +424,12 @@ class EngineProfile(ABC):
                 return prefix
         return None
 
+    def series_prefix(self, names: Iterable[str]) -> str:
+        """The prefix a Prometheus holding the metric ``names`` stores this engine's series
+        under (as exported, or as a pipeline rewrote it: ``:`` -> ``_``); the exported one when
+        none of its series is there yet. The readout and the rollout gates both ask this."""
+        return self.detect_prefix(names) or self.prefix
+
     def selector(self, ref: MetricRef | str, prefix: str | None, matchers: str = "") -> str:
         """A PromQL series selector; the quoted ``__name__`` form keeps ``x:y`` names valid
         in any position."""
@@ -428,9 +438,11 @@ class EngineProfile(ABC):
         parts += [m for m in (ref.matchers, matchers) if m]
         return "{" + ",".join(parts) + "}"
 
-    def variants_query(self, label: str, matchers: str) -> str:
-        """PromQL counting an engine's series by container and variant (one per replica)."""
-        sel = f"{self.prefix.replace(':', '_')}{self.metrics.running}{{{matchers}}}"
+    def variants_query(self, label: str, matchers: str, prefix: str | None = None) -> str:
+        """PromQL counting an engine's series by container and variant (one per replica),
+        under ``prefix`` (default: as the engine exports it; a ``:`` is valid in a PromQL
+        metric name)."""
+        sel = f"{prefix or self.prefix}{self.metrics.running}{{{matchers}}}"
         return f"count by (container_name, {label}) ({sel})"
 
     def sample_total(
