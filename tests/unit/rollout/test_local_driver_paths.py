@@ -50,7 +50,7 @@ def test_a_mount_target_that_climbs_out_is_refused_and_nothing_is_touched(
     tmp_path: Path, target: str
 ) -> None:
     victim = _victim(tmp_path)
-    with pytest.raises(InputError, match="bind mount target .* is outside"):
+    with pytest.raises(InputError, match=r"bind mount target .* is outside"):
         _root(tmp_path, "engine", f"/etc/hostname:{target.format(victim=victim)}:ro")
     assert victim.read_text() == "keep\n"
     assert not victim.is_symlink()
