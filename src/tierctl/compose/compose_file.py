@@ -73,6 +73,12 @@ class ComposeService:
         return value if isinstance(value, dict) else {}
 
     @property
+    def profiles(self) -> tuple[str, ...]:
+        """``profiles`` as written (merged); empty: the service runs in every project."""
+        value = self.data.get("profiles")
+        return tuple(str(p) for p in value) if isinstance(value, list) else ()
+
+    @property
     def container_name(self) -> str | None:
         """The container name, if set."""
         value = self.data.get("container_name")

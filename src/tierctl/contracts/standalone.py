@@ -29,8 +29,10 @@ from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import load_catalog, resolve_catalog, shipped
 from tierctl.compose import ComposeFile, ComposeService, load_compose, merge_compose
 from tierctl.compose.argv import FlagUse, parse_flags
+from tierctl.compose.profiles import ProfileScope
 from tierctl.compose.shellwords import ShellWordsError, split_shell_words
 from tierctl.contracts import flag_catalog, hygiene, schema
+from tierctl.contracts.crosscheck import ComposeCheck
 from tierctl.contracts.report import RULES, Report, Violation
 from tierctl.engines import PROFILES, EngineProfile, profile_for_argv
 from tierctl.errors import InputError
@@ -165,7 +167,12 @@ def _engine_of(service: ComposeService) -> tuple[EngineProfile | None, tuple[str
 
 
 def validate_files(
-    paths: Sequence[str | Path], *, engine: str | None = None, strict: bool = False
+    paths: Sequence[str | Path],
+    *,
+    engine: str | None = None,
+    strict: bool = False,
+    profiles: Sequence[str] | None = None,
+    compose_check: ComposeCheck | None = None,
 ) -> Report:
     """``tierctl validate COMPOSE...`` without ``--spec``.
 
@@ -174,6 +181,10 @@ def validate_files(
         engine: ``KIND==VERSION`` (or a catalog file) for engines whose image tag names no
             release with a shipped catalog.
         strict: warnings (unpinned images) count as violations.
+        profiles: the active compose profiles; None: the checks that compare services look
+            at the default set and each profile's set separately.
+        compose_check: whether (and with which binary) to cross-check tierctl's reading with
+            the real Compose; default: not.
 
     Raises:
         ComposeInputError / InputError: unusable input (exit 2).
@@ -189,11 +200,14 @@ def validate_files(
         parse_ref(engine)  # a clear error for a bad KIND==VERSION before reading files
     files = [load_compose(Path(p)) for p in paths]
     merged = merge_compose(files)
+    scope = ProfileScope.of(merged, profiles)
     engines, unchecked = find_engines(merged, engine)
     violations: list[Violation] = []
     warnings: list[Violation] = []
     violations.extend(schema.check_document(merged))
     violations.extend(undeclared_references(merged))
+    violations.extend(hygiene.container_names(merged, scope))
+    violations.extend(hygiene.dependencies(merged, scope))
     for e in engines:
         if e.catalog is not None:
             violations.extend(
@@ -201,7 +215,7 @@ def validate_files(
                     e.catalog, merged, e.name, e.uses, e.command_offset, at=e.shell_token
                 )
             )
-    violations.extend(hygiene.gpus(merged))
+    violations.extend(hygiene.gpus(merged, scope))
     gpu_violations, gpu_unchecked = gpu_fit(merged, engines)
     for finding in gpu_violations:
         (
@@ -211,7 +225,7 @@ def validate_files(
         ).append(finding)
     unchecked.extend(gpu_unchecked)
     host = [(e.name, e.flags) for e in engines if e.service.data.get("network_mode") == "host"]
-    violations.extend(hygiene.ports(merged, host))
+    violations.extend(hygiene.ports(merged, host, scope))
     violations.extend(hygiene.secrets(merged))
     violations.extend(hygiene.cut_commands(merged))
     for finding in hygiene.images(merged):
@@ -223,6 +237,8 @@ def validate_files(
         + ", ".join(f"{r} {RULES[r]}" for r in SPEC_ONLY)
         + "): need a tier spec; `tierctl import` writes one from this file"
     )
+    checked = (compose_check or ComposeCheck(enabled=False)).run(merged, paths, scope)
+    violations.extend(checked.violations)
     return Report(
         spec="(none)",
         files=tuple(f.source for f in files),
@@ -233,6 +249,8 @@ def validate_files(
         warnings=tuple(warnings),
         unchecked=tuple(unchecked),
         params=("engine",),
+        reader=checked.reader,
+        profiles=scope.describe(),
     )
 
 

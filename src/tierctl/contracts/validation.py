@@ -9,6 +9,7 @@ from pathlib import Path
 from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import load_catalog, resolve_catalog
 from tierctl.compose import ComposeFile, load_compose, merge_compose
+from tierctl.compose.profiles import ProfileScope
 from tierctl.contracts import (
     argv_pinning,
     flag_catalog,
@@ -19,6 +20,7 @@ from tierctl.contracts import (
     variant,
 )
 from tierctl.contracts.context import build_context
+from tierctl.contracts.crosscheck import ComposeCheck
 from tierctl.contracts.report import Report, Violation
 from tierctl.render.compose import output_path
 from tierctl.spec import load_spec, resolve_tier
@@ -41,6 +43,7 @@ def validate(
     *,
     catalog: Catalog | None = None,
     spec_source: str = "<spec>",
+    profiles: Sequence[str] | None = None,
 ) -> Report:
     """Check compose files (merged like compose override files) against ``spec``.
 
@@ -49,6 +52,8 @@ def validate(
         compose_files: one or more files from :func:`load_compose`.
         catalog: the engine's flag catalog; default: the shipped one for the pinned release.
         spec_source: how the report names the spec.
+        profiles: the active compose profiles; None: the checks that compare services look
+            at the default set and each profile's set separately.
 
     Raises:
         InputError: no catalog for the pinned engine release (exit 2).
@@ -57,7 +62,7 @@ def validate(
         catalog = load_catalog(spec.engine.kind, spec.engine.version)
     tier = resolve_tier(spec)
     merged = merge_compose(list(compose_files))
-    ctx = build_context(tier, merged, catalog)
+    ctx = build_context(tier, merged, catalog, profiles)
     violations: list[Violation] = []
     for check in _CHECKS:
         violations.extend(check(ctx))
@@ -77,6 +82,7 @@ def validate(
         replicas_checked=len(tier.replicas),
         violations=tuple(violations),
         warnings=tuple(warnings),
+        profiles=ctx.scope.describe(),
     )
 
 
@@ -85,8 +91,13 @@ def validate_paths(
     compose_paths: Sequence[str | Path] = (),
     *,
     catalog: str | None = None,
+    profiles: Sequence[str] | None = None,
+    compose_check: ComposeCheck | None = None,
 ) -> Report:
     """Load the spec and the compose files (default: the spec's rendered output) and validate.
+
+    ``profiles`` as :func:`validate`; ``compose_check``: whether (and with which binary) to
+    cross-check tierctl's reading with the real Compose (default: not).
 
     Raises:
         SpecError / SpecErrors / ComposeInputError / InputError: unusable input (exit 2).
@@ -95,7 +106,14 @@ def validate_paths(
     paths = list(compose_paths) or [output_path(spec, spec_path)]
     files = [load_compose(Path(p)) for p in paths]
     chosen = resolve_catalog(catalog) if catalog else None
-    report = validate(spec, files, catalog=chosen, spec_source=str(spec_path))
+    report = validate(spec, files, catalog=chosen, spec_source=str(spec_path), profiles=profiles)
+    merged = merge_compose(files)
+    checked = (compose_check or ComposeCheck(enabled=False)).run(
+        merged, paths, ProfileScope.of(merged, profiles)
+    )
+    report = replace(
+        report, violations=report.violations + checked.violations, reader=checked.reader
+    )
     from tierctl.contracts.spec_gate import in_spec
 
     used = chosen or load_catalog(spec.engine.kind, spec.engine.version)
