@@ -60,10 +60,17 @@ class ComposeCheck:
     runner: Runner = run_process
 
     def run(
-        self, merged: ComposeFile, paths: Sequence[str | Path], scope: ProfileScope
+        self,
+        merged: ComposeFile,
+        paths: Sequence[str | Path],
+        scope: ProfileScope,
+        *,
+        refused: bool = False,
     ) -> CrossCheck:
         """Compare ``merged`` (tierctl's reading of ``paths``, references kept as written)
-        with Compose's reading of the same files, under ``scope``'s profiles.
+        with Compose's reading of the same files, under ``scope``'s profiles; ``refused``:
+        tierctl's own checks already reject the file as compose would (TC007), so compose
+        refusing it too is agreement, not a difference.
 
         Raises:
             InputError: ``binary`` does not run as Compose v2.
@@ -73,7 +80,7 @@ class ComposeCheck:
         found = find_compose_binary(self.binary, runner=self.runner)
         if found is None:
             return CrossCheck((), OWN_READER_ONLY)
-        return cross_check(merged, paths, scope, found, self.runner)
+        return cross_check(merged, paths, scope, found, self.runner, refused=refused)
 
 
 def cross_check(
@@ -82,13 +89,20 @@ def cross_check(
     scope: ProfileScope,
     found: ComposeBinary,
     runner: Runner = run_process,
+    *,
+    refused: bool = False,
 ) -> CrossCheck:
     """Compare tierctl's reading ``merged`` of ``paths`` with ``found``'s, project by project
-    of ``scope``."""
+    of ``scope`` (``refused`` as :meth:`ComposeCheck.run`)."""
     violations: list[Violation] = []
     # One run: without interpolation compose prints every service with its `profiles`
     # (it applies no profile then), so each project's services follow from them.
     config = run_compose_config(found, paths, runner=runner)
+    if config.data is None and refused:
+        return CrossCheck(
+            (),
+            f"compose: tierctl's reader; {found.title} at {found.where} refuses the project too",
+        )
     if config.data is None:
         error = _first_lines(config.error or "")
         violations.append(

@@ -135,8 +135,9 @@ class Report:
         lines += [
             f"not checked: {label_params(u, self.params, labels or {})}" for u in self.unchecked
         ]
-        lines += [note for note in (self.profiles, self.reader) if note]
-        return "\n".join([*lines, self.summary()])
+        # The summary stays the first line of a clean report; what was read follows it.
+        notes = [note for note in (self.profiles, self.reader) if note]
+        return "\n".join([*lines, self.summary(), *notes])
 
     def to_json(self) -> str:
         """Machine-readable report."""

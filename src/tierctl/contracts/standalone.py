@@ -237,7 +237,9 @@ def validate_files(
         + ", ".join(f"{r} {RULES[r]}" for r in SPEC_ONLY)
         + "): need a tier spec; `tierctl import` writes one from this file"
     )
-    checked = (compose_check or ComposeCheck(enabled=False)).run(merged, paths, scope)
+    checked = (compose_check or ComposeCheck(enabled=False)).run(
+        merged, paths, scope, refused=any(v.rule == "TC007" for v in violations)
+    )
     violations.extend(checked.violations)
     return Report(
         spec="(none)",

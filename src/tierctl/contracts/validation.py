@@ -109,7 +109,10 @@ def validate_paths(
     report = validate(spec, files, catalog=chosen, spec_source=str(spec_path), profiles=profiles)
     merged = merge_compose(files)
     checked = (compose_check or ComposeCheck(enabled=False)).run(
-        merged, paths, ProfileScope.of(merged, profiles)
+        merged,
+        paths,
+        ProfileScope.of(merged, profiles),
+        refused=any(v.rule == "TC007" for v in report.violations),
     )
     report = replace(
         report, violations=report.violations + checked.violations, reader=checked.reader
