@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.compose import ComposeFile, ComposeService
-from tierctl.compose.forms import FormError, normalise_labels, scalar_text, split_command
+from tierctl.compose.forms import (
+    FormError,
+    normalise_environment,
+    normalise_labels,
+    scalar_text,
+    split_command,
+)
 from tierctl.compose.profiles import ProfileScope, enabled
 from tierctl.contracts.compose_binary import (
     ComposeBinary,
@@ -221,10 +227,12 @@ def _argv(key: str) -> Callable[[dict[str, Any], ComposeService | None], Any]:
 def _environment(data: dict[str, Any], svc: ComposeService | None) -> Any:
     if svc is not None:
         return dict(sorted(svc.environment.items()))
-    env = data.get("environment") or {}
-    if not isinstance(env, dict):
-        return env
-    return dict(sorted((str(k), None if v is None else scalar_text(v)) for k, v in env.items()))
+    # Without interpolation compose leaves a list holding a reference in its list form.
+    try:
+        env = normalise_environment(data.get("environment"))
+    except FormError:
+        return data.get("environment")
+    return dict(sorted(env.items()))
 
 
 def _labels(data: dict[str, Any], svc: ComposeService | None) -> Any:
@@ -295,17 +303,41 @@ def _volumes(data: dict[str, Any], svc: ComposeService | None) -> Any:
             target = str(entry.get("target") or "")
             read_only = bool(entry.get("read_only"))
         else:
-            parts = scalar_text(entry).split(":")
+            parts = _colon_parts(scalar_text(entry))
             source = parts[0] if len(parts) > 1 else None
             target = parts[1] if len(parts) > 1 else parts[0]
             read_only = len(parts) > 2 and "ro" in parts[2].split(",")
-            bind = source is not None and source[:1] in ("/", ".", "~", "$")
+            bind = source is not None and source[:1] in ("/", ".", "~")
             kind = "bind" if bind else "volume"
         # Bind sources are rewritten to absolute paths by compose (a deliberate difference):
         # only a named volume's name is compared.
         named = str(source) if kind == "volume" and source else ""
         out.append((kind, target, read_only, named))
     return sorted(out)
+
+
+def _colon_parts(text: str) -> list[str]:
+    """``text`` split at each ``:`` outside a ``${...}`` reference (whose message or default
+    may hold colons)."""
+    parts, depth, current = [], 0, []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if text.startswith("${", i):
+            depth += 1
+            current.append("${")
+            i += 2
+            continue
+        if c == "}" and depth:
+            depth -= 1
+        if c == ":" and not depth:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(c)
+        i += 1
+    parts.append("".join(current))
+    return parts
 
 
 def _gpus(data: dict[str, Any], svc: ComposeService | None) -> Any:
