@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +11,7 @@ from tierctl.catalog.engine_catalog import Catalog
 from tierctl.compose import ComposeFile, ComposeService
 from tierctl.compose.argv import FlagUse, flags_dict, parse_flags, split_launcher
 from tierctl.compose.profiles import ProfileScope
+from tierctl.readers import load_yaml
 from tierctl.spec.effective import ResolvedReplica, Tier, engine_profile, launcher
 
 
@@ -81,3 +83,15 @@ def build_context(
         replicas=views,
         scope=ProfileScope.of(compose, profiles),
     )
+
+
+@functools.lru_cache(maxsize=64)
+def config_content(content: str, name: str) -> Any:
+    """The YAML document of top-level config ``name``'s inline ``content``, parsed once for
+    the contracts that read it (the variant's scrape labels, literal credentials); the result
+    is shared, so it is read, never changed.
+
+    Raises:
+        InputError: the content is not YAML.
+    """
+    return load_yaml(content, f"configs.{name}.content", duplicates=False, line_depth=0).data

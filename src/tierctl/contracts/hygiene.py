@@ -16,11 +16,10 @@ from typing import Any
 from tierctl.compose import ComposeFile
 from tierctl.compose.forms import command_cut
 from tierctl.compose.profiles import ProfileScope
-from tierctl.contracts.context import Context
+from tierctl.contracts.context import Context, config_content
 from tierctl.contracts.credentials import literal_secret, secret_positions
 from tierctl.contracts.report import Violation
 from tierctl.errors import InputError
-from tierctl.readers import load_yaml
 from tierctl.spec.checks import TAGGED_IMAGE
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -287,7 +286,7 @@ def _config_secrets(compose: ComposeFile) -> Iterator[Violation]:
         if not isinstance(content, str):
             continue
         try:
-            doc = load_yaml(content, f"configs.{cname}.content", duplicates=False).data
+            doc = config_content(content, str(cname))
         except InputError:
             continue  # not YAML (a plain text config): nothing keyed to check
         for key, value in _scalar_items(doc):
