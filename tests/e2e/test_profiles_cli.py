@@ -17,8 +17,8 @@ import pytest
 
 from tests.conftest import ROOT
 from tierctl.compose import load_compose, merge_compose
+from tierctl.compose.binary import ComposeBinary, find_compose_binary
 from tierctl.compose.profiles import ProfileScope
-from tierctl.contracts.compose_binary import ComposeBinary, find_compose_binary
 
 _IMAGE = "lmsysorg/sglang:v0.5.23-cu126"
 _WORKER = """\
@@ -315,7 +315,7 @@ def test_a_compose_binary_that_is_not_compose_is_exit_2(run_cli, tmp_path: Path)
     files = _write_project(tmp_path)
     result = run_cli("validate", *map(str, files), "--compose-binary", "/bin/true")
     assert result.code == 2
-    assert "/bin/true does not run as Docker Compose v2" in result.err
+    assert "/bin/true is not a Docker Compose v2 binary" in result.err
     assert "--compose-binary" in result.err
     result = run_cli(
         "validate", *map(str, files), "--compose-binary", "/bin/true", "--no-compose-binary"

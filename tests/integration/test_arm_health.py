@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tierctl.bench.health import ArmTarget, HealthWatch, count_queue_full
-from tierctl.realengine.process import free_port
+from tierctl.runtime.process import free_port
 
 pytestmark = pytest.mark.integration
 

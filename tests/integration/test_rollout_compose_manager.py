@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.secret_search import holds_fragment
 from tierctl.errors import ContractViolation, GateFailed, InputError, RuntimeFailure
 from tierctl.render import render_compose
 from tierctl.rollout.drivers.compose_manager import ComposeManagerDriver, Target
@@ -288,18 +289,19 @@ def test_a_trickling_agent_is_given_up_on_at_the_call_deadline(world: World) -> 
         world.driver(timeout_s=0.5, attempts=2).dry_run(world.new, [R2])
 
 
-def test_a_failed_apply_rolls_back_and_resume_retries_it(world: World) -> None:
-    """Apply answers 500 on every try: the replica goes back to OLD, the message says to retry
-    with --resume, and --resume then does exactly that (never refused)."""
+def test_a_failed_apply_rolls_back_and_resume_is_refused(world: World) -> None:
+    """Apply answers 500 on every try: the replica goes back to OLD, the message says to make a
+    new plan, and --resume is refused (docs/rollout.md: a journal ending in a rollback)."""
     world.agent.state.faults = ["ok", "500", "500"]  # dry run ok; the scoped down fails twice
     with pytest.raises(RuntimeFailure, match="rolled back to OLD") as info:
         world.run(world.driver(attempts=2))
-    assert "resume" in (info.value.fix or "")
+    assert "new plan" in (info.value.fix or "")
+    assert "`resume`" not in (info.value.fix or "")
     assert world.running_as("old", R2)
     assert world.events()[-2:] == ["failed", "rolled-back"]
-    result = world.run(world.driver(), resume=True)
-    assert result.outcomes[-1].status == "done"
-    assert world.running_as("new", R2)
+    with pytest.raises(InputError, match="rolled back after a failed apply"):
+        world.run(world.driver(), resume=True)
+    assert world.running_as("old", R2)
 
 
 def test_a_stalled_agent_is_given_up_on_before_anything_changes(world: World) -> None:
@@ -327,9 +329,9 @@ def test_a_stalled_agent_is_given_up_on_before_anything_changes(world: World) ->
     assert world.running_as("new", R2)
 
 
-def test_an_agent_that_stalls_during_apply_is_rolled_back_and_resumed(world: World) -> None:
+def test_an_agent_that_stalls_during_apply_is_rolled_back_and_not_resumed(world: World) -> None:
     """Dry run and scoped down answer; the up of NEW stalls on every try: the step gives up at
-    the deadline, R2 goes back to OLD, the journal has failed + rolled-back, resume retries."""
+    the deadline, R2 goes back to OLD, the journal has failed + rolled-back, resume refuses."""
     world.agent.state.faults = ["", "", "stall", "stall"]
     with pytest.raises(RuntimeFailure) as info:
         world.run(world.driver(timeout_s=0.5, attempts=2))
@@ -339,7 +341,7 @@ def test_an_agent_that_stalls_during_apply_is_rolled_back_and_resumed(world: Wor
     assert "no answer within the 0.5 s call deadline" in err.message
     assert f"{R2} was rolled back to OLD" in err.message
     assert "`agent_timeout_s`" in (err.rule or "")
-    assert "`resume`" in (err.fix or "")
+    assert "new plan" in (err.fix or "")
     assert world.calls()[-2:] == [
         ("/compose/down", None, "v1", (R2,)),
         ("/compose/up", False, "v1", (R2,)),
@@ -349,9 +351,8 @@ def test_an_agent_that_stalls_during_apply_is_rolled_back_and_resumed(world: Wor
     records = [json.loads(line) for line in world.journal.read_text().splitlines()]
     assert [r["event"] for r in records][-2:] == ["failed", "rolled-back"]
     assert "call deadline" in records[-2]["error"]
-    result = world.run(world.driver(), resume=True)
-    assert result.outcomes[-1].status == "done"
-    assert world.running_as("new", R2)
+    with pytest.raises(InputError, match="rolled back after a failed apply"):
+        world.run(world.driver(), resume=True)
 
 
 def _cli_rollout(
@@ -518,3 +519,24 @@ def test_an_agent_answering_html_is_not_taken_for_success(world: World) -> None:
     assert "exit event of code 0" in (err.rule or "")
     assert world.running_as("old", R2)
     assert world.events() == ["start", "begin", "dry-run-failed"]
+
+
+@pytest.mark.parametrize("faults", [["echo"] * 6, ["echo-exit1"], ["", "", "echo-400"]])
+def test_an_agent_echoing_the_request_encoded_leaks_no_secret(
+    world: World, faults: list[str]
+) -> None:
+    """The agent echoes the request (token, HF_TOKEN) raw, JSON-escaped, URL-encoded (%XX and
+    +), base64 (both alphabets, inside larger blobs), hex and cut short: none of it reaches the
+    log, the error or the journal in any reading (tests.secret_search decodes them all)."""
+    world.agent.state.faults = list(faults)
+    error = ""
+    try:
+        world.run(world.driver(attempts=1))
+    except RuntimeFailure as exc:
+        error = f"{exc.message} {exc.rule} {exc.fix} {exc.value}"
+    shown = "\n".join([*world.log, error, world.journal.read_text()])
+    if faults != ["echo"] * 6:
+        # A failure shows what the agent said: the echo arrived, masked (not a silence).
+        assert "***" in error
+    for secret in (TOKEN, "hf-SECRET-VALUE"):
+        assert not holds_fragment(shown, secret), secret

@@ -20,14 +20,14 @@ import yaml
 from tierctl.errors import TierctlError
 from tierctl.proxies.sglang_router import RouterClient, SglangRouter, settings_from_argv
 from tierctl.realengine.env import router_binary
-from tierctl.realengine.process import free_port
-from tierctl.realengine.traffic import Traffic
+from tierctl.realtier.traffic import Traffic
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
 from tierctl.rollout.gates import GateSettings
 from tierctl.rollout.journal import Journal
 from tierctl.rollout.plan_schema import plan_digest
 from tierctl.rollout.planner import plan_files
+from tierctl.runtime.process import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

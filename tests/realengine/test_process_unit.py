@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tierctl.errors import RuntimeFailure
-from tierctl.realengine.process import ServerProcess, free_port, http_ready
+from tierctl.runtime.process import ServerProcess, free_port, http_ready
 
 
 def _gone(pid: int) -> bool:

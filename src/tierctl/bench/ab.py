@@ -24,6 +24,7 @@ from tierctl.bench.runner import Progress, resolve_model, run_plan
 from tierctl.bench.samples import RunRecord
 from tierctl.bench.summary import METRICS, busy_span_s
 from tierctl.bench.workload import BenchWorkload
+from tierctl.credentials import mask_userinfo
 from tierctl.errors import InputError
 from tierctl.latency import percentile
 
@@ -156,7 +157,10 @@ async def run_ab(
                 break
         if interrupted:
             break
-    return ABResult(a_url, b_url, order, repetitions, tuple(blocks), interrupted)
+    # The URLs are printed and written: a password in one never is.
+    return ABResult(
+        mask_userinfo(a_url), mask_userinfo(b_url), order, repetitions, tuple(blocks), interrupted
+    )
 
 
 def _uncancel() -> None:

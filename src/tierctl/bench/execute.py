@@ -25,7 +25,9 @@ from tierctl.bench.report import ab_json, ab_markdown, run_json, run_markdown
 from tierctl.bench.runner import run_plan
 from tierctl.bench.samples import RequestSample, RunRecord
 from tierctl.bench.workload import BenchWorkload
+from tierctl.credentials import mask_userinfo
 from tierctl.errors import InputError, RuntimeFailure
+from tierctl.results import RESULTS_NAME
 
 if TYPE_CHECKING:
     from tierctl.bench.health import ArmTarget, HealthReport
@@ -66,7 +68,7 @@ def check_url(url: str, param: str = "url") -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(
             f"`{param}` must be an http(s) base URL",
-            value=url,
+            value=mask_userinfo(url),
             fix="for example http://127.0.0.1:30000",
             params=(param,),
         )
@@ -97,7 +99,7 @@ def check_reachable(url: str, param: str = "url", timeout_s: float = 10.0) -> No
     else:
         return
     raise RuntimeFailure(
-        f"cannot reach `{param}` {url}: {reason}",
+        f"cannot reach `{param}` {mask_userinfo(url)}: {reason}",
         fix="start the server, or check the host and port",
         params=(param,),
     )
@@ -136,7 +138,7 @@ async def bench_run(
     prompts = make_prompt_source(tokenizer, workload.seed)
     check_reachable(url)  # after the input checks: bad input is reported as such first
     if progress is not None:
-        progress.begin(f"{workload.name} → {url}", plan.size, 0, 1)
+        progress.begin(f"{workload.name} → {mask_userinfo(url)}", plan.size, 0, 1)
     record = await run_plan(
         url, workload, plan, prompts, progress=progress.request_done if progress else None
     )
@@ -251,7 +253,7 @@ async def bench_ab(
 
 def _write(out_dir: Path, doc: dict[str, Any], markdown: str) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / "results.json"
+    json_path = out_dir / RESULTS_NAME
     json_path.write_bytes(
         orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
     )

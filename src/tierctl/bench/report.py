@@ -1,6 +1,6 @@
 """Reports of a run or an A/B: JSON with every raw sample, Markdown, and rich tables.
 
-The JSON is the record of truth (every request and probe sample, every block, the workload);
+The JSON is the bench results file (its format: :mod:`tierctl.results`), the record of truth (every request and probe sample, every block, the workload);
 Markdown and the terminal tables are views of it. The A/B table has the field report's shape:
 one row per workload lane, one B/A ratio per metric with its bootstrap interval.
 """
@@ -21,8 +21,7 @@ from tierctl.bench.probe import unhealthy_episodes
 from tierctl.bench.samples import RunRecord
 from tierctl.bench.summary import METRICS, BenchSummary, summarize_samples
 from tierctl.bench.workload import BenchWorkload
-
-SCHEMA_VERSION = 1
+from tierctl.results import results_document
 
 
 def _tool() -> str:
@@ -71,24 +70,19 @@ def record_json(record: RunRecord, misses_to_mark: int = 3) -> dict[str, Any]:
 
 def run_json(record: RunRecord, workload: BenchWorkload) -> dict[str, Any]:
     """The JSON document of ``tierctl bench run``."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": _tool(),
-        "kind": "run",
-        "workload": workload.model_dump(mode="json"),
-        "run": record_json(record, workload.probe.unhealthy_after),
-    }
+    return results_document(
+        "run",
+        _tool(),
+        workload.model_dump(mode="json"),
+        {"run": record_json(record, workload.probe.unhealthy_after)},
+    )
 
 
 def ab_json(
     result: ABResult, ratios: Sequence[MetricRatio], workload: BenchWorkload
 ) -> dict[str, Any]:
     """The JSON document of ``tierctl bench ab``: ratios plus every block's raw samples."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": _tool(),
-        "kind": "ab",
-        "workload": workload.model_dump(mode="json"),
+    body = {
         "a_url": result.a_url,
         "b_url": result.b_url,
         "order": result.order,
@@ -111,6 +105,7 @@ def ab_json(
             for b in result.blocks
         ],
     }
+    return results_document("ab", _tool(), workload.model_dump(mode="json"), body)
 
 
 def ab_client_bound(result: ABResult) -> bool:

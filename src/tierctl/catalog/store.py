@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from tierctl.catalog.build import parse_ref
-from tierctl.catalog.engine_catalog import Catalog, Flag
+from tierctl.catalog.build import parse_ref, with_profile
+from tierctl.engine_catalog import Catalog, Flag
+from tierctl.engines import kinds
 from tierctl.errors import InputError
 
 # ENGINE-VERSION.json; ENGINE is a kind of the engine registry (checked where files are listed).
@@ -31,9 +32,6 @@ def data_dir() -> Path:
 @functools.cache
 def shipped() -> tuple[tuple[str, str], ...]:
     """(engine, version) of every shipped catalog, sorted by engine then version."""
-    # Imported here: the engine profiles import the catalog package (its Flag model).
-    from tierctl.engines import kinds
-
     found = []
     for path in data_dir().glob("*.json"):
         match = _FILE.match(path.name)
@@ -57,7 +55,7 @@ def load_catalog(engine: str, version: str) -> Catalog:
             fix=f"build it (`tierctl catalog build {engine}=={version}`, or `build_catalog`) "
             f"into {path.name} and pass that file, or pin a shipped release",
         )
-    return Catalog.from_path(path)
+    return with_profile(Catalog.from_path(path))
 
 
 def resolve_catalog(ref_or_path: str) -> Catalog:
@@ -69,7 +67,7 @@ def resolve_catalog(ref_or_path: str) -> Catalog:
     if not path.is_file():
         raise InputError(f"{ref_or_path}: neither ENGINE==VERSION nor a catalog file")
     try:
-        return Catalog.from_path(path)
+        return with_profile(Catalog.from_path(path))
     except ValueError as exc:
         raise InputError(f"{path}: not a tierctl catalog: {exc}") from exc
 

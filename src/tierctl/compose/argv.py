@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tierctl.catalog.engine_catalog import Catalog
+from tierctl.engine_catalog import Catalog
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierctl.catalog.engine_catalog import Catalog
 from tierctl.compose import ComposeFile, ComposeService
 from tierctl.compose.argv import FlagUse, flags_dict, parse_flags, split_launcher
 from tierctl.compose.profiles import ProfileScope
+from tierctl.engine_catalog import Catalog
 from tierctl.readers import load_yaml
 from tierctl.spec.effective import ResolvedReplica, Tier, engine_profile, launcher
 

@@ -12,13 +12,13 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 
-from tierctl.catalog.engine_catalog import Catalog, Flag, FlagType
 from tierctl.catalog.store import flag_history
 from tierctl.compose import ComposeFile
 from tierctl.compose.argv import FlagUse
 from tierctl.contracts.context import Context
 from tierctl.contracts.credentials import is_secret_flag, looks_secret_value
 from tierctl.contracts.report import Violation
+from tierctl.engine_catalog import Catalog, Flag, FlagType
 
 _HUMAN_INT = re.compile(r"^-?\d+(\.\d+)?[kKmMgGtT]?$")
 

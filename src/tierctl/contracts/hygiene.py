@@ -17,7 +17,7 @@ from tierctl.compose import ComposeFile
 from tierctl.compose.forms import command_cut
 from tierctl.compose.profiles import ProfileScope
 from tierctl.contracts.context import Context, config_content
-from tierctl.contracts.credentials import literal_secret, secret_positions
+from tierctl.contracts.credentials import embedded_credential, literal_secret, secret_positions
 from tierctl.contracts.report import Violation
 from tierctl.errors import InputError
 from tierctl.spec.checks import TAGGED_IMAGE
@@ -246,7 +246,17 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
         for key, value in service.environment.items():
             if not value:
                 continue
-            if literal_secret(key, value):
+            inside = embedded_credential(value)
+            if inside is not None:
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"environment {key} carries {inside} with a literal credential "
+                    f"({len(value)} chars)",
+                    location=compose.location("services", name, "environment", key),
+                    fix=_EMBEDDED_FIX[inside],
+                )
+            elif literal_secret(key, value):
                 yield Violation(
                     rule="TC006",
                     service=name,
@@ -255,7 +265,8 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
                     location=compose.location("services", name, "environment", key),
                     fix=f"write {key}: ${{{key}:?set {key}}} and set it where you deploy",
                 )
-        for i, value in secret_positions(service.command or ()):
+        positions = secret_positions(service.command or ())
+        for i, value in positions:
             yield Violation(
                 rule="TC006",
                 service=name,
@@ -264,6 +275,18 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
                 location=compose.location("services", name, "command", i),
                 fix="replace the token with a ${VAR:?message} reference",
             )
+        flagged = {i for i, _ in positions}
+        for i, token in enumerate(service.command or ()):
+            inside = None if i in flagged else embedded_credential(token)
+            if inside is not None:
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"command token {i} carries {inside} with a literal credential "
+                    f"({len(token)} chars)",
+                    location=compose.location("services", name, "command", i),
+                    fix=_EMBEDDED_FIX[inside],
+                )
         for key, value in service.labels.items():
             if value and literal_secret(key, value):
                 yield Violation(
@@ -275,6 +298,17 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
                     fix="keep credentials out of labels; pass them as ${VAR} environment",
                 )
     yield from _config_secrets(compose)
+
+
+# How to take the credential out of a value that carries one inside it.
+_EMBEDDED_FIX = {
+    "a password in a URL": "write the password as a reference, scheme://USER:${PASSWORD}@HOST, "
+    "and set PASSWORD where you deploy",
+    "a credential header": "write the header's value as a reference, "
+    '"Authorization: Bearer ${TOKEN}", and set TOKEN where you deploy',
+    "a bearer token": 'write the token as a reference, "Bearer ${TOKEN}", and set TOKEN where '
+    "you deploy",
+}
 
 
 def _config_secrets(compose: ComposeFile) -> Iterator[Violation]:

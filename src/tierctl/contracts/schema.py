@@ -17,6 +17,7 @@ import jsonschema
 from tierctl.compose import ComposeFile
 from tierctl.contracts.context import Context
 from tierctl.contracts.report import Violation
+from tierctl.errors import ComposeInputError
 
 MAX_PER_FILE = 20
 
@@ -100,3 +101,18 @@ def _json_shaped(node: Any) -> Any:
     if isinstance(node, list):
         return [_json_shaped(v) for v in node]
     return node
+
+
+def refuse_invalid(compose: ComposeFile) -> None:
+    """Raise on the first schema error, as ``docker compose config`` refuses such a file.
+
+    Raises:
+        ComposeInputError: the file breaks the compose-spec schema; located at the key.
+    """
+    for violation in check_document(compose):
+        raise ComposeInputError(
+            violation.message,
+            location=violation.location,
+            rule="compose-spec schema (docker compose validates every file against it)",
+            fix=violation.fix,
+        )

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import load_catalog, shipped
 from tierctl.compose import parse_compose
 from tierctl.contracts.report import Report, Violation
 from tierctl.contracts.validation import validate
+from tierctl.engine_catalog import Catalog
 from tierctl.errors import Location
 from tierctl.readers import LineMap, PathKey, format_path, yaml_line_map
 from tierctl.spec.tier_spec import TierSpec

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.catalog.build import parse_ref
-from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import load_catalog, resolve_catalog, shipped
 from tierctl.compose import ComposeFile, ComposeService, load_compose, merge_compose
 from tierctl.compose.argv import FlagUse, parse_flags
@@ -34,6 +33,7 @@ from tierctl.compose.shellwords import ShellWordsError, split_shell_words
 from tierctl.contracts import flag_catalog, hygiene, schema
 from tierctl.contracts.crosscheck import ComposeCheck
 from tierctl.contracts.report import RULES, Report, Violation
+from tierctl.engine_catalog import Catalog
 from tierctl.engines import PROFILES, EngineProfile, profile_for_argv
 from tierctl.errors import InputError
 from tierctl.spec.checks import referenced_resources

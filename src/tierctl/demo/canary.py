@@ -137,7 +137,7 @@ def _scrape_config(doc: dict[str, Any]) -> str:
 
 @contextmanager
 def _maybe_prometheus(ctx: DemoContext, config: str) -> Iterator[Any]:
-    from tierctl.readout.local_prom import LocalPrometheus, prometheus_binaries
+    from tierctl.runtime.local_prom import LocalPrometheus, prometheus_binaries
 
     found = prometheus_binaries()
     if found is None:
@@ -153,9 +153,9 @@ def _maybe_prometheus(ctx: DemoContext, config: str) -> Iterator[Any]:
 
 def stage_canary(ctx: DemoContext) -> bool:
     """Roll the canary change out, A/B control vs canary, drive both, read out."""
-    from tierctl.readout.local_prom import free_port
     from tierctl.rollout import GateSettings, RolloutOptions, load_sides, plan_files, run_rollout
     from tierctl.rollout.spec_roles import options_from_spec
+    from tierctl.runtime.process import free_port
 
     console = ctx.console
     demo = ctx.demo
@@ -243,7 +243,7 @@ def stage_canary(ctx: DemoContext) -> bool:
 def _ab(ctx: DemoContext, urls: dict[str, str], control: str, canary: str) -> bool:
     from tierctl.bench import bench_ab
     from tierctl.bench.report import ab_table
-    from tierctl.cli.progress import BenchBars
+    from tierctl.progress import BenchBars
 
     ctx.console.print(
         f"paired A/B, A = {control} (control), B = {canary} (canary), blocks A-B-B-A twice, "

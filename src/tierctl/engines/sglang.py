@@ -17,8 +17,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tierctl.catalog.engine_catalog import Catalog
 from tierctl.compose.argv import first_flag
+from tierctl.engine_catalog import Catalog
 from tierctl.engines.base import (
     ArgvCheck,
     EngineMetrics,

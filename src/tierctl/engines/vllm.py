@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from tierctl.catalog.engine_catalog import Catalog
+from tierctl.engine_catalog import Catalog
 from tierctl.engines.base import (
     ArgvCheck,
     EngineMetrics,

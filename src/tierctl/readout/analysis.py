@@ -27,13 +27,13 @@ from tierctl.engines import (
 )
 from tierctl.errors import InputError
 from tierctl.readout.metrics import DEFAULT_METRICS, MetricDef, detect_prefix
-from tierctl.readout.prom import PrometheusClient, Series
 from tierctl.readout.stats import (
     PairedResult,
     ProportionResult,
     compare_paired,
     compare_proportions,
 )
+from tierctl.runtime.promapi import PrometheusClient, Series
 from tierctl.spec.effective import Tier
 
 Overall = Literal["pass", "fail", "inconclusive"]

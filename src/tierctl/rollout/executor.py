@@ -282,11 +282,14 @@ def _open_journal(journal: Journal, resume: bool) -> frozenset[str]:
             "from the running files and roll that out",
         )
     if state.rolled_back:
+        cause = "a failed gate" if state.rolled_back_after == "gate-failed" else "a failed apply"
         raise InputError(
-            f"the journal ends with step {state.rolled_back} rolled back after a failed gate",
+            f"the journal ends with step {state.rolled_back} rolled back after {cause}",
             location=Location(file=str(journal.path)),
-            rule="a rollout that failed a gate is not resumed: its premise did not hold",
-            fix="fix the cause, make a new plan from the running files, and roll that out",
+            rule="a rollout whose step failed and was rolled back is not resumed: its premise "
+            "did not hold",
+            fix="fix the cause, then " + _AFTER_ROLLBACK,
+            params=("journal_path",),
         )
     journal.write("resume", done=sorted(state.done))
     return state.done
@@ -383,8 +386,8 @@ def _run_step(
             location=exc.location,
             rule=exc.rule,
             value=exc.value,
-            fix=exc.fix,
-            params=exc.params,
+            fix=_then(exc.fix, "retry the step with `resume` (nothing was changed)"),
+            params=(*exc.params, "resume"),
         ) from exc
     if planned.changed != {step.service} or planned.removed:
         message = (
@@ -433,7 +436,11 @@ def _run_step(
         except TierctlError as again:
             message += f"; but {again.message} (fix: {again.fix})"
         raise type(exc)(
-            message, rule=exc.rule, value=exc.value, fix=exc.fix, params=exc.params
+            message,
+            rule=exc.rule,
+            value=exc.value,
+            fix=_then(exc.fix, _AFTER_ROLLBACK),
+            params=(*exc.params, "journal_path"),
         ) from exc
     for note in notes:
         say(f"{step.id}: {note}")
@@ -441,6 +448,18 @@ def _run_step(
     notes = drain_notes + notes + _restore(step, drained, journal, timeout_s, say)
     journal.write("done", step.id, notes=notes)
     return StepOutcome(step.id, "done", tuple(notes))
+
+
+# A journal that ends in a rollback is not resumed (see _open_journal): what to do instead.
+_AFTER_ROLLBACK = (
+    "make a new plan from the running files and roll that out (with a new `journal_path`: "
+    "this journal ends in a rollback and is not resumed)"
+)
+
+
+def _then(fix: str | None, step: str) -> str:
+    """The cause's fix followed by the rollout's next step."""
+    return f"{fix}; then {step}" if fix else step
 
 
 def _rollback(

@@ -36,13 +36,14 @@ import httpx
 
 from tierctl.engines import PROFILES, EngineProfile, default_profile, profile_for_argv
 from tierctl.engines.liveness import liveness_mark, liveness_problems
-from tierctl.errors import GateFailed, InputError
+from tierctl.errors import GateFailed, InputError, TierctlError
 from tierctl.readers import load_yaml
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.normalise import CONFIGS_KEY
 from tierctl.rollout.plan_schema import Step
 from tierctl.rollout.roles import VARIANT_LABEL, infer_role
-from tierctl.rollout.scrape import parse_metrics
+from tierctl.runtime.promapi import PrometheusClient
+from tierctl.runtime.promtext import parse_metrics
 
 
 def _profiles() -> tuple[EngineProfile, ...]:
@@ -288,16 +289,8 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
         query = variants_query(profile, ctx.variant_label, container, ctx.settings.host_label)
         seen: list[str] = []
         while True:
-            try:
-                resp = ctx.client.get(
-                    f"{base}/api/v1/query",
-                    params={"query": query},
-                    timeout=ctx.settings.request_timeout_s,
-                )
-                result = resp.json().get("data", {}).get("result", [])
-                seen = sorted({str(r.get("metric", {}).get(ctx.variant_label)) for r in result})
-            except (httpx.HTTPError, ValueError, AttributeError):
-                seen = []
+            series = _series_labels(ctx, base, query) or []
+            seen = sorted({str(labels.get(ctx.variant_label)) for labels in series})
             if seen == [variant]:
                 ctx.notes.append(f"prometheus: {container} reports {variant}")
                 break
@@ -313,20 +306,28 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
             ctx.sleep(ctx.settings.poll_interval_s)
 
 
+def _series_labels(ctx: GateContext, base: str, query: str) -> list[dict[str, str]] | None:
+    """The label sets an instant query returns; None while Prometheus cannot answer it (the
+    gate asks again until its deadline)."""
+    try:
+        with PrometheusClient(
+            base, http=ctx.client, timeout_s=ctx.settings.request_timeout_s
+        ) as prometheus:
+            return [labels for labels, _value in prometheus.query(query)]
+    except (TierctlError, LookupError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def _other_names(ctx: GateContext, base: str, profile: EngineProfile, container: str) -> str:
     """Where the expected family is missing: the engine series Prometheus has for the container
     instead (another prefix spelling, another engine's names), as a clause of the message."""
     prefixes = sorted({p for e in PROFILES.values() for p in e.metric_prefixes})
     pattern = "|".join(re.escape(p) for p in prefixes)
     query = f'count by (__name__) ({{__name__=~"({pattern}).+",container_name="{container}"}})'
-    try:
-        resp = ctx.client.get(
-            f"{base}/api/v1/query", params={"query": query}, timeout=ctx.settings.request_timeout_s
-        )
-        result = resp.json().get("data", {}).get("result", [])
-        names = sorted({str(r.get("metric", {}).get("__name__")) for r in result})
-    except (httpx.HTTPError, ValueError, AttributeError):
+    series = _series_labels(ctx, base, query)
+    if series is None:
         return ""
+    names = sorted({str(labels.get("__name__")) for labels in series})
     wanted = profile.prefix.replace(":", "_") + profile.metrics.running
     if not names:
         return f" (no engine series at all for {container}: {wanted} is what the gate reads)"

@@ -17,8 +17,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierctl.catalog.engine_catalog import Catalog
 from tierctl.compose.argv import FlagUse, parse_flags
+from tierctl.engine_catalog import Catalog
 from tierctl.errors import InputError, Location
 from tierctl.sim.surface import SURFACES, detect_engine, surface
 

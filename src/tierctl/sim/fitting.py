@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
 import re
 from pathlib import Path
 from typing import Any
 
 from tierctl.errors import InputError, Location
+from tierctl.results import looks_like_results, read_results
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel, DecodeSample, fit
 from tierctl.sim.workload import SimRequest, Workload
@@ -82,7 +82,7 @@ def fit_source(
     if kind == "auto":
         kind = (
             "bench"
-            if _looks_like_bench(p)
+            if looks_like_results(p)
             else "sglang-log"
             if _looks_like_sglang_log(p)
             else "vllm-log"
@@ -173,21 +173,6 @@ def fit_source(
         "residuals": res,
     }
     return model, prov
-
-
-def _looks_like_bench(p: Path) -> bool:
-    try:
-        with p.open("rb") as fh:
-            head = fh.read(4096).lstrip()
-    except OSError:
-        return False
-    if not head.startswith(b"{"):
-        return False
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError:
-        return False  # JSONL: one object per line
-    return isinstance(doc, dict) and doc.get("kind") in ("run", "ab")
 
 
 _DECODE_LINE = re.compile(
@@ -790,54 +775,23 @@ def read_bench_requests(path: str | Path) -> list[MeasuredRequest]:
     Raises:
         InputError: not a bench results file, or no completed request in it.
     """
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(
-            f"cannot read bench results: {exc}", location=Location(file=str(p))
-        ) from None
-    runs: list[dict[str, Any]] = []
-    if isinstance(doc, dict) and doc.get("kind") == "run" and isinstance(doc.get("run"), dict):
-        runs = [doc["run"]]
-    elif isinstance(doc, dict) and doc.get("kind") == "ab":
-        runs = [b for b in doc.get("blocks", []) if isinstance(b, dict)]
-    else:
-        raise InputError(
-            "not a tierctl bench results file",
-            location=Location(file=str(p)),
-            rule='a results.json of `tierctl bench run` ("kind": "run") or `bench ab` ("kind": "ab")',
-            fix="pass the results.json that `tierctl bench run` (or `bench ab`) wrote into its "
-            "output folder",
+    results = read_results(path)
+    out = [
+        MeasuredRequest(
+            sent_s=r.sent_s + 1e6 * n,  # blocks never overlap
+            input_tokens=r.input_tokens,
+            output_tokens=r.output_tokens,
+            ttft_s=r.ttft_s,
+            tpot_s=r.tpot_s,
+            itl_s=r.itl_s,
         )
-    out: list[MeasuredRequest] = []
-    for n, run in enumerate(runs):
-        for i, r in enumerate(run.get("requests", [])):
-            try:
-                if r["outcome"] != "completed" or r["ttft_s"] is None:
-                    continue
-                out_tok = int(r["output_tokens"])
-                tpot = r.get("tpot_s")
-                out.append(
-                    MeasuredRequest(
-                        sent_s=float(r["sent_s"]) + 1e6 * n,  # blocks never overlap
-                        input_tokens=int(r["input_tokens"]),
-                        output_tokens=out_tok,
-                        ttft_s=float(r["ttft_s"]),
-                        tpot_s=None if tpot is None else float(tpot),
-                        itl_s=tuple(float(g) for g in r.get("itl_s", ())),
-                    )
-                )
-            except (KeyError, TypeError, ValueError) as exc:
-                raise InputError(
-                    f"malformed request sample: {exc!r}",
-                    location=Location(file=str(p), path=f"requests[{i}]"),
-                    fix="pass an unmodified results.json",
-                ) from None
+        for n, run in enumerate(results.runs)
+        for r in run.completed_requests(results.source)
+    ]
     if not out:
         raise InputError(
             "no completed request with a first token in the bench results",
-            location=Location(file=str(p)),
+            location=Location(file=str(path)),
             fix="fit on a run whose requests completed",
         )
     return sorted(out, key=lambda m: m.sent_s)

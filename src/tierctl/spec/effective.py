@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tierctl.catalog.engine_catalog import Catalog
+from tierctl.engine_catalog import Catalog
 from tierctl.engines import EngineProfile, profile_for
 from tierctl.engines.base import format_scalar
 from tierctl.errors import InputError

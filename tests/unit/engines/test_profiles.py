@@ -248,3 +248,19 @@ def test_non_default_args_takes_the_last_start() -> None:
     text = format_non_default_args({"a": 1}) + "\nnoise\n" + format_non_default_args({"a": 2})
     assert parse_non_default_args(text) == {"a": 2}
     assert parse_non_default_args("no such line") is None
+
+
+def test_the_catalog_types_know_exactly_the_profiled_engines() -> None:
+    """The leaf's ENGINE_KINDS (validating a catalog's engine) is the registry's list, in order."""
+    from tierctl.engine_catalog import ENGINE_KINDS
+
+    assert tuple(PROFILES) == ENGINE_KINDS
+
+
+def test_a_loaded_catalog_reads_underscores_as_its_engines_parser_does() -> None:
+    """The shipped files leave ``underscores`` open; loading tells the catalog the profile's."""
+    for kind, version in (("vllm", "0.33.0"), ("sglang", "0.5.23")):
+        catalog = load_catalog(kind, version)
+        assert catalog.underscores is None
+        mapped = catalog.lookup("--max_running_requests" if kind == "sglang" else "--max_num_seqs")
+        assert (mapped is not None) == profile_for(kind).flag_underscores

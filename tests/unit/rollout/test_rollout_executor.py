@@ -153,7 +153,8 @@ def test_the_collector_gate_reads_the_plans_variant_label(tmp_path: Path) -> Non
         queries.append(query)
         container = next(c for c in variants if f'"{c}"' in query)
         metric = {"container_name": container, "tier_variant": variants[container]}
-        return httpx.Response(200, json={"data": {"result": [{"metric": metric}]}})
+        result = [{"metric": metric, "value": [0, "1"]}]
+        return httpx.Response(200, json={"status": "success", "data": {"result": result}})
 
     gates = GateSettings(
         prometheus_url="http://prom",

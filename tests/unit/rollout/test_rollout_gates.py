@@ -21,7 +21,7 @@ from tierctl.rollout.gates import (
 )
 from tierctl.rollout.normalise import load_services
 from tierctl.rollout.plan_schema import Plan, SourceRef, Step
-from tierctl.rollout.scrape import metric_total, parse_metrics
+from tierctl.runtime.promtext import metric_total, parse_metrics
 
 server_info_mismatches = SGLANG.server_info_mismatches
 

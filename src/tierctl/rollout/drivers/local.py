@@ -39,12 +39,12 @@ from typing import Any, Literal
 
 from tierctl.engines import profile_for_argv
 from tierctl.errors import RuntimeFailure
-from tierctl.realengine.process import ServerProcess, http_ready, stop_group
 from tierctl.rollout.argv import parse_argv
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import require_services
 from tierctl.rollout.dryrun import DryRunResult
 from tierctl.rollout.roles import is_engine_command
+from tierctl.runtime.process import ServerProcess, http_ready, stop_group
 
 _LISTENING = re.compile(r"listening on (http://\S+)")
 

@@ -13,7 +13,6 @@ Prometheus). What a CPU engine cannot show is said at the end.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -25,6 +24,7 @@ from rich.console import Console
 from rich.rule import Rule
 
 from tierctl.errors import TierctlError
+from tierctl.results import RESULTS_NAME, read_results
 
 CPU_LIMITS = (
     "What a CPU engine cannot show: GPU memory (KV cache here is host memory, "
@@ -78,8 +78,8 @@ def run_demo(workdir: Path, *, start_timeout_s: float = 600.0) -> int:
 def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: float) -> int:  # type: ignore[no-untyped-def]
     from tierctl.contracts import load_compose, validate
     from tierctl.realengine import env as realenv
-    from tierctl.realengine.tier import RealTier
-    from tierctl.realengine.traffic import Traffic
+    from tierctl.realtier.tier import RealTier
+    from tierctl.realtier.traffic import Traffic
     from tierctl.rollout.entrypoints import make_plan
     from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
     from tierctl.rollout.gates import GateSettings
@@ -143,7 +143,7 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
         if tier.prometheus is not None:
             # The collector step, done here: Prometheus reloads NEW's scrape config (the local
             # driver does not run the collector), so r2's series carry its new variant.
-            from tierctl.realengine.tier import scrape_config
+            from tierctl.realtier.tier import scrape_config
 
             tier.prometheus.reload(scrape_config(n))
         console.print(
@@ -188,12 +188,12 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
         )  # fmt: skip
         if code != 0:
             return code
-        doc = json.loads((workdir / "bench-router" / "results.json").read_text())["run"]
+        (run,) = read_results(workdir / "bench-router" / RESULTS_NAME).runs
         console.print(
-            f"through the router: sent {doc['sent']} = completed {doc['completed']} + failed "
-            f"{doc['failed']} + timed out {doc['timed_out']}"
+            f"through the router: sent {run.sent} = completed {run.completed} + failed "
+            f"{run.failed} + timed out {run.timed_out}"
         )
-        if doc["failed"] or doc["timed_out"] or not doc["completed"]:
+        if run.failed or run.timed_out or not run.completed:
             console.print("[red]requests through the router failed: the tier did not serve[/]")
             return 1
 

@@ -1,6 +1,7 @@
 """A small Prometheus HTTP API client (instant and range queries) over an injected transport.
 
-Only what readout and rollout gates need: ``/api/v1/query`` and ``/api/v1/query_range`` with
+The one client of Prometheus's HTTP API: readout's queries and the rollout collector gate's.
+Only what they need: ``/api/v1/query`` and ``/api/v1/query_range`` with
 their error envelopes turned into :class:`~tierctl.errors.RuntimeFailure` messages that name
 the query. The base URL must be given explicitly; there is no default server.
 """
@@ -13,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from tierctl.credentials import mask_userinfo
 from tierctl.errors import InputError, RuntimeFailure
 
 
@@ -32,6 +34,8 @@ class PrometheusClient:
         base_url: e.g. ``http://127.0.0.1:9090``.
         transport: an httpx transport (tests may inject one); default a real connection.
         timeout_s: per-request timeout.
+        http: an httpx client to send through instead of a new one (a rollout's gates share
+            the executor's); it is left open by :meth:`close`.
     """
 
     def __init__(
@@ -40,21 +44,25 @@ class PrometheusClient:
         *,
         transport: httpx.BaseTransport | None = None,
         timeout_s: float = 30.0,
+        http: httpx.Client | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise InputError(
                 "the Prometheus URL must start with http:// or https://",
                 rule="prometheus-url",
-                value=base_url,
+                value=mask_userinfo(base_url),
                 fix="pass e.g. `prometheus` http://127.0.0.1:9090",
                 params=("prometheus",),
             )
         self.base_url = base_url.rstrip("/")
-        self._client = httpx.Client(base_url=self.base_url, transport=transport, timeout=timeout_s)
+        self._owned = http is None
+        self._client = http or httpx.Client(transport=transport, timeout=timeout_s)
+        self._timeout_s = timeout_s
 
     def close(self) -> None:
-        """Close the connection pool."""
-        self._client.close()
+        """Close the connection pool (unless the client was passed in)."""
+        if self._owned:
+            self._client.close()
 
     def __enter__(self) -> PrometheusClient:
         return self
@@ -64,10 +72,13 @@ class PrometheusClient:
 
     def _get(self, path: str, params: dict[str, str], expr: str) -> Any:
         try:
-            response = self._client.get(path, params=params)
+            response = self._client.get(
+                self.base_url + path, params=params, timeout=self._timeout_s
+            )
         except httpx.HTTPError as exc:
             raise RuntimeFailure(
-                f"cannot reach Prometheus at {self.base_url}: {exc}",
+                # A password in the URL's userinfo is never printed.
+                mask_userinfo(f"cannot reach Prometheus at {self.base_url}: {exc}"),
                 rule="prometheus-unreachable",
                 fix="check the URL and that the server is up (curl URL/-/ready)",
             ) from None

@@ -27,9 +27,9 @@ from typing import Any
 from tierctl.errors import RuntimeFailure
 from tierctl.proxies.sglang_router import SglangRouter, settings_from_argv
 from tierctl.realengine import env as realenv
-from tierctl.realengine.process import free_port
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
+from tierctl.runtime.process import free_port
 from tierctl.spec import load_spec_text
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiny-vllm" / "tier.yaml"
@@ -184,7 +184,7 @@ class RealTier:
 
     def start_prometheus(self, dep: Any) -> Any:
         """Prometheus with the rendered collector scrape config (None when not installed)."""
-        from tierctl.readout.local_prom import LocalPrometheus, prometheus_binaries
+        from tierctl.runtime.local_prom import LocalPrometheus, prometheus_binaries
 
         found = prometheus_binaries()
         if found is None:

@@ -1,4 +1,5 @@
-"""Progress bars for long work, drawn by the CLI from the library's progress reports.
+"""Progress bars for long work, drawn by the CLI and the demo from the library's progress
+reports (a user-interface module: below both, so the demo does not import the CLI).
 
 The library reports (:class:`tierctl.bench.execute.BenchProgress`); only this module draws.
 """
