@@ -19,23 +19,14 @@ GPU ids and ``profiles``. A value that looks like a credential is shown as its l
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tierctl.compose import ComposeFile, ComposeService
-from tierctl.compose.binary import (
-    CONFIG_TIMEOUT_S,
-    ComposeBinary,
-    compose_config,
-    config_argv,
-    find_compose_binary,
-    refusal_error,
-)
+from tierctl.compose.binary import ComposeBinary, compose_config, find_compose_binary
 from tierctl.compose.forms import (
     FormError,
     normalise_environment,
@@ -308,10 +299,6 @@ def _shown(key: str, value: Any) -> str:
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
-def _first_lines(text: str) -> str:
-    return " / ".join(line.strip() for line in text.strip().splitlines()[:3])
-
-
 def _as_written(
     merged: ComposeFile,
     paths: Sequence[str | Path],
@@ -324,35 +311,24 @@ def _as_written(
     interpolation compose applies no profile and prints every service with its ``profiles``,
     so each project's services follow from them."""
     name = title(found)
-    argv = [*config_argv(found, paths), "--no-interpolate"]
     env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
     try:
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=CONFIG_TIMEOUT_S,
-            check=False,
-            env=env,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return CrossCheck((), f"compose: tierctl's reader; {name} failed: {exc}")
-    if done.returncode != 0 and refused:
-        return CrossCheck((), _REFUSED_TOO)
-    if done.returncode != 0:
-        error = refusal_error(done.stderr, [str(p) for p in paths]).message
+        data = compose_config(paths, binary=found, env=env, interpolate=False)
+    except RuntimeFailure as exc:
+        return CrossCheck((), f"compose: tierctl's reader; {name} failed: {exc.message}")
+    except ComposeInputError as exc:
+        if refused:
+            return CrossCheck((), _REFUSED_TOO)
         refusal = _violation(
             merged,
             None,
             (),
-            f"{name} refuses the project, which tierctl reads: {error}",
+            f"{name} refuses the project, which tierctl reads: {exc.message}",
             "tierctl reads it",
-            f"{name}: {error}",
+            f"{name}: {exc.message}",
             "fix what compose names (tierctl should refuse it too: report it)",
         )
         return CrossCheck((refusal,), _REFUSED_TOO)
-    data = json.loads(done.stdout)
     raw = data.get("services") if isinstance(data, dict) else None
     theirs = (
         {str(k): v for k, v in raw.items() if isinstance(v, dict)} if isinstance(raw, dict) else {}
