@@ -117,11 +117,12 @@ class ProfileScope:
         return f"with profile {shared[0]}" if shared else "in the default set"
 
     def describe(self) -> str:
-        """One line for a report: which projects the comparing checks looked at."""
+        """One line for a report: which projects the comparing checks looked at; empty when
+        the file has no profiles and none is active (one project, nothing to say)."""
         if self.active is not None:
             return "profiles: " + ", ".join(self.active) + " active"
         if not self.named:
-            return "profiles: none in the file"
+            return ""
         return (
             "profiles: none active; the default set and each profile's set ("
             + ", ".join(self.named)
