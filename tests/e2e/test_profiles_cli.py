@@ -322,3 +322,22 @@ def test_a_compose_binary_that_is_not_compose_is_exit_2(run_cli, tmp_path: Path)
     )
     assert result.code == 2
     assert "exclude each other" in result.err
+
+
+def test_import_keeps_each_workers_profile_and_the_spec_loads(run_cli, tmp_path: Path) -> None:
+    files = _write_project(tmp_path)
+    workers = tmp_path / "workers.yaml"
+    # import names each replica's container after its service: drop the shared name.
+    workers.write_text(workers.read_text().replace("    container_name: worker\n", ""))
+    spec = tmp_path / "tier.yaml"
+    result = run_cli("import", *map(str, files), "--out", str(spec))
+    # Both workers on GPU 0 is fine for the spec: their profiles exclude each other.
+    assert result.code == 0, result.err
+    assert "round trip: the spec renders an equivalent file" in result.out + result.err
+    code, report = _report(run_cli, "--spec", str(spec), *map(str, files))
+    assert _clashes(report) == []
+    code, report = _report(
+        run_cli, "--spec", str(spec), *map(str, files), "--profile", "blue", "--profile", "green"
+    )
+    assert code == 1
+    assert [m.split(" is also")[0] for m in _clashes(report)] == ["GPU 0", "host port 30000"]
