@@ -19,7 +19,7 @@ no shipped catalog, GPU counts given as ``count: all``), so "ok" never claims mo
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,13 +62,14 @@ class EngineService:
 
 
 def find_engines(
-    compose: ComposeFile, engine: str | None = None
+    compose: ComposeFile, engine: str | None = None, *, skip: Collection[str] = ()
 ) -> tuple[list[EngineService], list[str]]:
     """The engine services of a file, each with its catalog; and what could not be checked.
 
     Args:
         compose: the (merged) file.
         engine: ``KIND==VERSION`` or a catalog file forcing the catalog (``--engine``).
+        skip: services not to look at (a caller that read them already).
 
     Raises:
         InputError: ``--engine`` names no shipped catalog or unreadable file.
@@ -77,6 +78,8 @@ def find_engines(
     found: list[EngineService] = []
     unchecked: list[str] = []
     for name, service in compose.services.items():
+        if name in skip:
+            continue
         profile, argv, offset = _engine_of(service)
         if profile is None:
             continue

@@ -24,6 +24,7 @@ from tierctl.contracts.report import Report, Violation
 from tierctl.engine_catalog import Catalog
 from tierctl.render.compose import output_path
 from tierctl.spec import load_spec, resolve_tier
+from tierctl.spec.effective import engine_profile
 from tierctl.spec.tier_spec import TierSpec
 
 _CHECKS = (
@@ -66,11 +67,32 @@ def validate(
     violations: list[Violation] = []
     for check in _CHECKS:
         violations.extend(check(ctx))
-    # TP x PP x DP against the GPUs each engine service is given (as without a spec).
-    from tierctl.contracts.standalone import find_engines, gpu_fit
+    # TP x PP x DP against the GPUs each engine service is given (as without a spec). The
+    # replicas' flags are already read (with the pinned catalog); only other services are
+    # searched for engines.
+    from tierctl.contracts.standalone import EngineService, find_engines, gpu_fit
 
+    profile = engine_profile(spec)
+    replicas = {
+        v.expected.service: EngineService(
+            name=v.expected.service,
+            service=v.service,
+            profile=profile,
+            argv=v.argv,
+            command_offset=0,
+            flag_start=v.flag_start,
+            version=spec.engine.version,
+            catalog=catalog,
+            uses=v.uses,
+            flags=v.flags,
+        )
+        for v in ctx.replicas.values()
+        if v.service is not None
+    }
+    found = {e.name: e for e in find_engines(merged, skip=frozenset(replicas))[0]}
+    engines = [replicas.get(n) or found[n] for n in merged.services if n in replicas or n in found]
     warnings: list[Violation] = []
-    for finding in gpu_fit(merged, find_engines(merged)[0])[0]:
+    for finding in gpu_fit(merged, engines)[0]:
         # Fewer GPUs than TP x PP x DP cannot start; more is waste, worth a warning.
         short = int(finding.expected or 0) > int(finding.found or 0)
         (violations if short else warnings).append(finding)
