@@ -1,7 +1,8 @@
 """Progress bars for long work, drawn by the CLI and the demo from the library's progress
 reports (a user-interface module: below both, so the demo does not import the CLI).
 
-The library reports (:class:`tierctl.bench.execute.BenchProgress`); only this module draws.
+The library reports (:class:`tierctl.bench.execute.BenchProgress`, a rollout's
+:class:`tierctl.rollout.progress.RolloutProgress`); only this module draws.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -18,6 +20,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.status import Status
 
 if TYPE_CHECKING:
     from tierctl.bench.samples import RequestSample
@@ -75,3 +78,62 @@ class BenchBars:
         """Advance the current bar by one request."""
         if self._requests is not None:
             self._bars.advance(self._requests)
+
+
+def _elapsed(seconds: float) -> str:
+    """``41 s``, ``2 min 05 s``: how long a wait has lasted."""
+    whole = max(0, round(seconds))
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
+
+
+class RolloutWaits:
+    """A :class:`~tierctl.rollout.progress.RolloutProgress` for the terminal: while a gate
+    waits (an engine restarting, a scrape, the soak) one live line says what it waits for and
+    for how long; when output is not a terminal, a plain line every ``every_s`` seconds of the
+    wait. The end of each wait is one permanent line. Use as a context manager."""
+
+    def __init__(self, console: Console | None = None, every_s: float = 10.0) -> None:
+        self._console = console or Console(stderr=True)
+        self._every_s = every_s
+        self._status: Status | None = None
+        self._shown: dict[str, float] = {}
+
+    def __enter__(self) -> RolloutWaits:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def waiting(self, service: str, what: str, elapsed_s: float, budget_s: float) -> None:
+        """Show the wait: live on a terminal, every ``every_s`` seconds otherwise."""
+        line = f"{service}: waiting for {what}: {_elapsed(elapsed_s)} of {_elapsed(budget_s)}"
+        if self._console.is_terminal:
+            if self._status is None:
+                self._status = self._console.status(escape(line))
+                self._status.start()
+            else:
+                self._status.update(escape(line))
+            return
+        last = self._shown.get(service)
+        if last is None or elapsed_s - last >= self._every_s:
+            self._shown[service] = elapsed_s
+            self._console.print(escape(line), highlight=False)
+
+    def waited(self, service: str, what: str, elapsed_s: float, ok: bool) -> None:
+        """One permanent line: the wait's outcome and how long it took."""
+        self._stop()
+        self._shown.pop(service, None)
+        how = "after" if ok else "still not there after"
+        self._console.print(
+            escape(f"{service}: {what} {how} {_elapsed(elapsed_s)}"), highlight=False
+        )

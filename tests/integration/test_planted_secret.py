@@ -20,7 +20,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.entrypoints import load_plan
 from tierctl.rollout.executor import load_sides
 from tierctl.rollout.standin_agent import StandinAgent
+from tierctl.runtime.process import free_port
 
 pytestmark = [pytest.mark.integration, needs_prometheus]
 
@@ -85,7 +85,7 @@ def _leaks(text: str | bytes) -> bool:
 def _render_pair(runs: Runs) -> tuple[Path, Path]:
     """OLD (no ingestion overlay) and NEW (the example) rendered by `tierctl render --write`."""
     paths = []
-    ports = (_free_port(), _free_port())
+    ports = (free_port(), free_port())
     for name, keep_overlays in (("old", False), ("new", True)):
         folder = runs.work / name
         shutil.copytree(EXAMPLE, folder)
@@ -105,12 +105,6 @@ def _render_pair(runs: Runs) -> tuple[Path, Path]:
         assert "${HF_TOKEN:?" in output.read_text()
         paths.append(output)
     return paths[0], paths[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rollouts(runs: Runs, old: Path, new: Path) -> None:

@@ -10,10 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,8 @@ from tierctl.rollout.normalise import load_services
 from tierctl.rollout.plan_schema import Plan
 from tierctl.rollout.planner import plan_files
 from tierctl.rollout.standin_agent import StandinAgent
+from tierctl.runtime.polling import wait_until
+from tierctl.runtime.process import free_port
 from tierctl.spec import load_spec
 
 pytestmark = pytest.mark.integration
@@ -41,12 +41,6 @@ R2 = "model-sg-glm53-w4afp8-tp4-r2"
 COLLECTOR = "otelcol-contrib"
 TOKEN = "tok-SENTINEL-8c1f"
 ALL_GATES = frozenset({"health", "server-info", "metrics-variant", "prometheus-variants", "soak"})
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _render(tmp: Path, name: str, ingestion: bool, ports: tuple[int, int]) -> Path:
@@ -66,7 +60,7 @@ class World:
     """OLD/NEW files, the plan, the agent with OLD running, and a driver factory."""
 
     def __init__(self, tmp: Path) -> None:
-        ports = (_closed_port(), _closed_port())
+        ports = (free_port(), free_port())
         self.plan: Plan = plan_files(
             str(_render(tmp, "old", False, ports)), str(_render(tmp, "new", True, ports))
         )
@@ -394,13 +388,13 @@ def test_a_rollout_killed_inside_its_rollback_is_refused_on_resume(
     world.agent.state.faults = ["", "", "", "stall"]  # dry run, down, up; the rollback stalls
     args, env = _cli_rollout(world, tmp_path, "--agent-timeout-s", "600")
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
     try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            # The fourth call (the rollback's down of r2) has reached the agent and stalls.
-            if len(world.agent.state.requests) >= 4:
-                break
-            time.sleep(0.05)
+        # The fourth call (the rollback's down of r2) has reached the agent and stalls.
+        wait_until(
+            lambda: proc.poll() is not None or len(world.agent.state.requests) >= 4,
+            120,
+            poll_s=0.05,
+        )
         assert proc.poll() is None, "the rollout ended before its rollback"
         proc.send_signal(signal.SIGKILL)
     finally:
@@ -431,12 +425,12 @@ def test_a_rollout_killed_inside_its_rollback_is_refused_on_resume(
 def _kill_when_stalled(args: list[str], env: dict[str, str], world: World, calls: int) -> None:
     """Run ``args``, wait until the agent holds its ``calls``-th call (stalled), SIGKILL it."""
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
     try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if len(world.agent.state.requests) >= calls:
-                break
-            time.sleep(0.05)
+        wait_until(
+            lambda: proc.poll() is not None or len(world.agent.state.requests) >= calls,
+            120,
+            poll_s=0.05,
+        )
         assert proc.poll() is None, "the rollout ended before the kill point"
         proc.send_signal(signal.SIGKILL)
     finally:

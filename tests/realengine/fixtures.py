@@ -1,6 +1,6 @@
 """Session-wide fixtures of the real engine: the tiny-vllm tier, for real, once per session.
 
-Imported by ``tests/conftest.py`` so that any test module can ask for them. The tier is
+Registered by ``tests/realengine/conftest.py`` for the tests in that folder. The tier is
 ``examples/tiny-vllm`` on free loopback ports: two vLLM engines on CPU under the local driver,
 ``sglang-router`` in front (as the rendered proxy command says) and, when Debian's prometheus
 is installed, Prometheus scraping both. It is started once per pytest session and stopped at

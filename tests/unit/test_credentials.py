@@ -40,10 +40,13 @@ ENCODINGS: dict[str, Callable[[bytes, bytes, bytes], str]] = {
     "hex": lambda pre, s, post: (pre + s + post).hex(),
     "HEX": lambda pre, s, post: (pre + s + post).hex().upper(),
     # An echo cut short: the first part of the secret only.
-    "truncated": lambda pre, s, post: (pre + s[: max(len(s) * 2 // 3, FRAGMENT + 3)]).decode(
-        "utf-8", "ignore"
-    ),
+    "truncated": lambda pre, s, post: pre.decode() + _cut(s.decode()),
 }
+
+
+def _cut(secret: str) -> str:
+    """The first two thirds of ``secret`` (at least FRAGMENT + 1 characters)."""
+    return secret[: max(len(secret) * 2 // 3, FRAGMENT + 1)]
 
 
 def _holds_fragment(text: str, secret: str) -> bool:

@@ -24,11 +24,14 @@ LEAVES = frozenset(
         "yaml12",
         "readers",
         "latency",
+        "quantity",
+        "tables",
         "bundled_tokenizer",
         "traces",
         "results",
         "engine_catalog",
         "credentials",
+        "paths",
     }
 )
 #: The lifecycle steps that talk to servers; none of them imports another.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from dataclasses import dataclass
@@ -135,3 +136,26 @@ def diff_catalogs(a: Catalog, b: Catalog) -> CatalogDiff:
             if old != new:
                 changed.append(CatalogFlagChange(name, attr, old, new))
     return CatalogDiff(a.ref, b.ref, added, removed, tuple(changed))
+
+
+def did_you_mean(catalog: Catalog, token: str) -> str:
+    """The fix for a flag ``catalog`` lacks: its closest spellings, or how to find one."""
+    spellings = [s for f in catalog.flags.values() for s in f.spellings() if s.startswith("--")]
+    close = difflib.get_close_matches(token, spellings, n=3, cutoff=0.75)
+    if close:
+        return f"did you mean {' or '.join(close)}? (see `tierctl catalog show {catalog.ref}`)"
+    return f"drop the flag, or pin a release that has it (`tierctl catalog show {catalog.ref}`)"
+
+
+def unknown_flag(engine: str, version: str, token: str) -> str:
+    """Why ``token`` is not a flag of ``engine`` ``version``: a later release adds it, an
+    earlier one had it, or no catalogued release knows it (one wording for every caller)."""
+    history = flag_history(engine, version, token)
+    if history.added_in:
+        return (
+            f"{token} is not a flag of {engine} {version}: added in {history.added_in}; "
+            "pin that release or drop the flag"
+        )
+    if history.last_seen:
+        return f"{token} is not a flag of {engine} {version}: removed (last in {history.last_seen})"
+    return f"{token} is not a flag of {engine} {version} (nor of any catalogued release)"

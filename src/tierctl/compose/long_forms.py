@@ -123,11 +123,19 @@ def parse_port(entry: Any) -> list[dict[str, Any]]:
     return out
 
 
+#: Marks a long port whose ``published`` was written as a number: Compose's unicity key
+#: formats it differently (``%!s(int=8000)``), so it never matches a ``"8000"``; dropped from
+#: the printed form.
+PUBLISHED_INT = "\x00published-int"
+
+
 def _long_port(entry: dict[str, Any]) -> dict[str, Any]:
     out = dict(entry)
     out.setdefault("mode", "ingress")
     out.setdefault("protocol", "tcp")
     if "published" in out and out["published"] is not None:
+        if isinstance(out["published"], int) and not isinstance(out["published"], bool):
+            out[PUBLISHED_INT] = True
         out["published"] = str(out["published"])
     if isinstance(out.get("target"), str) and out["target"].isdigit():
         out["target"] = int(out["target"])
@@ -136,8 +144,11 @@ def _long_port(entry: dict[str, Any]) -> dict[str, Any]:
 
 def port_key(long: dict[str, Any]) -> str:
     """What makes two ports the same one for Compose (its unicity rule)."""
+    published = long.get("published", "")
+    if long.get(PUBLISHED_INT):
+        published = f"%!s(int={published})"
     return (
-        f"{long.get('host_ip', '0.0.0.0')}:{long.get('published', '')}:"
+        f"{long.get('host_ip', '0.0.0.0')}:{published}:"
         f"{long.get('target')}/{long.get('protocol', 'tcp')}"
     )
 
@@ -147,79 +158,111 @@ def is_windows_path(text: str) -> bool:
     return len(text) >= 3 and text[0].isalpha() and text[1] == ":" and text[2] in "\\/"
 
 
-def split_mount(text: str) -> list[str]:
-    """``source:target[:mode]`` split as Compose splits it (a drive letter is kept)."""
-    parts: list[str] = []
-    rest = text
-    while rest:
-        cut = rest.find(":", 2) if is_windows_path(rest) else rest.find(":")
-        if cut == -1:
-            parts.append(rest)
-            break
-        parts.append(rest[:cut])
-        rest = rest[cut + 1 :]
-        if not rest:
-            parts.append("")
+def _is_path(source: str) -> bool:
+    """A bind mount's source: ``.``, ``/``, ``~``, a Windows pipe or a drive letter."""
+    if not source:
+        return False
+    return (
+        source[0] in "./~"
+        or source.startswith("\\\\")
+        or (len(source) > 1 and source[0].isalpha() and source[1] == ":")
+    )
+
+
+_PROPAGATIONS = ("shared", "rshared", "slave", "rslave", "private", "rprivate")
+
+
+def _mount_parts(text: str) -> list[tuple[str, bool]]:
+    """The sections of a short mount, each with whether a ``:`` ended it; a letter followed
+    by ``:`` is a drive letter and stays in its section."""
+    parts: list[tuple[str, bool]] = []
+    buffer = ""
+    for char in text:
+        if char == ":" and len(buffer) == 1 and buffer.isalpha():
+            buffer += char
+        elif char == ":":
+            parts.append((buffer, True))
+            buffer = ""
+        else:
+            buffer += char
+    parts.append((buffer, False))
     return parts
 
 
-def _is_path(source: str) -> bool:
-    return source.startswith((".", "/", "~", "\\")) or is_windows_path(source)
-
-
 def parse_volume(text: str) -> dict[str, Any]:
-    """One short-syntax mount as its long form (before paths are made absolute).
+    """One short-syntax mount as its long form (before paths are made absolute), read as
+    Compose reads it: ``SOURCE:TARGET[:OPTIONS]``, a lone ``TARGET`` is an anonymous volume,
+    options ``ro``/``rw``/``nocopy``/``z``/``Z``/a propagation, unknown options ignored.
 
     Raises:
-        FormError: too many parts, an empty part or an unknown mode.
+        FormError: an empty section or a fourth section.
     """
-    parts = split_mount(text)
-    if len(parts) == 1:
-        return {"type": "volume", "target": parts[0], "volume": {}}
-    if len(parts) > 3 or any(p == "" for p in parts[:2]):
-        raise FormError(
-            f"invalid spec: {text}: too many colons"
-            if len(parts) > 3
-            else f"invalid spec: {text}: empty section",
-            rule="a short mount is SOURCE:TARGET[:MODE]",
-            fix="write ./models:/models:ro, or use the long syntax",
-        )
-    source, target = parts[0], parts[1]
-    modes = parts[2].split(",") if len(parts) == 3 and parts[2] else []
-    out: dict[str, Any] = {"type": "bind" if _is_path(source) else "volume", "source": source}
+    if len(text) <= 2:
+        return {"type": "volume", "target": text, "volume": {}} if text else _empty(text)
+    source = target = ""
+    options: list[str] = []
+    for section, colon in _mount_parts(text):
+        if not section:
+            raise FormError(
+                f"invalid spec: {text}: empty section between colons",
+                rule="a short mount is SOURCE:TARGET[:MODE]",
+                fix="write ./models:/models:ro, or use the long syntax",
+            )
+        if not source and not colon:
+            target = section
+        elif not source:
+            source = section
+        elif not target:
+            target = section
+        elif colon:
+            raise FormError(
+                f"invalid spec: {text}: too many colons",
+                rule="a short mount is SOURCE:TARGET[:MODE]",
+                fix="write ./models:/models:ro, or use the long syntax",
+            )
+        else:
+            options = section.split(",")
+    out: dict[str, Any] = {"type": "bind" if _is_path(source) else "volume"}
+    if source:
+        out["source"] = source
     out["target"] = target
     bind: dict[str, Any] = {}
     volume: dict[str, Any] = {}
-    for mode in modes:
-        if mode == "ro":
+    for option in options:
+        if option == "ro":
             out["read_only"] = True
-        elif mode == "rw":
-            pass
-        elif mode in ("z", "Z"):
-            bind["selinux"] = mode
-        elif mode == "nocopy":
+        elif option == "rw":
+            out.pop("read_only", None)
+        elif option == "nocopy":
             volume["nocopy"] = True
-        elif mode in ("shared", "rshared", "slave", "rslave", "private", "rprivate"):
-            bind["propagation"] = mode
-        elif mode in ("cached", "delegated", "consistent"):
-            out["consistency"] = mode
-        else:
-            raise FormError(
-                f"invalid spec: {text}: unknown option {mode!r}",
-                rule="a mount's mode is ro, rw, z, Z, nocopy or a propagation",
-                fix="write :ro or :rw",
-            )
+        elif option in ("z", "Z"):
+            bind["selinux"] = option
+        elif option in _PROPAGATIONS:
+            bind["propagation"] = option
+        elif option in ("cached", "delegated", "consistent"):
+            out["consistency"] = option
     if out["type"] == "bind":
-        out["bind"] = {**bind, "create_host_path": True}
-    else:
+        bind["create_host_path"] = True
+    if bind:
+        out["bind"] = bind
+    if volume or out["type"] == "volume":
         out["volume"] = volume
     return out
 
 
+def _empty(text: str) -> dict[str, Any]:
+    raise FormError(
+        "invalid empty volume spec",
+        rule="a short mount is SOURCE:TARGET[:MODE]",
+        fix="remove the empty entry",
+    )
+
+
 def parse_device(entry: Any) -> dict[str, Any]:
-    """A ``devices`` entry as ``{source, target, permissions}``."""
+    """A ``devices`` entry as ``{source, target, permissions}`` (the short syntax's default
+    permissions are ``rwm``; the long syntax's are what it says)."""
     if isinstance(entry, dict):
-        return {**entry, "permissions": entry.get("permissions", "rwm")}
+        return dict(entry)
     parts = str(entry).split(":")
     if len(parts) == 1:
         return {"source": parts[0], "target": parts[0], "permissions": "rwm"}

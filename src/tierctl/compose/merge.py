@@ -30,7 +30,7 @@ from tierctl.compose.forms import (
     normalise_environment,
     normalise_labels,
 )
-from tierctl.compose.long_forms import parse_port, port_key
+from tierctl.compose.long_forms import parse_port, parse_volume, port_key
 from tierctl.compose.tags import Override, Reset
 
 Path = tuple[str, ...]
@@ -206,17 +206,10 @@ def _merge_maps(base: dict[str, Any], over: dict[str, Any], path: Path) -> dict[
 def _mount_target(entry: Any) -> str:
     if isinstance(entry, dict):
         return str(entry.get("target", ""))
-    text = str(entry)
-    parts = _split_volume(text)
-    return parts[1] if len(parts) > 1 else parts[0]
-
-
-def _split_volume(text: str) -> list[str]:
-    """``src:dst[:mode]`` as compose reads it (a Windows drive letter is not a separator)."""
-    parts = text.split(":")
-    if len(parts) > 1 and len(parts[0]) == 1 and parts[0].isalpha() and text[2:3] in ("\\", "/"):
-        parts = [parts[0] + ":" + parts[1], *parts[2:]]
-    return parts
+    try:
+        return str(parse_volume(str(entry))["target"])
+    except FormError:
+        return str(entry)
 
 
 def _device_target(entry: Any) -> str:

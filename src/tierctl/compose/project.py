@@ -33,6 +33,7 @@ from tierctl.compose.interpolation import Interpolation
 from tierctl.compose.lines import locate, merged_lines
 from tierctl.compose.loader import load_compose
 from tierctl.compose.long_forms import (
+    PUBLISHED_INT,
     absolute,
     format_duration,
     parse_bytes,
@@ -183,12 +184,28 @@ def _canonical_service(name: str, body: dict[str, Any], compose: ComposeFile) ->
     return out
 
 
+def _number(value: Any, what: str) -> float:
+    """A number written as a number or a string (``cpus: "0.5"``)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise FormError(
+            f"{what} must be a number, not {value!r}",
+            rule=f"{what} is a number of CPUs (0.5, 2)",
+            fix=f"write {what}: 0.5",
+        ) from None
+
+
 def _tagged(value: Any, form: Callable[[Any], Any]) -> Any:
     if isinstance(value, Reset):
         return value
     if isinstance(value, Override):
         return Override(form(strip_tags(value.value)))
-    return form(strip_tags(value))
+    out = form(strip_tags(value))
+    if isinstance(value, dict) and isinstance(out, dict):
+        # `FOO: !reset` inside a map removes FOO from what came before: keep the tag.
+        out.update({k: v for k, v in value.items() if isinstance(v, Reset)})
+    return out
 
 
 def _key_text(key: Any, where: str) -> str:
@@ -287,7 +304,7 @@ def _resources(value: Any) -> Any:
             continue
         block = dict(block)
         if "cpus" in block and block["cpus"] is not None:
-            block["cpus"] = float(block["cpus"])
+            block["cpus"] = _number(block["cpus"], "cpus")
         if "memory" in block and block["memory"] is not None:
             block["memory"] = str(parse_bytes(block["memory"]))
         devices = block.get("devices")
@@ -298,11 +315,14 @@ def _resources(value: Any) -> Any:
 
 
 def _device_request(entry: Any) -> Any:
-    if not isinstance(entry, dict) or "count" not in entry:
+    if not isinstance(entry, dict):
         return entry
-    count = entry["count"]
     out = dict(entry)
-    out["count"] = -1 if str(count).lower() == "all" else int(count)
+    if "count" in out:
+        count = out["count"]
+        out["count"] = -1 if str(count).lower() == "all" else int(_number(count, "count"))
+    elif "device_ids" not in out:
+        out["count"] = -1  # neither count nor ids: every device, as Compose reads it
     return out
 
 
@@ -334,7 +354,13 @@ def _extra_hosts(value: Any) -> list[str]:
     for entry in value if isinstance(value, list) else [value]:
         text = str(entry)
         if "=" not in text:
-            host, _, ip = text.partition(":")
+            host, colon, ip = text.partition(":")
+            if not colon:
+                raise FormError(
+                    f"invalid additional host, missing IP: {text}",
+                    rule="an extra host is HOST:IP or HOST=IP",
+                    fix=f"write {text}=IP",
+                )
             text = f"{host}={ip}"
         out.append(text)
     return out
@@ -402,7 +428,7 @@ def _canonical_key(key: str, value: Any) -> Any:
     if key in _DURATIONS and isinstance(value, str):
         return format_duration(parse_duration_ns(value))
     if key == "cpus":
-        return float(value)
+        return _number(value, "cpus")
     if key == "extra_hosts":
         return _extra_hosts(value)
     if key == "networks":
@@ -474,10 +500,9 @@ def _finish(
             svc["networks"] = {"default": None}
         if "default" in (svc.get("networks") or {}):
             uses_default = True
-        for key in ("ports", "expose", "devices", "dns", "tmpfs", "cap_add", "profiles"):
-            if key in svc and svc[key] == [] and key not in services_in[sname]:
-                del svc[key]
-        out_services[sname] = svc
+        out_services[sname] = _omit_empty(svc)
+    _refuse_cycles(out_services, where)
+    _refuse_shared_container_names(out_services, where)
     out: dict[str, Any] = {"name": name}
     networks = dict(data.get("networks") or {})
     if uses_default:
@@ -518,6 +543,50 @@ def _finish(
     return escaped
 
 
+def _refuse_shared_container_names(services: dict[str, Any], where: _Where) -> None:
+    owner: dict[str, str] = {}
+    for name, svc in services.items():
+        container = svc.get("container_name")
+        if not container:
+            continue
+        if container in owner:
+            raise _refuse(
+                f'services.{name}: container name "{container}" is already in use by service '
+                f"{owner[container]}",
+                where.at("services", name, "container_name"),
+                "a container name belongs to one service",
+                f"rename one of them or drop container_name from {name}",
+                container,
+            )
+        owner[container] = name
+
+
+def _refuse_cycles(services: dict[str, Any], where: _Where) -> None:
+    """Compose refuses services that depend on each other in a loop."""
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+
+    def visit(name: str, chain: tuple[str, ...]) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            loop = (*chain[chain.index(name) :], name)
+            raise _refuse(
+                f"dependency cycle detected: {' -> '.join(loop)}",
+                where.at("services", loop[0], "depends_on"),
+                "depends_on may not loop back to a service",
+                "remove one of the depends_on entries of the loop",
+                list(loop),
+            )
+        state[name] = 1
+        for dep in (services.get(name) or {}).get("depends_on") or {}:
+            if dep in services:
+                visit(dep, (*chain, name))
+        state[name] = 2
+
+    for name in services:
+        visit(name, ())
+
+
 def _escape(node: Any) -> Any:
     """Compose prints a literal ``$`` as ``$$``, so that its output reads back the same."""
     if isinstance(node, str):
@@ -527,6 +596,39 @@ def _escape(node: Any) -> Any:
     if isinstance(node, list):
         return [_escape(v) for v in node]
     return node
+
+
+#: Service keys Compose prints even when empty (not ``omitempty`` in compose-go's types).
+_PRINTED_EMPTY = ("command", "entrypoint", "init", "networks")
+
+
+def _omit_empty(svc: dict[str, Any]) -> dict[str, Any]:
+    """What Compose's JSON leaves out: empty lists and maps, false, empty strings (Go's
+    ``omitempty``), in the service and in its mounts, ports and device requests."""
+
+    def empty(value: Any) -> bool:
+        return value is False or value == "" or value == [] or value == {}
+
+    out = {k: v for k, v in svc.items() if k in _PRINTED_EMPTY or not empty(v)}
+    for key in ("volumes", "ports"):
+        if isinstance(out.get(key), list):
+            out[key] = [
+                {k: v for k, v in e.items() if not (v is False or v == "" or k == PUBLISHED_INT)}
+                if isinstance(e, dict)
+                else e
+                for e in out[key]
+            ]
+    health = out.get("healthcheck")
+    if isinstance(health, dict):
+        out["healthcheck"] = {k: v for k, v in health.items() if v is not False}
+    deploy = out.get("deploy")
+    resources = deploy.get("resources") if isinstance(deploy, dict) else None
+    if isinstance(resources, dict):
+        for part in ("limits", "reservations"):
+            block = resources.get(part)
+            if isinstance(block, dict) and block.get("devices") == []:
+                block.pop("devices")
+    return out
 
 
 def _named(value: Any, default: str) -> dict[str, Any]:

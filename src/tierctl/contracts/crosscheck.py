@@ -34,6 +34,7 @@ from tierctl.compose.forms import (
     scalar_text,
     split_command,
 )
+from tierctl.compose.long_forms import parse_port
 from tierctl.compose.profiles import ProfileScope, enabled
 from tierctl.compose.project import ProjectOptions, project_config
 from tierctl.contracts.credentials import looks_secret_name, looks_secret_value
@@ -449,44 +450,23 @@ def _ports(data: dict[str, Any], svc: ComposeService | None) -> Any:
 
 
 def _port(entry: Any) -> list[tuple[str, str, str, str]]:
-    """(host IP, published, target, protocol) of one port entry, a range expanded."""
-    if isinstance(entry, dict):
-        return [
-            (
-                str(entry.get("host_ip") or ""),
-                scalar_text(entry.get("published")),
-                scalar_text(entry.get("target")),
-                str(entry.get("protocol") or "tcp"),
-            )
-        ]
-    text = scalar_text(entry)
-    if "$" in text:
-        return [("", "", text, "")]  # a reference: compared as written
-    text, _, protocol = text.partition("/")
-    ip = ""
-    if text.startswith("["):  # [::1]:8000:80
-        ip, _, text = text[1:].partition("]")
-        text = text.lstrip(":")
-    parts = text.split(":")
-    if len(parts) == 3:
-        ip, published, target = parts
-    elif len(parts) == 2:
-        published, target = parts
-    else:
-        published, target = "", parts[0]
-    targets, publisheds = _range(target), _range(published)
-    if len(publisheds) == len(targets) > 1:
-        pairs = list(zip(publisheds, targets, strict=True))
-    else:
-        pairs = [(published, t) for t in targets]
-    return [(ip, p, t, protocol or "tcp") for p, t in pairs]
-
-
-def _range(text: str) -> list[str]:
-    low, sep, high = text.partition("-")
-    if sep and low.isdigit() and high.isdigit() and int(low) <= int(high) < int(low) + 1000:
-        return [str(n) for n in range(int(low), int(high) + 1)]
-    return [text]
+    """(host IP, published, target, protocol) of one port entry in Compose's long form (a
+    range gives one per port); a reference kept as written is compared as written."""
+    if isinstance(entry, str) and "$" in entry:
+        return [("", "", entry, "")]
+    try:
+        longs = parse_port(entry)
+    except FormError:
+        return [("", "", scalar_text(entry), "?")]
+    return [
+        (
+            str(p.get("host_ip") or ""),
+            scalar_text(p.get("published")),
+            scalar_text(p.get("target")),
+            str(p.get("protocol") or "tcp"),
+        )
+        for p in longs
+    ]
 
 
 def _volumes(data: dict[str, Any], svc: ComposeService | None) -> Any:

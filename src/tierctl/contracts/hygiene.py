@@ -23,6 +23,7 @@ from tierctl.errors import InputError
 from tierctl.spec.checks import TAGGED_IMAGE
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+_REFERENCE = re.compile(r"\$\{[^}]*\}")
 
 
 def check(ctx: Context) -> Iterator[Violation]:
@@ -44,6 +45,7 @@ def check(ctx: Context) -> Iterator[Violation]:
     yield from dependencies(ctx.compose, ctx.scope)
     yield from secrets(ctx.compose)
     yield from cut_commands(ctx.compose)
+    yield from mount_targets(ctx.compose)
 
 
 def _services_present(ctx: Context) -> Iterator[Violation]:
@@ -168,14 +170,42 @@ def ports(
                 hit = claim(f"--{key}", value, service_name)
                 if hit:
                     yield hit
+    # Ports as Compose reads them: 127.0.0.1:8000 and 10.0.0.1:8000 are two ports, tcp and
+    # udp on one number too; a wildcard address (0.0.0.0, ::, none) overlaps every address.
+    # Only services that can run together (``scope``) share the host's ports.
+    bound: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (port, proto) -> (ip, service)
+    reported: set[tuple[str, str]] = set()
     for name, service in compose.services.items():
-        ports = service.data.get("ports")
-        for port in ports if isinstance(ports, list) else []:
-            host = _host_port(port)
-            if host:
-                hit = claim("host port", host, name)
-                if hit:
-                    yield hit
+        if not scope.runs(name):
+            continue
+        for port in service.ports:
+            ip = str(port.get("host_ip") or "")
+            ip = "" if ip in ("0.0.0.0", "::") else ip
+            proto = str(port.get("protocol", "tcp"))
+            for host in _host_ports(port.get("published")):
+                shown = (f"{ip}:{host}" if ip else host) + ("" if proto == "tcp" else f"/{proto}")
+                others = bound.setdefault((host, proto), [])
+                clash = next(
+                    (
+                        s
+                        for i, s in others
+                        if s != name and (not i or not ip or i == ip) and scope.together(s, name)
+                    ),
+                    None,
+                )
+                others.append((ip, name))
+                if clash is None or (name, shown) in reported:
+                    continue
+                reported.add((name, shown))
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"host port {shown} is also used by {clash}"
+                    + _together(scope, clash, name),
+                    location=compose.location("services", name),
+                    found=shown,
+                    fix=f"give {name} its own host port",
+                )
 
 
 def container_names(compose: ComposeFile, scope: ProfileScope | None = None) -> Iterator[Violation]:
@@ -231,13 +261,13 @@ def dependencies(compose: ComposeFile, scope: ProfileScope | None = None) -> Ite
                 )
 
 
-def _host_port(entry: Any) -> str | None:
-    if isinstance(entry, dict):
-        published = entry.get("published")
-        return str(published) if published is not None else None
-    text = str(entry)
-    parts = text.split("/")[0].split(":")
-    return parts[-2] if len(parts) >= 2 else None
+def _host_ports(published: Any) -> list[str]:
+    """The host ports of a ``published`` value: ``8000``, or each port of ``6000-6001``."""
+    text = str(published or "")
+    lo, dash, hi = text.partition("-")
+    if dash and lo.isdigit() and hi.isdigit() and int(lo) <= int(hi):
+        return [str(p) for p in range(int(lo), int(hi) + 1)]
+    return [text] if text.isdigit() else []
 
 
 def secrets(compose: ComposeFile) -> Iterator[Violation]:
@@ -348,6 +378,43 @@ def _scalar_items(doc: Any) -> Iterator[tuple[str, str]]:
                     stack.append(v)
         elif isinstance(node, list):
             stack.extend(node)
+
+
+def mount_targets(compose: ComposeFile) -> Iterator[Violation]:
+    """Every volume's container path is absolute, without ``..`` or a NUL byte: a target that
+    climbs (``/../../etc/x``) names a different place to each reader (docker cleans it, a
+    local run lays it under its state folder) and is refused by the local driver."""
+    for name, service in compose.services.items():
+        volumes = service.data.get("volumes")
+        for i, entry in enumerate(volumes if isinstance(volumes, list) else []):
+            if isinstance(entry, dict):
+                target = entry.get("target")
+            elif isinstance(entry, str):
+                # A ${VAR:?message} reference holds colons that are not separators.
+                parts = _REFERENCE.sub("VAR", entry).split(":")
+                target = parts[1] if len(parts) >= 2 else parts[0]
+            else:
+                continue
+            if not isinstance(target, str) or "${" in target:
+                continue
+            problem = (
+                "holds a NUL byte"
+                if "\0" in target
+                else "is not absolute"
+                if not target.startswith("/")
+                else "climbs with '..'"
+                if ".." in target.split("/")
+                else None
+            )
+            if problem:
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"volume {i}'s container path {target!r} {problem}",
+                    location=compose.location("services", name, "volumes", i),
+                    found=target,
+                    fix="write the container path as an absolute path without '..' (/models/x)",
+                )
 
 
 def cut_commands(compose: ComposeFile) -> Iterator[Violation]:

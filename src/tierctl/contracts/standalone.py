@@ -10,7 +10,8 @@ by the launcher their command runs, per the engine profiles), picks each one's f
 - TC004 engine-flag-catalog on each engine's flags;
 - TC006 hygiene: GPUs reserved twice, an engine's TP x PP x DP against the GPUs it is given,
   host ports published twice (and ``--port``/``--dist-init-addr`` on the host network),
-  literal credentials, commands compose cuts at ``;&|<>``; images not pinned by digest are
+  literal credentials, commands compose cuts at ``;&|<>``, volume container paths that are
+  not absolute or climb with ``..``; images not pinned by digest are
   warnings here (a hand-written file rarely pins them; a spec's render does).
 
 The report names what it could not check (the spec-only contracts, engines whose release has
@@ -231,6 +232,7 @@ def validate_files(
     violations.extend(hygiene.ports(merged, host, scope))
     violations.extend(hygiene.secrets(merged))
     violations.extend(hygiene.cut_commands(merged))
+    violations.extend(hygiene.mount_targets(merged))
     for finding in hygiene.images(merged):
         (violations if strict or "build:" in finding.message else warnings).append(finding)
     if not engines:

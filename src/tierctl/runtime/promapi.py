@@ -1,9 +1,16 @@
 """A small Prometheus HTTP API client (instant and range queries) over an injected transport.
 
 The one client of Prometheus's HTTP API: readout's queries and the rollout collector gate's.
-Only what they need: ``/api/v1/query`` and ``/api/v1/query_range`` with
-their error envelopes turned into :class:`~tierctl.errors.RuntimeFailure` messages that name
-the query. The base URL must be given explicitly; there is no default server.
+Only what they need: ``/api/v1/query`` and ``/api/v1/query_range`` with their error envelopes
+turned into errors that name the query. The base URL must be given explicitly; there is no
+default server.
+
+What goes wrong decides the exit code (``errors.ExitCode``): a server that cannot be reached,
+times out or answers 5xx is :class:`~tierctl.errors.CannotJudge` (3: nothing was judged,
+retry later); a server that answers but is not a Prometheus HTTP API (404, HTML, JSON without
+Prometheus's envelope) or rejects the query as malformed (``bad_data``: a label or matcher
+given by the operator) is an :class:`~tierctl.errors.InputError` (2); neither is 1, the code
+of a failed canary. A password in the URL's userinfo is never printed.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from typing import Any
 import httpx
 
 from tierctl.credentials import mask_userinfo
-from tierctl.errors import InputError, RuntimeFailure
+from tierctl.errors import CannotJudge, InputError
 
 
 @dataclass(frozen=True)
@@ -76,27 +83,62 @@ class PrometheusClient:
                 self.base_url + path, params=params, timeout=self._timeout_s
             )
         except httpx.HTTPError as exc:
-            raise RuntimeFailure(
+            raise CannotJudge(
                 # A password in the URL's userinfo is never printed.
-                mask_userinfo(f"cannot reach Prometheus at {self.base_url}: {exc}"),
+                mask_userinfo(
+                    f"cannot reach Prometheus at {self.base_url}: {type(exc).__name__}: {exc}"
+                ),
                 rule="prometheus-unreachable",
-                fix="check the URL and that the server is up (curl URL/-/ready)",
+                fix="check that the server is up (curl URL/-/ready) and run again; nothing "
+                "was judged",
             ) from None
         try:
             body = response.json()
         except ValueError:
-            raise RuntimeFailure(
-                f"Prometheus answered HTTP {response.status_code} without JSON for {expr!r}",
-                rule="prometheus-response",
-            ) from None
-        if body.get("status") != "success":
-            raise RuntimeFailure(
-                f"Prometheus rejected the query {expr!r}: {body.get('error', body)}",
+            body = None
+        if not isinstance(body, dict) or body.get("status") not in ("success", "error"):
+            if response.status_code >= 500:
+                raise CannotJudge(
+                    f"Prometheus at {mask_userinfo(self.base_url)} answered HTTP "
+                    f"{response.status_code} for {expr!r}",
+                    rule="prometheus-failing",
+                    fix="wait until the server is ready (curl URL/-/ready) and run again; "
+                    "nothing was judged",
+                ) from None
+            raise self._not_prometheus(path, response)
+        if body["status"] != "success":
+            kind = body.get("errorType", "")
+            message = f"Prometheus rejected the query {expr!r}: {body.get('error', body)}"
+            if kind in ("timeout", "canceled", "execution", "internal", "unavailable"):
+                raise CannotJudge(
+                    message,
+                    rule=f"prometheus-{kind}",
+                    fix="retry when the server is less loaded, or shorten the window; nothing "
+                    "was judged",
+                )
+            raise InputError(
+                message,
                 rule="prometheus-query",
+                value=kind or None,
                 fix="check the metric names (a pipeline may rewrite the prefix's ':' to '_') "
                 "and label names",
             )
-        return body["data"]
+        data = body.get("data")
+        if data is None:
+            raise self._not_prometheus(path, response)
+        return data
+
+    def _not_prometheus(self, path: str, response: httpx.Response) -> InputError:
+        """The server answered, but not as a Prometheus HTTP API: the URL is wrong."""
+        kind = response.headers.get("content-type", "no content type").split(";")[0]
+        return InputError(
+            f"{mask_userinfo(self.base_url)} is not a Prometheus HTTP API: {path} answered "
+            f"HTTP {response.status_code} ({kind}) without Prometheus's JSON envelope",
+            rule="prometheus-url",
+            value=mask_userinfo(self.base_url),
+            fix="pass the server's base URL, whose /api/v1/query answers (e.g. "
+            "http://127.0.0.1:9090), not a page or a path below it",
+        )
 
     def query(self, expr: str, at_s: float | None = None) -> list[tuple[dict[str, str], float]]:
         """Instant vector query: (labels, value) per series."""
