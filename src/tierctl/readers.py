@@ -336,24 +336,48 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 def _check_graph(
     root: yaml.Node, source: str, lim: Limits, error: type[InputError], duplicates: bool
 ) -> None:
-    """One iterative pass over the node graph: cycles, depth, expanded size, keys, tags."""
+    """One iterative pass over the node graph: cycles, depth, expanded size, keys, tags.
+
+    Scalars (most of a document) are checked where their parent is expanded and never
+    pushed: a scalar has size 1 and height 1 and cannot hold an alias.
+    """
     sizes: dict[int, int] = {}
     heights: dict[int, int] = {}
     on_path: set[int] = set()
-    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    stack: list[tuple[yaml.Node, int, list[yaml.Node] | None]] = [(root, 1, None)]
+    scalar = yaml.ScalarNode
 
     def where(node: yaml.Node) -> Location:
         return Location(file=source, line=node.start_mark.line + 1)
 
+    def check_tag(node: yaml.Node) -> None:
+        refused = _REFUSED_TAGS.get(node.tag)
+        if refused:
+            raise error(
+                f"{refused} values are not allowed here",
+                location=where(node),
+                rule="inputs hold strings, numbers, booleans, lists and mappings",
+                fix="write the value as a plain string",
+            )
+
+    if isinstance(root, scalar):
+        check_tag(root)
+        return
     while stack:
         node, depth, done = stack.pop()
         nid = id(node)
-        kids = _children(node)
-        if done:
+        if done is not None:
             on_path.discard(nid)
-            size = 1 + sum(sizes[id(k)] for k in kids)
+            size, height = 1, 0
+            for k in done:
+                if isinstance(k, scalar):
+                    size += 1
+                    height = max(height, 1)
+                else:
+                    size += sizes[id(k)]
+                    height = max(height, heights[id(k)])
             sizes[nid] = size
-            heights[nid] = 1 + max((heights[id(k)] for k in kids), default=0)
+            heights[nid] = 1 + height
             if size > lim.max_nodes:
                 raise error(
                     f"the document expands to more than {lim.max_nodes:,} nodes"
@@ -377,18 +401,11 @@ def _check_graph(
             )
         if depth > lim.max_depth:
             raise _too_deep(where(node), lim, error)
-        refused = _REFUSED_TAGS.get(node.tag)
-        if refused:
-            raise error(
-                f"{refused} values are not allowed here",
-                location=where(node),
-                rule="inputs hold strings, numbers, booleans, lists and mappings",
-                fix="write the value as a plain string",
-            )
+        check_tag(node)
         if duplicates and isinstance(node, yaml.MappingNode):
             seen: dict[str, int] = {}
             for key_node, _ in node.value:
-                if not isinstance(key_node, yaml.ScalarNode):
+                if not isinstance(key_node, scalar):
                     continue
                 key = str(key_node.value)
                 if key == "<<":
@@ -402,9 +419,17 @@ def _check_graph(
                         fix="give each key (each replica, flag, service) once",
                     )
                 seen[key] = key_node.start_mark.line
+        kids = _children(node)
         on_path.add(nid)
-        stack.append((node, depth, True))
-        stack.extend((k, depth + 1, False) for k in kids)
+        stack.append((node, depth, kids))
+        for k in kids:
+            if isinstance(k, scalar):
+                if depth + 1 > lim.max_depth:
+                    raise _too_deep(where(k), lim, error)
+                if k.tag in _REFUSED_TAGS:
+                    check_tag(k)
+            else:
+                stack.append((k, depth + 1, None))
 
 
 def _too_deep(loc: Location, lim: Limits, error: type[InputError]) -> InputError:

@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tierctl.cli.profiles import chosen_profiles, profile_option
 from tierctl.errors import ExitCode, InputError
 from tierctl.render import output_path, render_compose
 from tierctl.render.files import (
@@ -54,6 +55,7 @@ def schema(indent: int) -> None:
     is_flag=True,
     help="With --write: write even when validate would reject the rendering.",
 )
+@profile_option
 def render(
     spec: Path,
     write: bool,
@@ -62,12 +64,15 @@ def render(
     force: bool,
     allow_outside: bool,
     allow_invalid: bool,
+    profile: tuple[str, ...],
 ) -> ExitCode:
     """Render SPEC into a docker compose file (printed unless --write or --check).
 
     The rendering is validated first (the pinned release's flag catalog, GPUs, ports, schema,
     pairing rules): --write refuses what validate would reject, naming the tier.yaml line;
-    printing and --check warn.
+    printing and --check warn. With --profile (or COMPOSE_PROFILES) the checks that compare
+    services (GPUs, ports) look at the project those profiles run; without, at the default
+    set and each profile's set separately.
     """
     if write and check:
         raise InputError(
@@ -81,7 +86,7 @@ def render(
         target = spec_output(tier_spec.output, spec, allow_outside=allow_outside)
     from tierctl.contracts.spec_gate import check_rendering
 
-    gate = check_rendering(tier_spec, text, spec)
+    gate = check_rendering(tier_spec, text, spec, profiles=chosen_profiles(profile))
     for violation in gate.violations:
         prefix = "error" if write and not allow_invalid else "warning"
         click.echo(f"{prefix}: {violation.line()}", err=True)

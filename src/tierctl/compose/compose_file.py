@@ -75,6 +75,12 @@ class ComposeService:
         return value if isinstance(value, dict) else {}
 
     @property
+    def profiles(self) -> tuple[str, ...]:
+        """``profiles`` as written (merged); empty: the service runs in every project."""
+        value = self.data.get("profiles")
+        return tuple(str(p) for p in value) if isinstance(value, list) else ()
+
+    @property
     def ports(self) -> tuple[dict[str, Any], ...]:
         """``ports`` in the long form Compose prints, one per port (a range gives one each):
         ``host_ip``, ``published``, ``target``, ``protocol``. A reference kept as written is

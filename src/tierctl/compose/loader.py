@@ -361,6 +361,7 @@ def _parse(text: str, source: str) -> dict[str, Any]:
         loader=ComposeYamlLoader,
         duplicates=False,  # _check_keys refuses them with compose's own wording
         node_check=lambda node: _check_keys(node, source),
+        line_depth=0,  # ComposeFile.lines maps lines only when a message needs them
     ).data
     if not isinstance(data, dict):
         raise ComposeInputError(
@@ -424,9 +425,14 @@ def _check_keys(root: yaml.Node, source: str) -> None:
                         fix="keep one of them: YAML readers disagree on which one wins",
                     )
                 seen[key] = key_node.start_mark.line + 1
-                stack.append((value_node, False))
+                if not isinstance(value_node, yaml.ScalarNode):  # a scalar holds no key
+                    stack.append((value_node, False))
         elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, False) for item in reversed(node.value))
+            stack.extend(
+                (item, False)
+                for item in reversed(node.value)
+                if not isinstance(item, yaml.ScalarNode)
+            )
 
 
 def _interpolate_tree(node: Any, path: PathKey, where: _Where) -> Any:
