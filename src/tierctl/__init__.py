@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 from tierctl.errors import (
+    CannotJudge,
     ComposeInputError,
     ContractViolation,
     ExitCode,
@@ -116,6 +117,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CannotJudge",
     "Catalog",
     "ComposeFile",
     "ComposeInputError",

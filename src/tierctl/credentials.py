@@ -10,21 +10,29 @@ credential, so ``WEBUI_AUTH=false`` passes. A ``${VAR:-literal}`` default is a l
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 __all__ = [
+    "embedded_credential",
     "is_secret_flag",
     "is_switch",
     "literal_secret",
     "looks_secret_name",
     "looks_secret_value",
     "mask",
+    "mask_tree",
+    "mask_userinfo",
     "redact_argv",
     "secret_forms",
     "secret_positions",
+    "secret_spans",
+    "url_password",
 ]
 
 _SECRET_WORDS = frozenset(
@@ -67,16 +75,57 @@ def literal_secret(name: str, value: str) -> bool:
     """Whether ``name=value`` puts a literal credential in a file.
 
     A ``${VAR}`` reference is not; ``${VAR:-default}`` with a non-switch default is (the
-    default is written in the file and used whenever VAR is unset).
+    default is written in the file and used whenever VAR is unset). Whatever the name, a value
+    that carries a credential inside it is one (:func:`embedded_credential`: a header
+    ``Authorization: Bearer ...``, a password in a URL).
     """
     if is_switch(value):
         return False
+    if embedded_credential(value) is not None:
+        return True
     for default in _reference_defaults(value):
         if not is_switch(default) and (looks_secret_name(name) or looks_secret_value(default)):
             return True
     if "${" in value or value.startswith("$"):
         return False
     return looks_secret_name(name) or looks_secret_value(value)
+
+
+# A header that carries a credential, in a header line, a JSON object or a key=value list:
+# ``Authorization: Bearer X``, ``{"X-Api-Key": "X"}``, ``Cookie=session=X``.
+_HEADER_CREDENTIAL = re.compile(
+    r"(?i)(?<![\w-])(?:proxy-authorization|authorization|x-api-key|api-key|x-auth-token"
+    r"|x-access-token|cookie)[\"']?\s*[:=]\s*[\"']?\s*"
+    r"(?:(?:bearer|basic|token|digest)\s+)?(?P<v>[^\s\"',;}]+)"
+)
+_BEARER = re.compile(r"(?i)(?<![\w-])bearer\s+(?P<v>[^\s\"',;}]{8,})")
+_URL_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@]*:(?P<v>[^/\s@]+)@")
+_SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
+
+
+def embedded_credential(value: str) -> str | None:
+    """What credential ``value`` carries inside it, or None: ``"an Authorization header"``
+    (a header with a credential: ``EXTRA_HEADERS="Authorization: Bearer ..."``), ``"a bearer
+    token"``, or ``"a password in a URL"`` (``http://user:PASSWORD@host``). A ``${VAR}``
+    reference in the credential's place is not one (unless it has a literal default)."""
+    for pattern, kind in (
+        (_URL_PASSWORD, "a password in a URL"),
+        (_HEADER_CREDENTIAL, "a credential header"),
+        (_BEARER, "a bearer token"),
+    ):
+        for m in pattern.finditer(value):
+            if _literal_part(m.group("v")):
+                return kind
+    return None
+
+
+def _literal_part(text: str) -> bool:
+    """Whether ``text`` (a credential's place) holds a literal, not a reference."""
+    if text.lower() in _SCHEMES or is_switch(text):
+        return False
+    if text.startswith("$"):
+        return any(not is_switch(d) for d in _reference_defaults(text))
+    return True
 
 
 _DEFAULT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?[-+]([^}]*)\}")
@@ -126,23 +175,138 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def secret_forms(secret: str) -> list[str]:
-    """Every way ``secret`` may appear in text tierctl writes, longest first: as is, JSON-escaped
-    (a value holding ``"``, ``\\`` or non-ASCII is written escaped in a journal line or an
-    echoed request body), and as Python's repr writes it inside quotes."""
-    import json
+# An encoded form shorter than this is too common a string to mask wherever it appears (the
+# base64 of a 2-character secret is 3 characters of any word); the raw secret is always masked.
+_MIN_ENCODED = 6
+# A run of this many characters of a form (raw or encoded) is masked wherever it appears: an
+# echo cut short (a truncated line, a 300-character error body) still holds most of a secret.
+FRAGMENT_CHARS = 8
+# What URL encoders leave unescaped: Python's quote (``_.-~``, and ``/`` by default) and
+# JavaScript's encodeURIComponent (``-_.!~*'()``).
+_URL_SAFE = ("", "/", "-_.!~*'()")
 
-    forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
-    forms.add(repr(secret)[1:-1])
-    return sorted((f for f in forms if f), key=len, reverse=True)
+
+def _base64_cores(data: bytes) -> set[str]:
+    """The base64 characters (standard and URL-safe alphabets) that ``data`` alone decides, at
+    each of the 3 byte alignments it may have inside a larger encoded blob.
+
+    A base64 character covers 6 bits; at offset ``k`` bytes the characters from
+    ``ceil(8k/6)`` to ``floor(8(k+n)/6)`` hold only the secret's bits, whatever surrounds it.
+    """
+    out: set[str] = set()
+    for k in range(3):
+        # Zero bytes around it stand for the unknown neighbours; the slice drops every
+        # character they touch, and the '=' padding.
+        padded = b"\0" * k + data + b"\0\0"
+        start, end = -(-8 * k // 6), (8 * (k + len(data))) // 6
+        for encoded in (base64.b64encode(padded), base64.urlsafe_b64encode(padded)):
+            out.add(encoded.decode()[start:end])
+    return out
+
+
+def secret_forms(secret: str) -> list[str]:
+    """Every way ``secret`` may appear in text tierctl prints or writes, longest first.
+
+    As is; JSON-escaped (a value holding ``"``, ``\\`` or non-ASCII is written escaped in a
+    journal line or an echoed request body) and as Python's repr writes it inside quotes;
+    URL-encoded (``%XX`` in upper and lower case, ``+`` for a space, with the safe sets of
+    common encoders); hex (lower and upper case); base64 in the standard and URL-safe
+    alphabets, at each of the 3 alignments a secret can have inside a larger base64 blob (the
+    characters its bytes alone decide: :func:`_base64_cores`). Encoded forms shorter than
+    ``_MIN_ENCODED`` characters are left out (too common to mask).
+    """
+    data = secret.encode("utf-8", "surrogatepass")
+    plain = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
+    plain.add(repr(secret)[1:-1])
+    encoded: set[str] = {data.hex(), data.hex().upper()}
+    for safe in _URL_SAFE:
+        for quoted in (quote(data, safe=safe), quote_plus(data, safe=safe)):
+            encoded |= {quoted, _lower_escapes(quoted)}
+    encoded |= _base64_cores(data)
+    forms = {f for f in plain if f} | {f for f in encoded if len(f) >= _MIN_ENCODED}
+    return sorted(forms, key=lambda f: (-len(f), f))
+
+
+_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+
+
+def _lower_escapes(quoted: str) -> str:
+    return _ESCAPE.sub(lambda m: m.group(0).lower(), quoted)
+
+
+def secret_spans(text: str, secrets: Sequence[str]) -> list[tuple[int, int]]:
+    """The merged ``[start, end)`` spans of ``text`` that hold a secret in any form.
+
+    A form of at most ``FRAGMENT_CHARS`` characters is found whole; a longer one is found by
+    any run of ``FRAGMENT_CHARS`` of its characters (so a cut-off echo is caught too), and
+    overlapping runs join into one span.
+    """
+    whole: set[str] = set()
+    grams: set[str] = set()
+    for secret in secrets:
+        if not secret:
+            continue
+        for form in secret_forms(secret):
+            if len(form) <= FRAGMENT_CHARS:
+                whole.add(form)
+            else:
+                grams.update(
+                    form[i : i + FRAGMENT_CHARS] for i in range(len(form) - FRAGMENT_CHARS + 1)
+                )
+    spans: list[tuple[int, int]] = []
+    for form in whole:
+        at = text.find(form)
+        while at >= 0:
+            spans.append((at, at + len(form)))
+            at = text.find(form, at + 1)
+    if grams:
+        n = FRAGMENT_CHARS
+        # A cheap pre-filter: only positions whose first two characters begin some run.
+        starts = {g[:2] for g in grams}
+        for i in range(len(text) - n + 1):
+            if text[i : i + 2] in starts and text[i : i + n] in grams:
+                spans.append((i, i + n))
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def mask(text: str, secrets: Sequence[str], replacement: str = "***") -> str:
-    """``text`` with every form of every secret (:func:`secret_forms`) replaced."""
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        for form in secret_forms(secret):
-            text = text.replace(form, replacement)
-    return text
+    """``text`` with every form of every secret (:func:`secret_forms`), and every run of
+    ``FRAGMENT_CHARS`` characters of one, replaced (see :func:`secret_spans`)."""
+    spans = secret_spans(text, secrets)
+    if not spans:
+        return text
+    out: list[str] = []
+    at = 0
+    for start, end in spans:
+        out += [text[at:start], replacement]
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s:@]*):([^/\s@]+)@")
+
+
+def mask_userinfo(text: str, replacement: str = "***") -> str:
+    """``text`` with the password of every URL's userinfo replaced: ``http://u:***@host``.
+
+    Any text that may hold a URL (an endpoint the operator gave, an error naming it) passes
+    through this before it is printed or written.
+    """
+    return _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{replacement}@", text)
+
+
+def url_password(url: str) -> str | None:
+    """The password in ``url``'s userinfo (``http://u:pw@host``), if it has one."""
+    m = _USERINFO.search(url)
+    return m.group(3) if m else None
 
 
 def mask_tree(node: Any, secrets: Sequence[str], replacement: str = "***") -> Any:

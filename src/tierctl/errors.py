@@ -9,7 +9,16 @@ Every error an operator can see derives from :class:`TierctlError` and carries t
     │   └── ComposeInputError         exit 2  (a compose file that cannot be read)
     ├── ContractViolation             exit 1  (a rollout would break a deployment contract)
     └── RuntimeFailure                exit 1  (a server, a driver or a gate failed)
-        └── GateFailed                exit 1  (a rollout gate did not pass)
+        ├── GateFailed                exit 1  (a rollout gate did not pass)
+        └── CannotJudge               exit 3  (the evidence cannot be read: a server to
+                                               judge from is unreachable or failing)
+
+Exit 1 means "judged, and it failed"; a CI gate must be able to tell that from "could not
+judge". So a readout whose Prometheus is down, times out or answers 5xx is
+:class:`CannotJudge` (exit 3, like an inconclusive verdict: nothing was decided, retry when
+the server is back), and a URL that answers but is not a Prometheus HTTP API (a 404, an HTML
+page, another service's JSON) is an :class:`InputError` (exit 2: the operator gave the wrong
+URL, and retrying will not help).
 
 A message states where (file, line, field path), the rule, the value seen and the fix, so the
 CLI can print it without a traceback. Library messages name the library's own terms (a
@@ -32,12 +41,16 @@ class ExitCode(enum.IntEnum):
 
     #: Everything held: contracts, gates, the readout verdict.
     OK = 0
-    #: A contract was violated, a gate or the readout verdict failed, a runtime step failed,
-    #: or a checked file is stale.
+    #: A contract was violated, a gate or the readout verdict failed (the canary was judged
+    #: and failed), a runtime step failed, or a checked file is stale.
     FAILURE = 1
-    #: Unusable input or usage: a bad file, option or value, or a missing extra.
+    #: Unusable input or usage: a bad file, option or value, a missing extra, or a URL that
+    #: is not the server it should be (``readout --prometheus`` answering 404 or not as a
+    #: Prometheus HTTP API).
     USAGE = 2
-    #: ``tierctl readout``: the evidence is not enough to pass or fail the canary.
+    #: Could not judge: ``tierctl readout``'s evidence is not enough to pass or fail the
+    #: canary, or cannot be read at all (Prometheus unreachable, timing out, answering 5xx:
+    #: :class:`CannotJudge`). Never the code of a failed canary.
     INCONCLUSIVE = 3
     #: Stopped by Ctrl-C (128 + SIGINT, as shells report it); partial results were kept.
     INTERRUPTED = 130
@@ -178,3 +191,11 @@ class RuntimeFailure(TierctlError):
 
 class GateFailed(RuntimeFailure):
     """A rollout gate did not pass."""
+
+
+class CannotJudge(RuntimeFailure):
+    """The evidence cannot be read, so nothing was judged: the server to judge from (a
+    Prometheus) is unreachable, timing out or failing. Exit 3, never 1: a failed canary and
+    a missing Prometheus must not look alike to a CI gate."""
+
+    exit_code = ExitCode.INCONCLUSIVE

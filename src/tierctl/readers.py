@@ -147,9 +147,11 @@ def _open_regular(
     error: type[InputError],
     missing: str | None,
     missing_fix: str | None,
+    *,
+    any_size: bool = False,
 ) -> int:
     """A blocking descriptor on the regular file ``path`` no larger than ``lim.max_bytes``
-    (a FIFO is opened non-blocking and refused before any read)."""
+    (unless ``any_size``); a FIFO is opened non-blocking and refused before any read."""
     name = _check_path(path, what, error)
     loc = Location(file=name)
     try:
@@ -185,7 +187,7 @@ def _open_regular(
                 rule="inputs are regular files, read whole and bounded",
                 fix="copy the data to a regular file and pass that",
             )
-        if st.st_size > lim.max_bytes:
+        if not any_size and st.st_size > lim.max_bytes:
             raise _too_big(what, loc, lim, error)
         os.set_blocking(fd, True)
     except BaseException:
@@ -202,8 +204,10 @@ def read_bytes(
     error: type[InputError] = InputError,
     missing: str | None = None,
     missing_fix: str | None = None,
+    head: int | None = None,
 ) -> bytes:
-    """The bytes of the regular file ``path``, at most ``limits.max_bytes`` of them.
+    """The bytes of the regular file ``path``, at most ``limits.max_bytes`` of them; with
+    ``head``, only its first ``head`` bytes (to tell what kind of file it is), whatever its size.
 
     Raises:
         InputError (of class ``error``): a NUL in the path, a missing or unreadable file, a
@@ -211,10 +215,11 @@ def read_bytes(
             and ``missing_fix`` replace the message and fix for a file that does not exist.
     """
     lim = limits or Limits.config()
-    name = os.fspath(path)
-    fd = _open_regular(path, what, lim, error, missing, missing_fix)
-    loc = Location(file=name)
+    fd = _open_regular(path, what, lim, error, missing, missing_fix, any_size=head is not None)
+    loc = Location(file=os.fspath(path))
     try:
+        if head is not None:
+            return os.read(fd, head)
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -269,11 +274,15 @@ def read_text(
     error: type[InputError] = InputError,
     missing: str | None = None,
     missing_fix: str | None = None,
+    lenient: bool = False,
 ) -> str:
-    """:func:`read_bytes` then :func:`decode`."""
+    """:func:`read_bytes` then :func:`decode`; ``lenient`` replaces bad bytes instead (an
+    engine's log, where a stray byte in one line must not hide the rest)."""
     data = read_bytes(
         path, what=what, limits=limits, error=error, missing=missing, missing_fix=missing_fix
     )
+    if lenient:
+        return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
     return decode(data, os.fspath(path), error=error)
 
 
@@ -595,7 +604,9 @@ def _depth_ok(value: Any, max_depth: int) -> bool:
     return True
 
 
-def _json(text: str, loc: Location, lim: Limits, error: type[InputError]) -> Any:
+def _json(
+    text: str, loc: Location, lim: Limits, error: type[InputError], constants: bool = False
+) -> Any:
     def parse_int(s: str) -> int:
         if len(s.lstrip("-")) > lim.max_digits:
             raise _NumberTooLong(s)
@@ -607,6 +618,8 @@ def _json(text: str, loc: Location, lim: Limits, error: type[InputError]) -> Any
         return float(s)
 
     def parse_constant(s: str) -> float:
+        if constants:
+            return float(s)
         raise _BadConstant(s)
 
     try:
@@ -657,13 +670,16 @@ def load_json(
     *,
     error: type[InputError] = InputError,
     limits: Limits | None = None,
+    constants: bool = False,
 ) -> Any:
     """Parse a JSON document, bounded in depth and number length; errors at file:line:col.
 
-    ``NaN`` and ``Infinity`` are refused (they are not JSON).
+    ``NaN`` and ``Infinity`` are refused (they are not JSON), unless ``constants``: the files
+    tierctl writes itself (bench results, cost models) carry NaN where a figure is undefined,
+    as Python's ``json`` writes it.
     """
     lim = limits or Limits.config()
-    return _json(text, Location(file=source), lim, error)
+    return _json(text, Location(file=source), lim, error, constants)
 
 
 def json_line(

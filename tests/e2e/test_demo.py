@@ -147,7 +147,7 @@ def test_act_1_the_ab_and_the_live_readout_judge_the_same_change(tmp_path: Path)
 
     from tierctl.demo.canary import LIVE_S, LIVE_STEP_S, stage_canary
     from tierctl.demo.context import DemoContext
-    from tierctl.readout.local_prom import prometheus_binaries
+    from tierctl.runtime.local_prom import prometheus_binaries
 
     if prometheus_binaries() is None:
         pytest.skip("prometheus is not installed (scripts/ensure-prometheus installs it)")

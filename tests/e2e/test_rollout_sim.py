@@ -11,10 +11,8 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,8 @@ from tierctl.render import render_compose
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.entrypoints import load_plan
 from tierctl.rollout.executor import load_sides
+from tierctl.runtime.polling import wait_until
+from tierctl.runtime.process import free_port
 from tierctl.spec import load_spec
 
 pytestmark = [
@@ -44,18 +44,12 @@ R2 = "model-sg-glm53-w4afp8-tp4-r2"
 TIME_SCALE = "100"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Story:
     """Two renders of the example on free ports, and the local driver's state directory."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.ports = (_free_port(), _free_port())
+        self.ports = (free_port(), free_port())
         self.state = tmp / "state"
         self.plan = tmp / "plan.json"
         self.journal = tmp / "plan.journal.jsonl"
@@ -153,16 +147,16 @@ def test_ingestion_rollout_survives_a_kill_and_resumes_without_repeating(story: 
     assert story.info(R2)["enable_dynamic_batch_tokenizer"] is False
     # A soak keeps each engine step open long enough to kill the rollout inside step 02.
     proc = story.tierctl(*story.rollout_args("--soak-s", "2"))
-    deadline = time.monotonic() + 120
+
+    def in_step_02() -> bool:
+        return any(
+            e["event"] == "applied" and e.get("step", "").startswith("02-") for e in story.events()
+        )
+
     try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if any(
-                e["event"] == "applied" and e.get("step", "").startswith("02-")
-                for e in story.events()
-            ):
-                proc.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.02)
+        wait_until(lambda: proc.poll() is not None or in_step_02(), 120, poll_s=0.02)
+        if proc.poll() is None and in_step_02():
+            proc.send_signal(signal.SIGKILL)
     finally:
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL, f"rollout was not killed mid-plan: {out}{err}"

@@ -237,6 +237,45 @@ def test_literal_token(run_cli, workdir: Path, good_text: str) -> None:
     assert secret not in result.out + result.err
 
 
+def test_a_credential_header_in_an_engine_env_is_flagged(
+    run_cli, workdir: Path, good_text: str
+) -> None:
+    """#22: EXTRA_HEADERS holding `Authorization: Bearer ...` passed validate (the name is no
+    credential name); the header inside the value is what gives it away."""
+    secret = "q7Yt2mLw9XzR4aPb"
+    text = in_service(
+        good_text,
+        R2,
+        '      HF_HUB_OFFLINE: "1"\n',
+        f'      HF_HUB_OFFLINE: "1"\n      EXTRA_HEADERS: "Authorization: Bearer {secret}"\n',
+    )
+    result = _run(run_cli, workdir, text)
+    assert result.code == 1
+    [hit] = _violations(result, "TC006")
+    assert f"{R2}: TC006 hygiene: environment EXTRA_HEADERS carries a credential header" in hit
+    assert "Bearer ${TOKEN}" in result.out
+    assert secret not in result.out + result.err
+
+
+def test_a_password_in_the_registrar_url_is_flagged(run_cli, workdir: Path, good_text: str) -> None:
+    """#22: a registrar URL with a password in its userinfo passed validate."""
+    text = good_text.replace(
+        'GATEWAY_URL: "https://gateway.example.internal/register"',
+        'GATEWAY_URL: "https://registrar:Hunter2-pw@gateway.example.internal/register"',
+    )
+    result = _run(run_cli, workdir, text)
+    assert result.code == 1
+    [hit] = _violations(result, "TC006")
+    assert "environment GATEWAY_URL carries a password in a URL" in hit
+    assert "Hunter2-pw" not in result.out + result.err
+    # A reference in the password's place is how it should be written: clean.
+    clean = good_text.replace(
+        'GATEWAY_URL: "https://gateway.example.internal/register"',
+        'GATEWAY_URL: "https://registrar:${GATEWAY_PASSWORD:?set it}@gateway.example.internal/x"',
+    )
+    assert _run(run_cli, workdir, clean).code == 0
+
+
 def test_schema_violation(run_cli, workdir: Path, good_text: str) -> None:
     text = in_service(
         good_text,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ from tierctl.rollout.drivers.compose_manager import Target, apply_requests, dry_
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.entrypoints import load_plan
 from tierctl.rollout.executor import load_sides
+from tierctl.runtime.process import free_port
 from tierctl.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,12 +116,14 @@ def test_plan_and_runbook_gate_the_canary_the_vllm_way(
     assert "sglang" not in text.lower()
     assert "`non-default args: {...}`" in text
     assert (
-        'count by (container_name, config_variant) (vllm_num_requests_running{host_machine="gpu11"})'
+        'count by (container_name, config_variant) (vllm:num_requests_running{host_machine="gpu11"})'
         in text
     )
+    # A Prometheus scraping vLLM holds `vllm:` names; the rewritten spelling is named too.
+    assert "stores it as `vllm_num_requests_running`" in text
     assert (
         "count by (container_name, config_variant) "
-        '(vllm_num_requests_running{container_name="llama70b-r3",host_machine="gpu11"})'
+        '(vllm:num_requests_running{container_name="llama70b-r3",host_machine="gpu11"})'
     ) in text
     # The agent bodies are the driver's: never an empty services list.
     bodies = [
@@ -141,18 +143,12 @@ def test_plan_and_runbook_gate_the_canary_the_vllm_way(
 # --- a local rollout against vLLM-flavoured simulated engines --------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class VllmStory:
     """OLD and NEW renders of the example on free loopback ports, and the local driver."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.ports = {r: _free_port() for r in ("r1", "r2", "r3")}
+        self.ports = {r: free_port() for r in ("r1", "r2", "r3")}
         self.state = tmp / "state"
         self.plan = tmp / "plan.json"
         self.driver = LocalDriver(self.state, time_scale=100.0)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tierctl.readout.local_prom import LocalPrometheus, prometheus_binaries
-from tierctl.readout.local_prom import backfill as _backfill
+from tierctl.runtime.local_prom import LocalPrometheus, prometheus_binaries
+from tierctl.runtime.local_prom import backfill as _backfill
 
 BINARIES = prometheus_binaries()
 needs_prometheus = pytest.mark.skipif(

@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from tierctl.bench.health import ArmTarget, HealthWatch, count_queue_full
-from tierctl.realengine.process import free_port
+from tierctl.runtime.polling import wait_until
+from tierctl.runtime.process import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -43,16 +44,17 @@ class SimProc:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         self.pid_file.write_text(str(self.proc.pid))
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/health", timeout=3).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
+
+        def healthy() -> bool:
+            assert self.proc is not None
             assert self.proc.poll() is None, self.log.read_text()
-            time.sleep(0.2)
-        raise AssertionError("sim serve did not become healthy in 120 s")
+            try:
+                return httpx.get(self.url + "/health", timeout=3).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        if not wait_until(healthy, 120, poll_s=0.2):
+            raise AssertionError("sim serve did not become healthy in 120 s")
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from tierctl.cli.main import main
+from tierctl.runtime.process import free_port
 
 pytestmark = [
     pytest.mark.integration,
@@ -139,11 +140,7 @@ def test_ctrl_c_saves_partial_results_with_the_accounting(tmp_path):
 
 
 def test_a_dead_endpoint_is_an_error_not_a_run(tmp_path, capsys):
-    import socket
-
-    with socket.socket() as s:  # a port nothing listens on once closed
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # a port nothing listens on
     url = f"http://127.0.0.1:{port}"
     with pytest.raises(SystemExit) as exc:
         main(["bench", "run", "--url", url, "--hammer-rate", "5", "--out", str(tmp_path / "o")])
@@ -156,3 +153,24 @@ def test_a_dead_endpoint_is_an_error_not_a_run(tmp_path, capsys):
         main(["bench", "ab", "--a", url, "--b", url, "--hammer-rate", "5"])
     assert exc.value.code == 1
     assert "cannot reach --a" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_run_table_fits_the_terminal_without_cutting_a_figure(
+    node_url, tmp_path, capsys, monkeypatch, columns
+):
+    # Regression: at 120 columns the table printed "184…" for a figure.
+    from tierctl.quantity import Unit, format_value
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    out = tmp_path / "out"
+    main(["bench", "run", "--url", node_url, "--burst", "6x50", "--hammer-rate", "40",
+          "--hammer-count", "10", "--no-probe", "--no-plots", "--out", str(out)])  # fmt: skip
+    stdout = capsys.readouterr().out
+    table = stdout.split("sent 16 = ")[0]
+    assert "…" not in table
+    assert max(len(line) for line in table.splitlines()) <= columns
+    doc = orjson.loads((out / "results.json").read_bytes())
+    s = doc["run"]["summary"]
+    for field, unit in (("ttft_p50_s", Unit.SECONDS), ("output_tok_per_s", Unit.TOKENS_PER_SECOND)):
+        assert f" {format_value(s[field], unit)} " in table, (field, table)

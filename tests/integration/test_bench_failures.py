@@ -19,6 +19,7 @@ from tierctl.bench.plan import plan_requests
 from tierctl.bench.prompts import WordPrompts
 from tierctl.bench.runner import run_plan
 from tierctl.bench.workload import workload_from_dict
+from tierctl.runtime.process import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -281,7 +282,6 @@ async def test_stop_while_the_sender_waits_for_a_far_arrival():
 
 async def test_flush_cache_outcomes_are_reported_never_raised() -> None:
     """ok on 200, unsupported on 404 (a server without /flush_cache), failed when unreachable."""
-    import socket
 
     from aiohttp import web
 
@@ -305,9 +305,7 @@ async def test_flush_cache_outcomes_are_reported_never_raised() -> None:
             assert await flush_cache(f"http://127.0.0.1:{port}") == expected
         finally:
             await runner.cleanup()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        closed = s.getsockname()[1]
+    closed = free_port()
     assert (await flush_cache(f"http://127.0.0.1:{closed}")).startswith("failed (")
 
 

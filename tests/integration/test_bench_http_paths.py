@@ -8,6 +8,7 @@ from tests.integration.test_bench_failures import Fixture, burst, serve
 from tierctl.bench.plan import plan_requests
 from tierctl.bench.prompts import WordPrompts
 from tierctl.bench.runner import run_plan
+from tierctl.runtime.process import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +58,6 @@ async def test_the_lean_path_reads_a_uvicorn_streaming_response() -> None:
     """vLLM and SGLang answer through uvicorn/starlette (chunked, one chunk per event)."""
     import asyncio
     import json
-    import socket
 
     uvicorn = pytest.importorskip("uvicorn")
     responses = pytest.importorskip("starlette.responses")
@@ -79,9 +79,7 @@ async def test_the_lean_path_reads_a_uvicorn_streaming_response() -> None:
         return responses.StreamingResponse(events(), media_type="text/event-stream")
 
     app = applications.Starlette(routes=[routing.Route("/v1/completions", chat, methods=["POST"])])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="off")
     )

@@ -5,7 +5,7 @@ compose-manager token (in the environment and in a token file), an ``HF_TOKEN`` 
 agent (with a quote, a backslash and a non-ASCII letter, the forms journal masking used to
 miss), and API keys in the environment. Then real processes run as an operator would: `render`,
 `validate`, `plan`, `runbook`, `rollout` against the stand-in agent (which echoes the request
-back raw, JSON-escaped and quoted, in its output, in a failure's stderr and in a 400 body),
+back raw, JSON-escaped, quoted, URL-encoded, base64, hex and cut short, in its output, in a failure's stderr and in a 400 body),
 `rollout --driver local` over simulated engines (whose environments are read from /proc),
 `bench run` against a real `tierctl sim serve`, and `readout` against a real Prometheus. Every
 byte they printed and every file under the work directory (journals, plans, reports, results,
@@ -20,7 +20,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -31,10 +30,12 @@ import yaml
 
 from tests.integration.promdata import ArmData, openmetrics
 from tests.integration.prometheus import backfill, needs_prometheus, running_prometheus
+from tests.secret_search import holds_fragment
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.entrypoints import load_plan
 from tierctl.rollout.executor import load_sides
 from tierctl.rollout.standin_agent import StandinAgent
+from tierctl.runtime.process import free_port
 
 pytestmark = [pytest.mark.integration, needs_prometheus]
 
@@ -73,14 +74,18 @@ class Runs:
 
 def _leaks(text: str | bytes) -> bool:
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    # The core survives every escaping (JSON, shell quotes, \u00e9), so it finds any form.
-    return CORE.encode() in data or b"PLANTED" in data
+    # The core survives every escaping (JSON, shell quotes, \u00e9, %XX of its hex digits);
+    # base64, hex and a cut-off echo are read back by tests.secret_search.
+    if CORE.encode() in data or b"PLANTED" in data:
+        return True
+    readable = data.decode("utf-8", "replace")
+    return any(holds_fragment(readable, s) for s in (TOKEN, HF, API, CORE))
 
 
 def _render_pair(runs: Runs) -> tuple[Path, Path]:
     """OLD (no ingestion overlay) and NEW (the example) rendered by `tierctl render --write`."""
     paths = []
-    ports = (_free_port(), _free_port())
+    ports = (free_port(), free_port())
     for name, keep_overlays in (("old", False), ("new", True)):
         folder = runs.work / name
         shutil.copytree(EXAMPLE, folder)
@@ -100,12 +105,6 @@ def _render_pair(runs: Runs) -> tuple[Path, Path]:
         assert "${HF_TOKEN:?" in output.read_text()
         paths.append(output)
     return paths[0], paths[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rollouts(runs: Runs, old: Path, new: Path) -> None:

@@ -10,10 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.secret_search import holds_fragment
 from tierctl.errors import ContractViolation, GateFailed, InputError, RuntimeFailure
 from tierctl.render import render_compose
 from tierctl.rollout.drivers.compose_manager import ComposeManagerDriver, Target
@@ -30,6 +29,8 @@ from tierctl.rollout.normalise import load_services
 from tierctl.rollout.plan_schema import Plan
 from tierctl.rollout.planner import plan_files
 from tierctl.rollout.standin_agent import StandinAgent
+from tierctl.runtime.polling import wait_until
+from tierctl.runtime.process import free_port
 from tierctl.spec import load_spec
 
 pytestmark = pytest.mark.integration
@@ -40,12 +41,6 @@ R2 = "model-sg-glm53-w4afp8-tp4-r2"
 COLLECTOR = "otelcol-contrib"
 TOKEN = "tok-SENTINEL-8c1f"
 ALL_GATES = frozenset({"health", "server-info", "metrics-variant", "prometheus-variants", "soak"})
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _render(tmp: Path, name: str, ingestion: bool, ports: tuple[int, int]) -> Path:
@@ -65,7 +60,7 @@ class World:
     """OLD/NEW files, the plan, the agent with OLD running, and a driver factory."""
 
     def __init__(self, tmp: Path) -> None:
-        ports = (_closed_port(), _closed_port())
+        ports = (free_port(), free_port())
         self.plan: Plan = plan_files(
             str(_render(tmp, "old", False, ports)), str(_render(tmp, "new", True, ports))
         )
@@ -288,18 +283,19 @@ def test_a_trickling_agent_is_given_up_on_at_the_call_deadline(world: World) -> 
         world.driver(timeout_s=0.5, attempts=2).dry_run(world.new, [R2])
 
 
-def test_a_failed_apply_rolls_back_and_resume_retries_it(world: World) -> None:
-    """Apply answers 500 on every try: the replica goes back to OLD, the message says to retry
-    with --resume, and --resume then does exactly that (never refused)."""
+def test_a_failed_apply_rolls_back_and_resume_is_refused(world: World) -> None:
+    """Apply answers 500 on every try: the replica goes back to OLD, the message says to make a
+    new plan, and --resume is refused (docs/rollout.md: a journal ending in a rollback)."""
     world.agent.state.faults = ["ok", "500", "500"]  # dry run ok; the scoped down fails twice
     with pytest.raises(RuntimeFailure, match="rolled back to OLD") as info:
         world.run(world.driver(attempts=2))
-    assert "resume" in (info.value.fix or "")
+    assert "new plan" in (info.value.fix or "")
+    assert "`resume`" not in (info.value.fix or "")
     assert world.running_as("old", R2)
     assert world.events()[-2:] == ["failed", "rolled-back"]
-    result = world.run(world.driver(), resume=True)
-    assert result.outcomes[-1].status == "done"
-    assert world.running_as("new", R2)
+    with pytest.raises(InputError, match="rolled back after a failed apply"):
+        world.run(world.driver(), resume=True)
+    assert world.running_as("old", R2)
 
 
 def test_a_stalled_agent_is_given_up_on_before_anything_changes(world: World) -> None:
@@ -327,9 +323,9 @@ def test_a_stalled_agent_is_given_up_on_before_anything_changes(world: World) ->
     assert world.running_as("new", R2)
 
 
-def test_an_agent_that_stalls_during_apply_is_rolled_back_and_resumed(world: World) -> None:
+def test_an_agent_that_stalls_during_apply_is_rolled_back_and_not_resumed(world: World) -> None:
     """Dry run and scoped down answer; the up of NEW stalls on every try: the step gives up at
-    the deadline, R2 goes back to OLD, the journal has failed + rolled-back, resume retries."""
+    the deadline, R2 goes back to OLD, the journal has failed + rolled-back, resume refuses."""
     world.agent.state.faults = ["", "", "stall", "stall"]
     with pytest.raises(RuntimeFailure) as info:
         world.run(world.driver(timeout_s=0.5, attempts=2))
@@ -339,7 +335,7 @@ def test_an_agent_that_stalls_during_apply_is_rolled_back_and_resumed(world: Wor
     assert "no answer within the 0.5 s call deadline" in err.message
     assert f"{R2} was rolled back to OLD" in err.message
     assert "`agent_timeout_s`" in (err.rule or "")
-    assert "`resume`" in (err.fix or "")
+    assert "new plan" in (err.fix or "")
     assert world.calls()[-2:] == [
         ("/compose/down", None, "v1", (R2,)),
         ("/compose/up", False, "v1", (R2,)),
@@ -349,9 +345,8 @@ def test_an_agent_that_stalls_during_apply_is_rolled_back_and_resumed(world: Wor
     records = [json.loads(line) for line in world.journal.read_text().splitlines()]
     assert [r["event"] for r in records][-2:] == ["failed", "rolled-back"]
     assert "call deadline" in records[-2]["error"]
-    result = world.run(world.driver(), resume=True)
-    assert result.outcomes[-1].status == "done"
-    assert world.running_as("new", R2)
+    with pytest.raises(InputError, match="rolled back after a failed apply"):
+        world.run(world.driver(), resume=True)
 
 
 def _cli_rollout(
@@ -393,13 +388,13 @@ def test_a_rollout_killed_inside_its_rollback_is_refused_on_resume(
     world.agent.state.faults = ["", "", "", "stall"]  # dry run, down, up; the rollback stalls
     args, env = _cli_rollout(world, tmp_path, "--agent-timeout-s", "600")
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
     try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            # The fourth call (the rollback's down of r2) has reached the agent and stalls.
-            if len(world.agent.state.requests) >= 4:
-                break
-            time.sleep(0.05)
+        # The fourth call (the rollback's down of r2) has reached the agent and stalls.
+        wait_until(
+            lambda: proc.poll() is not None or len(world.agent.state.requests) >= 4,
+            120,
+            poll_s=0.05,
+        )
         assert proc.poll() is None, "the rollout ended before its rollback"
         proc.send_signal(signal.SIGKILL)
     finally:
@@ -430,12 +425,12 @@ def test_a_rollout_killed_inside_its_rollback_is_refused_on_resume(
 def _kill_when_stalled(args: list[str], env: dict[str, str], world: World, calls: int) -> None:
     """Run ``args``, wait until the agent holds its ``calls``-th call (stalled), SIGKILL it."""
     proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
     try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if len(world.agent.state.requests) >= calls:
-                break
-            time.sleep(0.05)
+        wait_until(
+            lambda: proc.poll() is not None or len(world.agent.state.requests) >= calls,
+            120,
+            poll_s=0.05,
+        )
         assert proc.poll() is None, "the rollout ended before the kill point"
         proc.send_signal(signal.SIGKILL)
     finally:
@@ -518,3 +513,24 @@ def test_an_agent_answering_html_is_not_taken_for_success(world: World) -> None:
     assert "exit event of code 0" in (err.rule or "")
     assert world.running_as("old", R2)
     assert world.events() == ["start", "begin", "dry-run-failed"]
+
+
+@pytest.mark.parametrize("faults", [["echo"] * 6, ["echo-exit1"], ["", "", "echo-400"]])
+def test_an_agent_echoing_the_request_encoded_leaks_no_secret(
+    world: World, faults: list[str]
+) -> None:
+    """The agent echoes the request (token, HF_TOKEN) raw, JSON-escaped, URL-encoded (%XX and
+    +), base64 (both alphabets, inside larger blobs), hex and cut short: none of it reaches the
+    log, the error or the journal in any reading (tests.secret_search decodes them all)."""
+    world.agent.state.faults = list(faults)
+    error = ""
+    try:
+        world.run(world.driver(attempts=1))
+    except RuntimeFailure as exc:
+        error = f"{exc.message} {exc.rule} {exc.fix} {exc.value}"
+    shown = "\n".join([*world.log, error, world.journal.read_text()])
+    if faults != ["echo"] * 6:
+        # A failure shows what the agent said: the echo arrived, masked (not a silence).
+        assert "***" in error
+    for secret in (TOKEN, "hf-SECRET-VALUE"):
+        assert not holds_fragment(shown, secret), secret

@@ -8,7 +8,6 @@ same stories over `tierctl sim serve`.
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,8 @@ from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
 from tierctl.rollout.gates import GateSettings
 from tierctl.rollout.planner import plan_files
+from tierctl.runtime.polling import wait_until
+from tierctl.runtime.process import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -73,12 +74,6 @@ srv = ThreadingHTTPServer(("127.0.0.1", int(info["port"])), H)
 print(f"listening on http://127.0.0.1:{srv.server_address[1]}", flush=True)
 srv.serve_forever()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def compose(
@@ -292,7 +287,6 @@ def test_a_killed_rollout_resumes_without_repeating_a_finished_step(tier: Tier) 
     import os
     import signal
     import subprocess
-    import time
 
     old_p, new_p = tier.files(
         compose(tier.ports, {"r1": 1, "r2": 1}),
@@ -303,14 +297,13 @@ def test_a_killed_rollout_resumes_without_repeating_a_finished_step(tier: Tier) 
     plan, old, new = tier.start_old(old_p, new_p)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
     proc = subprocess.Popen([sys.executable, "-c", CRASHING_RUN, str(tier.tmp)], env=env)
-    deadline = time.monotonic() + 60
+
+    def second_step_begun() -> bool:
+        lines = tier.journal.read_text().splitlines() if tier.journal.exists() else []
+        return any('"begin"' in x and "model-r1" in x for x in lines)
+
     try:
-        while time.monotonic() < deadline:
-            lines = tier.journal.read_text().splitlines() if tier.journal.exists() else []
-            if any('"begin"' in x and "model-r1" in x for x in lines):
-                break
-            time.sleep(0.05)
-        else:
+        if not wait_until(second_step_begun, 60, poll_s=0.05):
             pytest.fail("the rollout never reached its second step")
         proc.send_signal(signal.SIGKILL)
     finally:
@@ -335,9 +328,7 @@ def test_a_killed_rollout_resumes_without_repeating_a_finished_step(tier: Tier) 
     # The engine the killed run was starting was stopped by the resume, not orphaned.
     running = {int(e["pid"]) for e in tier.driver.state().values()}
     # A stopped engine can take a moment to exit after its signal; wait for it, bounded.
-    deadline = time.monotonic() + 10
-    while _live_pids(str(tier.tmp / "fake_engine.py")) != running and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: _live_pids(str(tier.tmp / "fake_engine.py")) == running, 10)
     assert _live_pids(str(tier.tmp / "fake_engine.py")) == running
 
 

@@ -326,3 +326,41 @@ async def test_a_body_over_max_body_mib_gets_413_while_it_streams_and_is_never_b
         body = {"prompt": "hi", "max_tokens": 1, "user": "x" * 900_000}
         async with s.post(srv.url + "/v1/completions", json=body) as r:
             assert r.status == 200
+
+
+async def _line_with(proc: subprocess.Popen[str], needle: str) -> str:
+    """The next line of the server's output that contains ``needle`` (bounded)."""
+    assert proc.stdout is not None
+    for _ in range(50):
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 30)
+        if needle in line or not line:
+            return line
+    return ""
+
+
+async def test_ctrl_c_says_what_it_drains_and_a_second_ctrl_c_stops_at_once() -> None:
+    # 100x slower than the modelled GPU: the stream is still going when both signals land.
+    extra = ("--drain-timeout-s", "600")
+    async with sim_serve(time_scale=0.01, extra=extra) as srv, aiohttp.ClientSession() as s:
+        body = {"prompt": "drain me", "max_tokens": 150, "stream": True}
+        async with s.post(srv.url + "/v1/completions", json=body) as r:
+            first = await r.content.readline()
+            assert first.startswith(b"data: ")
+            srv.proc.send_signal(signal.SIGINT)
+            draining = await _line_with(srv.proc, "draining")
+            assert "1 request(s) in flight" in draining, draining
+            assert "up to 600 s" in draining
+            assert "Ctrl-C again to stop now" in draining
+            srv.proc.send_signal(signal.SIGINT)
+            stopped = await _line_with(srv.proc, "stopped")
+            assert "stopped with 1 request(s) in flight (stopped now, as asked)" in stopped
+            # Well before the 600 s drain deadline: the second Ctrl-C did not wait it out.
+            assert await asyncio.to_thread(srv.proc.wait, 30) == 0
+
+
+async def test_a_drain_with_nothing_in_flight_says_so() -> None:
+    async with sim_serve() as srv:
+        srv.proc.send_signal(signal.SIGINT)
+        assert "0 request(s) in flight" in await _line_with(srv.proc, "draining")
+        assert "drained: no request in flight" in await _line_with(srv.proc, "drained")
+        assert await asyncio.to_thread(srv.proc.wait, 30) == 0

@@ -15,14 +15,14 @@ import yaml
 
 from tests.conftest import CliResult
 from tests.integration.prometheus import needs_prometheus, running_prometheus
-from tierctl.readout.local_prom import free_port
-from tierctl.realengine.traffic import Traffic
+from tierctl.realtier.traffic import Traffic
 from tierctl.render import render_compose
 from tierctl.render.compose import scrape_document
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.normalise import load_services
 from tierctl.rollout.plan_schema import SourceRef
+from tierctl.runtime.process import free_port
 from tierctl.spec import load_spec, resolve_tier
 from tierctl.spec.tier_spec import ScrapeConfig
 

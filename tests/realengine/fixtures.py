@@ -1,6 +1,6 @@
 """Session-wide fixtures of the real engine: the tiny-vllm tier, for real, once per session.
 
-Imported by ``tests/conftest.py`` so that any test module can ask for them. The tier is
+Registered by ``tests/realengine/conftest.py`` for the tests in that folder. The tier is
 ``examples/tiny-vllm`` on free loopback ports: two vLLM engines on CPU under the local driver,
 ``sglang-router`` in front (as the rendered proxy command says) and, when Debian's prometheus
 is installed, Prometheus scraping both. It is started once per pytest session and stopped at
@@ -9,7 +9,7 @@ its end. A test that uses them is marked ``real_engine``.
 - ``vllm_python``: the engine virtualenv's python. Outside CI a missing install skips with the
   command that makes it; in CI (``CI`` set) it is installed here, and a failed install fails.
 - ``tiny_model``: the tiny Llama's folder (made once per recipe).
-- ``real_tier``: the running :class:`tierctl.realengine.tier.RealTier`.
+- ``real_tier``: the running :class:`tierctl.realtier.tier.RealTier`.
 - ``vllm_pair``: :class:`EnginePair`: r1 and r2 of that tier, both healthy, serving
   ``tiny-llama``. Their flags may differ (a rollout test moves r2 to the canary's
   ``--max-num-seqs``); a test must not assume more than "two healthy vLLM engines".
@@ -32,7 +32,7 @@ from tierctl.realengine import env as realenv
 
 if TYPE_CHECKING:
     from tierctl.proxies.sglang_router import SglangRouter
-    from tierctl.realengine.tier import RealTier
+    from tierctl.realtier.tier import RealTier
 
 # Generous: a loaded 2-core machine took up to ~170 s for one engine to answer /health.
 START_TIMEOUT_S = float(os.environ.get("TIERCTL_REAL_START_TIMEOUT_S", "600"))
@@ -121,7 +121,7 @@ def real_tier(
     vllm_python: Path, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RealTier]:
     """The tiny-vllm tier running for real; stopped (every process group) at session end."""
-    from tierctl.realengine.tier import RealTier
+    from tierctl.realtier.tier import RealTier
 
     tier = RealTier(
         tmp_path_factory.mktemp("real-tier"), start_timeout_s=START_TIMEOUT_S, python=vllm_python

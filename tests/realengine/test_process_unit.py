@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tierctl.errors import RuntimeFailure
-from tierctl.realengine.process import ServerProcess, free_port, http_ready
+from tierctl.runtime.polling import wait_until
+from tierctl.runtime.process import ServerProcess, free_port, http_ready
 
 
 def _gone(pid: int) -> bool:
@@ -23,12 +23,9 @@ def _gone(pid: int) -> bool:
 
 
 def _wait_for_file(path: Path, timeout_s: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
-            return path.read_text().strip()
-        time.sleep(0.05)
-    raise AssertionError(f"{path} was not written")
+    if not wait_until(lambda: path.exists() and bool(path.read_text().strip()), timeout_s):
+        raise AssertionError(f"{path} was not written")
+    return path.read_text().strip()
 
 
 def test_stop_kills_a_grandchild_that_ignores_sigterm(tmp_path: Path) -> None:
@@ -44,9 +41,7 @@ def test_stop_kills_a_grandchild_that_ignores_sigterm(tmp_path: Path) -> None:
     proc.start()
     grandchild = int(_wait_for_file(pidfile))
     proc.stop(timeout_s=2)
-    deadline = time.monotonic() + 10
-    while not _gone(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: _gone(grandchild), 10, poll_s=0.05)
     assert _gone(grandchild)
     assert not proc.running()
     proc.stop()  # idempotent

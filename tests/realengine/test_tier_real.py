@@ -19,8 +19,8 @@ import pytest
 from tests.realengine.fixtures import START_TIMEOUT_S
 from tierctl.engines import profile_for
 from tierctl.errors import TierctlError
-from tierctl.realengine.tier import CANARY_FLAG, RealTier
-from tierctl.realengine.traffic import Traffic
+from tierctl.realtier.tier import CANARY_FLAG, RealTier
+from tierctl.realtier.traffic import Traffic
 from tierctl.rollout.entrypoints import make_plan
 from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
 from tierctl.rollout.gates import GateSettings
@@ -201,7 +201,7 @@ def test_a_canary_vllm_refuses_is_rolled_back_and_the_tier_keeps_serving(
 
 
 def test_the_readout_reads_real_vllm_metrics_from_a_real_prometheus(real_tier: RealTier) -> None:
-    from tierctl.realengine.tier import scrape_config
+    from tierctl.realtier.tier import scrape_config
     from tierctl.rollout.planner import plan_files
 
     if real_tier.prometheus is None:

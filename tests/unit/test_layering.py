@@ -18,11 +18,49 @@ import tierctl
 SRC = Path(tierctl.__file__).parent
 
 #: Modules every layer may use: they import nothing of tierctl but each other.
-LEAVES = frozenset({"errors", "yaml12", "readers", "latency", "bundled_tokenizer", "traces"})
+LEAVES = frozenset(
+    {
+        "errors",
+        "yaml12",
+        "readers",
+        "latency",
+        "quantity",
+        "tables",
+        "bundled_tokenizer",
+        "traces",
+        "results",
+        "engine_catalog",
+        "credentials",
+        "paths",
+    }
+)
 #: The lifecycle steps that talk to servers; none of them imports another.
 STEPS = frozenset({"sim", "bench", "rollout", "readout"})
 #: Where output is drawn and the event loop is owned.
-UI = frozenset({"cli", "demo", "__main__"})
+UI = frozenset({"cli", "demo", "realtier", "progress", "__main__"})
+
+#: docs/architecture.md's layers, lowest first: a package imports only its own layer and the
+#: layers below it. Every package of src/tierctl/ is in exactly one (tested), so a new one is
+#: placed on purpose. Within a layer, the no-cycle test and the rules below still hold.
+LAYERS: tuple[frozenset[str], ...] = (
+    LEAVES,
+    frozenset({"runtime"}),  # process manager, wait_until, the Prometheus parser and client
+    frozenset({"compose"}),
+    frozenset({"engines"}),
+    frozenset({"catalog"}),
+    frozenset({"realengine", "proxies"}),
+    frozenset({"spec"}),
+    frozenset({"render"}),
+    frozenset({"contracts"}),
+    frozenset({"adopt"}),
+    STEPS,
+    frozenset({"progress"}),
+    frozenset({"demo", "realtier"}),
+    frozenset({"cli"}),
+    frozenset({"__main__"}),
+)
+#: The package root re-exports the API; it is above everything and nothing imports it.
+ROOT = "__init__"
 
 
 @dataclass(frozen=True)
@@ -70,6 +108,153 @@ def _offenders(importer: frozenset[str] | None, imported: frozenset[str]) -> lis
     ]
 
 
+def _packages() -> frozenset[str]:
+    return frozenset(
+        p.stem if p.is_file() else p.name
+        for p in SRC.iterdir()
+        if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))
+    )
+
+
+def _rank(package: str) -> int:
+    return next(k for k, layer in enumerate(LAYERS) if package in layer)
+
+
+def _upward(imports: list[Import]) -> list[str]:
+    """Imports of a package from a higher layer than its own (the root aside)."""
+    return [
+        f"{i.where}: {i.target}"
+        for i in imports
+        if i.package != ROOT
+        and (target := _tierctl_package(i.target))
+        and target != i.package
+        and _rank(target) > _rank(i.package)
+    ]
+
+
+def _cycles(imports: list[Import]) -> list[list[str]]:
+    """The package import graph's strongly connected components of more than one package."""
+    edges: dict[str, set[str]] = {}
+    for i in imports:
+        target = _tierctl_package(i.target)
+        if target and target != i.package:
+            edges.setdefault(i.package, set()).add(target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm; the graph has some 25 nodes
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_house_has_no_package_cycle() -> None:
+    """Packages form a DAG: a cycle is two packages that can be neither read nor tested apart."""
+    assert _cycles(IMPORTS) == []
+
+
+def test_every_package_has_a_layer() -> None:
+    placed = [p for layer in LAYERS for p in layer]
+    assert len(placed) == len(set(placed)), "a package is in two layers"
+    assert sorted(_packages() - set(placed) - {ROOT}) == []
+
+
+def test_no_package_imports_a_higher_layer() -> None:
+    assert _upward(IMPORTS) == []
+
+
+#: The edges that closed the package cycles this layering removed (issue #20): each cycle's
+#: way back up. The rules above must refuse every one of them.
+OLD_CYCLE_EDGES = [
+    # {proxies, realengine} and {rollout, readout, realengine, proxies}: realengine/ held the
+    # orchestration (tier, demo) beside the process manager everyone used.
+    ("realengine", "tierctl.proxies.sglang_router"),
+    ("realengine", "tierctl.rollout.executor"),
+    ("realengine", "tierctl.readout.local_prom"),
+    ("realengine", "tierctl.render"),
+    # {spec, render, contracts}: spec/adopt.py imported contracts and render.
+    ("spec", "tierctl.contracts.hygiene"),
+    ("spec", "tierctl.render"),
+    # catalog <-> engines: the engines' catalog types lived in catalog/, which imported engines.
+    ("engines", "tierctl.catalog.engine_catalog"),
+    ("compose", "tierctl.catalog.engine_catalog"),
+    # cli <-> demo: the demo drew bench bars from cli/progress.py.
+    ("demo", "tierctl.cli.progress"),
+]
+
+
+@pytest.mark.parametrize(("package", "target"), OLD_CYCLE_EDGES)
+def test_each_old_cycle_is_refused(package: str, target: str) -> None:
+    """Put an old cycle's edge back (as the scanner would read it): the rules refuse it."""
+    edge = Import(package, f"{package}/x.py:1", target, ())
+    refused_by_layers = _upward([edge]) != []
+    closes_a_cycle = _cycles([*IMPORTS, edge]) != []
+    assert refused_by_layers or closes_a_cycle
+
+
+def test_runtime_imports_only_the_leaves() -> None:
+    """The shared plumbing (processes, polling, Prometheus) sits under every step."""
+    assert _offenders(frozenset({"runtime"}), _packages() - LEAVES - {"runtime"}) == []
+
+
+def test_the_real_engine_imports_no_step_and_no_proxy() -> None:
+    """realengine/ is one engine and its environment; the tier that drives the steps with it
+    is realtier/, above them."""
+    above = STEPS | {"proxies", "spec", "render", "contracts", "realtier", "demo", "cli"}
+    assert _offenders(frozenset({"realengine"}), frozenset(above)) == []
+
+
+def test_the_spec_imports_neither_render_nor_contracts() -> None:
+    """``import``'s round trip (:mod:`tierctl.adopt`) uses contracts and render from above."""
+    assert _offenders(frozenset({"spec"}), frozenset({"render", "contracts", "adopt"})) == []
+
+
+def test_engines_and_compose_see_only_the_catalog_types() -> None:
+    """engines/ and compose/ use the catalog's types (the leaf :mod:`tierctl.engine_catalog`),
+    never the catalog package, which builds and ships catalogs using the profiles."""
+    assert _offenders(frozenset({"engines", "compose"}), frozenset({"catalog"})) == []
+
+
+def test_the_catalog_imports_nothing_lazily_from_the_engines() -> None:
+    """The four lazy imports that hid catalog <-> engines stay gone: catalog/ imports the
+    profiles at the top, where a cycle would show at once."""
+    lazy = []
+    for path in [*sorted((SRC / "catalog").rglob("*.py")), SRC / "engine_catalog.py"]:
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                        "tierctl.engines"
+                    ):
+                        lazy.append(f"{path.name}:{node.lineno}")
+    assert lazy == []
+
+
+def test_the_demo_does_not_import_the_cli() -> None:
+    assert _offenders(frozenset({"demo", "realtier", "progress"}), frozenset({"cli"})) == []
+
+
 def test_the_scan_sees_the_known_imports() -> None:
     # guard against a scanner that finds nothing and so passes every rule
     assert any(i.where.startswith("bench/") and i.target == "tierctl.latency" for i in IMPORTS)
@@ -104,17 +289,12 @@ def test_compose_reading_knows_no_engine() -> None:
 
 def test_engine_profiles_import_no_lifecycle_step() -> None:
     """engines/ is the one place an engine is known; steps ask it, it asks none of them."""
-    above = STEPS | {"spec", "render", "contracts", "cli", "demo"}
+    above = STEPS | {"spec", "render", "contracts", "adopt", "cli", "demo", "realtier"}
     assert _offenders(frozenset({"engines"}), frozenset(above)) == []
 
 
 def test_leaves_import_only_leaves() -> None:
-    everything = frozenset(
-        p.stem if p.is_file() else p.name
-        for p in SRC.iterdir()
-        if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))
-        and p.stem != "__init__"
-    )
+    everything = _packages() - {ROOT}
     assert _offenders(LEAVES, everything - LEAVES) == []
 
 

@@ -60,5 +60,5 @@ def fallback_note() -> str | None:
         return None
     return (
         "note: uvloop is not installed, so this run used asyncio's event loop (more client CPU "
-        "per request); pip install 'tierctl[bench]' adds it"
+        "per request); pip install -e '.[bench]' in the tierctl checkout adds it"
     )

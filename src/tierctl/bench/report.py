@@ -1,6 +1,6 @@
 """Reports of a run or an A/B: JSON with every raw sample, Markdown, and rich tables.
 
-The JSON is the record of truth (every request and probe sample, every block, the workload);
+The JSON is the bench results file (its format: :mod:`tierctl.results`), the record of truth (every request and probe sample, every block, the workload);
 Markdown and the terminal tables are views of it. The A/B table has the field report's shape:
 one row per workload lane, one B/A ratio per metric with its bootstrap interval.
 """
@@ -12,17 +12,16 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from rich.table import Table
-
 from tierctl.bench.ab import ABResult, MetricRatio
 from tierctl.bench.clientcheck import verdict_line
 from tierctl.bench.peers import peer_metrics
 from tierctl.bench.probe import unhealthy_episodes
-from tierctl.bench.samples import RunRecord
+from tierctl.bench.samples import RequestSample, RunRecord
 from tierctl.bench.summary import METRICS, BenchSummary, summarize_samples
 from tierctl.bench.workload import BenchWorkload
-
-SCHEMA_VERSION = 1
+from tierctl.quantity import Unit, format_value
+from tierctl.results import results_document
+from tierctl.tables import Col, FitTable
 
 
 def _tool() -> str:
@@ -71,24 +70,19 @@ def record_json(record: RunRecord, misses_to_mark: int = 3) -> dict[str, Any]:
 
 def run_json(record: RunRecord, workload: BenchWorkload) -> dict[str, Any]:
     """The JSON document of ``tierctl bench run``."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": _tool(),
-        "kind": "run",
-        "workload": workload.model_dump(mode="json"),
-        "run": record_json(record, workload.probe.unhealthy_after),
-    }
+    return results_document(
+        "run",
+        _tool(),
+        workload.model_dump(mode="json"),
+        {"run": record_json(record, workload.probe.unhealthy_after)},
+    )
 
 
 def ab_json(
     result: ABResult, ratios: Sequence[MetricRatio], workload: BenchWorkload
 ) -> dict[str, Any]:
     """The JSON document of ``tierctl bench ab``: ratios plus every block's raw samples."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": _tool(),
-        "kind": "ab",
-        "workload": workload.model_dump(mode="json"),
+    body = {
         "a_url": result.a_url,
         "b_url": result.b_url,
         "order": result.order,
@@ -97,7 +91,14 @@ def ab_json(
         "client_bound": ab_client_bound(result),
         "pairs": len(result.pairs()),
         "ratios": [
-            {"lane": m.lane or "all", "metric": m.metric, **dataclasses.asdict(m.ratio)}
+            {
+                "lane": m.lane or "all",
+                "metric": m.metric,
+                "unit": m.quantity.unit.value,
+                "better_when": m.quantity.direction.value,
+                "b_is": m.change,
+                **dataclasses.asdict(m.ratio),
+            }
             for m in ratios
         ],
         "blocks": [
@@ -111,6 +112,7 @@ def ab_json(
             for b in result.blocks
         ],
     }
+    return results_document("ab", _tool(), workload.model_dump(mode="json"), body)
 
 
 def ab_client_bound(result: ABResult) -> bool:
@@ -136,38 +138,26 @@ def _summary_json(s: BenchSummary) -> dict[str, Any]:
 
 
 def _ms(x: float | None) -> str:
-    if x is None:
-        return "-"
-    ms = x * 1e3
-    return f"{ms:.2f}" if ms < 10 else f"{ms:.1f}" if ms < 1000 else f"{ms:.0f}"
+    return format_value(x, Unit.SECONDS)
+
+
+def _num(x: float | None) -> str:
+    return format_value(x, Unit.TOKENS_PER_SECOND)
 
 
 def _ratio_cell(m: MetricRatio) -> str:
     r = m.ratio
-    if r.ratio is None:
-        return f"{_num(r.a)} → {_num(r.b)}"
-    if m.metric in ("errors", "probe_misses", "completion_pct"):
-        return f"{_num(r.a)} → {_num(r.b)}"
+    if r.ratio is None or m.quantity.is_count:
+        return f"{m.quantity.cell(r.a)} → {m.quantity.cell(r.b)}"
     ci = "" if r.ci_low is None else f" ({r.ci_low:.2f}-{r.ci_high:.2f})"
     return f"{r.ratio:.2f}{ci}"
 
 
-def _num(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.0f}" if float(x).is_integer() else f"{x:.1f}"
-
-
-def _metric_cell(name: str, value: float | None) -> str:
-    """A metric's value as the tables show it: latencies in ms, rates and counts as numbers."""
-    if name.endswith("_s"):
-        return _ms(value)
-    return _num(value)
-
-
 def _ab_rows(ratios: Sequence[MetricRatio]) -> tuple[list[str], list[list[str]]]:
-    """Per lane three rows: arm A's own values, arm B's, and B/A (with its 95% CI)."""
-    header = ["workload", "arm", *[METRICS[name][0] for name in METRICS]]
+    """Per lane four rows: arm A's own values, arm B's, B/A (with its 95% CI), and whether
+    B is better or worse (from each metric's direction: B/A < 1 is better for a latency,
+    worse for a throughput)."""
+    header = ["workload", "arm", *[q.label for q in METRICS.values()]]
     rows: list[list[str]] = []
     for lane in dict.fromkeys(m.lane for m in ratios):
         cells = {m.metric: m for m in ratios if m.lane == lane}
@@ -177,67 +167,74 @@ def _ab_rows(ratios: Sequence[MetricRatio]) -> tuple[list[str], list[list[str]]]
             for metric in METRICS:
                 m = cells.get(metric)
                 value = None if m is None else (m.ratio.a if arm == "A" else m.ratio.b)
-                values.append("" if m is None else _metric_cell(metric, value))
+                values.append("" if m is None else m.quantity.cell(value))
             rows.append([name, arm, *values])
         rows.append([name, "B/A", *[_ratio_cell(cells[n]) if n in cells else "" for n in METRICS]])
+        rows.append([name, "B is", *[cells[n].change if n in cells else "" for n in METRICS]])
     return header, rows
 
 
-def ab_table(result: ABResult, ratios: Sequence[MetricRatio]) -> Table:
-    """Each arm's own values (latencies in ms) and B/A ratio (95% bootstrap CI) per metric."""
+AB_ROWS_PER_LANE = 4
+
+
+def ab_table(result: ABResult, ratios: Sequence[MetricRatio]) -> FitTable:
+    """Each arm's own values (latencies in ms), B/A (95% bootstrap CI) and better/worse per
+    metric; fits the terminal it is printed on."""
     header, rows = _ab_rows(ratios)
-    table = Table(
+    return FitTable(
+        [Col(h, key=h in ("workload", "arm")) for h in header],
+        rows,
         title=f"A = {result.a_url}, B = {result.b_url}: {len(result.pairs())} paired blocks, "
         f"order {result.order}, {result.repetitions} repetition(s); arms' values pooled over "
-        "blocks (latencies in ms), B/A: ratio (95% CI), counts: A → B",
-        title_justify="left",
+        "blocks (latencies in ms), B/A: ratio (95% CI) for every metric, counts: A → B; "
+        "B is: better or worse by each metric's direction",
+        section_every=AB_ROWS_PER_LANE,
     )
-    for h in header:
-        table.add_column(h, justify="left" if h in ("workload", "arm") else "right")
-    for k, row in enumerate(rows):
-        table.add_row(*row, end_section=k % 3 == 2)
-    return table
 
 
-def run_table(record: RunRecord) -> Table:
-    """Per-lane and overall summary of one run (latencies in ms)."""
-    table = Table(
-        title=f"{record.url} ({record.duration_s:.1f} s; latencies in ms)", title_justify="left"
-    )
-    cols = ["lane", "sent", "ok", "failed", "timeout", "TTFT p50", "TTFT p95", "TTFT p99"]
-    cols += ["TPOT p50", "TPOT p90", "ITL p50", "ITL p90", "E2E p50", "lag p99", "tok/s", "req/s"]
-    for c in cols:
-        table.add_column(c, justify="left" if c == "lane" else "right")
+#: The run table's columns after the counts: (header, summary field, unit).
+_RUN_FIGURES: tuple[tuple[str, str, Unit], ...] = (
+    ("TTFT p50", "ttft_p50_s", Unit.SECONDS),
+    ("TTFT p95", "ttft_p95_s", Unit.SECONDS),
+    ("TTFT p99", "ttft_p99_s", Unit.SECONDS),
+    ("TPOT p50", "tpot_p50_s", Unit.SECONDS),
+    ("TPOT p90", "tpot_p90_s", Unit.SECONDS),
+    ("ITL p50", "itl_p50_s", Unit.SECONDS),
+    ("ITL p90", "itl_p90_s", Unit.SECONDS),
+    ("E2E p50", "e2e_p50_s", Unit.SECONDS),
+    ("lag p99", "queue_p99_s", Unit.SECONDS),
+    ("tok/s", "output_tok_per_s", Unit.TOKENS_PER_SECOND),
+    ("req/s", "requests_per_s", Unit.REQUESTS_PER_SECOND),
+)
+
+
+def run_table(record: RunRecord) -> FitTable:
+    """Per-lane and overall summary of one run (latencies in ms); fits the terminal."""
+    cols = [Col("lane", key=True), Col("sent"), Col("ok"), Col("no TTFT"), Col("failed")]
+    cols += [Col("timeout"), *(Col(h) for h, _, _ in _RUN_FIGURES)]
     lanes = sorted({r.lane for r in record.requests})
     groups = [(lane, [r for r in record.requests if r.lane == lane]) for lane in lanes]
     if len(groups) != 1:
         groups.append(("all", list(record.requests)))
+    rows = []
     for name, reqs in groups:
         s = summarize_samples(reqs)
-        table.add_row(
-            name,
-            str(s.sent),
-            str(s.completed),
-            str(s.failed),
-            str(s.timed_out),
-            *(
-                _ms(v)
-                for v in (
-                    s.ttft_p50_s,
-                    s.ttft_p95_s,
-                    s.ttft_p99_s,
-                    s.tpot_p50_s,
-                    s.tpot_p90_s,
-                    s.itl_p50_s,
-                    s.itl_p90_s,
-                    s.e2e_p50_s,
-                    s.queue_p99_s,
-                )
-            ),
-            _num(s.output_tok_per_s),
-            _num(s.requests_per_s),
-        )
-    return table
+        counts = [str(s.sent), str(s.completed), str(s.no_ttft), str(s.failed), str(s.timed_out)]
+        figures = [format_value(getattr(s, f), unit) for _, f, unit in _RUN_FIGURES]
+        rows.append([name, *counts, *figures])
+    return FitTable(cols, rows, title=f"{record.url} ({record.duration_s:.1f} s; latencies in ms)")
+
+
+def no_ttft_line(requests: Sequence[RequestSample]) -> str | None:
+    """A line on completed requests that had no TTFT (no content chunk), or None when none:
+    they are left out of the TTFT and TPOT percentiles, which the reader must know."""
+    s = summarize_samples(requests)
+    if not s.no_ttft:
+        return None
+    return (
+        f"{s.no_ttft} of {s.completed} completed requests had no TTFT (their stream carried no "
+        "content chunk): left out of the TTFT and TPOT percentiles"
+    )
 
 
 def probe_line(record: RunRecord, misses_to_mark: int = 3) -> str:
@@ -261,20 +258,21 @@ def run_markdown(record: RunRecord, workload: BenchWorkload) -> str:
         f"- {probe_line(record, workload.probe.unhealthy_after)}",
         f"- {verdict_line(record.client)}",
         "",
-        "| lane | sent | ok | TTFT p50 ms | TTFT p95 ms | TTFT p99 ms | TPOT p50 ms | "
+        "| lane | sent | ok | no TTFT | TTFT p50 ms | TTFT p95 ms | TTFT p99 ms | TPOT p50 ms | "
         "TPOT p90 ms | ITL p50 ms | ITL p90 ms | E2E p50 ms | output tok/s | req/s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for lane in sorted({r.lane for r in record.requests}):
         s = summarize_samples([r for r in record.requests if r.lane == lane])
         lines.append(
-            f"| {lane} | {s.sent} | {s.completed} | {_ms(s.ttft_p50_s)} | {_ms(s.ttft_p95_s)} | "
+            f"| {lane} | {s.sent} | {s.completed} | {s.no_ttft} | {_ms(s.ttft_p50_s)} | {_ms(s.ttft_p95_s)} | "
             f"{_ms(s.ttft_p99_s)} | {_ms(s.tpot_p50_s)} | {_ms(s.tpot_p90_s)} | "
             f"{_ms(s.itl_p50_s)} | {_ms(s.itl_p90_s)} | {_ms(s.e2e_p50_s)} | "
             f"{_num(s.output_tok_per_s)} | {_num(s.requests_per_s)} |"
         )
     lines += _peer_lines({"value": list(record.requests)})
-    lines += _warning_lines(record.warnings)
+    missing = no_ttft_line(record.requests)
+    lines += _warning_lines([*record.warnings, *([missing] if missing else [])])
     return "\n".join(lines) + "\n"
 
 
@@ -313,7 +311,9 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Bench
         f"{len(result.pairs())} paired blocks" + (" (interrupted)" if result.interrupted else ""),
         f"- {ab_client_line(result)}",
         "- rows A and B: each arm's own values pooled over its blocks (latencies in ms); "
-        "row B/A: the ratio (95% bootstrap CI over paired blocks); counts: A → B",
+        "row B/A: the ratio B/A for every metric (95% bootstrap CI over paired blocks); counts: "
+        "A → B; row B is: better or worse by the metric's direction (lower latency, higher "
+        "throughput)",
         "",
         "| " + " | ".join(header) + " |",
         "|---|" + "---:|" * (len(header) - 1),
@@ -342,6 +342,10 @@ def ab_markdown(result: ABResult, ratios: Sequence[MetricRatio], workload: Bench
     warnings = [
         f"block {k} ({b.arm}): {w}" for k, b in enumerate(result.blocks) for w in b.record.warnings
     ]
+    for arm, reqs in arms.items():
+        missing = no_ttft_line(reqs)
+        if missing:
+            warnings.append(f"arm {arm}: {missing}")
     lines += _warning_lines(warnings)
     return "\n".join(lines) + "\n"
 

@@ -40,6 +40,7 @@ from tierctl.bench.probe import run_probes
 from tierctl.bench.prompts import PromptSource
 from tierctl.bench.samples import ProbeSample, RequestSample, RunRecord
 from tierctl.bench.workload import BenchWorkload
+from tierctl.credentials import mask_userinfo
 
 #: Prompts are synthesised up front when the plan holds at most this many prompt tokens
 #: (about 100 MB of text).
@@ -156,7 +157,8 @@ async def run_plan(
         samples, plan, monitor.lags_s, cpu, duration, run.backlog.max_bytes, loop_name()
     )
     return RunRecord(
-        url=base_url,
+        # Printed and written (results.json, report.md): a password in the URL never is.
+        url=mask_userinfo(base_url),
         label=label,
         started_at=started_at,
         duration_s=duration,

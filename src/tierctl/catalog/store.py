@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from tierctl.catalog.build import parse_ref
-from tierctl.catalog.engine_catalog import Catalog, Flag
+from tierctl.catalog.build import parse_ref, with_profile
+from tierctl.engine_catalog import Catalog, Flag
+from tierctl.engines import kinds
 from tierctl.errors import InputError
 
 # ENGINE-VERSION.json; ENGINE is a kind of the engine registry (checked where files are listed).
@@ -35,9 +37,6 @@ def data_dir() -> Path:
 @functools.cache
 def shipped() -> tuple[tuple[str, str], ...]:
     """(engine, version) of every shipped catalog, sorted by engine then version."""
-    # Imported here: the engine profiles import the catalog package (its Flag model).
-    from tierctl.engines import kinds
-
     found = []
     for path in data_dir().glob("*.json"):
         match = _FILE.match(path.name)
@@ -70,7 +69,7 @@ def load_catalog(engine: str, version: str) -> Catalog:
             fix=f"build it (`tierctl catalog build {engine}=={version}`, or `build_catalog`) "
             f"into {path.name} and pass that file, or pin a shipped release",
         )
-    return Catalog.from_path(path)
+    return with_profile(Catalog.from_path(path))
 
 
 def resolve_catalog(ref_or_path: str) -> Catalog:
@@ -82,7 +81,7 @@ def resolve_catalog(ref_or_path: str) -> Catalog:
     if not path.is_file():
         raise InputError(f"{ref_or_path}: neither ENGINE==VERSION nor a catalog file")
     try:
-        return Catalog.from_path(path)
+        return with_profile(Catalog.from_path(path))
     except ValueError as exc:
         raise InputError(f"{path}: not a tierctl catalog: {exc}") from exc
 
@@ -150,3 +149,26 @@ def diff_catalogs(a: Catalog, b: Catalog) -> CatalogDiff:
             if old != new:
                 changed.append(CatalogFlagChange(name, attr, old, new))
     return CatalogDiff(a.ref, b.ref, added, removed, tuple(changed))
+
+
+def did_you_mean(catalog: Catalog, token: str) -> str:
+    """The fix for a flag ``catalog`` lacks: its closest spellings, or how to find one."""
+    spellings = [s for f in catalog.flags.values() for s in f.spellings() if s.startswith("--")]
+    close = difflib.get_close_matches(token, spellings, n=3, cutoff=0.75)
+    if close:
+        return f"did you mean {' or '.join(close)}? (see `tierctl catalog show {catalog.ref}`)"
+    return f"drop the flag, or pin a release that has it (`tierctl catalog show {catalog.ref}`)"
+
+
+def unknown_flag(engine: str, version: str, token: str) -> str:
+    """Why ``token`` is not a flag of ``engine`` ``version``: a later release adds it, an
+    earlier one had it, or no catalogued release knows it (one wording for every caller)."""
+    history = flag_history(engine, version, token)
+    if history.added_in:
+        return (
+            f"{token} is not a flag of {engine} {version}: added in {history.added_in}; "
+            "pin that release or drop the flag"
+        )
+    if history.last_seen:
+        return f"{token} is not a flag of {engine} {version}: removed (last in {history.last_seen})"
+    return f"{token} is not a flag of {engine} {version} (nor of any catalogued release)"

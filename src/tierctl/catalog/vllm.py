@@ -16,8 +16,8 @@ from typing import Any
 
 from tierctl.catalog.annotations import read_hints
 from tierctl.catalog.argparse_calls import add_argument_calls, build_flag
-from tierctl.catalog.engine_catalog import Flag
 from tierctl.catalog.static_eval import UNKNOWN, Namespace, dotted_name
+from tierctl.engine_catalog import Flag
 
 ENGINE_ARGS = "vllm/engine/arg_utils.py"
 # Fields of these config classes accept human-readable integers (1K, 2M) in vLLM.

@@ -38,7 +38,7 @@ def adopt_cmd(
     other service is kept as it is. The spec is checked: it loads, and its rendering is
     equivalent to the input (exit 1 with the differences otherwise).
     """
-    from tierctl.spec.adopt import adopt
+    from tierctl.adopt import adopt
 
     target = out or Path("tier.yaml")
     if out is not None and out.exists() and not force:

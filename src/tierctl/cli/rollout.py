@@ -7,10 +7,12 @@ from pathlib import Path
 
 import click
 
+from tierctl.paths import write_owned
 from tierctl.rollout.entrypoints import DriverConfig, execute_plan, make_plan, make_runbook
 from tierctl.rollout.executor import RolloutOptions
 from tierctl.rollout.gates import GATE_DEFS, GateSettings, gate_names
-from tierctl.rollout.plan_schema import Plan
+from tierctl.rollout.plan_schema import Plan, is_plan
+from tierctl.rollout.runbook import is_runbook
 
 _common = [
     click.option("--from", "old", required=True, help="OLD: compose file or git:REF:PATH."),
@@ -30,6 +32,13 @@ def _with_common(f: click.decorators.FC) -> click.decorators.FC:
     for option in reversed(_common):
         f = option(f)
     return f
+
+
+def _inputs(old: str, new: str, spec: Path | None) -> list[Path]:
+    """The files a plan or runbook is made from (never written over, forced or not); a
+    git:REF:PATH side is not a file here."""
+    files = [Path(side) for side in (old, new) if not side.startswith("git:")]
+    return files + ([spec] if spec is not None else [])
 
 
 def format_plan(plan: Plan) -> str:
@@ -58,6 +67,7 @@ def format_plan(plan: Plan) -> str:
 @_with_common
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the JSON plan here.")
+@click.option("--force", is_flag=True, help="With -o: replace a file that is not a tierctl plan.")
 def plan(
     old: str,
     new: str,
@@ -67,6 +77,7 @@ def plan(
     repo: Path | None,
     as_json: bool,
     output: Path | None,
+    force: bool,
 ) -> None:
     """Plan a rollout between two compose files: which services change, in what order."""
     result = make_plan(
@@ -74,7 +85,10 @@ def plan(
     )
     text = json.dumps(result.model_dump(mode="json"), indent=2)
     if output is not None:
-        output.write_text(text + "\n")
+        write_owned(
+            output, text + "\n", ours=is_plan, force=force, protect=_inputs(old, new, spec),
+            what="plan",
+        )  # fmt: skip
     click.echo(text if as_json else format_plan(result))
 
 
@@ -261,9 +275,17 @@ def rollout(
         ),
         proxy_drain=proxy_drain,
     )
-    result = execute_plan(
-        plan_path, config, options, repo=repo, log=lambda m: click.echo(m, err=True)
-    )
+    from tierctl.progress import RolloutWaits
+
+    with RolloutWaits() as waits:
+        result = execute_plan(
+            plan_path,
+            config,
+            options,
+            repo=repo,
+            log=lambda m: click.echo(m, err=True),
+            progress=waits,
+        )
     if result.already_completed:
         click.echo(f"already completed: {len(result.outcomes)} step(s), nothing run")
     else:
@@ -276,6 +298,9 @@ def rollout(
 @click.command("runbook")
 @_with_common
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the Markdown here.")
+@click.option(
+    "--force", is_flag=True, help="With -o: replace a file that is not a tierctl runbook."
+)
 def runbook(
     old: str,
     new: str,
@@ -284,12 +309,16 @@ def runbook(
     protect: tuple[str, ...],
     repo: Path | None,
     output: Path | None,
+    force: bool,
 ) -> None:
     """Write the Markdown runbook of the rollout from OLD to NEW."""
     text = make_runbook(
         old, new, spec=spec, allow=frozenset(allow), protect=frozenset(protect), repo=repo
     )
     if output is not None:
-        output.write_text(text)
+        write_owned(
+            output, text, ours=is_runbook, force=force, protect=_inputs(old, new, spec),
+            what="runbook",
+        )  # fmt: skip
     else:
         click.echo(text)

@@ -50,6 +50,49 @@ def _cost(kw: dict[str, Any]) -> Any:
     return resolve_cost(kw.pop("preset"), kw.pop("cost_model"))
 
 
+def _cost_source(kw: dict[str, Any]) -> str:
+    """Where the cost model comes from (read before :func:`_cost` takes the options): chosen,
+    or the default preset, whose coefficients are one GPU's whatever the engine modelled."""
+    path, name = kw.get("cost_model"), kw.get("preset")
+    if path is not None:
+        return f"from --cost-model {path}"
+    if name == DEFAULT_PRESET:
+        return (
+            "the default preset; its coefficients are that GPU's, whatever this engine runs "
+            "on: pass --preset, or --cost-model with a model `tierctl sim fit` measured"
+        )
+    return "--preset"
+
+
+def cost_line(name: str, source: str) -> str:
+    """Which cost model the figures come from."""
+    return f"cost model: {name} ({source})"
+
+
+def not_completed_lines(arms: dict[str, Any]) -> list[str]:
+    """Per arm, how many requests did not complete and why (one line for both arms when
+    they agree): what a completion below 1 is made of."""
+    from tierctl.sim.result import not_completed
+
+    counted = {arm: not_completed(result.requests) for arm, result in arms.items()}
+    totals = {arm: len(result.requests) for arm, result in arms.items()}
+    names = list(arms)
+    if len(names) > 1 and all(counted[n] == counted[names[0]] for n in names):
+        names = [names[0]]
+        label = {names[0]: "both arms" if len(arms) > 1 else names[0]}
+    else:
+        label = {n: n for n in names}
+    lines = []
+    for arm in names:
+        reasons = counted[arm]
+        if not reasons:
+            continue
+        missing = sum(reasons.values())
+        why = "; ".join(f"{n} {reason}" for reason, n in reasons.items())
+        lines.append(f"{label[arm]}: {missing} of {totals[arm]} requests did not complete: {why}")
+    return lines
+
+
 def _warn_not_modelled(flags: tuple[str, ...]) -> None:
     for name in flags:
         click.echo(
@@ -144,6 +187,7 @@ def run(
 
     if spec is not None and replica is None:
         raise click.UsageError("--spec needs --replica")
+    source = _cost_source(kw)
     cost = _cost(kw)
     with _sim_bar() as tick:
         result = run_sim(
@@ -153,6 +197,9 @@ def run(
         click.echo(json.dumps(result.to_json(), indent=1))
         return
     click.echo(_render_run(result, per_request))
+    for line in not_completed_lines({"run": result}):
+        click.echo(line)
+    click.echo(cost_line(result.preset, source))
 
 
 @sim.command()
@@ -186,10 +233,13 @@ def compare(
         raise click.UsageError("--spec needs --control-replica and --candidate-replica")
     a = EngineSource(tuple(shlex.split(control_argv)), spec, control_replica, engine)
     b = EngineSource(tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine)
+    source = _cost_source(kw)
     cost = _cost(kw)
     cmp = compare_sims(a, b, _workload(kw), cost, focus=focus)
     rows = [dataclasses.asdict(r) for r in cmp.table]
     _warn_not_modelled(cmp.not_modelled)
+    from tierctl.sim.result import not_completed
+
     if as_json:
         click.echo(
             json.dumps(
@@ -197,6 +247,11 @@ def compare(
                     "focus": focus,
                     "table": rows,
                     "not_modelled": list(cmp.not_modelled),
+                    "cost_model": {"name": cmp.control.preset, "source": source},
+                    "not_completed": {
+                        "control": not_completed(cmp.control.requests),
+                        "candidate": not_completed(cmp.candidate.requests),
+                    },
                     "control": dataclasses.asdict(cmp.control.summary),
                     "candidate": dataclasses.asdict(cmp.candidate.summary),
                 },
@@ -213,6 +268,9 @@ def compare(
     if cmp.not_modelled:
         flags = ", ".join(f"--{n}" for n in cmp.not_modelled)
         click.echo(f"not modelled, and different between the arms: {flags}")
+    for line in not_completed_lines({"control": cmp.control, "candidate": cmp.candidate}):
+        click.echo(line)
+    click.echo(cost_line(cmp.control.preset, source))
 
 
 @sim.command(context_settings={"ignore_unknown_options": True})
@@ -323,6 +381,21 @@ def fit(
     help="Hard limit on one request body; a bigger one gets 413 while it is being read.",
 )
 @click.option(
+    "--body-timeout-s",
+    type=click.FloatRange(min=0.001),
+    default=60.0,
+    show_default=True,
+    help="How long a client may take to send a body (408 past it; time the server was busy "
+    "does not count).",
+)
+@click.option(
+    "--header-timeout-s",
+    type=click.FloatRange(min=0.001),
+    default=10.0,
+    show_default=True,
+    help="How long a client may take to send a request's headers (408 and closed past it).",
+)
+@click.option(
     "--health-generation/--no-health-generation",
     default=None,
     help="SGLang: /health runs the one-token check of /health_generate (answered at the first "
@@ -339,6 +412,8 @@ def serve(
     perturb_fraction: float,
     perturb_seed: int,
     max_body_mib: float,
+    body_timeout_s: float,
+    header_timeout_s: float,
     health_generation: bool | None,
     argv: tuple[str, ...],
     **kw: Any,
@@ -362,6 +437,8 @@ def serve(
         perturb_fraction=perturb_fraction,
         perturb_seed=perturb_seed,
         max_body_bytes=int(max_body_mib * 1024 * 1024),
+        body_timeout_s=body_timeout_s,
+        header_timeout_s=header_timeout_s,
         health_generation=_health_generation(health_generation),
     )
     asyncio.run(run_server(config, cost, opts, announce=lambda s: click.echo(s, nl=True)))

@@ -15,8 +15,8 @@ from tierctl.errors import ExitCode, InputError
 from tierctl.render import output_path, render_compose
 from tierctl.render.files import (
     RenderCheck,
-    check_output_inside,
     check_rendered,
+    spec_output,
     write_rendered,
 )
 from tierctl.spec import load_spec, resolve_tier
@@ -77,8 +77,9 @@ def render(
     tier_spec = load_spec(spec)
     text = render_compose(tier_spec, spec_path=spec)
     target = output or output_path(tier_spec, spec)
-    if output is None and not allow_outside and (write or check):
-        check_output_inside(target, spec)
+    if output is None and (write or check):
+        # The spec's own output: stays in its folder unless asked (paths.resolve_inside).
+        target = spec_output(tier_spec.output, spec, allow_outside=allow_outside)
     from tierctl.contracts.spec_gate import check_rendering
 
     gate = check_rendering(tier_spec, text, spec)
@@ -101,7 +102,7 @@ def render(
         click.echo(f"{target}: stale; run `tierctl render --write {spec}`", err=True)
         return ExitCode.FAILURE
     if write:
-        outcome = write_rendered(text, target, force=force)
+        outcome = write_rendered(text, target, force=force, spec=spec)
         click.echo(f"{target}: {outcome}")
         return ExitCode.OK
     sys.stdout.write(text)
@@ -112,10 +113,19 @@ def render(
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def show(spec: Path, as_json: bool) -> None:
-    """Summarise a tier: replicas, their argv differences and their variants."""
-    summary = summarise(resolve_tier(load_spec(spec)))
+    """Summarise a tier: replicas, their argv differences and their variants, and what
+    validate would reject in its rendering (an unknown flag, a bad value), as render warns."""
+    from tierctl.contracts.spec_gate import check_rendering
+
+    tier_spec = load_spec(spec)
+    summary = summarise(resolve_tier(tier_spec))
+    # The first command a newcomer runs says what render would warn about: the same gate.
+    gate = check_rendering(tier_spec, render_compose(tier_spec, spec_path=spec), spec)
     if as_json:
-        click.echo(json.dumps(summary.to_dict(), indent=2))
+        doc = summary.to_dict()
+        doc["problems"] = [v.line() for v in gate.violations]
+        doc["unchecked"] = list(gate.unchecked)
+        click.echo(json.dumps(doc, indent=2))
         return
     # Wide enough for full service names and variants when piped (rich defaults to 80).
     # Every string from the spec is a Text, never markup: a host "a[/]b" was a MarkupError and
@@ -145,3 +155,13 @@ def show(spec: Path, as_json: bool) -> None:
         console.print("replicas run identical argv and env (apart from GPUs)")
     for line in summary.notes:
         console.print(Text(line))
+    for violation in gate.violations:
+        click.echo(f"warning: {violation.line()}", err=True)
+    for note in gate.unchecked:
+        click.echo(f"note: not checked: {note}", err=True)
+    if gate.violations:
+        click.echo(
+            f"{len(gate.violations)} problem(s) that validate would reject in the rendering: "
+            "fix them in the spec (tierctl validate lists the same)",
+            err=True,
+        )

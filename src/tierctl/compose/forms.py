@@ -29,7 +29,21 @@ def scalar_text(value: Any) -> str:
         return "true" if value else "false"
     if value is None:
         return ""
+    if isinstance(value, float):
+        return go_float(value)
     return str(value)
+
+
+def go_float(value: float) -> str:
+    """A float as Go prints it (``1000``, ``0.5``, ``1e+21``): compose formats with Go."""
+    if value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    text = repr(value)
+    if "e" in text:
+        mantissa, _, exp = text.partition("e")
+        sign = "-" if exp.startswith("-") else "+"
+        text = f"{mantissa}e{sign}{exp.lstrip('+-').rjust(2, '0')}"
+    return text
 
 
 def split_command(value: Any) -> tuple[str, ...] | None:

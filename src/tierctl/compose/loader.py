@@ -25,7 +25,7 @@ from tierctl.compose.interpolation import (
     interpolate,
 )
 from tierctl.compose.lines import locate, merged_lines
-from tierctl.compose.merge import merge_data, merge_service, strip_tags
+from tierctl.compose.merge import enforce_unicity, merge_data, merge_service, strip_tags
 from tierctl.compose.tags import ComposeYamlLoader, Override, Reset
 from tierctl.errors import ComposeInputError, Location
 from tierctl.readers import PathKey, load_yaml, read_text
@@ -82,7 +82,9 @@ def parse_compose(
     reading = _Reading(env, interpolation, ())
     folder = Path(base_dir) if base_dir is not None else None
     tagged, texts = _read(text, source, folder, reading)
-    return ComposeFile.from_data(source, strip_tags(tagged), texts, raw=tagged)
+    # Compose makes keyed lists unique in every file, not only when merging several.
+    data = enforce_unicity(strip_tags(tagged), ())
+    return ComposeFile.from_data(source, data, texts, raw=tagged)
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,11 @@ from typing import Any
 from tierctl.compose.compose_file import ComposeFile
 from tierctl.compose.forms import (
     DEPENDS_ON_DEFAULTS,
+    FormError,
     normalise_environment,
     normalise_labels,
 )
+from tierctl.compose.long_forms import parse_port, parse_volume, port_key
 from tierctl.compose.tags import Override, Reset
 
 Path = tuple[str, ...]
@@ -114,6 +116,18 @@ def _merge_logging(base: Any, over: Any, path: Path) -> Any:
     return over
 
 
+def _to_sequence(base: Any, over: Any, _: Path) -> Any:
+    """compose-go's mergeToSequence for lists of values: a string is a one-element list, and
+    the override's entries are appended (unicity then drops repeats)."""
+
+    def seq(value: Any) -> list[Any]:
+        if value is None:
+            return []
+        return list(value) if isinstance(value, list) else [value]
+
+    return [*seq(base), *seq(over)]
+
+
 def _merge_extra_hosts(base: Any, over: Any, _: Path) -> Any:
     def seq(value: Any) -> list[Any]:
         if isinstance(value, dict):
@@ -142,6 +156,12 @@ _SPECIALS: list[tuple[Path, Callable[[Any, Any, Path], Any]]] = [
     (("services", "*", "networks"), _merge_networks),
     (("services", "*", "logging"), _merge_logging),
     (("services", "*", "extra_hosts"), _merge_extra_hosts),
+    (("services", "*", "env_file"), _to_sequence),
+    (("services", "*", "dns"), _to_sequence),
+    (("services", "*", "dns_search"), _to_sequence),
+    (("services", "*", "dns_opt"), _to_sequence),
+    (("services", "*", "tmpfs"), _to_sequence),
+    (("services", "*", "build", "labels"), _by_key_map(normalise_labels)),
     (("services", "*", "ulimits", "*"), _replace),
     (("networks", "*", "labels"), _by_key_map(normalise_labels)),
     (("volumes", "*", "labels"), _by_key_map(normalise_labels)),
@@ -186,17 +206,10 @@ def _merge_maps(base: dict[str, Any], over: dict[str, Any], path: Path) -> dict[
 def _mount_target(entry: Any) -> str:
     if isinstance(entry, dict):
         return str(entry.get("target", ""))
-    text = str(entry)
-    parts = _split_volume(text)
-    return parts[1] if len(parts) > 1 else parts[0]
-
-
-def _split_volume(text: str) -> list[str]:
-    """``src:dst[:mode]`` as compose reads it (a Windows drive letter is not a separator)."""
-    parts = text.split(":")
-    if len(parts) > 1 and len(parts[0]) == 1 and parts[0].isalpha() and text[2:3] in ("\\", "/"):
-        parts = [parts[0] + ":" + parts[1], *parts[2:]]
-    return parts
+    try:
+        return str(parse_volume(str(entry))["target"])
+    except FormError:
+        return str(entry)
 
 
 def _device_target(entry: Any) -> str:
@@ -218,12 +231,12 @@ def _mount_ref(prefix: str) -> Callable[[Any], str]:
 
 
 def _port_key(entry: Any) -> str:
-    if isinstance(entry, dict):
-        return (
-            f"{entry.get('host_ip', '0.0.0.0')}:{entry.get('published')}:"
-            f"{entry.get('target')}/{entry.get('protocol', 'tcp')}"
-        )
-    return str(entry)
+    """A port by what it binds (address, host port, container port, protocol), whichever
+    syntax wrote it: ``8000:80`` and ``{target: 80, published: 8000}`` are one port."""
+    try:
+        return " ".join(port_key(p) for p in parse_port(entry))
+    except FormError:
+        return repr(entry)
 
 
 def _value_key(entry: Any) -> str:
@@ -246,6 +259,7 @@ _UNIQUE: list[tuple[Path, Callable[[Any], str]]] = [
     (("services", "*", "tmpfs"), _value_key),
     (("services", "*", "links"), _value_key),
     (("services", "*", "env_file"), lambda e: str(e.get("path") if isinstance(e, dict) else e)),
+    (("services", "*", "build", "args"), _value_key),
 ]
 
 

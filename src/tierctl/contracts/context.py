@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tierctl.catalog.engine_catalog import Catalog
 from tierctl.compose import ComposeFile, ComposeService
 from tierctl.compose.argv import FlagUse, flags_dict, parse_flags, split_launcher
+from tierctl.engine_catalog import Catalog
 from tierctl.spec.effective import ResolvedReplica, Tier, engine_profile, launcher
 
 

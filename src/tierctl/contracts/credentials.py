@@ -4,6 +4,7 @@ checks too, which must not import ``contracts``); re-exported here for the contr
 from __future__ import annotations
 
 from tierctl.credentials import (
+    embedded_credential,
     is_secret_flag,
     is_switch,
     literal_secret,
@@ -14,6 +15,7 @@ from tierctl.credentials import (
 )
 
 __all__ = [
+    "embedded_credential",
     "is_secret_flag",
     "is_switch",
     "literal_secret",

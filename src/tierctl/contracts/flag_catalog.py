@@ -7,18 +7,17 @@ pinned release lacks is checked against the other shipped releases, so the messa
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Iterable, Iterator
 
-from tierctl.catalog.engine_catalog import Catalog, Flag, FlagType
-from tierctl.catalog.store import flag_history
+from tierctl.catalog.store import did_you_mean, unknown_flag
 from tierctl.compose import ComposeFile
 from tierctl.compose.argv import FlagUse
 from tierctl.contracts.context import Context
 from tierctl.contracts.credentials import is_secret_flag, looks_secret_value
 from tierctl.contracts.report import Violation
+from tierctl.engine_catalog import Catalog, Flag, FlagType
 
 _HUMAN_INT = re.compile(r"^-?\d+(\.\d+)?[kKmMgGtT]?$")
 
@@ -64,10 +63,10 @@ def check_uses(
                 rule="TC004",
                 service=svc,
                 location=location,
-                message=_unknown(catalog.engine, catalog.version, use.token)
+                message=unknown_flag(catalog.engine, catalog.version, use.token)
                 + _ambiguity(catalog, use.token),
                 found=use.token,
-                fix=_did_you_mean(catalog, use.token),
+                fix=did_you_mean(catalog, use.token),
             )
             continue
         if "." in use.token and catalog.resolve(use.token)[1] == "json key":
@@ -94,32 +93,12 @@ def _ambiguity(catalog: Catalog, token: str) -> str:
     )
 
 
-def _did_you_mean(catalog: Catalog, token: str) -> str:
-    spellings = [s for f in catalog.flags.values() for s in f.spellings() if s.startswith("--")]
-    close = difflib.get_close_matches(token, spellings, n=3, cutoff=0.75)
-    if close:
-        return f"did you mean {' or '.join(close)}? (see `tierctl catalog show {catalog.ref}`)"
-    return f"drop the flag, or pin a release that has it (`tierctl catalog show {catalog.ref}`)"
-
-
 def _value_fix(flag: Flag) -> str:
     if flag.choices is not None:
         return "use one of: " + ", ".join(str(c) for c in flag.choices if c is not None)[:200]
     if not flag.takes_value() and flag.nargs != "?":
         return "give the flag alone (it takes no value)"
     return f"give one {flag.type} value" if flag.type != "list" else "give the values after it"
-
-
-def _unknown(engine: str, version: str, token: str) -> str:
-    history = flag_history(engine, version, token)
-    if history.added_in:
-        return (
-            f"{token} is not a flag of {engine} {version}: added in {history.added_in}; "
-            "pin that release or drop the flag"
-        )
-    if history.last_seen:
-        return f"{token} is not a flag of {engine} {version}: removed (last in {history.last_seen})"
-    return f"{token} is not a flag of {engine} {version} (nor of any catalogued release)"
 
 
 def value_problem(flag: Flag, use: FlagUse) -> str | None:

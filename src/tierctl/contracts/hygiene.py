@@ -10,13 +10,14 @@ from typing import Any
 from tierctl.compose import ComposeFile
 from tierctl.compose.forms import command_cut
 from tierctl.contracts.context import Context
-from tierctl.contracts.credentials import literal_secret, secret_positions
+from tierctl.contracts.credentials import embedded_credential, literal_secret, secret_positions
 from tierctl.contracts.report import Violation
 from tierctl.errors import InputError
 from tierctl.readers import load_yaml
 from tierctl.spec.checks import TAGGED_IMAGE
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+_REFERENCE = re.compile(r"\$\{[^}]*\}")
 
 
 def check(ctx: Context) -> Iterator[Violation]:
@@ -36,6 +37,7 @@ def check(ctx: Context) -> Iterator[Violation]:
     yield from ports(ctx.compose, host_flags)
     yield from secrets(ctx.compose)
     yield from cut_commands(ctx.compose)
+    yield from mount_targets(ctx.compose)
 
 
 def _services_present(ctx: Context) -> Iterator[Violation]:
@@ -139,23 +141,35 @@ def ports(
                 hit = claim(f"--{key}", value, service_name)
                 if hit:
                     yield hit
+    # Ports as Compose reads them: 127.0.0.1:8000 and 10.0.0.1:8000 are two ports, tcp and
+    # udp on one number too; a wildcard address (0.0.0.0, ::, none) overlaps every address.
+    bound: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (port, proto) -> (ip, service)
     for name, service in compose.services.items():
-        ports = service.data.get("ports")
-        for port in ports if isinstance(ports, list) else []:
-            host = _host_port(port)
-            if host:
-                hit = claim("host port", host, name)
+        for port in service.ports:
+            ip = str(port.get("host_ip") or "")
+            ip = "" if ip in ("0.0.0.0", "::") else ip
+            proto = str(port.get("protocol", "tcp"))
+            for host in _host_ports(port.get("published")):
+                shown = (f"{ip}:{host}" if ip else host) + ("" if proto == "tcp" else f"/{proto}")
+                others = bound.setdefault((host, proto), [])
+                clash = next(
+                    (s for i, s in others if s != name and (not i or not ip or i == ip)), None
+                )
+                others.append((ip, name))
+                if clash is not None:
+                    seen.setdefault(("host port", shown), clash)
+                hit = claim("host port", shown, name)
                 if hit:
                     yield hit
 
 
-def _host_port(entry: Any) -> str | None:
-    if isinstance(entry, dict):
-        published = entry.get("published")
-        return str(published) if published is not None else None
-    text = str(entry)
-    parts = text.split("/")[0].split(":")
-    return parts[-2] if len(parts) >= 2 else None
+def _host_ports(published: Any) -> list[str]:
+    """The host ports of a ``published`` value: ``8000``, or each port of ``6000-6001``."""
+    text = str(published or "")
+    lo, dash, hi = text.partition("-")
+    if dash and lo.isdigit() and hi.isdigit() and int(lo) <= int(hi):
+        return [str(p) for p in range(int(lo), int(hi) + 1)]
+    return [text] if text.isdigit() else []
 
 
 def secrets(compose: ComposeFile) -> Iterator[Violation]:
@@ -164,7 +178,17 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
         for key, value in service.environment.items():
             if not value:
                 continue
-            if literal_secret(key, value):
+            inside = embedded_credential(value)
+            if inside is not None:
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"environment {key} carries {inside} with a literal credential "
+                    f"({len(value)} chars)",
+                    location=compose.location("services", name, "environment", key),
+                    fix=_EMBEDDED_FIX[inside],
+                )
+            elif literal_secret(key, value):
                 yield Violation(
                     rule="TC006",
                     service=name,
@@ -173,7 +197,8 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
                     location=compose.location("services", name, "environment", key),
                     fix=f"write {key}: ${{{key}:?set {key}}} and set it where you deploy",
                 )
-        for i, value in secret_positions(service.command or ()):
+        positions = secret_positions(service.command or ())
+        for i, value in positions:
             yield Violation(
                 rule="TC006",
                 service=name,
@@ -182,6 +207,18 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
                 location=compose.location("services", name, "command", i),
                 fix="replace the token with a ${VAR:?message} reference",
             )
+        flagged = {i for i, _ in positions}
+        for i, token in enumerate(service.command or ()):
+            inside = None if i in flagged else embedded_credential(token)
+            if inside is not None:
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"command token {i} carries {inside} with a literal credential "
+                    f"({len(token)} chars)",
+                    location=compose.location("services", name, "command", i),
+                    fix=_EMBEDDED_FIX[inside],
+                )
         for key, value in service.labels.items():
             if value and literal_secret(key, value):
                 yield Violation(
@@ -193,6 +230,17 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
                     fix="keep credentials out of labels; pass them as ${VAR} environment",
                 )
     yield from _config_secrets(compose)
+
+
+# How to take the credential out of a value that carries one inside it.
+_EMBEDDED_FIX = {
+    "a password in a URL": "write the password as a reference, scheme://USER:${PASSWORD}@HOST, "
+    "and set PASSWORD where you deploy",
+    "a credential header": "write the header's value as a reference, "
+    '"Authorization: Bearer ${TOKEN}", and set TOKEN where you deploy',
+    "a bearer token": 'write the token as a reference, "Bearer ${TOKEN}", and set TOKEN where '
+    "you deploy",
+}
 
 
 def _config_secrets(compose: ComposeFile) -> Iterator[Violation]:
@@ -232,6 +280,43 @@ def _scalar_items(doc: Any) -> Iterator[tuple[str, str]]:
                     stack.append(v)
         elif isinstance(node, list):
             stack.extend(node)
+
+
+def mount_targets(compose: ComposeFile) -> Iterator[Violation]:
+    """Every volume's container path is absolute, without ``..`` or a NUL byte: a target that
+    climbs (``/../../etc/x``) names a different place to each reader (docker cleans it, a
+    local run lays it under its state folder) and is refused by the local driver."""
+    for name, service in compose.services.items():
+        volumes = service.data.get("volumes")
+        for i, entry in enumerate(volumes if isinstance(volumes, list) else []):
+            if isinstance(entry, dict):
+                target = entry.get("target")
+            elif isinstance(entry, str):
+                # A ${VAR:?message} reference holds colons that are not separators.
+                parts = _REFERENCE.sub("VAR", entry).split(":")
+                target = parts[1] if len(parts) >= 2 else parts[0]
+            else:
+                continue
+            if not isinstance(target, str) or "${" in target:
+                continue
+            problem = (
+                "holds a NUL byte"
+                if "\0" in target
+                else "is not absolute"
+                if not target.startswith("/")
+                else "climbs with '..'"
+                if ".." in target.split("/")
+                else None
+            )
+            if problem:
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"volume {i}'s container path {target!r} {problem}",
+                    location=compose.location("services", name, "volumes", i),
+                    found=target,
+                    fix="write the container path as an absolute path without '..' (/models/x)",
+                )
 
 
 def cut_commands(compose: ComposeFile) -> Iterator[Violation]:

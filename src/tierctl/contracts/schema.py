@@ -17,6 +17,7 @@ import jsonschema
 from tierctl.compose import ComposeFile
 from tierctl.contracts.context import Context
 from tierctl.contracts.report import Violation
+from tierctl.errors import ComposeInputError
 
 MAX_PER_FILE = 20
 
@@ -133,3 +134,41 @@ def _json_shaped(node: Any) -> Any:
     if isinstance(node, list):
         return [_json_shaped(v) for v in node]
     return node
+
+
+def _without_unique_items(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_unique_items(v) for k, v in node.items() if k != "uniqueItems"}
+    if isinstance(node, list):
+        return [_without_unique_items(v) for v in node]
+    return node
+
+
+@functools.cache
+def _compose_validator() -> Any:
+    """The schema as Compose v2 applies it: it does not enforce ``uniqueItems`` (a list that
+    repeats an entry is read, its repeats dropped), found by the differential suite."""
+    return jsonschema.Draft7Validator(_without_unique_items(_schema()))
+
+
+def refuse_invalid(compose: ComposeFile) -> None:
+    """Raise on the first schema error, as ``docker compose config`` refuses such a file.
+
+    Raises:
+        ComposeInputError: the file breaks the compose-spec schema as Compose applies it;
+            located at the key.
+    """
+    data = _json_shaped(compose.data)
+    fast = _fast_validator()
+    if fast is not None and fast.is_valid(data):
+        return
+    for error in sorted(_compose_validator().iter_errors(data), key=lambda e: list(e.path)):
+        path = [str(p) if not isinstance(p, int) else p for p in error.absolute_path]
+        dotted = ".".join(str(p) for p in path) or "(top level)"
+        raise ComposeInputError(
+            f"{dotted}: {_explain(error)}",
+            location=compose.location(*path),
+            rule="compose-spec schema (docker compose validates every file against it)",
+            fix="see the compose specification for this key "
+            "(https://github.com/compose-spec/compose-spec)",
+        )

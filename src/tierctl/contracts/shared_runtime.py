@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tierctl.contracts.context import Context, ReplicaView
-from tierctl.contracts.credentials import looks_secret_name
+from tierctl.contracts.credentials import literal_secret, looks_secret_name
 from tierctl.contracts.report import Violation
 from tierctl.render.compose import compose_document
 
@@ -143,7 +143,7 @@ def _redact(key: str, value: str | None) -> str:
     """Env values can be secrets: show references, lengths for anything that looks secret."""
     if value is None:
         return "unset (a bare key)"
-    if looks_secret_name(key) and "${" not in value:
+    if (looks_secret_name(key) and "${" not in value) or literal_secret(key, value):
         return f"<literal, {len(value)} chars>"
     return repr(value)
 

@@ -15,13 +15,14 @@ import difflib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import load_catalog, shipped
 from tierctl.compose import parse_compose
 from tierctl.contracts.report import Report, Violation
 from tierctl.contracts.validation import validate
-from tierctl.errors import Location
-from tierctl.readers import LineMap, PathKey, format_path, yaml_line_map
+from tierctl.engine_catalog import Catalog
+from tierctl.errors import InputError, Location
+from tierctl.readers import LineMap, PathKey, format_path, read_text, yaml_line_map
+from tierctl.spec.effective import flag_path
 from tierctl.spec.tier_spec import TierSpec
 
 
@@ -38,8 +39,8 @@ def spec_lines(spec_path: str | Path | None) -> LineMap:
     if spec_path is None:
         return LineMap()
     try:
-        text = Path(spec_path).read_text(encoding="utf-8")
-    except OSError:
+        text = read_text(spec_path, what="spec")
+    except InputError:
         return LineMap()
     return yaml_line_map(text)
 
@@ -106,7 +107,7 @@ def locate_in_spec(v: Violation, spec: TierSpec, lines: LineMap, source: str) ->
         flag = v.message.split(":", 1)[0].split()[0]
     name = flag.lstrip("-")
     if replica is not None and name:
-        path = _flag_path(spec, replica, name)
+        path = flag_path(spec, replica, name)
     if path is None and replica is not None and "GPU" in v.message:
         path = ("replicas", replica, "gpus")
     if path is None and v.service in spec.services:
@@ -125,17 +126,6 @@ def _replica_of(spec: TierSpec, service: str | None) -> str | None:
     for name in spec.replicas:
         if spec.engine.service.replace("{replica}", name) == service:
             return name
-    return None
-
-
-def _flag_path(spec: TierSpec, replica: str, name: str) -> PathKey | None:
-    if name in spec.replicas[replica].args:
-        return ("replicas", replica, "args", name)
-    for overlay, flags in reversed(spec.engine.overlays.items()):
-        if name in flags:
-            return ("engine", "overlays", overlay, name)
-    if name in spec.engine.args:
-        return ("engine", "args", name)
     return None
 
 

@@ -10,7 +10,8 @@ by the launcher their command runs, per the engine profiles), picks each one's f
 - TC004 engine-flag-catalog on each engine's flags;
 - TC006 hygiene: GPUs reserved twice, an engine's TP x PP x DP against the GPUs it is given,
   host ports published twice (and ``--port``/``--dist-init-addr`` on the host network),
-  literal credentials, commands compose cuts at ``;&|<>``; images not pinned by digest are
+  literal credentials, commands compose cuts at ``;&|<>``, volume container paths that are
+  not absolute or climb with ``..``; images not pinned by digest are
   warnings here (a hand-written file rarely pins them; a spec's render does).
 
 The report names what it could not check (the spec-only contracts, engines whose release has
@@ -25,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.catalog.build import parse_ref
-from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import load_catalog, resolve_catalog, shipped
 from tierctl.compose import ComposeFile, ComposeService, load_compose, merge_compose
 from tierctl.compose.argv import FlagUse, parse_flags
 from tierctl.compose.shellwords import ShellWordsError, split_shell_words
 from tierctl.contracts import flag_catalog, hygiene, schema
 from tierctl.contracts.report import RULES, Report, Violation
+from tierctl.engine_catalog import Catalog
 from tierctl.engines import PROFILES, EngineProfile, profile_for_argv
 from tierctl.errors import InputError
 from tierctl.spec.checks import referenced_resources
@@ -214,6 +215,7 @@ def validate_files(
     violations.extend(hygiene.ports(merged, host))
     violations.extend(hygiene.secrets(merged))
     violations.extend(hygiene.cut_commands(merged))
+    violations.extend(hygiene.mount_targets(merged))
     for finding in hygiene.images(merged):
         (violations if strict or "build:" in finding.message else warnings).append(finding)
     if not engines:

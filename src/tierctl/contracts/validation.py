@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import load_catalog, resolve_catalog
 from tierctl.compose import ComposeFile, load_compose, merge_compose
 from tierctl.contracts import (
@@ -20,6 +19,7 @@ from tierctl.contracts import (
 )
 from tierctl.contracts.context import build_context
 from tierctl.contracts.report import Report, Violation
+from tierctl.engine_catalog import Catalog
 from tierctl.render.compose import output_path
 from tierctl.spec import load_spec, resolve_tier
 from tierctl.spec.tier_spec import TierSpec

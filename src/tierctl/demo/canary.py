@@ -137,7 +137,7 @@ def _scrape_config(doc: dict[str, Any]) -> str:
 
 @contextmanager
 def _maybe_prometheus(ctx: DemoContext, config: str) -> Iterator[Any]:
-    from tierctl.readout.local_prom import LocalPrometheus, prometheus_binaries
+    from tierctl.runtime.local_prom import LocalPrometheus, prometheus_binaries
 
     found = prometheus_binaries()
     if found is None:
@@ -153,9 +153,9 @@ def _maybe_prometheus(ctx: DemoContext, config: str) -> Iterator[Any]:
 
 def stage_canary(ctx: DemoContext) -> bool:
     """Roll the canary change out, A/B control vs canary, drive both, read out."""
-    from tierctl.readout.local_prom import free_port
     from tierctl.rollout import GateSettings, RolloutOptions, load_sides, plan_files, run_rollout
     from tierctl.rollout.spec_roles import options_from_spec
+    from tierctl.runtime.process import free_port
 
     console = ctx.console
     demo = ctx.demo
@@ -243,7 +243,7 @@ def stage_canary(ctx: DemoContext) -> bool:
 def _ab(ctx: DemoContext, urls: dict[str, str], control: str, canary: str) -> bool:
     from tierctl.bench import bench_ab
     from tierctl.bench.report import ab_table
-    from tierctl.cli.progress import BenchBars
+    from tierctl.progress import BenchBars
 
     ctx.console.print(
         f"paired A/B, A = {control} (control), B = {canary} (canary), blocks A-B-B-A twice, "
@@ -321,6 +321,7 @@ def ab_judgement(
     Returns:
         The verdict, its reasons, and one readout row per metric the A/B measured.
     """
+    from tierctl.quantity import Direction
     from tierctl.readout.analysis import MetricReadout, judge_canary
     from tierctl.readout.metrics import DEFAULT_METRICS
     from tierctl.readout.stats import PairedResult, ProportionResult, classify_interval
@@ -336,13 +337,20 @@ def ab_judgement(
             result = PairedResult(r.pairs, 0, nan, nan, nan, nan, nan, "no-data")
         else:
             ratio, low, high = (float(v) for v in values)  # a 0 (no gap at all) is a value
-            if metric.kind != "latency":  # higher is better: the readout inverts the ratio
-                ratio, low, high = (1 / v if v > 0 else math.inf for v in (ratio, high, low))
-            row_verdict = classify_interval(low, high, tolerance)
-            result = PairedResult(r.pairs, r.pairs, ratio, low, high, ratio, nan, row_verdict)
+            # B/A is canary/control for every metric, as in the readout; the direction
+            # decides only the verdict.
+            lower = metric.quantity.direction is Direction.LOWER_IS_BETTER
+            row_verdict = classify_interval(low, high, tolerance, lower_is_better=lower)
+            result = PairedResult(
+                r.pairs, r.pairs, ratio, low, high, ratio, nan, row_verdict, lower
+            )
         a = nan if r.a is None else float(r.a)
         b = nan if r.b is None else float(r.b)
-        rows.append(MetricReadout(metric.key, metric.title, metric.guard, a, b, result))
+        rows.append(
+            MetricReadout(
+                metric.key, metric.title, metric.guard, a, b, result, metric.quantity.unit
+            )
+        )
     if aborts is None:
         aborts = ProportionResult(0, 0, 0, 0, nan, nan, nan, nan, "no-data")
     overall, reasons = judge_canary(rows, aborts, tolerance=tolerance)

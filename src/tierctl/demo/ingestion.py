@@ -193,8 +193,8 @@ def _workload(burst: int) -> Any:
 def _one_arm(ctx: DemoContext, *, with_flag: bool, burst: int) -> ArmResult:
     from tierctl.bench import bench_run
     from tierctl.proxies.sglang_router import HealthChecks, RouterSettings, SglangRouter
-    from tierctl.readout.local_prom import free_port
     from tierctl.rollout import LocalDriver, load_sides, plan_files
+    from tierctl.runtime.process import free_port
 
     label = "dyntok" if with_flag else "on-loop"
     result = ArmResult(label)

@@ -38,7 +38,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from tierctl.errors import InputError, RuntimeFailure
-from tierctl.realengine.process import ServerProcess, free_port, log_tail
+from tierctl.runtime.polling import wait_until
+from tierctl.runtime.process import ServerProcess, free_port, log_tail
+from tierctl.runtime.promtext import parse_metrics
 
 # The binary's name on PATH and in the wheel's console scripts.
 ROUTER_COMMAND = "sglang-router"
@@ -325,15 +327,19 @@ class RouterClient:
             RuntimeFailure: the router refused, or still lists it after ``timeout_s``.
         """
         self.remove_worker(url)
-        deadline = clock() + timeout_s
-        while any(w.url == url for w in self.workers()):
-            if clock() >= deadline:
-                raise RuntimeFailure(
-                    f"the router at {self.url} still lists {url} {timeout_s:g} s after its removal",
-                    rule="a replica leaves the proxy before it is stopped",
-                    fix=f"check the router's log; GET {self.url}/workers",
-                )
-            sleep(0.2)
+        gone = wait_until(
+            lambda: all(w.url != url for w in self.workers()),
+            timeout_s,
+            poll_s=0.2,
+            sleep=sleep,
+            clock=clock,
+        )
+        if not gone:
+            raise RuntimeFailure(
+                f"the router at {self.url} still lists {url} {timeout_s:g} s after its removal",
+                rule="a replica leaves the proxy before it is stopped",
+                fix=f"check the router's log; GET {self.url}/workers",
+            )
 
     def restore(
         self,
@@ -350,17 +356,21 @@ class RouterClient:
         """
         if url not in self.health_of():
             self.add_worker(url)
-        deadline = clock() + timeout_s
-        while not self.health_of().get(url, False):
-            if clock() >= deadline:
-                raise RuntimeFailure(
-                    f"the router at {self.url} did not mark {url} healthy within "
-                    f"{timeout_s:g} s of its registration",
-                    rule="a replica rejoins the proxy once it serves again",
-                    fix=f"check {url} answers its health path; POST {self.url}/workers "
-                    f'{{"url": "{url}"}} registers it by hand',
-                )
-            sleep(0.5)
+        healthy = wait_until(
+            lambda: self.health_of().get(url, False),
+            timeout_s,
+            poll_s=0.5,
+            sleep=sleep,
+            clock=clock,
+        )
+        if not healthy:
+            raise RuntimeFailure(
+                f"the router at {self.url} did not mark {url} healthy within "
+                f"{timeout_s:g} s of its registration",
+                rule="a replica rejoins the proxy once it serves again",
+                fix=f"check {url} answers its health path; POST {self.url}/workers "
+                f'{{"url": "{url}"}} registers it by hand',
+            )
 
     def counters(self) -> RouterCounters:
         """The router's request and health-check counters from its Prometheus endpoint."""
@@ -404,36 +414,24 @@ class RouterCounters:
         )
 
 
-_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<v>\S+)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
 def parse_counters(text: str) -> RouterCounters:
     """Read the router's counters out of its Prometheus text exposition."""
     responses: dict[str, float] = {}
     requests: dict[str, float] = {}
     checks: dict[str, float] = {}
     health: dict[str, float] = {}
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if m is None or line.startswith("#"):
-            continue
-        try:
-            value = float(m["v"])
-        except ValueError:
-            continue
-        labels = dict(_LABEL.findall(m["labels"] or ""))
-        name = m["name"]
-        if name == "smg_http_responses_total":
+    for sample in parse_metrics(text):
+        labels, value = sample.labels, sample.value
+        if sample.name == "smg_http_responses_total":
             key = labels.get("status_code", "?")
             responses[key] = responses.get(key, 0.0) + value
-        elif name == "smg_http_requests_total":
+        elif sample.name == "smg_http_requests_total":
             key = labels.get("path", "?")
             requests[key] = requests.get(key, 0.0) + value
-        elif name == "smg_worker_health_checks_total":
+        elif sample.name == "smg_worker_health_checks_total":
             key = labels.get("result", "?")
             checks[key] = checks.get(key, 0.0) + value
-        elif name == "smg_worker_health":
+        elif sample.name == "smg_worker_health":
             health[labels.get("worker", "?")] = value
     return RouterCounters(responses, requests, checks, health)
 
@@ -513,12 +511,7 @@ class SglangRouter:
 
     def wait_healthy(self, workers: int, timeout_s: float = 120.0) -> bool:
         """Wait until at least ``workers`` workers are healthy; returns whether they were."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.client.readiness()[0] >= workers:
-                return True
-            time.sleep(0.5)
-        return False
+        return wait_until(lambda: self.client.readiness()[0] >= workers, timeout_s, poll_s=0.5)
 
     def stop(self) -> None:
         """Stop the router's process group (idempotent)."""

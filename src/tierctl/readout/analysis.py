@@ -10,6 +10,7 @@ bad side; anything else is inconclusive.
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 from dataclasses import dataclass, field
@@ -26,14 +27,16 @@ from tierctl.engines import (
     profile_for_prefix,
 )
 from tierctl.errors import InputError
-from tierctl.readout.metrics import DEFAULT_METRICS, MetricDef, detect_prefix
-from tierctl.readout.prom import PrometheusClient, Series
+from tierctl.quantity import Direction, Unit
+from tierctl.readout.metrics import DEFAULT_METRICS, MetricDef
 from tierctl.readout.stats import (
     PairedResult,
     ProportionResult,
     compare_paired,
     compare_proportions,
+    not_worse_than,
 )
+from tierctl.runtime.promapi import PrometheusClient, Series
 from tierctl.spec.effective import Tier
 
 Overall = Literal["pass", "fail", "inconclusive"]
@@ -58,6 +61,7 @@ class MetricReadout:
     control_median: float
     canary_median: float
     result: PairedResult
+    unit: Unit = Unit.SECONDS  # of the medians; the ratio is canary/control, unitless
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ class Readout:
         def clean(value: Any) -> Any:
             if isinstance(value, float):
                 return None if math.isnan(value) else value
+            if isinstance(value, enum.Enum):
+                return value.value
             if isinstance(value, dict):
                 return {k: clean(v) for k, v in value.items()}
             if isinstance(value, list | tuple):
@@ -214,7 +220,7 @@ def resolve_engine(
     names = client.metric_names()
     if engine is None:
         engine = profile_for_metrics(names) or default_profile()
-    return engine, detect_prefix(engine, names)
+    return engine, engine.series_prefix(names)
 
 
 def run_readout(
@@ -317,7 +323,7 @@ def _compare_metric(
         c,
         k,
         usable=usable if metric.kind == "latency" else None,
-        lower_is_better=metric.kind == "latency",
+        lower_is_better=metric.quantity.direction is Direction.LOWER_IS_BETTER,
         tolerance=tolerance,
         seed=seed,
     )
@@ -328,6 +334,7 @@ def _compare_metric(
         float(np.nanmedian(c)) if np.isfinite(c).any() else math.nan,
         float(np.nanmedian(k)) if np.isfinite(k).any() else math.nan,
         result,
+        metric.quantity.unit,
     )
 
 
@@ -511,7 +518,7 @@ def judge_canary(
         return "inconclusive", out
     undecided = [row for row in rows if row.guard and row.result.verdict == "inconclusive"]
     not_worse = [
-        row for row in undecided if tolerance is not None and row.result.ci_high <= 1.0 + tolerance
+        row for row in undecided if tolerance is not None and not_worse_than(row.result, tolerance)
     ]
     unsure = [row.title for row in undecided if row not in not_worse]
     if unsure:
@@ -520,6 +527,10 @@ def judge_canary(
     reason = f"better on {', '.join(better)}; no guard worse" if better else "no guard worse"
     reasons = [reason]
     if not_worse:
-        shown = ", ".join(f"{row.title} (at most {row.result.ci_high:.2f}x)" for row in not_worse)
+        shown = ", ".join(
+            f"{row.title} (at {'most' if row.result.lower_is_better else 'least'} "
+            f"{row.result.ci_high if row.result.lower_is_better else row.result.ci_low:.2f}x)"
+            for row in not_worse
+        )
         reasons.append(f"shown not worse than +{tolerance:.0%}: {shown}")
     return "pass", reasons

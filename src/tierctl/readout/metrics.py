@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tierctl.engines import EngineProfile, MetricRef
+from tierctl.quantity import Direction, Quantity, Unit
 
 Kind = Literal["latency", "rate"]
 
@@ -31,6 +32,14 @@ class MetricDef:
     quantile: float | None = None
     counter: str | None = None  # counter role: generation_tokens, prompt_tokens
     guard: bool = False  # a regression here fails the canary even if the target improved
+
+    @property
+    def quantity(self) -> Quantity:
+        """Unit and direction: latencies in seconds (lower is better), rates per second
+        (higher is better)."""
+        if self.kind == "latency":
+            return Quantity(self.title, Unit.SECONDS, Direction.LOWER_IS_BETTER)
+        return Quantity(self.title, Unit.TOKENS_PER_SECOND, Direction.HIGHER_IS_BETTER)
 
     def family(self, engine: EngineProfile) -> MetricRef:
         """The series family this quantity reads on ``engine`` (without prefix)."""
@@ -59,9 +68,3 @@ DEFAULT_METRICS: tuple[MetricDef, ...] = (
     MetricDef("e2e_p50", "E2E p50", "latency", "e2e", 0.5, guard=True),
     MetricDef("gen_tokens_per_s", "generation tok/s", "rate", counter="generation_tokens"),
 )
-
-
-def detect_prefix(engine: EngineProfile, names: set[str]) -> str:
-    """The prefix the engine's series are stored under: as exported, or as a pipeline
-    rewrote it (``:`` -> ``_``); the exported one when none is found."""
-    return engine.detect_prefix(names) or engine.prefix

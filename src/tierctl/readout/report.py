@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 
 from rich.console import Console
-from rich.table import Table
 
+from tierctl.quantity import Unit
 from tierctl.readout.analysis import Readout
+from tierctl.tables import Col, FitTable
 
 _COLOURS = {
     "better": "green",
@@ -20,25 +21,28 @@ _COLOURS = {
 }
 
 
-def _f(value: float, unit: str = "") -> str:
+def _f(value: float, unit: Unit) -> str:
+    """A median with its unit: durations in ms or s, rates with theirs."""
     if math.isnan(value):
         return "-"
-    if unit == "s":
+    if unit is Unit.SECONDS:
         return f"{value * 1000:.1f} ms" if value < 1 else f"{value:.2f} s"
-    return f"{value:.3g}"
+    return f"{value:.3g} {unit.shown_as}"
 
 
 def _rows(readout: Readout) -> list[list[str]]:
+    """One row per metric: the medians in the metric's unit, canary/control (for every
+    metric, whatever its direction), and whether the canary is better or worse."""
     rows = []
     for m in readout.metrics:
-        unit = "s" if m.key != "gen_tokens_per_s" else ""
         r = m.result
         ratio = "-" if math.isnan(r.ratio) else f"{r.ratio:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]"
         rows.append(
             [
                 m.title + (" (guard)" if m.guard else ""),
-                _f(m.control_median, unit),
-                _f(m.canary_median, unit),
+                "lower" if r.lower_is_better else "higher",
+                _f(m.control_median, m.unit),
+                _f(m.canary_median, m.unit),
                 ratio,
                 "-" if math.isnan(r.p_value) else f"{r.p_value:.3g}",
                 f"{r.n_used}/{r.n_steps}",
@@ -49,6 +53,7 @@ def _rows(readout: Readout) -> list[list[str]]:
     rows.append(
         [
             "aborted requests (guard)",
+            "lower",
             f"{a.control_events:.0f}/{a.control_total:.0f}",
             f"{a.canary_events:.0f}/{a.canary_total:.0f}",
             "-"
@@ -62,23 +67,34 @@ def _rows(readout: Readout) -> list[list[str]]:
     return rows
 
 
-HEADERS = ["metric", "control", "canary", "canary/control [95% CI]", "p", "steps", "verdict"]
+#: "better": which way the metric improves; "canary is": the verdict that direction gives the
+#: canary/control ratio (a throughput ratio of 1.09 is better, a latency ratio of 1.09 worse).
+HEADERS = [
+    "metric",
+    "better",
+    "control",
+    "canary",
+    "canary/control [95% CI]",
+    "p",
+    "steps",
+    "canary is",
+]
 
 
 def print_readout(readout: Readout, console: Console) -> None:
     """The readout as a rich table with the verdict and its reasons."""
     c, k = readout.control, readout.canary
-    table = Table(
-        title=f"readout: canary {k.replica} vs control {c.replica} "
-        f"({(readout.end_s - readout.start_s) / 3600:.1f} h, step {readout.step_s:g} s)",
-        header_style="bold",
-    )
-    for h in HEADERS:
-        table.add_column(h)
-    for row in _rows(readout):
+    rows = _rows(readout)
+    for row in rows:
         row[-1] = f"[{_COLOURS.get(row[-1], 'white')}]{row[-1]}[/]"
-        table.add_row(*row)
-    console.print(table)
+    console.print(
+        FitTable(
+            [Col(h, key=h == "metric") for h in HEADERS],
+            rows,
+            title=f"readout: canary {k.replica} vs control {c.replica} "
+            f"({(readout.end_s - readout.start_s) / 3600:.1f} h, step {readout.step_s:g} s)",
+        )
+    )
     for arm in (c, k):
         console.print(
             f"{arm.replica}: variants seen {readout.variants_seen.get(arm.replica) or '-'}"

@@ -18,6 +18,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from tierctl.quantity import Direction, judge_ratio
+
 Verdict = Literal["better", "same", "worse", "inconclusive", "no-data"]
 
 
@@ -27,12 +29,13 @@ class PairedResult:
 
     n_steps: int
     n_used: int
-    ratio: float  # geometric mean of canary/control per step
+    ratio: float  # geometric mean of canary/control per step, whatever the direction
     ci_low: float
     ci_high: float
     median_ratio: float
     p_value: float
-    verdict: Verdict
+    verdict: Verdict  # from the ratio and the metric's direction: "better" is the canary
+    lower_is_better: bool = True
 
 
 @dataclass(frozen=True)
@@ -64,19 +67,26 @@ def _block_bootstrap_means(
     return means
 
 
-def classify_interval(low: float, high: float, tolerance: float) -> Verdict:
-    """Equivalence-style verdict of a ratio's interval (lower is better): a change counts
-    only when it is confidently larger than the tolerance, in either direction; a tiny but
-    significant shift is "same". Public so that other comparisons (the demo's A/B) are
-    judged by exactly the readout's rule."""
-    band_low, band_high = 1.0 / (1.0 + tolerance), 1.0 + tolerance
-    if high < band_low:
-        return "better"
-    if low > band_high:
-        return "worse"
-    if low >= band_low and high <= band_high:
-        return "same"
-    return "inconclusive"
+def classify_interval(
+    low: float, high: float, tolerance: float, *, lower_is_better: bool = True
+) -> Verdict:
+    """Equivalence-style verdict of a canary/control ratio's interval: a change counts only
+    when it is confidently larger than the tolerance, in either direction; a tiny but
+    significant shift is "same". Below the band is better for a lower-is-better metric
+    (latency), worse for a higher-is-better one (throughput). Public so that other
+    comparisons (the demo's A/B) are judged by exactly the readout's rule."""
+    direction = Direction.LOWER_IS_BETTER if lower_is_better else Direction.HIGHER_IS_BETTER
+    change = judge_ratio(low, high, direction, tolerance)
+    return "inconclusive" if change == "unclear" else change
+
+
+def not_worse_than(result: PairedResult, tolerance: float) -> bool:
+    """Whether the whole interval stays on the good side of ``1 ± tolerance``: at most
+    ``1 + tolerance`` for a lower-is-better metric, at least ``1 / (1 + tolerance)`` for a
+    higher-is-better one."""
+    if result.lower_is_better:
+        return result.ci_high <= 1.0 + tolerance
+    return result.ci_low >= 1.0 / (1.0 + tolerance)
 
 
 def compare_paired(
@@ -96,8 +106,9 @@ def compare_paired(
     Args:
         control, canary: the metric per step.
         usable: extra per-step mask (e.g. both sides served enough requests).
-        lower_is_better: True for latencies; ratios are inverted otherwise so that
-            "better" always means the canary is better.
+        lower_is_better: True for latencies, False for throughputs. The ratio is
+            canary/control either way; only the verdict ("better" means the canary is
+            better) follows the direction.
         tolerance: relative change treated as no change (0.05 = 5%).
         confidence: two-sided level of the bootstrap interval.
         min_steps: fewer usable steps than this gives "no-data".
@@ -113,11 +124,17 @@ def compare_paired(
     n_used = int(ok.sum())
     if n_used < min_steps:
         return PairedResult(
-            len(control), n_used, math.nan, math.nan, math.nan, math.nan, math.nan, "no-data"
+            len(control),
+            n_used,
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            math.nan,
+            "no-data",
+            lower_is_better,
         )
     log_ratio = np.log(canary[ok] / control[ok])
-    if not lower_is_better:
-        log_ratio = -log_ratio
     rng = np.random.default_rng(seed)
     boots = _block_bootstrap_means(log_ratio, n_boot, rng)
     alpha = 1.0 - confidence
@@ -134,7 +151,10 @@ def compare_paired(
         ci_high=float(high),
         median_ratio=float(np.exp(np.median(log_ratio))),
         p_value=p_value,
-        verdict=classify_interval(float(low), float(high), tolerance),
+        verdict=classify_interval(
+            float(low), float(high), tolerance, lower_is_better=lower_is_better
+        ),
+        lower_is_better=lower_is_better,
     )
 
 

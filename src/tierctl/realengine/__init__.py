@@ -1,9 +1,12 @@
 """The real engine on this machine: vLLM on CPU serving a tiny local Llama, behind a real router.
 
+The tier these make (engines, router, Prometheus, a rollout between two variants) is
+:mod:`tierctl.realtier`, above the lifecycle steps it drives.
+
 - :mod:`tierctl.realengine.env`: where the engine's virtualenv is (``scripts/ensure-vllm``
   makes it), and the tiny model, made once per recipe into a cache folder;
-- :mod:`tierctl.realengine.process`: a server process in its own process group with its log
-  in a file, started, probed until ready and stopped (the whole group) on every exit path;
+- :mod:`tierctl.realengine.engine`: one vLLM engine on CPU as a
+  :class:`~tierctl.runtime.process.ServerProcess` (started, probed until ready, stopped);
 - :mod:`tierctl.realengine.tiny_model`: the deterministic tiny-model maker (runs under the
   engine's virtualenv).
 

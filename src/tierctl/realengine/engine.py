@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tierctl.realengine import env as realenv
-from tierctl.realengine.process import ServerProcess, free_port, http_ready
+from tierctl.runtime.process import ServerProcess, free_port, http_ready
 
 SERVED_NAME = "tiny-llama"
 # Flags every tiny-model engine gets; a caller's flags come after them.

@@ -25,6 +25,7 @@ from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import RolloutOptions, RolloutResult, load_sides, run_rollout
 from tierctl.rollout.plan_schema import Plan
 from tierctl.rollout.planner import PlanOptions, plan_files
+from tierctl.rollout.progress import RolloutProgress
 from tierctl.rollout.runbook import compose_host, render_runbook
 from tierctl.rollout.source import read_source
 from tierctl.rollout.spec_roles import options_from_spec
@@ -169,13 +170,13 @@ def make_driver(
 def _token(config: DriverConfig) -> str:
     if config.token_file is not None:
         try:
-            token = config.token_file.read_text().strip()
-        except OSError as exc:
+            token = read_text(config.token_file, what="token").strip()
+        except InputError as exc:
             raise InputError(
-                f"cannot read the token file: {exc.strerror}",
+                exc.message.replace("cannot read token file", "cannot read the token file"),
                 location=Location(file=str(config.token_file)),
                 rule="`token_file` names a readable file holding the agent token",
-                fix="check the path and its permissions",
+                fix=exc.fix or "check the path and its permissions",
                 params=("token_file",),
             ) from None
     else:
@@ -197,8 +198,10 @@ def execute_plan(
     *,
     repo: Path | None = None,
     log: Callable[[str], None] = lambda _m: None,
+    progress: RolloutProgress | None = None,
 ) -> RolloutResult:
-    """Run a plan file with a driver: re-read and check both files, then :func:`run_rollout`."""
+    """Run a plan file with a driver: re-read and check both files, then :func:`run_rollout`
+    (``progress`` receives the gates' waits)."""
     plan = load_plan(plan_path)
     old, new = load_sides(plan, repo)
     if options.gates.host_label is None:
@@ -206,7 +209,7 @@ def execute_plan(
         options = replace(options, gates=replace(options.gates, host_label=host))
     driver = make_driver(config, plan, repo, log=log)
     try:
-        return run_rollout(plan, driver, old, new, options, log=log)
+        return run_rollout(plan, driver, old, new, options, log=log, progress=progress)
     finally:
         close = getattr(driver, "close", None)
         if callable(close):

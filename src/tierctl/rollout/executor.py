@@ -20,10 +20,17 @@ from tierctl.credentials import mask, mask_tree
 from tierctl.errors import ContractViolation, GateFailed, InputError, Location, TierctlError
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import Driver
-from tierctl.rollout.gates import GateContext, GateSettings, run_gates, step_profile
+from tierctl.rollout.gates import (
+    SERVING_GATES,
+    GateContext,
+    GateSettings,
+    run_gates,
+    step_profile,
+)
 from tierctl.rollout.journal import Journal
 from tierctl.rollout.normalise import load_services
 from tierctl.rollout.plan_schema import Plan, Step, plan_digest
+from tierctl.rollout.progress import NoProgress, RolloutProgress
 from tierctl.rollout.proxy_drain import Drained, find_admin
 from tierctl.rollout.proxy_drain import drain as drain_replica
 from tierctl.rollout.proxy_drain import restore as restore_replica
@@ -105,6 +112,7 @@ def run_rollout(
     log: Callable[[str], None] = lambda _m: None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    progress: RolloutProgress | None = None,
 ) -> RolloutResult:
     """Run a plan with a driver.
 
@@ -118,6 +126,8 @@ def run_rollout(
         log: Receives one line per event; secrets are masked first.
         sleep: Injected sleep for the gates.
         clock: Injected monotonic clock for the gates.
+        progress: Receives every poll of the gates' waits (an engine restarting, a scrape,
+            the soak) with its elapsed time and budget.
 
     Returns:
         One outcome per step.
@@ -130,7 +140,19 @@ def run_rollout(
     """
     secrets = driver.secrets()
     try:
-        return _run_rollout(plan, driver, old, new, options, secrets, client, log, sleep, clock)
+        return _run_rollout(
+            plan,
+            driver,
+            old,
+            new,
+            options,
+            secrets,
+            client,
+            log,
+            sleep,
+            clock,
+            progress or NoProgress(),
+        )
     except TierctlError as exc:
         # Whatever a driver, a gate or an engine put in the error, the operator sees it (and
         # --debug's traceback shows its causes) with the secrets masked.
@@ -164,6 +186,7 @@ def _run_rollout(
     log: Callable[[str], None],
     sleep: Callable[[float], None],
     clock: Callable[[], float],
+    progress: RolloutProgress,
 ) -> RolloutResult:
     def say(message: str) -> None:
         log(mask(message, secrets))
@@ -222,6 +245,7 @@ def _run_rollout(
                     for s in plan.steps[:index]
                     if s.role == "engine" and s.action != "down"
                 },
+                progress=progress,
             )
             proxy = (
                 _ProxyStep(plan, options.gates.health_timeout_s, out_of_proxy.get(step.id))
@@ -282,11 +306,14 @@ def _open_journal(journal: Journal, resume: bool) -> frozenset[str]:
             "from the running files and roll that out",
         )
     if state.rolled_back:
+        cause = "a failed gate" if state.rolled_back_after == "gate-failed" else "a failed apply"
         raise InputError(
-            f"the journal ends with step {state.rolled_back} rolled back after a failed gate",
+            f"the journal ends with step {state.rolled_back} rolled back after {cause}",
             location=Location(file=str(journal.path)),
-            rule="a rollout that failed a gate is not resumed: its premise did not hold",
-            fix="fix the cause, make a new plan from the running files, and roll that out",
+            rule="a rollout whose step failed and was rolled back is not resumed: its premise "
+            "did not hold",
+            fix="fix the cause, then " + _AFTER_ROLLBACK,
+            params=("journal_path",),
         )
     journal.write("resume", done=sorted(state.done))
     return state.done
@@ -383,8 +410,8 @@ def _run_step(
             location=exc.location,
             rule=exc.rule,
             value=exc.value,
-            fix=exc.fix,
-            params=exc.params,
+            fix=_then(exc.fix, "retry the step with `resume` (nothing was changed)"),
+            params=(*exc.params, "resume"),
         ) from exc
     if planned.changed != {step.service} or planned.removed:
         message = (
@@ -409,18 +436,36 @@ def _run_step(
     drained, drain_notes = _drain(step, driver, old, new, journal, proxy, say)
     timeout_s = proxy.timeout_s if proxy is not None else 0.0
     say(f"{step.id}: {step.action} {step.service} from NEW")
+    notes = []
+    serving = False  # back in the proxy: a failure from here on drains it again first
     try:
         driver.apply(side, [step.service])
         journal.write("applied", step.id)
         if step.gates:
             ctx.base_url = driver.endpoint(side, step.service) if step.role == "engine" else None
-            notes = run_gates(ctx)
-        else:
-            notes = []
+            notes = run_gates(ctx, serving=False)
+            journal.write("gates-passed", step.id, notes=notes)
+        for note in notes:
+            say(f"{step.id}: {note}")
+        # Put back only after these gates passed: the proxy never routes to an unproven
+        # replica. The soak comes after, with the replica serving the proxy's traffic, so its
+        # error rate judges real requests.
+        notes = drain_notes + notes + _restore(step, drained, journal, timeout_s, say)
+        serving = drained is not None
+        if any(g in SERVING_GATES for g in step.gates):
+            later = run_gates(ctx, serving=True)
+            for note in later:
+                say(f"{step.id}: {note}")
+            if later:  # nothing to note: no soak asked for (`soak_s` 0)
+                journal.write("soak-passed", step.id, notes=later)
+            notes += later
     except TierctlError as exc:
         journal.write(
             "gate-failed" if isinstance(exc, GateFailed) else "failed", step.id, error=exc.message
         )
+        if serving and proxy is not None and drained is not None:
+            # The failed replica serves the proxy's traffic: out of it before it is stopped.
+            drained, _ = _drain_again(step, drained, old, journal, proxy, say)
         say(f"{step.id}: {exc.message}; rolling {step.service} back to OLD")
         _rollback(step, driver, old, new, journal, say)
         message = (
@@ -433,14 +478,44 @@ def _run_step(
         except TierctlError as again:
             message += f"; but {again.message} (fix: {again.fix})"
         raise type(exc)(
-            message, rule=exc.rule, value=exc.value, fix=exc.fix, params=exc.params
+            message,
+            rule=exc.rule,
+            value=exc.value,
+            fix=_then(exc.fix, _AFTER_ROLLBACK),
+            params=(*exc.params, "journal_path"),
         ) from exc
-    for note in notes:
-        say(f"{step.id}: {note}")
-    # Put back only after the gates passed: the proxy never routes to an unproven replica.
-    notes = drain_notes + notes + _restore(step, drained, journal, timeout_s, say)
     journal.write("done", step.id, notes=notes)
     return StepOutcome(step.id, "done", tuple(notes))
+
+
+def _drain_again(
+    step: Step,
+    drained: Drained,
+    old: Deployment,
+    journal: Journal,
+    proxy: _ProxyStep,
+    say: Callable[[str], None],
+) -> tuple[Drained | None, list[str]]:
+    """Take a replica that was put back out of the proxy again (its soak failed)."""
+    again, note = drain_replica(
+        step, drained.proxy, old.engine_port(step.service), proxy.timeout_s, None
+    )
+    if again is not None:
+        journal.write("proxy-drained", step.id, worker=again.worker, proxy=drained.proxy.url)
+    say(f"{step.id}: {note}")
+    return again, [note]
+
+
+# A journal that ends in a rollback is not resumed (see _open_journal): what to do instead.
+_AFTER_ROLLBACK = (
+    "make a new plan from the running files and roll that out (with a new `journal_path`: "
+    "this journal ends in a rollback and is not resumed)"
+)
+
+
+def _then(fix: str | None, step: str) -> str:
+    """The cause's fix followed by the rollout's next step."""
+    return f"{fix}; then {step}" if fix else step
 
 
 def _rollback(

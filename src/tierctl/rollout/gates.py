@@ -36,13 +36,16 @@ import httpx
 
 from tierctl.engines import PROFILES, EngineProfile, default_profile, profile_for_argv
 from tierctl.engines.liveness import liveness_mark, liveness_problems
-from tierctl.errors import GateFailed, InputError
+from tierctl.errors import GateFailed, InputError, TierctlError
 from tierctl.readers import load_yaml
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.normalise import CONFIGS_KEY
 from tierctl.rollout.plan_schema import Step
+from tierctl.rollout.progress import NoProgress, RolloutProgress
 from tierctl.rollout.roles import VARIANT_LABEL, infer_role
-from tierctl.rollout.scrape import parse_metrics
+from tierctl.runtime.polling import wait_until
+from tierctl.runtime.promapi import PrometheusClient
+from tierctl.runtime.promtext import parse_metrics
 
 
 def _profiles() -> tuple[EngineProfile, ...]:
@@ -55,15 +58,24 @@ def step_profile(argv: list[str] | None) -> EngineProfile:
 
 
 def variants_query(
-    profile: EngineProfile, label: str, container: str | None = None, host: str | None = None
+    profile: EngineProfile,
+    label: str,
+    container: str | None = None,
+    host: str | None = None,
+    prefix: str | None = None,
 ) -> str:
-    """The PromQL counting an engine's series by container and variant."""
+    """The PromQL counting an engine's series by container and variant, under ``prefix`` (the
+    one a live Prometheus stores them under, :func:`live_prefix`; default the exported one)."""
+    return profile.variants_query(label, _matchers(container, host), prefix)
+
+
+def _matchers(container: str | None, host: str | None) -> str:
     matchers = []
     if container is not None:
         matchers.append(f'container_name="{container}"')
     if host:
         matchers.append(f'host_machine="{host}"')
-    return profile.variants_query(label, ",".join(matchers))
+    return ",".join(matchers)
 
 
 @dataclass(frozen=True)
@@ -115,6 +127,8 @@ class GateContext:
     launched: Callable[[], tuple[list[str], tuple[str, ...]]] | None = None
     #: The profile of each recreated engine container (for the collector's queries).
     engine_profiles: Mapping[str, EngineProfile] = field(default_factory=dict)
+    #: Receives every poll of a wait (health, variants, soak) with its elapsed time.
+    progress: RolloutProgress = field(default_factory=NoProgress)
 
     @property
     def profile(self) -> EngineProfile:
@@ -122,14 +136,24 @@ class GateContext:
         return step_profile(self.step.expected_argv)
 
 
-def run_gates(ctx: GateContext) -> list[str]:
-    """Run the step's gates in order; return notes; raise GateFailed at the first failure."""
+#: Gates judged with the replica serving: they run after it is back in the proxy (a soak
+#: while the proxy routes nothing to it would have no traffic to judge errors by).
+SERVING_GATES: frozenset[str] = frozenset({"soak"})
+
+
+def run_gates(ctx: GateContext, *, serving: bool | None = None) -> list[str]:
+    """Run the step's gates in order; return the notes they add; raise GateFailed at the first
+    failure. ``serving`` False runs the gates before the replica is back in the proxy, True
+    the :data:`SERVING_GATES` after; None runs every gate."""
+    first = len(ctx.notes)
     for gate in ctx.step.gates:
+        if serving is not None and (gate in SERVING_GATES) != serving:
+            continue
         if gate in ctx.settings.skip:
             ctx.notes.append(f"{gate}: skipped, as asked")
             continue
         GATES[gate](ctx)
-    return ctx.notes
+    return ctx.notes[first:]
 
 
 def _url(ctx: GateContext, path: str) -> str:
@@ -140,27 +164,53 @@ def _url(ctx: GateContext, path: str) -> str:
 
 def gate_health(ctx: GateContext) -> None:
     """Poll the health path until it answers 200 or the start-up budget is spent."""
-    deadline = ctx.clock() + ctx.settings.health_timeout_s
     last = "no answer"
     path = ctx.profile.health_path
-    while True:
+
+    def healthy() -> bool:
+        nonlocal last
         try:
             resp = ctx.client.get(_url(ctx, path), timeout=ctx.settings.request_timeout_s)
-            if resp.status_code == 200:
-                ctx.notes.append("health: 200")
-                return
-            last = f"HTTP {resp.status_code}"
         except httpx.HTTPError as exc:
             last = type(exc).__name__
-        if ctx.clock() >= deadline:
-            raise GateFailed(
-                f"{ctx.step.service} did not answer {path} in {ctx.settings.health_timeout_s:g} s",
-                rule=f"a recreated engine answers {path}",
-                value=last,
-                fix="read the container's log; raise `health_timeout_s` for slow model loads",
-                params=("health_timeout_s",),
-            )
-        ctx.sleep(ctx.settings.poll_interval_s)
+            return False
+        last = f"HTTP {resp.status_code}"
+        return resp.status_code == 200
+
+    if not _poll(ctx, healthy, ctx.settings.health_timeout_s, lambda: f"{path}: {last}"):
+        raise GateFailed(
+            f"{ctx.step.service} did not answer {path} in {ctx.settings.health_timeout_s:g} s",
+            rule=f"a recreated engine answers {path}",
+            value=last,
+            fix="read the container's log; raise `health_timeout_s` for slow model loads",
+            params=("health_timeout_s",),
+        )
+    ctx.notes.append("health: 200")
+
+
+def _poll(
+    ctx: GateContext, condition: Callable[[], bool], timeout_s: float, what: Callable[[], str]
+) -> bool:
+    """``wait_until`` on the gate context's clock and sleep, every poll interval, reporting
+    each unmet poll and the end of the wait to ``ctx.progress`` (``what``: what it waits
+    for, as of the last poll)."""
+    started = ctx.clock()
+
+    def reported() -> bool:
+        if condition():
+            return True
+        ctx.progress.waiting(ctx.step.service, what(), ctx.clock() - started, timeout_s)
+        return False
+
+    ok = wait_until(
+        reported,
+        timeout_s,
+        poll_s=ctx.settings.poll_interval_s,
+        sleep=ctx.sleep,
+        clock=ctx.clock,
+    )
+    ctx.progress.waited(ctx.step.service, what(), ctx.clock() - started, ok)
+    return ok
 
 
 def _fetch(ctx: GateContext) -> Callable[[str], tuple[int, str]]:
@@ -284,54 +334,82 @@ def _await_variants(ctx: GateContext, wanted: Mapping[str, str]) -> None:
     base = ctx.settings.prometheus_url.rstrip("/")
     deadline = ctx.clock() + ctx.settings.metrics_timeout_s
     for container, variant in wanted.items():
-        profile = ctx.engine_profiles.get(container, ctx.profile)
-        query = variants_query(profile, ctx.variant_label, container, ctx.settings.host_label)
-        seen: list[str] = []
-        while True:
-            try:
-                resp = ctx.client.get(
-                    f"{base}/api/v1/query",
-                    params={"query": query},
-                    timeout=ctx.settings.request_timeout_s,
-                )
-                result = resp.json().get("data", {}).get("result", [])
-                seen = sorted({str(r.get("metric", {}).get(ctx.variant_label)) for r in result})
-            except (httpx.HTTPError, ValueError, AttributeError):
-                seen = []
-            if seen == [variant]:
-                ctx.notes.append(f"prometheus: {container} reports {variant}")
-                break
-            if ctx.clock() >= deadline:
-                drift = "" if seen else _other_names(ctx, base, profile, container)
-                raise GateFailed(
-                    f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}"
-                    + drift,
-                    rule="the metrics show the new variant for the recreated container",
-                    value=seen,
-                    fix="check the collector was recreated and scrapes this container",
-                )
-            ctx.sleep(ctx.settings.poll_interval_s)
+        # One budget for all containers: each waits only for what the earlier ones left.
+        _await_variant(ctx, base, container, variant, deadline - ctx.clock())
 
 
-def _other_names(ctx: GateContext, base: str, profile: EngineProfile, container: str) -> str:
-    """Where the expected family is missing: the engine series Prometheus has for the container
-    instead (another prefix spelling, another engine's names), as a clause of the message."""
+def _await_variant(
+    ctx: GateContext, base: str, container: str, variant: str, timeout_s: float
+) -> None:
+    profile = ctx.engine_profiles.get(container, ctx.profile)
+    seen: list[str] = []
+    names: set[str] | None = None
+    prefix = profile.prefix
+
+    def shows_variant() -> bool:
+        nonlocal seen, names, prefix
+        # The prefix as this Prometheus stores the container's series (`vllm:` as exported,
+        # `vllm_` behind a pipeline that rewrites it), asked again on each poll: before the
+        # first scrape there is nothing to detect it from.
+        names = _series_names(ctx, base, container)
+        prefix = profile.series_prefix(names or ())
+        query = variants_query(
+            profile, ctx.variant_label, container, ctx.settings.host_label, prefix
+        )
+        series = _series_labels(ctx, base, query) or []
+        seen = sorted({str(labels.get(ctx.variant_label)) for labels in series})
+        return seen == [variant]
+
+    if not _poll(
+        ctx, shows_variant, timeout_s, lambda: f"Prometheus to show {container} as {variant}"
+    ):
+        drift = "" if seen else _other_names(names, profile, prefix, container)
+        raise GateFailed(
+            f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}" + drift,
+            rule="the metrics show the new variant for the recreated container",
+            value=seen,
+            fix="check the collector was recreated and scrapes this container",
+        )
+    ctx.notes.append(
+        f"prometheus: {container} reports {variant} ({prefix}{profile.metrics.running})"
+    )
+
+
+def _series_labels(ctx: GateContext, base: str, query: str) -> list[dict[str, str]] | None:
+    """The label sets an instant query returns; None while Prometheus cannot answer it (the
+    gate asks again until its deadline)."""
+    try:
+        with PrometheusClient(
+            base, http=ctx.client, timeout_s=ctx.settings.request_timeout_s
+        ) as prometheus:
+            return [labels for labels, _value in prometheus.query(query)]
+    except (TierctlError, LookupError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _series_names(ctx: GateContext, base: str, container: str) -> set[str] | None:
+    """Every engine series name (any engine, any prefix spelling) Prometheus has for the
+    container now; None when it cannot say."""
     prefixes = sorted({p for e in PROFILES.values() for p in e.metric_prefixes})
     pattern = "|".join(re.escape(p) for p in prefixes)
     query = f'count by (__name__) ({{__name__=~"({pattern}).+",container_name="{container}"}})'
-    try:
-        resp = ctx.client.get(
-            f"{base}/api/v1/query", params={"query": query}, timeout=ctx.settings.request_timeout_s
-        )
-        result = resp.json().get("data", {}).get("result", [])
-        names = sorted({str(r.get("metric", {}).get("__name__")) for r in result})
-    except (httpx.HTTPError, ValueError, AttributeError):
+    series = _series_labels(ctx, base, query)
+    return None if series is None else {str(labels.get("__name__")) for labels in series}
+
+
+def _other_names(
+    names: set[str] | None, profile: EngineProfile, prefix: str, container: str
+) -> str:
+    """Where the expected family is missing: the engine series Prometheus has for the container
+    instead (another engine's names, a renamed family), as a clause of the message."""
+    if names is None:
         return ""
-    wanted = profile.prefix.replace(":", "_") + profile.metrics.running
+    wanted = prefix + profile.metrics.running
     if not names:
         return f" (no engine series at all for {container}: {wanted} is what the gate reads)"
-    shown = ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
-    return f"; Prometheus has no {wanted} for {container} but has {shown}"
+    shown = sorted(names)
+    listed = ", ".join(shown[:5]) + (f" (+{len(shown) - 5} more)" if len(shown) > 5 else "")
+    return f"; Prometheus has no {wanted} for {container} but has {listed}"
 
 
 def gate_soak(ctx: GateContext) -> None:
@@ -339,8 +417,11 @@ def gate_soak(ctx: GateContext) -> None:
     if ctx.settings.soak_s <= 0:
         return
     start = _counts(ctx)
-    end_at = ctx.clock() + ctx.settings.soak_s
+    started = ctx.clock()
+    end_at = started + ctx.settings.soak_s
+    what = "the soak window (health and error rate)"
     while ctx.clock() < end_at:
+        ctx.progress.waiting(ctx.step.service, what, ctx.clock() - started, ctx.settings.soak_s)
         ctx.sleep(min(ctx.settings.poll_interval_s, max(0.0, end_at - ctx.clock())))
         path = ctx.profile.health_path
         try:
@@ -349,11 +430,13 @@ def gate_soak(ctx: GateContext) -> None:
         except httpx.HTTPError:
             healthy = False
         if not healthy:
+            ctx.progress.waited(ctx.step.service, what, ctx.clock() - started, False)
             raise GateFailed(
                 f"{ctx.step.service} stopped answering {path} during the soak",
                 rule="a recreated engine stays healthy through the soak window",
                 fix="read the engine's log",
             )
+    ctx.progress.waited(ctx.step.service, what, ctx.clock() - started, True)
     end = _counts(ctx)
     finished = end[0] - start[0]
     aborted = end[1] - start[1]

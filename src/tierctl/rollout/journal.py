@@ -3,8 +3,8 @@
 A step is journaled ``begin`` before its action and ``done`` after its gates pass, so after a
 crash or Ctrl-C ``--resume`` skips every ``done`` step and re-runs a step that began but did not
 finish (every step is safe to repeat: a scoped down, or a recreate of one service). A step
-that failed its gates and was rolled back ends the journal: resuming past it is refused, since
-the plan's premise did not hold. Secret values handed to the journal are masked before they are
+that failed (its gates or its apply) and was rolled back ends the journal: resuming past it is
+refused, since the plan's premise did not hold. Secret values handed to the journal are masked before they are
 written; nothing in it is meant to carry a secret in the first place.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 
 from tierctl.credentials import mask, mask_tree
 from tierctl.errors import InputError, Location
+from tierctl.readers import Limits, read_text
 
 Clock = Callable[[], datetime]
 
@@ -31,7 +32,7 @@ class JournalState:
     Attributes:
         done: Ids of finished steps.
         begun: Ids of steps that began but did not finish or fail.
-        rolled_back: Id of the step whose gate failed and which was rolled back, if any.
+        rolled_back: Id of the step that failed (a gate or its apply) and was rolled back.
         completed: Whether the whole plan finished.
     """
 
@@ -44,6 +45,8 @@ class JournalState:
     unfinished_rollback: str | None = None
     #: Step id -> the proxy worker it took out and did not put back (an interrupted run).
     out_of_proxy: Mapping[str, str] = field(default_factory=dict)
+    #: What failed before the rollback of ``rolled_back``: ``gate-failed`` or ``failed``.
+    rolled_back_after: str | None = None
 
 
 class Journal:
@@ -83,17 +86,19 @@ class Journal:
         done: set[str] = set()
         begun: set[str] = set()
         rolled_back: str | None = None
+        rolled_back_after: str | None = None
         completed = False
         failed: dict[str, str] = {}  # step -> "gate-failed" | "failed" | "rollback-failed"
         out_of_proxy: dict[str, str] = {}
-        for lineno, line in enumerate(self.path.read_text().splitlines(), 1):
+        lines = read_text(self.path, what="journal", limits=Limits.trace()).splitlines()
+        for lineno, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 # A torn last line from a crash mid-write: everything before it stands.
-                if lineno == len(self.path.read_text().splitlines()):
+                if lineno == len(lines):
                     break
                 raise InputError(
                     "journal line is not JSON",
@@ -120,10 +125,11 @@ class Journal:
             elif event in ("gate-failed", "failed", "rollback-failed"):
                 failed[step] = event if event != "failed" else failed.get(step, event)
             elif event == "rolled-back":
-                # A failed gate means the plan's premise did not hold: never resumed. A failed
-                # apply rolled back cleanly may be retried (its step is not done).
-                if failed.pop(step, None) == "gate-failed":
-                    rolled_back = step
+                # A failed gate or a failed apply, rolled back: the plan's premise did not hold
+                # (docs/rollout.md), so the journal is never resumed past it.
+                cause = failed.pop(step, None)
+                if cause is not None:
+                    rolled_back, rolled_back_after = step, cause
                 begun.discard(step)
             elif event == "completed":
                 completed = True
@@ -133,7 +139,13 @@ class Journal:
                 out_of_proxy.pop(step, None)
         unfinished = next(iter(failed), None)
         return JournalState(
-            frozenset(done), frozenset(begun), rolled_back, completed, unfinished, out_of_proxy
+            frozenset(done),
+            frozenset(begun),
+            rolled_back,
+            completed,
+            unfinished,
+            out_of_proxy,
+            rolled_back_after,
         )
 
     def write(self, event: str, step: str | None = None, **fields: Any) -> None:

@@ -99,3 +99,15 @@ def plan_digest(plan: Plan) -> str:
     """A stable digest of a plan's content, recorded in its journal."""
     canonical = json.dumps(plan.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def is_plan(text: str) -> bool:
+    """Whether ``text`` reads back as a plan (what ``tierctl plan -o`` writes, and so may
+    replace without being forced)."""
+    from pydantic import ValidationError
+
+    try:
+        Plan.model_validate_json(text)
+    except (ValidationError, ValueError):
+        return False
+    return True

@@ -9,7 +9,8 @@ until the client hangs up), ``"trickle"`` (output lines but no exit event for ``
 ``"cut"`` (stream ends without an exit event), ``"html"`` (200 with an HTML page),
 ``"exit1"``, ``"echo"`` / ``"echo-exit1"`` /
 ``"echo-400"`` (an agent that echoes the request back: the bearer token and every env value,
-raw, JSON-escaped and quoted, in its output lines, its failure's stderr, or a 400 body), and
+raw, JSON-escaped, quoted, URL-encoded, base64, hex and cut short, in its output lines, its
+failure's stderr, or a 400 body), and
 ``"extra:SERVICE"`` (a dry run that also plans SERVICE). Like the real agent it rejects env keys
 that are not shell names; unlike it, it refuses an empty ``services`` list with 400 instead of
 applying every service, so a client bug shows. Requires the ``sim`` extra (aiohttp).
@@ -18,12 +19,14 @@ applying every service, so a client bug shows. Requires the ``sim`` extra (aioht
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from aiohttp import web
 
@@ -203,6 +206,19 @@ class StandinAgent:
                 f"{key}='{value}'",
                 f"environment: {json.dumps({key: value}, ensure_ascii=False)}",
             ]
+        # The same request in the encodings a log or a proxy carries it in: URL-encoded (a
+        # query string), base64 (a header blob, both alphabets), hex, and cut short.
+        raw = f"{self._auth_seen()} {json.dumps(body, ensure_ascii=False)}".encode()
+        lines += [
+            f"query: ?req={quote(raw, safe='')}",
+            f"form: req={quote_plus(raw)}",
+            f"blob: {base64.b64encode(b'v1:' + raw).decode()}",
+            f"blob-url: {base64.urlsafe_b64encode(b'v1/x:' + raw).decode()}",
+            f"hex: {raw.hex()}",
+            f"cut: {raw.decode()[: len(raw) // 3]}",
+        ]
+        for key, value in env.items():
+            lines.append(f"{key}-b64={base64.b64encode(value.encode()).decode()}")
         return lines
 
     async def _early_fault(self, fault: str | None, request: web.Request) -> web.Response | None:
@@ -218,6 +234,10 @@ class StandinAgent:
         if fault == "echo-400":
             return web.json_response(
                 {
+                    # First, so that it is within the part of the body a client shows.
+                    "trace": base64.b64encode(
+                        json.dumps([self._auth_seen(), self.state.requests[-1]]).encode()
+                    ).decode(),
                     "error": "bad request",
                     "echo": self.state.requests[-1],
                     "auth": self._auth_seen(),

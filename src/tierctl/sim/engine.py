@@ -53,6 +53,8 @@ class Live:
     kv_wait_s: float = 0.0
     kv_blocked_since: float | None = None
     status: str = "waiting"
+    #: Why a request was refused or aborted ("" otherwise): what the reports count by.
+    reason: str = ""
     # Output tokens to recompute as prompt after a preemption (vLLM's recompute mode).
     resumed_tokens: int = 0
     preemptions: int = 0
@@ -150,10 +152,12 @@ class Scheduler:
         limit = self.config.max_queued_requests
         if limit is not None and len(self.waiting) + 1 > limit:
             live.status = "aborted"
+            live.reason = f"queue full (max-queued-requests {limit})"
             self._close(live, now_s)
             return "queue_full"
         if req.input_tokens + req.output_tokens > self.kv_pool_tokens:
             live.status = "rejected"
+            live.reason = f"prompt + output exceed the KV pool ({self.kv_pool_tokens} tokens)"
             self._close(live, now_s)
             return "too_long"
         self.lives[req.rid] = live
@@ -174,6 +178,7 @@ class Scheduler:
             self.context_tokens -= live.req.input_tokens + live.generated
         self.kv_used_tokens -= live.kv_tokens
         live.status = "aborted"
+        live.reason = live.reason or "aborted by the client"
         self._close(live, now_s)
         return True
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -33,6 +35,9 @@ class RequestResult:
     burst_itl_mean_s: float | None = None
     burst_gaps: int = 0
     preemptions: int = 0
+    #: Why it did not complete ("" when it did): refused (too long), aborted (queue full, the
+    #: client), or unfinished when the simulation ended.
+    reason: str = ""
 
     @staticmethod
     def of(live: Live) -> RequestResult:
@@ -61,7 +66,24 @@ class RequestResult:
             burst_itl_mean_s=live.burst_gap_sum_s / live.burst_gaps if live.burst_gaps else None,
             burst_gaps=live.burst_gaps,
             preemptions=live.preemptions,
+            reason=_reason(live),
         )
+
+
+def _reason(live: Live) -> str:
+    """Why a request did not complete ("" when it did)."""
+    if live.status == "completed":
+        return ""
+    if live.status not in ("aborted", "rejected"):
+        return "unfinished when the simulation ended"
+    return live.reason or live.status
+
+
+def not_completed(requests: Sequence[RequestResult]) -> dict[str, int]:
+    """How many requests did not complete, by reason, most first: what a completion below 1
+    consists of (e.g. ``{"prompt + output exceed the context (max-model-len 4096)": 8}``)."""
+    counts = Counter(r.reason for r in requests if r.status != "completed")
+    return dict(counts.most_common())
 
 
 @dataclass(frozen=True)

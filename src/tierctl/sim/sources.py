@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tierctl.catalog.engine_catalog import Catalog
+from tierctl.engine_catalog import Catalog
 from tierctl.errors import InputError
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel, preset

@@ -79,6 +79,7 @@ class VllmScheduler(Scheduler):
         or the KV pool (vLLM answers 400)."""
         if req.input_tokens + req.output_tokens > self.max_model_len:
             live = Live(req=req, enqueued_s=now_s, last_token_s=now_s, status="rejected")
+            live.reason = f"prompt + output exceed the context (max-model-len {self.max_model_len})"
             self._close(live, now_s)
             return "too_long"
         return super().submit(req, now_s)
@@ -90,6 +91,7 @@ class VllmScheduler(Scheduler):
             self.order.remove(live)
             if live.status == "prefilling":
                 live.status = "aborted"
+                live.reason = "aborted by the client"
                 self.kv_used_tokens -= live.kv_tokens
                 live.kv_tokens = 0
                 self._close(live, now_s)

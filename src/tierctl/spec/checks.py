@@ -13,9 +13,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tierctl.catalog.store import did_you_mean, unknown_flag
 from tierctl.compose.forms import named_volume_source
 from tierctl.credentials import literal_secret
-from tierctl.spec.effective import VariantError, effective_env, effective_flags, render_variant
+from tierctl.engine_catalog import Catalog
+from tierctl.spec.effective import (
+    VariantError,
+    effective_env,
+    effective_flags,
+    engine_catalog,
+    flag_path,
+    render_variant,
+)
 from tierctl.spec.tier_spec import SecretRef, TierSpec
 
 PathKey = tuple[str | int, ...]
@@ -241,23 +250,7 @@ def _check_variant(spec: TierSpec) -> Iterator[Problem]:
             if exc.placeholder in seen:
                 continue  # one message per placeholder, not one per replica
             seen.add(exc.placeholder)
-            known = [
-                *spec.telemetry.tokens,
-                *effective_flags(spec, name),
-                "replica",
-                "host",
-                "tier",
-            ]
-            close = difflib.get_close_matches(exc.placeholder, known, n=1, cutoff=0.7)
-            hint = f"did you mean {{{close[0]}}}? " if close and close[0] != exc.placeholder else ""
-            yield Problem(
-                ("telemetry", "variant"),
-                f"variant placeholder {exc}",
-                "variant-template",
-                hint + "use a flag every replica sets with a value, a name from telemetry.tokens, "
-                "or {replica}/{host}/{tier}",
-                spec.telemetry.variant,
-            )
+            yield from _placeholder_problems(spec, name, exc)
     for token_name, token in spec.telemetry.tokens.items():
         if not token.text:
             yield Problem(
@@ -275,6 +268,61 @@ def _check_variant(spec: TierSpec) -> Iterator[Problem]:
             "variant-place",
             "add `scrape: {target: ...}` to the collector service, or drop the place",
         )
+
+
+def _placeholder_problems(spec: TierSpec, replica: str, exc: VariantError) -> Iterator[Problem]:
+    """A variant placeholder no flag of ``replica`` fills, and the mistake behind it.
+
+    When the placeholder is a flag of the pinned release and the near miss the replica sets
+    is not, the typo is in the args, not in the template: the unknown flag is reported first,
+    at its own line, and the template's fix points there, never suggesting that the
+    template copy the typo.
+    """
+    flags = effective_flags(spec, replica)
+    known = [*spec.telemetry.tokens, *flags, "replica", "host", "tier"]
+    close = difflib.get_close_matches(exc.placeholder, known, n=1, cutoff=0.7)
+    guess = close[0] if close and close[0] != exc.placeholder else None
+    fix = "use a flag every replica sets with a value, a name from telemetry.tokens, or "
+    fix += "{replica}/{host}/{tier}"
+    typo = _misspelt_flag(spec, replica, exc.placeholder, guess) if guess in flags else None
+    if typo is not None:
+        where, catalog = typo
+        token = f"--{guess}"
+        yield Problem(
+            where,
+            unknown_flag(spec.engine.kind, spec.engine.version, token),
+            "unknown-flag",
+            did_you_mean(catalog, token)
+            + f" (the variant template's {{{exc.placeholder}}} reads --{exc.placeholder})",
+            guess,
+        )
+        fix = (
+            f"the template is right: the flag at {_dotted(where)} is misspelt ({guess}; "
+            f"{catalog.engine} {catalog.version} has --{exc.placeholder}): fix its name there"
+        )
+    elif guess is not None:
+        fix = f"did you mean {{{guess}}}? {fix}"
+    yield Problem(
+        ("telemetry", "variant"),
+        f"variant placeholder {exc}",
+        "variant-template",
+        fix,
+        spec.telemetry.variant,
+    )
+
+
+def _misspelt_flag(
+    spec: TierSpec, replica: str, placeholder: str, guess: str | None
+) -> tuple[PathKey, Catalog] | None:
+    """Where ``guess`` (a flag the replica sets, close to ``placeholder``) is set, and the
+    pinned catalog, when the catalog knows ``placeholder`` and not ``guess``: then ``guess``
+    is the typo. None otherwise, or without a shipped catalog to tell."""
+    catalog = engine_catalog(spec)
+    if guess is None or catalog is None:
+        return None
+    if catalog.lookup(f"--{guess}") is not None or catalog.lookup(f"--{placeholder}") is None:
+        return None
+    return flag_path(spec, replica, guess) or ("engine", "args", guess), catalog
 
 
 def _check_services(spec: TierSpec) -> Iterator[Problem]:

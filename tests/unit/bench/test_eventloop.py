@@ -43,7 +43,7 @@ def test_missing_uvloop_falls_back_with_a_note(monkeypatch: pytest.MonkeyPatch) 
     note = eventloop.fallback_note()
     assert note is not None
     assert "uvloop" in note
-    assert "pip install 'tierctl[bench]'" in note
+    assert "pip install -e '.[bench]'" in note
 
 
 @needs_uvloop

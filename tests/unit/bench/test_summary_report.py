@@ -74,7 +74,7 @@ def test_run_json_keeps_every_sample_and_the_invariant():
     assert run["unhealthy_episodes"] == [{"start_s": 3.0, "end_s": None}]
     assert run["requests"][0]["tpot_s"] == pytest.approx(0.5)
     md = run_markdown(_record(), WL)
-    assert "| burst | 4 | 2 | 1500 | 1950 | 1990 | 500.0 |" in md
+    assert "| burst | 4 | 2 | 0 | 1500 | 1950 | 1990 | 500.0 |" in md
 
 
 def _ab() -> ABResult:

@@ -262,7 +262,7 @@ def test_a_distribution_no_engine_profile_names_is_refused_with_the_known_ones()
 def test_a_catalog_of_an_engine_without_a_profile_is_refused() -> None:
     from pydantic import ValidationError
 
-    from tierctl.catalog.engine_catalog import Catalog, CatalogSource
+    from tierctl.engine_catalog import Catalog, CatalogSource
 
     source = CatalogSource(distribution="x", wheel="x.whl", sha256="0" * 64, files=(), layout="x")
     with pytest.raises(ValidationError, match="unknown engine 'tgi'"):

@@ -12,6 +12,7 @@ import tierctl
 from tests.conftest import CliResult
 from tierctl.cli.readout import VERDICT_EXIT
 from tierctl.errors import (
+    CannotJudge,
     ComposeInputError,
     ContractViolation,
     ExitCode,
@@ -46,6 +47,7 @@ def test_the_codes_are_the_documented_numbers() -> None:
         (ContractViolation, 1),
         (RuntimeFailure, 1),
         (GateFailed, 1),
+        (CannotJudge, 3),
     ],
 )
 def test_each_error_carries_its_code(error: type[TierctlError], code: int) -> None:

@@ -84,17 +84,17 @@ def test_a_missing_extra_is_one_line_and_exit_2() -> None:
     out = _python(code)
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert out.stderr.strip() == (
-        "error: tierctl bench needs the 'bench' extra: pip install 'tierctl[bench]'"
+        "error: tierctl bench needs the 'bench' extra: in the tierctl checkout, pip install -e '.[bench]'"
     )
     assert "Traceback" not in out.stderr
 
 
 def test_a_missing_extra_names_the_commands_own_extra() -> None:
     assert missing_extra_message("sim", "numpy.random") == (
-        "tierctl sim needs the 'sim' extra: pip install 'tierctl[sim]'"
+        "tierctl sim needs the 'sim' extra: in the tierctl checkout, pip install -e '.[sim]'"
     )
     assert missing_extra_message("readout", "scipy") == (
-        "tierctl readout needs the 'readout' extra: pip install 'tierctl[readout]'"
+        "tierctl readout needs the 'readout' extra: in the tierctl checkout, pip install -e '.[readout]'"
     )
     # A module tierctl does not depend on optionally is a bug, not an install problem.
     assert missing_extra_message("bench", "not_a_dependency") is None

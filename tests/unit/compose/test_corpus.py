@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from tierctl.adopt import adopt
 from tierctl.catalog.store import shipped
 from tierctl.compose import Interpolation, load_compose, merge_compose, parse_compose
 from tierctl.contracts.standalone import validate_files
 from tierctl.contracts.validation import validate
 from tierctl.errors import InputError
-from tierctl.spec.adopt import adopt
 from tierctl.spec.semantic_diff import semantic_diff
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -113,3 +113,41 @@ def test_spec_accepts_switches_and_paths_but_not_literal_defaults() -> None:
     bad = ok.replace("WEBUI_AUTH: 'false'", "HF_TOKEN: ${HF_TOKEN:-hf_abcdefghijklmnopqrstuvwxyz}")
     with pytest.raises(SpecErrors, match="HF_TOKEN holds a literal value"):
         load_spec_text(bad, "tier.yaml")
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ("Authorization: Bearer q7Yt2mLw9XzR4aPb", "a credential header"),
+        ('{"X-Api-Key": "k-123456"}', "a credential header"),
+        ("Cookie: session=abc123", "a credential header"),
+        ("https://registrar:Hunter2@gw.internal/register", "a password in a URL"),
+        ("redis://:pw@127.0.0.1:6379/0", "a password in a URL"),
+        ("http://u:${PW:-literal-default}@host/", "a password in a URL"),
+        ("token Bearer abcdefgh12345678", "a bearer token"),
+    ],
+)
+def test_a_credential_inside_a_value_is_found_whatever_the_name(value: str, kind: str) -> None:
+    from tierctl.credentials import embedded_credential
+
+    assert embedded_credential(value) == kind
+    assert literal_secret("EXTRA_HEADERS", value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Authorization: Bearer ${TOKEN}",
+        "Authorization: Bearer ${TOKEN:?set TOKEN}",
+        "https://registrar:${GATEWAY_PASSWORD:?set it}@gw.internal/register",
+        "https://gateway.example.internal/register",
+        "http://[::1]:8080/v1",
+        "http://user@host/",  # a user name alone is no credential
+        "authorization=false",
+        "--max-running-requests 8",
+    ],
+)
+def test_references_and_plain_urls_carry_no_credential(value: str) -> None:
+    from tierctl.credentials import embedded_credential
+
+    assert embedded_credential(value) is None

@@ -146,8 +146,15 @@ def test_selectors_carry_prefix_and_matchers() -> None:
         '{__name__="vllm_request_success_total",finished_reason="abort",container_name="a"}'
     )
     assert SGLANG.variants_query("config_variant", 'host_machine="gpu02"') == (
-        'count by (container_name, config_variant) (sglang_num_running_reqs{host_machine="gpu02"})'
+        'count by (container_name, config_variant) (sglang:num_running_reqs{host_machine="gpu02"})'
     )
+    assert VLLM.variants_query("v", 'container_name="a"', "vllm_") == (
+        'count by (container_name, v) (vllm_num_requests_running{container_name="a"})'
+    )
+    # The prefix a Prometheus holds: detected from its names, else the exported one.
+    assert VLLM.series_prefix({"vllm_num_requests_running"}) == "vllm_"
+    assert VLLM.series_prefix({"vllm:num_requests_running"}) == "vllm:"
+    assert SGLANG.series_prefix(set()) == "sglang:"
 
 
 def test_fatal_log_patterns() -> None:
@@ -248,3 +255,19 @@ def test_non_default_args_takes_the_last_start() -> None:
     text = format_non_default_args({"a": 1}) + "\nnoise\n" + format_non_default_args({"a": 2})
     assert parse_non_default_args(text) == {"a": 2}
     assert parse_non_default_args("no such line") is None
+
+
+def test_the_catalog_types_know_exactly_the_profiled_engines() -> None:
+    """The leaf's ENGINE_KINDS (validating a catalog's engine) is the registry's list, in order."""
+    from tierctl.engine_catalog import ENGINE_KINDS
+
+    assert tuple(PROFILES) == ENGINE_KINDS
+
+
+def test_a_loaded_catalog_reads_underscores_as_its_engines_parser_does() -> None:
+    """The shipped files leave ``underscores`` open; loading tells the catalog the profile's."""
+    for kind, version in (("vllm", "0.33.0"), ("sglang", "0.5.23")):
+        catalog = load_catalog(kind, version)
+        assert catalog.underscores is None
+        mapped = catalog.lookup("--max_running_requests" if kind == "sglang" else "--max_num_seqs")
+        assert (mapped is not None) == profile_for(kind).flag_underscores

@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierctl.catalog.engine_catalog import Catalog
 from tierctl.catalog.store import load_catalog
+from tierctl.engine_catalog import Catalog
 from tierctl.engines import SGLANG, VLLM, EngineProfile
 
 CATALOGS = {"vllm": load_catalog("vllm", "0.33.0"), "sglang": load_catalog("sglang", "0.5.23")}

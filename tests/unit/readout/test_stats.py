@@ -80,3 +80,16 @@ def test_more_aborts_on_the_canary_is_worse_and_fewer_better() -> None:
 
 def test_small_totals_are_no_data() -> None:
     assert compare_proportions(0, 5, 1, 5).verdict == "no-data"
+
+
+def test_the_ratio_is_canary_over_control_whatever_the_direction() -> None:
+    # Regression: for a higher-is-better metric the ratio printed under "canary/control" was
+    # control/canary (0.83 for a canary 20% faster).
+    control, canary = np.full(10, 100.0), np.full(10, 120.0)
+    up = compare_paired(control, canary, lower_is_better=False)
+    assert up.ratio == pytest.approx(1.2)
+    assert up.ci_low <= 1.2 <= up.ci_high
+    assert (up.verdict, up.lower_is_better) == ("better", False)
+    down = compare_paired(control, canary, lower_is_better=True)
+    assert down.ratio == pytest.approx(1.2)
+    assert down.verdict == "worse"

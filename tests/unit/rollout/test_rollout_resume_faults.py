@@ -1,5 +1,6 @@
 """Resume after faults: never over a service in an unknown state, never after a failed gate,
-and a failed apply that rolled back cleanly is retried (as its message says)."""
+nor after a failed apply that was rolled back (docs/rollout.md: a journal ending in a rollback
+is refused); a failed dry run changed nothing and is retried."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def test_failed_gate_rolled_back_is_refused(tmp_path: Path) -> None:
         _open_journal(j, resume=True)
 
 
-def test_failed_apply_rolled_back_is_retried(tmp_path: Path) -> None:
+def test_failed_apply_rolled_back_is_refused(tmp_path: Path) -> None:
     j = _journal(
         tmp_path,
         [
@@ -63,6 +64,24 @@ def test_failed_apply_rolled_back_is_retried(tmp_path: Path) -> None:
             ("begin", "01-x"),
             ("failed", "01-x"),
             ("rolled-back", "01-x"),
+        ],
+    )
+    assert j.read().rolled_back == "01-x"
+    assert j.read().rolled_back_after == "failed"
+    with pytest.raises(InputError, match="01-x rolled back after a failed apply") as info:
+        _open_journal(j, resume=True)
+    assert "new plan" in (info.value.fix or "")
+
+
+def test_failed_dry_run_is_retried(tmp_path: Path) -> None:
+    j = _journal(
+        tmp_path,
+        [
+            ("start", None),
+            ("begin", "00-a"),
+            ("done", "00-a"),
+            ("begin", "01-x"),
+            ("dry-run-failed", "01-x"),
         ],
     )
     assert _open_journal(j, resume=True) == frozenset({"00-a"})

@@ -7,7 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tierctl.errors import InputError
-from tierctl.sim.config import _MODELLED, EngineConfig
+from tierctl.sim.config import _MODELLED, EngineConfig, default_catalog
+
+_SGLANG = default_catalog("sglang")
 
 FULL = [
     "python3", "-m", "sglang.launch_server", "--model-path", "/models/x", "--tp-size", "4",
@@ -61,7 +63,13 @@ def test_bad_modelled_values_are_input_errors(argv: list[str], needle: str) -> N
 
 
 _names = st.from_regex(r"[a-z][a-z0-9]{1,8}(-[a-z0-9]{1,6}){0,2}", fullmatch=True).filter(
-    lambda n: n not in _MODELLED and not n.startswith(("enable-", "disable-"))
+    lambda n: (
+        n not in _MODELLED
+        and not n.startswith(("enable-", "disable-"))
+        # a unique prefix of a real flag is that flag, as the engine's parser reads it
+        # (`--se` is `--served-model-name`), so it is not an unmodelled flag
+        and _SGLANG.lookup(f"--{n}") is None
+    )
 )
 # (text on the command line, the typed value it must come back as), built independently of
 # the parser: integers, decimals, booleans and plain words.

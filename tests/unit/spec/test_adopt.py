@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tierctl.adopt import adopt
 from tierctl.errors import InputError
 from tierctl.render import render_compose
-from tierctl.spec.adopt import adopt
 from tierctl.spec.loader import load_spec_text
 
 DEV = "deploy: {{resources: {{reservations: {{devices: [{{driver: nvidia, device_ids: [{ids}], capabilities: [gpu]}}]}}}}}}"

@@ -42,6 +42,7 @@ from tierctl.bench.quality.stats import (
     mcnemar,
     wilson,
 )
+from tierctl.credentials import mask_userinfo
 from tierctl.engines import EngineProfile, LogprobShapeError, TokenScore, profile_for
 from tierctl.engines import profile_for_metrics as _profile_for_metrics
 
@@ -427,8 +428,8 @@ async def run_quality(
         errors += [f"{p.arm} {k}: {v.error}" for k, v in p.scored.items() if v.error]
         errors += [f"{p.arm} {k}: {v.error}" for k, v in p.answers.items() if v.error]
     return QualityResult(
-        a_url=a_url,
-        b_url=b_url,
+        a_url=mask_userinfo(a_url),
+        b_url=mask_userinfo(b_url),
         engines={arm: p.kind for arm, p in profiles.items()},
         floor_measured=a2 is not None,
         lanes=tuple(lanes),

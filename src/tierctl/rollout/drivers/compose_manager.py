@@ -265,8 +265,8 @@ class ComposeManagerDriver:
                 if slow
                 else ""
             )
-            + " and retry with `resume`",
-            params=("resume", "agent_timeout_s"),
+            + ", then run the step again",
+            params=("agent_timeout_s",),
         )
 
     def _once(self, path: str, body: dict[str, Any]) -> CallResult:
@@ -324,8 +324,7 @@ class ComposeManagerDriver:
             raise RuntimeFailure(
                 f"compose-manager {path} exited {exit_code}: {tail}",
                 rule="docker compose must succeed on the host",
-                fix="read the agent output above, fix, then retry with `resume`",
-                params=("resume",),
+                fix="read the agent output above, fix, then run the step again",
             )
         return CallResult(exit_code, tuple(lines))
 

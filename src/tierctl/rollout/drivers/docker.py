@@ -188,8 +188,7 @@ class DockerDriver:
             raise RuntimeFailure(
                 f"`{' '.join(argv)}` exited {res.returncode}: {tail}",
                 rule="docker compose must succeed",
-                fix="read compose's message, fix, then retry with `resume`",
-                params=("resume",),
+                fix="read compose's message, fix, then run the step again",
             )
         return res
 

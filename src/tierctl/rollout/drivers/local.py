@@ -38,13 +38,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tierctl.engines import profile_for_argv
-from tierctl.errors import RuntimeFailure
-from tierctl.realengine.process import ServerProcess, http_ready, stop_group
+from tierctl.errors import Location, RuntimeFailure
+from tierctl.paths import resolve_inside
 from tierctl.rollout.argv import parse_argv
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import require_services
 from tierctl.rollout.dryrun import DryRunResult
 from tierctl.rollout.roles import is_engine_command
+from tierctl.runtime.process import ServerProcess, http_ready, stop_group
 
 _LISTENING = re.compile(r"listening on (http://\S+)")
 
@@ -257,8 +258,10 @@ class LocalDriver:
         """The argv the argv gate should find running, and what the driver changed on purpose.
 
         A real engine is launched listening on loopback (:func:`bind_loopback`), so its
-        startup log shows ``--host 127.0.0.1`` where the file may say ``0.0.0.0``; the gate
-        checks every other flag as rendered and says what the driver replaced. The simulated
+        startup log shows ``--host 127.0.0.1`` where the file may say ``0.0.0.0``; and with
+        every path under a bind mount at its host path (``--model /models/x`` runs as
+        ``--model /opt/x``), so the log shows the host path. The gate checks what was launched,
+        flag by flag as rendered otherwise, and says what the driver replaced. The simulated
         engine reports the rendered argv (it binds loopback by itself), so nothing changes.
         """
         argv = dep.argv(service)
@@ -268,23 +271,49 @@ class LocalDriver:
         if profile is None:
             return argv, ()
         start = profile.split_command(argv).flags_start
+        mounts = bind_mounts(dep, service)
+        launched = [_host_path(t, mounts) for t in argv]
+        said: list[str] = []
+        moved = [(a, b) for a, b in zip(argv, launched, strict=True) if a != b]
+        if moved:
+            said.append(
+                "local driver: ran "
+                + ", ".join(f"{a} as {b}" for a, b in moved)
+                + " (the bind mounts' host paths)"
+            )
         rendered = _host_values(argv[start:])
-        if rendered == [LOOPBACK]:
-            return argv, ()
-        bound = [*argv[:start], *bind_loopback(argv[start:])]
-        said = ", ".join(rendered) if rendered else "no --host (every interface)"
-        return bound, (f"local driver: bound --host {LOOPBACK} (the file says {said})",)
+        if rendered != [LOOPBACK]:
+            launched = [*launched[:start], *bind_loopback(launched[start:])]
+            where = ", ".join(rendered) if rendered else "no --host (every interface)"
+            said.append(f"local driver: bound --host {LOOPBACK} (the file says {where})")
+        return launched, tuple(said)
 
     def _mount_root(self, dep: Deployment, service: str) -> Path:
         """The engine's working directory: its bind mounts as symlinks under their container
         paths, so a relative path in the command (``--model ./models/x`` with compose's
         ``working_dir: /``) reads what the container would, and the engine reports the very
         argv that was rendered (what the argv gate compares)."""
-        root = self._dir / "root" / service
+        where = Location(file=dep.ref.path, path=f"services.{service}")
+        # Names and targets come from the compose file: each is resolved inside the state
+        # folder and refused if it could lead out of it (`..`, a symlink an earlier mount laid).
+        root = resolve_inside(self._dir / "root", service, field="service name", location=where)
         root.mkdir(parents=True, exist_ok=True)
         for target, host in bind_mounts(dep, service):
-            link = root / target.lstrip("/")
+            link = resolve_inside(
+                root,
+                target,
+                field="bind mount target",
+                location=Location(file=dep.ref.path, path=f"services.{service}.volumes"),
+                anchored=True,
+                fix="give the mount an absolute container path without '..' (/models/x)",
+            )
             link.parent.mkdir(parents=True, exist_ok=True)
+            if link.is_dir() and not link.is_symlink():
+                raise RuntimeFailure(
+                    f"{service}: the bind mount target {target} holds another mount's target",
+                    rule="the local driver lays each bind mount as one symlink; mounts do not nest",
+                    fix="mount the outer folder only, or run this service with another driver",
+                )
             if link.is_symlink() or link.exists():
                 link.unlink()
             link.symlink_to(host)

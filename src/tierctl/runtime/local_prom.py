@@ -3,24 +3,21 @@
 For the demo and the integration tests: Debian's ``prometheus`` binary, a scrape config
 rendered by tierctl, a data directory (optionally backfilled with ``promtool``), and
 ``/-/reload`` to apply a new scrape config — the local stand-in for recreating the collector.
+The server is a :class:`~tierctl.runtime.process.ServerProcess`: its own process group, its log
+in the work folder, stopped on every exit path.
 """
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from types import TracebackType
 
 import httpx
 
 from tierctl.errors import RuntimeFailure
-
-# One definition of a free loopback port, for every local server tierctl starts; named here too
-# because the demo and the tests start Prometheus with it.
-from tierctl.realengine.process import free_port as free_port
+from tierctl.runtime.process import ServerProcess, free_port, http_ready
 
 
 def prometheus_binaries() -> tuple[str, str] | None:
@@ -65,13 +62,12 @@ class LocalPrometheus:
         self.url = f"http://127.0.0.1:{self.port}"
         self._config = config
         self._ready_timeout_s = ready_timeout_s
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: ServerProcess | None = None
 
     def __enter__(self) -> LocalPrometheus:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(self._config)
-        log = (self.workdir / "prometheus.log").open("wb")
-        self._proc = subprocess.Popen(
+        self._proc = ServerProcess(
             [
                 self.binary,
                 f"--config.file={self.config_path}",
@@ -80,22 +76,15 @@ class LocalPrometheus:
                 "--storage.tsdb.retention.time=3650d",
                 "--web.enable-lifecycle",
             ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            self.workdir / "prometheus.log",
+            name="prometheus",
         )
-        log.close()
-        deadline = time.monotonic() + self._ready_timeout_s
-        while True:
-            if self._proc.poll() is not None:
-                tail = (self.workdir / "prometheus.log").read_text(errors="replace")[-1500:]
-                raise RuntimeFailure(f"prometheus exited at start: {tail}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return self
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeFailure(f"prometheus was not ready in {self._ready_timeout_s:.0f} s")
-            time.sleep(0.2)
+        self._proc.start()
+        # wait_ready stops the process group and names the log's tail when it fails.
+        self._proc.wait_ready(
+            http_ready(f"{self.url}/-/ready", timeout_s=1.0), self._ready_timeout_s, poll_s=0.2
+        )
+        return self
 
     def reload(self, config: str) -> None:
         """Write a new config and apply it (as recreating the collector would)."""
@@ -105,15 +94,10 @@ class LocalPrometheus:
             raise RuntimeFailure(f"prometheus reload failed: HTTP {response.status_code}")
 
     def stop(self) -> None:
-        """Terminate the server (kill after 10 s)."""
+        """Stop the server's process group (SIGTERM, then SIGKILL after 10 s). Idempotent."""
         if self._proc is None:
             return
-        self._proc.terminate()
-        try:
-            self._proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        self._proc.stop(timeout_s=10.0)
         self._proc = None
 
     def __exit__(

@@ -3,6 +3,11 @@
 A catalog is data, produced by :mod:`tierctl.catalog.build` from the engine's own source and
 committed as JSON under ``tierctl/catalog/data/``. The JSON file is a boundary, so it is read
 through pydantic models with ``extra="forbid"``.
+
+These are the catalog's types only, a leaf: the engine profiles (:mod:`tierctl.engines`) and
+compose's argv parser use them, and the catalog package (building, the shipped files) sits
+above the profiles. What the data leaves open about the engine's parser is told by the
+package that loads a catalog (:meth:`Catalog.with_parser`, from the engine's profile).
 """
 
 from __future__ import annotations
@@ -13,19 +18,23 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
+from tierctl.readers import read_text
+
 FlagType = Literal["bool", "int", "float", "str", "json", "list"]
 
 
-def _known_engine(kind: str) -> str:
-    # Imported here: the engine profiles import this module (Flag, Catalog).
-    from tierctl.engines import kinds
+#: The engine kinds, each with a profile under tierctl/engines/ (``engines.PROFILES`` holds
+#: exactly these, in this order: tested in tests/unit/engines/test_profiles.py).
+ENGINE_KINDS: tuple[str, ...] = ("sglang", "vllm")
 
-    if kind not in kinds():
-        raise ValueError(f"unknown engine {kind!r}: one of {', '.join(kinds())}")
+
+def _known_engine(kind: str) -> str:
+    if kind not in ENGINE_KINDS:
+        raise ValueError(f"unknown engine {kind!r}: one of {', '.join(ENGINE_KINDS)}")
     return kind
 
 
-#: An engine kind with a profile under tierctl/engines/ (the registry is the one list).
+#: An engine kind with a profile under tierctl/engines/.
 EngineKind = Annotated[str, AfterValidator(_known_engine)]
 
 
@@ -111,6 +120,8 @@ class Catalog(BaseModel):
     )
 
     _by_spelling: dict[str, Flag] = PrivateAttr(default_factory=dict)
+    # The engine parser's underscore mapping where ``underscores`` is None (see with_parser).
+    _parser_underscores: bool = PrivateAttr(default=False)
 
     def model_post_init(self, context: Any, /) -> None:
         """Index every spelling once: validation looks flags up per argv token."""
@@ -138,9 +149,7 @@ class Catalog(BaseModel):
             return index[token], "spelling"
         underscores = self.underscores
         if underscores is None:
-            from tierctl.engines import profile_for
-
-            underscores = profile_for(self.engine).flag_underscores
+            underscores = self.__pydantic_private__["_parser_underscores"]  # type: ignore[index]
         if underscores and "." in token:
             # vLLM: --compilation-config.level 3 sets one key of a JSON-valued flag.
             base, _, _ = token.partition(".")
@@ -162,6 +171,12 @@ class Catalog(BaseModel):
             return None, "ambiguous: " + ", ".join(hits[:6])
         return None, ""
 
+    def with_parser(self, *, underscores: bool) -> Catalog:
+        """This catalog told its engine parser's known behaviour (the engine profile's
+        ``flag_underscores``), used where the data leaves it open; returns the catalog."""
+        self.__pydantic_private__["_parser_underscores"] = underscores  # type: ignore[index]
+        return self
+
     @property
     def ref(self) -> str:
         """``engine==version``, the way the CLI names a catalog."""
@@ -173,5 +188,10 @@ class Catalog(BaseModel):
 
     @classmethod
     def from_path(cls, path: Path) -> Catalog:
-        """Read a catalog JSON file."""
-        return cls.model_validate_json(path.read_text(encoding="utf-8"))
+        """Read a catalog JSON file (bounded, through :mod:`tierctl.readers`).
+
+        Raises:
+            InputError: the file cannot be read (a FIFO, a device, too large, not UTF-8).
+            ValueError: it is not a catalog (pydantic's validation error).
+        """
+        return cls.model_validate_json(read_text(path, what="flag catalog"))

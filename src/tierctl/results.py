@@ -1,0 +1,177 @@
+"""The bench results file (``results.json``): one definition for the step that writes it and
+every step that reads it.
+
+``tierctl bench run`` and ``bench ab`` write it (:mod:`tierctl.bench.report` builds the
+documents on :func:`results_document`); ``tierctl sim fit --from bench`` reads its request
+timings and the real-engine demo its counts, both through :func:`read_results`. The document::
+
+    {"schema_version": 1, "tool": "tierctl X", "kind": "run", "workload": {...},
+     "run": {"sent": N, "completed": N, "failed": N, "timed_out": N, "requests": [...], ...}}
+
+and for ``"kind": "ab"`` the runs are ``"blocks"`` (each block a run with its arm and place).
+Each request sample is a :class:`tierctl.bench.samples.RequestSample` as plain data, plus its
+``tpot_s``. Reading is bounded (:mod:`tierctl.readers`); only the standard library is imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from tierctl.errors import InputError, Location
+from tierctl.readers import Limits, load_json, read_bytes, read_text
+
+#: The file name the bench writes into its output folder.
+RESULTS_NAME = "results.json"
+#: Version of the document's layout; bumped when a reader would misread a new file.
+SCHEMA_VERSION = 1
+
+ResultsKind = Literal["run", "ab"]
+#: The kinds of results document: one run, or the blocks of an A/B.
+RESULTS_KINDS: tuple[str, ...] = ("run", "ab")
+
+#: How much of a file :func:`looks_like_results` reads to tell a results file from a log.
+_SNIFF_BYTES = 4096
+
+
+def results_document(
+    kind: ResultsKind, tool: str, workload: dict[str, Any], body: dict[str, Any]
+) -> dict[str, Any]:
+    """The document the bench writes: the envelope (schema, tool, kind, workload), then
+    ``body`` (``{"run": ...}`` for a run; the A/B's fields and ``"blocks"`` for an A/B)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": tool,
+        "kind": kind,
+        "workload": workload,
+        **body,
+    }
+
+
+@dataclass(frozen=True)
+class ResultsRequest:
+    """One completed request as the readers use it (times in seconds from the run's start)."""
+
+    sent_s: float
+    input_tokens: int
+    output_tokens: int
+    ttft_s: float
+    tpot_s: float | None
+    itl_s: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class ResultsRun:
+    """One run (or one block of an A/B): its counts and its raw request samples."""
+
+    sent: int
+    completed: int
+    failed: int
+    timed_out: int
+    requests: tuple[dict[str, Any], ...]
+
+    def completed_requests(self, source: str) -> list[ResultsRequest]:
+        """The requests that completed with a first token, in the file's order.
+
+        Raises:
+            InputError: a sample lacks a field or holds a value of the wrong type.
+        """
+        out: list[ResultsRequest] = []
+        for i, r in enumerate(self.requests):
+            try:
+                if r["outcome"] != "completed" or r["ttft_s"] is None:
+                    continue
+                tpot = r.get("tpot_s")
+                out.append(
+                    ResultsRequest(
+                        sent_s=float(r["sent_s"]),
+                        input_tokens=int(r["input_tokens"]),
+                        output_tokens=int(r["output_tokens"]),
+                        ttft_s=float(r["ttft_s"]),
+                        tpot_s=None if tpot is None else float(tpot),
+                        itl_s=tuple(float(g) for g in r.get("itl_s", ())),
+                    )
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InputError(
+                    f"malformed request sample: {exc!r}",
+                    location=Location(file=source, path=f"requests[{i}]"),
+                    fix="pass an unmodified results.json",
+                ) from None
+        return out
+
+
+@dataclass(frozen=True)
+class BenchResults:
+    """A results file as read: its kind and its runs (one for ``run``, the blocks for ``ab``)."""
+
+    kind: ResultsKind
+    runs: tuple[ResultsRun, ...]
+    source: str
+
+
+def looks_like_results(path: str | Path) -> bool:
+    """Whether ``path`` is a bench results file (a JSON object of a known kind), read bounded;
+    False for anything else (a log, JSON lines, an unreadable path)."""
+    try:
+        head = read_bytes(path, what="bench results", head=_SNIFF_BYTES)
+    except InputError:
+        return False
+    if not head.lstrip().startswith(b"{"):
+        return False
+    try:
+        text = read_text(path, what="bench results", limits=Limits.trace())
+    except InputError:
+        return False
+    return is_results_text(text, str(path))
+
+
+def is_results_text(text: str, source: str = "bench results") -> bool:
+    """Whether ``text`` is a bench results document (what ``bench run --out`` may replace)."""
+    try:
+        doc = load_json(text, source, limits=Limits.trace(), constants=True)
+    except InputError:
+        return False  # JSONL (one object per line), or not JSON at all
+    return isinstance(doc, dict) and doc.get("kind") in RESULTS_KINDS
+
+
+def read_results(path: str | Path) -> BenchResults:
+    """Read a ``tierctl bench run`` or ``bench ab`` results file.
+
+    Raises:
+        InputError: unreadable (bounded by :meth:`tierctl.readers.Limits.trace`), not JSON, or
+            not a results document.
+    """
+    source = str(path)
+    text = read_text(path, what="bench results", limits=Limits.trace())
+    doc = load_json(text, source, limits=Limits.trace(), constants=True)
+    if isinstance(doc, dict) and doc.get("kind") == "run" and isinstance(doc.get("run"), dict):
+        return BenchResults("run", (_run(doc["run"]),), source)
+    if isinstance(doc, dict) and doc.get("kind") == "ab":
+        blocks = [b for b in doc.get("blocks", []) if isinstance(b, dict)]
+        return BenchResults("ab", tuple(_run(b) for b in blocks), source)
+    raise InputError(
+        "not a tierctl bench results file",
+        location=Location(file=source),
+        rule='a results.json of `tierctl bench run` ("kind": "run") or `bench ab` ("kind": "ab")',
+        fix="pass the results.json that `tierctl bench run` (or `bench ab`) wrote into its "
+        "output folder",
+    )
+
+
+def _run(run: dict[str, Any]) -> ResultsRun:
+    requests = run.get("requests", [])
+    return ResultsRun(
+        sent=_count(run, "sent"),
+        completed=_count(run, "completed"),
+        failed=_count(run, "failed"),
+        timed_out=_count(run, "timed_out"),
+        # Not a list: kept as one sample, which the reader then calls malformed.
+        requests=tuple(requests) if isinstance(requests, list) else (requests,),
+    )
+
+
+def _count(run: dict[str, Any], key: str) -> int:
+    value = run.get(key, 0)
+    return int(value) if isinstance(value, int | float) else 0

@@ -1,0 +1,373 @@
+"""The differential harness: tierctl's reading of a compose project vs the real Compose's.
+
+Both sides read the same files in the same folder with the same environment and profiles:
+tierctl through :func:`tierctl.compose.project.project_config` (what ``tierctl compose
+config`` prints), Compose through ``docker compose config --format json``
+(:mod:`tierctl.compose.binary`). A project Compose accepts must read to the same services and
+volumes; a project Compose refuses must be refused by tierctl, with a located message.
+
+The binary takes ~50 ms to start, so projects tierctl accepts share one call: each project's
+names carry its own prefix (:mod:`tests.compose_oracle.projects`), so their services never
+meet, and the call's output is split back by prefix. A call that fails is split in halves
+until the project Compose refuses is found. Calls run in a small thread pool (the binary is
+its own process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.compose_oracle.projects import ENVIRON, PROFILES, Project
+from tierctl.compose.binary import ComposeBinary, compose_config
+from tierctl.compose.project import ProjectOptions, project_config
+from tierctl.contracts.schema import refuse_invalid
+from tierctl.errors import ComposeInputError, TierctlError
+
+PROJECT_NAME = "oracle"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "compose_oracle"
+
+
+def environ() -> dict[str, str]:
+    """The whole environment both sides read projects in (no user variables leak in)."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/root", **ENVIRON}
+
+
+@dataclass
+class Case:
+    """One project to compare: its files in ``-f`` order, profiles and environment."""
+
+    name: str
+    project: Project
+    profiles: tuple[str, ...] = PROFILES
+    env: dict[str, str] = field(default_factory=environ)
+
+
+@dataclass
+class Outcome:
+    """How one project compared: agree, or the area that differs and both readings."""
+
+    case: Case
+    agree: bool
+    area: str
+    detail: str = ""
+
+
+def _select(config: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The part of a project's reading that belongs to the names with ``prefix``."""
+    return {
+        "services": {
+            k: v for k, v in (config.get("services") or {}).items() if k.startswith(prefix)
+        },
+        "volumes": {k: v for k, v in (config.get("volumes") or {}).items() if k.startswith(prefix)},
+    }
+
+
+def first_difference(mine: Any, theirs: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """The path of the first place two readings differ, or None when they are equal."""
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        for key in sorted(set(mine) | set(theirs), key=str):
+            if key not in mine or key not in theirs:
+                return (*path, str(key))
+            hit = first_difference(mine[key], theirs[key], (*path, str(key)))
+            if hit is not None:
+                return hit
+        return None
+    if isinstance(mine, list) and isinstance(theirs, list) and len(mine) == len(theirs):
+        for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            hit = first_difference(a, b, (*path, str(i)))
+            if hit is not None:
+                return hit
+        return None
+    return None if mine == theirs else path
+
+
+def _area(path: tuple[str, ...]) -> str:
+    if len(path) >= 3 and path[0] == "services":
+        return path[2]
+    return ".".join(path[:1]) or "(top)"
+
+
+def _dig(node: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if isinstance(node, dict):
+            node = node.get(key)
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            return None
+    return node
+
+
+def write_case(folder: Path, case: Case, prefix: str) -> list[Path]:
+    """Write the project's files into ``folder`` with ``prefix``; its ``-f`` paths."""
+    files, order = case.project.render(prefix)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return [folder / f for f in order]
+
+
+def read_tierctl(paths: Sequence[Path], folder: Path, case: Case) -> dict[str, Any] | TierctlError:
+    """tierctl's reading (what ``tierctl compose config`` prints), or its refusal."""
+    options = ProjectOptions(
+        profiles=case.profiles,
+        project_directory=str(folder),
+        project_name=PROJECT_NAME,
+        environ=case.env,
+    )
+    try:
+        return project_config(paths, options, check=refuse_invalid)
+    except TierctlError as exc:
+        return exc
+    except Exception as exc:  # a crash is a finding: report it, keep comparing the rest
+        return TierctlError(f"tierctl crashed: {type(exc).__name__}: {exc}")
+
+
+def read_compose(
+    binary: ComposeBinary, paths: Sequence[Path], folder: Path, cases: Sequence[Case]
+) -> dict[str, Any] | ComposeInputError:
+    """Compose's reading of one or several (prefixed) projects together, or its refusal."""
+    try:
+        return compose_config(
+            paths,
+            binary=binary,
+            profiles=cases[0].profiles,
+            project_name=PROJECT_NAME,
+            project_directory=folder,
+            env=cases[0].env,
+        )
+    except ComposeInputError as exc:
+        return exc
+
+
+def _located(exc: TierctlError) -> bool:
+    loc = exc.location
+    return loc is not None and bool(loc.file) and (loc.line is not None or bool(loc.path))
+
+
+def compare(case: Case, mine: dict[str, Any] | TierctlError, theirs: Any, prefix: str) -> Outcome:
+    """One project's two readings (each a config or a refusal) compared on its names."""
+    if isinstance(theirs, ComposeInputError):
+        if not isinstance(mine, TierctlError):
+            return Outcome(case, False, "refused by compose only", theirs.message)
+        if not _located(mine):
+            return Outcome(case, False, "refusal not located", mine.format())
+        return Outcome(case, True, "refused by both")
+    if isinstance(mine, TierctlError):
+        path = (mine.location.path or "") if mine.location else ""
+        area = path.split(".")[2].split("[")[0] if path.count(".") >= 2 else path or "?"
+        return Outcome(case, False, f"refused by tierctl only: {area}", mine.format())
+    left, right = _select(mine, prefix), _select(theirs, prefix)
+    where = first_difference(left, right)
+    if where is None:
+        return Outcome(case, True, "accepted by both")
+    detail = f"at {'.'.join(where)}: tierctl {json.dumps(_dig(left, where))} compose {json.dumps(_dig(right, where))}"
+    return Outcome(case, False, _area(where), detail)
+
+
+@dataclass
+class _Entry:
+    case: Case
+    prefix: str
+    folder: Path
+    paths: list[Path]
+    mine: dict[str, Any] | TierctlError
+
+
+def combine(texts: Sequence[str]) -> str:
+    """Several generated files (disjoint names) as one: their ``services:`` and ``volumes:``
+    blocks joined, their ``include`` lists joined, other top-level keys kept. Compose's cost
+    is per file (it validates the merged project after each), so one file of 40 services
+    reads ~10x faster than 40 files; the meaning is the same because no name is shared."""
+    blocks: dict[str, list[str]] = {}
+    includes: list[Any] = []
+    for text in texts:
+        key = ""
+        for line in text.splitlines():
+            if line and not line[0].isspace():
+                key, _, rest = line.partition(":")
+                if key == "include":
+                    includes.extend(json.loads(rest))
+                elif rest.strip():
+                    blocks.setdefault(line, [])
+                    key = line
+                else:
+                    blocks.setdefault(key, [])
+                continue
+            blocks[key].append(line)
+    out = [f"include: {json.dumps(includes)}"] if includes else []
+    # Anchors (in x- keys) come first: an alias may only name an anchor defined above it.
+    for key in sorted(blocks, key=lambda k: not k.startswith("x-")):
+        out.append(key if key.startswith("x-") else f"{key}:")
+        out.extend(blocks[key])
+    return "\n".join(out) + "\n"
+
+
+def _group_files(group: list[_Entry]) -> list[Path]:
+    """The group's ``-f`` files: the i-th file of every project combined into one."""
+    folder = group[0].folder
+    out = []
+    for i in range(max(len(e.paths) for e in group)):
+        texts = [e.paths[i].read_text(encoding="utf-8") for e in group if len(e.paths) > i]
+        path = folder / f"{group[0].prefix}{len(group)}-batch{i}.yml"
+        path.write_text(combine(texts), encoding="utf-8")
+        out.append(path)
+    return out
+
+
+def _run_group(binary: ComposeBinary, group: list[_Entry]) -> list[Outcome]:
+    """One Compose call over several projects tierctl accepted; halves on a refusal."""
+    paths = _group_files(group) if len(group) > 1 else group[0].paths
+    theirs = read_compose(binary, paths, group[0].folder, [e.case for e in group])
+    if isinstance(theirs, ComposeInputError) and len(group) > 1:
+        half = len(group) // 2
+        return _run_group(binary, group[:half]) + _run_group(binary, group[half:])
+    return [compare(e.case, e.mine, theirs, e.prefix) for e in group]
+
+
+def run_cases(
+    binary: ComposeBinary, cases: Sequence[Case], *, batch: int = 40, workers: int = 2
+) -> list[Outcome]:
+    """Compare every case, in ``workers`` processes; accepted ones share Compose calls of
+    ``batch`` projects, their files combined (:func:`combine`)."""
+    if workers <= 1 or len(cases) < 2 * batch:
+        return run_chunk(binary, list(cases), batch)
+    size = -(-len(cases) // workers)
+    chunks = [list(cases[i : i + size]) for i in range(0, len(cases), size)]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        parts = pool.map(run_chunk, [binary] * len(chunks), chunks, [batch] * len(chunks))
+        return [o for part in parts for o in part]
+
+
+def run_chunk(binary: ComposeBinary, cases: list[Case], batch: int = 40) -> list[Outcome]:
+    """Compare ``cases`` in this process, in a folder of their own."""
+    """Projects with ``{P}`` names share calls in one folder; others (restated tables,
+    whose names are fixed) run alone, each in its own folder."""
+    outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix="compose-oracle-") as tmp:
+        shared = Path(tmp)
+        groups: list[list[_Entry]] = [[]]
+        singles: list[_Entry] = []
+        for i, case in enumerate(cases):
+            named = any("{P}" in t for t in case.project.files.values())
+            prefix = f"c{i}_" if named else ""
+            folder = shared
+            if not named:
+                folder = shared / f"case{i}"
+                folder.mkdir()
+            paths = write_case(folder, case, prefix)
+            entry = _Entry(case, prefix, folder, paths, read_tierctl(paths, folder, case))
+            if isinstance(entry.mine, TierctlError) or not named:
+                singles.append(entry)
+                continue
+            if len(groups[-1]) >= batch:
+                groups.append([])
+            groups[-1].append(entry)
+        for group in [g for g in groups if g] + [[s] for s in singles]:
+            outcomes.extend(_run_group(binary, group))
+    return outcomes
+
+
+@dataclass
+class Counts:
+    """The figures the script prints: projects, agreements, disagreements by area."""
+
+    projects: int
+    agree: int
+    accepted_by_both: int
+    refused_by_both: int
+    disagree: Counter[str]
+    features: Counter[str]
+
+
+def count(outcomes: Sequence[Outcome]) -> Counts:
+    """The counts of a run."""
+    return Counts(
+        projects=len(outcomes),
+        agree=sum(o.agree for o in outcomes),
+        accepted_by_both=sum(o.area == "accepted by both" for o in outcomes),
+        refused_by_both=sum(o.area == "refused by both" for o in outcomes),
+        disagree=Counter(o.area for o in outcomes if not o.agree),
+        features=Counter(f for o in outcomes for f in o.case.project.features),
+    )
+
+
+# --- fixtures ----------------------------------------------------------------------------
+
+
+def save_fixture(binary: ComposeBinary, outcome: Outcome, root: Path = FIXTURES) -> Path:
+    """Keep a disagreement as a regression fixture: its files, and Compose's reading of them
+    (paths under the folder written as ``{DIR}``), so the suite replays it without the binary."""
+    root.mkdir(parents=True, exist_ok=True)
+    number = 1 + max((int(p.name) for p in root.iterdir() if p.name.isdigit()), default=0)
+    folder = root / f"{number:03d}"
+    folder.mkdir()
+    case = outcome.case
+    paths = write_case(folder, case, "")
+    theirs = read_compose(binary, paths, folder, [case])
+    expected: dict[str, Any]
+    if isinstance(theirs, ComposeInputError):
+        expected = {"refused": theirs.message.replace(str(folder), "{DIR}")}
+    else:
+        text = json.dumps(_select(theirs, "")).replace(str(folder), "{DIR}")
+        expected = {"config": json.loads(text)}
+    meta = {
+        "order": [p.name for p in paths],
+        "profiles": list(case.profiles),
+        "environ": {k: v for k, v in case.env.items() if k not in ("PATH", "HOME")},
+        "features": case.project.features,
+        "found": {"area": outcome.area, "detail": outcome.detail},
+        "compose": expected,
+    }
+    (folder / "oracle.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+def fixture_dirs(root: Path = FIXTURES) -> list[Path]:
+    """Every kept fixture, in order."""
+    return (
+        sorted(p for p in root.iterdir() if (p / "oracle.json").is_file()) if root.is_dir() else []
+    )
+
+
+def replay(folder: Path) -> Outcome:
+    """A kept fixture read by tierctl and compared with the Compose reading it keeps."""
+    meta = json.loads((folder / "oracle.json").read_text(encoding="utf-8"))
+    files = {
+        p.name: p.read_text(encoding="utf-8") for p in folder.iterdir() if p.name != "oracle.json"
+    }
+    case = Case(
+        folder.name,
+        Project(files=files, order=meta["order"], features=meta["features"]),
+        profiles=tuple(meta["profiles"]),
+        env={**environ(), **meta["environ"]},
+    )
+    mine = read_tierctl([folder / f for f in meta["order"]], folder, case)
+    expected = meta["compose"]
+    theirs: Any
+    if "refused" in expected:
+        theirs = ComposeInputError(expected["refused"])
+    else:
+        theirs = json.loads(json.dumps(expected["config"]).replace("{DIR}", str(folder)))
+    return compare(case, mine, theirs, "")
+
+
+def iter_repo_files(root: Path) -> Iterator[list[Path]]:
+    """Every compose project in the repository (examples, corpus), as ``-f`` lists."""
+    for path in sorted(root.glob("examples/*/compose*.y*ml")):
+        yield [path]
+    corpus = root / "tests" / "unit" / "compose" / "corpus"
+    for path in sorted(corpus.glob("*.yaml")):
+        if ".override." in path.name:
+            continue
+        override = path.with_name(path.stem + ".override.yaml")
+        yield [path, override] if override.exists() else [path]
+    for path in sorted(corpus.glob("*/compose*.yaml")):
+        yield [path]

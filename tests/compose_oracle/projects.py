@@ -1,0 +1,438 @@
+"""Hypothesis strategies for whole compose projects, the differential suite's generated corpus.
+
+A project is several files: a base file, zero to two override files (``-f base -f over``), an
+``extends`` source and an ``include``d file, plus env files. Services use short and long
+syntax of ports, volumes, environment, labels and devices, ``env_file``, ``deploy.resources``,
+``profiles``, ``depends_on``, anchors with merge keys, ``!reset``/``!override`` and
+interpolation in every default/required form. A part of what is drawn is invalid on purpose
+(a bad host IP, ``- DEBUG = true``, an undefined volume, an unset required variable...), so
+refusals are compared too.
+
+Every name in the text carries the placeholder ``{P}``: the harness replaces it with a prefix
+so that many projects can share one ``docker compose`` call (their services never meet), and
+with nothing when a case is written as a fixture.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import strategies as st
+
+#: The environment every project is read in (both sides): set, empty and unset variables.
+ENVIRON: dict[str, str] = {
+    "SET": "value",
+    "EMPTY": "",
+    "PORT": "8080",
+    "TAG": "1.2",
+    "MODELS": "/srv/models",
+}
+
+#: The profiles every project is read with.
+PROFILES: tuple[str, ...] = ("on",)
+
+#: Env files each project may name (written beside its compose files).
+ENV_FILES: dict[str, str] = {
+    "{P}a.env": "A=1\n# a comment\nexport B='two words'\nC=\"quoted\"\nSHARED=from-a\n",
+    "{P}b.env": "SHARED=from-b\nD=4 # trailing comment\n\nE=\n",
+}
+
+
+@dataclass
+class Project:
+    """A generated project: its files (name -> text, ``{P}`` unreplaced) and the ``-f`` order."""
+
+    files: dict[str, str]
+    order: list[str]
+    features: list[str] = field(default_factory=list)
+
+    def render(self, prefix: str) -> tuple[dict[str, str], list[str]]:
+        """The files and the ``-f`` order with ``{P}`` replaced by ``prefix``."""
+        return (
+            {k.replace("{P}", prefix): v.replace("{P}", prefix) for k, v in self.files.items()},
+            [f.replace("{P}", prefix) for f in self.order],
+        )
+
+
+def _j(value: Any) -> str:
+    """A value as YAML flow text (JSON is YAML)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+_REFS = [
+    "${SET}",
+    "$SET",
+    "${UNSET:-dflt}",
+    "${EMPTY:-dflt}",
+    "${EMPTY-dflt}",
+    "${UNSET-dflt}",
+    "${SET:+alt}",
+    "${UNSET:+alt}",
+    "${SET+alt}",
+    "${UNSET}",
+    "${EMPTY}",
+    "$$literal",
+    "cost $$5",
+    "${UNSET:-${SET}}",
+    "${SET:?need SET}",
+    "${EMPTY?unset only}",
+]
+_BAD_REFS = ["${UNSET:?set UNSET}", "${EMPTY:?not empty}", "${UNSET?boom}", "${ A}", "${A!}"]
+
+texts = st.one_of(
+    st.sampled_from(["plain", "two words", "x=y", "true", "8080", "a:b", "", "é"]),
+    st.sampled_from(_REFS),
+    st.builds(lambda a, b: a + "-" + b, st.sampled_from(_REFS), st.sampled_from(_REFS)),
+)
+bad_texts = st.sampled_from(_BAD_REFS)
+scalars = st.one_of(texts, st.integers(0, 99999), st.booleans(), st.sampled_from([0.5, 1.25]))
+
+_KEYS = st.sampled_from(["A", "B", "SHARED", "SET", "UNSET", "PORT", "LOG_LEVEL", "X_1"])
+
+short_ports = st.sampled_from(
+    [
+        "80",
+        "8000:80",
+        "8000:8000",
+        "127.0.0.1:8000:80",
+        "127.0.0.1::81",
+        "0.0.0.0:8000:80",
+        "[::1]:9000:90/udp",
+        "8000:80/udp",
+        "8000:80/tcp",
+        "5000:5000/sctp",
+        "7000-7001:70-71",
+        "6000-6001:60",
+        "3000-3002",
+        "${PORT:-9000}:80",
+        "${UNSET:-9000}:80",
+        "9000:80",
+        "${PORT}:8080",
+    ]
+)
+bad_ports = st.sampled_from(
+    ["300.1.1.1:80:80", "8000:80/xyz", "7000:70-71", "abc:80", "1.2.3:80:80", "80-70"]
+)
+long_ports = st.fixed_dictionaries(
+    {"target": st.sampled_from([80, 8000, 90])},
+    optional={
+        "published": st.sampled_from(["8000", 8000, "9000", "${PORT}"]),
+        "host_ip": st.sampled_from(["127.0.0.1", "0.0.0.0", "::1"]),
+        "app_protocol": st.just("http"),
+        "protocol": st.sampled_from(["tcp", "udp"]),
+        "mode": st.sampled_from(["ingress", "host"]),
+    },
+)
+ports = st.one_of(short_ports, short_ports, long_ports, st.sampled_from([80, 8080]))
+
+short_volumes = st.sampled_from(
+    [
+        "./data:/data",
+        "./data:/data:ro",
+        "./models:/models:rw",
+        "/abs/path:/abs",
+        "/abs/other:/abs",
+        "{P}data:/var/lib/data",
+        "{P}data:/var/lib/data:nocopy",
+        "{P}cache:/root/.cache",
+        "/anon",
+        "./x:/x:z",
+        "~/hf:/root/hf",
+        "${MODELS}:/models:ro",
+        "${UNSET:-./fallback}:/fb",
+        ".:/app",
+    ]
+)
+bad_volumes = st.sampled_from(["{P}undeclared:/u", "./a:/b:c:d", ":/empty", "./a:/b:bogus"])
+long_volumes = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "type": st.just("bind"),
+            "source": st.sampled_from(["./data", "/abs"]),
+            "target": st.sampled_from(["/data", "/abs"]),
+        },
+        optional={"read_only": st.booleans()},
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("volume"),
+            "source": st.just("{P}data"),
+            "target": st.sampled_from(["/var/lib/data", "/v"]),
+        },
+        optional={"read_only": st.booleans()},
+    ),
+    st.fixed_dictionaries({"type": st.just("tmpfs"), "target": st.just("/t")}),
+)
+volumes = st.one_of(short_volumes, short_volumes, long_volumes)
+
+devices = st.one_of(
+    st.sampled_from(
+        ["/dev/a:/dev/a", "/dev/b", "/dev/c:/dev/d:r", "/dev/e:/dev/e:rwm", "/dev/a:/dev/z"]
+    ),
+    st.fixed_dictionaries(
+        {"source": st.just("/dev/f"), "target": st.sampled_from(["/dev/f", "/dev/a"])},
+        optional={"permissions": st.sampled_from(["r", "rw"])},
+    ),
+)
+
+
+def _env_list(draw: st.DrawFn, bad: bool) -> list[str]:
+    items = []
+    for key in draw(st.lists(_KEYS, max_size=4)):
+        form = draw(st.sampled_from(["kv", "kv", "bare", "empty"]))
+        if form == "kv":
+            items.append(f"{key}={draw(texts)}")
+        elif form == "bare":
+            items.append(key)
+        else:
+            items.append(f"{key}=")
+    if bad:
+        items.append(draw(st.sampled_from(["DEBUG = true", "DEBUG =true"])))
+    return items
+
+
+@st.composite
+def environments(draw: st.DrawFn, bad: bool = False) -> Any:
+    """``environment`` in list or map form."""
+    if bad or draw(st.booleans()):
+        return _env_list(draw, bad)
+    return draw(st.dictionaries(_KEYS, st.one_of(scalars, st.none()), max_size=4))
+
+
+@st.composite
+def labels(draw: st.DrawFn) -> Any:
+    """``labels`` in list or map form."""
+    keys = st.sampled_from(["com.example.role", "tier", "replica", "x"])
+    if draw(st.booleans()):
+        return [
+            f"{k}={draw(texts)}" if draw(st.booleans()) else k
+            for k in draw(st.lists(keys, max_size=3))
+        ]
+    return draw(st.dictionaries(keys, st.one_of(scalars, st.none()), max_size=3))
+
+
+env_files = st.one_of(
+    st.sampled_from(["{P}a.env", "{P}b.env"]),
+    st.lists(st.sampled_from(["{P}a.env", "{P}b.env"]), min_size=1, max_size=2),
+    st.just([{"path": "{P}missing.env", "required": False}, "{P}a.env"]),
+)
+
+resources = st.fixed_dictionaries(
+    {},
+    optional={
+        "limits": st.fixed_dictionaries(
+            {},
+            optional={
+                "cpus": st.sampled_from(["0.5", 1, "2", 1.5]),
+                "memory": st.sampled_from(["512m", "1g", "1024", "1.5g", "64M", 1024]),
+                "pids": st.sampled_from([100]),
+            },
+        ),
+        "reservations": st.fixed_dictionaries(
+            {},
+            optional={
+                "memory": st.sampled_from(["256m"]),
+                "devices": st.lists(
+                    st.fixed_dictionaries(
+                        {"capabilities": st.just(["gpu"])},
+                        optional={
+                            "driver": st.just("nvidia"),
+                            "count": st.sampled_from(["all", 1, 2]),
+                            "device_ids": st.sampled_from([["0"], ["0", "1"]]),
+                        },
+                    ).filter(lambda d: not ("count" in d and "device_ids" in d)),
+                    max_size=2,
+                ),
+            },
+        ),
+    },
+)
+
+healthchecks = st.fixed_dictionaries(
+    {
+        "test": st.sampled_from(
+            ["curl -f http://localhost/health", ["CMD", "true"], ["CMD-SHELL", "exit 0"]]
+        )
+    },
+    optional={
+        "interval": st.sampled_from(["90s", "1m30s", "500ms", "10s", "1h", "2m"]),
+        "timeout": st.sampled_from(["5s", "1.5s"]),
+        "retries": st.integers(0, 5),
+        "start_period": st.sampled_from(["0s", "30s"]),
+        "disable": st.booleans(),
+    },
+)
+
+commands = st.one_of(
+    st.sampled_from(["echo hi", "sh -c 'echo $$HOME'", "python -m app --port ${PORT}"]),
+    st.lists(st.sampled_from(["python", "-m", "app", "--flag", "${SET}", "8000"]), max_size=4),
+)
+
+_FIELDS = {
+    "ports": st.lists(ports, max_size=4),
+    "expose": st.lists(st.sampled_from(["3000", 3001, "4000-4001"]), max_size=2),
+    "volumes": st.lists(volumes, max_size=4),
+    "environment": environments(),
+    "labels": labels(),
+    "devices": st.lists(devices, max_size=3),
+    "env_file": env_files,
+    "dns": st.one_of(
+        st.sampled_from(["8.8.8.8"]), st.lists(st.sampled_from(["1.1.1.1", "8.8.8.8"]), max_size=2)
+    ),
+    "tmpfs": st.one_of(st.just("/tmp"), st.lists(st.sampled_from(["/tmp", "/run"]), max_size=2)),
+    "command": commands,
+    "healthcheck": healthchecks,
+    "deploy": st.builds(lambda r: {"resources": r}, resources),
+    "container_name": st.sampled_from(["{P}c1", "{P}c2", "{P}c3", "{P}c4", "{P}c5"]),
+    "restart": st.sampled_from(["no", "always", "unless-stopped"]),
+    "shm_size": st.sampled_from(["1g", "64m", 1024]),
+    "image": st.sampled_from(
+        ["nginx:1.27", "busybox", "registry.local/app:${TAG}", "app:${UNSET:-latest}"]
+    ),
+}
+_BAD_FIELDS = {
+    "ports": st.builds(lambda p, b: [*p, b], st.lists(ports, max_size=2), bad_ports),
+    "volumes": st.builds(lambda v, b: [*v, b], st.lists(volumes, max_size=2), bad_volumes),
+    "environment": environments(bad=True),
+    "image": bad_texts,
+    "labels": st.just({1: "int key"}),
+    "env_file": st.just("{P}nonexistent.env"),
+    "cpus": st.just("lots"),
+    "mem_limit": st.just("1 gigabyte"),
+    "healthcheck": st.just({"test": "true", "interval": "soon"}),
+    "extra_hosts": st.just(["nocolon"]),
+    "ipc": st.just(7),
+}
+NAMES = ["web", "db", "worker"]
+
+
+@st.composite
+def service_body(draw: st.DrawFn, *, override: bool, bad: bool) -> dict[str, Any]:
+    """The keys of one service in one file."""
+    keys = draw(st.lists(st.sampled_from(sorted(_FIELDS)), unique=True, max_size=5))
+    body: dict[str, Any] = {}
+    if not override:
+        body["image"] = draw(_FIELDS["image"])
+    for key in keys:
+        body[key] = draw(_FIELDS[key])
+    if bad:
+        key = draw(st.sampled_from(sorted(_BAD_FIELDS)))
+        body[key] = draw(_BAD_FIELDS[key])
+    return body
+
+
+def _block(body: dict[str, Any], indent: str, tags: dict[str, str]) -> list[str]:
+    lines = []
+    for key, value in body.items():
+        tag = tags.get(key)
+        if tag is not None:
+            lines.append(f"{indent}{key}: {tag} {_j(value) if tag == '!override' else ''}".rstrip())
+        else:
+            lines.append(f"{indent}{key}: {_j(value)}")
+    return lines
+
+
+@st.composite
+def projects(draw: st.DrawFn) -> Project:
+    """One whole project: files, ``-f`` order and the features it exercises."""
+    features: list[str] = []
+    bad_file = draw(st.sampled_from([None] * 22 + ["base", "over"]))
+    names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
+    profiled = {
+        n: draw(st.sampled_from([None, None, ["on"], ["off"], ["on", "off"]])) for n in names
+    }
+    files: dict[str, str] = {}
+    order = ["{P}base.yml"]
+    base: list[str] = []
+    top_anchor = draw(st.booleans())
+    if top_anchor:
+        features.append("anchors")
+        common = {"environment": draw(environments()), "labels": {"tier": "common"}}
+        base.append(f"x-{{P}}common: &{{P}}common {_j(common)}")
+    base.append("services:")
+    bad_service = draw(st.sampled_from(names)) if bad_file == "base" else None
+    for name in names:
+        body = draw(service_body(override=False, bad=name == bad_service))
+        if profiled[name]:
+            body["profiles"] = profiled[name]
+            features.append("profiles")
+        # Mostly on an earlier service (no loop); now and then on any, so loops are drawn too.
+        earlier = names[: names.index(name)]
+        others = earlier if draw(st.integers(0, 9)) else [n for n in names if n != name]
+        if others and draw(st.integers(0, 2)) == 0:
+            dep = draw(st.sampled_from(others))
+            features.append("depends_on")
+            body["depends_on"] = draw(
+                st.sampled_from(
+                    [
+                        [f"{{P}}{dep}"],
+                        [f"{{P}}{dep}"],
+                        {f"{{P}}{dep}": {"condition": "service_started"}},
+                        {f"{{P}}{dep}": {"condition": "service_healthy", "required": False}},
+                        {f"{{P}}{dep}": {"condition": "service_started", "restart": True}},
+                    ]
+                    + ([{f"{{P}}{dep}": {}}] if draw(st.integers(0, 4)) == 0 else [])
+                )
+            )
+        base.append(f"  {{P}}{name}:")
+        if top_anchor and draw(st.booleans()):
+            base.append("    <<: *{P}common")
+        base += _block(body, "    ", {})
+    if draw(st.integers(0, 3)) == 0:
+        features.append("extends")
+        src_body = draw(service_body(override=False, bad=False))
+        own = draw(service_body(override=True, bad=False))
+        if draw(st.booleans()):
+            files["{P}common.yml"] = (
+                "\n".join(["services:", "  {P}base:", *_block(src_body, "    ", {})]) + "\n"
+            )
+            base += ["  {P}ext:", '    extends: {file: "{P}common.yml", service: "{P}base"}']
+        else:
+            base += ["  {P}tmpl:", *_block(src_body, "    ", {}), '    profiles: ["off"]']
+            base += ["  {P}ext:", '    extends: {service: "{P}tmpl"}']
+        base += _block(own, "    ", {})
+    if draw(st.integers(0, 4)) == 0:
+        features.append("include")
+        inc_body = draw(service_body(override=False, bad=False))
+        inc_body.pop("env_file", None)
+        files["{P}inc.yml"] = "\n".join(["services:", "  {P}inc:", *_block(inc_body, "    ", {})])
+        files["{P}inc.yml"] += "\nvolumes:\n  {P}data: {}\n"
+        base.insert(0, 'include: ["{P}inc.yml"]')
+    base_volumes = "volumes:\n  {P}data: {}\n  {P}cache: {}\n"
+    if "include" in features:
+        base_volumes = "volumes:\n  {P}cache: {}\n"
+    files["{P}base.yml"] = "\n".join(base) + "\n" + base_volumes
+    for i in range(draw(st.integers(0, 2))):
+        features.append("override")
+        over = ["services:"]
+        for name in draw(st.lists(st.sampled_from(names), min_size=1, unique=True)):
+            body = draw(service_body(override=True, bad=bad_file == "over" and i == 0))
+            tags: dict[str, str] = {}
+            for key in list(body):
+                tag = draw(st.sampled_from([None, None, None, None, "!reset", "!override"]))
+                if tag is not None and key != "image":
+                    tags[key] = tag
+                    features.append(tag)
+            if draw(st.integers(0, 5)) == 0:
+                body["profiles"] = draw(st.sampled_from([["on"], ["off"]]))
+            if body:
+                over += [f"  {{P}}{name}:", *_block(body, "    ", tags)]
+            else:
+                over.append(f"  {{P}}{name}: {{}}")
+        name_i = f"{{P}}over{i}.yml"
+        files[name_i] = "\n".join(over) + "\n"
+        order.append(name_i)
+    text = "\n".join(files.values())
+    for key in ("ports", "volumes", "environment", "env_file", "labels", "devices", "deploy"):
+        if f"{key}:" in text:
+            features.append(key)
+    if "${" in text or "$" in text:
+        features.append("interpolation")
+    if bad_file:
+        features.append("invalid")
+    for name, content in ENV_FILES.items():
+        if name.replace("{P}", "") in text.replace("{P}", ""):
+            files[name] = content
+    return Project(files=files, order=order, features=sorted(set(features)))

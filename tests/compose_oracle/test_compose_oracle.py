@@ -1,0 +1,87 @@
+"""The differential suite: tierctl's compose reading against the real Docker Compose v2.
+
+Every compose project in the repository, every restated compose-go case, every kept
+regression fixture and a generated corpus of at least 5,000 projects (Hypothesis, fixed
+seed) are read by both; a project Compose accepts must read to the same services and
+volumes, a project Compose refuses must be refused by tierctl with a located message.
+The binary comes from the ``compose`` extra (``make test`` installs it); the fixtures replay
+without it (each keeps Compose's reading).
+
+``COMPOSE_ORACLE_PROJECTS`` sets the generated corpus's size (default 5,000);
+``scripts/compose_oracle.py`` runs the same comparison with counts and keeps new
+disagreements as fixtures.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.compose_oracle.corpus import run_generated
+from tests.compose_oracle.harness import (
+    Case,
+    compare,
+    count,
+    fixture_dirs,
+    iter_repo_files,
+    read_compose,
+    read_tierctl,
+    replay,
+    run_cases,
+)
+from tests.compose_oracle.tables import table_cases
+from tierctl.compose.binary import ComposeBinary, find_compose_binary
+
+ROOT = Path(__file__).resolve().parents[2]
+GENERATED = int(os.environ.get("COMPOSE_ORACLE_PROJECTS", "5000"))
+
+
+@pytest.fixture(scope="module")
+def binary() -> ComposeBinary:
+    found = find_compose_binary()
+    if found is None:
+        pytest.fail("no Docker Compose v2 binary: install the compose extra (make test does)")
+    return found
+
+
+@pytest.mark.parametrize("files", list(iter_repo_files(ROOT)), ids=lambda fs: fs[0].name)
+def test_repository_files_read_as_compose_reads_them(
+    binary: ComposeBinary, files: list[Path]
+) -> None:
+    """Each compose file of the repository (examples, corpus, with its override)."""
+    from tests.compose_oracle.projects import Project
+
+    case = Case(files[0].name, Project(files={}, order=[f.name for f in files]))
+    folder = files[0].parent
+    mine = read_tierctl(files, folder, case)
+    theirs = read_compose(binary, files, folder, [case])
+    outcome = compare(case, mine, theirs, "")
+    assert outcome.agree, (outcome.area, outcome.detail)
+
+
+@pytest.mark.parametrize("case", table_cases(), ids=lambda c: c.name)
+def test_compose_go_tables_read_as_compose_reads_them(binary: ComposeBinary, case: Case) -> None:
+    """compose-go's test cases, as restated in tests/unit/compose, against the binary."""
+    [outcome] = run_cases(binary, [case], workers=1)
+    assert outcome.agree, (outcome.area, outcome.detail)
+
+
+@pytest.mark.parametrize("folder", fixture_dirs(), ids=lambda p: p.name)
+def test_kept_disagreements_stay_fixed(folder: Path) -> None:
+    """Every disagreement ever found, replayed against the Compose reading it keeps."""
+    outcome = replay(folder)
+    assert outcome.agree, (outcome.area, outcome.detail)
+
+
+@pytest.mark.slow
+def test_generated_projects_read_as_compose_reads_them(binary: ComposeBinary) -> None:
+    """Thousands of generated whole projects: 0 disagreements, and both sides exercised."""
+    outcomes = run_generated(binary, GENERATED, seed=0)
+    counts = count(outcomes)
+    bad = [o for o in outcomes if not o.agree]
+    assert counts.projects >= GENERATED * 0.95
+    assert counts.accepted_by_both > counts.projects // 3
+    assert counts.refused_by_both > counts.projects // 20
+    assert not bad, [(o.area, o.detail, o.case.project.render("")) for o in bad[:3]]

@@ -1,0 +1,47 @@
+"""Searching text for a secret the way someone reading it would: in every encoding.
+
+Independent of :mod:`tierctl.credentials` on purpose (it is the oracle for its masking): the
+text is read as is, URL-decoded, each JSON string literal unescaped, and each base64 (both
+alphabets) or hex run decoded at every alignment; a secret is found when any run of
+``fragment_chars`` of its characters is in any of those readings.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import re
+from urllib.parse import unquote_plus
+
+_B64_RUN = re.compile(r"[A-Za-z0-9+/_-]{4,}")
+_HEX_RUN = re.compile(r"[0-9A-Fa-f]{2,}")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def decodings(text: str) -> list[bytes]:
+    """Every reading of ``text`` (see the module docstring)."""
+    out = [text.encode("utf-8", "surrogatepass"), unquote_plus(text).encode("utf-8", "replace")]
+    for literal in _JSON_STRING.findall(text):
+        with contextlib.suppress(ValueError):
+            out.append(json.loads(literal).encode("utf-8", "surrogatepass"))
+    for run in _B64_RUN.findall(text):
+        std = run.replace("-", "+").replace("_", "/")
+        for k in range(4):
+            chunk = std[k:]
+            with contextlib.suppress(binascii.Error, ValueError):
+                out.append(base64.b64decode(chunk[: len(chunk) // 4 * 4]))
+    for run in _HEX_RUN.findall(text):
+        for k in range(2):
+            chunk = run[k:]
+            out.append(bytes.fromhex(chunk[: len(chunk) // 2 * 2]))
+    return out
+
+
+def holds_fragment(text: str, secret: str, fragment_chars: int = 8) -> bool:
+    """Whether any ``fragment_chars`` characters of ``secret`` in a row (as UTF-8) are in a
+    reading of ``text``."""
+    n = min(fragment_chars, len(secret))
+    grams = {secret[i : i + n].encode() for i in range(len(secret) - n + 1)}
+    return any(g in d for d in decodings(text) for g in grams)

@@ -1,0 +1,128 @@
+"""Masking a secret in every encoding an echo can carry, and URL userinfo.
+
+The oracle here is independent of :func:`tierctl.credentials.secret_forms`: it encodes the
+secret itself (raw, JSON, URL, base64 inside a larger blob, hex, a cut-off prefix) and, to
+check the output, reads it the ways :mod:`tests.secret_search` does (every base64, hex, JSON
+and percent run decoded).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable
+from urllib.parse import quote, quote_plus
+
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from tests.secret_search import holds_fragment
+from tierctl.credentials import FRAGMENT_CHARS, mask, mask_userinfo, url_password
+
+# What the masked output may still hold of a secret: fewer than this many of its characters
+# in a row, in any encoding.
+FRAGMENT = FRAGMENT_CHARS
+
+ENCODINGS: dict[str, Callable[[bytes, bytes, bytes], str]] = {
+    "raw": lambda pre, s, post: (pre + s + post).decode("utf-8", "surrogatepass"),
+    "json": lambda pre, s, post: json.dumps((pre + s + post).decode("utf-8", "surrogatepass")),
+    "json-utf8": lambda pre, s, post: json.dumps(
+        (pre + s + post).decode("utf-8", "surrogatepass"), ensure_ascii=False
+    ),
+    "url": lambda pre, s, post: quote(pre + s + post, safe=""),
+    "url-plus": lambda pre, s, post: quote_plus(pre + s + post),
+    "url-lower": lambda pre, s, post: re.sub(
+        r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), quote(pre + s + post, safe="")
+    ),
+    "base64": lambda pre, s, post: base64.b64encode(pre + s + post).decode(),
+    "base64-urlsafe": lambda pre, s, post: base64.urlsafe_b64encode(pre + s + post).decode(),
+    "hex": lambda pre, s, post: (pre + s + post).hex(),
+    "HEX": lambda pre, s, post: (pre + s + post).hex().upper(),
+    # An echo cut short: the first part of the secret only.
+    "truncated": lambda pre, s, post: pre.decode() + _cut(s.decode()),
+}
+
+
+def _cut(secret: str) -> str:
+    """The first two thirds of ``secret`` (at least FRAGMENT + 1 characters)."""
+    return secret[: max(len(secret) * 2 // 3, FRAGMENT + 1)]
+
+
+def _holds_fragment(text: str, secret: str) -> bool:
+    # A masked output keeps fewer than FRAGMENT characters of a form in a row (fewer bytes
+    # still in base64 or hex): FRAGMENT bytes of the secret in a row, in any reading, leak.
+    return holds_fragment(text, secret, FRAGMENT)
+
+
+_SECRET_CHARS = st.characters(codec="utf-8", categories=("Lu", "Ll", "Nd", "Po", "Pd", "Sm", "Zs"))
+_secrets = st.text(_SECRET_CHARS, min_size=12, max_size=48).filter(
+    lambda s: len(set(s)) >= 6  # a real secret, not "aaaaaaaaaaaa"
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    secret=_secrets,
+    encoding=st.sampled_from(sorted(ENCODINGS)),
+    pre=st.binary(max_size=5),
+    post=st.binary(max_size=5),
+    around=st.sampled_from(["", "echo: ", "env HF_TOKEN="]),
+)
+def test_a_secret_in_any_encoding_is_masked(
+    secret: str, encoding: str, pre: bytes, post: bytes, around: str
+) -> None:
+    if encoding.startswith(("raw", "json", "truncated")):
+        # Text encodings: the neighbours must be text too.
+        pre, post = pre.decode("latin-1").encode(), post.decode("latin-1").encode()
+    raw = secret.encode()
+    # Surroundings that already read as part of the secret ("000000" next to a secret of
+    # zeros) would be found whatever the masking did.
+    assume(not _holds_fragment(around + ENCODINGS[encoding](pre, b"", post) + " done", secret))
+    text = around + ENCODINGS[encoding](pre, raw, post) + " done"
+    # The planted secret is really there to be found before masking...
+    assert _holds_fragment(text, secret)
+    masked = mask(text, [secret])
+    # ...and nowhere after, in any reading of the text.
+    assert not _holds_fragment(masked, secret), (encoding, masked)
+    assert masked.endswith(" done")  # the rest of the text is kept
+
+
+def test_every_encoding_of_a_token_is_masked_and_the_text_around_it_kept() -> None:
+    token = "PLANTED-tok-4f1c9a0b7e2d6f3a"
+    for name, encode in ENCODINGS.items():
+        echoed = encode(b'{"a": "', token.encode(), b'"}')
+        text = f"agent said: {echoed} (end)"
+        masked = mask(text, [token])
+        assert "***" in masked, name
+        assert masked.startswith("agent said: "), name
+        assert masked.endswith(" (end)"), name
+        assert not _holds_fragment(masked, token), (name, masked)
+
+
+def test_a_short_secret_masks_only_its_raw_forms() -> None:
+    # The base64 of "ab" is a few letters found in any word: never masked as such.
+    assert mask("YWI= table ab", ["ab"]) == "YWI= t***le ***"
+
+
+def test_text_without_a_secret_is_unchanged() -> None:
+    text = "sha256:" + "0" * 64 + " Authorization: Bearer ${TOKEN} http://host:8000/v1"
+    assert mask(text, ["PLANTED-tok-4f1c9a0b7e2d6f3a"]) == text
+
+
+def test_url_userinfo_is_masked() -> None:
+    text = "GET http://alice:s3cr%40t@127.0.0.1:9090/api and https://bob@host/x and ftp://h/p"
+    assert mask_userinfo(text) == (
+        "GET http://alice:***@127.0.0.1:9090/api and https://bob@host/x and ftp://h/p"
+    )
+    assert url_password("http://alice:s3cr%40t@host/") == "s3cr%40t"
+    assert url_password("http://host:80/") is None
+
+
+@given(user=st.from_regex(r"[a-z0-9._-]{0,8}", fullmatch=True),
+       password=st.from_regex(r"[A-Za-z0-9%!$&'()*+,;=._~-]{1,20}", fullmatch=True))  # fmt: skip
+def test_no_url_password_survives_masking(user: str, password: str) -> None:
+    text = f"readout: http://{user}:{password}@127.0.0.1:9/api/v1/query unreachable"
+    masked = mask_userinfo(text)
+    assert f":{password}@" not in masked
+    assert masked.endswith("@127.0.0.1:9/api/v1/query unreachable")
