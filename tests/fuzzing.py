@@ -632,6 +632,18 @@ def run_input(
     return outcomes
 
 
+def check_law(
+    kind: str, which: int, data: bytes, seeds: Seeds, work: Path, *, timeout_s: float
+) -> None:
+    """Assert the law for one input through every command that reads it (tests' helper)."""
+    for outcome in run_input(kind, which, data, seeds, work, timeout_s=timeout_s):
+        assert outcome.ok, (
+            f"{kind} through {outcome.command}: exit {outcome.code}, "
+            f"exception {outcome.exception} {outcome.detail!r}, hang {outcome.hang}, "
+            f"stderr {outcome.stderr[-500:]!r}; input {data[:300]!r}"
+        )
+
+
 def main_thread_only() -> None:
     """The alarm needs the main thread (pytest-xdist workers and scripts run there)."""
     import threading
@@ -645,6 +657,7 @@ __all__ = [
     "Hang",
     "Outcome",
     "Seeds",
+    "check_law",
     "commands_for",
     "inputs",
     "load_seeds",

@@ -37,6 +37,7 @@ import yaml
 from hypothesis import strategies as st
 
 from tests.fuzzing import Seeds
+from tests.fuzzing import _paths as tree_paths
 
 #: The kinds whose documents are generated from a schema (traces share the row schemas).
 SCHEMA_KINDS = ("spec", "compose", "workload", "plan", "jsonl", "mooncake", "azure", "burstgpt")
@@ -369,16 +370,6 @@ def _set(doc: Any, path: Path_, value: Any, rng: random.Random) -> Any:
     return node
 
 
-def _nodes(doc: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    yield path
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            yield from _nodes(v, (*path, k))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            yield from _nodes(v, (*path, i))
-
-
 def mutate_document(doc: Any, kind: str, rng: random.Random) -> Any:
     """1-3 schema-driven edits of ``doc``: a schema path set to a valid or hostile value, or
     an existing node replaced by a hostile one."""
@@ -395,7 +386,7 @@ def mutate_document(doc: Any, kind: str, rng: random.Random) -> Any:
             path, _ = rng.choice(paths)
             doc = _set(doc, path, hostile_value(rng), rng)
         else:
-            target = rng.choice(list(_nodes(doc)))
+            target = rng.choice(list(tree_paths(doc)))
             if not target:
                 doc = hostile_value(rng)
                 continue

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzzing import Seeds, load_seeds, run_input
+from tests.fuzzing import Seeds, check_law, load_seeds
 from tests.schema_fuzz import (
     SCHEMA_KINDS,
     coverage,
@@ -37,13 +37,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Seeds, Path]:
 
 
 def _check(kind: str, which: int, data: bytes, corpus: tuple[Seeds, Path]) -> None:
-    seeds, work = corpus
-    for outcome in run_input(kind, which, data, seeds, work, timeout_s=TIMEOUT_S):
-        assert outcome.ok, (
-            f"{kind} through {outcome.command}: exit {outcome.code}, "
-            f"exception {outcome.exception} {outcome.detail!r}, hang {outcome.hang}, "
-            f"stderr {outcome.stderr[-500:]!r}; input {data[:300]!r}"
-        )
+    check_law(kind, which, data, *corpus, timeout_s=TIMEOUT_S)
 
 
 def _model_fields(model: Any, prefix: str) -> set[str]:

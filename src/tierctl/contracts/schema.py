@@ -73,17 +73,7 @@ def check_document(compose: ComposeFile) -> Iterator[Violation]:
         return
     errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.path))
     for error in errors[:MAX_PER_FILE]:
-        path = [str(p) if not isinstance(p, int) else p for p in error.absolute_path]
-        service = str(path[1]) if len(path) > 1 and path[0] == "services" else None
-        dotted = ".".join(str(p) for p in path) or "(top level)"
-        yield Violation(
-            rule="TC007",
-            service=service,
-            message=f"{dotted}: {_explain(error)}",
-            location=compose.location(*path),
-            fix="see the compose specification for this key "
-            "(https://github.com/compose-spec/compose-spec)",
-        )
+        yield _violation(compose, error, _explain(error))
     if len(errors) > MAX_PER_FILE:
         yield Violation(
             rule="TC007",
@@ -101,19 +91,23 @@ def type_errors(compose: ComposeFile) -> Iterator[Violation]:
     if fast is not None and fast.is_valid(data):
         return
     for error in _validator().iter_errors(data):
-        if not _wrong_type(error):
-            continue
-        path = [str(p) if not isinstance(p, int) else p for p in error.absolute_path]
-        service = str(path[1]) if len(path) > 1 and path[0] == "services" else None
-        dotted = ".".join(str(p) for p in path) or "(top level)"
-        yield Violation(
-            rule="TC007",
-            service=service,
-            message=f"{dotted}: {error.message}",
-            location=compose.location(*path),
-            fix="see the compose specification for this key "
-            "(https://github.com/compose-spec/compose-spec)",
-        )
+        if _wrong_type(error):
+            yield _violation(compose, error, str(error.message))
+
+
+def _violation(compose: ComposeFile, error: Any, why: str) -> Violation:
+    """One schema error as a TC007 violation, located at its path."""
+    path = [str(p) if not isinstance(p, int) else p for p in error.absolute_path]
+    service = str(path[1]) if len(path) > 1 and path[0] == "services" else None
+    dotted = ".".join(str(p) for p in path) or "(top level)"
+    return Violation(
+        rule="TC007",
+        service=service,
+        message=f"{dotted}: {why}",
+        location=compose.location(*path),
+        fix="see the compose specification for this key "
+        "(https://github.com/compose-spec/compose-spec)",
+    )
 
 
 def _wrong_type(error: Any) -> bool:
