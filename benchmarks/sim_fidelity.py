@@ -57,15 +57,14 @@ def main(args: argparse.Namespace) -> int:
         poisson_plan,
         predicted_figures,
     )
-    from tierctl.sim.fitting import (
-        MeasuredRequest,
+    from tierctl.sim.iteration_fit import (
         fit_iterations,
         fit_overheads,
-        fit_timings,
         iteration_residuals,
         parse_vllm_iterations,
         vllm_token_budget,
     )
+    from tierctl.sim.timing_fit import MeasuredRequest, fit_timings
 
     q = args.quick
     rng = random.Random(0)

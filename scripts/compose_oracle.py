@@ -20,11 +20,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from tests.compose_oracle.corpus import generate  # noqa: E402
+from tests.compose_oracle.corpus import run_generated  # noqa: E402
 from tests.compose_oracle.harness import (  # noqa: E402
     Case,
     Outcome,
-    _compare,
+    compare,
     count,
     fixture_dirs,
     iter_repo_files,
@@ -36,6 +36,7 @@ from tests.compose_oracle.harness import (  # noqa: E402
 )
 from tests.compose_oracle.projects import Project  # noqa: E402
 from tests.compose_oracle.tables import table_cases  # noqa: E402
+
 from tierctl.compose.binary import find_compose_binary  # noqa: E402
 
 
@@ -43,7 +44,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--projects", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--batch", type=int, default=6)
+    parser.add_argument("--batch", type=int, default=40)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--save", action="store_true", help="keep disagreements as fixtures")
     parser.add_argument("--show", type=int, default=3, help="disagreements to print per area")
@@ -61,7 +62,7 @@ def main() -> int:
         case = Case(str(files[0].relative_to(ROOT)), Project({}, [f.name for f in files]))
         mine = read_tierctl(files, files[0].parent, case)
         theirs = read_compose(binary, files, files[0].parent, [case])
-        repo.append(_compare(case, mine, theirs, ""))
+        repo.append(compare(case, mine, theirs, ""))
     sections.append(("repository files", repo, time.perf_counter() - start))
 
     start = time.perf_counter()
@@ -73,9 +74,9 @@ def main() -> int:
     sections.append(("kept fixtures", kept, time.perf_counter() - start))
 
     start = time.perf_counter()
-    cases = generate(args.projects, seed=args.seed)
-    drawn = time.perf_counter() - start
-    generated = run_cases(binary, cases, batch=args.batch, workers=args.workers)
+    generated = run_generated(
+        binary, args.projects, seed=args.seed, batch=args.batch, workers=args.workers
+    )
     sections.append(("generated", generated, time.perf_counter() - start))
 
     failed = 0
@@ -90,9 +91,7 @@ def main() -> int:
         for area, n in c.disagree.most_common():
             print(f"    disagree: {area}: {n}")
     c = count(generated)
-    print(f"generated corpus drawn in {drawn:.1f} s; features: " + ", ".join(
-        f"{k} {v}" for k, v in sorted(c.features.items())
-    ))
+    print("generated features: " + ", ".join(f"{k} {v}" for k, v in sorted(c.features.items())))
     shown: dict[str, int] = {}
     for o in [o for _, outs, _ in sections for o in outs if not o.agree]:
         if shown.get(o.area, 0) < args.show:

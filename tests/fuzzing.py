@@ -27,12 +27,25 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 #: Input kinds, each read by the commands of :data:`COMMANDS`.
-KINDS = ("spec", "compose", "workload", "jsonl", "mooncake", "azure", "burstgpt", "plan")
+KINDS = (
+    "spec",
+    "compose",
+    "workload",
+    "jsonl",
+    "mooncake",
+    "azure",
+    "burstgpt",
+    "plan",
+    "steplog",
+    "results",
+    "costmodel",
+)
 
 
 class Hang(BaseException):
@@ -143,7 +156,41 @@ def load_seeds(work: Path) -> Seeds:
 
     plan = make_plan(str(old), str(new))
     seeds.by_kind["plan"] = [plan.model_dump_json(indent=2).encode()]
+    _sim_fit_seeds(seeds, rows)
     return seeds
+
+
+def _sim_fit_seeds(seeds: Seeds, rows: list[dict[str, Any]]) -> None:
+    """``sim fit``'s inputs: a step log, a bench results file, and a cost model file."""
+    from tierctl.results import results_document
+    from tierctl.sim.cost import DEFAULT_PRESET, preset
+    from tierctl.sim.costfile import cost_model_doc
+
+    steps = [
+        {"kind": "prefill", "chunks": [[256 * k, 64 * (k % 2)]], "duration_s": 0.01 * k}
+        for k in range(1, 9)
+    ] + [
+        {"kind": "decode", "batch_size": k, "context_tokens": 900 * k, "duration_s": 0.002 * k}
+        for k in range(1, 9)
+    ]
+    seeds.by_kind["steplog"] = ["".join(json.dumps(x) + "\n" for x in steps).encode()]
+    requests = [
+        {
+            "outcome": "completed",
+            "sent_s": r["arrival_s"],
+            "input_tokens": r["input_tokens"],
+            "output_tokens": r["output_tokens"],
+            "ttft_s": 0.05,
+            "tpot_s": 0.01,
+            "itl_s": [0.01] * max(0, r["output_tokens"] - 1),
+        }
+        for r in rows
+    ]
+    run = {"sent": len(rows), "completed": len(rows), "failed": 0, "timed_out": 0}
+    doc = results_document("run", "tierctl fuzz", {}, {"run": {**run, "requests": requests}})
+    seeds.by_kind["results"] = [json.dumps(doc, indent=1).encode()]
+    model = cost_model_doc(preset(DEFAULT_PRESET), {"fitted_on": ["x"], "residuals": {}})
+    seeds.by_kind["costmodel"] = [json.dumps(model, indent=1).encode()]
 
 
 # --------------------------------------------------------------------------- mutation
@@ -247,7 +294,7 @@ def _structural(data: bytes, kind: str, rng: random.Random) -> bytes:
         return _BOMB + data
     if op == 1:
         depth = rng.choice([70, 200, 1200, 20000])
-        if kind in ("jsonl", "mooncake", "plan"):
+        if kind in ("jsonl", "mooncake", "plan", "steplog", "results", "costmodel"):
             return b"[" * depth + b"]" * depth + b"\n" + data
         return b"deep: " + b"[" * depth + b"]" * depth + b"\n" + data
     if op == 2:
@@ -346,7 +393,7 @@ def _tree_mutation(data: bytes, kind: str, rng: random.Random) -> bytes:
     if len(data) > 64 * 1024:  # a tree this big came from an earlier bomb or repeat: bytes only
         return _mutate_bytes(data, rng)
     try:
-        if kind in ("jsonl", "mooncake"):
+        if kind in ("jsonl", "mooncake", "steplog"):
             lines = [json.loads(x) for x in data.decode().splitlines() if x.strip()]
             k = rng.randrange(len(lines))
             lines[k] = _tree_edit(lines[k], rng)
@@ -359,7 +406,7 @@ def _tree_mutation(data: bytes, kind: str, rng: random.Random) -> bytes:
             cells[c] = str(_hostile_value(rng)).replace("\n", " ")
             rows[k] = ",".join(cells)
             return ("\n".join(rows) + "\n").encode()
-        if kind == "plan":
+        if kind in ("plan", "results", "costmodel"):
             return json.dumps(_tree_edit(json.loads(data), rng), default=str).encode()
         # Parsed bounded: a seed that already carries an alias bomb must not expand here.
         from tierctl.readers import Limits, load_yaml
@@ -401,7 +448,7 @@ def inputs(seeds: Seeds, count: int, seed: int) -> Iterator[tuple[str, int, byte
 # --------------------------------------------------------------------------- running
 
 _SUFFIX = {"jsonl": ".jsonl", "mooncake": ".jsonl", "azure": ".csv", "burstgpt": ".csv"}
-_SUFFIX.update({"plan": ".json"})
+_SUFFIX.update({"plan": ".json", "steplog": ".jsonl", "results": ".json", "costmodel": ".json"})
 
 
 def _cli(args: list[str]) -> tuple[int, str, str]:
@@ -483,7 +530,27 @@ def commands_for(
                 ),
             ),
         ]
+    if kind == "steplog":
+        return [("sim-fit-steps", lambda: _cli(["sim", "fit", p, "--from", "steps", "--json"]))]
+    if kind == "results":
+        from tierctl.sim.timing_fit import read_bench_requests
+
+        return [
+            ("read_bench_requests", lambda: _lib(lambda: read_bench_requests(path))),
+            ("sim-fit-sniff", lambda: _lib(lambda: _sniff(path))),
+        ]
+    if kind == "costmodel":
+        from tierctl.sim.costfile import read_cost_model
+
+        return [("read_cost_model", lambda: _lib(lambda: read_cost_model(path)))]
     raise ValueError(kind)
+
+
+def _sniff(path: Path) -> str:
+    """Which source ``sim fit --from auto`` would read ``path`` as (without fitting)."""
+    from tierctl.sim.fitting import FIT_SOURCES
+
+    return next(s.kind for s in FIT_SOURCES if s.recognises(path))
 
 
 def _alarm(signum: int, frame: FrameType | None) -> None:

@@ -220,6 +220,31 @@ def _spec_document(
         notes.append(
             f"engine image {base_image} is a tag (image_policy: tag); pin it by digest when you can"
         )
+    replica_docs = _replica_documents(
+        replicas, group, base_flags, base_env, base_compose, base_image
+    )
+    doc_out: dict[str, Any] = {
+        "tier": _tier_name(merged, tier, out),
+        "host": host,
+        "description": f"Imported from {merged.source}",
+        "output": f"{out.stem}.compose.yaml",
+        "engine": engine,
+        "replicas": replica_docs,
+        "telemetry": {"variant": "{replica}", "places": []},
+    }
+    _carry_the_rest(merged, replica_docs, doc_out, notes)
+    return doc_out
+
+
+def _replica_documents(
+    replicas: dict[str, dict[str, Any]],
+    group: list[EngineService],
+    base_flags: dict[str, Any],
+    base_env: dict[str, Any],
+    base_compose: dict[str, Any],
+    base_image: str,
+) -> dict[str, Any]:
+    """Each replica's spec entry: its GPUs and what it overrides of the engine's."""
     replica_docs: dict[str, Any] = {}
     for (name, parts), e in zip(replicas.items(), group, strict=True):
         doc: dict[str, Any] = dict(parts["gpus"])
@@ -235,6 +260,14 @@ def _spec_document(
         if own:
             doc["compose"] = own
         replica_docs[name] = doc
+    return replica_docs
+
+
+def _carry_the_rest(
+    merged: ComposeFile, replica_docs: dict[str, Any], doc_out: dict[str, Any], notes: list[str]
+) -> None:
+    """The other services (with a role guessed from their image) and the top-level keys a
+    spec carries, into ``doc_out``; a note names the top-level keys it does not carry."""
     services: dict[str, Any] = {}
     for name, svc in merged.services.items():
         if name in replica_docs:
@@ -242,15 +275,6 @@ def _spec_document(
         image = str(svc.image or "")
         role = next((r for key, r in _ROLES if key in image), "other")
         services[name] = {"role": role, "compose": dict(svc.data)}
-    doc_out: dict[str, Any] = {
-        "tier": _tier_name(merged, tier, out),
-        "host": host,
-        "description": f"Imported from {merged.source}",
-        "output": f"{out.stem}.compose.yaml",
-        "engine": engine,
-        "replicas": replica_docs,
-        "telemetry": {"variant": "{replica}", "places": []},
-    }
     if services:
         doc_out["services"] = services
     for key in ("volumes", "networks", "secrets", "configs"):
@@ -267,7 +291,6 @@ def _spec_document(
             "top-level keys not carried into the spec (extension templates are already merged "
             f"into the services): {', '.join(map(str, dropped))}"
         )
-    return doc_out
 
 
 def _tier_name(merged: ComposeFile, tier: str | None, out: Path) -> str:

@@ -253,11 +253,15 @@ def read_text(
     error: type[InputError] = InputError,
     missing: str | None = None,
     missing_fix: str | None = None,
+    lenient: bool = False,
 ) -> str:
-    """:func:`read_bytes` then :func:`decode`."""
+    """:func:`read_bytes` then :func:`decode`; ``lenient`` replaces bad bytes instead (an
+    engine's log, where a stray byte in one line must not hide the rest)."""
     data = read_bytes(
         path, what=what, limits=limits, error=error, missing=missing, missing_fix=missing_fix
     )
+    if lenient:
+        return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
     return decode(data, os.fspath(path), error=error)
 
 
@@ -526,7 +530,9 @@ def _depth_ok(value: Any, max_depth: int) -> bool:
     return True
 
 
-def _json(text: str, loc: Location, lim: Limits, error: type[InputError]) -> Any:
+def _json(
+    text: str, loc: Location, lim: Limits, error: type[InputError], constants: bool = False
+) -> Any:
     def parse_int(s: str) -> int:
         if len(s.lstrip("-")) > lim.max_digits:
             raise _NumberTooLong(s)
@@ -538,6 +544,8 @@ def _json(text: str, loc: Location, lim: Limits, error: type[InputError]) -> Any
         return float(s)
 
     def parse_constant(s: str) -> float:
+        if constants:
+            return float(s)
         raise _BadConstant(s)
 
     try:
@@ -588,13 +596,16 @@ def load_json(
     *,
     error: type[InputError] = InputError,
     limits: Limits | None = None,
+    constants: bool = False,
 ) -> Any:
     """Parse a JSON document, bounded in depth and number length; errors at file:line:col.
 
-    ``NaN`` and ``Infinity`` are refused (they are not JSON).
+    ``NaN`` and ``Infinity`` are refused (they are not JSON), unless ``constants``: the files
+    tierctl writes itself (bench results, cost models) carry NaN where a figure is undefined,
+    as Python's ``json`` writes it.
     """
     lim = limits or Limits.config()
-    return _json(text, Location(file=source), lim, error)
+    return _json(text, Location(file=source), lim, error, constants)
 
 
 def json_line(

@@ -15,13 +15,12 @@ Each request sample is a :class:`tierctl.bench.samples.RequestSample` as plain d
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from tierctl.errors import InputError, Location
-from tierctl.readers import Limits, read_bytes, read_text
+from tierctl.readers import Limits, load_json, read_bytes, read_text
 
 #: The file name the bench writes into its output folder.
 RESULTS_NAME = "results.json"
@@ -122,9 +121,18 @@ def looks_like_results(path: str | Path) -> bool:
     if not head.lstrip().startswith(b"{"):
         return False
     try:
-        doc = json.loads(read_text(path, what="bench results", limits=Limits.trace()))
-    except (InputError, ValueError):
-        return False  # JSONL: one object per line
+        text = read_text(path, what="bench results", limits=Limits.trace())
+    except InputError:
+        return False
+    return is_results_text(text, str(path))
+
+
+def is_results_text(text: str, source: str = "bench results") -> bool:
+    """Whether ``text`` is a bench results document (what ``bench run --out`` may replace)."""
+    try:
+        doc = load_json(text, source, limits=Limits.trace(), constants=True)
+    except InputError:
+        return False  # JSONL (one object per line), or not JSON at all
     return isinstance(doc, dict) and doc.get("kind") in RESULTS_KINDS
 
 
@@ -136,12 +144,8 @@ def read_results(path: str | Path) -> BenchResults:
             not a results document.
     """
     source = str(path)
-    try:
-        doc = json.loads(read_text(path, what="bench results", limits=Limits.trace()))
-    except ValueError as exc:
-        raise InputError(
-            f"cannot read bench results: {exc}", location=Location(file=source)
-        ) from None
+    text = read_text(path, what="bench results", limits=Limits.trace())
+    doc = load_json(text, source, limits=Limits.trace(), constants=True)
     if isinstance(doc, dict) and doc.get("kind") == "run" and isinstance(doc.get("run"), dict):
         return BenchResults("run", (_run(doc["run"]),), source)
     if isinstance(doc, dict) and doc.get("kind") == "ab":

@@ -22,7 +22,7 @@ from tests.realengine.fixtures import extra_engine
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import DENSE_8B_H100
 from tierctl.sim.fidelity import burst_plan, compare_figures, measure, poisson_plan, predict
-from tierctl.sim.fitting import (
+from tierctl.sim.iteration_fit import (
     fit_iterations,
     fit_overheads,
     parse_vllm_iterations,

@@ -123,11 +123,19 @@ def parse_port(entry: Any) -> list[dict[str, Any]]:
     return out
 
 
+#: Marks a long port whose ``published`` was written as a number: Compose's unicity key
+#: formats it differently (``%!s(int=8000)``), so it never matches a ``"8000"``; dropped from
+#: the printed form.
+PUBLISHED_INT = "\x00published-int"
+
+
 def _long_port(entry: dict[str, Any]) -> dict[str, Any]:
     out = dict(entry)
     out.setdefault("mode", "ingress")
     out.setdefault("protocol", "tcp")
     if "published" in out and out["published"] is not None:
+        if isinstance(out["published"], int) and not isinstance(out["published"], bool):
+            out[PUBLISHED_INT] = True
         out["published"] = str(out["published"])
     if isinstance(out.get("target"), str) and out["target"].isdigit():
         out["target"] = int(out["target"])
@@ -136,8 +144,11 @@ def _long_port(entry: dict[str, Any]) -> dict[str, Any]:
 
 def port_key(long: dict[str, Any]) -> str:
     """What makes two ports the same one for Compose (its unicity rule)."""
+    published = long.get("published", "")
+    if long.get(PUBLISHED_INT):
+        published = f"%!s(int={published})"
     return (
-        f"{long.get('host_ip', '0.0.0.0')}:{long.get('published', '')}:"
+        f"{long.get('host_ip', '0.0.0.0')}:{published}:"
         f"{long.get('target')}/{long.get('protocol', 'tcp')}"
     )
 
@@ -248,9 +259,10 @@ def _empty(text: str) -> dict[str, Any]:
 
 
 def parse_device(entry: Any) -> dict[str, Any]:
-    """A ``devices`` entry as ``{source, target, permissions}``."""
+    """A ``devices`` entry as ``{source, target, permissions}`` (the short syntax's default
+    permissions are ``rwm``; the long syntax's are what it says)."""
     if isinstance(entry, dict):
-        return {**entry, "permissions": entry.get("permissions", "rwm")}
+        return dict(entry)
     parts = str(entry).split(":")
     if len(parts) == 1:
         return {"source": parts[0], "target": parts[0], "permissions": "rwm"}

@@ -141,23 +141,35 @@ def ports(
                 hit = claim(f"--{key}", value, service_name)
                 if hit:
                     yield hit
+    # Ports as Compose reads them: 127.0.0.1:8000 and 10.0.0.1:8000 are two ports, tcp and
+    # udp on one number too; a wildcard address (0.0.0.0, ::, none) overlaps every address.
+    bound: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (port, proto) -> (ip, service)
     for name, service in compose.services.items():
-        ports = service.data.get("ports")
-        for port in ports if isinstance(ports, list) else []:
-            host = _host_port(port)
-            if host:
-                hit = claim("host port", host, name)
+        for port in service.ports:
+            ip = str(port.get("host_ip") or "")
+            ip = "" if ip in ("0.0.0.0", "::") else ip
+            proto = str(port.get("protocol", "tcp"))
+            for host in _host_ports(port.get("published")):
+                shown = (f"{ip}:{host}" if ip else host) + ("" if proto == "tcp" else f"/{proto}")
+                others = bound.setdefault((host, proto), [])
+                clash = next(
+                    (s for i, s in others if s != name and (not i or not ip or i == ip)), None
+                )
+                others.append((ip, name))
+                if clash is not None:
+                    seen.setdefault(("host port", shown), clash)
+                hit = claim("host port", shown, name)
                 if hit:
                     yield hit
 
 
-def _host_port(entry: Any) -> str | None:
-    if isinstance(entry, dict):
-        published = entry.get("published")
-        return str(published) if published is not None else None
-    text = str(entry)
-    parts = text.split("/")[0].split(":")
-    return parts[-2] if len(parts) >= 2 else None
+def _host_ports(published: Any) -> list[str]:
+    """The host ports of a ``published`` value: ``8000``, or each port of ``6000-6001``."""
+    text = str(published or "")
+    lo, dash, hi = text.partition("-")
+    if dash and lo.isdigit() and hi.isdigit() and int(lo) <= int(hi):
+        return [str(p) for p in range(int(lo), int(hi) + 1)]
+    return [text] if text.isdigit() else []
 
 
 def secrets(compose: ComposeFile) -> Iterator[Violation]:

@@ -20,8 +20,8 @@ from tierctl.compose import parse_compose
 from tierctl.contracts.report import Report, Violation
 from tierctl.contracts.validation import validate
 from tierctl.engine_catalog import Catalog
-from tierctl.errors import Location
-from tierctl.readers import LineMap, PathKey, format_path, yaml_line_map
+from tierctl.errors import InputError, Location
+from tierctl.readers import LineMap, PathKey, format_path, read_text, yaml_line_map
 from tierctl.spec.effective import flag_path
 from tierctl.spec.tier_spec import TierSpec
 
@@ -39,8 +39,8 @@ def spec_lines(spec_path: str | Path | None) -> LineMap:
     if spec_path is None:
         return LineMap()
     try:
-        text = Path(spec_path).read_text(encoding="utf-8")
-    except OSError:
+        text = read_text(spec_path, what="spec")
+    except InputError:
         return LineMap()
     return yaml_line_map(text)
 

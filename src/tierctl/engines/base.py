@@ -184,6 +184,10 @@ class EngineProfile(ABC):
     readiness_path: str = "/health"
     metrics_path: str = "/metrics"
     models_path: str = "/v1/models"
+    #: ``POST`` here empties the engine's prefix cache (None: the engine has no such endpoint).
+    flush_cache_path: str | None = None
+    #: What that endpoint needs beyond the path (said when it is refused).
+    flush_cache_needs: str = ""
     #: The prefix as the engine exports it first, then spellings pipelines rewrite it to.
     metric_prefixes: tuple[str, ...] = ()
     metrics: EngineMetrics
@@ -252,6 +256,13 @@ class EngineProfile(ABC):
     def default_launcher(self) -> tuple[str, ...]:
         """The launcher rendered when the spec gives none."""
         return self.launchers[0]
+
+    def launcher_tokens(self) -> frozenset[str]:
+        """Every token that may stand before the first flag as (part of) a launcher, in any
+        order: its launchers' tokens, its command markers, and its kind (a wrapper script
+        named after the engine). The simulator skips these when it reads an argv."""
+        tokens = {t for launcher in self.launchers for t in launcher}
+        return frozenset(tokens | set(self.command_markers) | {self.kind})
 
     def flag_tokens(self, name: str, value: Any, flag: Flag | None = None) -> list[str]:
         """The argv tokens of one flag.
@@ -413,6 +424,12 @@ class EngineProfile(ABC):
                 return prefix
         return None
 
+    def series_prefix(self, names: Iterable[str]) -> str:
+        """The prefix a Prometheus holding the metric ``names`` stores this engine's series
+        under (as exported, or as a pipeline rewrote it: ``:`` -> ``_``); the exported one when
+        none of its series is there yet. The readout and the rollout gates both ask this."""
+        return self.detect_prefix(names) or self.prefix
+
     def selector(self, ref: MetricRef | str, prefix: str | None, matchers: str = "") -> str:
         """A PromQL series selector; the quoted ``__name__`` form keeps ``x:y`` names valid
         in any position."""
@@ -421,9 +438,11 @@ class EngineProfile(ABC):
         parts += [m for m in (ref.matchers, matchers) if m]
         return "{" + ",".join(parts) + "}"
 
-    def variants_query(self, label: str, matchers: str) -> str:
-        """PromQL counting an engine's series by container and variant (one per replica)."""
-        sel = f"{self.prefix.replace(':', '_')}{self.metrics.running}{{{matchers}}}"
+    def variants_query(self, label: str, matchers: str, prefix: str | None = None) -> str:
+        """PromQL counting an engine's series by container and variant (one per replica),
+        under ``prefix`` (default: as the engine exports it; a ``:`` is valid in a PromQL
+        metric name)."""
+        sel = f"{prefix or self.prefix}{self.metrics.running}{{{matchers}}}"
         return f"count by (container_name, {label}) ({sel})"
 
     def sample_total(
@@ -563,27 +582,3 @@ def same_value(want: str | bool | tuple[str, ...], got: Any) -> bool:
     if got is None:
         return want.lower() in ("none", "null")
     return want == str(got)
-
-
-def rendered_flags(
-    tokens: list[str] | tuple[str, ...], start: int, catalog: Catalog | None = None
-) -> dict[str, str | bool | tuple[str, ...]]:
-    """Flags of a rendered argv from ``start``: name without dashes -> True, value or tuple."""
-    flags: dict[str, str | bool | tuple[str, ...]] = {}
-    for use in parse_flags(tuple(tokens), start, catalog):
-        if not use.name:
-            continue
-        values = use.values
-        flags[use.name] = True if not values else values[0] if len(values) == 1 else values
-    return flags
-
-
-def format_flag_value(value: str | bool | tuple[str, ...]) -> str:
-    """A flag value as it would be written on a command line."""
-    if value is True:
-        return "(set)"
-    if value is False:
-        return "(unset)"
-    if isinstance(value, tuple):
-        return " ".join(value)
-    return value

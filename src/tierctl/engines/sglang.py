@@ -14,10 +14,11 @@ Facts this profile encodes, checked against SGLang's source:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from tierctl.compose.argv import first_flag
+from tierctl.compose.argv import first_flag, flag_map, format_flag_value, parse_flags
 from tierctl.engine_catalog import Catalog
 from tierctl.engines.base import (
     ArgvCheck,
@@ -28,8 +29,6 @@ from tierctl.engines.base import (
     LogprobShapeError,
     MetricRef,
     TokenScore,
-    format_flag_value,
-    rendered_flags,
     same_value,
 )
 
@@ -39,6 +38,12 @@ SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
 CUDA_OOM = LogPattern("cuda-oom", r"(CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError)")
 TRACEBACK = LogPattern("traceback", r"^Traceback \(most recent call last\):", fatal=False)
 NCCL = LogPattern("nccl", r"(NCCL error|ncclInternalError|ncclSystemError)")
+
+# The scheduler's decode statistics line (every --decode-log-interval rounds).
+_DECODE_LINE = re.compile(
+    r"Decode batch[.,].*?#running-req: (\d+), #token: (\d+),.*?gen throughput \(token/s\): "
+    r"([\d.]+)"
+)
 
 
 class SGLangProfile(EngineProfile):
@@ -66,6 +71,8 @@ class SGLangProfile(EngineProfile):
     health_path = "/health"
     readiness_path = "/health_generate"
     metric_prefixes = ("sglang:", "sglang_")
+    flush_cache_path = "/flush_cache"
+    flush_cache_needs = "SGLang refuses it (400) while requests are running or waiting"
     metrics = EngineMetrics(
         running="num_running_reqs",
         waiting="num_queue_reqs",
@@ -122,6 +129,17 @@ class SGLangProfile(EngineProfile):
 
     queue_full_text = "The request queue is full."
 
+    #: A substring only the scheduler's decode statistics lines hold (recognises its log).
+    decode_log_marker = "Decode batch"
+
+    def decode_log_stats(self, text: str) -> list[tuple[int, int, float]]:
+        """(running requests, tokens in use, generation throughput in token/s) of every
+        ``Decode batch`` line of a scheduler log, in order."""
+        return [
+            (int(m.group(1)), int(m.group(2)), float(m.group(3)))
+            for m in _DECODE_LINE.finditer(text)
+        ]
+
     def prompt_logprobs_request(self, model: str, text: str) -> tuple[str, dict[str, Any]]:
         """Native ``/generate`` with ``return_logprob``, ``logprob_start_len: 0`` and
         ``top_logprobs_num: 1``: ``meta_info.input_token_logprobs`` and ``input_top_logprobs``."""
@@ -160,7 +178,9 @@ class SGLangProfile(EngineProfile):
             One line per mismatching flag; empty when the engine runs exactly the rendered flags.
         """
         out: list[str] = []
-        for flag, want in rendered_flags(expected_argv, first_flag(expected_argv)).items():
+        for flag, want in flag_map(
+            parse_flags(tuple(expected_argv), first_flag(expected_argv), None)
+        ).items():
             key = flag.replace("-", "_")
             if key not in info:
                 out.append(f"--{flag}: rendered {format_flag_value(want)}, not reported")
@@ -198,7 +218,7 @@ class SGLangProfile(EngineProfile):
             )
         if not isinstance(info, dict):
             return ArgvCheck("/server_info", error="/server_info did not answer a JSON object")
-        flags = rendered_flags(expected_argv, first_flag(expected_argv))
+        flags = flag_map(parse_flags(tuple(expected_argv), first_flag(expected_argv), None))
         bad = self.server_info_mismatches(expected_argv, info)
         return ArgvCheck(
             "/server_info",

@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from tierctl.compose.argv import flag_map, format_flag_value, parse_flags
 from tierctl.engine_catalog import Catalog
 from tierctl.engines.base import (
     ArgvCheck,
@@ -37,8 +38,6 @@ from tierctl.engines.base import (
     LogprobShapeError,
     MetricRef,
     TokenScore,
-    format_flag_value,
-    rendered_flags,
     same_value,
 )
 from tierctl.engines.sglang import CUDA_OOM, NCCL, TRACEBACK
@@ -47,6 +46,13 @@ from tierctl.engines.sglang import CUDA_OOM, NCCL, TRACEBACK
 NON_DEFAULT_ARGS = re.compile(r"non-default args:\s*(\{.*\})\s*$")
 CACHE_CONFIG_INFO = "cache_config_info"
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+# One engine step of --enable-logging-iteration-details (0.32+); dummy (warm-up) steps aside.
+_ITERATION_LINE = re.compile(
+    r"Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, (\d+) generation "
+    r"requests, (\d+) generation tokens, iteration elapsed time: ([\d.]+) ms(?! \(dummy\))"
+)
 
 
 def parse_non_default_args(log_text: str) -> dict[str, Any] | None:
@@ -98,6 +104,10 @@ class VLLMProfile(EngineProfile):
     health_path = "/health"
     readiness_path = "/health"
     metric_prefixes = ("vllm:", "vllm_")
+    # A development endpoint: vLLM 0.32 serves it only when started with
+    # VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/serve/dev/cache/api_router.py); 404 otherwise.
+    flush_cache_path = "/reset_prefix_cache"
+    flush_cache_needs = "vLLM serves it only when started with VLLM_SERVER_DEV_MODE=1"
     metrics = EngineMetrics(
         running="num_requests_running",
         waiting="num_requests_waiting",
@@ -112,6 +122,10 @@ class VLLMProfile(EngineProfile):
             "cache_config_info": CACHE_CONFIG_INFO,
             "kv_cache_usage": "kv_cache_usage_perc",
             "preemptions": "num_preemptions_total",
+            # Tokens looked up in / served from the prefix cache (what an A/B's blocks must
+            # not share: tests/realengine/test_evidence_real.py).
+            "prefix_cache_queries": "prefix_cache_queries_total",
+            "prefix_cache_hits": "prefix_cache_hits_total",
         },
     )
     # Renamed in vLLM's V1 metrics (0.10-0.11): the old names still appear on older servers.
@@ -158,6 +172,18 @@ class VLLMProfile(EngineProfile):
     false_default = "no-prefix"
 
     queue_full_text = "queue is full"
+
+    #: A substring only the iteration detail lines hold (recognises such a log).
+    iteration_log_marker = "iteration elapsed time"
+
+    def iteration_log_steps(self, text: str) -> list[tuple[int, int, int, float]]:
+        """(context requests, context tokens, generation requests, elapsed seconds) of every
+        non-dummy ``Iteration(N): ...`` line (``--enable-logging-iteration-details``), in
+        order."""
+        return [
+            (int(m.group(2)), int(m.group(3)), int(m.group(4)), float(m.group(6)) / 1e3)
+            for m in _ITERATION_LINE.finditer(text)
+        ]
 
     def prompt_logprobs_request(self, model: str, text: str) -> tuple[str, dict[str, Any]]:
         """``/v1/completions`` with vLLM's extra sampling parameter ``prompt_logprobs: 1``."""
@@ -208,7 +234,7 @@ class VLLMProfile(EngineProfile):
         ``/v1/models`` and ``vllm:cache_config_info``; without a log, only what HTTP shows."""
         cmd = self.split_command(expected_argv)
         wanted: dict[str, str | bool | tuple[str, ...]] = dict(cmd.positional)
-        wanted.update(rendered_flags(expected_argv, cmd.flags_start, catalog))
+        wanted.update(flag_map(parse_flags(tuple(expected_argv), cmd.flags_start, catalog)))
         verified: list[str] = []
         bad: list[str] = []
         checked: set[str] = set()

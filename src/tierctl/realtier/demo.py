@@ -13,18 +13,24 @@ Prometheus). What a CPU engine cannot show is said at the end.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.rule import Rule
 
 from tierctl.errors import TierctlError
 from tierctl.results import RESULTS_NAME, read_results
+
+if TYPE_CHECKING:
+    from tierctl.realtier.tier import RealTier
 
 CPU_LIMITS = (
     "What a CPU engine cannot show: GPU memory (KV cache here is host memory, "
@@ -53,8 +59,14 @@ def _run(console: Console, argv: list[str], *, timeout_s: float = 900) -> int:
     return proc.returncode
 
 
-def run_demo(workdir: Path, *, start_timeout_s: float = 600.0) -> int:
-    """Run the real demo in ``workdir``; returns the exit status (0: the story held)."""
+def run_demo(
+    workdir: Path, *, start_timeout_s: float = 600.0, live_s: float = 60.0, soak_s: float = 20.0
+) -> int:
+    """Run the real demo in ``workdir``; returns the exit status (0: the story held).
+
+    ``live_s``: seconds of live traffic through the router that the readout judges (more
+    paired steps decide more); ``soak_s``: the rollout's soak, with traffic through the router.
+    """
     console = Console(stderr=False)
     t0 = time.monotonic()
 
@@ -67,7 +79,7 @@ def run_demo(workdir: Path, *, start_timeout_s: float = 600.0) -> int:
 
     previous = signal.signal(signal.SIGTERM, terminated)
     try:
-        return _demo(console, workdir, start_timeout_s, stage, t0)
+        return _demo(console, workdir, (start_timeout_s, live_s, soak_s), stage, t0)
     except TierctlError as exc:
         console.print(f"[red]error:[/] {exc.format()}")
         return int(exc.exit_code)
@@ -75,16 +87,17 @@ def run_demo(workdir: Path, *, start_timeout_s: float = 600.0) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: float) -> int:  # type: ignore[no-untyped-def]
-    from tierctl.contracts import load_compose, validate
+def _demo(
+    console: Console,
+    workdir: Path,
+    times_s: tuple[float, float, float],
+    stage: Callable[[str], None],
+    t0: float,
+) -> int:
     from tierctl.realengine import env as realenv
     from tierctl.realtier.tier import RealTier
-    from tierctl.realtier.traffic import Traffic
-    from tierctl.rollout.entrypoints import make_plan
-    from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
-    from tierctl.rollout.gates import GateSettings
-    from tierctl.spec import load_spec
 
+    start_timeout_s, live_s, soak_s = times_s
     stage("1/7 the real engine")
     with console.status("vLLM CPU virtualenv (scripts/ensure-vllm; ~3.4 GB the first time)"):
         python = realenv.ensure_vllm()
@@ -103,11 +116,7 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
         console.print(f"{old}\n{new}  (r2: {tier.canary_args})")
 
         stage("3/7 validate NEW against the spec and vLLM 0.32.0's own flag catalog")
-        report = validate(load_spec(spec), [load_compose(new)])
-        console.print(f"{new.name}: {len(report.violations)} violations")
-        if report.violations:
-            for v in report.violations:
-                console.print(f"  {v}")
+        if not _valid(console, spec, new):
             return 1
 
         stage("4/7 start the tier as OLD: r1, r2, sglang-router, Prometheus")
@@ -116,105 +125,200 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
             console.print(f"{service}: healthy after {seconds:.0f} s")
 
         stage("5/7 plan and roll out r2, clients going through the router all along")
-        plan = make_plan(str(old), str(new), spec=spec)
-        for step in plan.steps:
-            console.print(f"  {step.id}  gates: {', '.join(step.gates) or '-'}")
-        o, n = load_sides(plan)
-        gates = GateSettings(health_timeout_s=start_timeout_s, request_timeout_s=10)
-        r1_pid = tier.pid("r1")
-        assert tier.router is not None
-        before = tier.router.client.counters()
-        rolled = time.monotonic()
-        with Traffic(tier.router.url, concurrency=2) as traffic:
-            traffic.wait_for(4, timeout_s=300)
-            result = run_rollout(
-                plan,
-                tier.driver,
-                o,
-                n,
-                RolloutOptions(workdir / "rollout.journal.jsonl", gates=gates),
-                log=lambda m: console.print(f"  {m}"),
-            )
-            rollout_s = time.monotonic() - rolled
-            tier.router.wait_healthy(2, timeout_s=120)
-            traffic.wait_for(traffic.result.sent + 4, timeout_s=300)
-        seen = traffic.result
-        router_errors = tier.router.client.counters().minus(before).errors()
-        if tier.prometheus is not None:
-            # The collector step, done here: Prometheus reloads NEW's scrape config (the local
-            # driver does not run the collector), so r2's series carry its new variant.
-            from tierctl.realtier.tier import scrape_config
-
-            tier.prometheus.reload(scrape_config(n))
-        console.print(
-            f"rollout {rollout_s:.0f} s: steps {[o.status for o in result.outcomes]}; "
-            f"r1 pid {'unchanged' if tier.pid('r1') == r1_pid else 'CHANGED'}; "
-            f"through the router {seen.sent} requests, {len(seen.failures)} failed "
-            f"(router 5xx: {router_errors:g})"
-        )
-        if seen.failures or tier.pid("r1") != r1_pid:
+        if not _roll_out(console, tier, workdir, (old, new, spec), (start_timeout_s, soak_s)):
             return 1
 
         stage("6/7 paired A/B r1 vs r2 around the router, then live traffic through it")
-        tok = str(tier.model / "tokenizer.json")
-        ab_out = workdir / "bench-ab"
-        code = _run(
-            console,
-            _tierctl(
-                "bench", "ab", "--a", tier.url("r1"), "--b", tier.url("r2"),
-                "--a-name", "r1", "--b-name", "r2", "--order", "ABBA",
-                "--burst", "8x200", "--output-tokens", "32", "--api", "completions",
-                "--tokenizer", tok, "--timeout", "300", "--seed", "1", "--no-plots",
-                "--out", str(ab_out),
-            ),
-        )  # fmt: skip
-        if code != 0:
+        code, live_start = _bench(console, tier, workdir, live_s)
+        if code is not None:
             return code
-        live_start = time.time()
-        code = _run(
-            console,
-            _tierctl(
-                # The model by name: through sglang-router, /v1/models lists vLLM workers as
-                # `unknown` (the router reads SGLang's model-info endpoints), and a request
-                # for `unknown` is a 404 that opens the router's circuit breaker.
-                "bench", "run", "--url", tier.router.url, "--model", tier.served_model,
-                # 12 in flight: about 6 per replica, beyond the canary's --max-num-seqs 2, so
-                # the live traffic exercises the flag the readout judges (at 4 it never bound).
-                "--hammer-concurrency", "12",
-                "--hammer-duration", "60", "--hammer-count", "4000", "--hammer-tokens", "200:32",
-                "--api", "completions", "--tokenizer", tok, "--timeout", "300", "--seed", "2",
-                "--no-plots", "--out", str(workdir / "bench-router"),
-            ),
-        )  # fmt: skip
-        if code != 0:
-            return code
-        (run,) = read_results(workdir / "bench-router" / RESULTS_NAME).runs
-        console.print(
-            f"through the router: sent {run.sent} = completed {run.completed} + failed "
-            f"{run.failed} + timed out {run.timed_out}"
-        )
-        if run.failed or run.timed_out or not run.completed:
-            console.print("[red]requests through the router failed: the tier did not serve[/]")
-            return 1
 
         stage("7/7 readout r2 (canary) vs r1 (control) from the real Prometheus")
         if tier.prometheus is None:
             console.print("[yellow]prometheus is not installed: no readout[/]")
             return 0
-        time.sleep(3)  # the last scrape
-        window = max(60, int(time.time() - live_start) + 5)
-        code = _run(
-            console,
-            _tierctl(
-                "readout", "--spec", str(spec), "--prometheus", tier.prometheus.url,
-                "--window", f"{window}s", "--step", "10s", "--min-requests", "3",
-                "--match", 'host_machine="cpu01"',
-            ),
-        )  # fmt: skip
-        verdict = {0: "PASS", 1: "FAIL", 3: "INCONCLUSIVE"}.get(code, f"error {code}")
-        console.print(Rule(f"verdict: {verdict}  [dim](total {time.monotonic() - t0:.0f} s)[/]"))
+        code = _readout(console, tier.prometheus.url, spec, live_start, live_s, t0)
         console.print(CPU_LIMITS)
         return 0 if code in (0, 1, 3) else code
     finally:
         with console.status("stopping the tier (engines, router, Prometheus)"):
             tier.stop()
+
+
+def _valid(console: Console, spec: Path, new: Path) -> bool:
+    """Stage 3: NEW validates against the spec and the engine's flag catalog."""
+    from tierctl.contracts import load_compose, validate
+    from tierctl.spec import load_spec
+
+    report = validate(load_spec(spec), [load_compose(new)])
+    console.print(f"{new.name}: {len(report.violations)} violations")
+    for v in report.violations:
+        console.print(f"  {v}")
+    return not report.violations
+
+
+def _roll_out(
+    console: Console,
+    tier: RealTier,
+    workdir: Path,
+    sides: tuple[Path, Path, Path],
+    times_s: tuple[float, float],
+) -> bool:
+    """Stage 5: roll r2 out with every gate on while traffic goes through the router; whether
+    no client saw a failure and r1 was left alone."""
+    from tierctl.realtier.traffic import Traffic
+    from tierctl.rollout.entrypoints import make_plan
+    from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
+    from tierctl.rollout.gates import GateSettings
+
+    old, new, spec = sides
+    plan = make_plan(str(old), str(new), spec=spec)
+    for step in plan.steps:
+        console.print(f"  {step.id}  gates: {', '.join(step.gates) or '-'}")
+    o, n = load_sides(plan)
+    start_timeout_s, soak_s = times_s
+    # Every gate on: health, running args, metrics-variant, the soak (judged with r2 back in
+    # the router, serving the clients' requests) and, with the tier's Prometheus, the variant
+    # in the live series (the tier's driver reloads it with NEW's scrape config in the
+    # collector step, as recreating the collector does).
+    gates = GateSettings(
+        health_timeout_s=start_timeout_s,
+        request_timeout_s=10,
+        prometheus_url=tier.prometheus.url if tier.prometheus is not None else None,
+        metrics_timeout_s=180,
+        soak_s=soak_s,
+    )
+    r1_pid = tier.pid("r1")
+    assert tier.router is not None
+    before = tier.router.client.counters()
+    rolled = time.monotonic()
+    with Traffic(tier.router.url, concurrency=2) as traffic:
+        traffic.wait_for(4, timeout_s=300)
+        result = run_rollout(
+            plan,
+            tier.driver,
+            o,
+            n,
+            RolloutOptions(workdir / "rollout.journal.jsonl", gates=gates),
+            log=lambda m: console.print(f"  {m}"),
+        )
+        rollout_s = time.monotonic() - rolled
+        tier.router.wait_healthy(2, timeout_s=120)
+        traffic.wait_for(traffic.result.sent + 4, timeout_s=300)
+    seen = traffic.result
+    router_errors = tier.router.client.counters().minus(before).errors()
+    console.print(
+        f"rollout {rollout_s:.0f} s: steps {[o.status for o in result.outcomes]}; "
+        f"r1 pid {'unchanged' if tier.pid('r1') == r1_pid else 'CHANGED'}; "
+        f"through the router {seen.sent} requests, {len(seen.failures)} failed "
+        f"(router 5xx: {router_errors:g})"
+    )
+    return not seen.failures and tier.pid("r1") == r1_pid
+
+
+def _bench(
+    console: Console, tier: RealTier, workdir: Path, live_s: float
+) -> tuple[int | None, float]:
+    """Stage 6: ``bench ab`` r1 vs r2, then ``bench run`` through the router. Returns the exit
+    status to end the demo with (None when both served) and when the live traffic began."""
+    assert tier.router is not None
+    tok = str(tier.model / "tokenizer.json")
+    ab_out = workdir / "bench-ab"
+    code = _run(
+        console,
+        _tierctl(
+            "bench", "ab", "--a", tier.url("r1"), "--b", tier.url("r2"),
+            "--a-name", "r1", "--b-name", "r2", "--order", "ABBA",
+            "--burst", "8x200", "--output-tokens", "32", "--api", "completions",
+            "--tokenizer", tok, "--timeout", "300", "--seed", "1", "--no-plots",
+            "--out", str(ab_out),
+        ),
+    )  # fmt: skip
+    live_start = time.time()
+    if code != 0:
+        return code, live_start
+    code = _run(
+        console,
+        _tierctl(
+            # The model by name: through sglang-router, /v1/models lists vLLM workers as
+            # `unknown` (the router reads SGLang's model-info endpoints), and a request
+            # for `unknown` is a 404 that opens the router's circuit breaker.
+            "bench", "run", "--url", tier.router.url, "--model", tier.served_model,
+            # 12 in flight: about 6 per replica, beyond the canary's --max-num-seqs 2, so
+            # the live traffic exercises the flag the readout judges (at 4 it never bound).
+            "--hammer-concurrency", "12",
+            "--hammer-duration", f"{live_s:g}", "--hammer-count", "100000",
+            "--hammer-tokens", "200:32",
+            "--api", "completions", "--tokenizer", tok, "--timeout", "300", "--seed", "2",
+            "--no-plots", "--out", str(workdir / "bench-router"),
+        ),
+    )  # fmt: skip
+    if code != 0:
+        return code, live_start
+    (run,) = read_results(workdir / "bench-router" / RESULTS_NAME).runs
+    console.print(
+        f"through the router: sent {run.sent} = completed {run.completed} + failed "
+        f"{run.failed} + timed out {run.timed_out}"
+    )
+    if run.failed or run.timed_out or not run.completed:
+        console.print("[red]requests through the router failed: the tier did not serve[/]")
+        return 1, live_start
+    return None, live_start
+
+
+def _readout(
+    console: Console, prometheus: str, spec: Path, live_start: float, live_s: float, t0: float
+) -> int:
+    """Stage 7: the readout of the live window; an INCONCLUSIVE one is explained."""
+    time.sleep(3)  # the last scrape
+    end = time.time()
+    window = max(60, int(end - live_start) + 5)
+    readout = [
+        "readout", "--spec", str(spec), "--prometheus", prometheus,
+        "--window", f"{window}s", "--end", f"{end:.3f}", "--step", "10s",
+        "--min-requests", "3", "--match", 'host_machine="cpu01"',
+    ]  # fmt: skip
+    code = _run(console, _tierctl(*readout))
+    verdict = {0: "PASS", 1: "FAIL", 3: "INCONCLUSIVE"}.get(code, f"error {code}")
+    console.print(Rule(f"verdict: {verdict}  [dim](total {time.monotonic() - t0:.0f} s)[/]"))
+    if code == 3:
+        # The same window (its end pinned) read again as JSON: what was undecided.
+        for line in _what_would_decide(_tierctl(*readout, "--format", "json"), live_s):
+            console.print(line)
+    return code
+
+
+def _what_would_decide(argv: list[str], live_s: float) -> list[str]:
+    """For an INCONCLUSIVE readout: which metrics were undecided, over how many paired steps,
+    and what would decide them."""
+    src = str(Path(__file__).resolve().parents[2])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p),
+    }
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        return ["(the readout's JSON could not be read to say what is undecided)"]
+    out = [f"why: {r}" for r in data.get("reasons", [])]
+    steps = []
+    for row in data.get("metrics", []):
+        result = row.get("result") or {}
+        if result.get("verdict") == "inconclusive":
+            n = result.get("n_used")
+            lo, hi = result.get("ci_low"), result.get("ci_high")
+            band = f", interval {lo:.2f}-{hi:.2f}" if lo is not None and hi is not None else ""
+            out.append(
+                f"  undecided: {row.get('title', row.get('key'))} over {n} paired steps{band}"
+            )
+            if isinstance(n, int):
+                steps.append(n)
+    more = f" (it had {min(steps)} paired 10 s steps)" if steps else ""
+    out.append(
+        "what would decide it: more paired steps -- a longer live window"
+        f"{more}, e.g. `tierctl real-engine demo --live-s {max(180, int(live_s * 3))}` -- or "
+        "a quieter machine (other load on these 2 cores widens every interval); a real "
+        "difference of the canary's size then shows as PASS or FAIL"
+    )
+    return out

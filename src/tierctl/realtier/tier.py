@@ -26,6 +26,7 @@ from typing import Any
 
 from tierctl.errors import RuntimeFailure
 from tierctl.proxies.sglang_router import SglangRouter, settings_from_argv
+from tierctl.readers import read_text
 from tierctl.realengine import env as realenv
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
@@ -66,7 +67,7 @@ class RealTier:
         self.python = python or realenv.ensure_vllm()
         self.model = realenv.tiny_model(self.python)
         self._log = log
-        data, _ = parse_yaml(spec.read_text(), str(spec))
+        data, _ = parse_yaml(read_text(spec, what="spec"), str(spec))
         self._doc: dict[str, Any] = copy.deepcopy(data)
         self.ports = {name: free_port() for name in REPLICAS}
         self.router_port = free_port()
@@ -90,8 +91,26 @@ class RealTier:
 
     def _make_driver(self) -> Any:
         from tierctl.rollout.drivers.local import LocalDriver
+        from tierctl.rollout.roles import infer_role
 
-        return LocalDriver(
+        tier = self
+
+        class TierDriver(LocalDriver):
+            """The local driver, and the tier's collector: a step that applies the collector
+            service reloads the tier's Prometheus with that side's rendered scrape config
+            (what recreating the collector container does), so a rollout's collector step
+            and its ``prometheus-variants`` gate run against the real Prometheus."""
+
+            def apply(self, dep: Any, services: list[str]) -> None:
+                super().apply(dep, services)
+                collectors = [
+                    s for s in services if infer_role(s, dep.services[s]).role == "collector"
+                ]
+                if collectors and tier.prometheus is not None:
+                    tier.prometheus.reload(scrape_config(dep))
+                    tier._log(f"Prometheus reloaded with {dep.ref.path}'s scrape config")
+
+        return TierDriver(
             self.state_dir,
             engine="real",
             engine_python=self.python,

@@ -170,13 +170,13 @@ def make_driver(
 def _token(config: DriverConfig) -> str:
     if config.token_file is not None:
         try:
-            token = config.token_file.read_text().strip()
-        except OSError as exc:
+            token = read_text(config.token_file, what="token").strip()
+        except InputError as exc:
             raise InputError(
-                f"cannot read the token file: {exc.strerror}",
+                exc.message.replace("cannot read token file", "cannot read the token file"),
                 location=Location(file=str(config.token_file)),
                 rule="`token_file` names a readable file holding the agent token",
-                fix="check the path and its permissions",
+                fix=exc.fix or "check the path and its permissions",
                 params=("token_file",),
             ) from None
     else:

@@ -20,7 +20,13 @@ from tierctl.credentials import mask, mask_tree
 from tierctl.errors import ContractViolation, GateFailed, InputError, Location, TierctlError
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import Driver
-from tierctl.rollout.gates import GateContext, GateSettings, run_gates, step_profile
+from tierctl.rollout.gates import (
+    SERVING_GATES,
+    GateContext,
+    GateSettings,
+    run_gates,
+    step_profile,
+)
 from tierctl.rollout.journal import Journal
 from tierctl.rollout.normalise import load_services
 from tierctl.rollout.plan_schema import Plan, Step, plan_digest
@@ -430,18 +436,36 @@ def _run_step(
     drained, drain_notes = _drain(step, driver, old, new, journal, proxy, say)
     timeout_s = proxy.timeout_s if proxy is not None else 0.0
     say(f"{step.id}: {step.action} {step.service} from NEW")
+    notes = []
+    serving = False  # back in the proxy: a failure from here on drains it again first
     try:
         driver.apply(side, [step.service])
         journal.write("applied", step.id)
         if step.gates:
             ctx.base_url = driver.endpoint(side, step.service) if step.role == "engine" else None
-            notes = run_gates(ctx)
-        else:
-            notes = []
+            notes = run_gates(ctx, serving=False)
+            journal.write("gates-passed", step.id, notes=notes)
+        for note in notes:
+            say(f"{step.id}: {note}")
+        # Put back only after these gates passed: the proxy never routes to an unproven
+        # replica. The soak comes after, with the replica serving the proxy's traffic, so its
+        # error rate judges real requests.
+        notes = drain_notes + notes + _restore(step, drained, journal, timeout_s, say)
+        serving = drained is not None
+        if any(g in SERVING_GATES for g in step.gates):
+            later = run_gates(ctx, serving=True)
+            for note in later:
+                say(f"{step.id}: {note}")
+            if later:  # nothing to note: no soak asked for (`soak_s` 0)
+                journal.write("soak-passed", step.id, notes=later)
+            notes += later
     except TierctlError as exc:
         journal.write(
             "gate-failed" if isinstance(exc, GateFailed) else "failed", step.id, error=exc.message
         )
+        if serving and proxy is not None and drained is not None:
+            # The failed replica serves the proxy's traffic: out of it before it is stopped.
+            drained, _ = _drain_again(step, drained, old, journal, proxy, say)
         say(f"{step.id}: {exc.message}; rolling {step.service} back to OLD")
         _rollback(step, driver, old, new, journal, say)
         message = (
@@ -460,12 +484,26 @@ def _run_step(
             fix=_then(exc.fix, _AFTER_ROLLBACK),
             params=(*exc.params, "journal_path"),
         ) from exc
-    for note in notes:
-        say(f"{step.id}: {note}")
-    # Put back only after the gates passed: the proxy never routes to an unproven replica.
-    notes = drain_notes + notes + _restore(step, drained, journal, timeout_s, say)
     journal.write("done", step.id, notes=notes)
     return StepOutcome(step.id, "done", tuple(notes))
+
+
+def _drain_again(
+    step: Step,
+    drained: Drained,
+    old: Deployment,
+    journal: Journal,
+    proxy: _ProxyStep,
+    say: Callable[[str], None],
+) -> tuple[Drained | None, list[str]]:
+    """Take a replica that was put back out of the proxy again (its soak failed)."""
+    again, note = drain_replica(
+        step, drained.proxy, old.engine_port(step.service), proxy.timeout_s, None
+    )
+    if again is not None:
+        journal.write("proxy-drained", step.id, worker=again.worker, proxy=drained.proxy.url)
+    say(f"{step.id}: {note}")
+    return again, [note]
 
 
 # A journal that ends in a rollback is not resumed (see _open_journal): what to do instead.

@@ -19,6 +19,7 @@ from typing import Any
 
 from tierctl.compose.argv import FlagUse, parse_flags
 from tierctl.engine_catalog import Catalog
+from tierctl.engines import profile_for
 from tierctl.errors import InputError, Location
 from tierctl.sim.surface import SURFACES, detect_engine, surface
 
@@ -219,7 +220,7 @@ class EngineConfig:
             )
         cat = catalog if catalog is not None else default_catalog(kind)
         tokens = tuple(argv)
-        launcher = surface(kind).launcher_tokens
+        launcher = profile_for(kind).launcher_tokens()
         start = 0
         while start < len(tokens) and (
             tokens[start] in launcher or tokens[start].endswith(("/python3", "/python"))

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from tierctl.errors import InputError
+from tierctl.sim.lstsq import nnls
 
 
 @dataclass(frozen=True)
@@ -195,8 +196,8 @@ def fit(
     yp = np.array([s.duration_s - oh for s in prefill])
     xd = np.array([[1.0, float(s.batch_size), float(s.context_tokens)] for s in decode])
     yd = np.array([s.duration_s - oh for s in decode])
-    a, b, g = _nnls(xp, yp)
-    ad, d, k = _nnls(xd, yd)
+    a, b, g = nnls(xp, yp)
+    ad, d, k = nnls(xd, yd)
     return replace(
         base,
         name=name,
@@ -207,35 +208,3 @@ def fit(
         decode_per_seq_s=d,
         decode_per_ctx_token_s=k,
     )
-
-
-def _nnls(x: object, y: object) -> tuple[float, float, float]:
-    """Least squares with coefficients clamped at zero, for three columns."""
-    a, b, c = _nnls_n(x, y)
-    return a, b, c
-
-
-def _nnls_n(x: object, y: object) -> tuple[float, ...]:
-    """Least squares with coefficients clamped at zero (a small active-set loop).
-
-    Columns are scaled to unit norm first: the attention column is ~1e12 times the constant
-    one, and unscaled least squares would lose the small coefficients.
-    """
-    import numpy as np
-
-    xa = np.asarray(x, dtype=float)
-    ya = np.asarray(y, dtype=float)
-    scale = np.linalg.norm(xa, axis=0)
-    scale[scale == 0] = 1.0
-    xs = xa / scale
-    active = list(range(xa.shape[1]))
-    coef = np.zeros(xa.shape[1])
-    while active:
-        sol, *_ = np.linalg.lstsq(xs[:, active], ya, rcond=None)
-        if (sol >= 0).all():
-            coef[:] = 0
-            coef[active] = sol
-            break
-        active.pop(int(np.argmin(sol)))
-    out = coef / scale
-    return tuple(float(v) for v in out)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.errors import InputError, Location
+from tierctl.readers import load_json, read_text
 from tierctl.sim.cost import DEFAULT_PRESET, PRESETS, CostModel, preset
 
 KIND = "tierctl-cost-model"
@@ -56,16 +57,7 @@ def read_cost_model(path: str | Path) -> tuple[CostModel, dict[str, Any]]:
     """
     p = Path(path)
     loc = Location(file=str(p))
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read cost model: {exc.strerror}", location=loc) from None
-    except ValueError as exc:
-        raise InputError(
-            f"the cost model file is not JSON: {exc}",
-            location=loc,
-            fix="write it with `tierctl sim fit` (its output file)",
-        ) from None
+    doc = load_json(read_text(p, what="cost model"), str(p), constants=True)
     if (
         not isinstance(doc, dict)
         or doc.get("kind") != KIND

@@ -23,8 +23,8 @@ from tierctl.errors import RuntimeFailure
 from tierctl.latency import percentile
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
-from tierctl.sim.fitting import MeasuredRequest
 from tierctl.sim.simulate import simulate
+from tierctl.sim.timing_fit import MeasuredRequest
 from tierctl.sim.workload import SimRequest, Workload
 
 # Token ids for prompts: inside any small vocabulary and clear of special tokens.

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.errors import InputError, Location
+from tierctl.readers import Limits, read_text
 from tierctl.sim.cost import CostModel, DecodeSample, PrefillSample, fit, preset
 from tierctl.sim.engine import Round
 
@@ -37,12 +38,7 @@ def read_steps(path: str | Path) -> tuple[list[PrefillSample], list[DecodeSample
         InputError: the file cannot be read or a line is malformed (file and line named).
     """
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise InputError(
-            f"cannot read step log: {exc.strerror}", location=Location(file=str(p))
-        ) from None
+    lines = read_text(p, what="step log", limits=Limits.trace()).splitlines()
     pre: list[PrefillSample] = []
     dec: list[DecodeSample] = []
     for n, line in enumerate(lines, start=1):

@@ -15,15 +15,14 @@ from tierctl.errors import InputError
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import DENSE_8B_H100
 from tierctl.sim.costfile import read_cost_model, write_cost_model
-from tierctl.sim.fitting import (
+from tierctl.sim.iteration_fit import (
     IterationSample,
-    MeasuredRequest,
     chunk_positions,
     fit_iterations,
-    fit_timings,
     iteration_residuals,
 )
 from tierctl.sim.simulate import simulate
+from tierctl.sim.timing_fit import MeasuredRequest, fit_timings
 from tierctl.sim.workload import hammer
 
 from .helpers import FLAT

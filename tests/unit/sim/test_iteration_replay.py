@@ -23,9 +23,8 @@ from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.costfile import read_cost_model
 from tierctl.sim.engine import Round
-from tierctl.sim.fitting import (
+from tierctl.sim.iteration_fit import (
     IterationSample,
-    MeasuredRequest,
     fit_iterations,
     fit_overheads,
     iteration_residuals,
@@ -33,6 +32,7 @@ from tierctl.sim.fitting import (
     replay_iterations,
 )
 from tierctl.sim.simulate import simulate
+from tierctl.sim.timing_fit import MeasuredRequest
 from tierctl.sim.workload import SimRequest, Workload
 
 from .helpers import FLAT

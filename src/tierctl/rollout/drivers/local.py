@@ -258,8 +258,10 @@ class LocalDriver:
         """The argv the argv gate should find running, and what the driver changed on purpose.
 
         A real engine is launched listening on loopback (:func:`bind_loopback`), so its
-        startup log shows ``--host 127.0.0.1`` where the file may say ``0.0.0.0``; the gate
-        checks every other flag as rendered and says what the driver replaced. The simulated
+        startup log shows ``--host 127.0.0.1`` where the file may say ``0.0.0.0``; and with
+        every path under a bind mount at its host path (``--model /models/x`` runs as
+        ``--model /opt/x``), so the log shows the host path. The gate checks what was launched,
+        flag by flag as rendered otherwise, and says what the driver replaced. The simulated
         engine reports the rendered argv (it binds loopback by itself), so nothing changes.
         """
         argv = dep.argv(service)
@@ -269,12 +271,22 @@ class LocalDriver:
         if profile is None:
             return argv, ()
         start = profile.split_command(argv).flags_start
+        mounts = bind_mounts(dep, service)
+        launched = [_host_path(t, mounts) for t in argv]
+        said: list[str] = []
+        moved = [(a, b) for a, b in zip(argv, launched, strict=True) if a != b]
+        if moved:
+            said.append(
+                "local driver: ran "
+                + ", ".join(f"{a} as {b}" for a, b in moved)
+                + " (the bind mounts' host paths)"
+            )
         rendered = _host_values(argv[start:])
-        if rendered == [LOOPBACK]:
-            return argv, ()
-        bound = [*argv[:start], *bind_loopback(argv[start:])]
-        said = ", ".join(rendered) if rendered else "no --host (every interface)"
-        return bound, (f"local driver: bound --host {LOOPBACK} (the file says {said})",)
+        if rendered != [LOOPBACK]:
+            launched = [*launched[:start], *bind_loopback(launched[start:])]
+            where = ", ".join(rendered) if rendered else "no --host (every interface)"
+            said.append(f"local driver: bound --host {LOOPBACK} (the file says {where})")
+        return launched, tuple(said)
 
     def _mount_root(self, dep: Deployment, service: str) -> Path:
         """The engine's working directory: its bind mounts as symlinks under their container
