@@ -7,8 +7,9 @@ hand-built hostile document (alias bombs, deep nesting, huge numbers, bad bytes)
 through the commands that read it; an outcome is the exit code, or the unhandled exception,
 or a hang (over the time budget, interrupted by SIGALRM).
 
-The law: every input ends in exit 0, 1 or 2, a non-zero exit has a message on stderr and no
-traceback, and nothing runs past its time budget.
+The law: every input ends in exit 0, 1, 2 or 3, a non-zero exit has a message on stderr and no
+traceback, and nothing runs past its time budget. ``tests.schema_fuzz`` draws inputs from the
+schemas instead; both run through :func:`commands_for`.
 """
 
 from __future__ import annotations
@@ -27,12 +28,25 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 #: Input kinds, each read by the commands of :data:`COMMANDS`.
-KINDS = ("spec", "compose", "workload", "jsonl", "mooncake", "azure", "burstgpt", "plan")
+KINDS = (
+    "spec",
+    "compose",
+    "workload",
+    "jsonl",
+    "mooncake",
+    "azure",
+    "burstgpt",
+    "plan",
+    "steplog",
+    "results",
+    "costmodel",
+)
 
 
 class Hang(BaseException):
@@ -56,8 +70,8 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        """The law holds: exit 0/1/2, a message on failure, no traceback."""
-        if self.hang or self.exception is not None or self.code not in (0, 1, 2):
+        """The law holds: exit 0/1/2/3, a message on failure, no traceback."""
+        if self.hang or self.exception is not None or self.code not in (0, 1, 2, 3):
             return False
         if self.code != 0 and not (self.stderr.strip() or self.stdout.strip()):
             return False
@@ -143,7 +157,41 @@ def load_seeds(work: Path) -> Seeds:
 
     plan = make_plan(str(old), str(new))
     seeds.by_kind["plan"] = [plan.model_dump_json(indent=2).encode()]
+    _sim_fit_seeds(seeds, rows)
     return seeds
+
+
+def _sim_fit_seeds(seeds: Seeds, rows: list[dict[str, Any]]) -> None:
+    """``sim fit``'s inputs: a step log, a bench results file, and a cost model file."""
+    from tierctl.results import results_document
+    from tierctl.sim.cost import DEFAULT_PRESET, preset
+    from tierctl.sim.costfile import cost_model_doc
+
+    steps = [
+        {"kind": "prefill", "chunks": [[256 * k, 64 * (k % 2)]], "duration_s": 0.01 * k}
+        for k in range(1, 9)
+    ] + [
+        {"kind": "decode", "batch_size": k, "context_tokens": 900 * k, "duration_s": 0.002 * k}
+        for k in range(1, 9)
+    ]
+    seeds.by_kind["steplog"] = ["".join(json.dumps(x) + "\n" for x in steps).encode()]
+    requests = [
+        {
+            "outcome": "completed",
+            "sent_s": r["arrival_s"],
+            "input_tokens": r["input_tokens"],
+            "output_tokens": r["output_tokens"],
+            "ttft_s": 0.05,
+            "tpot_s": 0.01,
+            "itl_s": [0.01] * max(0, r["output_tokens"] - 1),
+        }
+        for r in rows
+    ]
+    run = {"sent": len(rows), "completed": len(rows), "failed": 0, "timed_out": 0}
+    doc = results_document("run", "tierctl fuzz", {}, {"run": {**run, "requests": requests}})
+    seeds.by_kind["results"] = [json.dumps(doc, indent=1).encode()]
+    model = cost_model_doc(preset(DEFAULT_PRESET), {"fitted_on": ["x"], "residuals": {}})
+    seeds.by_kind["costmodel"] = [json.dumps(model, indent=1).encode()]
 
 
 # --------------------------------------------------------------------------- mutation
@@ -247,7 +295,7 @@ def _structural(data: bytes, kind: str, rng: random.Random) -> bytes:
         return _BOMB + data
     if op == 1:
         depth = rng.choice([70, 200, 1200, 20000])
-        if kind in ("jsonl", "mooncake", "plan"):
+        if kind in ("jsonl", "mooncake", "plan", "steplog", "results", "costmodel"):
             return b"[" * depth + b"]" * depth + b"\n" + data
         return b"deep: " + b"[" * depth + b"]" * depth + b"\n" + data
     if op == 2:
@@ -346,7 +394,7 @@ def _tree_mutation(data: bytes, kind: str, rng: random.Random) -> bytes:
     if len(data) > 64 * 1024:  # a tree this big came from an earlier bomb or repeat: bytes only
         return _mutate_bytes(data, rng)
     try:
-        if kind in ("jsonl", "mooncake"):
+        if kind in ("jsonl", "mooncake", "steplog"):
             lines = [json.loads(x) for x in data.decode().splitlines() if x.strip()]
             k = rng.randrange(len(lines))
             lines[k] = _tree_edit(lines[k], rng)
@@ -359,7 +407,7 @@ def _tree_mutation(data: bytes, kind: str, rng: random.Random) -> bytes:
             cells[c] = str(_hostile_value(rng)).replace("\n", " ")
             rows[k] = ",".join(cells)
             return ("\n".join(rows) + "\n").encode()
-        if kind == "plan":
+        if kind in ("plan", "results", "costmodel"):
             return json.dumps(_tree_edit(json.loads(data), rng), default=str).encode()
         # Parsed bounded: a seed that already carries an alias bomb must not expand here.
         from tierctl.readers import Limits, load_yaml
@@ -401,7 +449,7 @@ def inputs(seeds: Seeds, count: int, seed: int) -> Iterator[tuple[str, int, byte
 # --------------------------------------------------------------------------- running
 
 _SUFFIX = {"jsonl": ".jsonl", "mooncake": ".jsonl", "azure": ".csv", "burstgpt": ".csv"}
-_SUFFIX.update({"plan": ".json"})
+_SUFFIX.update({"plan": ".json", "steplog": ".jsonl", "results": ".json", "costmodel": ".json"})
 
 
 def _cli(args: list[str]) -> tuple[int, str, str]:
@@ -434,11 +482,25 @@ def commands_for(
 ) -> list[tuple[str, Callable[[], tuple[int, str, str]]]]:
     """The commands that read an input of ``kind`` (mutated from seed ``which``) at ``path``."""
     p = str(path)
+    # A small simulated workload: the law is about reading the input, not the simulator's speed.
+    small = ["--workload", "burst", "--count", "2", "--input-tokens", "2000"]
+    small += ["--output-tokens", "4", "--json"]
     if kind == "spec":
         return [
             ("render", lambda: _cli(["render", p])),
             ("show", lambda: _cli(["show", "--json", p])),
+            ("show-text", lambda: _cli(["show", p])),
             ("validate-spec", lambda: _cli(["validate", "--spec", p])),
+            ("sim-run-spec", lambda: _cli(["sim", "run", "--spec", p, "--replica", "r1", *small])),
+            (
+                "sim-compare-spec",
+                lambda: _cli(
+                    [
+                        *("sim", "compare", "--spec", p, "--control-replica", "r1"),
+                        *("--candidate-replica", "r2", *small),
+                    ]
+                ),
+            ),
         ]
     if kind == "compose":
         spec = str(seeds.compose_specs[which])
@@ -448,11 +510,16 @@ def commands_for(
             ("validate-with-spec", lambda: _cli(["validate", "--spec", spec, p])),
             ("plan", lambda: _cli(["plan", "--from", str(old), "--to", p, "--json"])),
             ("runbook", lambda: _cli(["runbook", "--from", str(old), "--to", p])),
+            ("import", lambda: _cli(["import", "--engine", _release(path), p])),
         ]
     if kind == "workload":
+        from tierctl.bench.plan import plan_requests
         from tierctl.bench.workload import load_workload
 
-        return [("load_workload", lambda: _lib(lambda: load_workload(path)))]
+        return [
+            ("load_workload", lambda: _lib(lambda: load_workload(path))),
+            ("bench-plan", lambda: _lib(lambda: plan_requests(load_workload(path)))),
+        ]
     if kind in ("jsonl", "mooncake", "azure", "burstgpt"):
         from tierctl.traces import read_trace
 
@@ -461,6 +528,16 @@ def commands_for(
             (
                 "sim-run",
                 lambda: _cli(["sim", "run", "--trace", p, "--trace-format", kind, "--json"]),
+            ),
+            (
+                "sim-compare",
+                lambda: _cli(
+                    [
+                        *("sim", "compare", "--trace", p, "--trace-format", kind, "--json"),
+                        *("--control", "--chunked-prefill-size 8192"),
+                        *("--candidate", "--prefill-decode-interval 2"),
+                    ]
+                ),
             ),
         ]
     if kind == "plan":
@@ -483,7 +560,36 @@ def commands_for(
                 ),
             ),
         ]
+    if kind == "steplog":
+        return [("sim-fit-steps", lambda: _cli(["sim", "fit", p, "--from", "steps", "--json"]))]
+    if kind == "results":
+        from tierctl.sim.timing_fit import read_bench_requests
+
+        return [
+            ("read_bench_requests", lambda: _lib(lambda: read_bench_requests(path))),
+            ("sim-fit-sniff", lambda: _lib(lambda: _sniff(path))),
+        ]
+    if kind == "costmodel":
+        from tierctl.sim.costfile import read_cost_model
+
+        return [("read_cost_model", lambda: _lib(lambda: read_cost_model(path)))]
     raise ValueError(kind)
+
+
+def _release(path: Path) -> str:
+    """The --engine of ``import`` for a compose input (the examples pin images by digest)."""
+    try:
+        text = path.read_bytes()[:200_000]
+    except OSError:
+        text = b""
+    return "vllm==0.32.0" if b"vllm" in text else "sglang==0.5.23"
+
+
+def _sniff(path: Path) -> str:
+    """Which source ``sim fit --from auto`` would read ``path`` as (without fitting)."""
+    from tierctl.sim.fitting import FIT_SOURCES
+
+    return next(s.kind for s in FIT_SOURCES if s.recognises(path))
 
 
 def _alarm(signum: int, frame: FrameType | None) -> None:
@@ -526,6 +632,18 @@ def run_input(
     return outcomes
 
 
+def check_law(
+    kind: str, which: int, data: bytes, seeds: Seeds, work: Path, *, timeout_s: float
+) -> None:
+    """Assert the law for one input through every command that reads it (tests' helper)."""
+    for outcome in run_input(kind, which, data, seeds, work, timeout_s=timeout_s):
+        assert outcome.ok, (
+            f"{kind} through {outcome.command}: exit {outcome.code}, "
+            f"exception {outcome.exception} {outcome.detail!r}, hang {outcome.hang}, "
+            f"stderr {outcome.stderr[-500:]!r}; input {data[:300]!r}"
+        )
+
+
 def main_thread_only() -> None:
     """The alarm needs the main thread (pytest-xdist workers and scripts run there)."""
     import threading
@@ -539,6 +657,7 @@ __all__ = [
     "Hang",
     "Outcome",
     "Seeds",
+    "check_law",
     "commands_for",
     "inputs",
     "load_seeds",

@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr
 
+from tierctl.readers import read_text
+
 FlagType = Literal["bool", "int", "float", "str", "json", "list"]
 
 
@@ -186,5 +188,10 @@ class Catalog(BaseModel):
 
     @classmethod
     def from_path(cls, path: Path) -> Catalog:
-        """Read a catalog JSON file."""
-        return cls.model_validate_json(path.read_text(encoding="utf-8"))
+        """Read a catalog JSON file (bounded, through :mod:`tierctl.readers`).
+
+        Raises:
+            InputError: the file cannot be read (a FIFO, a device, too large, not UTF-8).
+            ValueError: it is not a catalog (pydantic's validation error).
+        """
+        return cls.model_validate_json(read_text(path, what="flag catalog"))

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.compose_oracle.corpus import generate
+from tests.compose_oracle.corpus import run_generated
 from tests.compose_oracle.harness import (
     Case,
+    compare,
     count,
     fixture_dirs,
     iter_repo_files,
@@ -29,7 +30,6 @@ from tests.compose_oracle.harness import (
     read_tierctl,
     replay,
     run_cases,
-    _compare,
 )
 from tests.compose_oracle.tables import table_cases
 from tierctl.compose.binary import ComposeBinary, find_compose_binary
@@ -57,7 +57,7 @@ def test_repository_files_read_as_compose_reads_them(
     folder = files[0].parent
     mine = read_tierctl(files, folder, case)
     theirs = read_compose(binary, files, folder, [case])
-    outcome = _compare(case, mine, theirs, "")
+    outcome = compare(case, mine, theirs, "")
     assert outcome.agree, (outcome.area, outcome.detail)
 
 
@@ -78,7 +78,7 @@ def test_kept_disagreements_stay_fixed(folder: Path) -> None:
 @pytest.mark.slow
 def test_generated_projects_read_as_compose_reads_them(binary: ComposeBinary) -> None:
     """Thousands of generated whole projects: 0 disagreements, and both sides exercised."""
-    outcomes = run_cases(binary, generate(GENERATED, seed=0))
+    outcomes = run_generated(binary, GENERATED, seed=0)
     counts = count(outcomes)
     bad = [o for o in outcomes if not o.agree]
     assert counts.projects >= GENERATED * 0.95

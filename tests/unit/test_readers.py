@@ -218,3 +218,39 @@ def test_dates_stay_strings_and_timestamp_tags_are_refused() -> None:
     }
     with pytest.raises(InputError, match="!!timestamp values are not allowed"):
         load_yaml("a: !!timestamp 2001-12-14\n", "d.yaml")
+
+
+#: Reads that are not of a user's input, each with why it need not pass through the reader.
+#: Anything else that reads a file (``.read_text(``, ``.read_bytes(``, ``.open("rb")``) must.
+OWN_READS = {
+    "runtime/process.py": "the log of a process tierctl started; /proc",
+    "rollout/drivers/local.py": "the driver's own state file and its engines' logs; /proc",
+    "bundled_tokenizer.py": "package data",
+    "contracts/schema.py": "package data",
+    "realengine/tiny_model.py": "its own source, hashed as the model's cache key",
+    "demo/offline.py": "the file the demo rendered a step before",
+    "demo/ingestion.py": "the log of the router the demo started",
+    "bench/health.py": "/proc, and the tail of an engine log from a seek (bounded)",
+    "catalog/wheel.py": "a wheel, hashed in chunks; build_catalog refuses a non-regular file",
+    "paths.py": "the existing output file, compared before it is replaced (not an input)",
+}
+
+
+def test_every_other_file_read_goes_through_the_reader() -> None:
+    """A read of a user's file outside readers.py is unbounded: a FIFO blocks, /dev/zero grows
+    without end. Every such read found is one of the known non-input reads above."""
+    import re
+
+    import tierctl
+
+    root = Path(tierctl.__file__).parent
+    read = re.compile(r"\.read_text\(|\.read_bytes\(|\.open\(\"rb?\"\)|json\.load\(")
+    found = sorted(
+        {
+            file.relative_to(root).as_posix()
+            for file in root.rglob("*.py")
+            if file.name != "readers.py" and read.search(file.read_text(encoding="utf-8"))
+        }
+    )
+    assert [f for f in found if f not in OWN_READS] == []
+    assert sorted(OWN_READS) == sorted(set(found) & set(OWN_READS))  # no stale entry

@@ -32,6 +32,8 @@ import httpx
 from tierctl.engines import EngineProfile, profile_for
 from tierctl.engines import profile_for_metrics as _profile_for_metrics
 from tierctl.engines.liveness import log_matches, metrics_start_time
+from tierctl.errors import InputError
+from tierctl.readers import read_text
 
 #: ``run(argv) -> (exit code, stdout)``; injected so tests need no Docker engine.
 Runner = Callable[[Sequence[str]], tuple[int, str]]
@@ -132,9 +134,9 @@ class ArmHealth:
 def proc_start_time(pid_file: Path) -> str | None:
     """``pid:starttime`` of the process in a pid file (field 22 of ``/proc/<pid>/stat``)."""
     try:
-        pid = int(pid_file.read_text().strip())
+        pid = int(read_text(pid_file, what="pid").strip())
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except (OSError, ValueError):
+    except (InputError, OSError, ValueError):
         return None
     fields = stat.rsplit(")", 1)[-1].split()
     # after the ")" closing the command name, starttime is the 20th field (22nd overall)

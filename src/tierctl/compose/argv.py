@@ -7,10 +7,15 @@ gates (without one: a flag takes the tokens up to the next flag).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from tierctl.engine_catalog import Catalog
+
+#: A flag's value as read from an argv: ``True`` for a bare flag, a string, or a tuple of
+#: several values.
+FlagValue = str | bool | tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -81,19 +86,37 @@ def parse_flags(argv: tuple[str, ...], start: int, catalog: Catalog | None) -> l
     return uses
 
 
+def flag_value(values: tuple[str, ...]) -> FlagValue:
+    """One flag's value from its tokens: bare -> True, one token -> it, more -> the tuple."""
+    return True if not values else values[0] if len(values) == 1 else values
+
+
+def flag_map(uses: Iterable[FlagUse]) -> dict[str, FlagValue]:
+    """Flags by name (no dashes) in argv order, each :func:`flag_value`; a repeated flag keeps
+    its last value, as argparse does. A use without a flag name (a stray positional) is left
+    out."""
+    return {use.name: flag_value(use.values) for use in uses if use.name}
+
+
 def flags_dict(uses: list[FlagUse]) -> dict[str, Any]:
     """Flags as the spec's effective-flags map: bare -> True, one value -> str, more -> list."""
     out: dict[str, Any] = {}
     for use in uses:
-        if not use.token:
-            continue
-        if not use.values:
-            out[use.name] = True
-        elif len(use.values) == 1:
-            out[use.name] = use.values[0]
-        else:
-            out[use.name] = list(use.values)
+        if use.token:
+            value = flag_value(use.values)
+            out[use.name] = list(value) if isinstance(value, tuple) else value
     return out
+
+
+def format_flag_value(value: FlagValue) -> str:
+    """A flag value as it would be written on a command line (for messages)."""
+    if value is True:
+        return "(set)"
+    if value is False:
+        return "(unset)"
+    if isinstance(value, tuple):
+        return " ".join(value)
+    return value
 
 
 def _is_number(token: str) -> bool:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.errors import InputError, Location
+from tierctl.readers import read_text
 from tierctl.spec import load_spec, resolve_tier
 from tierctl.spec.effective import flag_tokens
 from tierctl.spec.loader import parse_yaml
@@ -92,7 +93,7 @@ def analyse(spec_path: Path) -> DemoTier:
     """
     spec = load_spec(spec_path)
     tier = resolve_tier(spec)
-    data, _ = parse_yaml(spec_path.read_text(), str(spec_path))
+    data, _ = parse_yaml(read_text(spec_path, what="spec"), str(spec_path))
     doc: dict[str, Any] = copy.deepcopy(data)
     roles = {r.name: r.role for r in tier.replicas.values()}
     controls = [n for n, role in roles.items() if role == "control"]

@@ -234,28 +234,34 @@ class EngineProfile(ABC):
 
     def gpus_needed(self, flags: Mapping[str, Any]) -> int | None:
         """GPUs one replica with these flags occupies on its node (TP x PP x DP), or None
-        when a factor is not a number (a ``${VAR}``)."""
+        when a factor is not a count (a ``${VAR}``, ``inf``, a 400-digit number)."""
         total = 1
         inside = any(flags.get(n) not in (None, False) for n in self.dp_inside_tp_flags)
         for axis, names in self.parallel_flags:
             if axis == "dp" and inside:
                 continue
-            value = next((flags[n] for n in names if n in flags), 1)
-            try:
-                total *= int(value)
-            except (TypeError, ValueError):
+            factor = _count(next((flags[n] for n in names if n in flags), 1))
+            if factor is None:
                 return None
-        nodes = next((flags[n] for n in self.nodes_flags if n in flags), 1)
-        try:
-            return max(1, math.ceil(total / max(1, int(nodes))))
-        except (TypeError, ValueError):
+            total *= factor
+        nodes = _count(next((flags[n] for n in self.nodes_flags if n in flags), 1))
+        if nodes is None:
             return None
+        # Integer ceiling division: a float division of a huge product overflowed.
+        return max(1, -(-total // max(1, nodes)))
 
     # --- argv: rendering ---------------------------------------------------------------
 
     def default_launcher(self) -> tuple[str, ...]:
         """The launcher rendered when the spec gives none."""
         return self.launchers[0]
+
+    def launcher_tokens(self) -> frozenset[str]:
+        """Every token that may stand before the first flag as (part of) a launcher, in any
+        order: its launchers' tokens, its command markers, and its kind (a wrapper script
+        named after the engine). The simulator skips these when it reads an argv."""
+        tokens = {t for launcher in self.launchers for t in launcher}
+        return frozenset(tokens | set(self.command_markers) | {self.kind})
 
     def flag_tokens(self, name: str, value: Any, flag: Flag | None = None) -> list[str]:
         """The argv tokens of one flag.
@@ -577,25 +583,20 @@ def same_value(want: str | bool | tuple[str, ...], got: Any) -> bool:
     return want == str(got)
 
 
-def rendered_flags(
-    tokens: list[str] | tuple[str, ...], start: int, catalog: Catalog | None = None
-) -> dict[str, str | bool | tuple[str, ...]]:
-    """Flags of a rendered argv from ``start``: name without dashes -> True, value or tuple."""
-    flags: dict[str, str | bool | tuple[str, ...]] = {}
-    for use in parse_flags(tuple(tokens), start, catalog):
-        if not use.name:
-            continue
-        values = use.values
-        flags[use.name] = True if not values else values[0] if len(values) == 1 else values
-    return flags
+#: The largest parallelism factor read as a count (a host has far fewer GPUs; larger is noise).
+_MAX_FACTOR = 1 << 20
 
 
-def format_flag_value(value: str | bool | tuple[str, ...]) -> str:
-    """A flag value as it would be written on a command line."""
-    if value is True:
-        return "(set)"
-    if value is False:
-        return "(unset)"
-    if isinstance(value, tuple):
-        return " ".join(value)
-    return value
+def _count(value: Any) -> int | None:
+    """A parallelism factor as an int, or None when it is not a plain count (``${TP}``,
+    ``inf``, ``nan``, ``2.5``, a number too long to be one)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if abs(value) <= _MAX_FACTOR else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) <= _MAX_FACTOR else None
+    text = str(value).strip()
+    if len(text) > 8 or not text.lstrip("-").isascii() or not text.lstrip("-").isdigit():
+        return None
+    return int(text)

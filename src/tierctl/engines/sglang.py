@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tierctl.compose.argv import first_flag
+from tierctl.compose.argv import first_flag, flag_map, format_flag_value, parse_flags
 from tierctl.engine_catalog import Catalog
 from tierctl.engines.base import (
     ArgvCheck,
@@ -29,8 +29,6 @@ from tierctl.engines.base import (
     LogprobShapeError,
     MetricRef,
     TokenScore,
-    format_flag_value,
-    rendered_flags,
     same_value,
 )
 
@@ -180,7 +178,9 @@ class SGLangProfile(EngineProfile):
             One line per mismatching flag; empty when the engine runs exactly the rendered flags.
         """
         out: list[str] = []
-        for flag, want in rendered_flags(expected_argv, first_flag(expected_argv)).items():
+        for flag, want in flag_map(
+            parse_flags(tuple(expected_argv), first_flag(expected_argv), None)
+        ).items():
             key = flag.replace("-", "_")
             if key not in info:
                 out.append(f"--{flag}: rendered {format_flag_value(want)}, not reported")
@@ -218,7 +218,7 @@ class SGLangProfile(EngineProfile):
             )
         if not isinstance(info, dict):
             return ArgvCheck("/server_info", error="/server_info did not answer a JSON object")
-        flags = rendered_flags(expected_argv, first_flag(expected_argv))
+        flags = flag_map(parse_flags(tuple(expected_argv), first_flag(expected_argv), None))
         bad = self.server_info_mismatches(expected_argv, info)
         return ArgvCheck(
             "/server_info",

@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from tierctl.compose.argv import flag_map, format_flag_value, parse_flags
 from tierctl.engine_catalog import Catalog
 from tierctl.engines.base import (
     ArgvCheck,
@@ -37,8 +38,6 @@ from tierctl.engines.base import (
     LogprobShapeError,
     MetricRef,
     TokenScore,
-    format_flag_value,
-    rendered_flags,
     same_value,
 )
 from tierctl.engines.sglang import CUDA_OOM, NCCL, TRACEBACK
@@ -235,7 +234,7 @@ class VLLMProfile(EngineProfile):
         ``/v1/models`` and ``vllm:cache_config_info``; without a log, only what HTTP shows."""
         cmd = self.split_command(expected_argv)
         wanted: dict[str, str | bool | tuple[str, ...]] = dict(cmd.positional)
-        wanted.update(rendered_flags(expected_argv, cmd.flags_start, catalog))
+        wanted.update(flag_map(parse_flags(tuple(expected_argv), cmd.flags_start, catalog)))
         verified: list[str] = []
         bad: list[str] = []
         checked: set[str] = set()

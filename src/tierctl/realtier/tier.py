@@ -26,6 +26,7 @@ from typing import Any
 
 from tierctl.errors import RuntimeFailure
 from tierctl.proxies.sglang_router import SglangRouter, settings_from_argv
+from tierctl.readers import read_text
 from tierctl.realengine import env as realenv
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
@@ -66,7 +67,7 @@ class RealTier:
         self.python = python or realenv.ensure_vllm()
         self.model = realenv.tiny_model(self.python)
         self._log = log
-        data, _ = parse_yaml(spec.read_text(), str(spec))
+        data, _ = parse_yaml(read_text(spec, what="spec"), str(spec))
         self._doc: dict[str, Any] = copy.deepcopy(data)
         self.ports = {name: free_port() for name in REPLICAS}
         self.router_port = free_port()

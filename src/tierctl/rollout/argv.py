@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tierctl.compose.argv import first_flag, parse_flags
-
-#: A flag's value: ``True`` for a bare flag, a string, or a tuple for several values.
-FlagValue = str | bool | tuple[str, ...]
+from tierctl.compose.argv import FlagValue, first_flag, flag_value, format_flag_value, parse_flags
 
 
 @dataclass(frozen=True)
@@ -49,19 +46,8 @@ def parse_argv(tokens: list[str] | tuple[str, ...]) -> ParsedArgv:
             for token in (use.token, *values):
                 flags[f"<positional:{token}>"] = True
             continue
-        flags[use.name] = True if not values else values[0] if len(values) == 1 else values
+        flags[use.name] = flag_value(values)
     return ParsedArgv(launcher=argv[:start], flags=flags)
-
-
-def format_value(value: FlagValue) -> str:
-    """Show a flag value the way it would be written on a command line."""
-    if value is True:
-        return "(set)"
-    if value is False:
-        return "(unset)"
-    if isinstance(value, tuple):
-        return " ".join(value)
-    return value
 
 
 @dataclass(frozen=True)
@@ -76,10 +62,10 @@ class FlagChange:
         if self.old is None:
             if self.new is True:
                 return f"+ --{self.flag}"
-            return f"+ --{self.flag} {format_value(self.new or True)}"
+            return f"+ --{self.flag} {format_flag_value(self.new or True)}"
         if self.new is None:
             return f"- --{self.flag}"
-        return f"--{self.flag}: {format_value(self.old)} -> {format_value(self.new)}"
+        return f"--{self.flag}: {format_flag_value(self.old)} -> {format_flag_value(self.new)}"
 
 
 def diff_argv(old: list[str], new: list[str]) -> tuple[FlagChange, ...]:

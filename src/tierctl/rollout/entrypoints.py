@@ -80,11 +80,15 @@ def make_plan(
     allow: frozenset[str] = frozenset(),
     protect: frozenset[str] = frozenset(),
     repo: Path | None = None,
+    profiles: tuple[str, ...] | None = None,
 ) -> Plan:
-    """Plan the rollout from OLD to NEW; roles come from ``spec`` when given."""
+    """Plan the rollout from OLD to NEW; roles come from ``spec`` when given; with
+    ``profiles``, only the services those compose profiles run are planned."""
     options = options_from_spec(spec, allow) if spec else PlanOptions(allow=allow)
     if protect:
         options = replace(options, protected_services=options.protected_services | protect)
+    if profiles is not None:
+        options = replace(options, profiles=profiles)
     return plan_files(old, new, options, repo)
 
 
@@ -170,13 +174,13 @@ def make_driver(
 def _token(config: DriverConfig) -> str:
     if config.token_file is not None:
         try:
-            token = config.token_file.read_text().strip()
-        except OSError as exc:
+            token = read_text(config.token_file, what="token").strip()
+        except InputError as exc:
             raise InputError(
-                f"cannot read the token file: {exc.strerror}",
+                exc.message.replace("cannot read token file", "cannot read the token file"),
                 location=Location(file=str(config.token_file)),
                 rule="`token_file` names a readable file holding the agent token",
-                fix="check the path and its permissions",
+                fix=exc.fix or "check the path and its permissions",
                 params=("token_file",),
             ) from None
     else:

@@ -94,7 +94,7 @@ def load_sides(plan: Plan, repo: Path | None = None) -> tuple[Deployment, Deploy
                 value=loaded.ref.sha256[:12],
                 fix="make the plan again with tierctl plan",
             )
-        services = load_services(loaded.text, ref.spec).services
+        services = load_services(loaded.text, ref.spec, base_dir=loaded.folder).services
         sides.append(
             Deployment("old" if side == "old" else "new", loaded.ref, loaded.text, services)
         )

@@ -20,6 +20,7 @@ from typing import Any
 
 from tierctl.credentials import mask, mask_tree
 from tierctl.errors import InputError, Location
+from tierctl.readers import Limits, read_text
 
 Clock = Callable[[], datetime]
 
@@ -89,14 +90,15 @@ class Journal:
         completed = False
         failed: dict[str, str] = {}  # step -> "gate-failed" | "failed" | "rollback-failed"
         out_of_proxy: dict[str, str] = {}
-        for lineno, line in enumerate(self.path.read_text().splitlines(), 1):
+        lines = read_text(self.path, what="journal", limits=Limits.trace()).splitlines()
+        for lineno, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 # A torn last line from a crash mid-write: everything before it stands.
-                if lineno == len(self.path.read_text().splitlines()):
+                if lineno == len(lines):
                     break
                 raise InputError(
                     "journal line is not JSON",

@@ -22,7 +22,6 @@ class EngineSurface:
 
     kind: str
     version: str  # the release the simulated server reports
-    launcher_tokens: frozenset[str]  # argv tokens before the first flag that are the launcher
     default_port: int
     owned_by: str  # /v1/models "owned_by"
     metric_prefix: str
@@ -36,7 +35,6 @@ class EngineSurface:
 SGLANG = EngineSurface(
     kind="sglang",
     version="0.5.23",
-    launcher_tokens=frozenset({"python", "python3", "-m", "sglang.launch_server", "sglang"}),
     default_port=profile_for("sglang").default_port,
     owned_by="sglang",
     metric_prefix=profile_for("sglang").prefix,
@@ -66,9 +64,6 @@ SGLANG = EngineSurface(
 VLLM = EngineSurface(
     kind="vllm",
     version="0.33.0",
-    launcher_tokens=frozenset(
-        {"vllm", "serve", "python", "python3", "-m", "vllm.entrypoints.openai.api_server"}
-    ),
     default_port=profile_for("vllm").default_port,
     owned_by="vllm",
     metric_prefix=profile_for("vllm").prefix,

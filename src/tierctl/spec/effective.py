@@ -8,13 +8,12 @@ effective flags, which is what makes a variant unable to disagree with the flags
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from tierctl.engine_catalog import Catalog
-from tierctl.engines import EngineProfile, profile_for
+from tierctl.engines import EngineProfile, default_profile, profile_for
 from tierctl.engines.base import format_scalar
 from tierctl.errors import InputError
 from tierctl.spec.tier_spec import EnvToken, SecretRef, Service, TierSpec
@@ -35,26 +34,15 @@ class VariantError(ValueError):
 def flag_tokens(name: str, value: Any) -> list[str]:
     """The argv tokens of one flag: ``--name value``, bare ``--name``, repeated or JSON.
 
-    Engine-neutral (``false`` gives no tokens): what a rule or a summary compares. The argv a
-    replica runs is rendered by its engine's profile (:func:`replica_argv`), which also knows
-    ``--no-name`` and positional arguments.
+    Engine-neutral (``false`` gives no tokens): what a rule or a summary compares. The tokens
+    are the engine profiles' (:meth:`tierctl.engines.EngineProfile.flag_tokens`, the one
+    renderer), which differ between engines only for ``false`` (``--no-name``); the argv a
+    replica runs is rendered by its own engine's profile (:func:`replica_argv`), which also
+    places positional arguments.
     """
-    flag = f"--{name}"
-    if value is True:
-        return [flag]
-    if value is False or value is None:
+    if value is False:
         return []
-    if isinstance(value, list):
-        return [flag, *(format_scalar(v) for v in value)]
-    if isinstance(value, dict):
-        if "json" in value:
-            # Compact and in the author's key order, so the token is stable and readable.
-            return [flag, json.dumps(value["json"], separators=(",", ":"), ensure_ascii=False)]
-        tokens: list[str] = []
-        for item in value["repeat"]:
-            tokens += [flag, format_scalar(item)]
-        return tokens
-    return [flag, format_scalar(value)]
+    return default_profile().flag_tokens(name, value)
 
 
 def argv_from_flags(flags: dict[str, Any]) -> list[str]:

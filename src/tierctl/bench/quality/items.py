@@ -18,6 +18,7 @@ from typing import Literal
 
 from tierctl.bench.prompts import text_of_size
 from tierctl.errors import InputError, Location
+from tierctl.readers import Limits, read_text
 
 Scoring = Literal["exact", "number", "choice"]
 
@@ -177,14 +178,13 @@ def read_texts(path: str | Path, limit: int | None) -> list[TextItem]:
 
 
 def _jsonl(path: str | Path) -> list[tuple[int, dict[str, object]]]:
-    try:
-        raw = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(
-            f"cannot read {path}: {exc}",
-            location=Location(file=str(path)),
-            fix="give a readable UTF-8 JSONL file",
-        ) from None
+    raw = read_text(
+        path,
+        what="quality items",
+        limits=Limits.trace(),
+        missing=f"cannot read {path}: no such file",
+        missing_fix="give a readable UTF-8 JSONL file",
+    )
     rows = []
     for lineno, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():

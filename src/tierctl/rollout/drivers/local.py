@@ -296,7 +296,13 @@ class LocalDriver:
         where = Location(file=dep.ref.path, path=f"services.{service}")
         # Names and targets come from the compose file: each is resolved inside the state
         # folder and refused if it could lead out of it (`..`, a symlink an earlier mount laid).
-        root = resolve_inside(self._dir / "root", service, field="service name", location=where)
+        root = resolve_inside(
+            self._dir / "root",
+            service,
+            field="service name",
+            location=where,
+            fix="name the service with letters, digits, '-' and '_' (not '.' or '..')",
+        )
         root.mkdir(parents=True, exist_ok=True)
         for target, host in bind_mounts(dep, service):
             _drop_own_link(root, target)
