@@ -46,7 +46,7 @@ def model_cmd() -> None:
 @click.option(
     "--live-s",
     type=float,
-    default=60.0,
+    default=120.0,
     show_default=True,
     help="Seconds of live traffic through the router the readout judges (more decide more).",
 )

@@ -60,7 +60,7 @@ def _run(console: Console, argv: list[str], *, timeout_s: float = 900) -> int:
 
 
 def run_demo(
-    workdir: Path, *, start_timeout_s: float = 600.0, live_s: float = 60.0, soak_s: float = 20.0
+    workdir: Path, *, start_timeout_s: float = 600.0, live_s: float = 120.0, soak_s: float = 20.0
 ) -> int:
     """Run the real demo in ``workdir``; returns the exit status (0: the story held).
 
