@@ -24,7 +24,7 @@ from tierctl.compose.tags import ComposeYamlLoader
 
 
 def _services(text: str) -> list[str]:
-    data = yaml.load(text, Loader=ComposeYamlLoader)  # noqa: S506 (the safe loader plus tags)
+    data = yaml.load(text, Loader=ComposeYamlLoader)
     services = data.get("services") if isinstance(data, dict) else None
     return [str(s) for s in services] if isinstance(services, dict) else []
 
@@ -41,7 +41,9 @@ def _merge_cases() -> list[Case]:
 
 def _value_case(name: str, template: str, env: dict[str, str]) -> Case:
     text = json.dumps({"services": {"s": {"image": "img", "environment": {"V": template}}}})
-    return Case(name, Project({"compose.yml": text + "\n"}, ["compose.yml"]), env={**environ(), **env})
+    return Case(
+        name, Project({"compose.yml": text + "\n"}, ["compose.yml"]), env={**environ(), **env}
+    )
 
 
 def table_cases() -> list[Case]:

@@ -22,6 +22,7 @@ import pytest
 from tests.compose_oracle.corpus import generate
 from tests.compose_oracle.harness import (
     Case,
+    _compare,
     count,
     fixture_dirs,
     iter_repo_files,
@@ -29,7 +30,6 @@ from tests.compose_oracle.harness import (
     read_tierctl,
     replay,
     run_cases,
-    _compare,
 )
 from tests.compose_oracle.tables import table_cases
 from tierctl.compose.binary import ComposeBinary, find_compose_binary
@@ -47,7 +47,9 @@ def binary() -> ComposeBinary:
 
 
 @pytest.mark.parametrize("files", list(iter_repo_files(ROOT)), ids=lambda fs: fs[0].name)
-def test_repository_files_read_as_compose_reads_them(binary: ComposeBinary, files: list[Path]) -> None:
+def test_repository_files_read_as_compose_reads_them(
+    binary: ComposeBinary, files: list[Path]
+) -> None:
     """Each compose file of the repository (examples, corpus, with its override)."""
     from tests.compose_oracle.projects import Project
 
