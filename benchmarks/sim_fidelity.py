@@ -55,6 +55,7 @@ def main(args: argparse.Namespace) -> int:
         predicted_figures,
     )
     from tierctl.realengine.engine import BASE_FLAGS, SERVED_NAME, VllmEngine
+    from tierctl.results import MeasuredRequest
     from tierctl.sim.config import EngineConfig
     from tierctl.sim.cost import DENSE_8B_H100
     from tierctl.sim.iteration_fit import (
@@ -64,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
         parse_vllm_iterations,
         vllm_token_budget,
     )
-    from tierctl.sim.timing_fit import MeasuredRequest, fit_timings
+    from tierctl.sim.timing_fit import fit_timings
 
     q = args.quick
     rng = random.Random(0)

@@ -27,10 +27,10 @@ from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, judge_client
 from tierctl.bench.sse import SSEDecoder, parse_event
 from tierctl.errors import RuntimeFailure
 from tierctl.latency import percentile, tpot_s
+from tierctl.results import MeasuredRequest
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.simulate import simulate
-from tierctl.sim.timing_fit import MeasuredRequest
 from tierctl.sim.workload import SimRequest, Workload
 
 # Token ids for prompts: inside any small vocabulary and clear of special tokens.

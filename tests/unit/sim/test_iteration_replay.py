@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tierctl.results import MeasuredRequest
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.costfile import read_cost_model
@@ -32,7 +33,6 @@ from tierctl.sim.iteration_fit import (
     replay_iterations,
 )
 from tierctl.sim.simulate import simulate
-from tierctl.sim.timing_fit import MeasuredRequest
 from tierctl.sim.workload import SimRequest, Workload
 
 from .helpers import FLAT
