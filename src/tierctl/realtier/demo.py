@@ -122,7 +122,7 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
         if tier.prometheus is None:
             console.print("[yellow]prometheus is not installed: no readout[/]")
             return 0
-        time.sleep(3)  # the last scrape
+        tier.prometheus.wait_for_scrape()  # the last of the traffic is in Prometheus
         window = max(60, int(time.time() - live_start) + 5)
         code = _run(
             console,
