@@ -13,6 +13,7 @@ keeps each generated disagreement as a fixture under tests/fixtures/compose_orac
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
 from pathlib import Path
@@ -20,11 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from tests.compose_oracle.corpus import generate  # noqa: E402
+from tests.compose_oracle.corpus import run_generated  # noqa: E402
 from tests.compose_oracle.harness import (  # noqa: E402
     Case,
     Outcome,
-    _compare,
+    compare,
     count,
     fixture_dirs,
     iter_repo_files,
@@ -36,6 +37,7 @@ from tests.compose_oracle.harness import (  # noqa: E402
 )
 from tests.compose_oracle.projects import Project  # noqa: E402
 from tests.compose_oracle.tables import table_cases  # noqa: E402
+
 from tierctl.compose.binary import find_compose_binary  # noqa: E402
 
 
@@ -43,7 +45,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--projects", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--batch", type=int, default=6)
+    parser.add_argument("--batch", type=int, default=40)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--save", action="store_true", help="keep disagreements as fixtures")
     parser.add_argument("--show", type=int, default=3, help="disagreements to print per area")
@@ -61,7 +63,7 @@ def main() -> int:
         case = Case(str(files[0].relative_to(ROOT)), Project({}, [f.name for f in files]))
         mine = read_tierctl(files, files[0].parent, case)
         theirs = read_compose(binary, files, files[0].parent, [case])
-        repo.append(_compare(case, mine, theirs, ""))
+        repo.append(compare(case, mine, theirs, ""))
     sections.append(("repository files", repo, time.perf_counter() - start))
 
     start = time.perf_counter()
@@ -73,11 +75,13 @@ def main() -> int:
     sections.append(("kept fixtures", kept, time.perf_counter() - start))
 
     start = time.perf_counter()
-    cases = generate(args.projects, seed=args.seed)
-    drawn = time.perf_counter() - start
-    generated = run_cases(binary, cases, batch=args.batch, workers=args.workers)
+    generated = run_generated(
+        binary, args.projects, seed=args.seed, batch=args.batch, workers=args.workers
+    )
     sections.append(("generated", generated, time.perf_counter() - start))
 
+    usage = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    cpu = sum(u.ru_utime + u.ru_stime for u in usage)
     failed = 0
     for title, outcomes, wall in sections:
         c = count(outcomes)
@@ -89,10 +93,9 @@ def main() -> int:
         )
         for area, n in c.disagree.most_common():
             print(f"    disagree: {area}: {n}")
+    print(f"cpu time, all processes (tierctl, Hypothesis, docker compose): {cpu:.0f} s")
     c = count(generated)
-    print(f"generated corpus drawn in {drawn:.1f} s; features: " + ", ".join(
-        f"{k} {v}" for k, v in sorted(c.features.items())
-    ))
+    print("generated features: " + ", ".join(f"{k} {v}" for k, v in sorted(c.features.items())))
     shown: dict[str, int] = {}
     for o in [o for _, outs, _ in sections for o in outs if not o.agree]:
         if shown.get(o.area, 0) < args.show:

@@ -115,8 +115,9 @@ def write_owned(
     force: bool = False,
     protect: Iterable[Path] = (),
     what: str = "file",
-    force_param: str = "force",
+    force_param: str | None = "force",
     elsewhere: str = "write elsewhere",
+    params: tuple[str, ...] = (),
 ) -> str | None:
     """Write ``text`` to ``path`` atomically (a temporary file in its folder, fsynced, renamed),
     keeping the mode of the file it replaces.
@@ -128,8 +129,10 @@ def write_owned(
         force: Replace a file tierctl did not write too.
         protect: Files never replaced, ``force`` or not (the spec a rendering comes from).
         what: What the file is, for the message.
-        force_param: The library parameter that forces (named in the fix).
+        force_param: The library parameter that forces (named in the fix); None when the
+            caller has none.
         elsewhere: How to write somewhere else, for the fix.
+        params: The library parameters ``elsewhere`` names.
 
     Returns:
         The previous content, or None when there was no file.
@@ -158,12 +161,13 @@ def write_owned(
             fix="move it away or point the output elsewhere",
         ) from None
     if current is not None and current != text and not force and not ours(current):
+        forced = f", or pass `{force_param}` to replace it" if force_param else ""
         raise InputError(
             f"refusing to overwrite a {what} that tierctl did not write",
             location=Location(file=str(path)),
             rule="no-clobber",
-            fix=f"move it away, {elsewhere}, or pass `{force_param}` to replace it",
-            params=(force_param,),
+            fix=f"move it away, {elsewhere}{forced}",
+            params=(*params, *((force_param,) if force_param else ())),
         )
     if current == text:
         return current

@@ -25,11 +25,12 @@ This module imports only the standard library, PyYAML and :mod:`tierctl.errors`,
 from __future__ import annotations
 
 import csv
+import gc
 import io
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,25 +140,18 @@ def _check_path(path: str | Path, what: str, error: type[InputError]) -> str:
     return name
 
 
-def read_bytes(
+def _open_regular(
     path: str | Path,
+    what: str,
+    lim: Limits,
+    error: type[InputError],
+    missing: str | None,
+    missing_fix: str | None,
     *,
-    what: str = "input",
-    limits: Limits | None = None,
-    error: type[InputError] = InputError,
-    missing: str | None = None,
-    missing_fix: str | None = None,
-    head: int | None = None,
-) -> bytes:
-    """The bytes of the regular file ``path``, at most ``limits.max_bytes`` of them; with
-    ``head``, only its first ``head`` bytes (to tell what kind of file it is), whatever its size.
-
-    Raises:
-        InputError (of class ``error``): a NUL in the path, a missing or unreadable file, a
-            directory, a FIFO, device or socket, or a file over the size limit. ``missing``
-            and ``missing_fix`` replace the message and fix for a file that does not exist.
-    """
-    lim = limits or Limits.config()
+    any_size: bool = False,
+) -> int:
+    """A blocking descriptor on the regular file ``path`` no larger than ``lim.max_bytes``
+    (unless ``any_size``); a FIFO is opened non-blocking and refused before any read."""
     name = _check_path(path, what, error)
     loc = Location(file=name)
     try:
@@ -193,12 +187,39 @@ def read_bytes(
                 rule="inputs are regular files, read whole and bounded",
                 fix="copy the data to a regular file and pass that",
             )
-        if head is not None:
-            os.set_blocking(fd, True)
-            return os.read(fd, head)
-        if st.st_size > lim.max_bytes:
+        if not any_size and st.st_size > lim.max_bytes:
             raise _too_big(what, loc, lim, error)
         os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bytes(
+    path: str | Path,
+    *,
+    what: str = "input",
+    limits: Limits | None = None,
+    error: type[InputError] = InputError,
+    missing: str | None = None,
+    missing_fix: str | None = None,
+    head: int | None = None,
+) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limits.max_bytes`` of them; with
+    ``head``, only its first ``head`` bytes (to tell what kind of file it is), whatever its size.
+
+    Raises:
+        InputError (of class ``error``): a NUL in the path, a missing or unreadable file, a
+            directory, a FIFO, device or socket, or a file over the size limit. ``missing``
+            and ``missing_fix`` replace the message and fix for a file that does not exist.
+    """
+    lim = limits or Limits.config()
+    fd = _open_regular(path, what, lim, error, missing, missing_fix, any_size=head is not None)
+    loc = Location(file=os.fspath(path))
+    try:
+        if head is not None:
+            return os.read(fd, head)
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -263,6 +284,52 @@ def read_text(
     if lenient:
         return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
     return decode(data, os.fspath(path), error=error)
+
+
+def text_lines(
+    path: str | Path,
+    *,
+    what: str = "input",
+    limits: Limits | None = None,
+    error: type[InputError] = InputError,
+) -> Generator[str, None, None]:
+    """The lines of the UTF-8 file ``path`` (line ends kept), read as they are consumed.
+
+    The checks of :func:`read_bytes` (a regular file, at most ``limits.max_bytes``) run
+    before the first line; a bad byte is named by line and column as :func:`decode` names it.
+    Memory holds one line, not the file: a 400 MB trace took 2.2 GB read whole.
+
+    Raises (while iterating):
+        InputError (of class ``error``): as :func:`read_bytes` and :func:`decode`.
+    """
+    lim = limits or Limits.config()
+    name = os.fspath(path)
+    fd = _open_regular(path, what, lim, error, None, None)
+    total = 0
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            for n, raw in enumerate(fh, start=1):
+                total += len(raw)
+                if total > lim.max_bytes:  # the file grew while it was read
+                    raise _too_big(what, Location(file=name), lim, error)
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise error(
+                        f"not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot be decoded",
+                        location=Location(file=name, line=n, column=exc.start + 1),
+                        rule="input files are UTF-8",
+                        fix="save the file as UTF-8 (e.g. `iconv -t UTF-8`)",
+                    ) from None
+                yield line.removeprefix("\ufeff") if n == 1 else line
+    except OSError as exc:
+        raise error(
+            f"cannot read {what} file: {exc.strerror or exc}",
+            location=Location(file=name),
+            rule="file",
+        ) from None
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- YAML
@@ -336,24 +403,48 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 def _check_graph(
     root: yaml.Node, source: str, lim: Limits, error: type[InputError], duplicates: bool
 ) -> None:
-    """One iterative pass over the node graph: cycles, depth, expanded size, keys, tags."""
+    """One iterative pass over the node graph: cycles, depth, expanded size, keys, tags.
+
+    Scalars (most of a document) are checked where their parent is expanded and never
+    pushed: a scalar has size 1 and height 1 and cannot hold an alias.
+    """
     sizes: dict[int, int] = {}
     heights: dict[int, int] = {}
     on_path: set[int] = set()
-    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    stack: list[tuple[yaml.Node, int, list[yaml.Node] | None]] = [(root, 1, None)]
+    scalar = yaml.ScalarNode
 
     def where(node: yaml.Node) -> Location:
         return Location(file=source, line=node.start_mark.line + 1)
 
+    def check_tag(node: yaml.Node) -> None:
+        refused = _REFUSED_TAGS.get(node.tag)
+        if refused:
+            raise error(
+                f"{refused} values are not allowed here",
+                location=where(node),
+                rule="inputs hold strings, numbers, booleans, lists and mappings",
+                fix="write the value as a plain string",
+            )
+
+    if isinstance(root, scalar):
+        check_tag(root)
+        return
     while stack:
         node, depth, done = stack.pop()
         nid = id(node)
-        kids = _children(node)
-        if done:
+        if done is not None:
             on_path.discard(nid)
-            size = 1 + sum(sizes[id(k)] for k in kids)
+            size, height = 1, 0
+            for k in done:
+                if isinstance(k, scalar):
+                    size += 1
+                    height = max(height, 1)
+                else:
+                    size += sizes[id(k)]
+                    height = max(height, heights[id(k)])
             sizes[nid] = size
-            heights[nid] = 1 + max((heights[id(k)] for k in kids), default=0)
+            heights[nid] = 1 + height
             if size > lim.max_nodes:
                 raise error(
                     f"the document expands to more than {lim.max_nodes:,} nodes"
@@ -377,18 +468,11 @@ def _check_graph(
             )
         if depth > lim.max_depth:
             raise _too_deep(where(node), lim, error)
-        refused = _REFUSED_TAGS.get(node.tag)
-        if refused:
-            raise error(
-                f"{refused} values are not allowed here",
-                location=where(node),
-                rule="inputs hold strings, numbers, booleans, lists and mappings",
-                fix="write the value as a plain string",
-            )
+        check_tag(node)
         if duplicates and isinstance(node, yaml.MappingNode):
             seen: dict[str, int] = {}
             for key_node, _ in node.value:
-                if not isinstance(key_node, yaml.ScalarNode):
+                if not isinstance(key_node, scalar):
                     continue
                 key = str(key_node.value)
                 if key == "<<":
@@ -402,9 +486,17 @@ def _check_graph(
                         fix="give each key (each replica, flag, service) once",
                     )
                 seen[key] = key_node.start_mark.line
+        kids = _children(node)
         on_path.add(nid)
-        stack.append((node, depth, True))
-        stack.extend((k, depth + 1, False) for k in kids)
+        stack.append((node, depth, kids))
+        for k in kids:
+            if isinstance(k, scalar):
+                if depth + 1 > lim.max_depth:
+                    raise _too_deep(where(k), lim, error)
+                if k.tag in _REFUSED_TAGS:
+                    check_tag(k)
+            else:
+                stack.append((k, depth + 1, None))
 
 
 def _too_deep(loc: Location, lim: Limits, error: type[InputError]) -> InputError:
@@ -470,6 +562,11 @@ def load_yaml(
         raise _too_big("YAML", Location(file=source), lim, error)
     lines = LineMap()
     parser = loader(text)
+    # The cyclic GC is paused while the node graph and the data are built: they only grow (a
+    # recursive alias is refused, so nothing here is garbage), and each collection re-walks
+    # everything built so far, which made an 8 MB collector config superlinear.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         node = parser.get_single_node()
         if node is None:
@@ -505,6 +602,8 @@ def load_yaml(
         ) from None
     finally:
         parser.dispose()
+        if collecting:
+            gc.enable()
     return YamlDoc(data, lines)
 
 
@@ -625,20 +724,21 @@ def json_line(
 
 
 def csv_rows(
-    text: str,
+    text: str | Iterable[str],
     source: str,
     *,
     error: type[InputError] = InputError,
     limits: Limits | None = None,
 ) -> tuple[list[str], Iterator[tuple[int, dict[str, str | None]]]]:
-    """The header of a CSV text and an iterator of (line, row) with bounded field size.
+    """The header of a CSV text (or its lines, e.g. :func:`text_lines`) and an iterator of
+    (line, row) with bounded field size.
 
     Raises (while iterating too):
         InputError (of class ``error``): a field over the limit, or malformed CSV, at its line.
     """
     lim = limits or Limits.trace()
     csv.field_size_limit(lim.max_field_bytes)
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    reader = csv.DictReader(io.StringIO(text, newline="") if isinstance(text, str) else text)
 
     def fail(exc: csv.Error) -> InputError:
         msg = str(exc)

@@ -123,7 +123,15 @@ def looks_like_results(path: str | Path) -> bool:
         return False
     try:
         text = read_text(path, what="bench results", limits=Limits.trace())
-        doc = load_json(text, str(path), limits=Limits.trace(), constants=True)
+    except InputError:
+        return False
+    return is_results_text(text, str(path))
+
+
+def is_results_text(text: str, source: str = "bench results") -> bool:
+    """Whether ``text`` is a bench results document (what ``bench run --out`` may replace)."""
+    try:
+        doc = load_json(text, source, limits=Limits.trace(), constants=True)
     except InputError:
         return False  # JSONL (one object per line), or not JSON at all
     return isinstance(doc, dict) and doc.get("kind") in RESULTS_KINDS

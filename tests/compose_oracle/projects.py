@@ -120,6 +120,7 @@ long_ports = st.fixed_dictionaries(
     optional={
         "published": st.sampled_from(["8000", 8000, "9000", "${PORT}"]),
         "host_ip": st.sampled_from(["127.0.0.1", "0.0.0.0", "::1"]),
+        "app_protocol": st.just("http"),
         "protocol": st.sampled_from(["tcp", "udp"]),
         "mode": st.sampled_from(["ingress", "host"]),
     },
@@ -166,8 +167,14 @@ long_volumes = st.one_of(
 )
 volumes = st.one_of(short_volumes, short_volumes, long_volumes)
 
-devices = st.sampled_from(
-    ["/dev/a:/dev/a", "/dev/b", "/dev/c:/dev/d:r", "/dev/e:/dev/e:rwm", "/dev/a:/dev/z"]
+devices = st.one_of(
+    st.sampled_from(
+        ["/dev/a:/dev/a", "/dev/b", "/dev/c:/dev/d:r", "/dev/e:/dev/e:rwm", "/dev/a:/dev/z"]
+    ),
+    st.fixed_dictionaries(
+        {"source": st.just("/dev/f"), "target": st.sampled_from(["/dev/f", "/dev/a"])},
+        optional={"permissions": st.sampled_from(["r", "rw"])},
+    ),
 )
 
 
@@ -252,7 +259,9 @@ healthchecks = st.fixed_dictionaries(
     optional={
         "interval": st.sampled_from(["90s", "1m30s", "500ms", "10s", "1h", "2m"]),
         "timeout": st.sampled_from(["5s", "1.5s"]),
-        "retries": st.integers(1, 5),
+        "retries": st.integers(0, 5),
+        "start_period": st.sampled_from(["0s", "30s"]),
+        "disable": st.booleans(),
     },
 )
 
@@ -276,7 +285,7 @@ _FIELDS = {
     "command": commands,
     "healthcheck": healthchecks,
     "deploy": st.builds(lambda r: {"resources": r}, resources),
-    "container_name": st.sampled_from(["{P}c1", "{P}c2"]),
+    "container_name": st.sampled_from(["{P}c1", "{P}c2", "{P}c3", "{P}c4", "{P}c5"]),
     "restart": st.sampled_from(["no", "always", "unless-stopped"]),
     "shm_size": st.sampled_from(["1g", "64m", 1024]),
     "image": st.sampled_from(
@@ -290,6 +299,11 @@ _BAD_FIELDS = {
     "image": bad_texts,
     "labels": st.just({1: "int key"}),
     "env_file": st.just("{P}nonexistent.env"),
+    "cpus": st.just("lots"),
+    "mem_limit": st.just("1 gigabyte"),
+    "healthcheck": st.just({"test": "true", "interval": "soon"}),
+    "extra_hosts": st.just(["nocolon"]),
+    "ipc": st.just(7),
 }
 NAMES = ["web", "db", "worker"]
 
@@ -324,7 +338,7 @@ def _block(body: dict[str, Any], indent: str, tags: dict[str, str]) -> list[str]
 def projects(draw: st.DrawFn) -> Project:
     """One whole project: files, ``-f`` order and the features it exercises."""
     features: list[str] = []
-    bad_file = draw(st.sampled_from([None] * 6 + ["base", "over"]))
+    bad_file = draw(st.sampled_from([None] * 22 + ["base", "over"]))
     names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
     profiled = {
         n: draw(st.sampled_from([None, None, ["on"], ["off"], ["on", "off"]])) for n in names
@@ -344,18 +358,22 @@ def projects(draw: st.DrawFn) -> Project:
         if profiled[name]:
             body["profiles"] = profiled[name]
             features.append("profiles")
-        others = [n for n in names if n != name]
-        if others and draw(st.integers(0, 3)) == 0:
+        # Mostly on an earlier service (no loop); now and then on any, so loops are drawn too.
+        earlier = names[: names.index(name)]
+        others = earlier if draw(st.integers(0, 9)) else [n for n in names if n != name]
+        if others and draw(st.integers(0, 2)) == 0:
             dep = draw(st.sampled_from(others))
             features.append("depends_on")
             body["depends_on"] = draw(
                 st.sampled_from(
                     [
                         [f"{{P}}{dep}"],
+                        [f"{{P}}{dep}"],
                         {f"{{P}}{dep}": {"condition": "service_started"}},
                         {f"{{P}}{dep}": {"condition": "service_healthy", "required": False}},
-                        {f"{{P}}{dep}": {}},
+                        {f"{{P}}{dep}": {"condition": "service_started", "restart": True}},
                     ]
+                    + ([{f"{{P}}{dep}": {}}] if draw(st.integers(0, 4)) == 0 else [])
                 )
             )
         base.append(f"  {{P}}{name}:")
@@ -367,10 +385,12 @@ def projects(draw: st.DrawFn) -> Project:
         src_body = draw(service_body(override=False, bad=False))
         own = draw(service_body(override=True, bad=False))
         if draw(st.booleans()):
-            files["{P}common.yml"] = (
+            # In a subfolder half the time: its relative paths are from its own folder.
+            common = draw(st.sampled_from(["{P}common.yml", "{P}sub/common.yml"]))
+            files[common] = (
                 "\n".join(["services:", "  {P}base:", *_block(src_body, "    ", {})]) + "\n"
             )
-            base += ["  {P}ext:", '    extends: {file: "{P}common.yml", service: "{P}base"}']
+            base += ["  {P}ext:", f'    extends: {{file: "{common}", service: "{{P}}base"}}']
         else:
             base += ["  {P}tmpl:", *_block(src_body, "    ", {}), '    profiles: ["off"]']
             base += ["  {P}ext:", '    extends: {service: "{P}tmpl"}']
@@ -379,9 +399,14 @@ def projects(draw: st.DrawFn) -> Project:
         features.append("include")
         inc_body = draw(service_body(override=False, bad=False))
         inc_body.pop("env_file", None)
-        files["{P}inc.yml"] = "\n".join(["services:", "  {P}inc:", *_block(inc_body, "    ", {})])
-        files["{P}inc.yml"] += "\nvolumes:\n  {P}data: {}\n"
-        base.insert(0, 'include: ["{P}inc.yml"]')
+        inc = draw(st.sampled_from(["{P}inc.yml", "{P}sub/inc.yml"]))
+        if inc != "{P}inc.yml" and draw(st.booleans()):
+            inc_body["env_file"] = "inc.env"
+            files["{P}sub/inc.env"] = "INC=1\nSHARED=from-inc\n"
+            features.append("include-env_file")
+        files[inc] = "\n".join(["services:", "  {P}inc:", *_block(inc_body, "    ", {})])
+        files[inc] += "\nvolumes:\n  {P}data: {}\n"
+        base.insert(0, f'include: ["{inc}"]')
     base_volumes = "volumes:\n  {P}data: {}\n  {P}cache: {}\n"
     if "include" in features:
         base_volumes = "volumes:\n  {P}cache: {}\n"

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.compose_oracle.corpus import generate
+from tests.compose_oracle.corpus import run_generated
 from tests.compose_oracle.harness import (
     Case,
-    _compare,
+    compare,
     count,
     fixture_dirs,
     iter_repo_files,
@@ -32,18 +32,15 @@ from tests.compose_oracle.harness import (
     run_cases,
 )
 from tests.compose_oracle.tables import table_cases
-from tierctl.compose.binary import ComposeBinary, find_compose_binary
+from tierctl.compose.binary import ComposeBinary
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATED = int(os.environ.get("COMPOSE_ORACLE_PROJECTS", "5000"))
 
 
 @pytest.fixture(scope="module")
-def binary() -> ComposeBinary:
-    found = find_compose_binary()
-    if found is None:
-        pytest.fail("no Docker Compose v2 binary: install the compose extra (make test does)")
-    return found
+def binary(compose_binary: ComposeBinary) -> ComposeBinary:
+    return compose_binary
 
 
 @pytest.mark.parametrize("files", list(iter_repo_files(ROOT)), ids=lambda fs: fs[0].name)
@@ -57,7 +54,7 @@ def test_repository_files_read_as_compose_reads_them(
     folder = files[0].parent
     mine = read_tierctl(files, folder, case)
     theirs = read_compose(binary, files, folder, [case])
-    outcome = _compare(case, mine, theirs, "")
+    outcome = compare(case, mine, theirs, "")
     assert outcome.agree, (outcome.area, outcome.detail)
 
 
@@ -78,7 +75,7 @@ def test_kept_disagreements_stay_fixed(folder: Path) -> None:
 @pytest.mark.slow
 def test_generated_projects_read_as_compose_reads_them(binary: ComposeBinary) -> None:
     """Thousands of generated whole projects: 0 disagreements, and both sides exercised."""
-    outcomes = run_cases(binary, generate(GENERATED, seed=0))
+    outcomes = run_generated(binary, GENERATED, seed=0)
     counts = count(outcomes)
     bad = [o for o in outcomes if not o.agree]
     assert counts.projects >= GENERATED * 0.95

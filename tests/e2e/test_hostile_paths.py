@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tierctl.errors import InputError
+
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "examples" / "small-model" / "tier.yaml"
 
@@ -108,7 +110,7 @@ def test_output_set_to_the_spec_itself_is_refused_even_with_force(tmp_path: Path
 @pytest.mark.parametrize(
     ("output", "said"),
     [
-        ("compose\u0000.yaml", "holds a NUL byte"),
+        ("compose\u0000.yaml", "NUL byte"),  # refused by the spec model already
         ("../compose.yaml", "climbs out with '..'"),
         ("/tmp/compose.yaml", "is absolute"),
         ("link/compose.yaml", "through a symlink"),
@@ -150,3 +152,20 @@ def test_o_refuses_a_file_it_did_not_write_unless_forced(tmp_path: Path, command
                   cwd=tmp_path)  # fmt: skip
     assert res.returncode == 2
     assert "the file it is made from" in res.stderr
+
+
+def test_bench_out_keeps_a_report_it_did_not_write(tmp_path: Path) -> None:
+    """`bench run --out DIR` replaces its own results.json and report.md, never another file
+    of that name (the writer `bench run` and `bench ab` call, on its own)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.md").write_text("# my analysis\n")
+    from tierctl.bench.execute import _write
+
+    with pytest.raises(InputError, match="did not write") as info:
+        _write(out, {"kind": "run"}, "# tierctl bench run: x\n")
+    assert "`out_dir`" in (info.value.fix or "")
+    assert (out / "report.md").read_text() == "# my analysis\n"
+    (out / "report.md").write_text("# tierctl bench run: older\n")
+    _write(out, {"kind": "run"}, "# tierctl bench run: x\n")
+    assert (out / "report.md").read_text() == "# tierctl bench run: x\n"

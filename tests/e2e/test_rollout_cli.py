@@ -197,7 +197,7 @@ def test_runbook_names_calls_checks_and_rollbacks(tmp_path: Path) -> None:
     ]
     assert "+ --enable-dynamic-batch-tokenizer" in md
     assert (
-        'count by (container_name, config_variant) (sglang_num_running_reqs{host_machine="gpu02"})'
+        'count by (container_name, config_variant) (sglang:num_running_reqs{host_machine="gpu02"})'
         in md
     )
     assert f'"services": ["{R2}"], "env": {{}}, "force_recreate": true, "dry_run": true' in md

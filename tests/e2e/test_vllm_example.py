@@ -116,12 +116,14 @@ def test_plan_and_runbook_gate_the_canary_the_vllm_way(
     assert "sglang" not in text.lower()
     assert "`non-default args: {...}`" in text
     assert (
-        'count by (container_name, config_variant) (vllm_num_requests_running{host_machine="gpu11"})'
+        'count by (container_name, config_variant) (vllm:num_requests_running{host_machine="gpu11"})'
         in text
     )
+    # A Prometheus scraping vLLM holds `vllm:` names; the rewritten spelling is named too.
+    assert "stores it as `vllm_num_requests_running`" in text
     assert (
         "count by (container_name, config_variant) "
-        '(vllm_num_requests_running{container_name="llama70b-r3",host_machine="gpu11"})'
+        '(vllm:num_requests_running{container_name="llama70b-r3",host_machine="gpu11"})'
     ) in text
     # The agent bodies are the driver's: never an empty services list.
     bodies = [

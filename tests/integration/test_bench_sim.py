@@ -13,54 +13,24 @@ blocks do not hit a cached prefix. Bounds are directions with generous margins, 
 
 from __future__ import annotations
 
-import asyncio
-import os
-import re
-import signal
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
+from contextlib import AbstractAsyncContextManager
 
 import pytest
 
+from tests.integration.sim_process import sim_process
 from tierctl.bench.ab import compare_arms, run_ab
 from tierctl.bench.prompts import make_prompt_source
 from tierctl.bench.workload import workload_from_dict
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-@asynccontextmanager
-async def sim_serve(*engine_args: str, time_scale: float = 5.0) -> AsyncIterator[str]:
-    """A `tierctl sim serve` subprocess on a free loopback port; yields its base URL."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tierctl", "sim", "serve", "--time-scale", str(time_scale),
-        "--", "--host", "127.0.0.1", "--port", "0", "--disable-radix-cache", *engine_args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
-    )  # fmt: skip
-    drain: asyncio.Task[bytes] | None = None
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-        m = re.search(r"listening on (http://\S+)", line)
-        assert m, f"no listening line: {line!r}"
-        # Keep draining its output so a chatty server never blocks on a full pipe.
-        drain = asyncio.create_task(proc.stdout.read())
-        yield m.group(1)
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        if drain is not None:
-            await drain
+def sim_serve(*engine_args: str, time_scale: float = 5.0) -> AbstractAsyncContextManager[str]:
+    """A simulated SGLang engine on a free loopback port; yields its base URL."""
+    return sim_process(
+        ["--host", "127.0.0.1", "--port", "0", "--disable-radix-cache", *engine_args],
+        time_scale=time_scale,
+    )
 
 
 async def test_interval_2_lowers_decoder_tpot_and_keeps_ttft():

@@ -149,12 +149,58 @@ def test_r2_leaves_the_router_before_it_stops_and_rejoins_after_its_gates(tier: 
     events = _events(tier.journal)
     step = [e for e in events if e not in ("start", "completed")]
     # Out of the router before the stop, back in only after the gates passed.
-    assert step == ["begin", "proxy-drained", "applied", "proxy-restored", "done"], events
+    assert step == [
+        "begin", "proxy-drained", "applied", "gates-passed", "proxy-restored", "done"
+    ], events  # fmt: skip
     notes = result.outcomes[0].notes
     assert any("drained from" in n for n in notes), notes
     assert any("back in" in n for n in notes), notes
     assert tier.client.health_of() == {tier.url("r1"): True, tier.url("r2"): True}
     # While r2 was out, r1 carried every request; none failed.
+    assert traffic.result.failures == [], traffic.result.outcomes
+
+
+def test_the_soak_judges_traffic_with_the_replica_back_in_the_router(tier: Tier) -> None:
+    old_p, new_p = tier.files(["--prefill-decode-interval", "2"])
+    plan, old, new = tier.start(old_p, new_p)
+    options = _options(tier)
+    options = dataclasses.replace(options, gates=dataclasses.replace(options.gates, soak_s=4))
+    with Traffic(tier.client.url, model=MODEL, concurrency=2, pause_s=0.02) as traffic:
+        traffic.wait_for(10, timeout_s=120)
+        result = run_rollout(plan, tier.driver, old, new, options)  # type: ignore[arg-type]
+    records = [json.loads(x) for x in tier.journal.read_text().splitlines()]
+    step = [r["event"] for r in records if r["event"] not in ("start", "completed")]
+    # Drain -> apply -> health/argv/metrics gates -> back in the router -> soak with traffic.
+    assert step == [
+        "begin", "proxy-drained", "applied", "gates-passed", "proxy-restored", "soak-passed",
+        "done",
+    ], step  # fmt: skip
+    soak = next(r for r in records if r["event"] == "soak-passed")["notes"]
+    # The router sent r2 requests during its soak: an error rate, not "no traffic".
+    assert any(n.startswith("soak: 4 s, error rate 0.00%") for n in soak), soak
+    assert not any("no traffic" in n for n in result.outcomes[0].notes), result.outcomes[0].notes
+    assert traffic.result.failures == [], traffic.result.outcomes
+
+
+def test_a_failed_soak_takes_the_replica_out_again_before_its_rollback(tier: Tier) -> None:
+    old_p, new_p = tier.files(["--prefill-decode-interval", "2"])
+    plan, old, new = tier.start(old_p, new_p)
+    options = _options(tier)
+    # A bound no traffic can meet (a negative error rate): the soak fails once r2 served any.
+    gates = dataclasses.replace(options.gates, soak_s=3, max_error_rate=-1.0)
+    options = dataclasses.replace(options, gates=gates)
+    with Traffic(tier.client.url, model=MODEL, concurrency=2, pause_s=0.02) as traffic:
+        traffic.wait_for(10, timeout_s=120)
+        with pytest.raises(TierctlError, match="aborted during the soak"):
+            run_rollout(plan, tier.driver, old, new, options)  # type: ignore[arg-type]
+        traffic.wait_for(traffic.result.sent + 10, timeout_s=120)
+    step = [e for e in _events(tier.journal) if e not in ("start", "completed")]
+    # Back in the router for the soak; out again before the rollback stops it; back as OLD.
+    assert step == [
+        "begin", "proxy-drained", "applied", "gates-passed", "proxy-restored", "gate-failed",
+        "proxy-drained", "rolled-back", "proxy-restored",
+    ], step  # fmt: skip
+    assert tier.client.health_of() == {tier.url("r1"): True, tier.url("r2"): True}
     assert traffic.result.failures == [], traffic.result.outcomes
 
 

@@ -136,11 +136,83 @@ def test_a_real_engine_binds_loopback_whatever_the_file_says(
     # The argv gate checks every other flag as rendered and says what the driver replaced.
     expected, notes = driver.gate_argv(dep, "tiny-r1")
     assert parse_argv(expected).flags["host"] == "127.0.0.1"
-    same = {"0.0.0.0": "127.0.0.1", "10.1.2.3": "127.0.0.1", "--host=0.0.0.0": "--host=127.0.0.1"}
+    same = {
+        "0.0.0.0": "127.0.0.1",
+        "10.1.2.3": "127.0.0.1",
+        "--host=0.0.0.0": "--host=127.0.0.1",
+        # ...and the paths under the model's bind mount as launched: at the host path.
+        "/models/tiny-llama": "/opt/tiny",
+        "--chat-template=/models/tiny-llama/chat_template.jinja": (
+            "--chat-template=/opt/tiny/chat_template.jinja"
+        ),
+    }
     want = [same.get(t, t) for t in dep.argv("tiny-r1")]
     assert expected == (want if given else [*want, "--host", "127.0.0.1"])
     said = rendered_host or "no --host (every interface)"
-    assert notes == (f"local driver: bound --host 127.0.0.1 (the file says {said})",)
+    assert notes == (
+        "local driver: ran /models/tiny-llama as /opt/tiny, "
+        "--chat-template=/models/tiny-llama/chat_template.jinja as "
+        "--chat-template=/opt/tiny/chat_template.jinja (the bind mounts' host paths)",
+        f"local driver: bound --host 127.0.0.1 (the file says {said})",
+    )
+
+
+def test_the_argv_gate_passes_a_real_engine_launched_on_a_container_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model is a container path (``--model /models/tiny-llama`` under a bind mount); the
+    driver launches it at the host path, and the engine logs the host path: the gate compares
+    what was launched, not the rendered path (it said ``--model: rendered
+    /models/tiny-llama, engine parsed '/opt/tiny'``)."""
+    import httpx
+
+    from tierctl.engines.vllm import format_non_default_args
+    from tierctl.rollout.gates import GateContext, GateSettings, gate_running_args
+    from tierctl.rollout.plan_schema import Step
+
+    monkeypatch.setenv("TINY_DIR", "/opt/tiny")
+    dep = _dep(tmp_path, MODULE)
+    driver = LocalDriver(tmp_path / "state", engine="real", engine_python=Path("/venv/bin/python"))
+    launched = driver.command(dep, "tiny-r1")  # type: ignore[arg-type]
+    assert launched[launched.index("--model") + 1] == "/opt/tiny"
+    # What vLLM logs for that command (its parser's dests, as its startup line prints them).
+    logged = {
+        "model": "/opt/tiny",
+        "served_model_name": ["tiny"],
+        "host": "127.0.0.1",
+        "port": 18101,
+        "chat_template": "/opt/tiny/chat_template.jinja",
+        "max_num_seqs": 8,
+    }
+    models = '{"data": [{"id": "tiny", "max_model_len": 4096}]}'
+
+    def routes(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, text=models)
+        return httpx.Response(404)
+
+    step = Step(
+        id="01", action="recreate", service="tiny-r1", role="engine", side="new", why="",
+        rollback="", expected_argv=dep.argv("tiny-r1"),  # type: ignore[attr-defined]
+    )  # fmt: skip
+    ctx = GateContext(
+        step=step,
+        base_url="http://127.0.0.1:18101",
+        new=dep,  # type: ignore[arg-type]
+        settings=GateSettings(),
+        client=httpx.Client(transport=httpx.MockTransport(routes)),
+        logs=lambda: "INFO " + format_non_default_args(logged),
+        launched=lambda: driver.gate_argv(dep, "tiny-r1"),  # type: ignore[arg-type]
+    )
+    gate_running_args(ctx)
+    assert ctx.notes[0].startswith("running-args: "), ctx.notes
+    assert "ran /models/tiny-llama as /opt/tiny" in ctx.notes[0]
+    # A value the engine did not run is still caught, at its launched path.
+    other = {**logged, "model": "/opt/other"}
+    ctx.logs = lambda: "INFO " + format_non_default_args(other)
+    ctx.notes = []
+    with pytest.raises(Exception, match="--model: rendered /opt/tiny, engine parsed '/opt/other'"):
+        gate_running_args(ctx)
 
 
 def test_a_rendered_loopback_host_is_left_alone_and_the_sim_keeps_the_file(
@@ -151,7 +223,12 @@ def test_a_rendered_loopback_host_is_left_alone_and_the_sim_keeps_the_file(
     path.write_text(COMPOSE.format(z="0" * 64, launcher=MODULE).replace("0.0.0.0", "127.0.0.1"))
     dep, _ = load_sides(plan_files(str(path), str(path)))
     real = LocalDriver(tmp_path / "real", engine="real", engine_python=Path("/venv/bin/python"))
-    assert real.gate_argv(dep, "tiny-r1") == (dep.argv("tiny-r1"), ())
+    expected, notes = real.gate_argv(dep, "tiny-r1")
+    mounted = {"/models/tiny-llama": "/opt/tiny"}
+    assert expected == [
+        mounted.get(t, t.replace("/models/tiny-llama/", "/opt/tiny/")) for t in dep.argv("tiny-r1")
+    ]
+    assert not any("--host" in n for n in notes), notes
     argv = real.command(dep, "tiny-r1")
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
     assert argv.count("--host") == 1
@@ -160,3 +237,32 @@ def test_a_rendered_loopback_host_is_left_alone_and_the_sim_keeps_the_file(
     dep, _ = load_sides(plan_files(str(path), str(path)))
     sim = LocalDriver(tmp_path / "sim")
     assert sim.gate_argv(dep, "tiny-r1") == (dep.argv("tiny-r1"), ())
+
+
+def test_a_restarted_real_engine_lays_its_mounts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every start lays the mounts as symlinks in the engine's working folder; the link a
+    first start laid (to the host folder, outside the state folder) must not make the
+    confinement check refuse the second start (a recreate, a rollback to OLD)."""
+    host = tmp_path / "tiny"
+    host.mkdir()
+    (host / "config.json").write_text("{}")
+    monkeypatch.setenv("TINY_DIR", str(host))
+    dep = _dep(tmp_path, MODULE)
+    driver = LocalDriver(tmp_path / "state", engine="real", engine_python=Path("/venv/bin/python"))
+    for _ in range(2):
+        root = driver._mount_root(dep, "tiny-r1")  # type: ignore[arg-type]
+        link = root / "models" / "tiny-llama"
+        assert link.is_symlink()
+        assert (link / "config.json").read_text() == "{}"
+    # A mount whose container path climbs through another mount's link is still refused.
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (root / "escape").symlink_to(outside)
+    text = (tmp_path / "compose.yaml").read_text().replace("- named:/data", "- ./x:/escape/inner")
+    (tmp_path / "compose.yaml").write_text(text)
+    dep2, _ = load_sides(plan_files(str(tmp_path / "compose.yaml"), str(tmp_path / "compose.yaml")))
+    with pytest.raises(InputError, match="leads there through a symlink"):
+        driver._mount_root(dep2, "tiny-r1")
+    assert not (outside / "inner").exists()

@@ -33,7 +33,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 _segment = st.sampled_from(["..", ".", "a", "sub", "out", "back", "up", "x\0y", "", "b.txt"])
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     segments=st.lists(_segment, min_size=0, max_size=6),
     absolute=st.booleans(),

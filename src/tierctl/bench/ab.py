@@ -2,15 +2,21 @@
 
 Each repetition runs the plan once per letter of ``order`` (default ``ABBA``), against A or B,
 one block after the other, so slow drift (thermal, cache warm-up, a neighbour's load) hits both
-arms alike. Optionally the target's prefix cache is flushed (``POST /flush_cache``, as SGLang
-has it) before every block so no arm inherits the other's cache. Within a repetition the k-th A
-block is paired with the k-th B block; ratios B/A and their intervals come from
-:mod:`tierctl.bench.bootstrap` over those pairs.
+arms alike. Each block's prompts lead with that block's own tokens
+(:func:`tierctl.bench.prompts.scoped`), so no block is served from the prefix cache an earlier
+block of its arm filled: with the same prompts in every block, vLLM (prefix caching on by
+default) served all but an arm's first block from cache, and the ratio measured the cache.
+Optionally the arm's prefix cache is also flushed before every block, at the endpoint its
+engine profile names (SGLang's ``/flush_cache``, vLLM's ``/reset_prefix_cache``); a flush
+that is refused is reported as a warning. Within a repetition the k-th A block is paired with
+the k-th B block; ratios B/A and their intervals come from :mod:`tierctl.bench.bootstrap` over
+those pairs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -19,12 +25,13 @@ import numpy as np
 
 from tierctl.bench.bootstrap import Ratio, paired_ratio
 from tierctl.bench.plan import RequestPlan, plan_requests
-from tierctl.bench.prompts import PromptSource
+from tierctl.bench.prompts import PromptSource, scoped
 from tierctl.bench.runner import Progress, resolve_model, run_plan
 from tierctl.bench.samples import RunRecord
 from tierctl.bench.summary import METRICS, busy_span_s
 from tierctl.bench.workload import BenchWorkload
 from tierctl.credentials import mask_userinfo
+from tierctl.engines import PROFILES, EngineProfile, profile_for_metrics
 from tierctl.errors import InputError
 from tierctl.latency import percentile
 from tierctl.quantity import Change, Quantity, judge_counts, judge_ratio
@@ -51,6 +58,8 @@ class ABResult:
     repetitions: int
     blocks: tuple[Block, ...]
     interrupted: bool
+    #: What the caller must hear: a cache flush asked for and refused, prompts shared.
+    warnings: tuple[str, ...] = ()
 
     def pairs(self) -> list[tuple[Block, Block]]:
         """(A block, B block) pairs: the k-th of each arm within one repetition."""
@@ -104,17 +113,70 @@ def check_order(order: str) -> str:
     return up
 
 
-async def flush_cache(base_url: str) -> str:
-    """Ask the server to drop its prefix cache; say what happened (never raises)."""
+async def arm_engine(base_url: str) -> EngineProfile | None:
+    """The engine an arm runs, from the series its ``/metrics`` exports (None: unknown)."""
     try:
         async with (
             aiohttp.ClientSession() as session,
-            asyncio.timeout(30),
-            session.post(base_url.rstrip("/") + "/flush_cache") as resp,
+            asyncio.timeout(10),
+            session.get(base_url.rstrip("/") + "/metrics") as resp,
         ):
-            return "ok" if resp.status < 300 else f"unsupported (HTTP {resp.status})"
-    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-        return f"failed ({type(exc).__name__})"
+            text = await resp.text() if resp.status == 200 else ""
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return None
+    return profile_for_metrics({ln.split("{")[0].split(" ")[0] for ln in text.splitlines()})
+
+
+def flush_paths(engine: EngineProfile | None) -> tuple[str, ...]:
+    """Where to ask for a prefix-cache flush: the engine's endpoint, or (engine unknown) every
+    engine's, first answer wins."""
+    engines = [engine] if engine is not None else list(PROFILES.values())
+    return tuple(dict.fromkeys(e.flush_cache_path for e in engines if e.flush_cache_path))
+
+
+async def flush_cache(base_url: str, engine: EngineProfile | None = None) -> str:
+    """Ask the server to drop its prefix cache; say what happened (never raises)."""
+    paths = flush_paths(engine)
+    if not paths:
+        return "unsupported (the engine has no flush endpoint)"
+    status = ""
+    for path in paths:
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                asyncio.timeout(30),
+                session.post(base_url.rstrip("/") + path) as resp,
+            ):
+                if resp.status < 300:
+                    return "ok"
+                status = f"unsupported (POST {path}: HTTP {resp.status})"
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            status = f"failed (POST {path}: {type(exc).__name__})"
+    return status
+
+
+def flush_warnings(
+    blocks: Sequence[Block], urls: dict[str, str], engines: dict[str, EngineProfile | None]
+) -> list[str]:
+    """One warning per arm whose cache flush was refused in some block."""
+    out = []
+    for arm in sorted(urls):
+        refused = [b.flush for b in blocks if b.arm == arm and b.flush not in (None, "ok")]
+        if not refused:
+            continue
+        total = sum(1 for b in blocks if b.arm == arm)
+        engine = engines.get(arm)
+        why = (
+            f" ({engine.flush_cache_needs})"
+            if engine is not None and engine.flush_cache_needs
+            else ""
+        )
+        out.append(
+            f"arm {arm} ({mask_userinfo(urls[arm])}): the prefix-cache flush asked for (`flush`) did not happen "
+            f"in {len(refused)} of {total} block(s): {refused[-1]}{why}; each block's prompts "
+            "lead with its own tokens, so no block was served from another's cached prefix"
+        )
+    return out
 
 
 async def run_ab(
@@ -126,6 +188,8 @@ async def run_ab(
     order: str = "ABBA",
     repetitions: int = 1,
     flush: bool = False,
+    shared_prompts: bool = False,
+    run_id: str | None = None,
     plan: RequestPlan | None = None,
     stop: asyncio.Event | None = None,
     on_block: Callable[[int, int, str], None] | None = None,
@@ -133,13 +197,19 @@ async def run_ab(
 ) -> ABResult:
     """Run the paired A/B; a stop (or Ctrl-C) keeps every block run so far.
 
-    ``on_block(k, total, arm)`` is called before each block.
+    ``on_block(k, total, arm)`` is called before each block. Each block's prompts lead with
+    its own tokens unless ``shared_prompts`` (every block sends the same prompts: what a warm
+    prefix cache does to them is then part of what is measured). The block's tokens name the
+    run too (``run_id``, random by default), so a second A/B against the same warm engines is
+    not served from the first one's cache either.
     """
     order = check_order(order)
     plan = plan or plan_requests(workload)
     stop = stop or asyncio.Event()
     urls = {"A": a_url, "B": b_url}
     models = {arm: await resolve_model(url, workload.model) for arm, url in urls.items()}
+    engines = {arm: await arm_engine(url) for arm, url in urls.items()} if flush else {}
+    run = run_id if run_id is not None else os.urandom(3).hex()
     blocks: list[Block] = []
     total = repetitions * len(order)
     interrupted = False
@@ -151,7 +221,7 @@ async def run_ab(
             if on_block is not None:
                 on_block(len(blocks), total, arm)
             try:
-                flushed = await flush_cache(urls[arm]) if flush else None
+                flushed = await flush_cache(urls[arm], engines.get(arm)) if flush else None
             except asyncio.CancelledError:
                 _uncancel()
                 interrupted = True
@@ -160,7 +230,9 @@ async def run_ab(
                 urls[arm],
                 workload,
                 plan,
-                prompts,
+                prompts
+                if shared_prompts
+                else scoped(prompts, f"Run {run} block {rep}.{pos} arm {arm}. "),
                 label=arm,
                 model=models[arm],
                 stop=stop,
@@ -172,9 +244,21 @@ async def run_ab(
                 break
         if interrupted:
             break
+    warnings = flush_warnings(blocks, urls, engines)
+    if shared_prompts:
+        warnings.append(
+            "every block sent the same prompts (`shared_prompts`): blocks after an arm's first "
+            "may be served from its prefix cache, and the ratios then measure that cache"
+        )
     # The URLs are printed and written: a password in one never is.
     return ABResult(
-        mask_userinfo(a_url), mask_userinfo(b_url), order, repetitions, tuple(blocks), interrupted
+        mask_userinfo(a_url),
+        mask_userinfo(b_url),
+        order,
+        repetitions,
+        tuple(blocks),
+        interrupted,
+        tuple(warnings),
     )
 
 

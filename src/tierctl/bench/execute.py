@@ -27,7 +27,8 @@ from tierctl.bench.samples import RequestSample, RunRecord
 from tierctl.bench.workload import BenchWorkload
 from tierctl.credentials import mask_userinfo
 from tierctl.errors import InputError, RuntimeFailure
-from tierctl.results import RESULTS_NAME
+from tierctl.paths import resolve_inside, write_owned
+from tierctl.results import RESULTS_NAME, is_results_text
 
 if TYPE_CHECKING:
     from tierctl.bench.health import ArmTarget, HealthReport
@@ -160,6 +161,7 @@ async def bench_ab(
     order: str = "ABBA",
     repetitions: int = 1,
     flush: bool = False,
+    shared_prompts: bool = False,
     tokenizer: str | None = None,
     out_dir: Path | None = None,
     plots: bool = True,
@@ -214,6 +216,7 @@ async def bench_ab(
             order=order,
             repetitions=repetitions,
             flush=flush,
+            shared_prompts=shared_prompts,
             plan=plan,
             on_block=on_block,
             progress=progress.request_done if progress else None,
@@ -233,6 +236,7 @@ async def bench_ab(
     if out_dir is not None:
         doc = ab_json(result, ratios, workload)
         doc["health"] = health_report.to_json()
+        doc["warnings"] = list(result.warnings)
         markdown = ab_markdown(result, ratios, workload)
         markdown += "\n## Arm health\n\n" + "".join(f"- {ln}\n" for ln in health_report.lines())
         if quality_result is not None:
@@ -252,11 +256,23 @@ async def bench_ab(
 
 
 def _write(out_dir: Path, doc: dict[str, Any], markdown: str) -> list[Path]:
+    """results.json and report.md, atomically, replacing only a results file and a report a
+    bench wrote (``paths.write_owned``): another file of that name in ``out_dir`` is kept."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / RESULTS_NAME
-    json_path.write_bytes(
-        orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
-    )
-    md_path = out_dir / "report.md"
-    md_path.write_text(markdown, encoding="utf-8")
-    return [json_path, md_path]
+    text = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
+    files = []
+    for name, content, ours in (
+        (RESULTS_NAME, text, is_results_text),
+        ("report.md", markdown, _is_bench_report),
+    ):
+        path = resolve_inside(out_dir, name, field="bench output", inside="the output folder")
+        write_owned(
+            path, content, ours=ours, what=f"bench {name}", force_param=None,
+            elsewhere="or give `out_dir` another folder", params=("out_dir",),
+        )  # fmt: skip
+        files.append(path)
+    return files
+
+
+def _is_bench_report(text: str) -> bool:
+    return text.startswith("# tierctl bench ")

@@ -7,7 +7,10 @@ what BPE tokenizers give for such words with a leading space, to within a few pe
 server's ``usage.prompt_tokens`` is recorded either way.
 
 Each prompt starts with a unique tag (the request's index and the seed) so no two requests of
-one run share a cached prefix, while the same request in arm A and arm B is byte-identical.
+one run share a cached prefix. A paired A/B runs the same plan in every block; each block's
+prompts are :func:`scoped` to it (the tag leads with the block and arm), so no block is
+served from the prefix cache another block filled, while the k-th request of every block has
+the same body and length.
 """
 
 from __future__ import annotations
@@ -51,8 +54,29 @@ class PromptSource(Protocol):
 
     name: str
 
-    def prompt(self, tokens: int, salt: int) -> str:
-        """A prompt of about ``tokens`` tokens, unique per ``salt``."""
+    def prompt(self, tokens: int, salt: int, scope: str = "") -> str:
+        """A prompt of about ``tokens`` tokens, unique per ``salt`` (and per ``scope``, which
+        leads it)."""
+
+
+class ScopedPrompts:
+    """A source whose every prompt leads with ``scope`` (one A/B block's own leading tokens)."""
+
+    def __init__(self, source: PromptSource, scope: str) -> None:
+        self._source = source
+        self.scope = scope
+        self.name = source.name
+
+    def prompt(self, tokens: int, salt: int, scope: str = "") -> str:
+        """The source's prompt, under this scope (then ``scope``)."""
+        return self._source.prompt(tokens, salt, self.scope + scope)
+
+
+def scoped(source: PromptSource, scope: str) -> PromptSource:
+    """``source`` with ``scope`` leading every prompt: its first tokens differ from every other
+    scope's, so an engine's prefix cache (vLLM's hashes blocks from the first token on, SGLang's
+    radix tree from the root) shares nothing between scopes."""
+    return ScopedPrompts(source, scope)
 
 
 class WordPrompts:
@@ -70,10 +94,10 @@ class WordPrompts:
             extra = n - len(self._base) + 4096
             self._base.extend(self._rng.choices(_WORDS, k=extra))
 
-    def prompt(self, tokens: int, salt: int) -> str:
-        """Tag plus ``tokens - 4`` words starting at a salt-dependent offset."""
-        tag = f"Request {salt} seed {self._seed}:"
-        body = max(0, tokens - 4)
+    def prompt(self, tokens: int, salt: int, scope: str = "") -> str:
+        """Tag plus ``tokens - 4`` words (fewer by the scope's) at a salt-dependent offset."""
+        tag = f"{scope}Request {salt} seed {self._seed}:"
+        body = max(0, tokens - 4 - len(scope.split()))
         self._ensure(body + 1024)
         start = (salt * 7919) % 1024
         return tag + " " + " ".join(self._base[start : start + body])
@@ -118,9 +142,9 @@ class TokenizerPrompts:
             text = self._words.prompt(int(n * 1.2) + 2048, salt=-1)
             self._ids = list(self._tok.encode(text, add_special_tokens=False).ids)
 
-    def prompt(self, tokens: int, salt: int) -> str:
+    def prompt(self, tokens: int, salt: int, scope: str = "") -> str:
         """Tag plus ``tokens`` minus the tag's length, decoded from the token sequence."""
-        tag = f"Request {salt} seed {self._seed}:"
+        tag = f"{scope}Request {salt} seed {self._seed}:"
         tag_len = len(self._tok.encode(tag, add_special_tokens=False).ids)
         body = max(0, tokens - tag_len)
         self._ensure(body + 1024)

@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from tierctl.errors import ExitCode
+from tierctl.errors import ExitCode, label_params
 from tierctl.traces import TRACE_FORMATS
 
 _F = Callable[..., Any]
@@ -374,7 +374,18 @@ def run(url: str, **opts: Any) -> ExitCode:
     show_default=True,
     help="Repetitions of the order.",
 )
-@click.option("--flush-cache", is_flag=True, help="POST /flush_cache before every block.")
+@click.option(
+    "--flush-cache",
+    is_flag=True,
+    help="Flush each arm's prefix cache before every block, at its engine's endpoint "
+    "(SGLang /flush_cache, vLLM /reset_prefix_cache with VLLM_SERVER_DEV_MODE=1).",
+)
+@click.option(
+    "--shared-prompts",
+    is_flag=True,
+    help="Send the same prompts in every block (default: each block's lead with its own "
+    "tokens, so none is served from another's prefix cache).",
+)
 @click.option(
     "--quality",
     "with_quality",
@@ -392,6 +403,7 @@ def ab(
     order: str,
     repetitions: int,
     flush_cache: bool,
+    shared_prompts: bool,
     with_quality: bool,
     a_name: str | None,
     b_name: str | None,
@@ -414,6 +426,7 @@ def ab(
                 order=order,
                 repetitions=repetitions,
                 flush=flush_cache,
+                shared_prompts=shared_prompts,
                 tokenizer=opts["tokenizer"],
                 out_dir=out,
                 plots=not opts["no_plots"],
@@ -452,6 +465,10 @@ def ab(
         missing = no_ttft_line(reqs)
         if missing:
             console.print(f"[yellow]warning:[/yellow] arm {arm}: {escape(missing)}")
+    ab_labels = {"flush": "--flush-cache", "shared_prompts": "--shared-prompts"}
+    for w in outcome.result.warnings:
+        w = label_params(w, tuple(ab_labels), ab_labels)
+        console.print(f"[bold yellow]warning:[/bold yellow] {w}")
     line = ab_client_line(outcome.result)
     console.print(f"[bold red]{line}[/bold red]" if ab_client_bound(outcome.result) else line)
     note = eventloop.fallback_note()

@@ -43,9 +43,23 @@ def model_cmd() -> None:
     show_default=True,
     help="How long one engine has to answer /health.",
 )
-def demo_cmd(workdir: Path, start_timeout_s: float) -> int:
-    """The lifecycle for real: render, validate, roll r2 out with gates behind the router,
-    paired bench A/B, readout from Prometheus, verdict."""
+@click.option(
+    "--live-s",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds of live traffic through the router the readout judges (more decide more).",
+)
+@click.option(
+    "--soak-s",
+    type=float,
+    default=20.0,
+    show_default=True,
+    help="The rollout's soak, with r2 back in the router and clients going through it.",
+)
+def demo_cmd(workdir: Path, start_timeout_s: float, live_s: float, soak_s: float) -> int:
+    """The lifecycle for real: render, validate, roll r2 out with every gate on behind the
+    router (the real Prometheus included), paired bench A/B, readout from Prometheus, verdict."""
     from tierctl.realtier.demo import run_demo
 
-    return run_demo(workdir, start_timeout_s=start_timeout_s)
+    return run_demo(workdir, start_timeout_s=start_timeout_s, live_s=live_s, soak_s=soak_s)

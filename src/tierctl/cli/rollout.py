@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from tierctl.cli.profiles import chosen_profiles, profile_option
 from tierctl.paths import write_owned
 from tierctl.rollout.entrypoints import DriverConfig, execute_plan, make_plan, make_runbook
 from tierctl.rollout.executor import RolloutOptions
@@ -67,6 +68,7 @@ def format_plan(plan: Plan) -> str:
 @_with_common
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the JSON plan here.")
+@profile_option
 @click.option("--force", is_flag=True, help="With -o: replace a file that is not a tierctl plan.")
 def plan(
     old: str,
@@ -77,11 +79,21 @@ def plan(
     repo: Path | None,
     as_json: bool,
     output: Path | None,
+    profile: tuple[str, ...],
     force: bool,
 ) -> None:
-    """Plan a rollout between two compose files: which services change, in what order."""
+    """Plan a rollout between two compose files: which services change, in what order.
+
+    With --profile (or COMPOSE_PROFILES), only the services those profiles run are planned.
+    """
     result = make_plan(
-        old, new, spec=spec, allow=frozenset(allow), protect=frozenset(protect), repo=repo
+        old,
+        new,
+        spec=spec,
+        allow=frozenset(allow),
+        protect=frozenset(protect),
+        repo=repo,
+        profiles=chosen_profiles(profile),
     )
     text = json.dumps(result.model_dump(mode="json"), indent=2)
     if output is not None:

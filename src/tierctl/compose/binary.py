@@ -161,6 +161,7 @@ def compose_config(
     project_name: str | None = None,
     project_directory: str | Path | None = None,
     env: Mapping[str, str] | None = None,
+    interpolate: bool = True,
 ) -> dict[str, Any]:
     """``docker compose -f F... config --format json``, parsed.
 
@@ -173,6 +174,8 @@ def compose_config(
         project_directory: ``--project-directory``.
         env: the whole environment Compose sees (default: this process's); interpolation
             reads it.
+        interpolate: False: ``--no-interpolate`` (every ``${...}`` kept as written; Compose
+            then applies no profile and leaves some short forms as written).
 
     Raises:
         ComposeInputError: Compose refused the project; the message is Compose's own, located
@@ -196,6 +199,8 @@ def compose_config(
         project_name=project_name,
         project_directory=project_directory,
     )
+    if not interpolate:
+        argv.append("--no-interpolate")
     try:
         done = subprocess.run(
             argv,

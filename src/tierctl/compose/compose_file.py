@@ -14,7 +14,9 @@ from tierctl.compose.forms import (
     normalise_labels,
     split_command,
 )
+from tierctl.compose.interpolation import Interpolation, InterpolationError, interpolate
 from tierctl.compose.lines import locate, merged_lines
+from tierctl.compose.long_forms import parse_port
 from tierctl.errors import ComposeInputError, Location
 from tierctl.readers import PathKey
 
@@ -71,6 +73,32 @@ class ComposeService:
         """``depends_on`` as the long map with compose's defaults (condition, required)."""
         value = normalise_depends_on(self.data.get("depends_on"))
         return value if isinstance(value, dict) else {}
+
+    @property
+    def profiles(self) -> tuple[str, ...]:
+        """``profiles`` as written (merged); empty: the service runs in every project."""
+        value = self.data.get("profiles")
+        return tuple(str(p) for p in value) if isinstance(value, list) else ()
+
+    @property
+    def ports(self) -> tuple[dict[str, Any], ...]:
+        """``ports`` in the long form Compose prints, one per port (a range gives one each):
+        ``host_ip``, ``published``, ``target``, ``protocol``. A reference kept as written is
+        read with its default (``${A:-9000}:80`` publishes 9000, ``${A}:80`` nothing); an
+        entry Compose refuses is left out (``tierctl compose config`` names it)."""
+        value = self.data.get("ports")
+        out: list[dict[str, Any]] = []
+        for entry in value if isinstance(value, list) else []:
+            if isinstance(entry, str) and "$" in entry:
+                try:
+                    entry = interpolate(entry, {}, Interpolation.DEFAULTS)
+                except InterpolationError:
+                    continue
+            try:
+                out.extend(parse_port(entry))
+            except FormError:
+                continue
+        return tuple(out)
 
     @property
     def container_name(self) -> str | None:

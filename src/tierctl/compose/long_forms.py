@@ -123,11 +123,19 @@ def parse_port(entry: Any) -> list[dict[str, Any]]:
     return out
 
 
+#: Marks a long port whose ``published`` was written as a number: Compose's unicity key
+#: formats it differently (``%!s(int=8000)``), so it never matches a ``"8000"``; dropped from
+#: the printed form.
+PUBLISHED_INT = "\x00published-int"
+
+
 def _long_port(entry: dict[str, Any]) -> dict[str, Any]:
     out = dict(entry)
     out.setdefault("mode", "ingress")
     out.setdefault("protocol", "tcp")
     if "published" in out and out["published"] is not None:
+        if isinstance(out["published"], int) and not isinstance(out["published"], bool):
+            out[PUBLISHED_INT] = True
         out["published"] = str(out["published"])
     if isinstance(out.get("target"), str) and out["target"].isdigit():
         out["target"] = int(out["target"])
@@ -136,8 +144,11 @@ def _long_port(entry: dict[str, Any]) -> dict[str, Any]:
 
 def port_key(long: dict[str, Any]) -> str:
     """What makes two ports the same one for Compose (its unicity rule)."""
+    published = long.get("published", "")
+    if long.get(PUBLISHED_INT):
+        published = f"%!s(int={published})"
     return (
-        f"{long.get('host_ip', '0.0.0.0')}:{long.get('published', '')}:"
+        f"{long.get('host_ip', '0.0.0.0')}:{published}:"
         f"{long.get('target')}/{long.get('protocol', 'tcp')}"
     )
 
@@ -248,9 +259,10 @@ def _empty(text: str) -> dict[str, Any]:
 
 
 def parse_device(entry: Any) -> dict[str, Any]:
-    """A ``devices`` entry as ``{source, target, permissions}``."""
+    """A ``devices`` entry as ``{source, target, permissions}`` (the short syntax's default
+    permissions are ``rwm``; the long syntax's are what it says)."""
     if isinstance(entry, dict):
-        return {**entry, "permissions": entry.get("permissions", "rwm")}
+        return dict(entry)
     parts = str(entry).split(":")
     if len(parts) == 1:
         return {"source": parts[0], "target": parts[0], "permissions": "rwm"}
@@ -402,3 +414,51 @@ def absolute(path: str, folder: str) -> str:
     if os.path.isabs(path) or is_windows_path(path):
         return path
     return os.path.normpath(os.path.join(folder, path))
+
+
+def _relative(path: str) -> bool:
+    return not (os.path.isabs(path) or path.startswith("~") or is_windows_path(path))
+
+
+def rebase_service(service: dict[str, Any], folder: str) -> dict[str, Any]:
+    """A service from an included or extended file, its relative paths (bind mounts,
+    ``env_file``, ``build``) made absolute from that file's folder, as Compose resolves them
+    before the service joins the including project."""
+    out = dict(service)
+    volumes = out.get("volumes")
+    if isinstance(volumes, list):
+        rebased: list[Any] = []
+        for mount in volumes:
+            if isinstance(mount, str):
+                try:
+                    long = parse_volume(mount)
+                except FormError:
+                    rebased.append(mount)
+                    continue
+                source = str(long.get("source", ""))
+                if long["type"] == "bind" and _relative(source):
+                    mount = absolute(source, folder) + mount[len(source) :]
+            elif isinstance(mount, dict) and mount.get("type") == "bind":
+                written = mount.get("source")
+                if isinstance(written, str) and _relative(written):
+                    mount = {**mount, "source": absolute(written, folder)}
+            rebased.append(mount)
+        out["volumes"] = rebased
+    env_file = out.get("env_file")
+    if isinstance(env_file, str):
+        out["env_file"] = absolute(env_file, folder)
+    elif isinstance(env_file, list):
+        out["env_file"] = [
+            absolute(e, folder)
+            if isinstance(e, str)
+            else {**e, "path": absolute(str(e["path"]), folder)}
+            if isinstance(e, dict) and isinstance(e.get("path"), str)
+            else e
+            for e in env_file
+        ]
+    build = out.get("build")
+    if isinstance(build, str):
+        out["build"] = absolute(build, folder)
+    elif isinstance(build, dict) and isinstance(build.get("context", "."), str):
+        out["build"] = {**build, "context": absolute(str(build.get("context", ".")), folder)}
+    return out

@@ -33,6 +33,7 @@ from tierctl.compose.interpolation import Interpolation
 from tierctl.compose.lines import locate, merged_lines
 from tierctl.compose.loader import load_compose
 from tierctl.compose.long_forms import (
+    PUBLISHED_INT,
     absolute,
     format_duration,
     parse_bytes,
@@ -128,7 +129,10 @@ def project_config(
         options.project_directory or os.path.dirname(os.path.abspath(files[0]))
     )
     env = interpolation_env(options, folder)
-    read = [load_compose(Path(f), env=env, interpolation=Interpolation.STRICT) for f in files]
+    read = [
+        load_compose(Path(f), env=env, interpolation=Interpolation.STRICT, rebase=True)
+        for f in files
+    ]
     merged: dict[str, Any] = {}
     for compose in read:
         if check is not None:
@@ -181,6 +185,18 @@ def _canonical_service(name: str, body: dict[str, Any], compose: ComposeFile) ->
                 str(exc), compose.location("services", name, key), exc.rule, exc.fix, value
             ) from None
     return out
+
+
+def _number(value: Any, what: str) -> float:
+    """A number written as a number or a string (``cpus: "0.5"``)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise FormError(
+            f"{what} must be a number, not {value!r}",
+            rule=f"{what} is a number of CPUs (0.5, 2)",
+            fix=f"write {what}: 0.5",
+        ) from None
 
 
 def _tagged(value: Any, form: Callable[[Any], Any]) -> Any:
@@ -291,7 +307,7 @@ def _resources(value: Any) -> Any:
             continue
         block = dict(block)
         if "cpus" in block and block["cpus"] is not None:
-            block["cpus"] = float(block["cpus"])
+            block["cpus"] = _number(block["cpus"], "cpus")
         if "memory" in block and block["memory"] is not None:
             block["memory"] = str(parse_bytes(block["memory"]))
         devices = block.get("devices")
@@ -306,7 +322,8 @@ def _device_request(entry: Any) -> Any:
         return entry
     out = dict(entry)
     if "count" in out:
-        out["count"] = -1 if str(out["count"]).lower() == "all" else int(out["count"])
+        count = out["count"]
+        out["count"] = -1 if str(count).lower() == "all" else int(_number(count, "count"))
     elif "device_ids" not in out:
         out["count"] = -1  # neither count nor ids: every device, as Compose reads it
     return out
@@ -340,7 +357,13 @@ def _extra_hosts(value: Any) -> list[str]:
     for entry in value if isinstance(value, list) else [value]:
         text = str(entry)
         if "=" not in text:
-            host, _, ip = text.partition(":")
+            host, colon, ip = text.partition(":")
+            if not colon:
+                raise FormError(
+                    f"invalid additional host, missing IP: {text}",
+                    rule="an extra host is HOST:IP or HOST=IP",
+                    fix=f"write {text}=IP",
+                )
             text = f"{host}={ip}"
         out.append(text)
     return out
@@ -408,7 +431,7 @@ def _canonical_key(key: str, value: Any) -> Any:
     if key in _DURATIONS and isinstance(value, str):
         return format_duration(parse_duration_ns(value))
     if key == "cpus":
-        return float(value)
+        return _number(value, "cpus")
     if key == "extra_hosts":
         return _extra_hosts(value)
     if key == "networks":
@@ -593,11 +616,14 @@ def _omit_empty(svc: dict[str, Any]) -> dict[str, Any]:
     for key in ("volumes", "ports"):
         if isinstance(out.get(key), list):
             out[key] = [
-                {k: v for k, v in e.items() if not (v is False or v == "")}
+                {k: v for k, v in e.items() if not (v is False or v == "" or k == PUBLISHED_INT)}
                 if isinstance(e, dict)
                 else e
                 for e in out[key]
             ]
+    health = out.get("healthcheck")
+    if isinstance(health, dict):
+        out["healthcheck"] = {k: v for k, v in health.items() if v is not False}
     deploy = out.get("deploy")
     resources = deploy.get("resources") if isinstance(deploy, dict) else None
     if isinstance(resources, dict):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from tierctl.compose import ComposeFile, ComposeService
 from tierctl.compose.argv import FlagUse, flags_dict, parse_flags, split_launcher
+from tierctl.compose.profiles import ProfileScope
 from tierctl.engine_catalog import Catalog
+from tierctl.readers import load_yaml
 from tierctl.spec.effective import ResolvedReplica, Tier, engine_profile, launcher
 
 
@@ -32,14 +36,23 @@ class Context:
     compose: ComposeFile
     catalog: Catalog | None
     replicas: dict[str, ReplicaView]
+    #: Which services can run together (the checks that compare services use it); the
+    #: default puts every service in one project.
+    scope: ProfileScope = field(default_factory=lambda: ProfileScope(None, {}))
 
     def other_replicas(self, name: str) -> list[ReplicaView]:
         """Every replica except ``name``, in spec order."""
         return [v for n, v in self.replicas.items() if n != name]
 
 
-def build_context(tier: Tier, compose: ComposeFile, catalog: Catalog | None) -> Context:
-    """Pair each replica of the spec with its compose service and parse its argv once."""
+def build_context(
+    tier: Tier,
+    compose: ComposeFile,
+    catalog: Catalog | None,
+    profiles: Sequence[str] | None = None,
+) -> Context:
+    """Pair each replica of the spec with its compose service and parse its argv once;
+    ``profiles``: the active compose profiles (None: every project the file can run)."""
     spec_launcher = launcher(tier.spec)
     profile = engine_profile(tier.spec)
     views: dict[str, ReplicaView] = {}
@@ -63,4 +76,22 @@ def build_context(tier: Tier, compose: ComposeFile, catalog: Catalog | None) -> 
             flags={**positional, **profile.spec_flags(flags_dict(uses), catalog)},
             env=env,
         )
-    return Context(tier=tier, compose=compose, catalog=catalog, replicas=views)
+    return Context(
+        tier=tier,
+        compose=compose,
+        catalog=catalog,
+        replicas=views,
+        scope=ProfileScope.of(compose, profiles),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def config_content(content: str, name: str) -> Any:
+    """The YAML document of top-level config ``name``'s inline ``content``, parsed once for
+    the contracts that read it (the variant's scrape labels, literal credentials); the result
+    is shared, so it is read, never changed.
+
+    Raises:
+        InputError: the content is not YAML.
+    """
+    return load_yaml(content, f"configs.{name}.content", duplicates=False, line_depth=0).data

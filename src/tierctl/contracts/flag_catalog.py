@@ -47,8 +47,10 @@ def check_uses(
     flag sits in (a shell script), instead."""
     for use in uses:
         index = at if at is not None else use.index - offset
-        location = compose.location("services", svc, "command", index)
+        # Located only when reported: the line map costs a second YAML pass over the file.
+        where = ("services", svc, "command", index)
         if not use.token:
+            location = compose.location(*where)
             yield Violation(
                 rule="TC004",
                 service=svc,
@@ -59,6 +61,7 @@ def check_uses(
             continue
         flag = catalog.lookup(use.token)
         if flag is None:
+            location = compose.location(*where)
             yield Violation(
                 rule="TC004",
                 service=svc,
@@ -78,7 +81,7 @@ def check_uses(
             yield Violation(
                 rule="TC004",
                 service=svc,
-                location=location,
+                location=compose.location(*where),
                 message=f"{use.token}: {problem} ({catalog.ref})",
                 fix=_value_fix(flag),
             )

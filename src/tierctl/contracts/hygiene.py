@@ -1,5 +1,11 @@
 """TC006 hygiene: pinned images, exclusive GPUs, no port clashes, no literal secrets, and
-exactly the services the spec lists."""
+exactly the services the spec lists.
+
+The checks that compare services (GPUs, host ports, ``--port``, container names, what a
+service depends on) compare only services that can run together under the file's profiles
+(:class:`~tierctl.compose.profiles.ProfileScope`): workers kept in mutually exclusive profiles
+may share a GPU or a port.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,11 @@ from typing import Any
 
 from tierctl.compose import ComposeFile
 from tierctl.compose.forms import command_cut
-from tierctl.contracts.context import Context
+from tierctl.compose.profiles import ProfileScope
+from tierctl.contracts.context import Context, config_content
 from tierctl.contracts.credentials import embedded_credential, literal_secret, secret_positions
 from tierctl.contracts.report import Violation
 from tierctl.errors import InputError
-from tierctl.readers import load_yaml
 from tierctl.spec.checks import TAGGED_IMAGE
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -28,13 +34,15 @@ def check(ctx: Context) -> Iterator[Violation]:
     if spec.engine.image_policy == "tag":
         tags_ok |= {r.service for r in ctx.tier.replicas.values()}
     yield from images(ctx.compose, tags_ok)
-    yield from gpus(ctx.compose)
+    yield from gpus(ctx.compose, ctx.scope)
     host_flags = [
         (v.expected.service, v.flags)
         for v in ctx.replicas.values()
         if v.service is not None and v.service.data.get("network_mode") == "host"
     ]
-    yield from ports(ctx.compose, host_flags)
+    yield from ports(ctx.compose, host_flags, ctx.scope)
+    yield from container_names(ctx.compose, ctx.scope)
+    yield from dependencies(ctx.compose, ctx.scope)
     yield from secrets(ctx.compose)
     yield from cut_commands(ctx.compose)
     yield from mount_targets(ctx.compose)
@@ -95,38 +103,59 @@ def images(compose: ComposeFile, tags_ok: set[str] | None = None) -> Iterator[Vi
             )
 
 
-def gpus(compose: ComposeFile) -> Iterator[Violation]:
-    """No GPU is reserved by two services."""
-    owner: dict[str, str] = {}
+def gpus(compose: ComposeFile, scope: ProfileScope | None = None) -> Iterator[Violation]:
+    """No GPU is reserved by two services that can run together (``scope``: the profiles;
+    default: every project the file can run)."""
+    scope = scope or ProfileScope.of(compose)
+    owners: dict[str, list[str]] = {}
     for name, service in compose.services.items():
         for gpu in service.gpu_ids:
-            first = owner.setdefault(gpu, name)
-            if first != name:
+            first = _first_together(scope, owners.setdefault(gpu, []), name)
+            if first is not None:
                 yield Violation(
                     rule="TC006",
                     service=name,
-                    message=f"GPU {gpu} is also given to {first}",
+                    message=f"GPU {gpu} is also given to {first}" + _together(scope, first, name),
                     location=compose.location("services", name, "deploy"),
                     found=gpu,
-                    fix="give each service its own device_ids",
+                    fix="give each service its own device_ids"
+                    + (", or put them in profiles that exclude each other" if scope.named else ""),
                 )
 
 
+def _first_together(scope: ProfileScope, claimants: list[str], name: str) -> str | None:
+    """The first earlier claimant that can run with ``name`` (None: none); ``name`` joins."""
+    if name in claimants or not scope.runs(name):
+        return None
+    first = next((c for c in claimants if scope.together(c, name)), None)
+    claimants.append(name)
+    return first
+
+
+def _together(scope: ProfileScope, a: str, b: str) -> str:
+    """`` (both run with profile P)`` when the file has profiles, else nothing."""
+    return f" (both run {scope.why_together(a, b)})" if scope.named else ""
+
+
 def ports(
-    compose: ComposeFile, host_flags: list[tuple[str, dict[str, Any]]]
+    compose: ComposeFile,
+    host_flags: list[tuple[str, dict[str, Any]]],
+    scope: ProfileScope | None = None,
 ) -> Iterator[Violation]:
     """No host port published twice; on the host network, no engine ``--port`` or
-    ``--dist-init-addr`` shared (``host_flags``: (service, flags) of those engines)."""
-    seen: dict[tuple[str, str], str] = {}
+    ``--dist-init-addr`` shared (``host_flags``: (service, flags) of those engines); only
+    among services that can run together (``scope``)."""
+    scope = scope or ProfileScope.of(compose)
+    seen: dict[tuple[str, str], list[str]] = {}
 
     def claim(kind: str, value: str, service: str) -> Violation | None:
-        first = seen.setdefault((kind, value), service)
-        if first == service:
+        first = _first_together(scope, seen.setdefault((kind, value), []), service)
+        if first is None:
             return None
         return Violation(
             rule="TC006",
             service=service,
-            message=f"{kind} {value} is also used by {first}",
+            message=f"{kind} {value} is also used by {first}" + _together(scope, first, service),
             location=compose.location("services", service),
             found=value,
             fix=f"give {service} its own {kind}",
@@ -141,23 +170,104 @@ def ports(
                 hit = claim(f"--{key}", value, service_name)
                 if hit:
                     yield hit
+    # Ports as Compose reads them: 127.0.0.1:8000 and 10.0.0.1:8000 are two ports, tcp and
+    # udp on one number too; a wildcard address (0.0.0.0, ::, none) overlaps every address.
+    # Only services that can run together (``scope``) share the host's ports.
+    bound: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (port, proto) -> (ip, service)
+    reported: set[tuple[str, str]] = set()
     for name, service in compose.services.items():
-        ports = service.data.get("ports")
-        for port in ports if isinstance(ports, list) else []:
-            host = _host_port(port)
-            if host:
-                hit = claim("host port", host, name)
-                if hit:
-                    yield hit
+        if not scope.runs(name):
+            continue
+        for port in service.ports:
+            ip = str(port.get("host_ip") or "")
+            ip = "" if ip in ("0.0.0.0", "::") else ip
+            proto = str(port.get("protocol", "tcp"))
+            for host in _host_ports(port.get("published")):
+                shown = (f"{ip}:{host}" if ip else host) + ("" if proto == "tcp" else f"/{proto}")
+                others = bound.setdefault((host, proto), [])
+                clash = next(
+                    (
+                        s
+                        for i, s in others
+                        if s != name and (not i or not ip or i == ip) and scope.together(s, name)
+                    ),
+                    None,
+                )
+                others.append((ip, name))
+                if clash is None or (name, shown) in reported:
+                    continue
+                reported.add((name, shown))
+                yield Violation(
+                    rule="TC006",
+                    service=name,
+                    message=f"host port {shown} is also used by {clash}"
+                    + _together(scope, clash, name),
+                    location=compose.location("services", name),
+                    found=shown,
+                    fix=f"give {name} its own host port",
+                )
 
 
-def _host_port(entry: Any) -> str | None:
-    if isinstance(entry, dict):
-        published = entry.get("published")
-        return str(published) if published is not None else None
-    text = str(entry)
-    parts = text.split("/")[0].split(":")
-    return parts[-2] if len(parts) >= 2 else None
+def container_names(compose: ComposeFile, scope: ProfileScope | None = None) -> Iterator[Violation]:
+    """No container name used by two services that can run together (compose refuses the
+    project: "container name ... is already in use")."""
+    scope = scope or ProfileScope.of(compose)
+    owners: dict[str, list[str]] = {}
+    for name, service in compose.services.items():
+        container = service.container_name
+        if container is None:
+            continue
+        first = _first_together(scope, owners.setdefault(container, []), name)
+        if first is not None:
+            yield Violation(
+                rule="TC007",
+                service=name,
+                message=f"container name {container!r} is also used by {first}"
+                + _together(scope, first, name)
+                + "; compose refuses the project",
+                location=compose.location("services", name, "container_name"),
+                found=container,
+                fix=f"give {name} its own container_name, or drop it (compose names it)",
+            )
+
+
+def dependencies(compose: ComposeFile, scope: ProfileScope | None = None) -> Iterator[Violation]:
+    """A service may depend (``required: true``, compose's default) only on services that run
+    in the same project: compose refuses ``depends on undefined service`` otherwise. Checked
+    in each project of ``scope``, each pair reported once."""
+    scope = scope or ProfileScope.of(compose)
+    reported: set[tuple[str, str]] = set()
+    for service_set in scope.sets():
+        members = set(service_set.services)
+        for name in service_set.services:
+            for dep, how in compose.services[name].depends_on.items():
+                required = not isinstance(how, dict) or how.get("required", True) is not False
+                if dep in members or dep not in compose.services or not required:
+                    continue
+                if (name, dep) in reported:
+                    continue
+                reported.add((name, dep))
+                needs = ", ".join(scope.profiles.get(dep, ()))
+                yield Violation(
+                    rule="TC007",
+                    service=name,
+                    message=f"{name} depends on {dep}, which does not run in "
+                    f"{service_set.label} ({dep} runs only with profile {needs}); compose "
+                    f"refuses the project: depends on undefined service",
+                    location=compose.location("services", name, "depends_on"),
+                    found=dep,
+                    fix=f"give {name} the profile {needs.split(', ')[0]} too, or mark the "
+                    "dependency required: false",
+                )
+
+
+def _host_ports(published: Any) -> list[str]:
+    """The host ports of a ``published`` value: ``8000``, or each port of ``6000-6001``."""
+    text = str(published or "")
+    lo, dash, hi = text.partition("-")
+    if dash and lo.isdigit() and hi.isdigit() and int(lo) <= int(hi):
+        return [str(p) for p in range(int(lo), int(hi) + 1)]
+    return [text] if text.isdigit() else []
 
 
 def secrets(compose: ComposeFile) -> Iterator[Violation]:
@@ -240,7 +350,7 @@ def _config_secrets(compose: ComposeFile) -> Iterator[Violation]:
         if not isinstance(content, str):
             continue
         try:
-            doc = load_yaml(content, f"configs.{cname}.content", duplicates=False).data
+            doc = config_content(content, str(cname))
         except InputError:
             continue  # not YAML (a plain text config): nothing keyed to check
         for key, value in _scalar_items(doc):

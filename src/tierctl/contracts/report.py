@@ -93,6 +93,11 @@ class Report:
     unchecked: tuple[str, ...] = field(default=())
     #: Library parameters the ``unchecked`` lines name in backticks (see ``TierctlError``).
     params: tuple[str, ...] = field(default=())
+    #: Which compose reader read the files: tierctl's own, cross-checked with the real
+    #: binary or not (empty when not said).
+    reader: str = ""
+    #: Which compose profiles the checks that compare services looked at (empty: not said).
+    profiles: str = ""
 
     @property
     def ok(self) -> bool:
@@ -130,7 +135,9 @@ class Report:
         lines += [
             f"not checked: {label_params(u, self.params, labels or {})}" for u in self.unchecked
         ]
-        return "\n".join([*lines, self.summary()])
+        # The summary stays the first line of a clean report; what was read follows it.
+        notes = [note for note in (self.profiles, self.reader) if note]
+        return "\n".join([*lines, self.summary(), *notes])
 
     def to_json(self) -> str:
         """Machine-readable report."""
@@ -145,6 +152,8 @@ class Report:
                 "violations": [v.as_dict() for v in self.violations],
                 "warnings": [w.as_dict() for w in self.warnings],
                 "unchecked": list(self.unchecked),
+                "profiles": self.profiles or None,
+                "compose_reader": self.reader or None,
                 "summary": self.summary(),
             },
             indent=2,

@@ -12,6 +12,7 @@ with a did-you-mean.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -50,8 +51,11 @@ def check_rendering(
     rendered: str,
     spec_path: str | Path | None = None,
     catalog: Catalog | None = None,
+    profiles: Sequence[str] | None = None,
 ) -> GateResult:
-    """Validate ``rendered`` (the spec's rendering) and locate each violation in the spec."""
+    """Validate ``rendered`` (the spec's rendering) and locate each violation in the spec;
+    ``profiles``: the active compose profiles (None: the checks that compare services look at
+    the default set and each profile's set separately)."""
     unchecked: list[str] = []
     if catalog is None and (spec.engine.kind, spec.engine.version) in shipped():
         catalog = load_catalog(spec.engine.kind, spec.engine.version)
@@ -61,7 +65,13 @@ def check_rendering(
         )
         return GateResult((), tuple(unchecked))
     compose = parse_compose(rendered, source="(rendering)")
-    report = validate(spec, [compose], catalog=catalog, spec_source=str(spec_path or "<spec>"))
+    report = validate(
+        spec,
+        [compose],
+        catalog=catalog,
+        spec_source=str(spec_path or "<spec>"),
+        profiles=profiles,
+    )
     # The rendering is not a file the user has: only the spec's place is shown.
     located = [
         replace(v, location=None) for v in in_spec(report, spec, spec_path, catalog, every=True)

@@ -20,7 +20,7 @@ no shipped catalog, GPU counts given as ``count: all``), so "ok" never claims mo
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,10 @@ from tierctl.catalog.build import parse_ref
 from tierctl.catalog.store import load_catalog, resolve_catalog, shipped
 from tierctl.compose import ComposeFile, ComposeService, load_compose, merge_compose
 from tierctl.compose.argv import FlagUse, parse_flags
+from tierctl.compose.profiles import ProfileScope
 from tierctl.compose.shellwords import ShellWordsError, split_shell_words
 from tierctl.contracts import flag_catalog, hygiene, schema
+from tierctl.contracts.crosscheck import ComposeCheck
 from tierctl.contracts.report import RULES, Report, Violation
 from tierctl.engine_catalog import Catalog
 from tierctl.engines import PROFILES, EngineProfile, profile_for_argv
@@ -61,13 +63,14 @@ class EngineService:
 
 
 def find_engines(
-    compose: ComposeFile, engine: str | None = None
+    compose: ComposeFile, engine: str | None = None, *, skip: Collection[str] = ()
 ) -> tuple[list[EngineService], list[str]]:
     """The engine services of a file, each with its catalog; and what could not be checked.
 
     Args:
         compose: the (merged) file.
         engine: ``KIND==VERSION`` or a catalog file forcing the catalog (``--engine``).
+        skip: services not to look at (a caller that read them already).
 
     Raises:
         InputError: ``--engine`` names no shipped catalog or unreadable file.
@@ -76,6 +79,8 @@ def find_engines(
     found: list[EngineService] = []
     unchecked: list[str] = []
     for name, service in compose.services.items():
+        if name in skip:
+            continue
         profile, argv, offset = _engine_of(service)
         if profile is None:
             continue
@@ -166,7 +171,12 @@ def _engine_of(service: ComposeService) -> tuple[EngineProfile | None, tuple[str
 
 
 def validate_files(
-    paths: Sequence[str | Path], *, engine: str | None = None, strict: bool = False
+    paths: Sequence[str | Path],
+    *,
+    engine: str | None = None,
+    strict: bool = False,
+    profiles: Sequence[str] | None = None,
+    compose_check: ComposeCheck | None = None,
 ) -> Report:
     """``tierctl validate COMPOSE...`` without ``--spec``.
 
@@ -175,6 +185,10 @@ def validate_files(
         engine: ``KIND==VERSION`` (or a catalog file) for engines whose image tag names no
             release with a shipped catalog.
         strict: warnings (unpinned images) count as violations.
+        profiles: the active compose profiles; None: the checks that compare services look
+            at the default set and each profile's set separately.
+        compose_check: whether (and with which binary) to cross-check tierctl's reading with
+            the real Compose; default: not.
 
     Raises:
         ComposeInputError / InputError: unusable input (exit 2).
@@ -190,11 +204,14 @@ def validate_files(
         parse_ref(engine)  # a clear error for a bad KIND==VERSION before reading files
     files = [load_compose(Path(p)) for p in paths]
     merged = merge_compose(files)
+    scope = ProfileScope.of(merged, profiles)
     engines, unchecked = find_engines(merged, engine)
     violations: list[Violation] = []
     warnings: list[Violation] = []
     violations.extend(schema.check_document(merged))
     violations.extend(undeclared_references(merged))
+    violations.extend(hygiene.container_names(merged, scope))
+    violations.extend(hygiene.dependencies(merged, scope))
     for e in engines:
         if e.catalog is not None:
             violations.extend(
@@ -202,7 +219,7 @@ def validate_files(
                     e.catalog, merged, e.name, e.uses, e.command_offset, at=e.shell_token
                 )
             )
-    violations.extend(hygiene.gpus(merged))
+    violations.extend(hygiene.gpus(merged, scope))
     gpu_violations, gpu_unchecked = gpu_fit(merged, engines)
     for finding in gpu_violations:
         (
@@ -212,7 +229,7 @@ def validate_files(
         ).append(finding)
     unchecked.extend(gpu_unchecked)
     host = [(e.name, e.flags) for e in engines if e.service.data.get("network_mode") == "host"]
-    violations.extend(hygiene.ports(merged, host))
+    violations.extend(hygiene.ports(merged, host, scope))
     violations.extend(hygiene.secrets(merged))
     violations.extend(hygiene.cut_commands(merged))
     violations.extend(hygiene.mount_targets(merged))
@@ -225,6 +242,10 @@ def validate_files(
         + ", ".join(f"{r} {RULES[r]}" for r in SPEC_ONLY)
         + "): need a tier spec; `tierctl import` writes one from this file"
     )
+    checked = (compose_check or ComposeCheck(enabled=False)).run(
+        merged, paths, scope, refused=any(v.rule == "TC007" for v in violations)
+    )
+    violations.extend(checked.violations)
     return Report(
         spec="(none)",
         files=tuple(f.source for f in files),
@@ -235,6 +256,8 @@ def validate_files(
         warnings=tuple(warnings),
         unchecked=tuple(unchecked),
         params=("engine",),
+        reader=checked.reader,
+        profiles=scope.describe(),
     )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tierctl.catalog.store import load_catalog, resolve_catalog
 from tierctl.compose import ComposeFile, load_compose, merge_compose
+from tierctl.compose.profiles import ProfileScope
 from tierctl.contracts import (
     argv_pinning,
     flag_catalog,
@@ -18,10 +19,12 @@ from tierctl.contracts import (
     variant,
 )
 from tierctl.contracts.context import build_context
+from tierctl.contracts.crosscheck import ComposeCheck
 from tierctl.contracts.report import Report, Violation
 from tierctl.engine_catalog import Catalog
 from tierctl.render.compose import output_path
 from tierctl.spec import load_spec, resolve_tier
+from tierctl.spec.effective import engine_profile
 from tierctl.spec.tier_spec import TierSpec
 
 _CHECKS = (
@@ -41,6 +44,7 @@ def validate(
     *,
     catalog: Catalog | None = None,
     spec_source: str = "<spec>",
+    profiles: Sequence[str] | None = None,
 ) -> Report:
     """Check compose files (merged like compose override files) against ``spec``.
 
@@ -49,6 +53,8 @@ def validate(
         compose_files: one or more files from :func:`load_compose`.
         catalog: the engine's flag catalog; default: the shipped one for the pinned release.
         spec_source: how the report names the spec.
+        profiles: the active compose profiles; None: the checks that compare services look
+            at the default set and each profile's set separately.
 
     Raises:
         InputError: no catalog for the pinned engine release (exit 2).
@@ -57,15 +63,36 @@ def validate(
         catalog = load_catalog(spec.engine.kind, spec.engine.version)
     tier = resolve_tier(spec)
     merged = merge_compose(list(compose_files))
-    ctx = build_context(tier, merged, catalog)
+    ctx = build_context(tier, merged, catalog, profiles)
     violations: list[Violation] = []
     for check in _CHECKS:
         violations.extend(check(ctx))
-    # TP x PP x DP against the GPUs each engine service is given (as without a spec).
-    from tierctl.contracts.standalone import find_engines, gpu_fit
+    # TP x PP x DP against the GPUs each engine service is given (as without a spec). The
+    # replicas' flags are already read (with the pinned catalog); only other services are
+    # searched for engines.
+    from tierctl.contracts.standalone import EngineService, find_engines, gpu_fit
 
+    profile = engine_profile(spec)
+    replicas = {
+        v.expected.service: EngineService(
+            name=v.expected.service,
+            service=v.service,
+            profile=profile,
+            argv=v.argv,
+            command_offset=0,
+            flag_start=v.flag_start,
+            version=spec.engine.version,
+            catalog=catalog,
+            uses=v.uses,
+            flags=v.flags,
+        )
+        for v in ctx.replicas.values()
+        if v.service is not None
+    }
+    found = {e.name: e for e in find_engines(merged, skip=frozenset(replicas))[0]}
+    engines = [replicas.get(n) or found[n] for n in merged.services if n in replicas or n in found]
     warnings: list[Violation] = []
-    for finding in gpu_fit(merged, find_engines(merged)[0])[0]:
+    for finding in gpu_fit(merged, engines)[0]:
         # Fewer GPUs than TP x PP x DP cannot start; more is waste, worth a warning.
         short = int(finding.expected or 0) > int(finding.found or 0)
         (violations if short else warnings).append(finding)
@@ -77,6 +104,7 @@ def validate(
         replicas_checked=len(tier.replicas),
         violations=tuple(violations),
         warnings=tuple(warnings),
+        profiles=ctx.scope.describe(),
     )
 
 
@@ -85,8 +113,13 @@ def validate_paths(
     compose_paths: Sequence[str | Path] = (),
     *,
     catalog: str | None = None,
+    profiles: Sequence[str] | None = None,
+    compose_check: ComposeCheck | None = None,
 ) -> Report:
     """Load the spec and the compose files (default: the spec's rendered output) and validate.
+
+    ``profiles`` as :func:`validate`; ``compose_check``: whether (and with which binary) to
+    cross-check tierctl's reading with the real Compose (default: not).
 
     Raises:
         SpecError / SpecErrors / ComposeInputError / InputError: unusable input (exit 2).
@@ -95,7 +128,17 @@ def validate_paths(
     paths = list(compose_paths) or [output_path(spec, spec_path)]
     files = [load_compose(Path(p)) for p in paths]
     chosen = resolve_catalog(catalog) if catalog else None
-    report = validate(spec, files, catalog=chosen, spec_source=str(spec_path))
+    report = validate(spec, files, catalog=chosen, spec_source=str(spec_path), profiles=profiles)
+    merged = merge_compose(files)
+    checked = (compose_check or ComposeCheck(enabled=False)).run(
+        merged,
+        paths,
+        ProfileScope.of(merged, profiles),
+        refused=any(v.rule == "TC007" for v in report.violations),
+    )
+    report = replace(
+        report, violations=report.violations + checked.violations, reader=checked.reader
+    )
     from tierctl.contracts.spec_gate import in_spec
 
     used = chosen or load_catalog(spec.engine.kind, spec.engine.version)

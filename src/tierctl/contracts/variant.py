@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from tierctl.contracts.context import Context, ReplicaView
+from tierctl.contracts.context import Context, ReplicaView, config_content
 from tierctl.contracts.report import Violation
 from tierctl.errors import InputError, Location
-from tierctl.readers import load_yaml
 from tierctl.spec.effective import VariantError, fill, render_variant
 
 
@@ -169,7 +168,7 @@ def _scrape_labels(ctx: Context) -> dict[str, dict[str, str]] | str | None:
         if not isinstance(content, str):
             return f"configs.{name}.content (the collector's scrape config) is missing"
         try:
-            doc = load_yaml(content, f"configs.{name}.content", duplicates=False).data
+            doc = config_content(content, str(name))
         except InputError as exc:
             return f"configs.{name}.content is not valid YAML: {exc.message}"
         scrape_configs = _get(doc, "scrape_configs")

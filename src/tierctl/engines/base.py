@@ -184,6 +184,10 @@ class EngineProfile(ABC):
     readiness_path: str = "/health"
     metrics_path: str = "/metrics"
     models_path: str = "/v1/models"
+    #: ``POST`` here empties the engine's prefix cache (None: the engine has no such endpoint).
+    flush_cache_path: str | None = None
+    #: What that endpoint needs beyond the path (said when it is refused).
+    flush_cache_needs: str = ""
     #: The prefix as the engine exports it first, then spellings pipelines rewrite it to.
     metric_prefixes: tuple[str, ...] = ()
     metrics: EngineMetrics
@@ -230,22 +234,21 @@ class EngineProfile(ABC):
 
     def gpus_needed(self, flags: Mapping[str, Any]) -> int | None:
         """GPUs one replica with these flags occupies on its node (TP x PP x DP), or None
-        when a factor is not a number (a ``${VAR}``)."""
+        when a factor is not a count (a ``${VAR}``, ``inf``, a 400-digit number)."""
         total = 1
         inside = any(flags.get(n) not in (None, False) for n in self.dp_inside_tp_flags)
         for axis, names in self.parallel_flags:
             if axis == "dp" and inside:
                 continue
-            value = next((flags[n] for n in names if n in flags), 1)
-            try:
-                total *= int(value)
-            except (TypeError, ValueError):
+            factor = _count(next((flags[n] for n in names if n in flags), 1))
+            if factor is None:
                 return None
-        nodes = next((flags[n] for n in self.nodes_flags if n in flags), 1)
-        try:
-            return max(1, math.ceil(total / max(1, int(nodes))))
-        except (TypeError, ValueError):
+            total *= factor
+        nodes = _count(next((flags[n] for n in self.nodes_flags if n in flags), 1))
+        if nodes is None:
             return None
+        # Integer ceiling division: a float division of a huge product overflowed.
+        return max(1, -(-total // max(1, nodes)))
 
     # --- argv: rendering ---------------------------------------------------------------
 
@@ -420,6 +423,12 @@ class EngineProfile(ABC):
                 return prefix
         return None
 
+    def series_prefix(self, names: Iterable[str]) -> str:
+        """The prefix a Prometheus holding the metric ``names`` stores this engine's series
+        under (as exported, or as a pipeline rewrote it: ``:`` -> ``_``); the exported one when
+        none of its series is there yet. The readout and the rollout gates both ask this."""
+        return self.detect_prefix(names) or self.prefix
+
     def selector(self, ref: MetricRef | str, prefix: str | None, matchers: str = "") -> str:
         """A PromQL series selector; the quoted ``__name__`` form keeps ``x:y`` names valid
         in any position."""
@@ -428,9 +437,11 @@ class EngineProfile(ABC):
         parts += [m for m in (ref.matchers, matchers) if m]
         return "{" + ",".join(parts) + "}"
 
-    def variants_query(self, label: str, matchers: str) -> str:
-        """PromQL counting an engine's series by container and variant (one per replica)."""
-        sel = f"{self.prefix.replace(':', '_')}{self.metrics.running}{{{matchers}}}"
+    def variants_query(self, label: str, matchers: str, prefix: str | None = None) -> str:
+        """PromQL counting an engine's series by container and variant (one per replica),
+        under ``prefix`` (default: as the engine exports it; a ``:`` is valid in a PromQL
+        metric name)."""
+        sel = f"{prefix or self.prefix}{self.metrics.running}{{{matchers}}}"
         return f"count by (container_name, {label}) ({sel})"
 
     def sample_total(
@@ -570,3 +581,22 @@ def same_value(want: str | bool | tuple[str, ...], got: Any) -> bool:
     if got is None:
         return want.lower() in ("none", "null")
     return want == str(got)
+
+
+#: The largest parallelism factor read as a count (a host has far fewer GPUs; larger is noise).
+_MAX_FACTOR = 1 << 20
+
+
+def _count(value: Any) -> int | None:
+    """A parallelism factor as an int, or None when it is not a plain count (``${TP}``,
+    ``inf``, ``nan``, ``2.5``, a number too long to be one)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if abs(value) <= _MAX_FACTOR else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) <= _MAX_FACTOR else None
+    text = str(value).strip()
+    if len(text) > 8 or not text.lstrip("-").isascii() or not text.lstrip("-").isdigit():
+        return None
+    return int(text)

@@ -71,6 +71,8 @@ class SGLangProfile(EngineProfile):
     health_path = "/health"
     readiness_path = "/health_generate"
     metric_prefixes = ("sglang:", "sglang_")
+    flush_cache_path = "/flush_cache"
+    flush_cache_needs = "SGLang refuses it (400) while requests are running or waiting"
     metrics = EngineMetrics(
         running="num_running_reqs",
         waiting="num_queue_reqs",

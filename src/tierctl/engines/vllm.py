@@ -104,6 +104,10 @@ class VLLMProfile(EngineProfile):
     health_path = "/health"
     readiness_path = "/health"
     metric_prefixes = ("vllm:", "vllm_")
+    # A development endpoint: vLLM 0.32 serves it only when started with
+    # VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/serve/dev/cache/api_router.py); 404 otherwise.
+    flush_cache_path = "/reset_prefix_cache"
+    flush_cache_needs = "vLLM serves it only when started with VLLM_SERVER_DEV_MODE=1"
     metrics = EngineMetrics(
         running="num_requests_running",
         waiting="num_requests_waiting",
@@ -118,6 +122,10 @@ class VLLMProfile(EngineProfile):
             "cache_config_info": CACHE_CONFIG_INFO,
             "kv_cache_usage": "kv_cache_usage_perc",
             "preemptions": "num_preemptions_total",
+            # Tokens looked up in / served from the prefix cache (what an A/B's blocks must
+            # not share: tests/realengine/test_evidence_real.py).
+            "prefix_cache_queries": "prefix_cache_queries_total",
+            "prefix_cache_hits": "prefix_cache_hits_total",
         },
     )
     # Renamed in vLLM's V1 metrics (0.10-0.11): the old names still appear on older servers.

@@ -28,7 +28,7 @@ from tierctl.engines import (
 )
 from tierctl.errors import InputError
 from tierctl.quantity import Direction, Unit
-from tierctl.readout.metrics import DEFAULT_METRICS, MetricDef, detect_prefix
+from tierctl.readout.metrics import DEFAULT_METRICS, MetricDef
 from tierctl.readout.stats import (
     PairedResult,
     ProportionResult,
@@ -220,7 +220,7 @@ def resolve_engine(
     names = client.metric_names()
     if engine is None:
         engine = profile_for_metrics(names) or default_profile()
-    return engine, detect_prefix(engine, names)
+    return engine, engine.series_prefix(names)
 
 
 def run_readout(

@@ -68,9 +68,3 @@ DEFAULT_METRICS: tuple[MetricDef, ...] = (
     MetricDef("e2e_p50", "E2E p50", "latency", "e2e", 0.5, guard=True),
     MetricDef("gen_tokens_per_s", "generation tok/s", "rate", counter="generation_tokens"),
 )
-
-
-def detect_prefix(engine: EngineProfile, names: set[str]) -> str:
-    """The prefix the engine's series are stored under: as exported, or as a pipeline
-    rewrote it (``:`` -> ``_``); the exported one when none is found."""
-    return engine.detect_prefix(names) or engine.prefix

@@ -13,11 +13,13 @@ Prometheus). What a CPU engine cannot show is said at the end.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +28,7 @@ from rich.rule import Rule
 
 from tierctl.errors import TierctlError
 from tierctl.results import RESULTS_NAME, read_results
+from tierctl.runtime.local_prom import wait_for_scrape
 
 if TYPE_CHECKING:
     from tierctl.realtier.tier import RealTier
@@ -57,8 +60,14 @@ def _run(console: Console, argv: list[str], *, timeout_s: float = 900) -> int:
     return proc.returncode
 
 
-def run_demo(workdir: Path, *, start_timeout_s: float = 600.0) -> int:
-    """Run the real demo in ``workdir``; returns the exit status (0: the story held)."""
+def run_demo(
+    workdir: Path, *, start_timeout_s: float = 600.0, live_s: float = 60.0, soak_s: float = 20.0
+) -> int:
+    """Run the real demo in ``workdir``; returns the exit status (0: the story held).
+
+    ``live_s``: seconds of live traffic through the router that the readout judges (more
+    paired steps decide more); ``soak_s``: the rollout's soak, with traffic through the router.
+    """
     console = Console(stderr=False)
     t0 = time.monotonic()
 
@@ -71,7 +80,7 @@ def run_demo(workdir: Path, *, start_timeout_s: float = 600.0) -> int:
 
     previous = signal.signal(signal.SIGTERM, terminated)
     try:
-        return _demo(console, workdir, start_timeout_s, stage, t0)
+        return _demo(console, workdir, (start_timeout_s, live_s, soak_s), stage, t0)
     except TierctlError as exc:
         console.print(f"[red]error:[/] {exc.format()}")
         return int(exc.exit_code)
@@ -79,10 +88,17 @@ def run_demo(workdir: Path, *, start_timeout_s: float = 600.0) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: float) -> int:  # type: ignore[no-untyped-def]
+def _demo(
+    console: Console,
+    workdir: Path,
+    times_s: tuple[float, float, float],
+    stage: Callable[[str], None],
+    t0: float,
+) -> int:
     from tierctl.realengine import env as realenv
     from tierctl.realtier.tier import RealTier
 
+    start_timeout_s, live_s, soak_s = times_s
     stage("1/7 the real engine")
     with console.status("vLLM CPU virtualenv (scripts/ensure-vllm; ~3.4 GB the first time)"):
         python = realenv.ensure_vllm()
@@ -110,11 +126,11 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
             console.print(f"{service}: healthy after {seconds:.0f} s")
 
         stage("5/7 plan and roll out r2, clients going through the router all along")
-        if not _roll_out(console, tier, workdir, (old, new, spec), start_timeout_s):
+        if not _roll_out(console, tier, workdir, (old, new, spec), (start_timeout_s, soak_s)):
             return 1
 
         stage("6/7 paired A/B r1 vs r2 around the router, then live traffic through it")
-        code, live_start = _bench(console, tier, workdir)
+        code, live_start = _bench(console, tier, workdir, live_s)
         if code is not None:
             return code
 
@@ -122,18 +138,7 @@ def _demo(console: Console, workdir: Path, start_timeout_s: float, stage, t0: fl
         if tier.prometheus is None:
             console.print("[yellow]prometheus is not installed: no readout[/]")
             return 0
-        tier.prometheus.wait_for_scrape()  # the last of the traffic is in Prometheus
-        window = max(60, int(time.time() - live_start) + 5)
-        code = _run(
-            console,
-            _tierctl(
-                "readout", "--spec", str(spec), "--prometheus", tier.prometheus.url,
-                "--window", f"{window}s", "--step", "10s", "--min-requests", "3",
-                "--match", 'host_machine="cpu01"',
-            ),
-        )  # fmt: skip
-        verdict = {0: "PASS", 1: "FAIL", 3: "INCONCLUSIVE"}.get(code, f"error {code}")
-        console.print(Rule(f"verdict: {verdict}  [dim](total {time.monotonic() - t0:.0f} s)[/]"))
+        code = _readout(console, tier.prometheus.url, spec, live_start, live_s, t0)
         console.print(CPU_LIMITS)
         return 0 if code in (0, 1, 3) else code
     finally:
@@ -158,11 +163,10 @@ def _roll_out(
     tier: RealTier,
     workdir: Path,
     sides: tuple[Path, Path, Path],
-    start_timeout_s: float,
+    times_s: tuple[float, float],
 ) -> bool:
-    """Stage 5: roll r2 out with its gates while traffic goes through the router; whether no
-    client saw a failure and r1 was left alone."""
-    from tierctl.realtier.tier import scrape_config
+    """Stage 5: roll r2 out with every gate on while traffic goes through the router; whether
+    no client saw a failure and r1 was left alone."""
     from tierctl.realtier.traffic import Traffic
     from tierctl.rollout.entrypoints import make_plan
     from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
@@ -173,7 +177,18 @@ def _roll_out(
     for step in plan.steps:
         console.print(f"  {step.id}  gates: {', '.join(step.gates) or '-'}")
     o, n = load_sides(plan)
-    gates = GateSettings(health_timeout_s=start_timeout_s, request_timeout_s=10)
+    start_timeout_s, soak_s = times_s
+    # Every gate on: health, running args, metrics-variant, the soak (judged with r2 back in
+    # the router, serving the clients' requests) and, with the tier's Prometheus, the variant
+    # in the live series (the tier's driver reloads it with NEW's scrape config in the
+    # collector step, as recreating the collector does).
+    gates = GateSettings(
+        health_timeout_s=start_timeout_s,
+        request_timeout_s=10,
+        prometheus_url=tier.prometheus.url if tier.prometheus is not None else None,
+        metrics_timeout_s=180,
+        soak_s=soak_s,
+    )
     r1_pid = tier.pid("r1")
     assert tier.router is not None
     before = tier.router.client.counters()
@@ -193,10 +208,6 @@ def _roll_out(
         traffic.wait_for(traffic.result.sent + 4, timeout_s=300)
     seen = traffic.result
     router_errors = tier.router.client.counters().minus(before).errors()
-    if tier.prometheus is not None:
-        # The collector step, done here: Prometheus reloads NEW's scrape config (the local
-        # driver does not run the collector), so r2's series carry its new variant.
-        tier.prometheus.reload(scrape_config(n))
     console.print(
         f"rollout {rollout_s:.0f} s: steps {[o.status for o in result.outcomes]}; "
         f"r1 pid {'unchanged' if tier.pid('r1') == r1_pid else 'CHANGED'}; "
@@ -206,7 +217,9 @@ def _roll_out(
     return not seen.failures and tier.pid("r1") == r1_pid
 
 
-def _bench(console: Console, tier: RealTier, workdir: Path) -> tuple[int | None, float]:
+def _bench(
+    console: Console, tier: RealTier, workdir: Path, live_s: float
+) -> tuple[int | None, float]:
     """Stage 6: ``bench ab`` r1 vs r2, then ``bench run`` through the router. Returns the exit
     status to end the demo with (None when both served) and when the live traffic began."""
     assert tier.router is not None
@@ -235,7 +248,8 @@ def _bench(console: Console, tier: RealTier, workdir: Path) -> tuple[int | None,
             # 12 in flight: about 6 per replica, beyond the canary's --max-num-seqs 2, so
             # the live traffic exercises the flag the readout judges (at 4 it never bound).
             "--hammer-concurrency", "12",
-            "--hammer-duration", "60", "--hammer-count", "4000", "--hammer-tokens", "200:32",
+            "--hammer-duration", f"{live_s:g}", "--hammer-count", "100000",
+            "--hammer-tokens", "200:32",
             "--api", "completions", "--tokenizer", tok, "--timeout", "300", "--seed", "2",
             "--no-plots", "--out", str(workdir / "bench-router"),
         ),
@@ -251,3 +265,61 @@ def _bench(console: Console, tier: RealTier, workdir: Path) -> tuple[int | None,
         console.print("[red]requests through the router failed: the tier did not serve[/]")
         return 1, live_start
     return None, live_start
+
+
+def _readout(
+    console: Console, prometheus: str, spec: Path, live_start: float, live_s: float, t0: float
+) -> int:
+    """Stage 7: the readout of the live window; an INCONCLUSIVE one is explained."""
+    wait_for_scrape(prometheus)  # the last of the traffic is in Prometheus
+    end = time.time()
+    window = max(60, int(end - live_start) + 5)
+    readout = [
+        "readout", "--spec", str(spec), "--prometheus", prometheus,
+        "--window", f"{window}s", "--end", f"{end:.3f}", "--step", "10s",
+        "--min-requests", "3", "--match", 'host_machine="cpu01"',
+    ]  # fmt: skip
+    code = _run(console, _tierctl(*readout))
+    verdict = {0: "PASS", 1: "FAIL", 3: "INCONCLUSIVE"}.get(code, f"error {code}")
+    console.print(Rule(f"verdict: {verdict}  [dim](total {time.monotonic() - t0:.0f} s)[/]"))
+    if code == 3:
+        # The same window (its end pinned) read again as JSON: what was undecided.
+        for line in _what_would_decide(_tierctl(*readout, "--format", "json"), live_s):
+            console.print(line)
+    return code
+
+
+def _what_would_decide(argv: list[str], live_s: float) -> list[str]:
+    """For an INCONCLUSIVE readout: which metrics were undecided, over how many paired steps,
+    and what would decide them."""
+    src = str(Path(__file__).resolve().parents[2])
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p),
+    }
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        return ["(the readout's JSON could not be read to say what is undecided)"]
+    out = [f"why: {r}" for r in data.get("reasons", [])]
+    steps = []
+    for row in data.get("metrics", []):
+        result = row.get("result") or {}
+        if result.get("verdict") == "inconclusive":
+            n = result.get("n_used")
+            lo, hi = result.get("ci_low"), result.get("ci_high")
+            band = f", interval {lo:.2f}-{hi:.2f}" if lo is not None and hi is not None else ""
+            out.append(
+                f"  undecided: {row.get('title', row.get('key'))} over {n} paired steps{band}"
+            )
+            if isinstance(n, int):
+                steps.append(n)
+    more = f" (it had {min(steps)} paired 10 s steps)" if steps else ""
+    out.append(
+        "what would decide it: more paired steps -- a longer live window"
+        f"{more}, e.g. `tierctl real-engine demo --live-s {max(180, int(live_s * 3))}` -- or "
+        "a quieter machine (other load on these 2 cores widens every interval); a real "
+        "difference of the canary's size then shows as PASS or FAIL"
+    )
+    return out

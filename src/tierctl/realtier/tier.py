@@ -91,8 +91,26 @@ class RealTier:
 
     def _make_driver(self) -> Any:
         from tierctl.rollout.drivers.local import LocalDriver
+        from tierctl.rollout.roles import infer_role
 
-        return LocalDriver(
+        tier = self
+
+        class TierDriver(LocalDriver):
+            """The local driver, and the tier's collector: a step that applies the collector
+            service reloads the tier's Prometheus with that side's rendered scrape config
+            (what recreating the collector container does), so a rollout's collector step
+            and its ``prometheus-variants`` gate run against the real Prometheus."""
+
+            def apply(self, dep: Any, services: list[str]) -> None:
+                super().apply(dep, services)
+                collectors = [
+                    s for s in services if infer_role(s, dep.services[s]).role == "collector"
+                ]
+                if collectors and tier.prometheus is not None:
+                    tier.prometheus.reload(scrape_config(dep))
+                    tier._log(f"Prometheus reloaded with {dep.ref.path}'s scrape config")
+
+        return TierDriver(
             self.state_dir,
             engine="real",
             engine_python=self.python,

@@ -80,11 +80,15 @@ def make_plan(
     allow: frozenset[str] = frozenset(),
     protect: frozenset[str] = frozenset(),
     repo: Path | None = None,
+    profiles: tuple[str, ...] | None = None,
 ) -> Plan:
-    """Plan the rollout from OLD to NEW; roles come from ``spec`` when given."""
+    """Plan the rollout from OLD to NEW; roles come from ``spec`` when given; with
+    ``profiles``, only the services those compose profiles run are planned."""
     options = options_from_spec(spec, allow) if spec else PlanOptions(allow=allow)
     if protect:
         options = replace(options, protected_services=options.protected_services | protect)
+    if profiles is not None:
+        options = replace(options, profiles=profiles)
     return plan_files(old, new, options, repo)
 
 

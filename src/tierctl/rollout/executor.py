@@ -20,7 +20,13 @@ from tierctl.credentials import mask, mask_tree
 from tierctl.errors import ContractViolation, GateFailed, InputError, Location, TierctlError
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import Driver
-from tierctl.rollout.gates import GateContext, GateSettings, run_gates, step_profile
+from tierctl.rollout.gates import (
+    SERVING_GATES,
+    GateContext,
+    GateSettings,
+    run_gates,
+    step_profile,
+)
 from tierctl.rollout.journal import Journal
 from tierctl.rollout.normalise import load_services
 from tierctl.rollout.plan_schema import Plan, Step, plan_digest
@@ -88,7 +94,7 @@ def load_sides(plan: Plan, repo: Path | None = None) -> tuple[Deployment, Deploy
                 value=loaded.ref.sha256[:12],
                 fix="make the plan again with tierctl plan",
             )
-        services = load_services(loaded.text, ref.spec).services
+        services = load_services(loaded.text, ref.spec, base_dir=loaded.folder).services
         sides.append(
             Deployment("old" if side == "old" else "new", loaded.ref, loaded.text, services)
         )
@@ -392,6 +398,68 @@ def _run_step(
         return StepOutcome(step.id, "done", tuple(notes))
     if journal is not None:
         journal.write("begin", step.id, action=step.action, service=step.service)
+    _check_dry_run(step, driver, side, journal)
+    if dry_run:
+        say(f"{step.id}: dry run plans exactly {step.service}")
+        return StepOutcome(step.id, "checked", ("dry run ok",))
+    assert journal is not None
+    drained, drain_notes = _drain(step, driver, old, new, journal, proxy, say)
+    timeout_s = proxy.timeout_s if proxy is not None else 0.0
+    say(f"{step.id}: {step.action} {step.service} from NEW")
+    notes = []
+    serving = False  # back in the proxy: a failure from here on drains it again first
+    try:
+        driver.apply(side, [step.service])
+        journal.write("applied", step.id)
+        if step.gates:
+            ctx.base_url = driver.endpoint(side, step.service) if step.role == "engine" else None
+            notes = run_gates(ctx, serving=False)
+            journal.write("gates-passed", step.id, notes=notes)
+        for note in notes:
+            say(f"{step.id}: {note}")
+        # Put back only after these gates passed: the proxy never routes to an unproven
+        # replica. The soak comes after, with the replica serving the proxy's traffic, so its
+        # error rate judges real requests.
+        notes = drain_notes + notes + _restore(step, drained, journal, timeout_s, say)
+        serving = drained is not None
+        if any(g in SERVING_GATES for g in step.gates):
+            later = run_gates(ctx, serving=True)
+            for note in later:
+                say(f"{step.id}: {note}")
+            if later:  # nothing to note: no soak asked for (`soak_s` 0)
+                journal.write("soak-passed", step.id, notes=later)
+            notes += later
+    except TierctlError as exc:
+        journal.write(
+            "gate-failed" if isinstance(exc, GateFailed) else "failed", step.id, error=exc.message
+        )
+        if serving and proxy is not None and drained is not None:
+            # The failed replica serves the proxy's traffic: out of it before it is stopped.
+            drained, _ = _drain_again(step, drained, old, journal, proxy, say)
+        say(f"{step.id}: {exc.message}; rolling {step.service} back to OLD")
+        _rollback(step, driver, old, new, journal, say)
+        message = (
+            f"{step.id} failed: {exc.message}; {step.service} was rolled back to OLD and the "
+            "rollout stopped, every other service as it was"
+        )
+        try:
+            # OLD serves again: it goes back into the proxy too.
+            _restore(step, drained, journal, timeout_s, say)
+        except TierctlError as again:
+            message += f"; but {again.message} (fix: {again.fix})"
+        raise type(exc)(
+            message,
+            rule=exc.rule,
+            value=exc.value,
+            fix=_then(exc.fix, _AFTER_ROLLBACK),
+            params=(*exc.params, "journal_path"),
+        ) from exc
+    journal.write("done", step.id, notes=notes)
+    return StepOutcome(step.id, "done", tuple(notes))
+
+
+def _check_dry_run(step: Step, driver: Driver, side: Deployment, journal: Journal | None) -> None:
+    """The step's dry run plans exactly its service and removes nothing (journaled if not)."""
     try:
         planned = driver.dry_run(side, [step.service])
     except TierctlError as exc:
@@ -423,49 +491,24 @@ def _run_step(
             value={"changed": sorted(planned.changed), "removed": sorted(planned.removed)},
             fix="find why compose would touch the others (a dependency, an orphan) and re-plan",
         )
-    if dry_run:
-        say(f"{step.id}: dry run plans exactly {step.service}")
-        return StepOutcome(step.id, "checked", ("dry run ok",))
-    assert journal is not None
-    drained, drain_notes = _drain(step, driver, old, new, journal, proxy, say)
-    timeout_s = proxy.timeout_s if proxy is not None else 0.0
-    say(f"{step.id}: {step.action} {step.service} from NEW")
-    try:
-        driver.apply(side, [step.service])
-        journal.write("applied", step.id)
-        if step.gates:
-            ctx.base_url = driver.endpoint(side, step.service) if step.role == "engine" else None
-            notes = run_gates(ctx)
-        else:
-            notes = []
-    except TierctlError as exc:
-        journal.write(
-            "gate-failed" if isinstance(exc, GateFailed) else "failed", step.id, error=exc.message
-        )
-        say(f"{step.id}: {exc.message}; rolling {step.service} back to OLD")
-        _rollback(step, driver, old, new, journal, say)
-        message = (
-            f"{step.id} failed: {exc.message}; {step.service} was rolled back to OLD and the "
-            "rollout stopped, every other service as it was"
-        )
-        try:
-            # OLD serves again: it goes back into the proxy too.
-            _restore(step, drained, journal, timeout_s, say)
-        except TierctlError as again:
-            message += f"; but {again.message} (fix: {again.fix})"
-        raise type(exc)(
-            message,
-            rule=exc.rule,
-            value=exc.value,
-            fix=_then(exc.fix, _AFTER_ROLLBACK),
-            params=(*exc.params, "journal_path"),
-        ) from exc
-    for note in notes:
-        say(f"{step.id}: {note}")
-    # Put back only after the gates passed: the proxy never routes to an unproven replica.
-    notes = drain_notes + notes + _restore(step, drained, journal, timeout_s, say)
-    journal.write("done", step.id, notes=notes)
-    return StepOutcome(step.id, "done", tuple(notes))
+
+
+def _drain_again(
+    step: Step,
+    drained: Drained,
+    old: Deployment,
+    journal: Journal,
+    proxy: _ProxyStep,
+    say: Callable[[str], None],
+) -> tuple[Drained | None, list[str]]:
+    """Take a replica that was put back out of the proxy again (its soak failed)."""
+    again, note = drain_replica(
+        step, drained.proxy, old.engine_port(step.service), proxy.timeout_s, None
+    )
+    if again is not None:
+        journal.write("proxy-drained", step.id, worker=again.worker, proxy=drained.proxy.url)
+    say(f"{step.id}: {note}")
+    return again, [note]
 
 
 # A journal that ends in a rollback is not resumed (see _open_journal): what to do instead.

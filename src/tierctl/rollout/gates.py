@@ -58,15 +58,24 @@ def step_profile(argv: list[str] | None) -> EngineProfile:
 
 
 def variants_query(
-    profile: EngineProfile, label: str, container: str | None = None, host: str | None = None
+    profile: EngineProfile,
+    label: str,
+    container: str | None = None,
+    host: str | None = None,
+    prefix: str | None = None,
 ) -> str:
-    """The PromQL counting an engine's series by container and variant."""
+    """The PromQL counting an engine's series by container and variant, under ``prefix`` (the
+    one a live Prometheus stores them under, :func:`live_prefix`; default the exported one)."""
+    return profile.variants_query(label, _matchers(container, host), prefix)
+
+
+def _matchers(container: str | None, host: str | None) -> str:
     matchers = []
     if container is not None:
         matchers.append(f'container_name="{container}"')
     if host:
         matchers.append(f'host_machine="{host}"')
-    return profile.variants_query(label, ",".join(matchers))
+    return ",".join(matchers)
 
 
 @dataclass(frozen=True)
@@ -127,14 +136,24 @@ class GateContext:
         return step_profile(self.step.expected_argv)
 
 
-def run_gates(ctx: GateContext) -> list[str]:
-    """Run the step's gates in order; return notes; raise GateFailed at the first failure."""
+#: Gates judged with the replica serving: they run after it is back in the proxy (a soak
+#: while the proxy routes nothing to it would have no traffic to judge errors by).
+SERVING_GATES: frozenset[str] = frozenset({"soak"})
+
+
+def run_gates(ctx: GateContext, *, serving: bool | None = None) -> list[str]:
+    """Run the step's gates in order; return the notes they add; raise GateFailed at the first
+    failure. ``serving`` False runs the gates before the replica is back in the proxy, True
+    the :data:`SERVING_GATES` after; None runs every gate."""
+    first = len(ctx.notes)
     for gate in ctx.step.gates:
+        if serving is not None and (gate in SERVING_GATES) != serving:
+            continue
         if gate in ctx.settings.skip:
             ctx.notes.append(f"{gate}: skipped, as asked")
             continue
         GATES[gate](ctx)
-    return ctx.notes
+    return ctx.notes[first:]
 
 
 def _url(ctx: GateContext, path: str) -> str:
@@ -323,11 +342,20 @@ def _await_variant(
     ctx: GateContext, base: str, container: str, variant: str, timeout_s: float
 ) -> None:
     profile = ctx.engine_profiles.get(container, ctx.profile)
-    query = variants_query(profile, ctx.variant_label, container, ctx.settings.host_label)
     seen: list[str] = []
+    names: set[str] | None = None
+    prefix = profile.prefix
 
     def shows_variant() -> bool:
-        nonlocal seen
+        nonlocal seen, names, prefix
+        # The prefix as this Prometheus stores the container's series (`vllm:` as exported,
+        # `vllm_` behind a pipeline that rewrites it), asked again on each poll: before the
+        # first scrape there is nothing to detect it from.
+        names = _series_names(ctx, base, container)
+        prefix = profile.series_prefix(names or ())
+        query = variants_query(
+            profile, ctx.variant_label, container, ctx.settings.host_label, prefix
+        )
         series = _series_labels(ctx, base, query) or []
         seen = sorted({str(labels.get(ctx.variant_label)) for labels in series})
         return seen == [variant]
@@ -335,14 +363,16 @@ def _await_variant(
     if not _poll(
         ctx, shows_variant, timeout_s, lambda: f"Prometheus to show {container} as {variant}"
     ):
-        drift = "" if seen else _other_names(ctx, base, profile, container)
+        drift = "" if seen else _other_names(names, profile, prefix, container)
         raise GateFailed(
             f"Prometheus shows {container} as {seen or 'no series'}, expected {variant!r}" + drift,
             rule="the metrics show the new variant for the recreated container",
             value=seen,
             fix="check the collector was recreated and scrapes this container",
         )
-    ctx.notes.append(f"prometheus: {container} reports {variant}")
+    ctx.notes.append(
+        f"prometheus: {container} reports {variant} ({prefix}{profile.metrics.running})"
+    )
 
 
 def _series_labels(ctx: GateContext, base: str, query: str) -> list[dict[str, str]] | None:
@@ -357,21 +387,32 @@ def _series_labels(ctx: GateContext, base: str, query: str) -> list[dict[str, st
         return None
 
 
-def _other_names(ctx: GateContext, base: str, profile: EngineProfile, container: str) -> str:
-    """Where the expected family is missing: the engine series Prometheus has for the container
-    instead (another prefix spelling, another engine's names), as a clause of the message."""
+def _series_names(ctx: GateContext, base: str, container: str) -> set[str] | None:
+    """Every engine series name (any engine, any prefix spelling) Prometheus has for the
+    container now; None when it cannot say."""
     prefixes = sorted({p for e in PROFILES.values() for p in e.metric_prefixes})
     pattern = "|".join(re.escape(p) for p in prefixes)
-    query = f'count by (__name__) ({{__name__=~"({pattern}).+",container_name="{container}"}})'
+    matchers = _matchers(container, ctx.settings.host_label)
+    query = f'count by (__name__) ({{__name__=~"({pattern}).+",{matchers}}})'
     series = _series_labels(ctx, base, query)
     if series is None:
+        return None
+    return {str(labels["__name__"]) for labels in series if labels.get("__name__")}
+
+
+def _other_names(
+    names: set[str] | None, profile: EngineProfile, prefix: str, container: str
+) -> str:
+    """Where the expected family is missing: the engine series Prometheus has for the container
+    instead (another engine's names, a renamed family), as a clause of the message."""
+    if names is None:
         return ""
-    names = sorted({str(labels.get("__name__")) for labels in series})
-    wanted = profile.prefix.replace(":", "_") + profile.metrics.running
+    wanted = prefix + profile.metrics.running
     if not names:
         return f" (no engine series at all for {container}: {wanted} is what the gate reads)"
-    shown = ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
-    return f"; Prometheus has no {wanted} for {container} but has {shown}"
+    shown = sorted(names)
+    listed = ", ".join(shown[:5]) + (f" (+{len(shown) - 5} more)" if len(shown) > 5 else "")
+    return f"; Prometheus has no {wanted} for {container} but has {listed}"
 
 
 def gate_soak(ctx: GateContext) -> None:

@@ -13,12 +13,14 @@ its own block did not move).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tierctl.compose import ComposeService, Interpolation, parse_compose
 from tierctl.compose.forms import normalise_depends_on
+from tierctl.compose.profiles import enabled
 from tierctl.errors import ComposeInputError, Location
 
 #: Key under which the contents of the configs a service mounts are folded into it.
@@ -38,7 +40,14 @@ class ComposeServices:
     services: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def load_services(text: str, origin: str, env: Mapping[str, str] | None = None) -> ComposeServices:
+def load_services(
+    text: str,
+    origin: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    base_dir: str | Path | None = None,
+    profiles: Sequence[str] | None = None,
+) -> ComposeServices:
     """Parse and normalise a compose file's services.
 
     Args:
@@ -46,6 +55,10 @@ def load_services(text: str, origin: str, env: Mapping[str, str] | None = None) 
         origin: A label for messages (a path or ``git:REF:PATH``).
         env: Variables for interpolation; empty by default so that plans do not depend on, or
             carry, the caller's environment.
+        base_dir: The folder ``include`` paths are relative to (None: the text cannot
+            include files).
+        profiles: The active compose profiles: only the services compose runs with them are
+            kept; None: every service.
 
     Returns:
         The normalised services.
@@ -54,7 +67,11 @@ def load_services(text: str, origin: str, env: Mapping[str, str] | None = None) 
         ComposeInputError: Unparseable YAML, no ``services`` map, or bad interpolation.
     """
     compose = parse_compose(
-        text, source=origin, env=env or {}, interpolation=Interpolation.DEFAULTS
+        text,
+        source=origin,
+        env=env or {},
+        interpolation=Interpolation.DEFAULTS,
+        base_dir=base_dir,
     )
     if not isinstance(compose.data.get("services"), dict):
         raise ComposeInputError(
@@ -76,7 +93,12 @@ def load_services(text: str, origin: str, env: Mapping[str, str] | None = None) 
                     fix=f"write {key}: as a plain string, or remove it",
                 )
     return ComposeServices(
-        origin=origin, services={name: _flat(svc) for name, svc in compose.services.items()}
+        origin=origin,
+        services={
+            name: _flat(svc)
+            for name, svc in compose.services.items()
+            if profiles is None or enabled(svc.profiles, profiles)
+        },
     )
 
 

@@ -43,6 +43,8 @@ class PlanOptions:
         allow: Protected services the operator allows this plan to change.
         roles: Explicit roles (from the spec or options); they win over inference.
         variant_label: The label key carrying the variant (the spec's ``telemetry.label``).
+        profiles: The active compose profiles: only the services compose runs with them are
+            planned; None: every service of the files.
     """
 
     protected_roles: frozenset[str] = frozenset({"proxy", "registrar"})
@@ -50,6 +52,7 @@ class PlanOptions:
     allow: frozenset[str] = frozenset()
     roles: Mapping[str, ServiceRole] = field(default_factory=dict)
     variant_label: str = VARIANT_LABEL
+    profiles: tuple[str, ...] | None = None
 
 
 def plan_files(
@@ -80,8 +83,12 @@ def build_plan(old: LoadedSource, new: LoadedSource, options: PlanOptions) -> Pl
     an allowance; order the steps (one function per group of the module docstring); number
     them and attach argv, gates and rollbacks.
     """
-    a = load_services(old.text, old.ref.spec).services
-    b = load_services(new.text, new.ref.spec).services
+    a = load_services(
+        old.text, old.ref.spec, base_dir=old.folder, profiles=options.profiles
+    ).services
+    b = load_services(
+        new.text, new.ref.spec, base_dir=new.folder, profiles=options.profiles
+    ).services
     names = list(b) + [n for n in a if n not in b]
     _check_allow(options.allow, names)
     changes = [_change(n, a.get(n), b.get(n), options) for n in names]

@@ -10,6 +10,8 @@ Tokens appear only as ``$TIERCTL_AGENT_TOKEN``.
 from __future__ import annotations
 
 import json
+import posixpath
+import shlex
 from typing import Any
 
 from tierctl.errors import InputError
@@ -148,6 +150,16 @@ def _verify(w: Any, plan: Plan, host: str | None) -> None:
         w(variants_query(profile, plan.variant_label, host=host))
     w("```")
     w("")
+    # The series as the engines export them; a pipeline that rewrites `:` (a remote-write
+    # relabel, some exporters) stores them under another spelling: the gates detect which.
+    for profile in profiles.values():
+        others = [p + profile.metrics.running for p in profile.metric_prefixes[1:]]
+        if others:
+            w(
+                f"(A Prometheus behind a pipeline that rewrites the `{profile.prefix}` prefix "
+                f"stores it as {' or '.join(f'`{o}`' for o in others)}.)"
+            )
+            w("")
     if engines:
         w("Expected after the rollout:")
         w("")
@@ -215,9 +227,14 @@ def _before(w: Any, plan: Plan, agent_url: str) -> None:
             "older than its minimum age). Plan from `git:REF:PATH` sources to have it filled in |"
         )
     w("")
+    where = (
+        "the repository's root (a `git:` side is read with `git show REF:PATH`)"
+        if any(ref.git_ref for ref in (plan.source, plan.target))
+        else "the directory holding the file"
+    )
     w(
         "Each step gives the compose-manager call first and the equivalent `docker compose` "
-        "command after `# or:`, run on the host from the directory holding the file."
+        f"command after `# or:`, run on the host from {where}."
     )
     w("")
 
@@ -235,11 +252,27 @@ def _agent(agent_url: str, call: tuple[str, dict[str, Any]]) -> str:
     )
 
 
+def docker_compose(ref: SourceRef) -> str:
+    """The ``docker compose`` invocation that reads one side of the plan.
+
+    A file path is run as it is. A ``git:REF:PATH`` side is the file at REF, piped in with
+    ``git show`` (the working copy holds one of the sides, or neither, so ``-f PATH`` would run
+    whatever is checked out: NEW, for a rollback to a ``git:`` OLD), with PATH's folder as the
+    project directory, so relative paths and the project name are the ones ``-f PATH`` gives.
+    """
+    if ref.git_ref is None:
+        return f"docker compose -f {shlex.quote(ref.path)}"
+    folder = posixpath.dirname(ref.path) or "."
+    source = shlex.quote(f"{ref.git_ref}:{ref.path}")
+    return f"git show {source} | docker compose --project-directory {shlex.quote(folder)} -f -"
+
+
 def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> None:
-    target = _target(plan.source if step.side == "old" else plan.target)
+    ref = plan.source if step.side == "old" else plan.target
+    target = _target(ref)
     old = _target(plan.source)
     svc = [step.service]
-    file = target.file
+    compose = docker_compose(ref)
     w(f"### {step.id}: {step.action} `{step.service}` ({step.role})")
     w("")
     w(f"Why: {step.why}.")
@@ -252,7 +285,7 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
         w("")
         w("```sh")
         w(_agent(agent_url, down_request(target, svc, {})))
-        w(f"# or: docker compose -f {file} rm -s -f {step.service}")
+        w(f"# or: {compose} rm -s -f {step.service}")
         w("```")
         w("")
         w(f"Rollback: {step.rollback}.")
@@ -263,7 +296,7 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
     w("```sh")
     for call in dry_run_requests(target, svc, {}):
         w(_agent(agent_url, call))
-    w(f"# or: docker compose -f {file} --dry-run up -d --no-deps --force-recreate {step.service}")
+    w(f"# or: {compose} --dry-run up -d --no-deps --force-recreate {step.service}")
     w("```")
     w("")
     w("2. Apply: scoped down, then up of this service only:")
@@ -271,7 +304,7 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
     w("```sh")
     for call in apply_requests(target, svc, {}):
         w(_agent(agent_url, call))
-    w(f"# or: docker compose -f {file} up -d --no-deps --force-recreate {step.service}")
+    w(f"# or: {compose} up -d --no-deps --force-recreate {step.service}")
     w("```")
     w("")
     if step.gates:
@@ -288,8 +321,8 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
     for call in calls:
         w(_agent(agent_url, call))
     if step.action == "up":
-        w(f"# or: docker compose -f {file} rm -s -f {step.service}")
+        w(f"# or: {compose} rm -s -f {step.service}")
     else:
-        w(f"# or: docker compose -f {old.file} up -d --no-deps --force-recreate {step.service}")
+        w(f"# or: {docker_compose(plan.source)} up -d --no-deps --force-recreate {step.service}")
     w("```")
     w("")

@@ -61,6 +61,11 @@ class LoadedSource:
     ref: SourceRef
     text: str
 
+    @property
+    def folder(self) -> Path | None:
+        """The folder an ``include`` of a file on disk is relative to; None for ``git:``."""
+        return Path(self.ref.path).parent if self.ref.git_ref is None else None
+
 
 def read_source(spec: str, repo: Path | None = None) -> LoadedSource:
     """Read a compose file given as a path or ``git:REF:PATH``.

@@ -25,6 +25,7 @@ from aiohttp import web
 from tierctl.errors import RuntimeFailure
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
+from tierctl.sim.deadlines import BusyClock, GuardedSite, guard_of
 from tierctl.sim.driver import EngineDriver
 from tierctl.sim.engine import make_scheduler
 from tierctl.sim.info import (
@@ -44,15 +45,27 @@ from tierctl.sim.logprobs_io import (
 from tierctl.sim.metrics import metrics_for
 from tierctl.sim.openai_io import ApiError, GenRequest, parse, parse_generate
 from tierctl.sim.surface import surface
-from tierctl.sim.tokenizer import DynamicBatchTokenizer, block_hashes, encode_prompt, load_tokenizer
+from tierctl.sim.tokenizer import (
+    DynamicBatchTokenizer,
+    block_hashes,
+    encode_prompt,
+    load_tokenizer,
+    max_token_bytes,
+    min_tokens,
+)
 
 #: The default hard limit on a request body (``--max-body-mib``): a 100 MB upload (the bench
 #: client's largest) fits; a bigger one is refused with 413 while it is being read.
 MAX_BODY_BYTES = 256 * 1024 * 1024
 #: How much of a body is read from the socket at a time (what may be held past the limit).
 _BODY_CHUNK = 1024 * 1024
-#: How long a client may take to send its whole request body.
+#: How long a client may take to send its whole request body, in time the server was free to
+#: read it (:class:`tierctl.sim.deadlines.BusyClock`: a loop blocked by a tokenization does
+#: not count against the client).
 BODY_READ_TIMEOUT_S = 60.0
+#: How long a client may take to send a request's line and headers (same clock), before the
+#: connection is answered 408 and closed: a slowloris holds no connection longer.
+HEADER_READ_TIMEOUT_S = 10.0
 # Characters of a prompt's end tokenized to find the context generation continues from (the
 # last WINDOW tokens of so short a tail match the whole prompt's encoding).
 _TAIL_CHARS = 256
@@ -81,6 +94,9 @@ class ServeOptions:
     perturb_seed: int = 1
     #: Hard limit on one request body, enforced while it is read (413 past it).
     max_body_bytes: int = MAX_BODY_BYTES
+    #: Deadlines on reading a body and a request's headers, in free loop time (408 past them).
+    body_timeout_s: float = BODY_READ_TIMEOUT_S
+    header_timeout_s: float = HEADER_READ_TIMEOUT_S
 
 
 @dataclass
@@ -121,13 +137,17 @@ class SimServer:
             seed, perturb_fraction=options.perturb_fraction, perturb_seed=options.perturb_seed
         )
         self.metrics.started(self.started_at)
+        #: How long the loop was blocked: deadlines discount it (the client is not to blame).
+        self.clock = BusyClock()
         load_tokenizer()  # load before serving so the first request does not pay for it
 
     def app(self) -> web.Application:
         """The aiohttp application."""
         # Bodies are read by _read_body (bounded, chunk by chunk); aiohttp's own limit stays as
         # a backstop for any route that reads a body whole.
-        app = web.Application(client_max_size=self.options.max_body_bytes)
+        app = web.Application(
+            client_max_size=self.options.max_body_bytes, middlewares=[_next_request_headers]
+        )
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/v1/models/{model_id:.+}", self.model)
@@ -156,6 +176,7 @@ class SimServer:
         return app
 
     async def _on_startup(self, app: web.Application) -> None:
+        self.clock.start()
         sched = self.scheduler
         self.driver = EngineDriver(sched, time_scale=self.options.time_scale, metrics=self.metrics)
         self.driver.start()
@@ -167,6 +188,7 @@ class SimServer:
             )
 
     async def _on_cleanup(self, app: web.Application) -> None:
+        await self.clock.stop()
         if self.driver is not None:
             await self.driver.stop()
         if self.dyntok is not None:
@@ -287,15 +309,18 @@ class SimServer:
                 raise ApiError("the server is shutting down", status=503)
             try:
                 # A client that sends its body slower than this is dropped (a slowloris would
-                # otherwise hold a request slot forever).
-                raw = await asyncio.wait_for(
-                    _read_body(request, self.options.max_body_bytes), timeout=BODY_READ_TIMEOUT_S
+                # otherwise hold a request slot forever); only time the loop was free to read
+                # counts (a tokenization that blocked it is the server's, not the client's).
+                raw = await _read_body(
+                    request, self.options.max_body_bytes, self.clock, self.options.body_timeout_s
                 )
             except _BodyTooLarge as exc:
                 return _too_large(exc.limit, exc.seen)
             except TimeoutError:
                 raise ApiError(
-                    f"the request body did not arrive within {BODY_READ_TIMEOUT_S:g} s", status=408
+                    f"the request body did not arrive within {self.options.body_timeout_s:g} s "
+                    "(of time the server was free to read it)",
+                    status=408,
                 ) from None
             try:
                 body = json.loads(raw)
@@ -304,6 +329,9 @@ class SimServer:
             except RecursionError:
                 raise ApiError("the request body nests too deeply") from None
             gen = parse_generate(body) if native else parse(body, chat=chat)
+            # Cheap before expensive: a prompt that cannot fit is refused from a bound on its
+            # token count, not after tokenizing it (160 s for 100 MB, /health down meanwhile).
+            self._refuse_unfittable(gen)
             try:
                 n_tokens, hashes = await self._tokenize(gen)
                 ids = self._prompt_ids(gen)
@@ -317,6 +345,48 @@ class SimServer:
             self.inflight -= 1
             if self.inflight == 0:
                 self._idle.set()
+
+    def _token_limit(self) -> int:
+        """The most prompt plus output tokens a request may have (the KV pool, and vLLM's
+        model length)."""
+        sched = self.scheduler
+        limit = sched.kv_pool_tokens
+        model_len = getattr(sched, "max_model_len", None)
+        return min(limit, model_len) if isinstance(model_len, int) else limit
+
+    def _refuse_unfittable(self, gen: GenRequest) -> None:
+        """Refuse a text prompt whose token count provably exceeds the limit, without
+        tokenizing it: characters first (a text has at least as many bytes), then bytes,
+        each divided by the most bytes one token covers (:func:`max_token_bytes`)."""
+        per = max_token_bytes()
+        if gen.text is None or per is None:
+            return
+        room = self._token_limit() - gen.max_tokens
+        if -(-len(gen.text) // per) <= room and min_tokens(gen.text) <= room:
+            return
+        self.metrics.aborted()
+        raise self._too_long(min_tokens(gen.text), gen.max_tokens, at_least=True)
+
+    def _too_long(self, n_tokens: int, max_tokens: int, *, at_least: bool = False) -> ApiError:
+        """The engine's answer to a prompt plus max_tokens over the limit (400)."""
+        some = "at least " if at_least else ""
+        count = f"{some}{n_tokens}"
+        sched = self.scheduler
+        if self.is_vllm:
+            limit = getattr(sched, "max_model_len", sched.kv_pool_tokens)
+            return ApiError(
+                f"This model's maximum context length is {limit} tokens. However, you "
+                f"requested {some}{n_tokens + max_tokens} tokens ({count} in the messages, "
+                f"{max_tokens} in the completion). Please reduce the length of the "
+                "messages or completion.",
+                param="max_tokens",
+                kind="BadRequestError",
+            )
+        return ApiError(
+            f"the prompt ({count} tokens) plus max_tokens ({max_tokens}) exceeds "
+            f"the KV pool ({sched.kv_pool_tokens} tokens)",
+            param="max_tokens",
+        )
 
     async def _tokenize(self, gen: GenRequest) -> tuple[int, tuple[int, ...]]:
         if gen.token_ids is not None:
@@ -390,22 +460,7 @@ class SimServer:
                 status=self.options.queue_full_status,
                 kind="server_error",
             )
-        sched = driver.scheduler
-        if self.is_vllm:
-            limit = getattr(sched, "max_model_len", sched.kv_pool_tokens)
-            raise ApiError(
-                f"This model's maximum context length is {limit} tokens. However, you "
-                f"requested {n_tokens + gen.max_tokens} tokens ({n_tokens} in the messages, "
-                f"{gen.max_tokens} in the completion). Please reduce the length of the "
-                "messages or completion.",
-                param="max_tokens",
-                kind="BadRequestError",
-            )
-        raise ApiError(
-            f"the prompt ({n_tokens} tokens) plus max_tokens ({gen.max_tokens}) exceeds "
-            f"the KV pool ({sched.kv_pool_tokens} tokens)",
-            param="max_tokens",
-        )
+        raise self._too_long(n_tokens, gen.max_tokens)
 
     async def _stream(
         self,
@@ -625,7 +680,9 @@ class _BodyTooLarge(Exception):
         self.seen = seen
 
 
-async def _read_body(request: web.Request, limit: int) -> bytearray:
+async def _read_body(
+    request: web.Request, limit: int, clock: BusyClock, timeout_s: float
+) -> bytearray:
     """The request body, read chunk by chunk and refused as soon as it passes ``limit``.
 
     A ``Content-Length`` over the limit is refused before a byte is read; a chunked (or
@@ -634,18 +691,40 @@ async def _read_body(request: web.Request, limit: int) -> bytearray:
 
     Raises:
         _BodyTooLarge: the body is, or says it is, longer than ``limit`` bytes.
+        TimeoutError: it took longer than ``timeout_s`` of time the loop was free to read.
     """
     announced = request.content_length
     if announced is not None and announced > limit:
         raise _BodyTooLarge(limit, announced)
     body = bytearray()
+    mark = clock.mark()
     while True:
-        chunk = await request.content.read(_BODY_CHUNK)
+        left = timeout_s - clock.free_since(mark)
+        if left <= 0:
+            raise TimeoutError
+        try:
+            chunk = await asyncio.wait_for(request.content.read(_BODY_CHUNK), timeout=left)
+        except TimeoutError:
+            # Wall time ran out; whether the client is to blame is decided above, on the
+            # free time (after a blocked loop the bytes are waiting in the buffer).
+            continue
         if not chunk:
             return body  # json.loads reads a bytearray: no second copy of a big body
         if len(body) + len(chunk) > limit:
             raise _BodyTooLarge(limit, len(body) + len(chunk))
         body += chunk
+
+
+@web.middleware
+async def _next_request_headers(request: web.Request, handler: Any) -> web.StreamResponse:
+    """After each response, the connection's header deadline watches the next request."""
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    finally:
+        guard = guard_of(request)
+        if guard is not None:
+            guard.next_request()
 
 
 def _mib(n: int) -> str:
@@ -699,7 +778,14 @@ async def serve(
     # as a container's private network would), else the argv's --host, which is also what
     # /server_info reports either way.
     bind = os.environ.get(BIND_HOST_ENV) or config.host
-    site = web.TCPSite(runner, bind, config.port, backlog=1024)
+    site = GuardedSite(
+        runner,
+        bind,
+        config.port,
+        clock=server.clock,
+        header_timeout_s=options.header_timeout_s,
+        backlog=1024,
+    )
     try:
         await site.start()
     except OSError as exc:

@@ -11,10 +11,10 @@ from typing import Any
 from tierctl.latency import percentile
 from tierctl.sim.config import EngineConfig, unmodelled_differences
 from tierctl.sim.cost import CostModel, preset
-from tierctl.sim.engine import Round, itl_quantile, make_scheduler
+from tierctl.sim.engine import Round, Scheduler, itl_quantile, make_scheduler
 from tierctl.sim.host import has_host_costs, plan_host, probe_latencies, tokenizes_on_loop
 from tierctl.sim.result import RatioRow, RequestResult, SimResult, ratio_table, summarize_results
-from tierctl.sim.workload import Workload
+from tierctl.sim.workload import SimRequest, Workload
 
 
 def _with_host_wait(r: RequestResult, arrived: dict[str, float]) -> RequestResult:
@@ -99,32 +99,7 @@ def simulate(
         )
     else:
         reqs = workload.requests
-    nxt = 0
-    now = 0.0
-    loops = 0
-    while now < horizon_s:
-        loops += 1
-        if progress is not None and loops % 2048 == 0:
-            progress(now)
-        while nxt < len(reqs) and reqs[nxt].arrival_s <= now:
-            sched.submit(reqs[nxt], now)
-            nxt += 1
-        upcoming = reqs[nxt].arrival_s if nxt < len(reqs) else math.inf
-        if not sched.busy:
-            if upcoming == math.inf:
-                break
-            sched.idle(upcoming - now)
-            now = upcoming
-            continue
-        # Jittered steps have no closed form: they are stepped one by one.
-        if fast_forward and steps is None and not model.step_jitter and sched.decode_only(now):
-            now, _ = sched.fast_forward(now, min(upcoming, horizon_s))
-            continue
-        rnd = sched.step(now)
-        assert rnd is not None
-        if steps is not None:
-            steps.append(rnd)
-        now += rnd.duration_s
+    now = _run(sched, reqs, model, horizon_s, fast_forward, steps, progress)
     lives = [*sched.done, *sched.lives.values()]
     arrived = {r.rid: r.arrival_s for r in workload.requests}
     results = tuple(
@@ -154,6 +129,50 @@ def simulate(
         deferred_rounds=sched.stats.deferred_rounds,
         sim_end_s=now,
     )
+
+
+def _run(
+    sched: Scheduler,
+    reqs: tuple[SimRequest, ...],
+    model: CostModel,
+    horizon_s: float,
+    fast_forward: bool,
+    steps: list[Round] | None,
+    progress: Callable[[float], None] | None,
+) -> float:
+    """Drive the scheduler until the workload is done or ``horizon_s``; the time reached."""
+    nxt = 0
+    now = 0.0
+    loops = 0
+    while now < horizon_s:
+        loops += 1
+        if progress is not None and loops % 2048 == 0:
+            progress(now)
+        while nxt < len(reqs) and reqs[nxt].arrival_s <= now:
+            sched.submit(reqs[nxt], now)
+            nxt += 1
+        upcoming = reqs[nxt].arrival_s if nxt < len(reqs) else math.inf
+        if not sched.busy:
+            if upcoming == math.inf:
+                break
+            sched.idle(upcoming - now)
+            now = upcoming
+            continue
+        if fast_forward and steps is None:
+            spun = sched.spin_deferred(now)
+            if spun is not None:
+                now = spun
+                continue
+        # Jittered steps have no closed form: they are stepped one by one.
+        if fast_forward and steps is None and not model.step_jitter and sched.decode_only(now):
+            now, _ = sched.fast_forward(now, min(upcoming, horizon_s))
+            continue
+        rnd = sched.step(now)
+        assert rnd is not None
+        if steps is not None:
+            steps.append(rnd)
+        now += rnd.duration_s
+    return now
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import json
 from array import array
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +28,8 @@ __all__ = [
     "block_hashes",
     "encode_prompt",
     "load_tokenizer",
+    "max_token_bytes",
+    "min_tokens",
 ]
 
 
@@ -86,6 +90,38 @@ def _encode_ids(text: str) -> Sequence[int]:
         (enc,) = tok.encode_batch([piece], add_special_tokens=False)
         out.extend(enc.ids)
     return out
+
+
+@functools.cache
+def max_token_bytes() -> int | None:
+    """The most UTF-8 bytes one token of the tokenizer covers, or None when no such bound
+    can be proved from its definition.
+
+    With a byte-level BPE and no normalizer, every token is a string of the vocabulary (each
+    of its characters stands for one byte) or an added token, and the encoding is a sequence
+    of tokens whose bytes, joined, are the text's: so a text of B bytes has at least
+    ``ceil(B / max_token_bytes())`` tokens. A normalizer (which may shrink a text) or another
+    model type voids the argument.
+    """
+    tok = load_tokenizer()
+    doc = json.loads(tok.to_str())
+    pre = doc.get("pre_tokenizer") or {}
+    if doc.get("normalizer") is not None or doc["model"].get("type") != "BPE":
+        return None
+    if pre.get("type") != "ByteLevel":
+        return None
+    longest = max((len(t) for t in doc["model"]["vocab"]), default=0)
+    added = [len(a["content"].encode()) for a in doc.get("added_tokens") or []]
+    return max([longest, *added]) or None
+
+
+def min_tokens(text: str) -> int:
+    """A lower bound on ``text``'s token count, at the cost of counting its UTF-8 bytes (0
+    when :func:`max_token_bytes` proves none)."""
+    per = max_token_bytes()
+    if per is None:
+        return 0
+    return -(-len(text.encode("utf-8", "surrogatepass")) // per)
 
 
 def encode_prompt(text: str) -> tuple[int, tuple[int, ...]]:

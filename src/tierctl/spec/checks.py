@@ -15,6 +15,7 @@ from typing import Any
 
 from tierctl.catalog.store import did_you_mean, unknown_flag
 from tierctl.compose.forms import named_volume_source
+from tierctl.compose.profiles import run_together
 from tierctl.credentials import literal_secret
 from tierctl.engine_catalog import Catalog
 from tierctl.spec.effective import (
@@ -214,10 +215,23 @@ def _check_replicas(spec: TierSpec) -> Iterator[Problem]:
                 )
 
 
+def _replica_profiles(spec: TierSpec, name: str) -> tuple[str, ...]:
+    """The compose ``profiles`` a replica renders with (its fragment's, else the engine's)."""
+    fragment = spec.replicas[name].compose
+    value = fragment.get("profiles", spec.engine.compose.get("profiles"))
+    return tuple(str(p) for p in value) if isinstance(value, list) else ()
+
+
 def _check_gpus(spec: TierSpec) -> Iterator[Problem]:
-    owner: dict[int, tuple[str, int]] = {}
+    # Replicas in compose profiles that exclude each other never run together: they may
+    # share GPUs (`validate` with the active profiles checks the project that runs).
+    owners: dict[int, list[tuple[str, int]]] = {}
+    profiles = {name: _replica_profiles(spec, name) for name in spec.replicas}
     for name, replica in spec.replicas.items():
-        if replica.gpu_count == "all" and len(spec.replicas) > 1:
+        others = [
+            o for o in spec.replicas if o != name and run_together(profiles[o], profiles[name])
+        ]
+        if replica.gpu_count == "all" and others:
             yield Problem(
                 ("replicas", name, "gpu_count"),
                 "gpu_count: all gives every GPU of the host to this replica, and the tier has others",
@@ -226,8 +240,14 @@ def _check_gpus(spec: TierSpec) -> Iterator[Problem]:
                 "all",
             )
         for i, gpu in enumerate(replica.gpus):
-            if gpu in owner:
-                other, j = owner[gpu]
+            claims = owners.setdefault(gpu, [])
+            hit = next(
+                (c for c in claims if c[0] == name or run_together(profiles[c[0]], profiles[name])),
+                None,
+            )
+            claims.append((name, i))
+            if hit is not None:
+                other, j = hit
                 where = "twice on this replica" if other == name else f"also to replica {other}"
                 yield Problem(
                     ("replicas", name, "gpus", i),
@@ -237,8 +257,6 @@ def _check_gpus(spec: TierSpec) -> Iterator[Problem]:
                     gpu,
                     also=("replicas", other, "gpus", j),
                 )
-            else:
-                owner[gpu] = (name, i)
 
 
 def _check_variant(spec: TierSpec) -> Iterator[Problem]:

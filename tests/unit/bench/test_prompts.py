@@ -80,3 +80,30 @@ def test_tokenizer_file_errors(tmp_path):
     _word_level_tokenizer().save(str(good))
     assert make_prompt_source(str(good), 0).name == "tokenizer:good.json"
     assert make_prompt_source(None, 0).name == "bundled-words"
+
+
+def test_scoped_prompts_lead_with_their_scope_and_keep_body_and_length():
+    from tierctl.bench.prompts import scoped
+    from tierctl.bundled_tokenizer import load_tokenizer
+
+    tok = make_prompt_source("sim", 4)
+    count = load_tokenizer()
+
+    def ids(text: str) -> list[int]:
+        return list(count.encode(text, add_special_tokens=False).ids)
+
+    blocks = [scoped(tok, f"Run r block 0.{pos} arm {arm}. ") for pos, arm in enumerate("ABBA")]
+    for salt in (0, 5):
+        prompts = [b.prompt(300, salt) for b in blocks]
+        # The k-th request of every block: its own first tokens (no cached prefix shared,
+        # vLLM's block hashes chain from the first token)...
+        firsts = {tuple(ids(p)[:8]) for p in prompts}
+        assert len(firsts) == len(blocks)
+        # ...the same body, and the requested length (within the tag's tokenisation).
+        assert len({p.split(": ", 1)[1] for p in prompts}) == 1
+        assert all(abs(len(ids(p)) - 300) <= 2 for p in prompts)
+    words = WordPrompts(4)
+    scoped_words = scoped(words, "Run r block 0.1 arm B. ")
+    assert len(scoped_words.prompt(200, 3).split()) == 200
+    body = scoped_words.prompt(200, 3).split(": ", 1)[1].split()
+    assert body == words.prompt(200, 3).split(": ", 1)[1].split()[: len(body)]

@@ -166,3 +166,25 @@ def test_engine_started_inside_a_shell_script_is_checked(tmp_path: Path) -> None
     [flag] = [v for v in report.violations if v.found == "--mem-fraction-statc"]
     assert flag.location is not None
     assert flag.location.path == "services.a.command[2]"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "clash"),
+    [
+        ("'127.0.0.1:30000:30000'", "'10.0.0.1:30000:30000'", False),  # two addresses
+        ("'30000:30000/udp'", "'30000:30000'", False),  # udp and tcp
+        ("'0.0.0.0:30000:30000'", "'127.0.0.1:30000:30000'", True),  # wildcard overlaps
+        ("'${A:-9000}:80'", "'9000:80'", True),  # the default is the port
+        ("'30000-30001:30000-30001'", "'30001:30001'", True),  # inside a range
+    ],
+)
+def test_host_ports_compared_as_compose_binds_them(
+    tmp_path: Path, a: str, b: str, clash: bool
+) -> None:
+    text = (
+        "services:\n"
+        + _sglang("a", "'0'", "--port 30000", f"    ports: [{a}]\n")
+        + _sglang("b", "'1'", "--port 30000", f"    ports: [{b}]\n")
+    )
+    messages = [v.message for v in validate_files([_file(tmp_path, text)]).violations]
+    assert any("host port" in m for m in messages) == clash, messages

@@ -146,8 +146,15 @@ def test_selectors_carry_prefix_and_matchers() -> None:
         '{__name__="vllm_request_success_total",finished_reason="abort",container_name="a"}'
     )
     assert SGLANG.variants_query("config_variant", 'host_machine="gpu02"') == (
-        'count by (container_name, config_variant) (sglang_num_running_reqs{host_machine="gpu02"})'
+        'count by (container_name, config_variant) (sglang:num_running_reqs{host_machine="gpu02"})'
     )
+    assert VLLM.variants_query("v", 'container_name="a"', "vllm_") == (
+        'count by (container_name, v) (vllm_num_requests_running{container_name="a"})'
+    )
+    # The prefix a Prometheus holds: detected from its names, else the exported one.
+    assert VLLM.series_prefix({"vllm_num_requests_running"}) == "vllm_"
+    assert VLLM.series_prefix({"vllm:num_requests_running"}) == "vllm:"
+    assert SGLANG.series_prefix(set()) == "sglang:"
 
 
 def test_fatal_log_patterns() -> None:

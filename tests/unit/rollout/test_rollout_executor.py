@@ -171,8 +171,11 @@ def test_the_collector_gate_reads_the_plans_variant_label(tmp_path: Path) -> Non
             client=client,
         )
     assert [o.status for o in result.outcomes] == ["done"] * 3
-    assert len(queries) == 2
-    assert all(q.startswith("count by (container_name, tier_variant) ") for q in queries)
+    # Per container: which series names it has (the prefix), then its variants under it.
+    variant_queries = [q for q in queries if not q.startswith("count by (__name__)")]
+    assert len(variant_queries) == 2
+    assert len(queries) == 4
+    assert all(q.startswith("count by (container_name, tier_variant) ") for q in variant_queries)
 
 
 def _soak_ctx(counts: list[tuple[float, float]], healthy: bool = True) -> GateContext:

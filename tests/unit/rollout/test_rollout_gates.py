@@ -144,8 +144,8 @@ def _prometheus_ctx(label: str, reported: dict[str, str]) -> tuple[GateContext, 
 def test_prometheus_gate_queries_and_reads_the_plans_variant_label() -> None:
     ctx, queries = _prometheus_ctx("tier_variant", {"tier_variant": "v2"})
     gate_prometheus_variants(ctx)
-    assert queries[0].startswith("count by (container_name, tier_variant) ")
-    assert ctx.notes == [f"prometheus: {R2} reports v2"]
+    assert queries[-1].startswith("count by (container_name, tier_variant) ")
+    assert ctx.notes == [f"prometheus: {R2} reports v2 (sglang:num_running_reqs)"]
     # Under the default label the same series has no variant: the gate would wrongly fail.
     wrong, _ = _prometheus_ctx("config_variant", {"tier_variant": "v2"})
     with pytest.raises(GateFailed, match="expected 'v2'"):

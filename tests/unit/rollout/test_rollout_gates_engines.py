@@ -166,7 +166,7 @@ def test_prometheus_without_the_family_says_what_it_has() -> None:
         gate_prometheus_variants(ctx)
     assert (
         "Prometheus shows eng as no series, expected 'v2'; Prometheus has no "
-        "sglang_num_running_reqs for eng but has vllm:num_requests_running"
+        "sglang:num_running_reqs for eng but has vllm:num_requests_running"
     ) in str(err.value)
 
 

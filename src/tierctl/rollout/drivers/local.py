@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from tierctl.engines import profile_for_argv
@@ -258,8 +258,10 @@ class LocalDriver:
         """The argv the argv gate should find running, and what the driver changed on purpose.
 
         A real engine is launched listening on loopback (:func:`bind_loopback`), so its
-        startup log shows ``--host 127.0.0.1`` where the file may say ``0.0.0.0``; the gate
-        checks every other flag as rendered and says what the driver replaced. The simulated
+        startup log shows ``--host 127.0.0.1`` where the file may say ``0.0.0.0``; and with
+        every path under a bind mount at its host path (``--model /models/x`` runs as
+        ``--model /opt/x``), so the log shows the host path. The gate checks what was launched,
+        flag by flag as rendered otherwise, and says what the driver replaced. The simulated
         engine reports the rendered argv (it binds loopback by itself), so nothing changes.
         """
         argv = dep.argv(service)
@@ -269,12 +271,22 @@ class LocalDriver:
         if profile is None:
             return argv, ()
         start = profile.split_command(argv).flags_start
+        mounts = bind_mounts(dep, service)
+        launched = [_host_path(t, mounts) for t in argv]
+        said: list[str] = []
+        moved = [(a, b) for a, b in zip(argv, launched, strict=True) if a != b]
+        if moved:
+            said.append(
+                "local driver: ran "
+                + ", ".join(f"{a} as {b}" for a, b in moved)
+                + " (the bind mounts' host paths)"
+            )
         rendered = _host_values(argv[start:])
-        if rendered == [LOOPBACK]:
-            return argv, ()
-        bound = [*argv[:start], *bind_loopback(argv[start:])]
-        said = ", ".join(rendered) if rendered else "no --host (every interface)"
-        return bound, (f"local driver: bound --host {LOOPBACK} (the file says {said})",)
+        if rendered != [LOOPBACK]:
+            launched = [*launched[:start], *bind_loopback(launched[start:])]
+            where = ", ".join(rendered) if rendered else "no --host (every interface)"
+            said.append(f"local driver: bound --host {LOOPBACK} (the file says {where})")
+        return launched, tuple(said)
 
     def _mount_root(self, dep: Deployment, service: str) -> Path:
         """The engine's working directory: its bind mounts as symlinks under their container
@@ -284,9 +296,16 @@ class LocalDriver:
         where = Location(file=dep.ref.path, path=f"services.{service}")
         # Names and targets come from the compose file: each is resolved inside the state
         # folder and refused if it could lead out of it (`..`, a symlink an earlier mount laid).
-        root = resolve_inside(self._dir / "root", service, field="service name", location=where)
+        root = resolve_inside(
+            self._dir / "root",
+            service,
+            field="service name",
+            location=where,
+            fix="name the service with letters, digits, '-' and '_' (not '.' or '..')",
+        )
         root.mkdir(parents=True, exist_ok=True)
         for target, host in bind_mounts(dep, service):
+            _drop_own_link(root, target)
             link = resolve_inside(
                 root,
                 target,
@@ -434,6 +453,26 @@ OFFLINE_ENV = {
 
 #: The only address a local engine listens on.
 LOOPBACK = "127.0.0.1"
+
+
+def _drop_own_link(root: Path, target: str) -> None:
+    """Remove the symlink an earlier start of this service laid for ``target`` (it leads to
+    the mount's host folder, outside ``root``, so checking the path through it would refuse
+    every restart). Only a symlink is removed, and only under a parent that is itself inside
+    ``root`` (not reached through any symlink), so nothing outside ``root`` is touched."""
+    parts = [p for p in PurePosixPath(target).parts if p not in ("/", ".")]
+    if not parts or ".." in parts:
+        return  # resolve_inside refuses it with the reason
+    link = root.joinpath(*parts)
+    try:
+        parent_real = link.parent.resolve()
+        root_real = root.resolve()
+    except (OSError, RuntimeError):
+        return
+    if parent_real != root_real and root_real not in parent_real.parents:
+        return
+    if link.is_symlink():
+        link.unlink()
 
 
 def bind_loopback(flags: Sequence[str]) -> list[str]:
