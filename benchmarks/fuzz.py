@@ -1,26 +1,29 @@
 """Fuzz tierctl's commands with malformed inputs; print what happened.
 
-Every input is a seeded mutation of a bundled example (tier specs, compose files, workloads,
-traces in the jsonl/mooncake/azure/burstgpt formats, rollout plans) or a hostile document
-(alias bombs, deep nesting, huge numbers, bad bytes, NULs), run in process through the
-commands that read it (``render``, ``show``, ``validate`` with and without ``--spec``,
-``plan``, ``runbook``, ``sim run --trace``, ``rollout --dry-run --plan``, and the workload and
-trace readers). The goal (issue #14): 0 unhandled exceptions and 0 hangs, memory bounded.
+Two generators (``--generator``): ``mutation`` (tests/fuzzing.py: seeded byte, line and tree
+mutations of the bundled examples, alias bombs, deep nesting) and ``schema``
+(tests/schema_fuzz.py: documents driven by the schemas themselves, the tier spec's, workload's
+and plan's pydantic JSON schemas, the vendored compose schema and the trace formats, with
+hostile values set at schema paths: wrong types, huge and non-finite numbers, NUL, rich
+markup, 100 KB strings, deep nesting, path escapes); ``both`` alternates them. Every input is
+run in process through the commands that read it (``render``, ``show`` and ``show --json``,
+``validate`` with and without ``--spec``, ``plan``, ``runbook``, ``import``, ``sim run`` and
+``sim compare`` on specs and traces, ``rollout --dry-run --plan``, the workload reader and the
+bench request planner, the trace reader). The goal (issues #14, #22): 0 unhandled exceptions
+and 0 hangs, memory bounded.
 
 Prints: inputs tried, runs, the exit-code histogram per command, every distinct unhandled
-exception (type, place, count, a reproducer saved under --save), hangs, peak RSS and the
-largest RSS growth over one input.
+exception (type, place, count, a reproducer saved under --save), hangs, peak RSS, the largest
+RSS growth over one input, and with ``--tracemalloc`` the peak of Python allocations in one run.
 
-Run: PYTHONPATH=src python benchmarks/fuzz.py [--inputs 10000] [--seed 1] [--timeout 10]
-     [--save DIR] [--kinds spec,compose,...]
+Run: PYTHONPATH=src python benchmarks/fuzz.py [--count 10000] [--seed 1] [--generator both]
+     [--timeout 10] [--save DIR] [--kinds spec,compose,...] [--tracemalloc]
 Exit status: 0 when the goal is met, 1 otherwise.
 
 Measured 2026-12-01 on the shared 2-core machine (load average 5-9, ``nice -n 10``), the
-default 10 s hang budget and 6 GiB address-space limit: seed 3, 10,000 inputs, 21,250 runs,
-0 unhandled exceptions, 0 hangs, 0 failures without a message, peak RSS 119 MiB (largest
-growth over one input 22 MiB), 505 s wall; seed 1, 10,000 inputs, 21,250 runs, 0 / 0 / 0,
-peak RSS 120 MiB, 1,436 s wall (other test runs shared the CPUs). The slowest single run was
-4.4 s (``rollout --dry-run`` on a mutated plan).
+default 10 s hang budget and 6 GiB address-space limit, mutation generator: seed 3, 10,000
+inputs, 21,250 runs, 0 unhandled exceptions, 0 hangs, peak RSS 119 MiB; seed 1, 10,000
+inputs, 21,250 runs, 0 / 0 / 0, peak RSS 120 MiB. Schema generator figures: docs/hostile-input.md.
 """
 
 from __future__ import annotations
@@ -31,12 +34,29 @@ import resource
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fuzzing import KINDS, inputs, load_seeds, main_thread_only, run_input  # noqa: E402
+from tests.fuzzing import KINDS, Seeds, inputs, load_seeds, main_thread_only, run_input  # noqa: E402
+from tests.schema_fuzz import hostile_inputs  # noqa: E402
+
+
+def _stream(seeds: Seeds, count: int, seed: int, generator: str):  # type: ignore[no-untyped-def]
+    """The inputs of one generator, or of both interleaved (each seeded by ``seed``)."""
+    if generator == "mutation":
+        yield from inputs(seeds, count, seed)
+        return
+    if generator == "schema":
+        yield from hostile_inputs(seeds, count, seed)
+        return
+    a = inputs(seeds, (count + 1) // 2, seed)
+    b = hostile_inputs(seeds, count // 2, seed)
+    for pair in zip(a, b, strict=False):
+        yield from pair
+    yield from a
 
 
 def _rss_mib() -> float:
@@ -93,7 +113,11 @@ def report(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--inputs", type=int, default=10_000)
+    parser.add_argument("--count", "--inputs", dest="inputs", type=int, default=10_000)
+    parser.add_argument("--generator", choices=["mutation", "schema", "both"], default="both")
+    parser.add_argument(
+        "--tracemalloc", action="store_true", help="also trace Python allocations (slower)"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per run (a hang)")
     parser.add_argument("--save", type=Path, default=None, help="write reproducers here")
@@ -117,14 +141,22 @@ def main() -> int:
     slowest: list[tuple[float, str, int]] = []
     jumps: list[tuple[float, str, int]] = []
     kinds = set(args.kinds.split(","))
+    traced_peak = 0.0
+    if args.tracemalloc:
+        tracemalloc.start()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="tierctl-fuzz-") as tmp:
         work = Path(tmp)
         seeds = load_seeds(work)
         seeds.by_kind = {k: v for k, v in seeds.by_kind.items() if k in kinds}
-        for n, (kind, which, data) in enumerate(inputs(seeds, args.inputs, args.seed), 1):
+        stream = _stream(seeds, args.inputs, args.seed, args.generator)
+        for n, (kind, which, data) in enumerate(stream, 1):
             before = _current_rss_mib()
+            if args.tracemalloc:
+                tracemalloc.reset_peak()
             outcomes = run_input(kind, which, data, seeds, work, timeout_s=args.timeout)
+            if args.tracemalloc:
+                traced_peak = max(traced_peak, tracemalloc.get_traced_memory()[1] / 1024 / 1024)
             worst_growth = max(worst_growth, _current_rss_mib() - before)
             tried += 1
             for o in outcomes:
@@ -189,6 +221,9 @@ def main() -> int:
         for i, (name, (kind, data, _)) in enumerate(examples.items()):
             (args.save / f"{i:03d}-{kind}.bin").write_bytes(data)
             (args.save / f"{i:03d}-{kind}.txt").write_text(name + "\n")
+    if args.tracemalloc:
+        print(f"peak traced Python allocations in one input: {traced_peak:.0f} MiB")
+    print(f"generator: {args.generator}")
     return 0 if not exceptions and not hangs and not bad_messages else 1
 
 

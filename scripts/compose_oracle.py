@@ -13,6 +13,7 @@ keeps each generated disagreement as a fixture under tests/fixtures/compose_orac
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
 from pathlib import Path
@@ -79,6 +80,8 @@ def main() -> int:
     )
     sections.append(("generated", generated, time.perf_counter() - start))
 
+    usage = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    cpu = sum(u.ru_utime + u.ru_stime for u in usage)
     failed = 0
     for title, outcomes, wall in sections:
         c = count(outcomes)
@@ -90,6 +93,7 @@ def main() -> int:
         )
         for area, n in c.disagree.most_common():
             print(f"    disagree: {area}: {n}")
+    print(f"cpu time, all processes (tierctl, Hypothesis, docker compose): {cpu:.0f} s")
     c = count(generated)
     print("generated features: " + ", ".join(f"{k} {v}" for k, v in sorted(c.features.items())))
     shown: dict[str, int] = {}

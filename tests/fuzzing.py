@@ -7,8 +7,9 @@ hand-built hostile document (alias bombs, deep nesting, huge numbers, bad bytes)
 through the commands that read it; an outcome is the exit code, or the unhandled exception,
 or a hang (over the time budget, interrupted by SIGALRM).
 
-The law: every input ends in exit 0, 1 or 2, a non-zero exit has a message on stderr and no
-traceback, and nothing runs past its time budget.
+The law: every input ends in exit 0, 1, 2 or 3, a non-zero exit has a message on stderr and no
+traceback, and nothing runs past its time budget. ``tests.schema_fuzz`` draws inputs from the
+schemas instead; both run through :func:`commands_for`.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        """The law holds: exit 0/1/2, a message on failure, no traceback."""
-        if self.hang or self.exception is not None or self.code not in (0, 1, 2):
+        """The law holds: exit 0/1/2/3, a message on failure, no traceback."""
+        if self.hang or self.exception is not None or self.code not in (0, 1, 2, 3):
             return False
         if self.code != 0 and not (self.stderr.strip() or self.stdout.strip()):
             return False
@@ -481,11 +482,25 @@ def commands_for(
 ) -> list[tuple[str, Callable[[], tuple[int, str, str]]]]:
     """The commands that read an input of ``kind`` (mutated from seed ``which``) at ``path``."""
     p = str(path)
+    # A small simulated workload: the law is about reading the input, not the simulator's speed.
+    small = ["--workload", "burst", "--count", "2", "--input-tokens", "2000"]
+    small += ["--output-tokens", "4", "--json"]
     if kind == "spec":
         return [
             ("render", lambda: _cli(["render", p])),
             ("show", lambda: _cli(["show", "--json", p])),
+            ("show-text", lambda: _cli(["show", p])),
             ("validate-spec", lambda: _cli(["validate", "--spec", p])),
+            ("sim-run-spec", lambda: _cli(["sim", "run", "--spec", p, "--replica", "r1", *small])),
+            (
+                "sim-compare-spec",
+                lambda: _cli(
+                    [
+                        *("sim", "compare", "--spec", p, "--control-replica", "r1"),
+                        *("--candidate-replica", "r2", *small),
+                    ]
+                ),
+            ),
         ]
     if kind == "compose":
         spec = str(seeds.compose_specs[which])
@@ -495,11 +510,16 @@ def commands_for(
             ("validate-with-spec", lambda: _cli(["validate", "--spec", spec, p])),
             ("plan", lambda: _cli(["plan", "--from", str(old), "--to", p, "--json"])),
             ("runbook", lambda: _cli(["runbook", "--from", str(old), "--to", p])),
+            ("import", lambda: _cli(["import", "--engine", _release(path), p])),
         ]
     if kind == "workload":
+        from tierctl.bench.plan import plan_requests
         from tierctl.bench.workload import load_workload
 
-        return [("load_workload", lambda: _lib(lambda: load_workload(path)))]
+        return [
+            ("load_workload", lambda: _lib(lambda: load_workload(path))),
+            ("bench-plan", lambda: _lib(lambda: plan_requests(load_workload(path)))),
+        ]
     if kind in ("jsonl", "mooncake", "azure", "burstgpt"):
         from tierctl.traces import read_trace
 
@@ -508,6 +528,16 @@ def commands_for(
             (
                 "sim-run",
                 lambda: _cli(["sim", "run", "--trace", p, "--trace-format", kind, "--json"]),
+            ),
+            (
+                "sim-compare",
+                lambda: _cli(
+                    [
+                        *("sim", "compare", "--trace", p, "--trace-format", kind, "--json"),
+                        *("--control", "--chunked-prefill-size 8192"),
+                        *("--candidate", "--prefill-decode-interval 2"),
+                    ]
+                ),
             ),
         ]
     if kind == "plan":
@@ -544,6 +574,15 @@ def commands_for(
 
         return [("read_cost_model", lambda: _lib(lambda: read_cost_model(path)))]
     raise ValueError(kind)
+
+
+def _release(path: Path) -> str:
+    """The --engine of ``import`` for a compose input (the examples pin images by digest)."""
+    try:
+        text = path.read_bytes()[:200_000]
+    except OSError:
+        text = b""
+    return "vllm==0.32.0" if b"vllm" in text else "sglang==0.5.23"
 
 
 def _sniff(path: Path) -> str:
@@ -593,6 +632,18 @@ def run_input(
     return outcomes
 
 
+def check_law(
+    kind: str, which: int, data: bytes, seeds: Seeds, work: Path, *, timeout_s: float
+) -> None:
+    """Assert the law for one input through every command that reads it (tests' helper)."""
+    for outcome in run_input(kind, which, data, seeds, work, timeout_s=timeout_s):
+        assert outcome.ok, (
+            f"{kind} through {outcome.command}: exit {outcome.code}, "
+            f"exception {outcome.exception} {outcome.detail!r}, hang {outcome.hang}, "
+            f"stderr {outcome.stderr[-500:]!r}; input {data[:300]!r}"
+        )
+
+
 def main_thread_only() -> None:
     """The alarm needs the main thread (pytest-xdist workers and scripts run there)."""
     import threading
@@ -606,6 +657,7 @@ __all__ = [
     "Hang",
     "Outcome",
     "Seeds",
+    "check_law",
     "commands_for",
     "inputs",
     "load_seeds",

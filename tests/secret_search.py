@@ -42,6 +42,16 @@ def decodings(text: str) -> list[bytes]:
 def holds_fragment(text: str, secret: str, fragment_chars: int = 8) -> bool:
     """Whether any ``fragment_chars`` characters of ``secret`` in a row (as UTF-8) are in a
     reading of ``text``."""
-    n = min(fragment_chars, len(secret))
-    grams = {secret[i : i + n].encode() for i in range(len(secret) - n + 1)}
-    return any(g in d for d in decodings(text) for g in grams)
+    return holds_any(text, [secret], fragment_chars)
+
+
+def holds_any(text: str, secrets: list[str], fragment_chars: int = 8) -> bool:
+    """:func:`holds_fragment` for several secrets, reading ``text`` once (the readings joined
+    by NUL bytes, which no fragment holds: one substring search per fragment)."""
+    blob = b"\0".join(decodings(text))
+    for secret in secrets:
+        n = min(fragment_chars, len(secret))
+        for i in range(len(secret) - n + 1):
+            if secret[i : i + n].encode() in blob:
+                return True
+    return False

@@ -33,6 +33,9 @@ from tierctl.spec.semantic_diff import semantic_diff
 from tierctl.spec.tier_spec import TierSpec
 
 _REPLICA = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# A GPU index as compose's device_ids give it: ASCII digits, a handful of them ("²" is a
+# digit to str.isdigit but not to int()).
+_GPU_INDEX = re.compile(r"^[0-9]{1,6}$")
 _TIER = re.compile(r"[^a-z0-9_-]+")
 # Keys of an engine service the spec derives (engine.*, replica args/env/gpus).
 _DERIVED = ("image", "container_name", "command", "entrypoint", "environment")
@@ -88,6 +91,7 @@ def adopt(
         raise InputError("nothing to import", rule="usage", fix="pass a compose file")
     files = [load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN) for p in paths]
     merged = merge_compose(files)
+    _refuse_schema_errors(merged)
     notes: list[str] = []
     for finding in literal_secrets(merged):
         raise InputError(
@@ -124,6 +128,22 @@ def adopt(
     again = parse_compose(rendered, source="(rendered)", interpolation=Interpolation.AS_WRITTEN)
     differences = semantic_diff(merged, again)
     return Adoption(spec, text, rendered, notes, differences)
+
+
+def _refuse_schema_errors(merged: ComposeFile) -> None:
+    """Refuse a file compose itself would refuse (the compose schema), before any part of it
+    is read as a replica: ``deploy.resources: x`` or ``logging: [..]`` are then named with
+    their line instead of reaching the grouping code with the wrong shape."""
+    from tierctl.contracts.schema import type_errors
+
+    for violation in type_errors(merged):
+        raise InputError(
+            f"compose refuses this value: {violation.message}",
+            location=violation.location or Location(file=merged.source),
+            rule="import reads files `docker compose config` accepts (the compose schema)",
+            fix="fix the key (see the compose specification), or run `tierctl validate` on "
+            "the file for every schema error",
+        )
 
 
 def _header(files: Sequence[ComposeFile]) -> str:
@@ -403,7 +423,7 @@ def _gpus(merged: ComposeFile, e: EngineService, compose: dict[str, Any]) -> dic
         )
     out: dict[str, Any]
     ids = device.get("device_ids")
-    if isinstance(ids, list) and ids and all(str(i).isdigit() for i in ids):
+    if isinstance(ids, list) and ids and all(_GPU_INDEX.match(str(i)) for i in ids):
         out = {"gpus": [int(i) for i in ids]}
     elif "count" in device and device["count"] in ("all", -1):
         out = {"gpu_count": "all"}

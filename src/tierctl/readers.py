@@ -25,11 +25,12 @@ This module imports only the standard library, PyYAML and :mod:`tierctl.errors`,
 from __future__ import annotations
 
 import csv
+import gc
 import io
 import json
 import os
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,25 +140,18 @@ def _check_path(path: str | Path, what: str, error: type[InputError]) -> str:
     return name
 
 
-def read_bytes(
+def _open_regular(
     path: str | Path,
+    what: str,
+    lim: Limits,
+    error: type[InputError],
+    missing: str | None,
+    missing_fix: str | None,
     *,
-    what: str = "input",
-    limits: Limits | None = None,
-    error: type[InputError] = InputError,
-    missing: str | None = None,
-    missing_fix: str | None = None,
-    head: int | None = None,
-) -> bytes:
-    """The bytes of the regular file ``path``, at most ``limits.max_bytes`` of them; with
-    ``head``, only its first ``head`` bytes (to tell what kind of file it is), whatever its size.
-
-    Raises:
-        InputError (of class ``error``): a NUL in the path, a missing or unreadable file, a
-            directory, a FIFO, device or socket, or a file over the size limit. ``missing``
-            and ``missing_fix`` replace the message and fix for a file that does not exist.
-    """
-    lim = limits or Limits.config()
+    any_size: bool = False,
+) -> int:
+    """A blocking descriptor on the regular file ``path`` no larger than ``lim.max_bytes``
+    (unless ``any_size``); a FIFO is opened non-blocking and refused before any read."""
     name = _check_path(path, what, error)
     loc = Location(file=name)
     try:
@@ -193,12 +187,39 @@ def read_bytes(
                 rule="inputs are regular files, read whole and bounded",
                 fix="copy the data to a regular file and pass that",
             )
-        if head is not None:
-            os.set_blocking(fd, True)
-            return os.read(fd, head)
-        if st.st_size > lim.max_bytes:
+        if not any_size and st.st_size > lim.max_bytes:
             raise _too_big(what, loc, lim, error)
         os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bytes(
+    path: str | Path,
+    *,
+    what: str = "input",
+    limits: Limits | None = None,
+    error: type[InputError] = InputError,
+    missing: str | None = None,
+    missing_fix: str | None = None,
+    head: int | None = None,
+) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limits.max_bytes`` of them; with
+    ``head``, only its first ``head`` bytes (to tell what kind of file it is), whatever its size.
+
+    Raises:
+        InputError (of class ``error``): a NUL in the path, a missing or unreadable file, a
+            directory, a FIFO, device or socket, or a file over the size limit. ``missing``
+            and ``missing_fix`` replace the message and fix for a file that does not exist.
+    """
+    lim = limits or Limits.config()
+    fd = _open_regular(path, what, lim, error, missing, missing_fix, any_size=head is not None)
+    loc = Location(file=os.fspath(path))
+    try:
+        if head is not None:
+            return os.read(fd, head)
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -263,6 +284,52 @@ def read_text(
     if lenient:
         return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
     return decode(data, os.fspath(path), error=error)
+
+
+def text_lines(
+    path: str | Path,
+    *,
+    what: str = "input",
+    limits: Limits | None = None,
+    error: type[InputError] = InputError,
+) -> Generator[str, None, None]:
+    """The lines of the UTF-8 file ``path`` (line ends kept), read as they are consumed.
+
+    The checks of :func:`read_bytes` (a regular file, at most ``limits.max_bytes``) run
+    before the first line; a bad byte is named by line and column as :func:`decode` names it.
+    Memory holds one line, not the file: a 400 MB trace took 2.2 GB read whole.
+
+    Raises (while iterating):
+        InputError (of class ``error``): as :func:`read_bytes` and :func:`decode`.
+    """
+    lim = limits or Limits.config()
+    name = os.fspath(path)
+    fd = _open_regular(path, what, lim, error, None, None)
+    total = 0
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            for n, raw in enumerate(fh, start=1):
+                total += len(raw)
+                if total > lim.max_bytes:  # the file grew while it was read
+                    raise _too_big(what, Location(file=name), lim, error)
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise error(
+                        f"not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot be decoded",
+                        location=Location(file=name, line=n, column=exc.start + 1),
+                        rule="input files are UTF-8",
+                        fix="save the file as UTF-8 (e.g. `iconv -t UTF-8`)",
+                    ) from None
+                yield line.removeprefix("\ufeff") if n == 1 else line
+    except OSError as exc:
+        raise error(
+            f"cannot read {what} file: {exc.strerror or exc}",
+            location=Location(file=name),
+            rule="file",
+        ) from None
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- YAML
@@ -495,6 +562,11 @@ def load_yaml(
         raise _too_big("YAML", Location(file=source), lim, error)
     lines = LineMap()
     parser = loader(text)
+    # The cyclic GC is paused while the node graph and the data are built: they only grow (a
+    # recursive alias is refused, so nothing here is garbage), and each collection re-walks
+    # everything built so far, which made an 8 MB collector config superlinear.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         node = parser.get_single_node()
         if node is None:
@@ -530,6 +602,8 @@ def load_yaml(
         ) from None
     finally:
         parser.dispose()
+        if collecting:
+            gc.enable()
     return YamlDoc(data, lines)
 
 
@@ -650,20 +724,21 @@ def json_line(
 
 
 def csv_rows(
-    text: str,
+    text: str | Iterable[str],
     source: str,
     *,
     error: type[InputError] = InputError,
     limits: Limits | None = None,
 ) -> tuple[list[str], Iterator[tuple[int, dict[str, str | None]]]]:
-    """The header of a CSV text and an iterator of (line, row) with bounded field size.
+    """The header of a CSV text (or its lines, e.g. :func:`text_lines`) and an iterator of
+    (line, row) with bounded field size.
 
     Raises (while iterating too):
         InputError (of class ``error``): a field over the limit, or malformed CSV, at its line.
     """
     lim = limits or Limits.trace()
     csv.field_size_limit(lim.max_field_bytes)
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    reader = csv.DictReader(io.StringIO(text, newline="") if isinstance(text, str) else text)
 
     def fail(exc: csv.Error) -> InputError:
         msg = str(exc)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from tierctl.errors import InputError, Location
-from tierctl.readers import Limits, csv_rows, json_line, read_text
+from tierctl.readers import Limits, csv_rows, json_line, text_lines
 
 #: Tokens per hashed prompt block: Mooncake's ``hash_ids`` name 512-token blocks.
 BLOCK_TOKENS = 512
@@ -30,7 +30,7 @@ TraceFormat = Literal["jsonl", "mooncake", "azure", "burstgpt"]
 TRACE_FORMATS: tuple[str, ...] = ("jsonl", "mooncake", "azure", "burstgpt")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TraceRow:
     """One request of a trace.
 
@@ -47,7 +47,7 @@ class TraceRow:
     block_tokens: int = BLOCK_TOKENS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Raw:
     line: int
     arrival: Any
@@ -57,7 +57,7 @@ class _Raw:
     hash_ids: tuple[int, ...] = ()
 
 
-_Reader = Callable[[str, str, tuple[str, str, str]], Iterator[_Raw]]
+_Reader = Callable[[Iterator[str], str, tuple[str, str, str]], Iterator[_Raw]]
 
 
 class _BadRow(ValueError):
@@ -99,20 +99,24 @@ def read_trace(
             value=fmt,
             fix=f"use one of: {', '.join(TRACE_FORMATS)}",
         )
-    text = read_text(file, what="trace", limits=Limits.trace())
+    # Streamed: one line in memory at a time, not the file and its split copy.
+    lines = text_lines(file, what="trace", limits=Limits.trace())
     rows: list[TraceRow] = []
-    for raw in spec.read(text, str(file), spec.keys):
-        try:
-            rows.append(_row(raw))
-        except _BadRow as exc:
-            raise InputError(
-                f"bad {fmt} trace row: {exc}",
-                location=Location(file=str(file), line=raw.line),
-                rule="arrival >= 0 and token counts are positive integers",
-                fix=f"each row needs numeric {', '.join(spec.keys)}; fix or delete the row",
-            ) from None
-        if limit is not None and len(rows) >= limit:
-            break
+    try:
+        for raw in spec.read(lines, str(file), spec.keys):
+            try:
+                rows.append(_row(raw))
+            except _BadRow as exc:
+                raise InputError(
+                    f"bad {fmt} trace row: {exc}",
+                    location=Location(file=str(file), line=raw.line),
+                    rule="arrival >= 0 and token counts are positive integers",
+                    fix=f"each row needs numeric {', '.join(spec.keys)}; fix or delete the row",
+                ) from None
+            if limit is not None and len(rows) >= limit:
+                break
+    finally:
+        lines.close()  # a `limit` stops early: the file is closed now, not at collection
     if not rows:
         raise InputError(
             "the trace has no rows (no requests to replay)",
@@ -121,9 +125,13 @@ def read_trace(
         )
     rows.sort(key=lambda r: r.arrival_s)
     t0 = rows[0].arrival_s if rebase or spec.wall_clock else 0.0
-    if t0 == 0.0:
-        return rows
-    return [replace(r, arrival_s=r.arrival_s - t0) for r in rows]
+    if t0 != 0.0:
+        # In place, one row at a time: a second list of every row doubled the peak.
+        for k, r in enumerate(rows):
+            rows[k] = TraceRow(
+                r.arrival_s - t0, r.input_tokens, r.output_tokens, r.line, r.rid, r.hash_ids
+            )
+    return rows
 
 
 def _row(raw: _Raw) -> TraceRow:
@@ -175,12 +183,13 @@ def _count(value: Any, what: str, *, minimum: int) -> int:
 def _jsonl(divisor: float) -> _Reader:
     """A JSON-lines reader whose arrival field is in seconds times ``divisor``."""
 
-    def read(text: str, file: str, keys: tuple[str, str, str]) -> Iterator[_Raw]:
-        for n, line in enumerate(text.splitlines(), start=1):
+    def read(lines: Iterator[str], file: str, keys: tuple[str, str, str]) -> Iterator[_Raw]:
+        limits = Limits.trace()  # once: reading the environment per line was most of the time
+        for n, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
+            obj = json_line(line, file, n, limits=limits)
             loc = Location(file=file, line=n)
-            obj = json_line(line, file, n)
             if not isinstance(obj, dict):
                 raise InputError(
                     "each line must be a JSON object",
@@ -224,8 +233,8 @@ def _jsonl(divisor: float) -> _Reader:
 def _csv(arrival: Callable[[str | None], float]) -> _Reader:
     """A CSV reader (header row naming the columns) with an arrival parser."""
 
-    def read(text: str, file: str, keys: tuple[str, str, str]) -> Iterator[_Raw]:
-        header, records = csv_rows(text, file)
+    def read(lines: Iterator[str], file: str, keys: tuple[str, str, str]) -> Iterator[_Raw]:
+        header, records = csv_rows(lines, file)
         missing = [k for k in keys if k not in header]
         if missing:
             raise InputError(

@@ -27,6 +27,7 @@ from typing import Any
 
 from tests.compose_oracle.projects import ENVIRON, PROFILES, Project
 from tierctl.compose.binary import ComposeBinary, compose_config
+from tierctl.compose.crosscheck import differences, value_at
 from tierctl.compose.project import ProjectOptions, project_config
 from tierctl.contracts.schema import refuse_invalid
 from tierctl.errors import ComposeInputError, TierctlError
@@ -70,46 +71,17 @@ def _select(config: dict[str, Any], prefix: str) -> dict[str, Any]:
     }
 
 
-def first_difference(mine: Any, theirs: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
-    """The path of the first place two readings differ, or None when they are equal."""
-    if isinstance(mine, dict) and isinstance(theirs, dict):
-        for key in sorted(set(mine) | set(theirs), key=str):
-            if key not in mine or key not in theirs:
-                return (*path, str(key))
-            hit = first_difference(mine[key], theirs[key], (*path, str(key)))
-            if hit is not None:
-                return hit
-        return None
-    if isinstance(mine, list) and isinstance(theirs, list) and len(mine) == len(theirs):
-        for i, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-            hit = first_difference(a, b, (*path, str(i)))
-            if hit is not None:
-                return hit
-        return None
-    return None if mine == theirs else path
-
-
 def _area(path: tuple[str, ...]) -> str:
     if len(path) >= 3 and path[0] == "services":
         return path[2]
     return ".".join(path[:1]) or "(top)"
 
 
-def _dig(node: Any, path: tuple[str, ...]) -> Any:
-    for key in path:
-        if isinstance(node, dict):
-            node = node.get(key)
-        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
-            node = node[int(key)]
-        else:
-            return None
-    return node
-
-
 def write_case(folder: Path, case: Case, prefix: str) -> list[Path]:
     """Write the project's files into ``folder`` with ``prefix``; its ``-f`` paths."""
     files, order = case.project.render(prefix)
     for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
     return [folder / f for f in order]
 
@@ -165,10 +137,10 @@ def compare(case: Case, mine: dict[str, Any] | TierctlError, theirs: Any, prefix
         area = path.split(".")[2].split("[")[0] if path.count(".") >= 2 else path or "?"
         return Outcome(case, False, f"refused by tierctl only: {area}", mine.format())
     left, right = _select(mine, prefix), _select(theirs, prefix)
-    where = first_difference(left, right)
+    where = next(differences(left, right), None)
     if where is None:
         return Outcome(case, True, "accepted by both")
-    detail = f"at {'.'.join(where)}: tierctl {json.dumps(_dig(left, where))} compose {json.dumps(_dig(right, where))}"
+    detail = f"at {'.'.join(where)}: tierctl {json.dumps(value_at(left, where))} compose {json.dumps(value_at(right, where))}"
     return Outcome(case, False, _area(where), detail)
 
 

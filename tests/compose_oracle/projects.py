@@ -385,10 +385,12 @@ def projects(draw: st.DrawFn) -> Project:
         src_body = draw(service_body(override=False, bad=False))
         own = draw(service_body(override=True, bad=False))
         if draw(st.booleans()):
-            files["{P}common.yml"] = (
+            # In a subfolder half the time: its relative paths are from its own folder.
+            common = draw(st.sampled_from(["{P}common.yml", "{P}sub/common.yml"]))
+            files[common] = (
                 "\n".join(["services:", "  {P}base:", *_block(src_body, "    ", {})]) + "\n"
             )
-            base += ["  {P}ext:", '    extends: {file: "{P}common.yml", service: "{P}base"}']
+            base += ["  {P}ext:", f'    extends: {{file: "{common}", service: "{{P}}base"}}']
         else:
             base += ["  {P}tmpl:", *_block(src_body, "    ", {}), '    profiles: ["off"]']
             base += ["  {P}ext:", '    extends: {service: "{P}tmpl"}']
@@ -397,9 +399,14 @@ def projects(draw: st.DrawFn) -> Project:
         features.append("include")
         inc_body = draw(service_body(override=False, bad=False))
         inc_body.pop("env_file", None)
-        files["{P}inc.yml"] = "\n".join(["services:", "  {P}inc:", *_block(inc_body, "    ", {})])
-        files["{P}inc.yml"] += "\nvolumes:\n  {P}data: {}\n"
-        base.insert(0, 'include: ["{P}inc.yml"]')
+        inc = draw(st.sampled_from(["{P}inc.yml", "{P}sub/inc.yml"]))
+        if inc != "{P}inc.yml" and draw(st.booleans()):
+            inc_body["env_file"] = "inc.env"
+            files["{P}sub/inc.env"] = "INC=1\nSHARED=from-inc\n"
+            features.append("include-env_file")
+        files[inc] = "\n".join(["services:", "  {P}inc:", *_block(inc_body, "    ", {})])
+        files[inc] += "\nvolumes:\n  {P}data: {}\n"
+        base.insert(0, f'include: ["{inc}"]')
     base_volumes = "volumes:\n  {P}data: {}\n  {P}cache: {}\n"
     if "include" in features:
         base_volumes = "volumes:\n  {P}cache: {}\n"

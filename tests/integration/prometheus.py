@@ -35,3 +35,24 @@ def running_prometheus(
     assert BINARIES is not None
     with LocalPrometheus(workdir, config, data_dir=data_dir, binary=BINARIES[0]) as prom:
         yield prom.url
+
+
+@contextlib.contextmanager
+def backfilled_prometheus(workdir: Path, openmetrics: str) -> Iterator[str]:
+    """A real Prometheus holding ``openmetrics`` (backfilled with promtool); yields its URL."""
+    data = workdir / "data"
+    backfill(openmetrics, data)
+    with running_prometheus(workdir, data_dir=data) as url:
+        yield url
+
+
+#: A two-replica SGLang spec whose services are ``svc-r1`` (control) and ``svc-r2`` (canary),
+#: as the backfilled arms of that name: what ``tierctl readout --spec`` tests read.
+READOUT_SPEC = (
+    "tier: t\nhost: t\noutput: c.yaml\n"
+    "engine: {kind: sglang, version: 0.5.23, service: 'svc-{replica}',\n"
+    "  image: 'x/y@sha256:" + "a" * 64 + "', args: {prefill-decode-interval: 1}}\n"
+    "replicas:\n  r1: {gpus: [0], role: control}\n"
+    "  r2: {gpus: [1], role: canary, args: {prefill-decode-interval: 2}}\n"
+    "telemetry: {variant: 'tier-pdi{prefill-decode-interval}', places: [service-labels]}\n"
+)

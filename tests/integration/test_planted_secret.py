@@ -30,7 +30,7 @@ import yaml
 
 from tests.integration.promdata import ArmData, openmetrics
 from tests.integration.prometheus import backfill, needs_prometheus, running_prometheus
-from tests.secret_search import holds_fragment
+from tests.secret_search import holds_any
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.entrypoints import load_plan
 from tierctl.rollout.executor import load_sides
@@ -78,8 +78,7 @@ def _leaks(text: str | bytes) -> bool:
     # base64, hex and a cut-off echo are read back by tests.secret_search.
     if CORE.encode() in data or b"PLANTED" in data:
         return True
-    readable = data.decode("utf-8", "replace")
-    return any(holds_fragment(readable, s) for s in (TOKEN, HF, API, CORE))
+    return holds_any(data.decode("utf-8", "replace"), [TOKEN, HF, API, CORE])
 
 
 def _render_pair(runs: Runs) -> tuple[Path, Path]:

@@ -15,29 +15,20 @@ import pytest
 
 from tests.conftest import CliResult
 from tests.integration.promdata import ArmData, openmetrics
-from tests.integration.prometheus import backfill, needs_prometheus, running_prometheus
+from tests.integration.prometheus import READOUT_SPEC, backfilled_prometheus, needs_prometheus
 
 pytestmark = [needs_prometheus, pytest.mark.integration]
 
 END_S = 1_767_225_600
 START_S = END_S - 3 * 3600
 ARMS = [ArmData("svc-r1", "tier-pdi1"), ArmData("svc-r2", "tier-pdi2", ttft_x=1.4)]
-SPEC = (
-    "tier: t\nhost: t\noutput: c.yaml\n"
-    "engine: {kind: sglang, version: 0.5.23, service: 'svc-{replica}',\n"
-    "  image: 'x/y@sha256:" + "a" * 64 + "', args: {prefill-decode-interval: 1}}\n"
-    "replicas:\n  r1: {gpus: [0], role: control}\n"
-    "  r2: {gpus: [1], role: canary, args: {prefill-decode-interval: 2}}\n"
-    "telemetry: {variant: 'tier-pdi{prefill-decode-interval}', places: [service-labels]}\n"
-)
 
 
 @pytest.fixture(scope="module")
 def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    work = tmp_path_factory.mktemp("prom")
-    data = work / "data"
-    backfill(openmetrics(ARMS, START_S, END_S), data)
-    with running_prometheus(work, data_dir=data) as url:
+    with backfilled_prometheus(
+        tmp_path_factory.mktemp("prom"), openmetrics(ARMS, START_S, END_S)
+    ) as url:
         yield url
 
 
@@ -81,7 +72,7 @@ def _nobody_listens() -> str:
 @pytest.fixture
 def readout(tmp_path: Path, run_cli: Callable[..., CliResult]) -> Callable[..., CliResult]:
     spec = tmp_path / "tier.yaml"
-    spec.write_text(SPEC)
+    spec.write_text(READOUT_SPEC)
 
     def run(url: str, *extra: str) -> CliResult:
         window = ["--window", "150m", "--end", str(END_S), "--step", "5m"]

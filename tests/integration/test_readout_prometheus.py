@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import CliResult
 from tests.integration.promdata import ArmData, openmetrics
-from tests.integration.prometheus import backfill, needs_prometheus, running_prometheus
+from tests.integration.prometheus import READOUT_SPEC, backfilled_prometheus, needs_prometheus
 from tierctl.readout import Arm, PrometheusClient, run_readout
 
 pytestmark = [needs_prometheus, pytest.mark.integration]
@@ -31,10 +31,9 @@ ARMS = [
 
 @pytest.fixture(scope="module")
 def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    work = tmp_path_factory.mktemp("prom")
-    data = work / "data"
-    backfill(openmetrics(ARMS, START_S, END_S), data)
-    with running_prometheus(work, data_dir=data) as url:
+    with backfilled_prometheus(
+        tmp_path_factory.mktemp("prom"), openmetrics(ARMS, START_S, END_S)
+    ) as url:
         yield url
 
 
@@ -91,14 +90,7 @@ def test_cli_readout_from_spec(
     prom_url: str, tmp_path: Path, run_cli: Callable[..., CliResult]
 ) -> None:
     spec = tmp_path / "tier.yaml"
-    spec.write_text(
-        "tier: t\nhost: t\noutput: c.yaml\n"
-        "engine: {kind: sglang, version: 0.5.23, service: 'svc-{replica}',\n"
-        "  image: 'x/y@sha256:" + "a" * 64 + "', args: {prefill-decode-interval: 1}}\n"
-        "replicas:\n  r1: {gpus: [0], role: control}\n"
-        "  r2: {gpus: [1], role: canary, args: {prefill-decode-interval: 2}}\n"
-        "telemetry: {variant: 'tier-pdi{prefill-decode-interval}', places: [service-labels]}\n"
-    )
+    spec.write_text(READOUT_SPEC)
     args = [
         "readout",
         "--spec",

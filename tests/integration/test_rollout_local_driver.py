@@ -408,10 +408,14 @@ def test_prometheus_must_show_the_new_variant_after_the_collector_step(
             result = run_rollout(
                 plan, tier.driver, old, new, RolloutOptions(tier.journal, gates=gates)
             )  # type: ignore[arg-type]
-            assert "prometheus: model-r2 reports small-pdi2" in result.outcomes[1].notes
-            # One query, from the collector step: the engine step must not ask Prometheus
-            # while the collector still attaches the old labels.
-            assert len(prom.queries) == 1
+            assert result.outcomes[1].notes == (
+                "prometheus: model-r2 reports small-pdi2 (sglang:num_running_reqs)",
+            )
+            # From the collector step only (the engine step must not ask Prometheus while the
+            # collector still attaches the old labels): the container's series names (their
+            # prefix), then its variants under that prefix.
+            assert len(prom.queries) == 2
+            assert prom.queries[0].startswith("count by (__name__) ")
         else:
             with pytest.raises(GateFailed, match=r"Prometheus shows model-r2 as \['small-pdi1'\]"):
                 run_rollout(plan, tier.driver, old, new, RolloutOptions(tier.journal, gates=gates))  # type: ignore[arg-type]
@@ -425,9 +429,10 @@ def test_prometheus_must_show_the_new_variant_after_the_collector_step(
         prom.close()
     assert prom.queries
     assert all('host_machine="gpu02"' in q for q in prom.queries)
-    assert prom.queries[0] == (
+    # No series names to detect a prefix from (this stub answers no __name__): SGLang's own.
+    assert prom.queries[1] == (
         "count by (container_name, config_variant) "
-        '(sglang_num_running_reqs{container_name="model-r2",host_machine="gpu02"})'
+        '(sglang:num_running_reqs{container_name="model-r2",host_machine="gpu02"})'
     )
 
 

@@ -237,3 +237,32 @@ def test_a_rendered_loopback_host_is_left_alone_and_the_sim_keeps_the_file(
     dep, _ = load_sides(plan_files(str(path), str(path)))
     sim = LocalDriver(tmp_path / "sim")
     assert sim.gate_argv(dep, "tiny-r1") == (dep.argv("tiny-r1"), ())
+
+
+def test_a_restarted_real_engine_lays_its_mounts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every start lays the mounts as symlinks in the engine's working folder; the link a
+    first start laid (to the host folder, outside the state folder) must not make the
+    confinement check refuse the second start (a recreate, a rollback to OLD)."""
+    host = tmp_path / "tiny"
+    host.mkdir()
+    (host / "config.json").write_text("{}")
+    monkeypatch.setenv("TINY_DIR", str(host))
+    dep = _dep(tmp_path, MODULE)
+    driver = LocalDriver(tmp_path / "state", engine="real", engine_python=Path("/venv/bin/python"))
+    for _ in range(2):
+        root = driver._mount_root(dep, "tiny-r1")  # type: ignore[arg-type]
+        link = root / "models" / "tiny-llama"
+        assert link.is_symlink()
+        assert (link / "config.json").read_text() == "{}"
+    # A mount whose container path climbs through another mount's link is still refused.
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (root / "escape").symlink_to(outside)
+    text = (tmp_path / "compose.yaml").read_text().replace("- named:/data", "- ./x:/escape/inner")
+    (tmp_path / "compose.yaml").write_text(text)
+    dep2, _ = load_sides(plan_files(str(tmp_path / "compose.yaml"), str(tmp_path / "compose.yaml")))
+    with pytest.raises(InputError, match="leads there through a symlink"):
+        driver._mount_root(dep2, "tiny-r1")
+    assert not (outside / "inner").exists()

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzzing import KINDS, Seeds, inputs, load_seeds, mutate, run_input
+from tests.fuzzing import KINDS, Seeds, check_law, inputs, load_seeds, mutate, run_input
 
 # Generous: a run is ~0.05-0.5 s; the alarm only catches a real hang on a loaded machine.
 TIMEOUT_S = 60.0
@@ -28,13 +28,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Seeds, Path]:
 
 
 def _check(kind: str, which: int, data: bytes, corpus: tuple[Seeds, Path]) -> None:
-    seeds, work = corpus
-    for outcome in run_input(kind, which, data, seeds, work, timeout_s=TIMEOUT_S):
-        assert outcome.ok, (
-            f"{kind} through {outcome.command}: exit {outcome.code}, "
-            f"exception {outcome.exception} {outcome.detail!r}, hang {outcome.hang}, "
-            f"stderr {outcome.stderr[-500:]!r}; input {data[:300]!r}"
-        )
+    check_law(kind, which, data, *corpus, timeout_s=TIMEOUT_S)
 
 
 def test_every_seed_is_accepted_as_is(corpus: tuple[Seeds, Path]) -> None:

@@ -16,6 +16,10 @@ from tierctl.errors import InputError
 
 # ENGINE-VERSION.json; ENGINE is a kind of the engine registry (checked where files are listed).
 _FILE = re.compile(r"^(?P<engine>[a-z][a-z0-9_]*)-(?P<version>[0-9].*)\.json$")
+#: The shape of a release string a catalog file may be named after: a version, never a path
+#: part, and short enough to be a file name (a 700-character "version" was an OSError).
+RELEASE = re.compile(r"^[0-9][0-9A-Za-z.+-]{0,63}$")
+_ENGINE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
 def version_key(version: str) -> tuple[tuple[int, str], ...]:
@@ -46,8 +50,17 @@ def load_catalog(engine: str, version: str) -> Catalog:
     """A shipped catalog, read once per process.
 
     Raises:
-        InputError: no catalog for that release (lists the shipped ones and how to build one).
+        InputError: not a release string, or no catalog for that release (lists the shipped
+            ones and how to build one).
     """
+    if not _ENGINE.match(engine) or not RELEASE.match(version) or ".." in version:
+        shown = version if len(version) <= 40 else f"{version[:30]}... ({len(version)} chars)"
+        raise InputError(
+            f"{shown!r} is not an engine release of {engine[:40]!r}",
+            rule="a release is a version string: a digit, then at most 63 of [0-9A-Za-z.+-]",
+            value=shown,
+            fix="pin a release such as 0.5.23 (see `tierctl catalog list`)",
+        )
     path = data_dir() / f"{engine}-{version}.json"
     if not path.is_file():
         have = ", ".join(f"{e}=={v}" for e, v in shipped() if e == engine) or "none"

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from tierctl.cli.profiles import chosen_profiles, profile_option
 from tierctl.errors import ExitCode, InputError
@@ -132,26 +133,33 @@ def show(spec: Path, as_json: bool) -> None:
         click.echo(json.dumps(doc, indent=2))
         return
     # Wide enough for full service names and variants when piped (rich defaults to 80).
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    console.print(f"[bold]{summary.tier}[/bold] on [bold]{summary.host}[/bold]: {summary.engine}")
+    # Every string from the spec is a Text, never markup: a host "a[/]b" was a MarkupError and
+    # a variant "[fp8]" vanished; rich's highlighter is off (quadratic on a 100 KB host).
+    console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
+    title = Text()
+    title.append(summary.tier, style="bold")
+    title.append(" on ")
+    title.append(summary.host, style="bold")
+    title.append(f": {summary.engine}")
+    console.print(title)
     table = Table(show_header=True, header_style="bold")
     for col in ("replica", "service", "role", "GPUs", "port", "config_variant"):
         table.add_column(col, overflow="fold")
     for r in summary.replicas:
-        table.add_row(r.name, r.service, r.role, r.gpus, str(r.port), r.variant)
+        table.add_row(*map(Text, (r.name, r.service, r.role, r.gpus, str(r.port), r.variant)))
     console.print(table)
     if summary.differences:
         diff = Table(title="argv and env differences between replicas", header_style="bold")
         diff.add_column("setting")
         for r in summary.replicas:
-            diff.add_column(r.name)
+            diff.add_column(Text(r.name))
         for row in summary.differences:
-            diff.add_row(row.setting, *row.values)
+            diff.add_row(Text(row.setting), *map(Text, row.values))
         console.print(diff)
     else:
         console.print("replicas run identical argv and env (apart from GPUs)")
     for line in summary.notes:
-        console.print(line)
+        console.print(Text(line))
     for violation in gate.violations:
         click.echo(f"warning: {violation.line()}", err=True)
     for note in gate.unchecked:

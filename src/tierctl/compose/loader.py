@@ -25,6 +25,7 @@ from tierctl.compose.interpolation import (
     interpolate,
 )
 from tierctl.compose.lines import locate, merged_lines
+from tierctl.compose.long_forms import rebase_service
 from tierctl.compose.merge import enforce_unicity, merge_data, merge_service, strip_tags
 from tierctl.compose.tags import ComposeYamlLoader, Override, Reset
 from tierctl.errors import ComposeInputError, Location
@@ -41,6 +42,7 @@ def load_compose(
     env: Mapping[str, str] | None = None,
     interpolation: Interpolation | None = None,
     base_dir: str | Path | None = None,
+    rebase: bool = False,
 ) -> ComposeFile:
     """Read one compose file (a path, or YAML text with ``source`` naming it).
 
@@ -53,6 +55,9 @@ def load_compose(
             ``${...}`` kept as written), STRICT with it.
         base_dir: the folder ``include`` and ``extends: {file: ...}`` paths are relative to
             (default: the file's folder; text without it cannot include other files).
+        rebase: make the relative paths of included and extended services absolute from
+            their own file's folder, as Compose does (``compose config``); by default they
+            are kept as written.
 
     Raises:
         ComposeInputError: unreadable file, malformed YAML, not a mapping, bad interpolation,
@@ -67,7 +72,9 @@ def load_compose(
         text = str(path_or_text)
         name = source or "<compose>"
         folder = base_dir
-    return parse_compose(text, source=name, env=env, interpolation=interpolation, base_dir=folder)
+    return parse_compose(
+        text, source=name, env=env, interpolation=interpolation, base_dir=folder, rebase=rebase
+    )
 
 
 def parse_compose(
@@ -77,9 +84,10 @@ def parse_compose(
     env: Mapping[str, str] | None = None,
     interpolation: Interpolation | None = None,
     base_dir: str | Path | None = None,
+    rebase: bool = False,
 ) -> ComposeFile:
     """Read compose YAML text; arguments and errors as :func:`load_compose`."""
-    reading = _Reading(env, interpolation, ())
+    reading = _Reading(env, interpolation, (), rebase)
     folder = Path(base_dir) if base_dir is not None else None
     tagged, texts = _read(text, source, folder, reading)
     # Compose makes keyed lists unique in every file, not only when merging several.
@@ -94,6 +102,7 @@ class _Reading:
     env: Mapping[str, str] | None
     mode: Interpolation | None
     chain: tuple[str, ...]  # files being included, outermost first (cycle detection)
+    rebase: bool = False  # included/extended services' relative paths made absolute
 
 
 def _read(
@@ -205,11 +214,16 @@ def _apply_include(
                 )
             child_text = _read_file(target, reading, source, text, at)
             child = _Reading(
-                reading.env, reading.mode, (*reading.chain, str(Path(source).resolve()))
+                reading.env,
+                reading.mode,
+                (*reading.chain, str(Path(source).resolve())),
+                reading.rebase,
             )
             child_data, child_texts = _read(
                 child_text, str(target), project or target.parent, child
             )
+            if reading.rebase:
+                child_data = _rebased(child_data, str(project or target.parent))
             merged = merge_data(merged, child_data)
             texts = texts + child_texts
         for kind in _IMPORTED:
@@ -227,6 +241,16 @@ def _apply_include(
                     combined[name] = value
             out[kind] = combined
     return out, texts
+
+
+def _rebased(data: dict[str, Any], folder: str) -> dict[str, Any]:
+    services = data.get("services")
+    if not isinstance(services, dict):
+        return data
+    rebased = {
+        n: rebase_service(s, folder) if isinstance(s, dict) else s for n, s in services.items()
+    }
+    return {**data, "services": rebased}
 
 
 def _apply_extends(
@@ -311,6 +335,8 @@ def _extended(
             )
         base_where = _File(str(target), other_text, target.parent)
         base = _extended(ref, other_services, base_where, reading, (*seen, (where.source, name)))
+        if reading.rebase and isinstance(base, dict):
+            base = rebase_service(base, str(target.parent))
     else:
         if ref not in services:
             raise _error(

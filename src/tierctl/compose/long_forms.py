@@ -414,3 +414,51 @@ def absolute(path: str, folder: str) -> str:
     if os.path.isabs(path) or is_windows_path(path):
         return path
     return os.path.normpath(os.path.join(folder, path))
+
+
+def _relative(path: str) -> bool:
+    return not (os.path.isabs(path) or path.startswith("~") or is_windows_path(path))
+
+
+def rebase_service(service: dict[str, Any], folder: str) -> dict[str, Any]:
+    """A service from an included or extended file, its relative paths (bind mounts,
+    ``env_file``, ``build``) made absolute from that file's folder, as Compose resolves them
+    before the service joins the including project."""
+    out = dict(service)
+    volumes = out.get("volumes")
+    if isinstance(volumes, list):
+        rebased: list[Any] = []
+        for mount in volumes:
+            if isinstance(mount, str):
+                try:
+                    long = parse_volume(mount)
+                except FormError:
+                    rebased.append(mount)
+                    continue
+                source = str(long.get("source", ""))
+                if long["type"] == "bind" and _relative(source):
+                    mount = absolute(source, folder) + mount[len(source) :]
+            elif isinstance(mount, dict) and mount.get("type") == "bind":
+                written = mount.get("source")
+                if isinstance(written, str) and _relative(written):
+                    mount = {**mount, "source": absolute(written, folder)}
+            rebased.append(mount)
+        out["volumes"] = rebased
+    env_file = out.get("env_file")
+    if isinstance(env_file, str):
+        out["env_file"] = absolute(env_file, folder)
+    elif isinstance(env_file, list):
+        out["env_file"] = [
+            absolute(e, folder)
+            if isinstance(e, str)
+            else {**e, "path": absolute(str(e["path"]), folder)}
+            if isinstance(e, dict) and isinstance(e.get("path"), str)
+            else e
+            for e in env_file
+        ]
+    build = out.get("build")
+    if isinstance(build, str):
+        out["build"] = absolute(build, folder)
+    elif isinstance(build, dict) and isinstance(build.get("context", "."), str):
+        out["build"] = {**build, "context": absolute(str(build.get("context", ".")), folder)}
+    return out

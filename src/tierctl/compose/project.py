@@ -129,7 +129,10 @@ def project_config(
         options.project_directory or os.path.dirname(os.path.abspath(files[0]))
     )
     env = interpolation_env(options, folder)
-    read = [load_compose(Path(f), env=env, interpolation=Interpolation.STRICT) for f in files]
+    read = [
+        load_compose(Path(f), env=env, interpolation=Interpolation.STRICT, rebase=True)
+        for f in files
+    ]
     merged: dict[str, Any] = {}
     for compose in read:
         if check is not None:

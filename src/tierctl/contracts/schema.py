@@ -73,23 +73,50 @@ def check_document(compose: ComposeFile) -> Iterator[Violation]:
         return
     errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.path))
     for error in errors[:MAX_PER_FILE]:
-        path = [str(p) if not isinstance(p, int) else p for p in error.absolute_path]
-        service = str(path[1]) if len(path) > 1 and path[0] == "services" else None
-        dotted = ".".join(str(p) for p in path) or "(top level)"
-        yield Violation(
-            rule="TC007",
-            service=service,
-            message=f"{dotted}: {_explain(error)}",
-            location=compose.location(*path),
-            fix="see the compose specification for this key "
-            "(https://github.com/compose-spec/compose-spec)",
-        )
+        yield _violation(compose, error, _explain(error))
     if len(errors) > MAX_PER_FILE:
         yield Violation(
             rule="TC007",
             service=None,
             message=f"... and {len(errors) - MAX_PER_FILE} more schema errors",
         )
+
+
+def type_errors(compose: ComposeFile) -> Iterator[Violation]:
+    """TC007's errors of one kind only: a value of the wrong JSON type (``logging: x`` where
+    compose wants a mapping). Readers that walk a file's structure (``tierctl import``) refuse
+    these first; the schema's finer rules (name patterns) stay validate's to report."""
+    data = _json_shaped(compose.data)
+    fast = _fast_validator()
+    if fast is not None and fast.is_valid(data):
+        return
+    for error in _validator().iter_errors(data):
+        if _wrong_type(error):
+            yield _violation(compose, error, str(error.message))
+
+
+def _violation(compose: ComposeFile, error: Any, why: str) -> Violation:
+    """One schema error as a TC007 violation, located at its path."""
+    path = [str(p) if not isinstance(p, int) else p for p in error.absolute_path]
+    service = str(path[1]) if len(path) > 1 and path[0] == "services" else None
+    dotted = ".".join(str(p) for p in path) or "(top level)"
+    return Violation(
+        rule="TC007",
+        service=service,
+        message=f"{dotted}: {why}",
+        location=compose.location(*path),
+        fix="see the compose specification for this key "
+        "(https://github.com/compose-spec/compose-spec)",
+    )
+
+
+def _wrong_type(error: Any) -> bool:
+    """A type error, or an anyOf/oneOf whose every alternative refused the value's type."""
+    if error.validator == "type":
+        return True
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        return all(_wrong_type(e) for e in error.context)
+    return False
 
 
 def _json_shaped(node: Any) -> Any:

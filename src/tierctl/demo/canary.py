@@ -153,6 +153,7 @@ def _maybe_prometheus(ctx: DemoContext, config: str) -> Iterator[Any]:
 
 def stage_canary(ctx: DemoContext) -> bool:
     """Roll the canary change out, A/B control vs canary, drive both, read out."""
+    from tierctl.progress import RolloutWaits
     from tierctl.rollout import GateSettings, RolloutOptions, load_sides, plan_files, run_rollout
     from tierctl.rollout.spec_roles import options_from_spec
     from tierctl.runtime.process import free_port
@@ -226,6 +227,8 @@ def stage_canary(ctx: DemoContext) -> bool:
                 ),
             ),
             log=lambda line: console.print(f"  [dim]{line}[/]"),
+            # While a gate waits on a restarting engine, the demo shows for how long.
+            progress=stack.enter_context(RolloutWaits(console)),
         )
         for outcome in result.outcomes:
             console.print(f"  {outcome.step}: {outcome.status}")

@@ -234,22 +234,21 @@ class EngineProfile(ABC):
 
     def gpus_needed(self, flags: Mapping[str, Any]) -> int | None:
         """GPUs one replica with these flags occupies on its node (TP x PP x DP), or None
-        when a factor is not a number (a ``${VAR}``)."""
+        when a factor is not a count (a ``${VAR}``, ``inf``, a 400-digit number)."""
         total = 1
         inside = any(flags.get(n) not in (None, False) for n in self.dp_inside_tp_flags)
         for axis, names in self.parallel_flags:
             if axis == "dp" and inside:
                 continue
-            value = next((flags[n] for n in names if n in flags), 1)
-            try:
-                total *= int(value)
-            except (TypeError, ValueError):
+            factor = _count(next((flags[n] for n in names if n in flags), 1))
+            if factor is None:
                 return None
-        nodes = next((flags[n] for n in self.nodes_flags if n in flags), 1)
-        try:
-            return max(1, math.ceil(total / max(1, int(nodes))))
-        except (TypeError, ValueError):
+            total *= factor
+        nodes = _count(next((flags[n] for n in self.nodes_flags if n in flags), 1))
+        if nodes is None:
             return None
+        # Integer ceiling division: a float division of a huge product overflowed.
+        return max(1, -(-total // max(1, nodes)))
 
     # --- argv: rendering ---------------------------------------------------------------
 
@@ -582,3 +581,22 @@ def same_value(want: str | bool | tuple[str, ...], got: Any) -> bool:
     if got is None:
         return want.lower() in ("none", "null")
     return want == str(got)
+
+
+#: The largest parallelism factor read as a count (a host has far fewer GPUs; larger is noise).
+_MAX_FACTOR = 1 << 20
+
+
+def _count(value: Any) -> int | None:
+    """A parallelism factor as an int, or None when it is not a plain count (``${TP}``,
+    ``inf``, ``nan``, ``2.5``, a number too long to be one)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if abs(value) <= _MAX_FACTOR else None
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) <= _MAX_FACTOR else None
+    text = str(value).strip()
+    if len(text) > 8 or not text.lstrip("-").isascii() or not text.lstrip("-").isdigit():
+        return None
+    return int(text)

@@ -398,37 +398,7 @@ def _run_step(
         return StepOutcome(step.id, "done", tuple(notes))
     if journal is not None:
         journal.write("begin", step.id, action=step.action, service=step.service)
-    try:
-        planned = driver.dry_run(side, [step.service])
-    except TierctlError as exc:
-        # Nothing was touched yet: journaled as such (not "failed", which would mean a service
-        # in an unknown state), so --resume retries this step from its dry run.
-        if journal is not None:
-            journal.write("dry-run-failed", step.id, error=exc.message)
-        raise type(exc)(
-            f"{step.id}: the dry run of {step.service} failed, nothing was changed: {exc.message}",
-            location=exc.location,
-            rule=exc.rule,
-            value=exc.value,
-            fix=_then(exc.fix, "retry the step with `resume` (nothing was changed)"),
-            params=(*exc.params, "resume"),
-        ) from exc
-    if planned.changed != {step.service} or planned.removed:
-        message = (
-            f"{step.id}: the dry run plans {sorted(planned.changed) or 'nothing'}"
-            + (f" and removes {sorted(planned.removed)}" if planned.removed else "")
-            + f", the step plans exactly [{step.service!r}]"
-        )
-        if journal is not None:
-            journal.write(
-                "refused", step.id, changed=sorted(planned.changed), removed=sorted(planned.removed)
-            )
-        raise ContractViolation(
-            message,
-            rule="a step's dry run plans exactly that step's service and removes nothing",
-            value={"changed": sorted(planned.changed), "removed": sorted(planned.removed)},
-            fix="find why compose would touch the others (a dependency, an orphan) and re-plan",
-        )
+    _check_dry_run(step, driver, side, journal)
     if dry_run:
         say(f"{step.id}: dry run plans exactly {step.service}")
         return StepOutcome(step.id, "checked", ("dry run ok",))
@@ -486,6 +456,41 @@ def _run_step(
         ) from exc
     journal.write("done", step.id, notes=notes)
     return StepOutcome(step.id, "done", tuple(notes))
+
+
+def _check_dry_run(step: Step, driver: Driver, side: Deployment, journal: Journal | None) -> None:
+    """The step's dry run plans exactly its service and removes nothing (journaled if not)."""
+    try:
+        planned = driver.dry_run(side, [step.service])
+    except TierctlError as exc:
+        # Nothing was touched yet: journaled as such (not "failed", which would mean a service
+        # in an unknown state), so --resume retries this step from its dry run.
+        if journal is not None:
+            journal.write("dry-run-failed", step.id, error=exc.message)
+        raise type(exc)(
+            f"{step.id}: the dry run of {step.service} failed, nothing was changed: {exc.message}",
+            location=exc.location,
+            rule=exc.rule,
+            value=exc.value,
+            fix=_then(exc.fix, "retry the step with `resume` (nothing was changed)"),
+            params=(*exc.params, "resume"),
+        ) from exc
+    if planned.changed != {step.service} or planned.removed:
+        message = (
+            f"{step.id}: the dry run plans {sorted(planned.changed) or 'nothing'}"
+            + (f" and removes {sorted(planned.removed)}" if planned.removed else "")
+            + f", the step plans exactly [{step.service!r}]"
+        )
+        if journal is not None:
+            journal.write(
+                "refused", step.id, changed=sorted(planned.changed), removed=sorted(planned.removed)
+            )
+        raise ContractViolation(
+            message,
+            rule="a step's dry run plans exactly that step's service and removes nothing",
+            value={"changed": sorted(planned.changed), "removed": sorted(planned.removed)},
+            fix="find why compose would touch the others (a dependency, an orphan) and re-plan",
+        )
 
 
 def _drain_again(

@@ -392,9 +392,12 @@ def _series_names(ctx: GateContext, base: str, container: str) -> set[str] | Non
     container now; None when it cannot say."""
     prefixes = sorted({p for e in PROFILES.values() for p in e.metric_prefixes})
     pattern = "|".join(re.escape(p) for p in prefixes)
-    query = f'count by (__name__) ({{__name__=~"({pattern}).+",container_name="{container}"}})'
+    matchers = _matchers(container, ctx.settings.host_label)
+    query = f'count by (__name__) ({{__name__=~"({pattern}).+",{matchers}}})'
     series = _series_labels(ctx, base, query)
-    return None if series is None else {str(labels.get("__name__")) for labels in series}
+    if series is None:
+        return None
+    return {str(labels["__name__"]) for labels in series if labels.get("__name__")}
 
 
 def _other_names(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +25,28 @@ from tierctl.errors import InputError, Location
 from tierctl.sim.surface import SURFACES, detect_engine, surface
 
 # The modelled flags: name -> (field, parser). The parser turns the raw token into the value.
-_INT = int
-_FLOAT = float
+
+#: The largest count the simulator takes: a token count, a round count or a size beyond it
+#: means nothing to a scheduler (and past 2**53 a float no longer holds it exactly).
+MAX_COUNT = 1 << 53
+
+
+def _INT(v: str) -> int:
+    """An integer flag value, bounded by :data:`MAX_COUNT`."""
+    if len(v.strip()) > 20:
+        raise ValueError(f"expected an integer of at most 16 digits, got {len(v)} characters")
+    x = int(v)
+    if abs(x) > MAX_COUNT:
+        raise ValueError(f"must be at most 2**53 ({MAX_COUNT:,}) in magnitude")
+    return x
+
+
+def _FLOAT(v: str) -> float:
+    """A finite float flag value (``nan`` and ``inf`` are refused: int(nan) downstream)."""
+    x = float(v)
+    if not math.isfinite(x) or abs(x) > MAX_COUNT:
+        raise ValueError(f"expected a finite number, got {v[:40]!r}")
+    return x
 
 
 def _str(v: str) -> str:
@@ -45,8 +66,8 @@ def _human_int(v: str) -> int:
     """vLLM's human-readable sizes (``32k``, ``1M``; lower case 1000s, upper case 1024s)."""
     mult = {"k": 1000, "m": 1000**2, "g": 1000**3, "K": 1024, "M": 1024**2, "G": 1024**3}
     if v and v[-1] in mult:
-        return int(float(v[:-1]) * mult[v[-1]])
-    return int(v)
+        return _INT(str(int(_FLOAT(v[:-1]) * mult[v[-1]])))
+    return _INT(v)
 
 
 # Flags both engines share in meaning.

@@ -198,6 +198,25 @@ class Scheduler:
             spun = int(elapsed_s / max(self.cost.round_overhead_s, 1e-9))
             self.countdown = max(0, self.countdown - spun)
 
+    def spin_deferred(self, now_s: float) -> float | None:
+        """Run, as one, the deferred rounds that would find nothing to decode; the new time,
+        or None when the next round is not such a round.
+
+        While the countdown is armed and nothing runs, a round changes nothing but the clock
+        (arrivals only queue), so ``N`` such rounds end where one round of ``N`` times the
+        overhead ends; an interval of 10**15 then costs one step, not 10**15 (it hung
+        ``sim run``). Step logs keep every round: callers recording steps step them.
+        """
+        if not self.busy or self.running or self.countdown <= 0:
+            return None
+        if self.config.prefill_decode_interval_min_bs > 0:
+            return None  # the round resets the countdown instead of deferring
+        spun = self.countdown
+        self.countdown = 0
+        self.stats.rounds += spun
+        self.stats.deferred_rounds += spun
+        return now_s + self.cost.round_overhead_s * spun
+
     def jittered(self, dur_s: float) -> float:
         """A working round's time with the cost model's step jitter drawn (none at 0)."""
         sigma = self.cost.step_jitter

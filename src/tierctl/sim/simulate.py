@@ -116,6 +116,11 @@ def simulate(
             sched.idle(upcoming - now)
             now = upcoming
             continue
+        if fast_forward and steps is None:
+            spun = sched.spin_deferred(now)
+            if spun is not None:
+                now = spun
+                continue
         # Jittered steps have no closed form: they are stepped one by one.
         if fast_forward and steps is None and not model.step_jitter and sched.decode_only(now):
             now, _ = sched.fast_forward(now, min(upcoming, horizon_s))

@@ -114,12 +114,15 @@ def _devices(data: dict[str, Any]) -> list[Any] | None:
     deploy = data.get("deploy")
     if not isinstance(deploy, dict):
         return None
-    deploy = dict(deploy)
-    resources = dict(deploy.get("resources") or {})
-    reservations = dict(resources.get("reservations") or {})
-    devices = reservations.get("devices")
+    # Any other shape is compared as written (the schema contract reports it).
+    resources = deploy.get("resources")
+    reservations = resources.get("reservations") if isinstance(resources, dict) else None
+    devices = reservations.get("devices") if isinstance(reservations, dict) else None
     if not isinstance(devices, list):
         return None
+    assert isinstance(resources, dict)
+    assert isinstance(reservations, dict)
+    deploy, resources, reservations = dict(deploy), dict(resources), dict(reservations)
     copied = [dict(d) if isinstance(d, dict) else d for d in devices]
     reservations["devices"] = copied
     resources["reservations"] = reservations

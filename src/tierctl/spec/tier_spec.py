@@ -127,6 +127,57 @@ EngineKind = Annotated[
 ]
 
 
+#: Keys of a replica's compose fragment the renderer merges into mappings of its own; each must
+#: itself be a mapping (``logging: json-file`` was a bare ValueError deep in the renderer).
+_MERGED_MAPPINGS: tuple[tuple[str, ...], ...] = (
+    ("logging",),
+    ("logging", "options"),
+    ("deploy",),
+    ("deploy", "resources"),
+    ("deploy", "resources", "reservations"),
+)
+
+
+def _check_fragment(value: dict[str, Any]) -> dict[str, Any]:
+    """A replica compose fragment whose merged keys have the shapes compose gives them."""
+    for path in _MERGED_MAPPINGS:
+        node: Any = value
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is not None and not isinstance(node, dict):
+            dotted = ".".join(path)
+            raise ValueError(
+                f"{dotted} must be a mapping (compose's {dotted}: {{...}}), "
+                f"not {type(node).__name__} {_short(node)}"
+            )
+    devices = _nested(value, "deploy", "resources", "reservations", "devices")
+    if devices is not None and not isinstance(devices, list):
+        raise ValueError("deploy.resources.reservations.devices must be a list")
+    return value
+
+
+def _nested(node: Any, *keys: str) -> Any:
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:30]}... ({len(text)} characters)"
+
+
+def _no_nul(value: str) -> str:
+    """Refuse a NUL byte: no path, name or label can hold one (``Path.resolve`` raised)."""
+    if "\x00" in value:
+        raise ValueError("contains a NUL byte (\\0), which no path or name can hold")
+    return value
+
+
+ReplicaCompose = Annotated[dict[str, Any], AfterValidator(_check_fragment)]
+PathText = Annotated[str, AfterValidator(_no_nul)]
+
+
 class StrictModel(BaseModel):
     """Base for spec models: unknown keys are errors, values are immutable."""
 
@@ -141,6 +192,7 @@ class Engine(StrictModel):
     )
     version: str = Field(
         pattern=r"^\d+(\.\d+)*([.-]?(post|rc|dev|a|b)\d*)*$",
+        max_length=64,
         description="Pinned engine release; selects the flag catalog used by validation.",
     )
     image: str = Field(description="Container image, pinned by digest (name@sha256:<64 hex>).")
@@ -173,7 +225,7 @@ class Engine(StrictModel):
             "set a flag the base args already carry."
         ),
     )
-    compose: dict[str, Any] = Field(
+    compose: ReplicaCompose = Field(
         default_factory=dict,
         description="Compose keys added to every replica service (volumes, ipc, healthcheck...).",
     )
@@ -208,11 +260,11 @@ class Engine(StrictModel):
 class Replica(StrictModel):
     """One engine replica."""
 
-    gpus: list[Annotated[int, Field(ge=0)]] = Field(
+    gpus: list[Annotated[int, Field(ge=0, le=999_999)]] = Field(
         default_factory=list,
         description="GPU indices this replica owns (rendered as device_ids).",
     )
-    gpu_count: Annotated[int, Field(ge=0)] | Literal["all"] | None = Field(
+    gpu_count: Annotated[int, Field(ge=0, le=999_999)] | Literal["all"] | None = Field(
         default=None,
         description=(
             "Instead of gpus: reserve a number of GPUs (count: N) or all of them (count: all), "
@@ -230,7 +282,7 @@ class Replica(StrictModel):
         default_factory=dict, description="Environment additions/overrides; null removes."
     )
     image: str | None = Field(default=None, description="Image override for this replica.")
-    compose: dict[str, Any] = Field(
+    compose: ReplicaCompose = Field(
         default_factory=dict, description="Compose keys merged into this replica's service."
     )
 
@@ -368,7 +420,9 @@ class TierSpec(StrictModel):
     tier: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Tier name (compose project).")
     host: str = Field(description="Host the tier runs on (e.g. gpu02).")
     description: str | None = Field(default=None, description="Free text.")
-    output: str = Field(description="Where `render --write` writes, relative to the spec file.")
+    output: PathText = Field(
+        min_length=1, description="Where `render --write` writes, relative to the spec file."
+    )
     engine: Engine = Field(description="The engine all replicas run.")
     replicas: dict[str, Replica] = Field(min_length=1, description="Replicas by name.")
     telemetry: Telemetry = Field(description="The config_variant and where it goes.")

@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from tierctl.engines import profile_for_argv
@@ -296,9 +296,16 @@ class LocalDriver:
         where = Location(file=dep.ref.path, path=f"services.{service}")
         # Names and targets come from the compose file: each is resolved inside the state
         # folder and refused if it could lead out of it (`..`, a symlink an earlier mount laid).
-        root = resolve_inside(self._dir / "root", service, field="service name", location=where)
+        root = resolve_inside(
+            self._dir / "root",
+            service,
+            field="service name",
+            location=where,
+            fix="name the service with letters, digits, '-' and '_' (not '.' or '..')",
+        )
         root.mkdir(parents=True, exist_ok=True)
         for target, host in bind_mounts(dep, service):
+            _drop_own_link(root, target)
             link = resolve_inside(
                 root,
                 target,
@@ -446,6 +453,26 @@ OFFLINE_ENV = {
 
 #: The only address a local engine listens on.
 LOOPBACK = "127.0.0.1"
+
+
+def _drop_own_link(root: Path, target: str) -> None:
+    """Remove the symlink an earlier start of this service laid for ``target`` (it leads to
+    the mount's host folder, outside ``root``, so checking the path through it would refuse
+    every restart). Only a symlink is removed, and only under a parent that is itself inside
+    ``root`` (not reached through any symlink), so nothing outside ``root`` is touched."""
+    parts = [p for p in PurePosixPath(target).parts if p not in ("/", ".")]
+    if not parts or ".." in parts:
+        return  # resolve_inside refuses it with the reason
+    link = root.joinpath(*parts)
+    try:
+        parent_real = link.parent.resolve()
+        root_real = root.resolve()
+    except (OSError, RuntimeError):
+        return
+    if parent_real != root_real and root_real not in parent_real.parents:
+        return
+    if link.is_symlink():
+        link.unlink()
 
 
 def bind_loopback(flags: Sequence[str]) -> list[str]:

@@ -1,0 +1,325 @@
+"""Reproducers of issue #22 (hostile input), each now a located exit 2 (or a plain result).
+
+Every test is built from the minimal file that crashed or hung a command: it names the
+exception or hang it pinned, and fails again if the reader or model that now refuses the
+value stops doing so.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, CliResult
+
+SMALL = EXAMPLES / "small-model"
+RunCli = Callable[..., CliResult]
+
+
+def _spec(tmp_path: Path, old: str, new: str, name: str = "tier.yaml") -> Path:
+    text = (SMALL / "tier.yaml").read_text()
+    assert old in text, old
+    out = tmp_path / name
+    out.write_text(text.replace(old, new, 1))
+    return out
+
+
+def _compose(tmp_path: Path, old: str, new: str) -> Path:
+    text = (SMALL / "compose.yaml").read_text()
+    assert old in text, old
+    i = text.rindex(old)  # the last replica's (qwen-r2's)
+    out = tmp_path / "compose.yaml"
+    out.write_text(text[:i] + new + text[i + len(old) :])
+    return out
+
+
+def _refused(result: CliResult, *words: str) -> None:
+    assert result.code == 2, result
+    assert "Traceback" not in result.err
+    for word in words:
+        assert word in result.err, (word, result.err)
+
+
+# --- import: spec/adopt.py _gpus, _spec_document; spec/semantic_diff.py _devices ------------
+
+_IDS = '              device_ids:\n                - "1"'
+_RES = "      resources:\n        reservations:\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "words"),
+    [
+        # AttributeError: 'str' object has no attribute 'get' (_gpus)
+        (
+            _RES,
+            "      resources: x\n      x-was:\n        reservations:\n",
+            ["resources", "object"],
+        ),
+        # AttributeError: 'list' object has no attribute 'get' (_gpus, then _devices)
+        (
+            "        reservations:\n          devices:",
+            "        reservations: [1]\n        x-was:\n          devices:",
+            ["reservations", "object"],
+        ),
+        # ValueError: invalid literal for int() with base 10: '²' (str.isdigit said yes)
+        (_IDS, '              device_ids: ["²"]', ["not numeric device ids"]),
+        # ValueError: Exceeds the limit (4300 digits) for integer string conversion
+        (_IDS, '              device_ids: ["' + "9" * 5000 + '"]', ["not numeric device ids"]),
+        # logging given as a string reached the grouping code (_spec_document / deep_merge)
+        (
+            "    logging:\n      driver: json-file\n    deploy:",
+            "    logging: json-file\n    deploy:",
+            ["logging", "object"],
+        ),
+    ],
+)
+def test_import_refuses_wrong_shapes_with_their_line(
+    tmp_path: Path, run_cli: RunCli, old: str, new: str, words: list[str]
+) -> None:
+    path = _compose(tmp_path, old, new)
+    result = run_cli("import", "--engine", "sglang==0.5.23", str(path))
+    _refused(result, *words)
+    assert "compose.yaml:" in result.err  # located
+
+
+def test_semantic_diff_compares_a_misshapen_deploy_as_written() -> None:
+    from tierctl.compose import Interpolation, parse_compose
+    from tierctl.spec.semantic_diff import semantic_diff
+
+    text = "services:\n  a:\n    image: x\n    deploy: {resources: [1]}\n"
+    a = parse_compose(text, source="a", interpolation=Interpolation.AS_WRITTEN)
+    b = parse_compose(
+        text.replace("[1]", "{reservations: x}"), source="b", interpolation=Interpolation.AS_WRITTEN
+    )
+    assert semantic_diff(a, a) == []
+    assert semantic_diff(a, b) != []
+
+
+# --- the spec model: catalog/store.py load_catalog, render/files.py, render/compose.py ------
+
+
+def test_a_700_character_version_is_refused_not_an_oserror(tmp_path: Path, run_cli: RunCli) -> None:
+    # OSError: [Errno 36] File name too long (the catalog path was built from it).
+    spec = _spec(tmp_path, "version: 0.5.23", 'version: "' + "1" * 700 + '"')
+    for cmd in ("show", "render"):
+        _refused(run_cli(cmd, str(spec)), "engine.version")
+
+
+@pytest.mark.parametrize("version", ["1" * 700, "0.5.23/../../x", "0.5.23\x00"])
+def test_load_catalog_checks_the_release_shape(version: str) -> None:
+    from tierctl.catalog.store import load_catalog
+    from tierctl.errors import InputError
+
+    with pytest.raises(InputError, match="not an engine release"):
+        load_catalog("sglang", version)
+
+
+def test_validate_with_a_long_image_tag_release(tmp_path: Path, run_cli: RunCli) -> None:
+    # Without --spec the release comes from the image tag: the same path, the same refusal.
+    path = _compose(
+        tmp_path,
+        '    image: "docker.io/lmsysorg/sglang@sha256:0123456789abcdef0123456789abcdef'
+        '0123456789abcdef0123456789abcdef"\n    container_name: qwen-r2',
+        '    image: "lmsysorg/sglang:v' + "1" * 700 + '"\n    container_name: qwen-r2',
+    )
+    result = run_cli("validate", str(path))
+    assert result.code in (0, 1, 2), result
+    assert "Traceback" not in result.err
+
+
+def test_a_nul_in_output_is_refused(tmp_path: Path, run_cli: RunCli) -> None:
+    # ValueError: embedded null byte (Path.resolve in check_output_inside).
+    spec = _spec(tmp_path, "output: compose.yaml", 'output: "a\\0b.yaml"')
+    for args in (["render", "--write"], ["render", "--check"], ["render"], ["show"]):
+        _refused(run_cli(*args, str(spec)), "output", "NUL")
+
+
+@pytest.mark.parametrize(
+    "fragment",
+    [
+        "logging: json-file",  # ValueError: dictionary update sequence element (deep_merge)
+        "logging: {options: 3}",
+        "deploy: [1, 2]",
+        "deploy: {resources: x}",
+        "deploy: {resources: {reservations: 7}}",
+    ],
+)
+@pytest.mark.parametrize("where", ["engine", "replica"])
+def test_replica_compose_fragments_need_mapping_shapes(
+    tmp_path: Path, run_cli: RunCli, fragment: str, where: str
+) -> None:
+    if where == "engine":
+        spec = _spec(
+            tmp_path,
+            "  service: qwen-{replica}\n",
+            f"  service: qwen-{{replica}}\n  compose: {{{fragment}}}\n",
+        )
+    else:
+        spec = _spec(tmp_path, "  r1: {gpus: [0]}", f"  r1: {{gpus: [0], compose: {{{fragment}}}}}")
+    for cmd in ("render", "show"):
+        _refused(run_cli(cmd, str(spec)), "must be a mapping" if "devices" not in fragment else "")
+
+
+# --- engines/base.py gpus_needed --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value", [float("inf"), float("nan"), 10**400, "1" + "0" * 400, "inf", "${TP}", 2.5, True]
+)
+def test_gpus_needed_is_none_for_what_is_not_a_count(value: object) -> None:
+    from tierctl.engines import profile_for
+
+    profile = profile_for("sglang")
+    # OverflowError: cannot convert float infinity to integer; integer division too large.
+    assert profile.gpus_needed({"tp-size": value}) is None
+
+
+def test_gpus_needed_still_counts() -> None:
+    from tierctl.engines import profile_for
+
+    assert profile_for("sglang").gpus_needed({"tp-size": 4, "pp-size": "2"}) == 8
+
+
+def test_an_infinite_tp_size_in_a_compose_file(tmp_path: Path, run_cli: RunCli) -> None:
+    path = _compose(
+        tmp_path,
+        '      - "30000"\n',
+        '      - "30000"\n      - --tp-size\n      - "1' + "0" * 400 + '"\n',
+    )
+    for args in (
+        ["validate", str(path)],
+        ["validate", "--spec", str(SMALL / "tier.yaml"), str(path)],
+    ):
+        result = run_cli(*args)
+        assert result.code in (0, 1, 2), result
+        assert "Traceback" not in result.err
+
+
+# --- show: spec strings are text, never rich markup ----------------------------------------
+
+
+def test_show_prints_markup_characters_as_written(tmp_path: Path, run_cli: RunCli) -> None:
+    # MarkupError: closing tag '[/bold]' ... doesn't match any open tag.
+    spec = _spec(tmp_path, "host: gpu01", 'host: "gpu[/]01"')
+    result = run_cli("show", str(spec))
+    assert result.code == 0, result
+    assert "gpu[/]01" in result.out
+
+
+def test_show_keeps_a_bracketed_variant(tmp_path: Path, run_cli: RunCli) -> None:
+    # "[fp8]" was read as a style tag and vanished from the table.
+    spec = _spec(tmp_path, 'variant: "qwen-small-{replica}"', 'variant: "q[fp8]-{replica}"')
+    result = run_cli("show", str(spec))
+    assert result.code == 0, result
+    assert "q[fp8]-r1" in result.out
+    assert "q[fp8]-r2" in result.out
+
+
+def test_show_prints_a_100_kb_host_whole(tmp_path: Path, run_cli: RunCli) -> None:
+    # rich's highlighter ran quadratic regexes over it (minutes); no highlighting now.
+    host = "h" * 100_000
+    spec = _spec(tmp_path, "host: gpu01", f"host: {host}")
+    result = run_cli("show", str(spec))
+    assert result.code == 0, result
+    assert result.out.count("h") >= 100_000
+
+
+# --- sim run / compare: numeric engine args -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--hicache-ratio", "nan", "--enable-hierarchical-cache"],  # int(NaN)
+        ["--hicache-ratio", "inf", "--enable-hierarchical-cache"],  # int(inf)
+        ["--dynamic-batch-tokenizer-batch-timeout", "nan"],
+        ["--chunked-prefill-size", "1" + "0" * 30],
+        ["--prefill-decode-interval", "1" + "0" * 20],
+    ],
+)
+def test_sim_refuses_non_finite_and_huge_numbers(run_cli: RunCli, argv: list[str]) -> None:
+    _refused(run_cli("sim", "run", "--workload", "burst", "--count", "1", "--", *argv), argv[0])
+
+
+def test_vllm_human_sizes_refuse_infinity(run_cli: RunCli) -> None:
+    # OverflowError: cannot convert float infinity to integer (32k-style sizes).
+    result = run_cli(
+        "sim", "run", "--engine", "vllm", "--workload", "burst", "--count", "1", "--",
+        "--max-num-batched-tokens", "infk",
+    )  # fmt: skip
+    _refused(result, "--max-num-batched-tokens")
+
+
+@pytest.mark.parametrize("cmd", ["run", "compare"])
+def test_a_huge_prefill_decode_interval_finishes(run_cli: RunCli, cmd: str) -> None:
+    # 10**15 deferred rounds were stepped one by one (a hang); they are spun as one now.
+    big = str(10**15)
+    if cmd == "run":
+        result = run_cli(
+            "sim", "run", "--workload", "burst", "--count", "2", "--input-tokens", "20000",
+            "--output-tokens", "4", "--", "--prefill-decode-interval", big,
+        )  # fmt: skip
+    else:
+        result = run_cli(
+            "sim", "compare", "--workload", "burst", "--count", "2", "--input-tokens", "20000",
+            "--output-tokens", "4", "--control", "--prefill-decode-interval 1",
+            "--candidate", f"--prefill-decode-interval {big}",
+        )  # fmt: skip
+    assert result.code == 0, result
+
+
+def test_spinning_deferred_rounds_equals_stepping_them() -> None:
+    """The fast path is exact: the same results as stepping every deferred round."""
+    from tierctl.sim import EngineConfig, SimRequest, Workload, simulate
+    from tierctl.sim.cost import PRESETS
+
+    cost = next(iter(PRESETS.values()))
+    cfg = EngineConfig.from_argv(
+        ["--prefill-decode-interval", "300", "--chunked-prefill-size", "4096"]
+    )
+    wl = Workload.of("w", [SimRequest(f"r{i}", 0.05 * i, 9000 + 1000 * i, 3) for i in range(4)])
+    fast = simulate(cfg, wl, cost)
+    slow = simulate(cfg, wl, cost, fast_forward=False)
+    assert [r.ttft_s for r in fast.requests] == pytest.approx([r.ttft_s for r in slow.requests])
+
+
+# --- traces are streamed -------------------------------------------------------------------
+
+
+def test_reading_a_trace_holds_rows_not_the_file(tmp_path: Path) -> None:
+    """A 400 MB trace took 2.2 GB: the text, its split lines and the rows at once. Streamed,
+    the rows are all that stays: a trace of long lines costs little more than its rows."""
+    from tierctl.traces import read_trace
+
+    pad = "x" * 4000
+    path = tmp_path / "t.jsonl"
+    with path.open("w") as fh:
+        for i in range(2000):  # 8 MB of text
+            fh.write(
+                f'{{"arrival_s": {i}, "input_tokens": 10, "output_tokens": 2, "pad": "{pad}"}}\n'
+            )
+    tracemalloc.start()
+    try:
+        rows = read_trace(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(rows) == 2000
+    assert peak < path.stat().st_size / 4, peak  # far below the file's size
+
+
+def test_a_bad_byte_in_a_streamed_trace_is_located(tmp_path: Path) -> None:
+    from tierctl.errors import InputError
+    from tierctl.traces import read_trace
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(
+        b'{"arrival_s": 0, "input_tokens": 1, "output_tokens": 1}\n{"arrival_s": 1\xff}\n'
+    )
+    with pytest.raises(InputError) as info:
+        read_trace(path)
+    assert info.value.location is not None
+    assert info.value.location.line == 2
