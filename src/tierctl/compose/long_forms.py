@@ -11,12 +11,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from tierctl.compose.forms import FormError
 from tierctl.compose.interpolation import Interpolation, InterpolationError, interpolate
 
+_T = TypeVar("_T")
 _PROTOCOLS = ("tcp", "udp", "sctp")
 
 
@@ -155,19 +156,24 @@ def port_key(long: dict[str, Any]) -> str:
     )
 
 
-def unique_ports(longs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Compose's last unicity pass, on the long forms: a later port with the same key
-    replaces the earlier one, in the earlier one's place."""
-    out: list[dict[str, Any]] = []
+def unique_by(items: Iterable[_T], key: Callable[[_T], str]) -> list[_T]:
+    """compose-go's unicity rule: a later entry with the same key replaces the earlier one,
+    in the earlier one's place."""
+    out: list[_T] = []
     index: dict[str, int] = {}
-    for long in longs:
-        key = port_key(long)
-        if key in index:
-            out[index[key]] = long
+    for item in items:
+        k = key(item)
+        if k in index:
+            out[index[k]] = item
         else:
-            index[key] = len(out)
-            out.append(long)
+            index[k] = len(out)
+            out.append(item)
     return out
+
+
+def unique_ports(longs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Compose's last unicity pass over ports, on their long forms."""
+    return unique_by(longs, port_key)
 
 
 def written_port_key(entry: Any) -> str:

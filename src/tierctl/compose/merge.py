@@ -30,7 +30,7 @@ from tierctl.compose.forms import (
     normalise_environment,
     normalise_labels,
 )
-from tierctl.compose.long_forms import parse_volume, written_port_key
+from tierctl.compose.long_forms import parse_volume, unique_by, written_port_key
 from tierctl.compose.tags import Override, Reset
 
 Path = tuple[str, ...]
@@ -267,14 +267,5 @@ def enforce_unicity(node: Any, path: Path) -> Any:
     if isinstance(node, list):
         for pattern, key in _UNIQUE:
             if _matches(path, pattern):
-                out: list[Any] = []
-                index: dict[str, int] = {}
-                for entry in node:
-                    k = key(entry)
-                    if k in index:
-                        out[index[k]] = entry
-                    else:
-                        index[k] = len(out)
-                        out.append(entry)
-                return out
+                return unique_by(node, key)
     return node
