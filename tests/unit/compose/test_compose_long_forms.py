@@ -117,12 +117,24 @@ def test_string_env_file_in_an_override_appends(tmp_path: Path) -> None:
 
 
 def test_one_port_in_both_syntaxes_is_one_port() -> None:
+    """Compose keys ports by their text while merging, then once more in long form: the
+    later of two equal ports stays, in the earlier one's place (fixture 001 found it)."""
     compose = parse_compose(
-        "services: {a: {image: x, ports: ['8000:80', {target: 80, published: '8000'}, "
-        "'0.0.0.0:9000:90', '9000:90']}}\n",
+        "services: {a: {image: x, ports: ['8000:80', {target: 80, published: '8000', "
+        "app_protocol: http}, '0.0.0.0:9000:90', '9000:90', '9000:90']}}\n",
         source="c",
     )
-    assert len(compose.services["a"].data["ports"]) == 2
+    assert len(compose.services["a"].data["ports"]) == 4  # '9000:90' twice is once
+    assert compose.services["a"].ports == (
+        {
+            "mode": "ingress",
+            "target": 80,
+            "published": "8000",
+            "protocol": "tcp",
+            "app_protocol": "http",
+        },
+        {"mode": "ingress", "target": 90, "published": "9000", "protocol": "tcp"},
+    )
 
 
 def test_service_ports_apply_defaults_and_keep_addresses() -> None:
