@@ -554,8 +554,8 @@ def _refuse_shared_container_names(services: dict[str, Any], where: _Where) -> N
     owner: dict[str, str] = {}
     for name, svc in services.items():
         container = svc.get("container_name")
-        if not container:
-            continue
+        if not isinstance(container, str) or not container:
+            continue  # not a name: the schema check reports it, located
         if container in owner:
             raise _refuse(
                 f'services.{name}: container name "{container}" is already in use by service '

@@ -4,10 +4,12 @@ merge rules that issue 21 found wrong."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import CliResult
 from tierctl.compose import load_compose, merge_compose, parse_compose
 from tierctl.compose.forms import FormError
 from tierctl.compose.long_forms import (
@@ -165,3 +167,22 @@ def test_compose_config_refuses_with_a_location(tmp_path: Path, body: str, messa
     assert info.value.location is not None
     assert info.value.location.line == 4
     assert info.value.fix
+
+
+def test_a_container_name_that_is_not_a_string_is_refused_not_a_crash(
+    tmp_path: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    """The fuzz suite's compose mutation: `container_name: [a]` on two services was a TypeError
+    in the shared-name check (unhashable list); compose refuses it by the schema."""
+    path = _write(
+        tmp_path,
+        "compose.yml",
+        "services:\n  a: {image: x, container_name: [a]}\n  b: {image: x, container_name: [a]}\n",
+    )
+    project_config([path], ProjectOptions(project_name="p", environ={}))  # no TypeError
+    # compose config refuses the input (2); validate reports a violation (1)
+    for command, code in ((("compose", "config"), 2), (("validate",), 1)):
+        result = run_cli(*command, str(path))
+        assert result.code == code, (command, result)
+        assert "container_name" in result.out + result.err
+        assert "Traceback" not in result.out + result.err
