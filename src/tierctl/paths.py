@@ -118,6 +118,7 @@ def write_owned(
     force_param: str | None = "force",
     elsewhere: str = "write elsewhere",
     params: tuple[str, ...] = (),
+    check_only: bool = False,
 ) -> str | None:
     """Write ``text`` to ``path`` atomically (a temporary file in its folder, fsynced, renamed),
     keeping the mode of the file it replaces.
@@ -133,6 +134,8 @@ def write_owned(
             caller has none.
         elsewhere: How to write somewhere else, for the fix.
         params: The library parameters ``elsewhere`` names.
+        check_only: Refuse as a write would, but write nothing: a writer of several files
+            checks them all first, so a refusal on the second leaves no new first file.
 
     Returns:
         The previous content, or None when there was no file.
@@ -169,7 +172,7 @@ def write_owned(
             fix=f"move it away, {elsewhere}{forced}",
             params=(*params, *((force_param,) if force_param else ())),
         )
-    if current == text:
+    if check_only or current == text:
         return current
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

@@ -50,8 +50,9 @@ def results_document(
 
 
 @dataclass(frozen=True)
-class ResultsRequest:
-    """One completed request as the readers use it (times in seconds from the run's start)."""
+class MeasuredRequest:
+    """One completed request as measured (times in seconds from the run's start): what a bench
+    results file holds per request, and what the simulator's fits and fidelity checks use."""
 
     sent_s: float
     input_tokens: int
@@ -71,20 +72,20 @@ class ResultsRun:
     timed_out: int
     requests: tuple[dict[str, Any], ...]
 
-    def completed_requests(self, source: str) -> list[ResultsRequest]:
+    def completed_requests(self, source: str) -> list[MeasuredRequest]:
         """The requests that completed with a first token, in the file's order.
 
         Raises:
             InputError: a sample lacks a field or holds a value of the wrong type.
         """
-        out: list[ResultsRequest] = []
+        out: list[MeasuredRequest] = []
         for i, r in enumerate(self.requests):
             try:
                 if r["outcome"] != "completed" or r["ttft_s"] is None:
                     continue
                 tpot = r.get("tpot_s")
                 out.append(
-                    ResultsRequest(
+                    MeasuredRequest(
                         sent_s=float(r["sent_s"]),
                         input_tokens=int(r["input_tokens"]),
                         output_tokens=int(r["output_tokens"]),

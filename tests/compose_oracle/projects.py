@@ -36,7 +36,8 @@ PROFILES: tuple[str, ...] = ("on",)
 #: Env files each project may name (written beside its compose files).
 ENV_FILES: dict[str, str] = {
     "{P}a.env": "A=1\n# a comment\nexport B='two words'\nC=\"quoted\"\nSHARED=from-a\n",
-    "{P}b.env": "SHARED=from-b\nD=4 # trailing comment\n\nE=\n",
+    "{P}b.env": "SHARED=from-b\nD=4 # trailing comment\n\nE=\n"
+    "I=${SET}-i\nJ='${SET}'\nK=\"${UNSET:-d} q\\n2\"\nL=${A}${SHARED}\nM=$$x\nN=a\\nb\n",
 }
 
 

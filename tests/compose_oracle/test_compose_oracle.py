@@ -32,18 +32,15 @@ from tests.compose_oracle.harness import (
     run_cases,
 )
 from tests.compose_oracle.tables import table_cases
-from tierctl.compose.binary import ComposeBinary, find_compose_binary
+from tierctl.compose.binary import ComposeBinary
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATED = int(os.environ.get("COMPOSE_ORACLE_PROJECTS", "5000"))
 
 
 @pytest.fixture(scope="module")
-def binary() -> ComposeBinary:
-    found = find_compose_binary()
-    if found is None:
-        pytest.fail("no Docker Compose v2 binary: install the compose extra (make test does)")
-    return found
+def binary(compose_binary: ComposeBinary) -> ComposeBinary:
+    return compose_binary
 
 
 @pytest.mark.parametrize("files", list(iter_repo_files(ROOT)), ids=lambda fs: fs[0].name)

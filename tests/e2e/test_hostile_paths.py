@@ -110,7 +110,7 @@ def test_output_set_to_the_spec_itself_is_refused_even_with_force(tmp_path: Path
 @pytest.mark.parametrize(
     ("output", "said"),
     [
-        ("compose\u0000.yaml", "holds a NUL byte"),
+        ("compose\u0000.yaml", "NUL byte"),  # refused by the spec model already
         ("../compose.yaml", "climbs out with '..'"),
         ("/tmp/compose.yaml", "is absolute"),
         ("link/compose.yaml", "through a symlink"),

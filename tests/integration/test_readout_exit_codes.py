@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 from tests.conftest import CliResult
 from tests.integration.promdata import ArmData, openmetrics
 from tests.integration.prometheus import READOUT_SPEC, backfilled_prometheus, needs_prometheus
+from tierctl.runtime.process import free_port
 
 pytestmark = [needs_prometheus, pytest.mark.integration]
 
@@ -63,10 +63,7 @@ def plain_http() -> Iterator[str]:
 
 
 def _nobody_listens() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_bench_sim import sim_serve
+from tierctl.runtime.process import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -52,9 +52,7 @@ async def test_bench_run_never_prints_or_writes_the_url_password(tmp_path: Path)
 
 
 def test_readout_never_prints_the_prometheus_password(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nothing listens there
+    port = free_port()  # nothing listens there
     res = _tierctl(
         "readout", "--spec", str(SPEC),
         "--prometheus", f"http://reader:{PASSWORD}@127.0.0.1:{port}", cwd=tmp_path,

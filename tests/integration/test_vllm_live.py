@@ -22,6 +22,7 @@ from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.normalise import load_services
 from tierctl.rollout.plan_schema import SourceRef
+from tierctl.runtime.local_prom import wait_for_scrape
 from tierctl.runtime.process import free_port
 from tierctl.spec import load_spec, resolve_tier
 from tierctl.spec.tier_spec import ScrapeConfig
@@ -93,7 +94,7 @@ def test_bench_ab_and_readout_of_live_vllm_engines(
                 traffic.stop()
                 assert traffic.result.sent >= 10
                 assert traffic.result.failures == []
-            time.sleep(3)  # the last scrape lands
+            assert wait_for_scrape(prom)  # the last of the traffic is in Prometheus
             end = time.time()
             window = f"{round(end - start)}s"
             out = run_cli(

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.realengine.fixtures import extra_engine
+from tierctl.fidelity import burst_plan, compare_figures, measure, poisson_plan, predict
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import DENSE_8B_H100
-from tierctl.sim.fidelity import burst_plan, compare_figures, measure, poisson_plan, predict
 from tierctl.sim.iteration_fit import (
     fit_iterations,
     fit_overheads,

@@ -15,9 +15,9 @@ import re
 
 import pytest
 
+from tierctl.fidelity import burst_plan, compare_figures, measure, poisson_plan, predict
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import DENSE_8B_H100
-from tierctl.sim.fidelity import burst_plan, compare_figures, measure, poisson_plan, predict
 from tierctl.sim.timing_fit import fit_timings
 
 pytestmark = [pytest.mark.integration, pytest.mark.real_engine]

@@ -213,14 +213,14 @@ def test_the_readout_reads_real_vllm_metrics_from_a_real_prometheus(real_tier: R
     # rollout; the local driver does not run the collector): r2 is labelled with its variant.
     _, dep = load_sides(plan_files(str(current), str(current)))
     real_tier.prometheus.reload(scrape_config(dep))
-    time.sleep(3)  # the reloaded targets' first scrape
+    assert real_tier.prometheus.wait_for_scrape()  # the reloaded targets' first scrape
     start = time.time()
     # Both replicas serving at once, through the router, as in production: the readout pairs
     # control and canary step by step.
     with Traffic(real_tier.router.url, concurrency=4, max_tokens=16, max_seconds=70) as traffic:
         traffic.wait_for(10**9, timeout_s=75)
     assert traffic.result.failures == [], traffic.result.outcomes
-    time.sleep(3)  # the last scrape
+    assert real_tier.prometheus.wait_for_scrape()  # the last of the traffic is stored
     window = int(time.time() - start)
     cmd = [
         sys.executable, "-m", "tierctl", "readout", "--spec", str(spec),

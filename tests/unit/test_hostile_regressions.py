@@ -323,3 +323,25 @@ def test_a_bad_byte_in_a_streamed_trace_is_located(tmp_path: Path) -> None:
         read_trace(path)
     assert info.value.location is not None
     assert info.value.location.line == 2
+
+
+# --- sim fit step logs (found by benchmarks/fuzz.py --generator both, seed 7007) -------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[" * 20000 + "]" * 20000,  # RecursionError in json.loads
+        '{"kind": "prefill", "duration_s": 1, "new_tokens": 1e400}',  # int(inf): OverflowError
+        '{"kind": "decode", "duration_s": 1, "batch_size": [1], "context_tokens": 2}',
+    ],
+)
+def test_a_hostile_step_log_line_is_located(tmp_path: Path, run_cli: RunCli, line: str) -> None:
+    path = tmp_path / "steps.jsonl"
+    path.write_text(
+        '{"kind": "decode", "duration_s": 0.01, "batch_size": 1, "context_tokens": 9}\n'
+        + line
+        + "\n"
+    )
+    result = run_cli("sim", "fit", str(path), "--from", "steps", "--json")
+    _refused(result, "steps.jsonl:2")

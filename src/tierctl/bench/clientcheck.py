@@ -133,6 +133,15 @@ class ClientCheck:
         """Whether the client's own limits may have shaped the numbers."""
         return bool(self.reasons)
 
+    def trusted(self, send_limit_s: float = 0.05, lag_limit_s: float = 0.1) -> bool:
+        """A stricter bar on the worst cases, for measuring an engine's own latencies (the
+        simulator's fidelity): no send over ``send_limit_s`` late and no loop stall over
+        ``lag_limit_s``. (Four busy processes on two cores keep a loop from its timer for
+        tens of milliseconds now and then; a stalled machine, for seconds.)"""
+        return (self.pacing_lag_max_s or 0.0) < send_limit_s and (
+            self.loop_lag_max_s or 0.0
+        ) < lag_limit_s
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for the JSON report."""
         return {

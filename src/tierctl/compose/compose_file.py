@@ -16,7 +16,7 @@ from tierctl.compose.forms import (
 )
 from tierctl.compose.interpolation import Interpolation, InterpolationError, interpolate
 from tierctl.compose.lines import locate, merged_lines
-from tierctl.compose.long_forms import parse_port
+from tierctl.compose.long_forms import parse_port, unique_ports
 from tierctl.errors import ComposeInputError, Location
 from tierctl.readers import PathKey
 
@@ -98,7 +98,7 @@ class ComposeService:
                 out.extend(parse_port(entry))
             except FormError:
                 continue
-        return tuple(out)
+        return tuple(unique_ports(out))
 
     @property
     def container_name(self) -> str | None:

@@ -11,10 +11,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from tierctl.compose.forms import FormError
+from tierctl.compose.interpolation import Interpolation, InterpolationError, interpolate
 
+_T = TypeVar("_T")
 _PROTOCOLS = ("tcp", "udp", "sctp")
 
 
@@ -151,6 +154,35 @@ def port_key(long: dict[str, Any]) -> str:
         f"{long.get('host_ip', '0.0.0.0')}:{published}:"
         f"{long.get('target')}/{long.get('protocol', 'tcp')}"
     )
+
+
+def unique_by(items: Iterable[_T], key: Callable[[_T], str]) -> list[_T]:
+    """compose-go's unicity rule: a later entry with the same key replaces the earlier one,
+    in the earlier one's place."""
+    out: list[_T] = []
+    index: dict[str, int] = {}
+    for item in items:
+        k = key(item)
+        if k in index:
+            out[index[k]] = item
+        else:
+            index[k] = len(out)
+            out.append(item)
+    return out
+
+
+def unique_ports(longs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Compose's last unicity pass over ports, on their long forms."""
+    return unique_by(longs, port_key)
+
+
+def written_port_key(entry: Any) -> str:
+    """Compose's unicity key of a port as written, before the long forms exist: a short port
+    is its own text (``9000:90`` and ``0.0.0.0:9000:90`` differ here, and meet again in
+    :func:`unique_ports`), a long one its address, ports and protocol."""
+    if isinstance(entry, dict):
+        return port_key(_long_port(entry))
+    return str(entry)
 
 
 def is_windows_path(text: str) -> bool:
@@ -366,12 +398,16 @@ def _decimal(value: int, unit: int) -> str:
     return f"{whole}.{digits}"
 
 
-def read_dotenv(text: str, source: str, lookup: dict[str, str]) -> dict[str, str | None]:
-    """A dotenv file as Compose reads it: ``KEY=VALUE``, ``export KEY=VALUE``, quotes,
-    comments, blank lines; a bare ``KEY`` takes the value from ``lookup`` (or none).
+def read_dotenv(
+    text: str, source: str, lookup: Mapping[str, str], fallback: Mapping[str, str] | None = None
+) -> dict[str, str | None]:
+    """A dotenv file as Compose reads it: ``KEY=VALUE``, ``export KEY=VALUE``, comments, blank
+    lines; unquoted and double-quoted values interpolated (``${VAR}`` from ``lookup``, then
+    the keys above, then ``fallback``), single-quoted ones literal, ``\\n`` a newline only in double quotes; a bare
+    ``KEY`` takes its value from ``lookup`` (or none).
 
     Raises:
-        FormError: a line that is not ``KEY=VALUE`` or a key with spaces.
+        FormError: a key with spaces, or a malformed or missing required reference.
     """
     out: dict[str, str | None] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -392,18 +428,30 @@ def read_dotenv(text: str, source: str, lookup: dict[str, str]) -> dict[str, str
             out[key] = lookup.get(key)
             continue
         value = value.lstrip()
-        if value[:1] in ("'", '"'):
-            quote = value[0]
-            end = value.find(quote, 1)
-            while quote == '"' and end > 0 and value[end - 1] == "\\":
-                end = value.find(quote, end + 1)
+        # The caller's variables win over the file's own earlier keys, as in Compose.
+        own = {k: v for k, v in out.items() if v is not None}
+        variables = {**(fallback or {}), **own, **lookup}
+        if value[:1] == "'":
+            end = value.find("'", 1)
+            out[key] = value[1:end] if end > 0 else value[1:]
+            continue
+        if value[:1] == '"':
+            end = value.find('"', 1)
+            while end > 0 and value[end - 1] == "\\":
+                end = value.find('"', end + 1)
             body = value[1:end] if end > 0 else value[1:]
-            if quote == '"':
-                body = body.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
-            out[key] = body
+            body = body.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
         else:
             cut = value.find(" #")
-            out[key] = (value[:cut] if cut >= 0 else value).rstrip()
+            body = (value[:cut] if cut >= 0 else value).rstrip()
+        try:
+            out[key] = interpolate(body, variables, Interpolation.STRICT)
+        except InterpolationError as exc:
+            raise FormError(
+                f"{source}:{number}: {exc}",
+                rule="env file values are interpolated like the compose file",
+                fix="set the variable, or single-quote the value to keep it literal",
+            ) from None
     return out
 
 

@@ -30,7 +30,7 @@ from tierctl.compose.forms import (
     normalise_environment,
     normalise_labels,
 )
-from tierctl.compose.long_forms import parse_port, parse_volume, port_key
+from tierctl.compose.long_forms import parse_volume, unique_by, written_port_key
 from tierctl.compose.tags import Override, Reset
 
 Path = tuple[str, ...]
@@ -231,12 +231,8 @@ def _mount_ref(prefix: str) -> Callable[[Any], str]:
 
 
 def _port_key(entry: Any) -> str:
-    """A port by what it binds (address, host port, container port, protocol), whichever
-    syntax wrote it: ``8000:80`` and ``{target: 80, published: 8000}`` are one port."""
-    try:
-        return " ".join(port_key(p) for p in parse_port(entry))
-    except FormError:
-        return repr(entry)
+    """A port as Compose keys it while merging (:func:`written_port_key`)."""
+    return written_port_key(entry)
 
 
 def _value_key(entry: Any) -> str:
@@ -271,14 +267,5 @@ def enforce_unicity(node: Any, path: Path) -> Any:
     if isinstance(node, list):
         for pattern, key in _UNIQUE:
             if _matches(path, pattern):
-                out: list[Any] = []
-                index: dict[str, int] = {}
-                for entry in node:
-                    k = key(entry)
-                    if k in index:
-                        out[index[k]] = entry
-                    else:
-                        index[k] = len(out)
-                        out.append(entry)
-                return out
+                return unique_by(node, key)
     return node

@@ -42,6 +42,7 @@ from tierctl.compose.long_forms import (
     parse_port,
     parse_volume,
     read_dotenv,
+    unique_ports,
 )
 from tierctl.compose.merge import merge_data, strip_tags
 from tierctl.compose.tags import Override, Reset
@@ -411,7 +412,8 @@ def _canonical_key(key: str, value: Any) -> Any:
     if key == "env_file":
         return _env_files(value)
     if key == "ports":
-        return _ports(value)
+        _ports(value)  # refused here, in its file; read in long form once merged (_finish)
+        return [scalar_text(p) if isinstance(p, int) else p for p in value]
     if key == "expose":
         return [scalar_text(v) for v in value] if isinstance(value, list) else value
     if key == "volumes":
@@ -486,6 +488,8 @@ def _finish(
                 "every service names an image or a build",
                 f"add image: to {sname} (or build:), or merge this file over the one that does",
             )
+        if isinstance(svc.get("ports"), list):
+            svc["ports"] = unique_ports(_ports(svc["ports"]))
         svc.setdefault("command", None)
         svc.setdefault("entrypoint", None)
         svc = _environment(svc, sname, folder, env, where)
@@ -550,8 +554,8 @@ def _refuse_shared_container_names(services: dict[str, Any], where: _Where) -> N
     owner: dict[str, str] = {}
     for name, svc in services.items():
         container = svc.get("container_name")
-        if not container:
-            continue
+        if not isinstance(container, str) or not container:
+            continue  # not a name: the schema check reports it, located
         if container in owner:
             raise _refuse(
                 f'services.{name}: container name "{container}" is already in use by service '
@@ -673,6 +677,11 @@ def _environment(
     """``env_file`` read into ``environment`` (the service's own entries win), bare keys
     resolved from the environment, as Compose prints them."""
     merged: dict[str, Any] = {}
+    own = svc.get("environment") or {}
+    # An env file's references read the project's variables, then the service's environment,
+    # then the env files before it (as Compose reads them).
+    resolved = {k: env.get(k) if v is None else v for k, v in own.items()}
+    lookup = {**{k: v for k, v in resolved.items() if v is not None}, **env}
     for entry in svc.pop("env_file", None) or []:
         path = absolute(str(entry["path"]), folder)
         if not os.path.isfile(path):
@@ -687,13 +696,12 @@ def _environment(
             )
         text = read_text(Path(path), what="env file", error=ComposeInputError)
         try:
-            values = read_dotenv(text, path, env)
+            earlier = {k: v for k, v in merged.items() if v is not None}
+            values = read_dotenv(text, path, lookup, earlier)
         except FormError as exc:
             raise _refuse(str(exc), Location(file=path), exc.rule, exc.fix) from None
         merged.update(values)
-    own = svc.get("environment") or {}
-    for key, value in own.items():
-        merged[key] = env.get(key) if value is None else value
+    merged.update(resolved)
     if merged or "environment" in svc:
         svc["environment"] = merged
     if not merged:

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierctl.demo.context import DemoContext
 from tierctl.demo.tier import old_doc, sized
@@ -27,6 +27,9 @@ from tierctl.render.yaml_emit import dump_yaml
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.spec import load_spec, load_spec_text, resolve_tier
+
+if TYPE_CHECKING:
+    from tierctl.runtime.local_prom import LocalPrometheus
 
 # Modelled GPU seconds per wall second for the simulated engines. Wall-clock noise (a
 # burst's requests reaching the scheduler a little apart, a loaded CPU delaying a round) is
@@ -237,7 +240,7 @@ def stage_canary(ctx: DemoContext) -> bool:
             canary: driver.endpoint(new_side, r_canary),
         }
         ab_ok = _ab(ctx, urls, control, canary)
-        window = _live_traffic(ctx, urls)
+        window = _live_traffic(ctx, urls, prom)
         ok = _readout(ctx, prom.url, tier, window) and ab_ok if prom is not None else ab_ok
     console.print(f"artifacts (plan journal, A/B report and plots, logs): {ctx.workdir}")
     return ok
@@ -365,7 +368,9 @@ def ab_verdict(ratios: dict[str, Any], tolerance: float = TOLERANCE) -> str:
     return ab_judgement(ratios, tolerance=tolerance)[0]
 
 
-def _live_traffic(ctx: DemoContext, urls: dict[str, str]) -> tuple[float, float]:
+def _live_traffic(
+    ctx: DemoContext, urls: dict[str, str], prom: LocalPrometheus | None
+) -> tuple[float, float]:
     """Both replicas get the same traffic at the same time, as behind the proxy: one burst
     like the A/B's at the start of every readout step."""
     from tierctl.bench import bench_run
@@ -392,7 +397,8 @@ def _live_traffic(ctx: DemoContext, urls: dict[str, str]) -> tuple[float, float]
         t.start()
     for t in threads:
         t.join(timeout=LIVE_S + 120)
-    time.sleep(2.5)  # let the last scrape land
+    if prom is not None:
+        prom.wait_for_scrape()  # the last of the traffic is in Prometheus
     if errors:
         raise errors[0]
     return start, time.time()

@@ -28,6 +28,7 @@ from rich.rule import Rule
 
 from tierctl.errors import TierctlError
 from tierctl.results import RESULTS_NAME, read_results
+from tierctl.runtime.local_prom import wait_for_scrape
 
 if TYPE_CHECKING:
     from tierctl.realtier.tier import RealTier
@@ -270,7 +271,7 @@ def _readout(
     console: Console, prometheus: str, spec: Path, live_start: float, live_s: float, t0: float
 ) -> int:
     """Stage 7: the readout of the live window; an INCONCLUSIVE one is explained."""
-    time.sleep(3)  # the last scrape
+    wait_for_scrape(prometheus)  # the last of the traffic is in Prometheus
     end = time.time()
     window = max(60, int(end - live_start) + 5)
     readout = [

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from tierctl.runtime.polling import wait_until
+
 
 @dataclass
 class TrafficResult:
@@ -103,11 +105,13 @@ class Traffic:
 
     def wait_for(self, requests: int, timeout_s: float = 120.0) -> None:
         """Block until at least ``requests`` have been answered (or ``timeout_s`` passed)."""
-        deadline = time.monotonic() + timeout_s
-        while self.result.sent < requests and time.monotonic() < deadline:
-            if self._threads and not any(t.is_alive() for t in self._threads):
-                return  # every client stopped at its bound: no more answers will come
-            time.sleep(0.1)
+
+        def answered_or_done() -> bool:
+            # Every client stopped at its bound: no more answers will come.
+            stopped = bool(self._threads) and not any(t.is_alive() for t in self._threads)
+            return self.result.sent >= requests or stopped
+
+        wait_until(answered_or_done, timeout_s)
 
     def stop(self) -> TrafficResult:
         """Stop the clients (each finishes its request in flight) and return the result."""

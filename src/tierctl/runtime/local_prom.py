@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from types import TracebackType
 
 import httpx
 
 from tierctl.errors import RuntimeFailure
+from tierctl.runtime.polling import wait_until
 from tierctl.runtime.process import ServerProcess, free_port, http_ready
+from tierctl.runtime.promapi import PrometheusClient
 
 
 def prometheus_binaries() -> tuple[str, str] | None:
@@ -40,6 +43,23 @@ def backfill(openmetrics: str, data_dir: Path, promtool: str = "promtool") -> No
     )
     if proc.returncode != 0:
         raise RuntimeFailure(f"promtool backfill failed: {proc.stderr.strip()[-500:]}")
+
+
+def wait_for_scrape(url: str, timeout_s: float = 30.0) -> bool:
+    """Wait until the Prometheus at ``url`` has scraped every target once since this call, so
+    that what they exported up to now is stored (a readout right after traffic sees its end);
+    returns whether that happened within ``timeout_s``. Polls ``min(timestamp(up))``."""
+    since = time.time()
+    with PrometheusClient(url, timeout_s=5.0) as client:
+
+        def scraped() -> bool:
+            try:
+                rows = client.query("min(timestamp(up))")
+            except RuntimeFailure:
+                return False
+            return bool(rows) and rows[0][1] >= since
+
+        return wait_until(scraped, timeout_s, poll_s=0.25)
 
 
 class LocalPrometheus:
@@ -85,6 +105,10 @@ class LocalPrometheus:
             http_ready(f"{self.url}/-/ready", timeout_s=1.0), self._ready_timeout_s, poll_s=0.2
         )
         return self
+
+    def wait_for_scrape(self, timeout_s: float = 30.0) -> bool:
+        """:func:`wait_for_scrape` on this server."""
+        return wait_for_scrape(self.url, timeout_s)
 
     def reload(self, config: str) -> None:
         """Write a new config and apply it (as recreating the collector would)."""

@@ -424,7 +424,8 @@ def _scalar(raw: str) -> Any:
 
 
 def _bad(name: str, value: object, why: str, source: str, engine: str) -> InputError:
-    helper = "vllm serve --help" if engine == "vllm" else "python -m sglang.launch_server --help"
+    # The engine's own help, by its profile's default launcher: `vllm serve --help`.
+    helper = " ".join(profile_for(engine).default_launcher()) + " --help"
     return InputError(
         f"--{name} {why}",
         location=Location(file=source, path=f"--{name}"),

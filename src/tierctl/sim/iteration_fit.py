@@ -18,11 +18,11 @@ from typing import Any
 from tierctl.engines import VLLM
 from tierctl.errors import InputError, Location
 from tierctl.readers import Limits, read_text
+from tierctl.results import MeasuredRequest
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.lstsq import coordinate_search
 from tierctl.sim.timing_fit import (
-    MeasuredRequest,
     log_residuals,
     timing_residuals,
     workload_of,

@@ -11,10 +11,10 @@ from typing import Any
 from tierctl.latency import percentile
 from tierctl.sim.config import EngineConfig, unmodelled_differences
 from tierctl.sim.cost import CostModel, preset
-from tierctl.sim.engine import Round, itl_quantile, make_scheduler
+from tierctl.sim.engine import Round, Scheduler, itl_quantile, make_scheduler
 from tierctl.sim.host import has_host_costs, plan_host, probe_latencies, tokenizes_on_loop
 from tierctl.sim.result import RatioRow, RequestResult, SimResult, ratio_table, summarize_results
-from tierctl.sim.workload import Workload
+from tierctl.sim.workload import SimRequest, Workload
 
 
 def _with_host_wait(r: RequestResult, arrived: dict[str, float]) -> RequestResult:
@@ -99,6 +99,48 @@ def simulate(
         )
     else:
         reqs = workload.requests
+    now = _run(sched, reqs, model, horizon_s, fast_forward, steps, progress)
+    lives = [*sched.done, *sched.lives.values()]
+    arrived = {r.rid: r.arrival_s for r in workload.requests}
+    results = tuple(
+        sorted(
+            (_with_host_wait(RequestResult.of(x), arrived) for x in lives),
+            key=lambda r: (r.arrival_s, r.rid),
+        )
+    )
+    hist = sched.stats.itl_hist
+    probes = (
+        probe_latencies(host, now, probe_interval_s, model.request_overhead_s)
+        if has_host_costs(model)
+        else []
+    )
+    summary = summarize_results(
+        list(results), sched.stats.kv_waits, (itl_quantile(hist, 0.5), itl_quantile(hist, 0.99))
+    )
+    summary = dataclasses.replace(summary, **probe_figures(probes, probe_timeout_s))
+    return SimResult(
+        workload=workload.name,
+        preset=model.name,
+        argv=config.argv,
+        requests=results,
+        summary=summary,
+        rounds=sched.stats.rounds,
+        prefill_rounds=sched.stats.prefill_rounds,
+        deferred_rounds=sched.stats.deferred_rounds,
+        sim_end_s=now,
+    )
+
+
+def _run(
+    sched: Scheduler,
+    reqs: tuple[SimRequest, ...],
+    model: CostModel,
+    horizon_s: float,
+    fast_forward: bool,
+    steps: list[Round] | None,
+    progress: Callable[[float], None] | None,
+) -> float:
+    """Drive the scheduler until the workload is done or ``horizon_s``; the time reached."""
     nxt = 0
     now = 0.0
     loops = 0
@@ -130,35 +172,7 @@ def simulate(
         if steps is not None:
             steps.append(rnd)
         now += rnd.duration_s
-    lives = [*sched.done, *sched.lives.values()]
-    arrived = {r.rid: r.arrival_s for r in workload.requests}
-    results = tuple(
-        sorted(
-            (_with_host_wait(RequestResult.of(x), arrived) for x in lives),
-            key=lambda r: (r.arrival_s, r.rid),
-        )
-    )
-    hist = sched.stats.itl_hist
-    probes = (
-        probe_latencies(host, now, probe_interval_s, model.request_overhead_s)
-        if has_host_costs(model)
-        else []
-    )
-    summary = summarize_results(
-        list(results), sched.stats.kv_waits, (itl_quantile(hist, 0.5), itl_quantile(hist, 0.99))
-    )
-    summary = dataclasses.replace(summary, **probe_figures(probes, probe_timeout_s))
-    return SimResult(
-        workload=workload.name,
-        preset=model.name,
-        argv=config.argv,
-        requests=results,
-        summary=summary,
-        rounds=sched.stats.rounds,
-        prefill_rounds=sched.stats.prefill_rounds,
-        deferred_rounds=sched.stats.deferred_rounds,
-        sim_end_s=now,
-    )
+    return now
 
 
 @dataclass(frozen=True)

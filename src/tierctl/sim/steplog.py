@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.errors import InputError, Location
-from tierctl.readers import Limits, read_text
+from tierctl.readers import Limits, json_line, read_text
 from tierctl.sim.cost import CostModel, DecodeSample, PrefillSample, fit, preset
 from tierctl.sim.engine import Round
 
@@ -38,15 +38,17 @@ def read_steps(path: str | Path) -> tuple[list[PrefillSample], list[DecodeSample
         InputError: the file cannot be read or a line is malformed (file and line named).
     """
     p = Path(path)
-    lines = read_text(p, what="step log", limits=Limits.trace()).splitlines()
+    limits = Limits.trace()
+    lines = read_text(p, what="step log", limits=limits).splitlines()
     pre: list[PrefillSample] = []
     dec: list[DecodeSample] = []
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         loc = Location(file=str(p), line=n)
+        # Bounded (depth, digits) and located: json.loads of "[[[..." was a RecursionError.
+        obj = json_line(line, str(p), n, limits=limits)
         try:
-            obj = json.loads(line)
             kind = obj["kind"]
             dur = float(obj["duration_s"])
             if kind == "prefill":
@@ -57,7 +59,7 @@ def read_steps(path: str | Path) -> tuple[list[PrefillSample], list[DecodeSample
                 pre.append(PrefillSample(chunks, dur))
             elif kind == "decode":
                 dec.append(DecodeSample(int(obj["batch_size"]), int(obj["context_tokens"]), dur))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:
             raise InputError(
                 f"malformed step: {exc!r}",
                 location=loc,

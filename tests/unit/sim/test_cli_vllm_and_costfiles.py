@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tierctl.errors import InputError
+from tierctl.results import MeasuredRequest
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import DENSE_8B_H100
 from tierctl.sim.costfile import read_cost_model, write_cost_model
@@ -22,7 +23,7 @@ from tierctl.sim.iteration_fit import (
     iteration_residuals,
 )
 from tierctl.sim.simulate import simulate
-from tierctl.sim.timing_fit import MeasuredRequest, fit_timings
+from tierctl.sim.timing_fit import fit_timings
 from tierctl.sim.workload import hammer
 
 from .helpers import FLAT

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tierctl.results import MeasuredRequest
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.costfile import read_cost_model
@@ -32,7 +33,6 @@ from tierctl.sim.iteration_fit import (
     replay_iterations,
 )
 from tierctl.sim.simulate import simulate
-from tierctl.sim.timing_fit import MeasuredRequest
 from tierctl.sim.workload import SimRequest, Workload
 
 from .helpers import FLAT
@@ -249,7 +249,7 @@ def test_sim_fit_from_a_vllm_log_with_timings_replays_and_measures_the_host_term
 
 
 def test_a_jittered_prediction_is_the_median_of_several_simulated_runs() -> None:
-    from tierctl.sim.fidelity import figures, predict, predicted_figures
+    from tierctl.fidelity import figures, predict, predicted_figures
 
     rng = random.Random(9)
     plan = [MeasuredRequest(i * 0.2, rng.randint(50, 1500), 30, 0.0, None, ()) for i in range(25)]

@@ -85,10 +85,13 @@ def quality_table(result: QualityResult) -> Table:
     return table
 
 
+_MD_TITLE = "# tierctl quality: A vs B against the noise floor"
+
+
 def quality_markdown(result: QualityResult) -> str:
     """The Markdown report."""
     lines = [
-        "# tierctl quality: A vs B against the noise floor",
+        _MD_TITLE,
         "",
         f"- A: `{result.a_url}` ({result.engines.get('A')})",
         f"- B: `{result.b_url}` ({result.engines.get('B')})",
@@ -235,15 +238,43 @@ def plot_quality(result: QualityResult, out_dir: Path) -> list[Path]:
 
 
 def write_quality(result: QualityResult, out_dir: Path, *, plots: bool = True) -> list[Path]:
-    """Write ``quality.json``, ``quality.md`` and (with ``plots``) the PNG into ``out_dir``."""
+    """Write ``quality.json``, ``quality.md`` and (with ``plots``) the PNG into ``out_dir``,
+    replacing only a quality report tierctl wrote (``paths.write_owned``): both are checked
+    before either is written."""
     import json
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    js = out_dir / "quality.json"
-    js.write_text(json.dumps(quality_json(result), indent=1, default=str), encoding="utf-8")
-    md = out_dir / "quality.md"
-    md.write_text(quality_markdown(result), encoding="utf-8")
-    files = [js, md]
+    from tierctl.paths import resolve_inside, write_owned
+
+    planned = [
+        (out_dir / "quality.json", json.dumps(quality_json(result), indent=1, default=str)),
+        (out_dir / "quality.md", quality_markdown(result)),
+    ]
+    for check_only in (True, False):
+        for path, text in planned:
+            write_owned(
+                resolve_inside(out_dir, path.name, field="quality output", inside="its folder"),
+                text,
+                ours=_is_quality_file,
+                what=f"quality {path.suffix[1:]} report",
+                force_param=None,
+                elsewhere="or give `out_dir` another folder",
+                params=("out_dir",),
+                check_only=check_only,
+            )
+    files = [path for path, _ in planned]
     if plots:
         files += plot_quality(result, out_dir)
     return files
+
+
+def _is_quality_file(text: str) -> bool:
+    """Whether a quality.json or quality.md was written by :func:`write_quality`."""
+    if text.startswith(_MD_TITLE):
+        return True
+    import json
+
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and doc.get("kind") == "quality"

@@ -7,24 +7,30 @@ TTFT and inter-token gaps. :func:`predict` replays the same plan through the sim
 cost model, and :func:`compare_figures` puts the two side by side: TTFT p50/p90, TPOT p50 and
 ITL p90 with the relative error. ``benchmarks/sim_fidelity.py`` fits on one plan and predicts
 others; a CI-sized test does the same with a loose bound.
+
+It sits above both steps it joins: the simulator (:mod:`tierctl.sim`) predicts, and the
+measurement reads the stream with the load client's SSE decoder (:mod:`tierctl.bench.sse`),
+judges the client with its client check (:mod:`tierctl.bench.clientcheck`) and takes TPOT
+from :func:`tierctl.latency.tpot_s`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import random
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, judge_client
+from tierctl.bench.sse import SSEDecoder, parse_event
 from tierctl.errors import RuntimeFailure
-from tierctl.latency import percentile
+from tierctl.latency import percentile, tpot_s
+from tierctl.results import MeasuredRequest
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.simulate import simulate
-from tierctl.sim.timing_fit import MeasuredRequest
 from tierctl.sim.workload import SimRequest, Workload
 
 # Token ids for prompts: inside any small vocabulary and clear of special tokens.
@@ -77,21 +83,6 @@ def decoders_and_long_plan(
     return plan
 
 
-@dataclass(frozen=True)
-class ClientLag:
-    """Whether the measuring client kept up: a late send or a stalled event loop would be read
-    as the engine's time."""
-
-    max_send_late_s: float  # the latest send against its plan
-    max_loop_lag_s: float  # the longest the client's event loop was kept from a 10 ms tick
-
-    def trusted(self, send_limit_s: float = 0.05, lag_limit_s: float = 0.1) -> bool:
-        """A send at most ``send_limit_s`` late and no loop stall over ``lag_limit_s``: the
-        figures are the engine's. (Four busy processes on two cores keep a loop from its
-        timer for tens of milliseconds now and then; a stalled machine, for seconds.)"""
-        return self.max_send_late_s < send_limit_s and self.max_loop_lag_s < lag_limit_s
-
-
 async def measure(
     url: str, model: str, plan: list[PlannedSend], *, seed: int = 0, timeout_s: float = 300.0
 ) -> list[MeasuredRequest]:
@@ -108,8 +99,9 @@ async def measure(
 
 async def measure_checked(
     url: str, model: str, plan: list[PlannedSend], *, seed: int = 0, timeout_s: float = 300.0
-) -> tuple[list[MeasuredRequest], ClientLag]:
-    """:func:`measure`, with how well the client itself kept up (:class:`ClientLag`).
+) -> tuple[list[MeasuredRequest], ClientCheck]:
+    """:func:`measure`, with how well the client itself kept up: the load client's check
+    (:class:`~tierctl.bench.clientcheck.ClientCheck`; its ``trusted()`` is the fidelity bar).
 
     Prompts are random token ids drawn from ``seed``: give each measured workload its own seed,
     or vLLM's prefix cache serves one workload's prompts from another's and its TTFTs shrink.
@@ -120,16 +112,10 @@ async def measure_checked(
     prompts = [[rng.randrange(*_ID_RANGE) for _ in range(p.input_tokens)] for p in plan]
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     t0 = time.monotonic()
-    late = [0.0]
-    lag = [0.0]
-    done = asyncio.Event()
-
-    async def ticker() -> None:
-        # The client's own event-loop lag: a blocked or descheduled client stamps tokens late.
-        while not done.is_set():
-            t = time.monotonic()
-            await asyncio.sleep(0.01)
-            lag[0] = max(lag[0], time.monotonic() - t - 0.01)
+    cpu0 = time.process_time()
+    send_lags: list[float] = []
+    # The client's own event-loop lag: a blocked or descheduled client stamps tokens late.
+    loop = LoopMonitor(period_s=0.01)
 
     async def one(s: aiohttp.ClientSession, p: PlannedSend, ids: list[int]) -> MeasuredRequest:
         delay = p.send_s - (time.monotonic() - t0)
@@ -141,21 +127,18 @@ async def measure_checked(
                 "ignore_eos": True, "temperature": 0,
                 "stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # fmt: skip
         sent = time.monotonic()
-        late[0] = max(late[0], sent - t0 - p.send_s)
+        send_lags.append(sent - t0 - p.send_s)
         stamps: list[float] = []
+        decoder = SSEDecoder()
         async with s.post(url + "/v1/completions", json=body) as r:
             r.raise_for_status()
             async for raw in r.content:
-                line = raw.strip()
-                if not line.startswith(b"data: {"):
-                    continue
                 now = time.monotonic()
-                doc = json.loads(line[6:])
-                usage = doc.get("usage") or {}
-                if isinstance(usage.get("completion_tokens"), int):
-                    stamps += [now] * max(0, usage["completion_tokens"] - len(stamps))
-                elif doc.get("choices") and doc["choices"][0].get("text") is not None:
-                    stamps.append(now)
+                for ev in map(parse_event, decoder.feed(raw)):
+                    if ev.completion_tokens is not None:
+                        stamps += [now] * max(0, ev.completion_tokens - len(stamps))
+                    elif ev.text:
+                        stamps.append(now)
         n = len(stamps)
         if not n:
             # A dead or wedged engine answers 200 with an empty stream; a figure of 0 s would
@@ -166,10 +149,10 @@ async def measure_checked(
             )
         ttft = stamps[0] - sent
         gaps = tuple(b - a for a, b in itertools.pairwise(stamps))
-        tpot = (stamps[-1] - stamps[0]) / (n - 1) if n > 1 else None
+        tpot = tpot_s(stamps[0], stamps[-1], n)
         return MeasuredRequest(sent - t0, p.input_tokens, n, ttft, tpot, gaps)
 
-    tick = asyncio.create_task(ticker())
+    loop.start()
     try:
         async with aiohttp.ClientSession(timeout=timeout) as s:
             got = list(
@@ -178,9 +161,11 @@ async def measure_checked(
                 )
             )
     finally:
-        done.set()
-        await tick
-    return got, ClientLag(late[0], lag[0])
+        await loop.stop()
+    check = judge_client(
+        send_lags, loop.lags_s, time.process_time() - cpu0, time.monotonic() - t0, 0
+    )
+    return got, check
 
 
 def predict(
