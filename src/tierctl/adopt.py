@@ -203,9 +203,15 @@ def _spec_document(
     elif all(c is None for c in container):
         container_name = False
     else:
-        bad = next(n for c, n in zip(container, replicas, strict=True) if c not in (None, n))
+        # Either a container named otherwise, or some named and some not (one spec setting
+        # covers every replica): the first unnamed one is then the one to name.
+        pairs = list(zip(container, replicas, strict=True))
+        bad = next((n for c, n in pairs if c not in (None, n)), None)
+        if bad is None:
+            bad = next(n for c, n in pairs if c is None)
         raise InputError(
-            f"service {bad} runs as a container named otherwise than the service",
+            f"service {bad} runs as a container named otherwise than the service"
+            " (or not named, where the other replicas' are)",
             location=merged.location("services", bad, "container_name"),
             rule="a replica's container is named after its service (or not named)",
             fix="rename the service after its container, or drop container_name",

@@ -345,3 +345,11 @@ def test_a_hostile_step_log_line_is_located(tmp_path: Path, run_cli: RunCli, lin
     )
     result = run_cli("sim", "fit", str(path), "--from", "steps", "--json")
     _refused(result, "steps.jsonl:2")
+
+
+def test_import_with_one_replica_container_unnamed(tmp_path: Path, run_cli: RunCli) -> None:
+    # StopIteration in _spec_document (found by the long run, seed 9009).
+    path = _compose(tmp_path, "    container_name: qwen-r2\n", "")
+    result = run_cli("import", "--engine", "sglang==0.5.23", str(path))
+    assert result.code in (0, 1, 2), result
+    assert "Traceback" not in result.err
