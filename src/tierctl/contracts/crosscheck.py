@@ -39,6 +39,7 @@ from tierctl.compose.profiles import ProfileScope, enabled
 from tierctl.compose.project import ProjectOptions, project_config
 from tierctl.contracts.credentials import looks_secret_name, looks_secret_value
 from tierctl.contracts.report import Violation
+from tierctl.contracts.schema import refuse_invalid
 from tierctl.errors import ComposeInputError, InputError, RuntimeFailure
 
 #: What the report says when no binary ran.
@@ -199,7 +200,10 @@ def _ours(
     paths: Sequence[str | Path], active: Sequence[str], env: Mapping[str, str]
 ) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        return project_config(paths, ProjectOptions(profiles=tuple(active), environ=env)), None
+        # The schema as Compose applies it first, as `tierctl compose config` reads: the
+        # normalising reader relies on the shapes it guarantees.
+        options = ProjectOptions(profiles=tuple(active), environ=env)
+        return project_config(paths, options, check=refuse_invalid), None
     except ComposeInputError as exc:
         return None, exc.message
 

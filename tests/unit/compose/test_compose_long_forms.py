@@ -186,3 +186,15 @@ def test_a_container_name_that_is_not_a_string_is_refused_not_a_crash(
         assert result.code == code, (command, result)
         assert "container_name" in result.out + result.err
         assert "Traceback" not in result.out + result.err
+
+
+def test_a_depends_on_string_is_a_schema_violation_not_a_crash(
+    tmp_path: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    """The long fuzz run's seed 9009: validate's cross-check read a project whose depends_on
+    was a string without the schema check, and the normalising reader raised AttributeError."""
+    path = _write(tmp_path, "compose.yml", 'services:\n  a: {image: x, depends_on: "b"}\n')
+    result = run_cli("validate", str(path))
+    assert result.code == 1, result
+    assert "depends_on" in result.out
+    assert "Traceback" not in result.out + result.err
