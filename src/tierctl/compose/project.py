@@ -294,8 +294,36 @@ def _health(value: Any) -> Any:
         out["test"] = ["CMD-SHELL", test]
     for key in _HEALTH_DURATIONS:
         if isinstance(out.get(key), str):
-            out[key] = format_duration(parse_duration_ns(out[key]))
+            out[key] = _duration_or_raw(out[key])
     return out
+
+
+def _duration_or_raw(value: str) -> str:
+    """A duration in Go's spelling, or the text as written when it is not one: Compose parses
+    durations after merging, so a bad one a later file replaces is no error
+    (:func:`_check_durations` refuses one that stays)."""
+    try:
+        return format_duration(parse_duration_ns(value))
+    except FormError:
+        return value
+
+
+def _check_durations(services: dict[str, Any], where: _Where) -> None:
+    """Refuse a duration the merged project still holds that is not one, as Compose does."""
+    for name, svc in services.items():
+        health = svc.get("healthcheck")
+        places: list[tuple[tuple[str, ...], Any]] = [((k,), svc.get(k)) for k in _DURATIONS]
+        if isinstance(health, dict):
+            places += [(("healthcheck", k), health.get(k)) for k in _HEALTH_DURATIONS]
+        for path, value in places:
+            if not isinstance(value, str):
+                continue
+            try:
+                parse_duration_ns(value)
+            except FormError as exc:
+                raise _refuse(
+                    str(exc), where.at("services", name, *path), exc.rule, exc.fix, value
+                ) from None
 
 
 def _resources(value: Any) -> Any:
@@ -431,7 +459,7 @@ def _canonical_key(key: str, value: Any) -> Any:
     if key in _SIZES:
         return str(parse_bytes(value))
     if key in _DURATIONS and isinstance(value, str):
-        return format_duration(parse_duration_ns(value))
+        return _duration_or_raw(value)
     if key == "cpus":
         return _number(value, "cpus")
     if key == "extra_hosts":
@@ -510,6 +538,7 @@ def _finish(
         out_services[sname] = _omit_empty(svc)
     _refuse_cycles(out_services, where)
     _refuse_shared_container_names(out_services, where)
+    _check_durations(out_services, where)
     out: dict[str, Any] = {"name": name}
     networks = dict(data.get("networks") or {})
     if uses_default:

@@ -198,3 +198,21 @@ def test_a_depends_on_string_is_a_schema_violation_not_a_crash(
     assert result.code == 1, result
     assert "depends_on" in result.out
     assert "Traceback" not in result.out + result.err
+
+
+def test_a_bad_duration_an_override_replaces_is_no_error(tmp_path: Path) -> None:
+    """Compose parses durations after merging (the oracle's generated project gen-1-1649): a
+    base's `interval: soon` that an override replaces is read; one that stays is refused."""
+    base = _write(
+        tmp_path,
+        "base.yml",
+        "services:\n  a:\n    image: x\n    healthcheck: {test: 'true', interval: soon}\n",
+    )
+    over = _write(tmp_path, "over.yml", "services:\n  a:\n    healthcheck: {interval: 90s}\n")
+    options = ProjectOptions(project_name="p", environ={})
+    config = project_config([base, over], options)
+    assert config["services"]["a"]["healthcheck"]["interval"] == "1m30s"
+    with pytest.raises(ComposeInputError, match="duration") as caught:
+        project_config([base], options)
+    assert caught.value.location is not None
+    assert caught.value.location.line == 4
