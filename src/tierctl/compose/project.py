@@ -538,7 +538,8 @@ def _finish(
         out_services[sname] = _omit_empty(svc)
     _refuse_cycles(out_services, where)
     _refuse_shared_container_names(out_services, where)
-    _check_durations(out_services, where)
+    # every service, active or not: Compose decodes the whole model before profiles apply
+    _check_durations({n: s for n, s in services_in.items() if isinstance(s, dict)}, where)
     out: dict[str, Any] = {"name": name}
     networks = dict(data.get("networks") or {})
     if uses_default:
