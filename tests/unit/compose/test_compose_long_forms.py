@@ -216,3 +216,15 @@ def test_a_bad_duration_an_override_replaces_is_no_error(tmp_path: Path) -> None
         project_config([base], options)
     assert caught.value.location is not None
     assert caught.value.location.line == 4
+
+
+def test_a_bad_duration_in_an_inactive_service_is_refused(tmp_path: Path) -> None:
+    """Compose decodes every service before profiles apply (the oracle's gen-1-1936)."""
+    path = _write(
+        tmp_path,
+        "compose.yml",
+        "services:\n  a: {image: x}\n  b:\n    image: x\n    profiles: [p]\n"
+        "    healthcheck: {test: 'true', interval: soon}\n",
+    )
+    with pytest.raises(ComposeInputError, match="duration"):
+        project_config([path], ProjectOptions(project_name="p", environ={}))
