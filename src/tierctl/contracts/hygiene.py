@@ -270,6 +270,19 @@ def _host_ports(published: Any) -> list[str]:
     return [text] if text.isdigit() else []
 
 
+def _embedded(
+    compose: ComposeFile, name: str, what: str, value: str, inside: str, *path: str | int
+) -> Violation:
+    """A value that carries a credential inside it (a header, a bearer token, a URL)."""
+    return Violation(
+        rule="TC006",
+        service=name,
+        message=f"{what} carries {inside} with a literal credential ({len(value)} chars)",
+        location=compose.location("services", name, *path),
+        fix=_EMBEDDED_FIX[inside],
+    )
+
+
 def secrets(compose: ComposeFile) -> Iterator[Violation]:
     """No literal credential in an environment value or a command token."""
     for name, service in compose.services.items():
@@ -278,13 +291,8 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
                 continue
             inside = embedded_credential(value)
             if inside is not None:
-                yield Violation(
-                    rule="TC006",
-                    service=name,
-                    message=f"environment {key} carries {inside} with a literal credential "
-                    f"({len(value)} chars)",
-                    location=compose.location("services", name, "environment", key),
-                    fix=_EMBEDDED_FIX[inside],
+                yield _embedded(
+                    compose, name, f"environment {key}", value, inside, "environment", key
                 )
             elif literal_secret(key, value):
                 yield Violation(
@@ -309,14 +317,7 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
         for i, token in enumerate(service.command or ()):
             inside = None if i in flagged else embedded_credential(token)
             if inside is not None:
-                yield Violation(
-                    rule="TC006",
-                    service=name,
-                    message=f"command token {i} carries {inside} with a literal credential "
-                    f"({len(token)} chars)",
-                    location=compose.location("services", name, "command", i),
-                    fix=_EMBEDDED_FIX[inside],
-                )
+                yield _embedded(compose, name, f"command token {i}", token, inside, "command", i)
         for key, value in service.labels.items():
             if value and literal_secret(key, value):
                 yield Violation(
