@@ -353,3 +353,65 @@ def test_import_with_one_replica_container_unnamed(tmp_path: Path, run_cli: RunC
     result = run_cli("import", "--engine", "sglang==0.5.23", str(path))
     assert result.code in (0, 1, 2), result
     assert "Traceback" not in result.err
+
+
+# --- bench prints workload strings as text, not rich markup (issue #22, session 6) -----------
+
+
+def _bench_record(lanes: tuple[str, ...], label: str = "A", scale: float = 1.0) -> object:
+    from tierctl.bench.samples import ProbeSample, RequestSample, RunRecord
+
+    reqs = tuple(
+        RequestSample(
+            index=i,
+            lane=lane,
+            scheduled_s=0.0,
+            sent_s=0.01 * i,
+            queue_s=0.0,
+            ttft_s=0.5 * scale,
+            e2e_s=1.0 * scale,
+            itl_s=(0.1,) * 3,
+            input_tokens=5,
+            output_tokens=4,
+            planned_input_tokens=5,
+            outcome="completed",
+        )
+        for i, lane in enumerate(lanes)
+    )
+    probes = (ProbeSample(0.0, 0.01, 200),)
+    return RunRecord("http://127.0.0.1:1", label, "2026-01-01T00:00:00+00:00", 1.0, reqs, probes, 2)
+
+
+#: Lane names a workload file may carry: `[/]` was a MarkupError, `[fp8]` vanished as a style.
+MARKUP_NAMES = ("[/]", "[fp8]", "[bold]x[/bold]")
+
+
+def test_bench_run_table_prints_lane_names_as_written() -> None:
+    from rich.console import Console
+
+    from tierctl.bench.report import run_table
+
+    console = Console(width=300, record=True)
+    console.print(run_table(_bench_record(MARKUP_NAMES)))  # type: ignore[arg-type]
+    text = console.export_text()
+    for name in MARKUP_NAMES:
+        assert name in text, (name, text)
+
+
+def test_bench_ab_table_prints_lane_names_as_written() -> None:
+    from rich.console import Console
+
+    from tierctl.bench.ab import ABResult, Block, compare_arms
+    from tierctl.bench.report import ab_table
+
+    lanes = MARKUP_NAMES * 2
+    blocks = tuple(
+        Block(0, k, arm, _bench_record(lanes, arm, 1.0 if arm == "A" else 0.5))  # type: ignore[arg-type]
+        for k, arm in enumerate("ABBA")
+    )
+    result = ABResult("http://a", "http://b", "ABBA", 1, blocks, False)
+    console = Console(width=400, record=True)
+    console.print(ab_table(result, compare_arms(result, list(MARKUP_NAMES))))
+    text = console.export_text()
+    for name in MARKUP_NAMES:
+        assert name in text, (name, text)
