@@ -335,6 +335,12 @@ def test_a_bad_byte_in_a_streamed_trace_is_located(tmp_path: Path) -> None:
         "[" * 20000 + "]" * 20000,  # RecursionError in json.loads
         '{"kind": "prefill", "duration_s": 1, "new_tokens": 1e400}',  # int(inf): OverflowError
         '{"kind": "decode", "duration_s": 1, "batch_size": [1], "context_tokens": 2}',
+        # Seed 610002 input 2744: a chunk of 1e308 tokens squared to inf; the fit's SVD did
+        # not converge (numpy LinAlgError).
+        '{"kind": "prefill", "chunks": [[1e+308, 64]], "duration_s": 0.01}',
+        '{"kind": "prefill", "chunks": [[-5, 0]], "duration_s": 0.01}',
+        '{"kind": "decode", "duration_s": NaN, "batch_size": 1, "context_tokens": 2}',
+        '{"kind": "decode", "duration_s": 1e999, "batch_size": 1, "context_tokens": 2}',
     ],
 )
 def test_a_hostile_step_log_line_is_located(tmp_path: Path, run_cli: RunCli, line: str) -> None:
@@ -568,3 +574,34 @@ def test_a_trace_keeps_each_block_hash_once(tmp_path: Path) -> None:
     assert [list(r.hash_ids[:20]) for r in rows] == [prefix] * 50
     distinct = {id(h) for r in rows for h in r.hash_ids}
     assert len(distinct) == 20 + 50, len(distinct)  # the shared prefix once, each tail once
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("decode_per_ctx_token_s", "1e+308"),  # seed 610002 input 2880: int(NaN) in the engine
+        ("prefill_attn_pair_s", "1e300"),
+        ("step_jitter", "1e6"),
+        ("kv_pool_tokens", "1e30"),
+        ("round_overhead_s", "Infinity"),
+    ],
+)
+def test_a_cost_model_coefficient_must_be_bounded(
+    tmp_path: Path, run_cli: RunCli, field: str, value: str
+) -> None:
+    """A finite but huge coefficient made every simulated step inf, then NaN in the
+    fast-forward's round count: `ValueError: cannot convert float NaN to integer`."""
+    import json
+    import re
+
+    from tierctl.sim.cost import DEFAULT_PRESET, preset
+    from tierctl.sim.costfile import cost_model_doc
+
+    text = json.dumps(cost_model_doc(preset(DEFAULT_PRESET), {"fitted_on": ["x"]}))
+    text, n = re.subn(f'"{field}": [^,}}]+', f'"{field}": {value}', text)
+    assert n == 1
+    path = tmp_path / "m.json"
+    path.write_text(text)
+    small = ("--workload", "burst", "--count", "2", "--input-tokens", "2000", "--output-tokens")
+    result = run_cli("sim", "run", "--cost-model", str(path), *small, "4", "--json")
+    _refused(result, f"model.{field}")
