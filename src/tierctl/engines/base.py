@@ -188,6 +188,10 @@ class EngineProfile(ABC):
     flush_cache_path: str | None = None
     #: What that endpoint needs beyond the path (said when it is refused).
     flush_cache_needs: str = ""
+    #: ``stream_options`` entries that make a streamed completion carry its running usage on
+    #: every chunk (so a client counts tokens even when the engine merges several into one
+    #: chunk); ``None``: the engine reports usage only at the end of a stream.
+    per_chunk_usage: ClassVar[Mapping[str, bool] | None] = None
     #: The prefix as the engine exports it first, then spellings pipelines rewrite it to.
     metric_prefixes: tuple[str, ...] = ()
     metrics: EngineMetrics

@@ -25,6 +25,7 @@ import ast
 import json
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from tierctl.compose.argv import flag_map, format_flag_value, parse_flags
@@ -108,6 +109,9 @@ class VLLMProfile(EngineProfile):
     # VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/serve/dev/cache/api_router.py); 404 otherwise.
     flush_cache_path = "/reset_prefix_cache"
     flush_cache_needs = "vLLM serves it only when started with VLLM_SERVER_DEV_MODE=1"
+    # vLLM merges tokens into one chunk when the client falls behind; with this each chunk
+    # says how many tokens it carries (vllm/entrypoints/openai/protocol.py's StreamOptions).
+    per_chunk_usage = MappingProxyType({"continuous_usage_stats": True})
     metrics = EngineMetrics(
         running="num_requests_running",
         waiting="num_requests_waiting",
