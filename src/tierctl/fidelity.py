@@ -35,6 +35,7 @@ from tierctl.latency import percentile
 from tierctl.results import MeasuredRequest
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
+from tierctl.sim.iteration_fit import parse_vllm_iterations
 from tierctl.sim.simulate import simulate
 from tierctl.sim.workload import SimRequest, Workload
 
@@ -206,6 +207,15 @@ def _measured(sample: RequestSample) -> MeasuredRequest:
         sample.tpot_s,
         sample.itl_s,
     )
+
+
+def iteration_log_complete(text: str, requests: list[MeasuredRequest]) -> bool:
+    """Whether a vLLM iteration log (``--enable-logging-iteration-details``) already holds
+    every step that served ``requests``: one decode step per output token after each
+    request's first (the first comes from its last prefill step). The engine writes its log
+    a little after the stream ends, so a reader polls this before replaying the log."""
+    decoded = sum(step.generation_requests for step in parse_vllm_iterations(text))
+    return decoded >= sum(max(0, m.output_tokens - 1) for m in requests)
 
 
 def predict(
