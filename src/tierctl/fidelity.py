@@ -23,8 +23,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
 from tierctl.bench.client import RequestShape, lean_pool, make_session, send_request
 from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, ReadBacklog, judge_client
 from tierctl.bench.runner import endpoint_url
@@ -149,22 +147,23 @@ async def measure_checked(
     cpu0 = time.process_time()
     # The client's own event-loop lag: a blocked or descheduled client stamps tokens late.
     loop = LoopMonitor(period_s=0.01)
+    session = make_session()
 
-    async def one(s: aiohttp.ClientSession, i: int, p: PlannedSend, ids: list[int]) -> None:
+    async def one(i: int, p: PlannedSend, ids: list[int]) -> None:
         delay = p.send_s - (time.monotonic() - t0)
         if delay > 0:
             await asyncio.sleep(delay)
         await send_request(
-            s, endpoint, shape, index=i, lane="fidelity", prompt=ids,
+            session, endpoint, shape, index=i, lane="fidelity", prompt=ids,
             planned_input_tokens=p.input_tokens, max_tokens=p.output_tokens,
             scheduled_s=p.send_s, t0=t0, on_done=samples.append, backlog=backlog, pool=pool,
         )  # fmt: skip
 
     loop.start()
     try:
-        async with make_session() as s:
+        async with session:
             sends = enumerate(zip(plan, prompts, strict=True))
-            await asyncio.gather(*(one(s, i, p, ids) for i, (p, ids) in sends))
+            await asyncio.gather(*(one(i, p, ids) for i, (p, ids) in sends))
     finally:
         await loop.stop()
         if pool is not None:
