@@ -33,7 +33,8 @@ def check(ctx: Context) -> Iterator[Violation]:
     tags_ok = set(ctx.tier.services)
     if spec.engine.image_policy == "tag":
         tags_ok |= {r.service for r in ctx.tier.replicas.values()}
-    yield from images(ctx.compose, tags_ok)
+    if spec.engine.image_policy != "as-written":  # as-written: the spec keeps every image
+        yield from images(ctx.compose, tags_ok)
     yield from gpus(ctx.compose, ctx.scope)
     host_flags = [
         (v.expected.service, v.flags)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.render.yaml_emit import dump_yaml
-from tierctl.spec.effective import ResolvedReplica, Tier, fill, resolve_tier
+from tierctl.spec.effective import ResolvedReplica, Tier, fill, resolve_tier, wrap_command
 from tierctl.spec.tier_spec import ScrapeConfig, Service, TierSpec
 
 _REFERENCE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
@@ -87,30 +87,53 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
             {"service": r.service, "variant": r.variant, "replica": r.name, "host": spec.host},
         )
         logging = deep_merge(logging, {"options": {"tag": tag}})
-    device: dict[str, Any] = {"driver": "nvidia"}
-    if r.gpus:
-        device["device_ids"] = [str(g) for g in r.gpus]
-    else:
-        device["count"] = r.gpu_count  # count: N, or count: all
-    device["capabilities"] = ["gpu"]
+    replica = spec.replicas[r.name]
     deploy = fragment.pop("deploy", {})
-    if r.gpu_count != 0:  # 0: a CPU replica reserves no device (compose would need nvidia)
-        deploy = deep_merge(deploy, {"resources": {"reservations": {"devices": [device]}}})
+    gpu_keys, gpu_env = gpu_grant(replica.gpu_style, r.gpus, r.gpu_count)
+    if "deploy" in gpu_keys:
+        deploy = deep_merge(deploy, gpu_keys.pop("deploy"))
     service: dict[str, Any] = {"image": r.image}
-    if spec.engine.container_name:
+    if replica.container_name is not None:
+        service["container_name"] = replica.container_name
+    elif spec.engine.container_name:
         service["container_name"] = r.service
     if spec.engine.entrypoint is not None:
         service["entrypoint"] = list(spec.engine.entrypoint)
     service |= {
-        "command": list(r.argv),
-        "environment": dict(r.env),
+        "command": wrap_command(spec.engine.shell, r.argv),
+        "environment": {**r.env, **gpu_env},
         "labels": labels,
         "logging": logging,
     }
     if deploy:
         service["deploy"] = deploy
+    service |= gpu_keys
     service.update(fragment)
     return service
+
+
+def gpu_grant(
+    style: str, gpus: tuple[int, ...], count: int | str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """(compose keys, environment) that give a replica its GPUs in ``style`` (the spec's
+    ``gpu_style``): nothing for a CPU replica (``count`` 0) or ``as-written`` (the replica's
+    compose fragment holds the keys as the file wrote them)."""
+    if count == 0 or style == "as-written":
+        return {}, {}
+    if style == "gpus":
+        return {"gpus": "all"}, {}
+    if style == "amd":
+        return {"devices": ["/dev/kfd", "/dev/dri"]}, {}
+    if style == "runtime":
+        visible = ",".join(str(g) for g in gpus) if gpus else str(count)
+        return {"runtime": "nvidia"}, {"NVIDIA_VISIBLE_DEVICES": visible}
+    device: dict[str, Any] = {"driver": "nvidia"}
+    if gpus:
+        device["device_ids"] = [str(g) for g in gpus]
+    else:
+        device["count"] = count  # count: N, or count: all
+    device["capabilities"] = ["gpu"]
+    return {"deploy": {"resources": {"reservations": {"devices": [device]}}}}, {}
 
 
 def _references(tier: Tier) -> dict[str, list[str]]:

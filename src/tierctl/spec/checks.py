@@ -127,6 +127,8 @@ def _check_engine(spec: TierSpec) -> Iterator[Problem]:
         for n, s in spec.services.items()
         if "image" in s.compose
     ]
+    if spec.engine.image_policy == "as-written":
+        return  # every image kept as the imported file had it (import warned for each)
     # Non-engine services may run a release tag (nginx:1.27); `latest` or no tag never.
     tagged = others + (images if spec.engine.image_policy == "tag" else [])
     for path, image in tagged:
