@@ -292,7 +292,9 @@ def _replica_group(engines: list[EngineService], notes: list[str]) -> list[Engin
         launcher = e.profile.split_command(e.argv).launcher
         wrapper = _shell_wrapper(e) if e.shell_token is not None else None
         shell = (tuple(wrapper["command"]), wrapper["script"]) if wrapper else None
-        key = (e.profile.kind, tuple(e.service.entrypoint or ()), launcher, shell)
+        # Whether the image's ENTRYPOINT runs the launcher (the command holds only flags).
+        by_image = bool(e.command_offset) and not e.service.entrypoint
+        key = (e.profile.kind, tuple(e.service.entrypoint or ()), launcher, shell, by_image)
         by_key.setdefault(key, []).append(e)
     chosen = max(by_key.values(), key=len)
     for e in usable:
@@ -474,16 +476,19 @@ def _carry_the_rest(
         value = merged.data.get(key)
         if value:
             doc_out[key] = value
+    extensions = {
+        k: v for k, v in merged.data.items() if str(k).startswith("x-") and k != "x-tierctl"
+    }
+    if extensions:
+        doc_out["extensions"] = extensions
     dropped = [
         k
         for k in merged.data
         if k not in ("services", "name", "volumes", "networks", "secrets", "configs")
+        and not str(k).startswith("x-")
     ]
     if dropped:
-        notes.append(
-            "top-level keys not carried into the spec (extension templates are already merged "
-            f"into the services): {', '.join(map(str, dropped))}"
-        )
+        notes.append(f"top-level keys not carried into the spec: {', '.join(map(str, dropped))}")
 
 
 def _tier_name(merged: ComposeFile, tier: str | None, out: Path) -> str:
@@ -794,6 +799,9 @@ def _command_references(
     return out
 
 
+_DEFAULT_PATH = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*:?-)(\.[^}]*)(\}:.*)$")
+
+
 def _relative(source: str) -> bool:
     """Whether a bind source is relative to the project folder (``./x``, ``../x``, ``.x``:
     compose reads a short-syntax source starting with ``.`` as a path)."""
@@ -823,7 +831,13 @@ def _rebase_service(
     if isinstance(volumes, list):
         out: list[Any] = []
         for entry in volumes:
-            if isinstance(entry, str) and "${" not in entry.split(":", 1)[0]:
+            default = _DEFAULT_PATH.match(entry) if isinstance(entry, str) else None
+            if default is not None:
+                # ${DATA:-./data}:/data: the default is rebased (a relative DATA set where
+                # compose runs is then read from the spec's folder, as any relative path).
+                head, path, tail = default.groups()
+                out.append(f"{head}{move(path)}{tail}")
+            elif isinstance(entry, str) and "${" not in entry.split(":", 1)[0]:
                 source, colon, rest = entry.partition(":")
                 out.append(f"{move(source)}:{rest}" if colon and _relative(source) else entry)
             elif (
@@ -863,3 +877,46 @@ def _rebase_file(
     new = _moved(path, project_dir, out_dir)
     rebased.append((who, path, new))
     return {**value, "file": new}
+
+
+# --- what a rendering adds to an imported file --------------------------------------------
+
+#: Everything the rendering of an imported spec adds to the file it came from, and nothing
+#: else (``docker compose config`` of both is equal once these are taken out; the adopt
+#: corpus checks it with the real Compose): (where, what).
+RENDER_ADDITIONS: tuple[tuple[str, str], ...] = (
+    ("x-tierctl", "the tier, host, spec path and spec digest (top-level extension)"),
+    ("services.<replica>.labels", "tierctl.tier, tierctl.replica, tierctl.role"),
+    (
+        "services.<replica>.logging",
+        "{driver: json-file} where the file set no logging (Docker's default driver)",
+    ),
+)
+
+
+def without_render_additions(
+    rendered: dict[str, Any], original: dict[str, Any], replicas: Sequence[str]
+) -> dict[str, Any]:
+    """A ``docker compose config`` JSON of a rendering without :data:`RENDER_ADDITIONS`
+    (``original``: the imported file's, to tell an added logging block from a kept one)."""
+    out = {k: v for k, v in rendered.items() if k != "x-tierctl"}
+    services = dict(out.get("services") or {})
+    before = original.get("services") or {}
+    for name in replicas:
+        if name not in services:
+            continue
+        service = dict(services[name])
+        labels = {
+            k: v for k, v in (service.get("labels") or {}).items() if not k.startswith("tierctl.")
+        }
+        if labels or "labels" in before.get(name, {}):
+            service["labels"] = labels
+        else:
+            service.pop("labels", None)
+        if "logging" not in before.get(name, {}) and service.get("logging") == {
+            "driver": "json-file"
+        }:
+            service.pop("logging")
+        services[name] = service
+    out["services"] = services
+    return out

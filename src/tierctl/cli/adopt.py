@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tierctl.errors import ExitCode, InputError, Location
+from tierctl.errors import ExitCode, InputError, Location, label_params
 
 
 @click.command(name="import")
@@ -75,8 +75,13 @@ def adopt_cmd(
             f"{len(result.spec.services)} services)",
             err=True,
         )
+    from tierctl.cli.main import option_labels
+
+    labels = option_labels(["import"])
     for note in result.notes:
-        click.echo(f"warning: {note}", err=True)
+        click.echo(
+            f"warning: {label_params(note, ('engine', 'engine_services'), labels)}", err=True
+        )
     if result.differences:
         click.echo("round trip: the spec renders a different file:", err=True)
         for line in result.differences:

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.render.yaml_emit import dump_yaml
-from tierctl.spec.effective import ResolvedReplica, Tier, fill, resolve_tier, wrap_command
+from tierctl.spec.effective import (
+    ResolvedReplica,
+    Tier,
+    fill,
+    gpu_grant,
+    resolve_tier,
+    wrap_command,
+)
 from tierctl.spec.tier_spec import ScrapeConfig, Service, TierSpec
 
 _REFERENCE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
@@ -24,8 +31,9 @@ _REFERENCE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 
 # Fields added after the digest was defined: left out while at their default, so that adding
 # them did not make every rendered file on disk stale.
-_LATER_ENGINE_FIELDS = ("entrypoint", "container_name", "equals_flags", "image_policy")
-_LATER_TOP_FIELDS = ("volumes", "networks", "secrets", "configs")
+_LATER_ENGINE_FIELDS = ("entrypoint", "container_name", "equals_flags", "image_policy", "shell")
+_LATER_REPLICA_FIELDS = ("gpu_count", "container_name", "gpu_style")
+_LATER_TOP_FIELDS = ("volumes", "networks", "secrets", "configs", "extensions")
 
 
 def spec_digest(spec: TierSpec) -> str:
@@ -38,7 +46,16 @@ def spec_digest(spec: TierSpec) -> str:
     }
     exclude: dict[str, Any] = {name: True for name in _LATER_TOP_FIELDS if not getattr(spec, name)}
     exclude["engine"] = engine_defaults
-    replicas = {n: {"gpu_count"} for n, r in spec.replicas.items() if r.gpu_count is None}
+    replica_fields = type(next(iter(spec.replicas.values()))).model_fields
+    replicas = {
+        n: {
+            name
+            for name in _LATER_REPLICA_FIELDS
+            if getattr(r, name) == replica_fields[name].get_default(call_default_factory=True)
+        }
+        for n, r in spec.replicas.items()
+    }
+    replicas = {n: fields for n, fields in replicas.items() if fields}
     if replicas:
         exclude["replicas"] = replicas
     return hashlib.sha256(spec.model_dump_json(exclude=exclude).encode()).hexdigest()
@@ -89,7 +106,7 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
         logging = deep_merge(logging, {"options": {"tag": tag}})
     replica = spec.replicas[r.name]
     deploy = fragment.pop("deploy", {})
-    gpu_keys, gpu_env = gpu_grant(replica.gpu_style, r.gpus, r.gpu_count)
+    gpu_keys, _ = gpu_grant(replica.gpu_style, r.gpus, r.gpu_count)
     if "deploy" in gpu_keys:
         deploy = deep_merge(deploy, gpu_keys.pop("deploy"))
     service: dict[str, Any] = {"image": r.image}
@@ -101,7 +118,7 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
         service["entrypoint"] = list(spec.engine.entrypoint)
     service |= {
         "command": wrap_command(spec.engine.shell, r.argv),
-        "environment": {**r.env, **gpu_env},
+        "environment": dict(r.env),
         "labels": labels,
         "logging": logging,
     }
@@ -110,30 +127,6 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
     service |= gpu_keys
     service.update(fragment)
     return service
-
-
-def gpu_grant(
-    style: str, gpus: tuple[int, ...], count: int | str
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """(compose keys, environment) that give a replica its GPUs in ``style`` (the spec's
-    ``gpu_style``): nothing for a CPU replica (``count`` 0) or ``as-written`` (the replica's
-    compose fragment holds the keys as the file wrote them)."""
-    if count == 0 or style == "as-written":
-        return {}, {}
-    if style == "gpus":
-        return {"gpus": "all"}, {}
-    if style == "amd":
-        return {"devices": ["/dev/kfd", "/dev/dri"]}, {}
-    if style == "runtime":
-        visible = ",".join(str(g) for g in gpus) if gpus else str(count)
-        return {"runtime": "nvidia"}, {"NVIDIA_VISIBLE_DEVICES": visible}
-    device: dict[str, Any] = {"driver": "nvidia"}
-    if gpus:
-        device["device_ids"] = [str(g) for g in gpus]
-    else:
-        device["count"] = count  # count: N, or count: all
-    device["capabilities"] = ["gpu"]
-    return {"deploy": {"resources": {"reservations": {"devices": [device]}}}}, {}
 
 
 def _references(tier: Tier) -> dict[str, list[str]]:
@@ -225,6 +218,7 @@ def compose_document(tier: Tier) -> dict[str, Any]:
     configs = {**spec.configs, **configs}
     if configs:
         doc["configs"] = configs
+    doc.update({k: v for k, v in spec.extensions.items() if k != "x-tierctl"})
     return doc
 
 

@@ -26,7 +26,7 @@ from tierctl.spec.effective import (
     flag_path,
     render_variant,
 )
-from tierctl.spec.tier_spec import SecretRef, TierSpec
+from tierctl.spec.tier_spec import HostEnv, SecretRef, TierSpec
 
 PathKey = tuple[str | int, ...]
 
@@ -407,7 +407,7 @@ def _check_secrets(spec: TierSpec) -> Iterator[Problem]:
         env = service.compose.get("environment")
         envs += list(_env_items(env, ("services", name, "compose", "environment")))
     for path, key, value in envs:
-        if value is None or isinstance(value, SecretRef):
+        if value is None or isinstance(value, SecretRef | HostEnv):
             continue
         text = str(value)
         if literal_secret(key, text):

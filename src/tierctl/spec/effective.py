@@ -293,11 +293,38 @@ def fill(template: str, context: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: context.get(m.group(1), m.group(0)), template)
 
 
+def gpu_grant(
+    style: str, gpus: tuple[int, ...], count: int | str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """(compose keys, environment) that give a replica its GPUs in ``style`` (the spec's
+    ``gpu_style``): nothing for a CPU replica (``count`` 0) or ``as-written`` (the replica's
+    compose fragment holds the keys as the file wrote them)."""
+    if count == 0 or style == "as-written":
+        return {}, {}
+    if style == "gpus":
+        return {"gpus": "all"}, {}
+    if style == "amd":
+        return {"devices": ["/dev/kfd", "/dev/dri"]}, {}
+    if style == "runtime":
+        visible = ",".join(str(g) for g in gpus) if gpus else str(count)
+        return {"runtime": "nvidia"}, {"NVIDIA_VISIBLE_DEVICES": visible}
+    device: dict[str, Any] = {"driver": "nvidia"}
+    if gpus:
+        device["device_ids"] = [str(g) for g in gpus]
+    else:
+        device["count"] = count  # count: N, or count: all
+    device["capabilities"] = ["gpu"]
+    return {"deploy": {"resources": {"reservations": {"devices": [device]}}}}, {}
+
+
 def resolve_replica(spec: TierSpec, name: str) -> ResolvedReplica:
     """Everything one replica runs with (raises VariantError on a bad template)."""
     replica = spec.replicas[name]
     flags = effective_flags(spec, name)
     env = effective_env(spec, name)
+    count = replica.gpu_count if replica.gpu_count is not None else len(replica.gpus)
+    # The runtime style grants GPUs through the environment (NVIDIA_VISIBLE_DEVICES).
+    env.update(gpu_grant(replica.gpu_style, tuple(replica.gpus), count)[1])
     return ResolvedReplica(
         name=name,
         service=service_name(spec, name),

@@ -497,3 +497,8 @@ class TierSpec(StrictModel):
         default_factory=dict,
         description="Top-level compose configs (the collector's scrape config is added).",
     )
+    extensions: dict[Annotated[str, Field(pattern=r"^x-")], Any] = Field(
+        default_factory=dict,
+        description="Top-level compose extension keys (x-...), written into the rendered "
+        "file as they are (`tierctl import` carries a file's own; x-tierctl is tierctl's).",
+    )
