@@ -203,6 +203,8 @@ def engine_containers(m: Manifest) -> Iterator[EngineContainer]:
                 at, words = inner
                 argv = words
                 paths = (paths[at],) * len(words)
+            elif c.get("command") and not profile.matches_command(argv):
+                continue  # the engine's image running something else (a Ray worker script)
             yield EngineContainer(
                 m, site, c_path, c, profile, argv, paths, tuple(_env_args(c, c_path))
             )

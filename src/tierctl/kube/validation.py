@@ -204,7 +204,13 @@ def _gpus_given(e: EngineContainer) -> int | None:
 
 
 def _gpu_fit(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
-    merged = dict(flags)
+    # LWS gives every pod its group's size as LWS_GROUP_SIZE (the SGLang example's --nnodes).
+    merged = {
+        k: str(e.site.nodes)
+        if v == "$(LWS_GROUP_SIZE)" and e.manifest.kind == "LeaderWorkerSet"
+        else v
+        for k, v in flags.items()
+    }
     for axis, names in e.profile.parallel_flags:
         if axis in e.site.parallelism and not any(n in merged for n in names):
             merged[names[0]] = e.site.parallelism[axis]
@@ -212,6 +218,9 @@ def _gpu_fit(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
     if e.site.nodes > 1 and nodes_flag is None and e.profile.nodes_flags:
         merged[e.profile.nodes_flags[0]] = e.site.nodes
     needed = e.profile.gpus_needed(merged)
+    if needed is not None and e.site.nodes > 1 and not e.profile.nodes_flags:
+        # The group's nodes share the parallel ranks (vLLM over Ray: TP x PP across pods).
+        needed = -(-needed // e.site.nodes)
     have = _gpus_given(e)
     if needed is None:
         out.unchecked.append(f"{_who(e)}: GPU fit: a parallelism flag is not a number")
@@ -511,7 +520,14 @@ def check_manifests(
     for m in manifests:
         _schema(m, settings.version, out)
         _secrets(m, out)
-        for e in engine_containers(m):
+        found = list(engine_containers(m))
+        if not found and m.kind == "DynamoGraphDeployment":
+            out.unchecked.append(
+                f"{m.source}: {m.ref}: no worker runs SGLang's or vLLM's own launcher (Dynamo's "
+                "wrappers, python3 -m dynamo.*, take their own flags beside the engine's): "
+                "engine flags not checked"
+            )
+        for e in found:
             catalog = _catalog(e, spec, forced)
             if catalog is None:
                 out.unchecked.append(
