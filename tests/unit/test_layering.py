@@ -52,7 +52,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"spec"}),
     frozenset({"render"}),
     frozenset({"contracts"}),
-    frozenset({"adopt"}),
+    frozenset({"adopt", "kube"}),  # import; Kubernetes manifests (render, contracts below)
     STEPS,
     frozenset({"fidelity"}),  # measures with bench's pieces, predicts with sim
     frozenset({"progress"}),

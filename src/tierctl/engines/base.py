@@ -177,6 +177,15 @@ class EngineProfile(ABC):
     dp_inside_tp_flags: tuple[str, ...] = ()
     #: Flags giving the number of nodes one replica spans (its GPUs are split across them).
     nodes_flags: tuple[str, ...] = ()
+    #: The flag giving this node's rank in a multi-node replica (None: no multi-node launch).
+    node_rank_flag: str | None = None
+    #: The flag naming the rank-0 node's address in a multi-node replica, and whether its
+    #: value is ``host:port`` (SGLang's ``--dist-init-addr``) or the host alone.
+    leader_address_flag: str | None = None
+    leader_address_has_port: bool = False
+    #: The flag naming the address the HTTP server binds (a pod must bind its own IP, not
+    #: loopback, for a Service or a kubelet probe to reach it).
+    listen_host_flag: str = "host"
     default_port: int = 8000
     #: 200 once the server is up (what proxies probe).
     health_path: str = "/health"

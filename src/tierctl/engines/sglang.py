@@ -68,6 +68,9 @@ class SGLangProfile(EngineProfile):
     )
     dp_inside_tp_flags = ("enable-dp-attention",)
     nodes_flags = ("nnodes",)
+    node_rank_flag = "node-rank"
+    leader_address_flag = "dist-init-addr"
+    leader_address_has_port = True
     default_port = 30000
     health_path = "/health"
     readiness_path = "/health_generate"
