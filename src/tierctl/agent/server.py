@@ -47,7 +47,7 @@ from tierctl.agent.protocol import (
     up_call,
 )
 from tierctl.errors import InputError
-from tierctl.rollout.dryrun import parse_dry_run
+from tierctl.rollout.dryrun import CONFIG_COPY_NOTE, parse_dry_run, stopped_at_config_copy
 from tierctl.rollout.normalise import load_services
 from tierctl.runtime.process import _die_with_parent
 
@@ -317,6 +317,9 @@ async def _run_compose(
             }
         )
         return 124, True
+    if dry_run and code != 0 and stopped_at_config_copy(lines):
+        await sink.send({"type": "stderr", "line": CONFIG_COPY_NOTE})
+        code = 0
     if dry_run and code == 0:
         await sink.send({"type": "changes", **_changes(lines, checkout)})
     return code, timed_out
