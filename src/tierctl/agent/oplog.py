@@ -27,6 +27,14 @@ class OperationLog:
         # O_APPEND: every line lands at the end even with another writer; 0600: the log names
         # what ran on the host.
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        size = os.fstat(self._fd).st_size
+        if size:
+            with path.open("rb") as tail:
+                tail.seek(size - 1)
+                if tail.read(1) != b"\n":
+                    # A crash mid-write left a torn line: end it, or the next record would be
+                    # glued to it and lost with it.
+                    os.write(self._fd, b"\n")
 
     def close(self) -> None:
         """Close the log."""
