@@ -54,6 +54,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"contracts"}),
     frozenset({"adopt", "kube"}),  # import; Kubernetes manifests (render, contracts below)
     STEPS,
+    frozenset({"agent"}),  # serves rollout's API on a host: its requests, dry-run reading
     frozenset({"fidelity"}),  # measures with bench's pieces, predicts with sim
     frozenset({"progress"}),
     frozenset({"demo", "realtier"}),
