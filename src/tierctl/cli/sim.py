@@ -39,6 +39,18 @@ _ENGINE_OPT = click.option(
 )
 
 
+_VERSION_OPT = click.option(
+    "--engine-version",
+    "engine_version",
+    help="The engine release a bare argv is pinned to: its flag catalog and its scheduler "
+    "rules apply (default: the release the simulator imitates; --spec pins its own).",
+)
+
+
+def _ENGINE(f: Any) -> Any:
+    return _ENGINE_OPT(_VERSION_OPT(f))
+
+
 def _PRESET(f: Any) -> Any:
     return _PRESET_OPT(_COST_MODEL_OPT(f))
 
@@ -98,6 +110,16 @@ def _warn_not_modelled(flags: tuple[str, ...]) -> None:
         click.echo(
             f"warning: --{name} differs between the arms but is not modelled by the "
             "simulator; the figures cannot show its effect",
+            err=True,
+        )
+
+
+def _warn_step_cost(flags: tuple[str, ...]) -> None:
+    for name in flags:
+        click.echo(
+            f"warning: --{name} differs between the arms and changes the engine's step cost, "
+            "which the cost model holds fixed (fitted at one setting): the ratios leave its "
+            "effect out; measure it (`tierctl bench ab`) or fit a cost model at each setting",
             err=True,
         )
 
@@ -167,7 +189,7 @@ def _sim_bar() -> Iterator[Callable[[float, float], None]]:
 @sim.command(context_settings={"ignore_unknown_options": True})
 @click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec to take the argv from.")
 @click.option("--replica", help="Replica of --spec to simulate.")
-@_ENGINE_OPT
+@_ENGINE
 @_PRESET
 @_workload_options
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
@@ -177,6 +199,7 @@ def run(
     spec: str | None,
     replica: str | None,
     engine: str | None,
+    engine_version: str | None,
     as_json: bool,
     per_request: bool,
     argv: tuple[str, ...],
@@ -191,12 +214,17 @@ def run(
     cost = _cost(kw)
     with _sim_bar() as tick:
         result = run_sim(
-            EngineSource(argv, spec, replica, engine), _workload(kw), cost, progress=tick
+            EngineSource(argv, spec, replica, engine, engine_version),
+            _workload(kw),
+            cost,
+            progress=tick,
         )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=1))
         return
     click.echo(_render_run(result, per_request))
+    if result.stopped:
+        click.echo(result.stopped)
     for line in not_completed_lines({"run": result}):
         click.echo(line)
     click.echo(cost_line(result.preset, source))
@@ -209,7 +237,7 @@ def run(
 @click.option("--control-replica", help="Control replica of --spec.")
 @click.option("--candidate-replica", help="Candidate replica of --spec.")
 @click.option("--focus", help="Only requests whose id starts with this (e.g. 'dec', 'burst').")
-@_ENGINE_OPT
+@_ENGINE
 @_PRESET
 @_workload_options
 @click.option("--json", "as_json", is_flag=True)
@@ -221,6 +249,7 @@ def compare(
     candidate_replica: str | None,
     focus: str | None,
     engine: str | None,
+    engine_version: str | None,
     as_json: bool,
     **kw: Any,
 ) -> None:
@@ -231,13 +260,18 @@ def compare(
 
     if spec is not None and not (control_replica and candidate_replica):
         raise click.UsageError("--spec needs --control-replica and --candidate-replica")
-    a = EngineSource(tuple(shlex.split(control_argv)), spec, control_replica, engine)
-    b = EngineSource(tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine)
+    a = EngineSource(
+        tuple(shlex.split(control_argv)), spec, control_replica, engine, engine_version
+    )
+    b = EngineSource(
+        tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine, engine_version
+    )
     source = _cost_source(kw)
     cost = _cost(kw)
     cmp = compare_sims(a, b, _workload(kw), cost, focus=focus)
     rows = [dataclasses.asdict(r) for r in cmp.table]
     _warn_not_modelled(cmp.not_modelled)
+    _warn_step_cost(cmp.step_cost)
     from tierctl.sim.result import not_completed
 
     if as_json:
@@ -247,6 +281,8 @@ def compare(
                     "focus": focus,
                     "table": rows,
                     "not_modelled": list(cmp.not_modelled),
+                    "step_cost_not_modelled": list(cmp.step_cost),
+                    "stopped": {"control": cmp.control.stopped, "candidate": cmp.candidate.stopped},
                     "cost_model": {"name": cmp.control.preset, "source": source},
                     "not_completed": {
                         "control": not_completed(cmp.control.requests),
@@ -268,6 +304,12 @@ def compare(
     if cmp.not_modelled:
         flags = ", ".join(f"--{n}" for n in cmp.not_modelled)
         click.echo(f"not modelled, and different between the arms: {flags}")
+    if cmp.step_cost:
+        flags = ", ".join(f"--{n}" for n in cmp.step_cost)
+        click.echo(f"step cost held fixed (the ratios leave them out): {flags}")
+    for arm, res in (("control", cmp.control), ("candidate", cmp.candidate)):
+        if res.stopped:
+            click.echo(f"{arm}: {res.stopped}")
     for line in not_completed_lines({"control": cmp.control, "candidate": cmp.candidate}):
         click.echo(line)
     click.echo(cost_line(cmp.control.preset, source))
@@ -292,7 +334,7 @@ def compare(
     help="With a vLLM iteration log: the same run's `tierctl bench` results.json, to fit the "
     "time between steps (scheduling, output handling) that the log does not cover.",
 )
-@_ENGINE_OPT
+@_ENGINE
 @_PRESET
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the fitted cost model here.")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
@@ -303,6 +345,7 @@ def fit(
     kind: str,
     timings: str | None,
     engine: str | None,
+    engine_version: str | None,
     out: str | None,
     force: bool,
     as_json: bool,
@@ -325,7 +368,7 @@ def fit(
     if out is not None and Path(out).exists() and not force:
         raise click.UsageError(f"{out} exists; pass --force to overwrite it")
     base = _cost(kw)
-    config = EngineConfig.from_argv(list(argv), engine=engine)
+    config = EngineConfig.from_argv(list(argv), engine=engine, version=engine_version, strict=True)
     model, prov = fit_source(source, kind, base, config, timings=timings)
     if out is not None:
         write_cost_model(out, model, prov)
@@ -349,7 +392,7 @@ def fit(
     show_default=True,
     help="Modelled seconds per wall second (50 = 50x faster than the GPU).",
 )
-@_ENGINE_OPT
+@_ENGINE
 @_PRESET
 @click.option(
     "--queue-full-status",
@@ -406,6 +449,7 @@ def fit(
 def serve(
     time_scale: float,
     engine: str | None,
+    engine_version: str | None,
     queue_full_status: int,
     drain_timeout_s: float,
     lm_seed: int | None,
@@ -428,7 +472,7 @@ def serve(
     from tierctl.sim.server import serve as run_server
 
     cost = _cost(kw)
-    config = EngineConfig.from_argv(list(argv), engine=engine)
+    config = EngineConfig.from_argv(list(argv), engine=engine, version=engine_version)
     opts = ServeOptions(
         time_scale=time_scale,
         queue_full_status=queue_full_status,

@@ -134,6 +134,9 @@ class SimResult:
     prefill_rounds: int
     deferred_rounds: int
     sim_end_s: float
+    # Why the simulation stopped before the workload was done ("" when it was): a bound hit,
+    # or a scheduler that could schedule nothing more (never a hang).
+    stopped: str = ""
 
     def subset(self, prefix: str) -> SimSummary:
         """The summary over the requests whose id starts with ``prefix``."""

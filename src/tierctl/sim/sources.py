@@ -26,6 +26,7 @@ class EngineSource:
     spec: str | None = None
     replica: str | None = None
     engine: str | None = None  # for a bare argv; a spec names its own
+    version: str | None = None  # the release pinned for a bare argv; a spec pins its own
 
     def config(self) -> EngineConfig:
         """The engine configuration.
@@ -34,7 +35,9 @@ class EngineSource:
             InputError: the spec or replica cannot be read, or the argv is invalid.
         """
         if self.spec is None:
-            return EngineConfig.from_argv(list(self.argv), engine=self.engine)
+            return EngineConfig.from_argv(
+                list(self.argv), engine=self.engine, version=self.version, strict=True
+            )
         from tierctl.spec import load_spec, resolve_tier
 
         tier = resolve_tier(load_spec(self.spec))
@@ -53,6 +56,8 @@ class EngineSource:
             source=f"{self.spec}:replicas.{self.replica}",
             engine=engine.kind,
             catalog=_catalog(engine.kind, engine.version),
+            version=engine.version,
+            strict=True,
         )
 
 
