@@ -240,6 +240,22 @@ def run(
 @_ENGINE
 @_PRESET
 @_workload_options
+@click.option(
+    "--draws",
+    type=click.IntRange(1, 500),
+    default=20,
+    show_default=True,
+    help="Simulated A/B and A/A pairs behind each interval (a model with jitter or bootstrap "
+    "refits; a deterministic one needs one).",
+)
+@click.option(
+    "--aa-floor",
+    type=click.FloatRange(0.0, 10.0),
+    default=0.0,
+    show_default=True,
+    help="A measured A/A floor (0.2: ratios within [0.83, 1.2] are noise), e.g. from your own "
+    "`tierctl bench ab` of identical arms; widens the simulated one.",
+)
 @click.option("--json", "as_json", is_flag=True)
 def compare(
     control_argv: str,
@@ -250,13 +266,17 @@ def compare(
     focus: str | None,
     engine: str | None,
     engine_version: str | None,
+    draws: int,
+    aa_floor: float,
     as_json: bool,
     **kw: Any,
 ) -> None:
-    """Run two argv sets on the identical workload; print candidate/control ratios."""
+    """Run two argv sets on the identical workload; print candidate/control ratios, each with
+    its interval and verdict against the A/A floor."""
     import shlex
 
-    from tierctl.sim.sources import EngineSource, compare_sims
+    from tierctl.sim.costfile import resolve_fit
+    from tierctl.sim.sources import EngineSource, what_if_sims
 
     if spec is not None and not (control_replica and candidate_replica):
         raise click.UsageError("--spec needs --control-replica and --candidate-replica")
@@ -267,52 +287,80 @@ def compare(
         tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine, engine_version
     )
     source = _cost_source(kw)
-    cost = _cost(kw)
-    cmp = compare_sims(a, b, _workload(kw), cost, focus=focus)
-    rows = [dataclasses.asdict(r) for r in cmp.table]
+    cost, fit_unc = resolve_fit(kw.pop("preset"), kw.pop("cost_model"))
+    wi = what_if_sims(
+        a, b, _workload(kw), cost, fit_unc, focus=focus, draws=draws, aa_floor=aa_floor
+    )
+    cmp = wi.comparison
     _warn_not_modelled(cmp.not_modelled)
     _warn_step_cost(cmp.step_cost)
+    if as_json:
+        click.echo(json.dumps(_compare_doc(wi, focus, source), indent=1))
+        return
+    click.echo(_render_compare(wi, focus, source))
+
+
+def _compare_doc(wi: Any, focus: str | None, source: str) -> dict[str, Any]:
     from tierctl.sim.result import not_completed
 
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "focus": focus,
-                    "table": rows,
-                    "not_modelled": list(cmp.not_modelled),
-                    "step_cost_not_modelled": list(cmp.step_cost),
-                    "stopped": {"control": cmp.control.stopped, "candidate": cmp.candidate.stopped},
-                    "cost_model": {"name": cmp.control.preset, "source": source},
-                    "not_completed": {
-                        "control": not_completed(cmp.control.requests),
-                        "candidate": not_completed(cmp.candidate.requests),
-                    },
-                    "control": dataclasses.asdict(cmp.control.summary),
-                    "candidate": dataclasses.asdict(cmp.candidate.summary),
-                },
-                indent=1,
-            )
+    cmp = wi.comparison
+    return {
+        "focus": focus,
+        "table": [dataclasses.asdict(r) for r in wi.rows],
+        "draws": wi.draws,
+        "uncertainty": wi.uncertainty,
+        "extrapolation": list(wi.extrapolation),
+        "not_modelled": list(cmp.not_modelled),
+        "step_cost_not_modelled": list(cmp.step_cost),
+        "stopped": {"control": cmp.control.stopped, "candidate": cmp.candidate.stopped},
+        "cost_model": {"name": cmp.control.preset, "source": source},
+        "not_completed": {
+            "control": not_completed(cmp.control.requests),
+            "candidate": not_completed(cmp.candidate.requests),
+        },
+        "control": dataclasses.asdict(cmp.control.summary),
+        "candidate": dataclasses.asdict(cmp.candidate.summary),
+    }
+
+
+def _render_compare(wi: Any, focus: str | None, source: str) -> str:
+    cmp = wi.comparison
+    lines = [f"workload {cmp.control.workload}" + (f", requests {focus}*" if focus else "")]
+    lines.append(
+        f"{'metric':<12}{'control':>10}{'candidate':>11}  {'ratio [90 %]':<21}{'A/A':>5}  verdict"
+    )
+    for r in wi.rows:
+        ratio = _fmt(r.ratio, ".2f")
+        if r.low is not None and r.high is not None and r.low != r.high:
+            ratio += f" [{r.low:.2f}, {r.high:.2f}]"
+        floor = f"±{r.floor:.0%}"
+        lines.append(
+            f"{r.metric:<12}{_fmt(r.control):>10}{_fmt(r.candidate):>11}  {ratio:<21}"
+            f"{floor:>5}  {r.verdict}"
         )
-        return
-    click.echo(f"workload {cmp.control.workload}" + (f", requests {focus}*" if focus else ""))
-    click.echo(f"{'metric':<12}{'control':>12}{'candidate':>12}{'ratio':>8}")
-    for r in cmp.table:
-        click.echo(
-            f"{r.metric:<12}{_fmt(r.control):>12}{_fmt(r.candidate):>12}{_fmt(r.ratio, '.2f'):>8}"
+    lines.append(wi.uncertainty)
+    lines.append(
+        "A/A: the floor (identical arms' ratio range); an interval that reaches inside "
+        "1 ± floor is no measurable effect"
+    )
+    for line in wi.extrapolation:
+        lines.append(f"extrapolates beyond the fit: {line}")
+    if wi.extrapolation:
+        lines.append(
+            "  fit at a workload whose steps span both arms' (`tierctl sim fit-plan` prints one)"
         )
     if cmp.not_modelled:
         flags = ", ".join(f"--{n}" for n in cmp.not_modelled)
-        click.echo(f"not modelled, and different between the arms: {flags}")
+        lines.append(f"not modelled, and different between the arms: {flags}")
     if cmp.step_cost:
         flags = ", ".join(f"--{n}" for n in cmp.step_cost)
-        click.echo(f"step cost held fixed (the ratios leave them out): {flags}")
+        lines.append(f"step cost held fixed (the ratios leave them out): {flags}")
     for arm, res in (("control", cmp.control), ("candidate", cmp.candidate)):
         if res.stopped:
-            click.echo(f"{arm}: {res.stopped}")
-    for line in not_completed_lines({"control": cmp.control, "candidate": cmp.candidate}):
-        click.echo(line)
-    click.echo(cost_line(cmp.control.preset, source))
+            lines.append(f"{arm}: {res.stopped}")
+    lines += not_completed_lines({"control": cmp.control, "candidate": cmp.candidate})
+    lines.append(cost_line(cmp.control.preset, source))
+    return "\n".join(lines)
 
 
 @sim.command(context_settings={"ignore_unknown_options": True})

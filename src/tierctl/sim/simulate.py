@@ -137,6 +137,7 @@ def simulate(
         deferred_rounds=sched.stats.deferred_rounds,
         sim_end_s=now,
         stopped=stopped,
+        domain=sched.stats.domain().to_json(),
     )
 
 

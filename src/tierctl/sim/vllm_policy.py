@@ -231,9 +231,12 @@ class VllmScheduler(Scheduler):
         chunks = tuple(
             (take, live.cached_tokens + live.prefilled_tokens) for live, take in prefills
         )
+        if b:
+            self.stats.note_decode(b, k)
         if chunks:
             self.stats.prefill_rounds += 1
             self.prefill_epoch += 1
+            self.stats.note_prefill(chunks)
             dur = cost.round_overhead_s + cost.prefill_s(chunks)
             if decoders:
                 dur += cost.decode_marginal_s(b, k)
