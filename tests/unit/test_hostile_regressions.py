@@ -65,10 +65,6 @@ _RES = "      resources:\n        reservations:\n"
             "        reservations: [1]\n        x-was:\n          devices:",
             ["reservations", "object"],
         ),
-        # ValueError: invalid literal for int() with base 10: '²' (str.isdigit said yes)
-        (_IDS, '              device_ids: ["²"]', ["not numeric device ids"]),
-        # ValueError: Exceeds the limit (4300 digits) for integer string conversion
-        (_IDS, '              device_ids: ["' + "9" * 5000 + '"]', ["not numeric device ids"]),
         # logging given as a string reached the grouping code (_spec_document / deep_merge)
         (
             "    logging:\n      driver: json-file\n    deploy:",
@@ -84,6 +80,27 @@ def test_import_refuses_wrong_shapes_with_their_line(
     result = run_cli("import", "--engine", "sglang==0.5.23", str(path))
     _refused(result, *words)
     assert "compose.yaml:" in result.err  # located
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        '["²"]',  # ValueError: invalid literal for int() with base 10: '²' (isdigit said yes)
+        '["' + "9" * 5000 + '"]',  # ValueError: Exceeds the limit (4300 digits) for int()
+    ],
+)
+def test_import_keeps_device_ids_it_cannot_read_as_written(
+    tmp_path: Path, run_cli: RunCli, ids: str
+) -> None:
+    """Such ids were int()-ed and crashed import. They are no GPU index (``_GPU_INDEX``):
+    import now keeps the grant as written (``gpu_style: as-written``, adopt's rule for any
+    grant it does not render) and says the GPU fit is not checked."""
+    path = _compose(tmp_path, _IDS, f"              device_ids: {ids}")
+    result = run_cli("import", "--engine", "sglang==0.5.23", str(path))
+    assert result.code == 0, result
+    assert "Traceback" not in result.err
+    assert "gpu_style: as-written" in result.out
+    assert "GPU fit not checked" in result.err
 
 
 def test_semantic_diff_compares_a_misshapen_deploy_as_written() -> None:
