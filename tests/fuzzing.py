@@ -720,10 +720,17 @@ def run_input(
 
 
 def check_law(
-    kind: str, which: int, data: bytes, seeds: Seeds, work: Path, *, timeout_s: float
+    kind: str,
+    which: int,
+    data: bytes,
+    seeds: Seeds,
+    work: Path,
+    *,
+    timeout_s: float,
+    form: str | None = None,
 ) -> None:
     """Assert the law for one input through every command that reads it (tests' helper)."""
-    for outcome in run_input(kind, which, data, seeds, work, timeout_s=timeout_s):
+    for outcome in run_input(kind, which, data, seeds, work, timeout_s=timeout_s, form=form):
         assert outcome.ok, (
             f"{kind} through {outcome.command}: exit {outcome.code}, "
             f"exception {outcome.exception} {outcome.detail!r}, hang {outcome.hang}, "
