@@ -13,6 +13,7 @@ from tierctl.compose.profiles import ProfileScope
 from tierctl.engine_catalog import Catalog
 from tierctl.readers import load_yaml
 from tierctl.spec.effective import ResolvedReplica, Tier, engine_profile, launcher
+from tierctl.yaml12 import FastYaml12Loader
 
 
 @dataclass(frozen=True)
@@ -94,4 +95,10 @@ def config_content(content: str, name: str) -> Any:
     Raises:
         InputError: the content is not YAML.
     """
-    return load_yaml(content, f"configs.{name}.content", duplicates=False, line_depth=0).data
+    return load_yaml(
+        content,
+        f"configs.{name}.content",
+        duplicates=False,
+        line_depth=0,
+        loader=FastYaml12Loader,
+    ).data
