@@ -23,6 +23,7 @@ from typing import Any
 
 from tierctl.compose import ComposeFile, Interpolation, load_compose, merge_compose, parse_compose
 from tierctl.compose.argv import parse_flags
+from tierctl.compose.profiles import only_active
 from tierctl.contracts.hygiene import secrets as literal_secrets
 from tierctl.contracts.standalone import EngineService, find_engines
 from tierctl.errors import InputError, Location
@@ -72,6 +73,7 @@ def adopt(
     tier: str | None = None,
     host: str = "localhost",
     engine: str | None = None,
+    profiles: Sequence[str] | None = None,
 ) -> Adoption:
     """Write a tier spec for compose files (merged like ``docker compose -f a -f b``).
 
@@ -82,6 +84,8 @@ def adopt(
             project name, so named volumes keep their names).
         host: the host the tier runs on.
         engine: ``KIND==VERSION`` when the engine image tag names no release.
+        profiles: the active compose profiles: only the services compose runs with them are
+            imported (``docker compose --profile P``); None: every service.
 
     Raises:
         InputError / ComposeInputError: a file compose would refuse, or something the spec
@@ -90,7 +94,7 @@ def adopt(
     if not paths:
         raise InputError("nothing to import", rule="usage", fix="pass a compose file")
     files = [load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN) for p in paths]
-    merged = merge_compose(files)
+    merged = only_active(merge_compose(files), profiles)
     _refuse_schema_errors(merged)
     notes: list[str] = []
     for finding in literal_secrets(merged):

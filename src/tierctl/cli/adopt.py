@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from tierctl.cli.profiles import chosen_profiles, profile_option
 from tierctl.errors import ExitCode, InputError, Location
 
 
@@ -24,6 +25,7 @@ from tierctl.errors import ExitCode, InputError, Location
     "--engine", help="KIND==VERSION when the engine image tag names no release (sglang==0.5.9)."
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
+@profile_option
 def adopt_cmd(
     compose: tuple[Path, ...],
     out: Path | None,
@@ -31,12 +33,14 @@ def adopt_cmd(
     host: str,
     engine: str | None,
     force: bool,
+    profile: tuple[str, ...],
 ) -> ExitCode:
     """Write a tier spec for COMPOSE files (merged like docker compose -f a -f b).
 
     Replicas of one engine are grouped (shared flags, env and keys become the engine's), every
     other service is kept as it is. The spec is checked: it loads, and its rendering is
-    equivalent to the input (exit 1 with the differences otherwise).
+    equivalent to the input (exit 1 with the differences otherwise). With --profile (or
+    COMPOSE_PROFILES), only the services those compose profiles run are imported.
     """
     from tierctl.adopt import adopt
 
@@ -48,7 +52,9 @@ def adopt_cmd(
             rule="no-clobber",
             fix="pick another --out, or pass --force",
         )
-    result = adopt(compose, out=target, tier=tier, host=host, engine=engine)
+    result = adopt(
+        compose, out=target, tier=tier, host=host, engine=engine, profiles=chosen_profiles(profile)
+    )
     if out is None:
         sys.stdout.write(result.text)
     else:
