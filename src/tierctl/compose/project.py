@@ -146,6 +146,62 @@ def project_config(
     return _finish(data, name, folder, env, options, where)
 
 
+def json_form(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` as ``docker compose config --format json`` prints it (the YAML form is
+    ``config`` itself): compose-go's JSON leaves out the ``x-*`` extensions of its typed
+    values below the top level (a service's, its deploy's, a port's, a mount's, a volume's:
+    ``json:"-"``) and prints an empty list inside a top-level ``x-*`` value as ``null`` (an
+    empty Go slice of an untyped value). Free-form maps (environment, labels, the names of
+    services) keep their ``x-`` keys: those are names, not extensions."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if _extension(key):
+            out[key] = _nulled_empty_lists(value)
+        elif key in _NAMED_BODIES and isinstance(value, dict):
+            kinds = _SERVICE_PARTS if key == "services" else {}
+            out[key] = {n: _typed(body, kinds) for n, body in value.items()}
+        else:
+            out[key] = value
+    return out
+
+
+#: Top-level maps of name -> typed body (their bodies' x-* keys are extensions).
+_NAMED_BODIES = ("services", "volumes", "networks", "configs", "secrets", "models")
+#: The typed parts of a service (their own x-* keys are extensions too), with theirs.
+_SERVICE_PARTS: dict[str, dict[str, Any]] = {
+    "deploy": {"resources": {"limits": {}, "reservations": {}}, "restart_policy": {}},
+    "healthcheck": {},
+    "build": {},
+    "logging": {},
+    "ports": {},
+    "volumes": {},
+    "develop": {},
+}
+
+
+def _typed(value: Any, parts: dict[str, Any]) -> Any:
+    """A typed value without its x-* keys (each of a list's entries, for ports and mounts)."""
+    if isinstance(value, list):
+        return [_typed(v, parts) for v in value]
+    if not isinstance(value, dict):
+        return value
+    return {
+        k: _typed(v, parts[k]) if k in parts else v for k, v in value.items() if not _extension(k)
+    }
+
+
+def _extension(key: Any) -> bool:
+    return isinstance(key, str) and key.startswith("x-")
+
+
+def _nulled_empty_lists(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _nulled_empty_lists(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nulled_empty_lists(v) for v in value] or None
+    return value
+
+
 @dataclass(frozen=True)
 class _Where:
     texts: tuple[tuple[str, str], ...]
