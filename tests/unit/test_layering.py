@@ -52,8 +52,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"spec"}),
     frozenset({"render"}),
     frozenset({"contracts"}),
-    frozenset({"adopt"}),
+    frozenset({"adopt", "kube"}),  # import; Kubernetes manifests (render, contracts below)
     STEPS,
+    frozenset({"agent"}),  # serves rollout's API on a host: its requests, dry-run reading
     frozenset({"fidelity"}),  # measures with bench's pieces, predicts with sim
     frozenset({"progress"}),
     frozenset({"demo", "realtier"}),

@@ -29,6 +29,7 @@ from tierctl.engines.base import (
     LogPattern,
     LogprobShapeError,
     MetricRef,
+    SimRules,
     TokenScore,
     same_value,
 )
@@ -68,6 +69,9 @@ class SGLangProfile(EngineProfile):
     )
     dp_inside_tp_flags = ("enable-dp-attention",)
     nodes_flags = ("nnodes",)
+    node_rank_flag = "node-rank"
+    leader_address_flag = "dist-init-addr"
+    leader_address_has_port = True
     default_port = 30000
     health_path = "/health"
     readiness_path = "/health_generate"
@@ -130,6 +134,32 @@ class SGLangProfile(EngineProfile):
         }
     )
     false_default = "omit"
+
+    def sim_rules(self, version: str) -> SimRules:
+        """SGLang's rules, read in the 0.5.23 wheel (``managers/scheduler.py``: the interval is
+        armed from the batch's forward mode, which under DP attention is the ranks' global
+        one). Other releases take these, marked assumed."""
+        return SimRules(
+            engine=self.kind,
+            release=version,
+            read_from="sglang 0.5.23: srt/managers/scheduler.py",
+            assumed=version != "0.5.23",
+            interval_global_under_dp=True,
+            step_cost_flags=frozenset(
+                {
+                    "dtype",
+                    "quantization",
+                    "kv-cache-dtype",
+                    "disable-cuda-graph",
+                    "enable-torch-compile",
+                    "attention-backend",
+                    "moe-a2a-backend",
+                    "ep-size",
+                    "enable-eplb",
+                    "cpu-offload-gb",
+                }
+            ),
+        )
 
     queue_full_text = "The request queue is full."
 

