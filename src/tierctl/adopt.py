@@ -25,6 +25,7 @@ from typing import Any
 from tierctl.catalog.store import load_catalog, shipped
 from tierctl.compose import ComposeFile, Interpolation, load_compose, merge_compose, parse_compose
 from tierctl.compose.argv import parse_flags
+from tierctl.compose.long_forms import rebase_service
 from tierctl.contracts.hygiene import secrets as literal_secrets
 from tierctl.contracts.standalone import EngineService, find_engines
 from tierctl.credentials import literal_secret, secret_positions
@@ -738,7 +739,7 @@ def _prepared(
         if isinstance(command, list):
             body["command"] = _command_references(str(name), command, references)
         if out_dir != project_dir:
-            _rebase_service(str(name), body, project_dir, out_dir, rebased)
+            body = _rebase_service(str(name), body, project_dir, out_dir, rebased)
         services[name] = body
     data["services"] = services
     if out_dir != project_dir:
@@ -802,12 +803,6 @@ def _command_references(
 _DEFAULT_PATH = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*:?-)(\.[^}]*)(\}:.*)$")
 
 
-def _relative(source: str) -> bool:
-    """Whether a bind source is relative to the project folder (``./x``, ``../x``, ``.x``:
-    compose reads a short-syntax source starting with ``.`` as a path)."""
-    return source.startswith(".")
-
-
 def _moved(source: str, project_dir: Path, out_dir: Path) -> str:
     new = os.path.relpath(os.path.normpath(project_dir / source), out_dir)
     return new if new.startswith(".") else f"./{new}"
@@ -819,10 +814,13 @@ def _rebase_service(
     project_dir: Path,
     out_dir: Path,
     rebased: list[tuple[str, str, str]],
-) -> None:
-    """Relative bind mounts and env files of one service, rebased in place."""
+) -> dict[str, Any]:
+    """One service with its relative bind mounts, env files and build context rebased
+    (compose's own reading of which paths are relative: ``compose.long_forms``)."""
 
     def move(source: str) -> str:
+        if "$" in source:
+            return source  # a variable's value is not in the file
         new = _moved(source, project_dir, out_dir)
         rebased.append((name, source, new))
         return new
@@ -832,37 +830,15 @@ def _rebase_service(
         out: list[Any] = []
         for entry in volumes:
             default = _DEFAULT_PATH.match(entry) if isinstance(entry, str) else None
-            if default is not None:
-                # ${DATA:-./data}:/data: the default is rebased (a relative DATA set where
-                # compose runs is then read from the spec's folder, as any relative path).
-                head, path, tail = default.groups()
-                out.append(f"{head}{move(path)}{tail}")
-            elif isinstance(entry, str) and "${" not in entry.split(":", 1)[0]:
-                source, colon, rest = entry.partition(":")
-                out.append(f"{move(source)}:{rest}" if colon and _relative(source) else entry)
-            elif (
-                isinstance(entry, dict)
-                and entry.get("type") == "bind"
-                and not str(entry.get("source", "/")).startswith(("/", "~", "$"))
-            ):
-                out.append({**entry, "source": move(str(entry["source"]))})
-            else:
+            if default is None:
                 out.append(entry)
-        body["volumes"] = out
-    env_file = body.get("env_file")
-    if isinstance(env_file, str):
-        body["env_file"] = _rebase_env_file(env_file, move)
-    elif isinstance(env_file, list):
-        body["env_file"] = [_rebase_env_file(e, move) for e in env_file]
-
-
-def _rebase_env_file(entry: Any, move: Any) -> Any:
-    if isinstance(entry, str) and not os.path.isabs(entry):
-        return move(entry)
-    if isinstance(entry, dict) and isinstance(entry.get("path"), str):
-        path = entry["path"]
-        return entry if os.path.isabs(path) else {**entry, "path": move(path)}
-    return entry
+                continue
+            # ${DATA:-./data}:/data: the default is rebased (a relative DATA set where
+            # compose runs is then read from the spec's folder, as any relative path).
+            head, path, tail = default.groups()
+            out.append(f"{head}{move(path)}{tail}")
+        body = {**body, "volumes": out}
+    return rebase_service(body, str(project_dir), move)
 
 
 def _rebase_file(
