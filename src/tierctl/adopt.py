@@ -159,7 +159,7 @@ def adopt(
             "or pass `engine` KIND==VERSION (e.g. sglang==0.5.23) with it",
             params=("engine_services", "engine"),
         )
-    version = _version(group[0], notes)
+    version = _version(group[0], notes, engine is not None and "==" in engine)
     doc = _spec_document(merged, group, version, out_path, tier, host, notes)
     text = _header(files) + dump_yaml(doc)
     spec = load_spec_text(text, str(out_path))
@@ -169,9 +169,12 @@ def adopt(
     return Adoption(spec, text, rendered, notes, differences, references, rebased)
 
 
-def _version(first: EngineService, notes: list[str]) -> str:
-    """The release the spec pins: the image tag's, else the newest shipped one (noted)."""
-    if first.version is not None:
+def _version(first: EngineService, notes: list[str], forced: bool) -> str:
+    """The release the spec pins: ``engine``'s, the engine image tag's, else the newest
+    shipped one (noted). Another image's tag (a custom image that runs the engine's launcher)
+    says nothing about the engine's release."""
+    own = first.profile.matches_image(first.service.image)
+    if first.version is not None and (own or forced):
         if first.catalog is None:
             notes.append(
                 f"{first.name}: no shipped catalog for {first.profile.kind}=={first.version}: "
@@ -190,8 +193,9 @@ def _version(first: EngineService, notes: list[str]) -> str:
             params=("engine",),
         )
     newest = have[-1]
+    what = "names no release" if own else f"is not a {first.profile.title} image"
     notes.append(
-        f"{first.name}: image {first.service.image!r} names no release: kept as written; "
+        f"{first.name}: image {first.service.image!r} {what}: kept as written; "
         f"flags checked against the newest shipped {first.profile.kind} release {newest} "
         f"(pass `engine` {first.profile.kind}==VERSION to pick another)"
     )
@@ -292,7 +296,11 @@ def _replica_group(engines: list[EngineService], notes: list[str]) -> list[Engin
     for e in usable:
         launcher = e.profile.split_command(e.argv).launcher
         wrapper = _shell_wrapper(e) if e.shell_token is not None else None
-        shell = (tuple(wrapper["command"]), wrapper["script"]) if wrapper else None
+        shell = (
+            (tuple(wrapper["command"]), wrapper["script"], "in_entrypoint" in wrapper)
+            if wrapper
+            else None
+        )
         # Whether the image's ENTRYPOINT runs the launcher (the command holds only flags).
         by_image = bool(e.command_offset) and not e.service.entrypoint
         key = (e.profile.kind, tuple(e.service.entrypoint or ()), launcher, shell, by_image)
@@ -320,6 +328,12 @@ def _shell_wrapper(e: EngineService) -> dict[str, Any] | None:
     service is kept as written)."""
     command = list(e.service.command or ())
     i = e.shell_token
+    where: dict[str, Any] = {}
+    if i is not None and i < 0 and not command:
+        # The script is the entrypoint's (``entrypoint: bash -c "... vllm serve ..."``).
+        command = list(e.service.entrypoint or ())
+        i += len(command)
+        where = {"in_entrypoint": True}
     if i is None or i != len(command) - 1 or ARGV_SLOT in command[i]:
         return None
     script = command[i]
@@ -330,7 +344,7 @@ def _shell_wrapper(e: EngineService) -> dict[str, Any] | None:
     end = at + len(canonical)
     if end < len(script) and not (script[end].isspace() or script[end] in ";&|<>)"):
         return None  # the match stops inside a word
-    return {"command": command[:i], "script": script[:at] + ARGV_SLOT + script[end:]}
+    return {"command": command[:i], "script": script[:at] + ARGV_SLOT + script[end:], **where}
 
 
 def _spec_document(
@@ -386,7 +400,7 @@ def _spec_document(
         engine["env"] = base_env
     if base_compose:
         engine["compose"] = base_compose
-    if entry:
+    if entry and not (wrapper or {}).get("in_entrypoint"):
         engine["entrypoint"] = entry
     if wrapper is not None:
         engine["shell"] = wrapper
