@@ -64,14 +64,24 @@ def adopt_cmd(
             f"{len(result.spec.services)} services)",
             err=True,
         )
-    for note in result.notes:
+    return _round_trip(
+        result.notes,
+        result.differences,
+        "the spec renders a different file",
+        "the spec renders an equivalent file",
+    )
+
+
+def _round_trip(notes: list[str], differences: list[str], differ: str, same: str) -> ExitCode:
+    """Print the import's notes and its round trip; FAILURE when the spec differs."""
+    for note in notes:
         click.echo(f"note: {note}", err=True)
-    if result.differences:
-        click.echo("round trip: the spec renders a different file:", err=True)
-        for line in result.differences:
+    if differences:
+        click.echo(f"round trip: {differ}:", err=True)
+        for line in differences:
             click.echo(f"  {line}", err=True)
         return ExitCode.FAILURE
-    click.echo("round trip: the spec renders an equivalent file", err=True)
+    click.echo(f"round trip: {same}", err=True)
     return ExitCode.OK
 
 
@@ -92,12 +102,9 @@ def _import_kubernetes(
         out.parent.mkdir(parents=True, exist_ok=True)
         write_owned(out, result.text, ours=lambda _old: False, force=True, what="spec")
         click.echo(f"{out}: written ({len(result.spec.replicas)} replicas)", err=True)
-    for note in result.notes:
-        click.echo(f"note: {note}", err=True)
-    if result.differences:
-        click.echo("round trip: the spec's Kubernetes rendering runs other flags:", err=True)
-        for line in result.differences:
-            click.echo(f"  {line}", err=True)
-        return ExitCode.FAILURE
-    click.echo("round trip: the spec's Kubernetes rendering runs the same flags", err=True)
-    return ExitCode.OK
+    return _round_trip(
+        result.notes,
+        result.differences,
+        "the spec's Kubernetes rendering runs other flags",
+        "the spec's Kubernetes rendering runs the same flags",
+    )
