@@ -233,6 +233,7 @@ OWN_READS = {
     "demo/ingestion.py": "the log of the router the demo started",
     "bench/health.py": "/proc, and the tail of an engine log from a seek (bounded)",
     "catalog/wheel.py": "a wheel, hashed in chunks; build_catalog refuses a non-regular file",
+    "agent/oplog.py": "the agent's own operation log, read at start to mark interrupted calls",
     "paths.py": "the existing output file, compared before it is replaced (not an input)",
 }
 
