@@ -63,6 +63,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "Stop the engines a local-driver rollout or the demo left running.",
     ),
     "readout": ("tierctl.cli.readout", "readout", "Judge canary against control from Prometheus."),
+    "kube": ("tierctl.cli.kube", "kube", "Kubernetes: the rollout of a spec change, as a runbook."),
     "judge": (
         "tierctl.cli.judge",
         "judge",
