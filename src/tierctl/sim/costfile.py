@@ -19,11 +19,14 @@ import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierctl.errors import InputError, Location
 from tierctl.readers import load_json, read_text
 from tierctl.sim.cost import DEFAULT_PRESET, PRESETS, CostModel, preset
+
+if TYPE_CHECKING:
+    from tierctl.sim.uncertainty import FitUncertainty
 
 KIND = "tierctl-cost-model"
 FORMAT = 1
@@ -121,6 +124,17 @@ def resolve_cost(preset_name: str | None, path: str | None) -> CostModel:
     if path is not None:
         return read_cost_model(path)[0]
     return preset(preset_name or DEFAULT_PRESET)
+
+
+def resolve_fit(preset_name: str | None, path: str | None) -> tuple[CostModel, FitUncertainty]:
+    """The cost model a command was given and what it knows about itself (its bootstrap
+    refits and fit domain, from a file's provenance; nothing for a preset)."""
+    from tierctl.sim.uncertainty import FitUncertainty
+
+    if path is not None:
+        model, prov = read_cost_model(path)
+        return model, FitUncertainty.from_provenance(model, prov)
+    return preset(preset_name or DEFAULT_PRESET), FitUncertainty()
 
 
 def _now() -> str:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
+from tierctl.sim.domain import StepDomain
 from tierctl.sim.prefix_cache import PrefixCache
 from tierctl.sim.workload import SimRequest
 from tierctl.traces import BLOCK_TOKENS
@@ -104,6 +105,32 @@ class SchedulerStats:
     kv_waits: int = 0
     preemptions: int = 0
     itl_hist: list[int] = field(default_factory=lambda: [0] * _ITL_BUCKETS)
+    # The largest step shapes run (what a fitted cost model is asked about; sim.domain).
+    max_step_tokens: int = 0
+    max_position: int = 0
+    max_batch: int = 0
+    max_context: int = 0
+
+    def note_prefill(self, chunks: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> None:
+        """Widen the shapes seen by one extend step's chunks (new, already computed)."""
+        tokens = 0
+        for c, p in chunks:
+            tokens += c
+            if p > self.max_position:
+                self.max_position = p
+        if tokens > self.max_step_tokens:
+            self.max_step_tokens = tokens
+
+    def note_decode(self, batch: int, context: int) -> None:
+        """Widen the shapes seen by one decode batch."""
+        if batch > self.max_batch:
+            self.max_batch = batch
+        if context > self.max_context:
+            self.max_context = context
+
+    def domain(self) -> StepDomain:
+        """The shapes seen, as a :class:`~tierctl.sim.domain.StepDomain`."""
+        return StepDomain(self.max_step_tokens, self.max_position, self.max_batch, self.max_context)
 
 
 class Scheduler:
@@ -248,9 +275,11 @@ class Scheduler:
         if chunks:
             self.stats.prefill_rounds += 1
             self.prefill_epoch += 1
+            self.stats.note_prefill(chunks)
             dur = cost.round_overhead_s + cost.prefill_s(chunks)
             riders = self.running if mixed else []
             if riders:
+                self.stats.note_decode(len(riders), self.context_tokens)
                 dur += cost.decode_marginal_s(len(riders), self.context_tokens)
             dur = self.jittered(dur)
             end = now_s + dur
@@ -270,6 +299,7 @@ class Scheduler:
             )
         if self.running:
             b, k = len(self.running), self.context_tokens
+            self.stats.note_decode(b, k)
             dur = self.jittered(cost.round_overhead_s + cost.decode_s(b, k))
             emitted = self._decode_tokens(self.running, now_s + dur, in_burst)
             return Round(now_s, dur, "decode", (), b, k, tuple(emitted))
@@ -514,6 +544,7 @@ class Scheduler:
             if live.generated >= live.req.output_tokens:
                 finished.append(live)
         self.context_tokens += n * b
+        self.stats.note_decode(b, self.context_tokens - b)
         self.stats.rounds += n
         if self.countdown:
             if b < self.config.prefill_decode_interval_min_bs:

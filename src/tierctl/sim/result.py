@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tierctl.latency import LatencySummary, percentile, tpot_s
@@ -134,6 +134,11 @@ class SimResult:
     prefill_rounds: int
     deferred_rounds: int
     sim_end_s: float
+    # Why the simulation stopped before the workload was done ("" when it was): a bound hit,
+    # or a scheduler that could schedule nothing more (never a hang).
+    stopped: str = ""
+    # The largest step shapes the run produced (sim.domain.StepDomain's fields).
+    domain: dict[str, int] = field(default_factory=dict)
 
     def subset(self, prefix: str) -> SimSummary:
         """The summary over the requests whose id starts with ``prefix``."""

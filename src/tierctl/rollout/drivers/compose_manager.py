@@ -256,6 +256,8 @@ class ComposeManagerDriver:
                         f"compose-manager {path} for {', '.join(body['services'])}: {last}; "
                         f"try {attempt + 1} of {self._attempts} in {delay:g} s"
                     )
+                # A retry with doubling backoff, not a wait on a condition (what
+                # runtime.polling.wait_until is, at a fixed interval).
                 self._sleep(delay)
                 delay *= 2
         tries = "once (not idempotent)" if not idempotent else f"{self._attempts} times"
