@@ -102,6 +102,13 @@ _MODELLED: dict[str, tuple[str, Any]] = {
     "enable-hierarchical-cache": ("enable_hierarchical_cache", _bool_flag),
     "enable-hicache": ("enable_hierarchical_cache", _bool_flag),
     "hicache-ratio": ("hicache_ratio", _FLOAT),
+    "speculative-algorithm": ("speculative_algorithm", _str),
+    "speculative-num-steps": ("speculative_num_steps", _INT),
+    "speculative-num-draft-tokens": ("speculative_num_draft_tokens", _INT),
+    "speculative-eagle-topk": ("speculative_eagle_topk", _INT),
+    "enable-dp-attention": ("enable_dp_attention", _bool_flag),
+    "dp-size": ("dp_size", _INT),
+    "data-parallel-size": ("dp_size", _INT),
 }
 
 _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
@@ -177,6 +184,12 @@ class EngineConfig:
     page_size: int = _sglang(1)
     enable_hierarchical_cache: bool = _sglang(False)
     hicache_ratio: float | None = _sglang(None)
+    speculative_algorithm: str | None = _sglang(None)
+    speculative_num_steps: int | None = _sglang(None)
+    speculative_num_draft_tokens: int | None = _sglang(None)
+    speculative_eagle_topk: int | None = _sglang(None)
+    enable_dp_attention: bool = _sglang(False)
+    dp_size: int = _sglang(1)
     max_num_batched_tokens: int | None = _vllm(None)
     max_num_seqs: int | None = _vllm(None)
     long_prefill_token_threshold: int = _vllm(0)
@@ -209,6 +222,16 @@ class EngineConfig:
     def rules(self) -> SimRules:
         """The pinned release's scheduler and start-up rules (its engine profile's)."""
         return profile_for(self.engine).sim_rules(self.release)
+
+    @property
+    def speculative(self) -> tuple[int, int] | None:
+        """(draft steps, draft tokens verified per sequence) when speculative decoding is on
+        (SGLang ``--speculative-algorithm``; unset steps and tokens take 3 and steps + 1, a
+        chain as topk 1 drafts it); None when off."""
+        if self.engine != "sglang" or not self.speculative_algorithm:
+            return None
+        steps = self.speculative_num_steps or 3
+        return steps, self.speculative_num_draft_tokens or steps + 1
 
     @property
     def model_name(self) -> str:
@@ -306,6 +329,7 @@ class EngineConfig:
             ("dynamic-batch-tokenizer-batch-size", self.dynamic_batch_tokenizer_batch_size, 1),
             ("tp-size", self.tp_size, 1),
             ("page-size", self.page_size, 1),
+            ("dp-size", self.dp_size, 1),
             ("port", self.port, 0),
             ("long-prefill-token-threshold", self.long_prefill_token_threshold, 0),
         ]
@@ -318,6 +342,9 @@ class EngineConfig:
             ("max-model-len", self.max_model_len, 1),
             ("num-gpu-blocks-override", self.num_gpu_blocks_override, 1),
             ("block-size", self.block_size, 1),
+            ("speculative-num-steps", self.speculative_num_steps, 1),
+            ("speculative-num-draft-tokens", self.speculative_num_draft_tokens, 1),
+            ("speculative-eagle-topk", self.speculative_eagle_topk, 1),
         ]
         for name, value, low in checks + [o for o in optional if o[1] is not None]:
             assert value is not None

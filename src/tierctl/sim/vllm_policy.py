@@ -265,6 +265,7 @@ class VllmScheduler(Scheduler):
         live.itl_max_s = max(live.itl_max_s, gap)
         live.burst_gap_sum_s += gap
         live.burst_gaps += 1
+        live.burst_tokens += 1
         live.epoch = self.prefill_epoch
         live.generated += 1
         live.last_token_s = end_s
