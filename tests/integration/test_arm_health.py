@@ -199,16 +199,17 @@ def test_the_watch_samples_in_the_background(steady: SimProc) -> None:
 
 
 def _append_when_served(url: str, log: Path, line: str, stop: threading.Event) -> None:
-    while not stop.is_set():
+    def served() -> bool:
         try:
             text = httpx.get(url + "/metrics", timeout=3).text
-            if re.search(r"sglang:num_requests_total\{[^}]*\} [1-9]", text):
-                with log.open("a") as fh:
-                    fh.write(line)
-                return
         except httpx.HTTPError:
-            pass
-        time.sleep(0.02)
+            return False
+        return re.search(r"sglang:num_requests_total\{[^}]*\} [1-9]", text) is not None
+
+    # Bounded: the test stops the writer (stop) once its run is over.
+    if wait_until(lambda: stop.is_set() or served(), 120, poll_s=0.02) and not stop.is_set():
+        with log.open("a") as fh:
+            fh.write(line)
 
 
 def test_bench_quality_fails_on_an_unhealthy_arm(

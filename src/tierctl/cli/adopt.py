@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tierctl.errors import ExitCode, InputError, Location
+from tierctl.errors import ExitCode, InputError, Location, label_params
 
 
 @click.command(name="import")
@@ -23,6 +23,14 @@ from tierctl.errors import ExitCode, InputError, Location
 @click.option(
     "--engine", help="KIND==VERSION when the engine image tag names no release (sglang==0.5.9)."
 )
+@click.option(
+    "--engine-service",
+    "engine_services",
+    multiple=True,
+    metavar="NAME",
+    help="A service that runs the engine though its image and command name no known launcher "
+    "(a custom image, an entrypoint script); with --engine KIND==VERSION. Repeatable.",
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
 def adopt_cmd(
     compose: tuple[Path, ...],
@@ -30,6 +38,7 @@ def adopt_cmd(
     tier: str | None,
     host: str,
     engine: str | None,
+    engine_services: tuple[str, ...],
     force: bool,
 ) -> ExitCode:
     """Write a tier spec for COMPOSE files (merged like docker compose -f a -f b).
@@ -48,7 +57,14 @@ def adopt_cmd(
             rule="no-clobber",
             fix="pick another --out, or pass --force",
         )
-    result = adopt(compose, out=target, tier=tier, host=host, engine=engine)
+    result = adopt(
+        compose,
+        out=target,
+        tier=tier,
+        host=host,
+        engine=engine,
+        engine_services=engine_services,
+    )
     if out is None:
         sys.stdout.write(result.text)
     else:
@@ -59,8 +75,13 @@ def adopt_cmd(
             f"{len(result.spec.services)} services)",
             err=True,
         )
+    from tierctl.cli.main import option_labels
+
+    labels = option_labels(["import"])
     for note in result.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(
+            f"warning: {label_params(note, ('engine', 'engine_services'), labels)}", err=True
+        )
     if result.differences:
         click.echo("round trip: the spec renders a different file:", err=True)
         for line in result.differences:

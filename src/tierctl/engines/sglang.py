@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from tierctl.compose.argv import first_flag, flag_map, format_flag_value, parse_flags
@@ -68,12 +69,18 @@ class SGLangProfile(EngineProfile):
     )
     dp_inside_tp_flags = ("enable-dp-attention",)
     nodes_flags = ("nnodes",)
+    node_rank_flag = "node-rank"
+    leader_address_flag = "dist-init-addr"
+    leader_address_has_port = True
     default_port = 30000
     health_path = "/health"
     readiness_path = "/health_generate"
     metric_prefixes = ("sglang:", "sglang_")
     flush_cache_path = "/flush_cache"
     flush_cache_needs = "SGLang refuses it (400) while requests are running or waiting"
+    # python/sglang/srt/entrypoints/openai/protocol.py's StreamOptions; a release without
+    # the field ignores it, and its streams carry usage only at the end.
+    per_chunk_usage = MappingProxyType({"continuous_usage_stats": True})
     metrics = EngineMetrics(
         running="num_running_reqs",
         waiting="num_queue_reqs",

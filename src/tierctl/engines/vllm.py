@@ -25,6 +25,7 @@ import ast
 import json
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from tierctl.compose.argv import flag_map, format_flag_value, parse_flags
@@ -42,11 +43,11 @@ from tierctl.engines.base import (
     same_value,
 )
 from tierctl.engines.sglang import CUDA_OOM, NCCL, TRACEBACK
+from tierctl.runtime.promtext import parse_metrics
 
 #: The startup log line listing the parsed args that differ from the parser's defaults.
 NON_DEFAULT_ARGS = re.compile(r"non-default args:\s*(\{.*\})\s*$")
 CACHE_CONFIG_INFO = "cache_config_info"
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 # One engine step of --enable-logging-iteration-details (0.32+); dummy (warm-up) steps aside.
@@ -109,6 +110,9 @@ class VLLMProfile(EngineProfile):
     # VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/serve/dev/cache/api_router.py); 404 otherwise.
     flush_cache_path = "/reset_prefix_cache"
     flush_cache_needs = "vLLM serves it only when started with VLLM_SERVER_DEV_MODE=1"
+    # vLLM merges tokens into one chunk when the client falls behind; with this each chunk
+    # says how many tokens it carries (vllm/entrypoints/openai/protocol.py's StreamOptions).
+    per_chunk_usage = MappingProxyType({"continuous_usage_stats": True})
     metrics = EngineMetrics(
         running="num_requests_running",
         waiting="num_requests_waiting",
@@ -388,11 +392,8 @@ def _loose_equal(want: Any, got: str) -> bool:
 
 
 def _cache_config_labels(text: str, prefixes: tuple[str, ...]) -> dict[str, str] | None:
-    names = tuple(f"{p}{CACHE_CONFIG_INFO}" for p in prefixes)
-    for line in text.splitlines():
-        if line.startswith(names) and "{" in line:
-            return dict(_LABEL.findall(line[line.index("{") : line.rindex("}") + 1]))
-    return None
+    names = {f"{p}{CACHE_CONFIG_INFO}" for p in prefixes}
+    return next((s.labels for s in parse_metrics(text) if s.name in names and s.labels), None)
 
 
 PROFILE = VLLMProfile()

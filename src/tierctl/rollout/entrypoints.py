@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from tierctl.compose.binary import find_compose_binary
 from tierctl.errors import InputError, Location
 from tierctl.readers import read_text
 from tierctl.rollout.drivers.base import Driver
@@ -53,6 +54,9 @@ class DriverConfig:
         gate_host: The host the gates reach engines on (compose-manager, docker).
         agent_timeout_s: Deadline of one compose-manager call, its answer stream included.
         agent_attempts: Tries of an idempotent compose-manager call.
+        docker_host: The docker driver's engine (``DOCKER_HOST``).
+        docker_context: The docker driver's Docker context (``DOCKER_CONTEXT``).
+        compose_binary: The docker driver's compose command (default: the one found).
     """
 
     name: DriverName
@@ -70,6 +74,9 @@ class DriverConfig:
     gate_host: str = "127.0.0.1"
     agent_timeout_s: float = 600.0
     agent_attempts: int = 4
+    docker_host: str | None = None
+    docker_context: str | None = None
+    compose_binary: str | None = None
 
 
 def make_plan(
@@ -133,7 +140,13 @@ def make_driver(
         )
     if config.name == "docker":
         return DockerDriver(
-            config.workdir, project=config.project, repo_root=repo, gate_host=config.gate_host
+            config.workdir,
+            project=config.project,
+            repo_root=repo,
+            gate_host=config.gate_host,
+            compose=_compose_argv(config.compose_binary),
+            docker_host=config.docker_host,
+            docker_context=config.docker_context,
         )
     if not config.agent_url:
         raise InputError(
@@ -169,6 +182,21 @@ def make_driver(
         timeout_s=config.agent_timeout_s,
         attempts=config.agent_attempts,
     )
+
+
+def _compose_argv(explicit: str | None) -> tuple[str, ...] | None:
+    """The docker driver's compose command: the one asked for, else the first found (the
+    ``docker compose`` plugin, ``docker-compose`` v2, the compose extra's binary); None leaves
+    ``docker compose``, whose absence the driver then names."""
+    found = find_compose_binary(explicit)
+    if found is None and explicit:
+        raise InputError(
+            f"`compose_binary` {explicit} is not a Docker Compose v2",
+            rule="the docker driver runs Compose v2",
+            fix="point `compose_binary` at docker-compose v2, or leave it out",
+            params=("compose_binary",),
+        )
+    return found.argv if found is not None else None
 
 
 def _token(config: DriverConfig) -> str:

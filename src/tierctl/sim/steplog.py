@@ -13,22 +13,29 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.errors import InputError, Location
+from tierctl.paths import write_owned
 from tierctl.readers import Limits, json_line, read_text
 from tierctl.sim.cost import CostModel, DecodeSample, PrefillSample, fit, preset
 from tierctl.sim.engine import Round
 
 
-def write_steps(rounds: list[Round], path: str | Path) -> None:
-    """Write simulated rounds as a step log."""
-    with Path(path).open("w", encoding="utf-8") as fh:
-        for r in rounds:
-            obj: dict[str, Any] = {"kind": r.kind, "duration_s": r.duration_s}
-            if r.kind in ("prefill", "mixed"):
-                obj["chunks"] = [list(c) for c in r.chunks]
-            if r.kind in ("decode", "mixed"):
-                obj["batch_size"] = r.batch_size
-                obj["context_tokens"] = r.context_tokens
-            fh.write(json.dumps(obj) + "\n")
+def write_steps(rounds: list[Round], path: str | Path, *, force: bool = False) -> None:
+    """Write simulated rounds as a step log (atomically, :func:`tierctl.paths.write_owned`).
+
+    Raises:
+        InputError: ``path`` holds another file and ``force`` is not given (a step log
+            carries no mark of its writer, so any other content is someone's data).
+    """
+    lines = []
+    for r in rounds:
+        obj: dict[str, Any] = {"kind": r.kind, "duration_s": r.duration_s}
+        if r.kind in ("prefill", "mixed"):
+            obj["chunks"] = [list(c) for c in r.chunks]
+        if r.kind in ("decode", "mixed"):
+            obj["batch_size"] = r.batch_size
+            obj["context_tokens"] = r.context_tokens
+        lines.append(json.dumps(obj) + "\n")
+    write_owned(Path(path), "".join(lines), ours=lambda _: False, force=force, what="step log")
 
 
 def read_steps(path: str | Path) -> tuple[list[PrefillSample], list[DecodeSample]]:
