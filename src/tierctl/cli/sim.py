@@ -347,7 +347,7 @@ def _render_compare(wi: Any, focus: str | None, source: str) -> str:
         lines.append(f"extrapolates beyond the fit: {line}")
     if wi.extrapolation:
         lines.append(
-            "  fit at a workload whose steps span both arms' (`tierctl sim fit-plan` prints one)"
+            "  fit at a workload whose steps span both arms' (`tierctl sim fit-plan` designs one)"
         )
     if cmp.not_modelled:
         flags = ", ".join(f"--{n}" for n in cmp.not_modelled)
@@ -361,6 +361,67 @@ def _render_compare(wi: Any, focus: str | None, source: str) -> str:
     lines += not_completed_lines({"control": cmp.control, "candidate": cmp.candidate})
     lines.append(cost_line(cmp.control.preset, source))
     return "\n".join(lines)
+
+
+@sim.command("fit-plan")
+@click.option("--control", "control_argv", default="", help="Control engine argv (one string).")
+@click.option("--candidate", "candidate_argv", default="", help="Candidate engine argv.")
+@click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec for both replicas.")
+@click.option("--control-replica", help="Control replica of --spec.")
+@click.option("--candidate-replica", help="Candidate replica of --spec.")
+@_ENGINE
+@_PRESET
+@_workload_options
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the fit trace (JSONL) here.")
+@click.option("--force", is_flag=True, help="Overwrite --out if it holds another file.")
+def fit_plan_cmd(
+    control_argv: str,
+    candidate_argv: str,
+    spec: str | None,
+    control_replica: str | None,
+    candidate_replica: str | None,
+    engine: str | None,
+    engine_version: str | None,
+    out: str | None,
+    force: bool,
+    **kw: Any,
+) -> None:
+    """Design a fit run whose steps span what both arms of a what-if will produce."""
+    import shlex
+
+    from tierctl.sim.fit_plan import fit_plan
+    from tierctl.sim.sources import EngineSource
+    from tierctl.sim.workload_traces import write_jsonl
+
+    if spec is not None and not (control_replica and candidate_replica):
+        raise click.UsageError("--spec needs --control-replica and --candidate-replica")
+    a = EngineSource(
+        tuple(shlex.split(control_argv)), spec, control_replica, engine, engine_version
+    )
+    b = EngineSource(
+        tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine, engine_version
+    )
+    cost = _cost(kw)
+    plan = fit_plan(a.config(), b.config(), _workload(kw).load(), cost)
+    d = plan.domain
+    click.echo(
+        f"both arms produce: steps of up to {d.step_tokens:,} prompt tokens, chunks up to "
+        f"{d.position:,} tokens deep, {d.batch:,} requests decoding together over "
+        f"{d.context:,} context tokens"
+    )
+    click.echo("run the fit engine with: " + " ".join(plan.argv_flags))
+    reqs = plan.workload.requests
+    click.echo(
+        f"fit trace: {len(reqs)} requests over {reqs[-1].arrival_s if reqs else 0:.0f} s "
+        "(lone prompts of rising length, then decode batches of rising size)"
+    )
+    if out is not None:
+        write_jsonl(plan.workload, out, force=force)
+        click.echo(
+            f"wrote {out}: replay it with `tierctl bench run --trace {out}`, then fit with "
+            "`tierctl sim fit`",
+            err=True,
+        )
 
 
 @sim.command(context_settings={"ignore_unknown_options": True})

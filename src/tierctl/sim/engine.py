@@ -614,9 +614,16 @@ class Scheduler:
         """Policy bookkeeping for ``rounds`` fast-forwarded decode rounds (KV growth)."""
 
 
-def make_scheduler(config: EngineConfig, cost: CostModel, seed: int = 0) -> Scheduler:
+def make_scheduler(
+    config: EngineConfig, cost: CostModel, seed: int = 0, *, ranks: bool = False
+) -> Scheduler:
     """The scheduler model of ``config``'s engine: SGLang's, or vLLM v1's (``seed`` draws the
-    steps' jitter when the cost model has any)."""
+    steps' jitter when the cost model has any). ``ranks``: model SGLang's DP attention ranks
+    (``--enable-dp-attention --dp-size D``) as D schedulers stepping together (offline)."""
+    if ranks and config.engine == "sglang" and config.enable_dp_attention and config.dp_size > 1:
+        from tierctl.sim.dp_attention import DpAttentionScheduler
+
+        return DpAttentionScheduler(config, cost, seed)
     if config.engine == "vllm":
         from tierctl.sim.vllm_policy import VllmScheduler
 
