@@ -71,6 +71,23 @@ def _human_int(v: str) -> int:
     return _INT(v)
 
 
+def _speculative_json(v: str) -> str:
+    """vLLM's ``--speculative-config`` JSON, kept as written once it is an object whose
+    ``num_speculative_tokens`` (when given) is a positive integer."""
+    import json
+
+    try:
+        doc = json.loads(v)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not JSON: {exc.msg}") from None
+    if not isinstance(doc, dict):
+        raise ValueError("must be a JSON object")
+    n = doc.get("num_speculative_tokens")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= 64):
+        raise ValueError("num_speculative_tokens must be an integer in 1..64")
+    return v
+
+
 # Flags both engines share in meaning.
 _COMMON: dict[str, tuple[str, Any]] = {
     "served-model-name": ("served_model_name", _str),
@@ -126,6 +143,7 @@ _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
     "num-gpu-blocks-override": ("num_gpu_blocks_override", _INT),
     "block-size": ("block_size", _INT),
     "disable-log-stats": ("disable_log_stats", _bool_flag),
+    "speculative-config": ("speculative_config", _speculative_json),
 }
 
 _TABLES = {"sglang": _MODELLED, "vllm": _MODELLED_VLLM}
@@ -200,6 +218,7 @@ class EngineConfig:
     num_gpu_blocks_override: int | None = _vllm(None)
     block_size: int | None = _vllm(None)
     disable_log_stats: bool = _vllm(False)
+    speculative_config: str | None = _vllm(None)
     extra_args: tuple[tuple[str, Any], ...] = field(default=())
     argv: tuple[str, ...] = field(default=())
     # The release whose rules apply (the spec's pinned version, else the simulated one).
@@ -227,7 +246,15 @@ class EngineConfig:
     def speculative(self) -> tuple[int, int] | None:
         """(draft steps, draft tokens verified per sequence) when speculative decoding is on
         (SGLang ``--speculative-algorithm``; unset steps and tokens take 3 and steps + 1, a
-        chain as topk 1 drafts it); None when off."""
+        chain as topk 1 drafts it; vLLM ``--speculative-config``'s
+        ``num_speculative_tokens``); None when off."""
+        if self.engine == "vllm" and self.speculative_config:
+            import json
+
+            # vLLM drafts num_speculative_tokens per request per step and verifies them
+            # (plus the sampled token) in the same forward; unset, one draft token.
+            n = json.loads(self.speculative_config).get("num_speculative_tokens") or 1
+            return n, n + 1
         if self.engine != "sglang" or not self.speculative_algorithm:
             return None
         steps = self.speculative_num_steps or 3

@@ -100,3 +100,45 @@ def test_deepseek_mtp_preset_reproduces_pr40443() -> None:
     assert 85 < t0 < 110  # measured 96.7 s
     assert 20 < r8 < 45  # measured 32 tok/s
     assert 10 < r4 < 25  # measured 18.45 tok/s
+
+
+def _vllm_one(cost: object, *flags: str, out: int = 2001) -> list[Round]:
+    rounds: list[Round] = []
+    argv = ["vllm", "serve", "m", "--max-model-len", "8192", *flags]
+    simulate(EngineConfig.from_argv(argv, strict=True),
+             Workload.of("one", [SimRequest("a", 0.0, 100, out)]), cost, steps=rounds)  # fmt: skip
+    return rounds
+
+
+def test_vllm_speculative_config_schedules_drafts_and_keeps_what_is_accepted() -> None:
+    sc = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}'
+    rounds = _vllm_one(SPECULATIVE, "--speculative-config", sc)
+    decode = [r for r in rounds if r.kind == "decode"]
+    assert 2.0 < 2000 / len(decode) < 2.35  # 1 + a + a^2 + a^3 at a = 0.6
+    assert abs(decode[0].duration_s - (0.010 + 0.003 + 0.0015)) < 1e-12
+
+
+def test_vllm_kv_holds_only_the_accepted_tokens() -> None:
+    from tierctl.sim.engine import make_scheduler
+
+    sc = '{"method": "ngram", "num_speculative_tokens": 3}'
+    cfg = EngineConfig.from_argv(["vllm", "serve", "m", "--speculative-config", sc])
+    sched = make_scheduler(cfg, SPECULATIVE, seed=2)
+    sched.submit(SimRequest("a", 0.0, 100, 500), 0.0)
+    now = 0.0
+    for _ in range(40):
+        rnd = sched.step(now)
+        assert rnd is not None
+        now += rnd.duration_s
+    live = sched.lives["a"]
+    assert live.kv_tokens == sched.kv_used_tokens == 100 + live.generated - 1
+
+
+def test_a_bad_speculative_config_is_refused() -> None:
+    import pytest
+
+    from tierctl.errors import InputError
+
+    with pytest.raises(InputError, match="num_speculative_tokens must be an integer"):
+        EngineConfig.from_argv(["vllm", "serve", "m", "--speculative-config",
+                                '{"num_speculative_tokens": 0}'])  # fmt: skip
