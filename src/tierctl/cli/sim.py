@@ -273,19 +273,14 @@ def compare(
 ) -> None:
     """Run two argv sets on the identical workload; print candidate/control ratios, each with
     its interval and verdict against the A/A floor."""
-    import shlex
 
     from tierctl.sim.costfile import resolve_fit
-    from tierctl.sim.sources import EngineSource, what_if_sims
+    from tierctl.sim.sources import what_if_sims
 
-    if spec is not None and not (control_replica and candidate_replica):
-        raise click.UsageError("--spec needs --control-replica and --candidate-replica")
-    a = EngineSource(
-        tuple(shlex.split(control_argv)), spec, control_replica, engine, engine_version
-    )
-    b = EngineSource(
-        tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine, engine_version
-    )
+    a, b = _arms(
+        control_argv, candidate_argv, spec, control_replica, candidate_replica, engine,
+        engine_version,
+    )  # fmt: skip
     source = _cost_source(kw)
     cost, fit_unc = resolve_fit(kw.pop("preset"), kw.pop("cost_model"))
     wi = what_if_sims(
@@ -298,6 +293,31 @@ def compare(
         click.echo(json.dumps(_compare_doc(wi, focus, source), indent=1))
         return
     click.echo(_render_compare(wi, focus, source))
+
+
+def _arms(
+    control_argv: str,
+    candidate_argv: str,
+    spec: str | None,
+    control_replica: str | None,
+    candidate_replica: str | None,
+    engine: str | None,
+    engine_version: str | None,
+) -> tuple[Any, Any]:
+    """The two arms of a comparison: argv strings, or two replicas of one spec."""
+    import shlex
+
+    from tierctl.sim.sources import EngineSource
+
+    if spec is not None and not (control_replica and candidate_replica):
+        raise click.UsageError("--spec needs --control-replica and --candidate-replica")
+    a = EngineSource(
+        tuple(shlex.split(control_argv)), spec, control_replica, engine, engine_version
+    )
+    b = EngineSource(
+        tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine, engine_version
+    )
+    return a, b
 
 
 def _compare_doc(wi: Any, focus: str | None, source: str) -> dict[str, Any]:
@@ -387,20 +407,14 @@ def fit_plan_cmd(
     **kw: Any,
 ) -> None:
     """Design a fit run whose steps span what both arms of a what-if will produce."""
-    import shlex
 
     from tierctl.sim.fit_plan import fit_plan
-    from tierctl.sim.sources import EngineSource
     from tierctl.sim.workload_traces import write_jsonl
 
-    if spec is not None and not (control_replica and candidate_replica):
-        raise click.UsageError("--spec needs --control-replica and --candidate-replica")
-    a = EngineSource(
-        tuple(shlex.split(control_argv)), spec, control_replica, engine, engine_version
-    )
-    b = EngineSource(
-        tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine, engine_version
-    )
+    a, b = _arms(
+        control_argv, candidate_argv, spec, control_replica, candidate_replica, engine,
+        engine_version,
+    )  # fmt: skip
     cost = _cost(kw)
     plan = fit_plan(a.config(), b.config(), _workload(kw).load(), cost)
     d = plan.domain
