@@ -19,6 +19,7 @@ from tierctl.spec.effective import (
     launcher,
     unwrap_command,
 )
+from tierctl.yaml12 import FastYaml12Loader
 
 
 @dataclass(frozen=True)
@@ -108,4 +109,10 @@ def config_content(content: str, name: str) -> Any:
     Raises:
         InputError: the content is not YAML.
     """
-    return load_yaml(content, f"configs.{name}.content", duplicates=False, line_depth=0).data
+    return load_yaml(
+        content,
+        f"configs.{name}.content",
+        duplicates=False,
+        line_depth=0,
+        loader=FastYaml12Loader,
+    ).data
