@@ -47,6 +47,11 @@ class Flag(BaseModel):
         description="Primary spelling, with the leading dashes: --chunked-prefill-size."
     )
     aliases: tuple[str, ...] = Field(default=(), description="Other spellings of the same flag.")
+    negations: tuple[str, ...] = Field(
+        default=(),
+        description="Spellings that set a boolean_optional flag false beyond its --no- forms "
+        "(vLLM 0.33: --disable-x for --enable-x).",
+    )
     dest: str = Field(description="The attribute the parser stores the value under.")
     type: FlagType = Field(description="Value type: bool flags take no value (or a --no- form).")
     element_type: FlagType | None = Field(
@@ -74,7 +79,18 @@ class Flag(BaseModel):
         names = (self.name, *self.aliases)
         if self.action == "boolean_optional":
             names += tuple("--no-" + n[2:] for n in names if n.startswith("--"))
-        return names
+        return names + self.negations
+
+    def negates(self, token: str) -> bool:
+        """Whether ``token`` (a spelling of this flag) sets it false: ``--no-x``, or one of
+        its :attr:`negations`."""
+        if token in self.negations:
+            return True
+        return (
+            self.action == "boolean_optional"
+            and token.startswith("--no-")
+            and ("--" + token[5:] in (self.name, *self.aliases))
+        )
 
     def takes_value(self) -> bool:
         """Whether the flag consumes at least one following token."""

@@ -41,6 +41,13 @@ ACCEPTED = [
     ("vllm==0.33.0", ["--model", "m", "--no-enable-prefix-caching", "--enable-chunked-prefill"]),
     # vLLM sets one key of a JSON-valued flag with a dotted name.
     ("vllm==0.33.0", ["--model", "m", "--compilation-config.mode", "3"]),
+    # vLLM 0.33's parser pairs every --enable-x boolean with a --disable-x (EnableDisableAction):
+    # --disable-log-requests sets --enable-log-requests false.
+    ("vllm==0.33.0", ["--model", "m", "--disable-log-requests", "--disable-prefix-caching"]),
+    # SGLang's deprecated valueless flags (DeprecatedStoreTrueAction: nargs=0 in its
+    # __init__, in argparse_actions.py): a DP-attention tier's argv (issue 23).
+    ("sglang==0.5.23", ["--model-path", "/m", "--enable-dp-attention", "--disable-cuda-graph"]),
+    ("sglang==0.5.16", ["--model-path", "/m", "--stream-output", "--disable-cuda-graph"]),
     # A deprecated flag SGLang registers with a no-value action (nargs=0 in its __init__).
     ("sglang==0.5.9", ["--model-path", "/m", "--hybrid-kvcache-ratio", "--port", "30000"]),
 ]
@@ -58,8 +65,8 @@ REFUSED = [
     ("sglang==0.5.9", ["--hybrid-kvcache-ratio", "0.5"], "takes no value"),
     # SGLang does not map underscores (plain argparse).
     ("sglang==0.5.9", ["--model_path", "/m"], "--model_path is not a flag"),
-    # Removed in these vLLM releases: their parser refuses it as well.
-    ("vllm==0.33.0", ["--disable-log-requests"], "--disable-log-requests is not a flag"),
+    # Removed in 0.30: its parser refuses it as well (0.33's accepts it again: below).
+    ("vllm==0.30.0", ["--disable-log-requests"], "--disable-log-requests is not a flag"),
     ("vllm==0.30.0", ["--runner", "bogus"], "not one of the allowed choices"),
 ]
 
