@@ -81,17 +81,6 @@ class Flag(BaseModel):
             names += tuple("--no-" + n[2:] for n in names if n.startswith("--"))
         return names + self.negations
 
-    def negates(self, token: str) -> bool:
-        """Whether ``token`` (a spelling of this flag) sets it false: ``--no-x``, or one of
-        its :attr:`negations`."""
-        if token in self.negations:
-            return True
-        return (
-            self.action == "boolean_optional"
-            and token.startswith("--no-")
-            and ("--" + token[5:] in (self.name, *self.aliases))
-        )
-
     def takes_value(self) -> bool:
         """Whether the flag consumes at least one following token."""
         if self.type == "bool" and self.action in ("store_true", "store_false", "boolean_optional"):

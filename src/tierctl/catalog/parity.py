@@ -11,6 +11,7 @@ get from a stand-in (a package not installed here) is listed as not compared, ne
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -76,6 +77,7 @@ def dump_parser(
     root: Path | None = None,
     *,
     stub: Sequence[str] = (),
+    probes: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     timeout_s: float = 600,
 ) -> dict[str, Any]:
@@ -87,13 +89,16 @@ def dump_parser(
         root: the release's source unpacked from its wheel (None: the installed engine).
         stub: packages to stand in for even where installed (torch: its import is slow and
             its presence changes nothing about the flags).
-        env: the environment to run it in.
+        probes: option tokens to look up as the parser does (``probes`` in the answer: the
+            ``dest`` each selects, ``"ambiguous"``, or None).
+        env: the environment to run it in (default: this process's).
 
     Raises:
         RuntimeFailure: the parser could not be built (the script's error tail).
     """
     argv = [str(python), str(DUMP_SCRIPT), mode, *([str(root)] if root else [])]
-    run_env = dict(env or {})
+    run_env = dict(os.environ if env is None else env)
+    run_env["TIERCTL_PROBE"] = json.dumps(list(probes))
     if stub:
         run_env["TIERCTL_STUB"] = ",".join(stub)
     proc = subprocess.run(

@@ -254,6 +254,33 @@ def _negative(action: argparse.Action) -> list[str]:
     return sorted(o for o in action.option_strings if o.startswith("--no-"))
 
 
+class _Refused(Exception):
+    pass
+
+
+def _probe(parser: argparse.ArgumentParser, tokens: list[str]) -> dict[str, Any]:
+    """The ``dest`` each token selects as the parser reads an option (abbreviations
+    included), ``"ambiguous"`` where it refuses it as such, None where it selects nothing."""
+
+    def refuse(message: str) -> Any:
+        raise _Refused(message)
+
+    parser.error = refuse  # type: ignore[method-assign]
+    out: dict[str, Any] = {}
+    for token in tokens:
+        try:
+            found = parser._parse_optional(token)
+        except _Refused as exc:
+            out[token] = "ambiguous" if "ambiguous" in str(exc) else f"error: {exc}"
+            continue
+        # Python 3.12+ answers a list of candidates, 3.11 one tuple.
+        if isinstance(found, list):
+            found = found[0] if len(found) == 1 else None
+        action = found[0] if found else None
+        out[token] = None if action is None else action.dest
+    return out
+
+
 def describe(parser: argparse.ArgumentParser) -> dict[str, Any]:
     """Every action of ``parser`` with what argparse does with it."""
     # Every token the parser looks an option up by: hidden spellings included (vLLM 0.33's
@@ -281,6 +308,7 @@ def describe(parser: argparse.ArgumentParser) -> dict[str, Any]:
             }
         )
     return {
+        "probes": _probe(parser, json.loads(os.environ.get("TIERCTL_PROBE") or "[]")),
         "prog": parser.prog,
         "allow_abbrev": parser.allow_abbrev,
         "prefix_chars": parser.prefix_chars,

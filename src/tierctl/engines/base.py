@@ -371,7 +371,10 @@ class EngineProfile(ABC):
         where ``--no-x`` is the negative form of a ``boolean_optional`` flag."""
         out: dict[str, Any] = {}
         for name, value in flags.items():
-            if name.startswith("no-") and value is True and self._negates(name, catalog):
+            entry = catalog.lookup(f"--{name}") if catalog is not None and value is True else None
+            if entry is not None and f"--{name}" in entry.negations:
+                out[entry.name[2:]] = False  # vLLM 0.33: --disable-x sets --enable-x false
+            elif name.startswith("no-") and value is True and self._negates(name, catalog):
                 out[name[3:]] = False
             else:
                 out[name] = value
