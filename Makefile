@@ -28,13 +28,16 @@ demo-real: $(STAMP)
 
 test: $(STAMP)
 	./scripts/ensure-prometheus
+	./scripts/ensure-docker
 	./scripts/ensure-vllm >/dev/null
+	PY=$(BIN)/python ./scripts/ensure-engine-wheels
 	$(BIN)/python -m pytest -q
 
 # The fast lane while editing: no real engine, nothing marked slow (`make test`, and CI, still
 # run everything).
 test-fast: $(STAMP)
 	./scripts/ensure-prometheus
+	./scripts/ensure-docker
 	$(BIN)/python -m pytest -q -m "not real_engine and not slow"
 
 lint: $(STAMP)

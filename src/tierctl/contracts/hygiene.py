@@ -10,7 +10,7 @@ may share a GPU or a port.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from tierctl.compose import ComposeFile
@@ -19,6 +19,7 @@ from tierctl.compose.profiles import ProfileScope
 from tierctl.contracts.context import Context, config_content
 from tierctl.contracts.credentials import embedded_credential, literal_secret, secret_positions
 from tierctl.contracts.report import Violation
+from tierctl.engine_catalog import Catalog
 from tierctl.errors import InputError
 from tierctl.spec.checks import TAGGED_IMAGE
 
@@ -33,7 +34,8 @@ def check(ctx: Context) -> Iterator[Violation]:
     tags_ok = set(ctx.tier.services)
     if spec.engine.image_policy == "tag":
         tags_ok |= {r.service for r in ctx.tier.replicas.values()}
-    yield from images(ctx.compose, tags_ok)
+    if spec.engine.image_policy != "as-written":  # as-written: the spec keeps every image
+        yield from images(ctx.compose, tags_ok)
     yield from gpus(ctx.compose, ctx.scope)
     host_flags = [
         (v.expected.service, v.flags)
@@ -283,8 +285,40 @@ def _embedded(
     )
 
 
-def secrets(compose: ComposeFile) -> Iterator[Violation]:
-    """No literal credential in an environment value or a command token."""
+_DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?-[^}]*\}")
+
+
+def _literal_env(compose: ComposeFile, name: str, key: str, value: str) -> Violation:
+    """An environment credential written into the file: as the whole value, or as the
+    default of a reference (``${PG_PASSWORD:-admin}``: used whenever the variable is unset)."""
+    where = compose.location("services", name, "environment", key)
+    default = _DEFAULTED.search(value)
+    if default is not None:
+        var = default.group(1)
+        return Violation(
+            rule="TC006",
+            service=name,
+            message=f"environment {key} defaults to a literal credential when {var} is unset "
+            f"(a ${{{var}:-...}} default written in the file)",
+            location=where,
+            fix=f"drop the default: write ${{{var}:?set {var}}} and set {var} where you deploy",
+        )
+    return Violation(
+        rule="TC006",
+        service=name,
+        message=f"environment {key} holds a literal value ({len(value)} chars) "
+        f"where a ${{{key}}} reference belongs",
+        location=where,
+        fix=f"write {key}: ${{{key}:?set {key}}} and set it where you deploy",
+    )
+
+
+def secrets(
+    compose: ComposeFile, catalogs: Mapping[str, Catalog] | None = None
+) -> Iterator[Violation]:
+    """No literal credential in an environment value or a command token; ``catalogs``: each
+    engine service's flag catalog, so a flag is read as its engine's parser reads it (an
+    abbreviation such as ``--max-num-batched-token`` is that flag, not a token)."""
     for name, service in compose.services.items():
         for key, value in service.environment.items():
             if not value:
@@ -295,15 +329,11 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
                     compose, name, f"environment {key}", value, inside, "environment", key
                 )
             elif literal_secret(key, value):
-                yield Violation(
-                    rule="TC006",
-                    service=name,
-                    message=f"environment {key} holds a literal value ({len(value)} chars) "
-                    f"where a ${{{key}}} reference belongs",
-                    location=compose.location("services", name, "environment", key),
-                    fix=f"write {key}: ${{{key}:?set {key}}} and set it where you deploy",
-                )
-        positions = secret_positions(service.command or ())
+                yield _literal_env(compose, name, key, value)
+        catalog = (catalogs or {}).get(name)
+        positions = secret_positions(
+            service.command or (), None if catalog is None else _flag_name(catalog)
+        )
         for i, value in positions:
             yield Violation(
                 rule="TC006",
@@ -329,6 +359,16 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
                     fix="keep credentials out of labels; pass them as ${VAR} environment",
                 )
     yield from _config_secrets(compose)
+
+
+def _flag_name(catalog: Catalog) -> Callable[[str], str]:
+    """A flag token's whole name in ``catalog``'s parser (the token itself when unknown)."""
+
+    def name(token: str) -> str:
+        flag = catalog.lookup(token)
+        return token if flag is None else flag.name
+
+    return name
 
 
 # How to take the credential out of a value that carries one inside it.

@@ -26,9 +26,62 @@ from tierctl.engine_catalog import Catalog, Flag
 # An image tag naming a release: v0.5.3, 0.10.1.1, v0.4.9.post2-cu126, v0.11.0rc1.
 _RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:\.?post\d+|rc\d+)?)(?:$|[-_+])")
 
+# An image written as a variable with a default (`${IMG:-vllm/vllm-openai:v0.11.0}`): the default
+# is the image whenever the variable is unset, so it is the one recognised.
+_DEFAULTED = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*:?-(?P<image>[^}]*)\}$")
+
+
+def image_reference(image: str | None) -> str | None:
+    """The image a reference names, seeing through ``${VAR:-default}``."""
+    if not image:
+        return image
+    match = _DEFAULTED.match(image.strip())
+    return match["image"] if match else image
+
+
 #: ``get(path) -> (status, body text)``; status 0 when the request failed. Keeps profiles free
 #: of any HTTP client: the gates pass one in.
 Fetch = Callable[[str], tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class SimRules:
+    """The rules of one engine release that the simulator applies, and where they were read.
+
+    Each engine profile says, per release (:meth:`EngineProfile.sim_rules`), what its
+    scheduler and its start-up checks do, so the simulator's policies hold no release
+    knowledge of their own. ``read_from`` names the release whose source was read; a release
+    that was not read takes the nearest read one's rules, and ``assumed`` says so.
+
+    Attributes:
+        engine: the engine kind.
+        release: the release asked for.
+        read_from: the release (and files) the rules were read from.
+        assumed: True when ``release`` itself was not read.
+        threshold_needs_company: vLLM: ``--long-prefill-token-threshold`` caps a chunk only
+            when more than one request is eligible (running + waiting) at the step's start.
+        threshold_adaptive: vLLM: ``--long-prefill-token-threshold-adaptive`` exists.
+        unchunked_budget_holds_model_len: vLLM: start-up refuses chunked prefill off with
+            ``--max-num-batched-tokens`` below ``--max-model-len``.
+        budget_holds_max_seqs: vLLM: start-up refuses a token budget below ``--max-num-seqs``.
+        threshold_within_model_len: vLLM: start-up refuses a threshold above the model length.
+        interval_global_under_dp: SGLang: with DP attention the prefill-decode interval is
+            armed on every rank when any rank runs an extend batch (the global forward mode).
+        step_cost_flags: flags that change a step's cost (numerics, kernels, graphs, parallel
+            layout, speculative decoding) that a cost model fitted at one setting holds fixed.
+    """
+
+    engine: str
+    release: str
+    read_from: str
+    assumed: bool = False
+    threshold_needs_company: bool = False
+    threshold_adaptive: bool = False
+    unchunked_budget_holds_model_len: bool = False
+    budget_holds_max_seqs: bool = False
+    threshold_within_model_len: bool = False
+    interval_global_under_dp: bool = False
+    step_cost_flags: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -177,6 +230,15 @@ class EngineProfile(ABC):
     dp_inside_tp_flags: tuple[str, ...] = ()
     #: Flags giving the number of nodes one replica spans (its GPUs are split across them).
     nodes_flags: tuple[str, ...] = ()
+    #: The flag giving this node's rank in a multi-node replica (None: no multi-node launch).
+    node_rank_flag: str | None = None
+    #: The flag naming the rank-0 node's address in a multi-node replica, and whether its
+    #: value is ``host:port`` (SGLang's ``--dist-init-addr``) or the host alone.
+    leader_address_flag: str | None = None
+    leader_address_has_port: bool = False
+    #: The flag naming the address the HTTP server binds (a pod must bind its own IP, not
+    #: loopback, for a Service or a kubelet probe to reach it).
+    listen_host_flag: str = "host"
     default_port: int = 8000
     #: 200 once the server is up (what proxies probe).
     health_path: str = "/health"
@@ -188,6 +250,10 @@ class EngineProfile(ABC):
     flush_cache_path: str | None = None
     #: What that endpoint needs beyond the path (said when it is refused).
     flush_cache_needs: str = ""
+    #: ``stream_options`` entries that make a streamed completion carry its running usage on
+    #: every chunk (so a client counts tokens even when the engine merges several into one
+    #: chunk); ``None``: the engine reports usage only at the end of a stream.
+    per_chunk_usage: ClassVar[Mapping[str, bool] | None] = None
     #: The prefix as the engine exports it first, then spellings pipelines rewrite it to.
     metric_prefixes: tuple[str, ...] = ()
     metrics: EngineMetrics
@@ -212,10 +278,16 @@ class EngineProfile(ABC):
     #: How ``false`` renders when no catalog says otherwise: ``"omit"`` or ``"no-prefix"``.
     false_default: str = "omit"
 
+    def sim_rules(self, version: str) -> SimRules:
+        """The scheduler and start-up rules of release ``version`` the simulator applies
+        (an engine without any keeps none)."""
+        return SimRules(engine=self.kind, release=version, read_from="", assumed=True)
+
     # --- images ------------------------------------------------------------------------
 
     def matches_image(self, image: str | None) -> bool:
         """Whether an image reference (``registry/repo:tag@digest``) runs this engine."""
+        image = image_reference(image)
         if not image:
             return False
         repo = image.split("@", 1)[0]
@@ -224,8 +296,26 @@ class EngineProfile(ABC):
         name = (last[0] + "/" + tail) if len(last) > 1 else tail
         return any(name == known or name.endswith("/" + known) for known in self.images)
 
+    def image_entrypoint(self, image: str | None) -> tuple[str, ...]:
+        """What the image's own ENTRYPOINT runs before a compose ``command`` (the official
+        ``vllm/vllm-openai`` image: ``vllm serve``), or () where the command is the whole argv
+        (``lmsysorg/sglang`` has no launcher entrypoint; an image of another engine)."""
+        return self.image_launcher if self.matches_image(image) else ()
+
+    def doubled_launcher(self, image: str | None, command: Iterable[str]) -> tuple[str, ...]:
+        """The launcher a ``command`` starts with although the image's entrypoint already runs
+        one (``command: [vllm, serve, ...]`` on ``vllm/vllm-openai`` runs
+        ``vllm serve vllm serve ...``); () when it does not."""
+        entry = self.image_entrypoint(image)
+        tokens = list(command)
+        found = self._find_launcher(tokens) if entry else None
+        if found is None or found[0] != len(found[1]):
+            return ()
+        return tuple(tokens[: found[0]])
+
     def image_version(self, image: str | None) -> str | None:
         """The engine release an image tag names (``v0.5.3-cu124`` -> ``0.5.3``), or None."""
+        image = image_reference(image)
         if not image:
             return None
         tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
@@ -371,7 +461,10 @@ class EngineProfile(ABC):
         where ``--no-x`` is the negative form of a ``boolean_optional`` flag."""
         out: dict[str, Any] = {}
         for name, value in flags.items():
-            if name.startswith("no-") and value is True and self._negates(name, catalog):
+            entry = catalog.lookup(f"--{name}") if catalog is not None and value is True else None
+            if entry is not None and f"--{name}" in entry.negations:
+                out[entry.name[2:]] = False  # vLLM 0.33: --disable-x sets --enable-x false
+            elif name.startswith("no-") and value is True and self._negates(name, catalog):
                 out[name[3:]] = False
             else:
                 out[name] = value
