@@ -315,7 +315,9 @@ def replay(folder: Path) -> Outcome:
     """A kept fixture read by tierctl and compared with the Compose reading it keeps."""
     meta = json.loads((folder / "oracle.json").read_text(encoding="utf-8"))
     files = {
-        p.name: p.read_text(encoding="utf-8") for p in folder.iterdir() if p.name != "oracle.json"
+        str(p.relative_to(folder)): p.read_text(encoding="utf-8")
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != "oracle.json"
     }
     case = Case(
         folder.name,

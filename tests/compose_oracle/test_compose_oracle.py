@@ -69,7 +69,25 @@ def test_compose_go_tables_read_as_compose_reads_them(binary: ComposeBinary, cas
     assert outcome.agree, (outcome.area, outcome.detail)
 
 
-@pytest.mark.parametrize("folder", fixture_dirs(), ids=lambda p: p.name)
+#: Kept disagreements not fixed yet (found by seed 102 of the generated corpus), each with
+#: what Compose does; strict, so a fix makes the test fail until its line is removed.
+OPEN = {
+    "002": "Compose refuses two long-form ports equal once merged (published '8000' and 8000, "
+    "uniqueItems on the merged list); tierctl accepts the project",
+    "005": "Compose accepts `ipc: !override 7` (the schema does not see an !override value) "
+    "and reads it as '7'; tierctl refuses it as a schema error",
+}
+
+
+def _fixture_param(folder: Path) -> object:
+    if folder.name in OPEN:
+        return pytest.param(folder, marks=pytest.mark.xfail(reason=OPEN[folder.name], strict=True))
+    return folder
+
+
+@pytest.mark.parametrize(
+    "folder", [_fixture_param(f) for f in fixture_dirs()], ids=lambda p: p.name
+)
 def test_kept_disagreements_stay_fixed(folder: Path) -> None:
     """Every disagreement ever found, replayed against the Compose reading it keeps."""
     outcome = replay(folder)

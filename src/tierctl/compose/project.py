@@ -290,12 +290,9 @@ def _mapping(value: Any, where: str, *, bare: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for item in value:
             key, sep, val = scalar_text(item).partition("=")
-            if key != key.rstrip():
-                raise FormError(
-                    f"'{where}' variable {key.rstrip()} is declared with a trailing space",
-                    rule="a list entry is KEY=VALUE with no space around '='",
-                    fix=f"write {key.strip()}={val.strip()}",
-                )
+            # A key with a trailing space (`- DEBUG = true`) is kept as written and refused
+            # once the files are merged (_check_spaced_keys), as Compose refuses it: an
+            # override's `!reset` or `!override` of the list removes it first.
             out[key] = val if sep else bare
         return out
     raise FormError(
@@ -380,6 +377,37 @@ def _check_durations(services: dict[str, Any], where: _Where) -> None:
                 raise _refuse(
                     str(exc), where.at("services", name, *path), exc.rule, exc.fix, value
                 ) from None
+
+
+#: The KEY=VALUE lists of a service (and of its build), as (path, what the message calls it).
+_KEYED_LISTS = (
+    (("environment",), "environment"),
+    (("labels",), "labels"),
+    (("annotations",), "annotations"),
+    (("sysctls",), "sysctls"),
+    (("build", "args"), "build.args"),
+    (("build", "labels"), "build.labels"),
+)
+
+
+def _check_spaced_keys(services: dict[str, Any], where: _Where) -> None:
+    """Refuse a ``KEY =VALUE`` entry the merged project still holds, as Compose does."""
+    for name, svc in services.items():
+        for path, what in _KEYED_LISTS:
+            value: Any = svc
+            for part in path:
+                value = value.get(part) if isinstance(value, dict) else None
+            if not isinstance(value, dict):
+                continue
+            for key, val in value.items():
+                if isinstance(key, str) and key != key.rstrip():
+                    raise _refuse(
+                        f"'{what}' variable {key.rstrip()} is declared with a trailing space",
+                        where.at("services", name, *path),
+                        "a list entry is KEY=VALUE with no space around '='",
+                        f"write {key.strip()}={str(val or '').strip()}",
+                        key,
+                    )
 
 
 def _resources(value: Any) -> Any:
@@ -596,6 +624,7 @@ def _finish(
     _refuse_shared_container_names(out_services, where)
     # every service, active or not: Compose decodes the whole model before profiles apply
     _check_durations({n: s for n, s in services_in.items() if isinstance(s, dict)}, where)
+    _check_spaced_keys({n: s for n, s in services_in.items() if isinstance(s, dict)}, where)
     out: dict[str, Any] = {"name": name}
     networks = dict(data.get("networks") or {})
     if uses_default:
