@@ -69,7 +69,11 @@ def _select(config: dict[str, Any], prefix: str) -> dict[str, Any]:
         },
         "volumes": {k: v for k, v in (config.get("volumes") or {}).items() if k.startswith(prefix)},
         # The project's top-level x-* extensions (anchors' homes): printed as Compose prints them.
-        "extensions": {k: v for k, v in config.items() if str(k).startswith(f"x-{prefix}")},
+        # (A kept fixture's reading is already selected: its "extensions" are kept as they are.)
+        "extensions": {
+            **(config.get("extensions") or {}),
+            **{k: v for k, v in config.items() if str(k).startswith(f"x-{prefix}")},
+        },
     }
 
 

@@ -74,8 +74,6 @@ def test_compose_go_tables_read_as_compose_reads_them(binary: ComposeBinary, cas
 OPEN = {
     "002": "Compose refuses two long-form ports equal once merged (published '8000' and 8000, "
     "uniqueItems on the merged list); tierctl accepts the project",
-    "005": "Compose accepts `ipc: !override 7` (the schema does not see an !override value) "
-    "and reads it as '7'; tierctl refuses it as a schema error",
 }
 
 

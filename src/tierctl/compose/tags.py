@@ -50,7 +50,10 @@ def _override(loader: Any, node: yaml.Node) -> Override:
     elif isinstance(node, yaml.SequenceNode):
         tag = "tag:yaml.org,2002:seq"
     else:
-        tag = loader.resolve(yaml.ScalarNode, node.value, (True, False))
+        # A tagged scalar is a string to go-yaml (its tag replaces the implicit int, bool or
+        # null), so Compose reads `ipc: !override 7` as "7" and `ports: !override 7` as a
+        # string where a list belongs (refused).
+        tag = "tag:yaml.org,2002:str"
     plain = type(node)(tag, node.value, node.start_mark, node.end_mark)
     return Override(loader.construct_object(plain, deep=True))
 
