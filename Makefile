@@ -28,6 +28,7 @@ demo-real: $(STAMP)
 
 test: $(STAMP)
 	./scripts/ensure-prometheus
+	./scripts/ensure-docker
 	./scripts/ensure-vllm >/dev/null
 	PY=$(BIN)/python ./scripts/ensure-engine-wheels
 	$(BIN)/python -m pytest -q
@@ -36,6 +37,7 @@ test: $(STAMP)
 # run everything).
 test-fast: $(STAMP)
 	./scripts/ensure-prometheus
+	./scripts/ensure-docker
 	$(BIN)/python -m pytest -q -m "not real_engine and not slow"
 
 lint: $(STAMP)

@@ -1,230 +1,345 @@
-"""Fuzz tierctl's commands with malformed inputs; print what happened.
+"""Fuzz tierctl's commands with malformed inputs at size; print what happened as it happens.
 
 Two generators (``--generator``): ``mutation`` (tests/fuzzing.py: seeded byte, line and tree
 mutations of the bundled examples, alias bombs, deep nesting) and ``schema``
 (tests/schema_fuzz.py: documents driven by the schemas themselves, the tier spec's, workload's
 and plan's pydantic JSON schemas, the vendored compose schema and the trace formats, with
 hostile values set at schema paths: wrong types, huge and non-finite numbers, NUL, rich
-markup, 100 KB strings, deep nesting, path escapes); ``both`` alternates them. Every input is
-run in process through the commands that read it (``render``, ``show`` and ``show --json``,
-``validate`` with and without ``--spec``, ``plan``, ``runbook``, ``import``, ``sim run`` and
-``sim compare`` on specs and traces, ``rollout --dry-run --plan``, the workload reader and the
-bench request planner, the trace reader). The goal (issues #14, #22): 0 unhandled exceptions
-and 0 hangs, memory bounded.
+markup, 100 KB strings, deep nesting, path escapes); ``both`` alternates them. One input in
+32 is given through a special path instead of a regular file (a symlink, a dangling symlink,
+a symlink loop, a FIFO, a directory, /dev/zero, /dev/urandom, /dev/null).
 
-Prints: inputs tried, runs, the exit-code histogram per command, every distinct unhandled
-exception (type, place, count, a reproducer saved under --save), hangs, peak RSS, the largest
-RSS growth over one input, and with ``--tracemalloc`` the peak of Python allocations in one run.
+Input ``n`` of a stream is rebuilt from ``(generator, seed, n)`` alone
+(``tests.schema_fuzz.input_at``), so ``--workers`` (at most 2 on the shared machine) split a
+stream by index, and ``--only N`` re-runs one input. Every input is run in process (tierctl's
+real ``main``, no subprocess per run) through every command that reads it (``render``,
+``show`` and ``show --json``, ``validate`` with and without ``--spec``, ``plan`` both ways,
+``runbook``, ``import``, ``compose config``, ``sim run``/``sim compare`` on specs and traces,
+``sim run --cost-model``, ``sim fit``, ``rollout --dry-run --plan``, the workload reader and
+the bench request planner, the trace reader): tests/fuzzing.py ``commands_for``.
+
+Hangs are caught twice: a budget per run (``--timeout`` CPU seconds by ``SIGPROF``, three
+times that in wall time by ``SIGALRM``, so that a loaded machine does not turn a slow run into
+a hang), and a watchdog in the parent that kills a worker whose input runs past every run's
+wall budget plus 30 s (a hang in C code the alarms cannot interrupt) and starts a new one at
+the next input.
+
+Prints a line every ``--every`` inputs (inputs, runs, exceptions, hangs, peak RSS, rate), and
+the full figures at the end: the exit-code histogram per command, every distinct unhandled
+exception (type, place, count), hangs, peak RSS. With ``--save DIR`` every failing input is
+written as it is found: ``DIR/<seed>-<n>-<kind>.<ext>`` and a ``.txt`` beside it (what failed,
+and the command that re-runs it). ``--replay FILE --kind KIND`` runs one file.
 
 Run: PYTHONPATH=src python benchmarks/fuzz.py [--count 10000] [--seed 1] [--generator both]
-     [--timeout 10] [--save DIR] [--kinds spec,compose,...] [--tracemalloc]
-Exit status: 0 when the goal is met, 1 otherwise.
+     [--workers 2] [--timeout 20] [--save DIR] [--kinds spec,compose,...] [--tracemalloc]
+Exit status: 0 when the goal is met (0 exceptions, 0 hangs, every failure with a message).
 
-Measured 2026-12-01 on the shared 2-core machine (load average 5-9, ``nice -n 10``), the
-default 10 s hang budget and 6 GiB address-space limit, mutation generator: seed 3, 10,000
-inputs, 21,250 runs, 0 unhandled exceptions, 0 hangs, peak RSS 119 MiB; seed 1, 10,000
-inputs, 21,250 runs, 0 / 0 / 0, peak RSS 120 MiB. Schema generator figures: docs/hostile-input.md.
+Measured figures: docs/fuzzing.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import math
+import multiprocessing as mp
+import queue
 import resource
+import signal
 import sys
 import tempfile
 import time
 import tracemalloc
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fuzzing import KINDS, Seeds, inputs, load_seeds, main_thread_only, run_input  # noqa: E402
-from tests.schema_fuzz import hostile_inputs  # noqa: E402
+from tests.fuzzing import KINDS, WALL_FACTOR, Seeds, load_seeds, run_input  # noqa: E402
+from tests.schema_fuzz import input_at  # noqa: E402
 
-
-def _stream(seeds: Seeds, count: int, seed: int, generator: str):  # type: ignore[no-untyped-def]
-    """The inputs of one generator, or of both interleaved (each seeded by ``seed``)."""
-    if generator == "mutation":
-        yield from inputs(seeds, count, seed)
-        return
-    if generator == "schema":
-        yield from hostile_inputs(seeds, count, seed)
-        return
-    a = inputs(seeds, (count + 1) // 2, seed)
-    b = hostile_inputs(seeds, count // 2, seed)
-    for pair in zip(a, b, strict=False):
-        yield from pair
-    yield from a
+_EXT = {"jsonl": "jsonl", "mooncake": "jsonl", "azure": "csv", "burstgpt": "csv"}
+_EXT.update({"plan": "json", "steplog": "jsonl", "results": "json", "costmodel": "json"})
 
 
 def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _current_rss_mib() -> float:
-    try:
-        with open("/proc/self/statm") as fh:
-            pages = int(fh.read().split()[1])
-        return pages * resource.getpagesize() / 1024 / 1024
-    except OSError:
-        return 0.0
+def _save(
+    save: Path | None, args: argparse.Namespace, n: int, kind: str, data: bytes, what: str
+) -> None:
+    """Write one failing input and what it did (a reproducer)."""
+    if save is None:
+        return
+    save.mkdir(parents=True, exist_ok=True)
+    stem = save / f"{args.seed}-{n}-{kind}"
+    stem.with_suffix("." + _EXT.get(kind, "yaml")).write_bytes(data)
+    again = (
+        f"PYTHONPATH=src python benchmarks/fuzz.py --generator {args.generator} "
+        f"--seed {args.seed} --only {n}"
+    )
+    stem.with_suffix(".txt").write_text(f"{what}\nrebuild and re-run: {again}\n")
 
 
-def report(
-    tried,
-    runs,
-    started,
-    args,
-    histogram,
-    seconds,
-    exceptions,
-    examples,
-    hangs,
-    bad_messages,
-    worst_growth,
-    slowest,
-    jumps,
-):  # type: ignore[no-untyped-def]
-    """Print the figures so far."""
-    elapsed = time.monotonic() - started
-    print(f"inputs tried: {tried}  runs: {runs}  seed: {args.seed}  wall: {elapsed:.0f} s")
-    print("exit codes by input kind and command:")
-    for key in sorted(histogram):
-        counts = ", ".join(f"{code}: {c}" for code, c in sorted(histogram[key].items(), key=str))
-        print(f"  {key:34s} {counts}  ({seconds[key]:.1f} s)")
-    print(f"unhandled exceptions: {sum(exceptions.values())} ({len(exceptions)} distinct)")
-    for name, count in exceptions.most_common():
-        kind, _data, detail = examples[name]
-        print(f"  {count:5d}  {name}  [{kind}] {detail[:120]!r}")
-    print(f"hangs (> {args.timeout:g} s): {len(hangs)}")
-    for key, which in hangs[:20]:
-        print(f"  {key} {which}")
-    print(f"failures without a message or with a traceback: {bad_messages}")
-    print(f"peak RSS: {_rss_mib():.0f} MiB; largest growth over one input: {worst_growth:.0f} MiB")
-    print("slowest runs: " + "; ".join(f"{k} #{i} {t:.2f} s" for t, k, i in slowest))
-    if jumps:
-        print(
-            "runs that raised peak RSS by > 50 MiB: "
-            + "; ".join(f"{k} #{i} +{m:.0f} MiB" for m, k, i in jumps)
+def _selected(seeds: Seeds, kinds: set[str]) -> Seeds:
+    seeds.by_kind = {k: v for k, v in seeds.by_kind.items() if k in kinds}
+    return seeds
+
+
+def _worker(
+    wid: int, indices: list[int], args: argparse.Namespace, results: Any, save: Path | None
+) -> None:
+    """Generate and run inputs ``indices`` (in order); report each to ``results``."""
+    limit = args.memory_limit_mib * 1024 * 1024
+    # A run that tries to take more than this gets MemoryError, counted as an exception.
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if args.tracemalloc:
+        tracemalloc.start()
+    with tempfile.TemporaryDirectory(prefix=f"tierctl-fuzz-{wid}-") as tmp:
+        work = Path(tmp)
+        seeds = _selected(load_seeds(work), set(args.kinds.split(",")))
+        for n in indices:
+            results.put(("start", wid, n, time.monotonic()))
+            kind, which, data, form = input_at(seeds, args.generator, args.seed, n)
+            if args.tracemalloc:
+                tracemalloc.reset_peak()
+            outcomes = run_input(
+                kind, which, data, seeds, work, timeout_s=args.timeout, form=form, full=True
+            )
+            traced = tracemalloc.get_traced_memory()[1] / 2**20 if args.tracemalloc else 0.0
+            rows = []
+            for o in outcomes:
+                rows.append((o.command, o.code, o.exception, o.hang, o.ok, o.seconds, o.detail))
+                if not o.ok:
+                    what = (
+                        f"{kind} (form {form}) through {o.command}: exit {o.code}, exception "
+                        f"{o.exception} {o.detail!r}, hang {o.hang}\nstderr: {o.stderr[-2000:]}"
+                    )
+                    _save(save, args, n, kind, data, what)
+            results.put(("done", wid, n, kind, form, rows, _rss_mib(), traced))
+    results.put(("exit", wid))
+
+
+@dataclass
+class Tally:
+    """The figures of a run, as they stream in."""
+
+    inputs: int = 0
+    runs: int = 0
+    histogram: dict[str, collections.Counter[Any]] = field(
+        default_factory=lambda: collections.defaultdict(collections.Counter)
+    )
+    seconds: collections.Counter[str] = field(default_factory=collections.Counter)
+    exceptions: collections.Counter[str] = field(default_factory=collections.Counter)
+    examples: dict[str, str] = field(default_factory=dict)
+    hangs: list[str] = field(default_factory=list)
+    bad_messages: int = 0
+    peak_rss: dict[int, float] = field(default_factory=dict)
+    traced_peak: float = 0.0
+    slowest: list[tuple[float, str, int]] = field(default_factory=list)
+
+    def add(self, n: int, kind: str, form: str | None, rows: list[Any]) -> None:
+        """Count one input's runs."""
+        self.inputs += 1
+        for command, code, exception, hang, ok, seconds, detail in rows:
+            self.runs += 1
+            key = f"{kind}:{command}" + (f"@{form}" if form else "")
+            self.seconds[key] += seconds
+            self.slowest = sorted([*self.slowest, (seconds, key, n)], reverse=True)[:5]
+            if hang:
+                self.hangs.append(f"{key} input {n}")
+                self.histogram[key]["hang"] += 1
+            elif exception is not None:
+                name = f"{command}: {exception}"
+                self.exceptions[name] += 1
+                self.examples.setdefault(name, f"input {n} [{kind}] {detail[:120]!r}")
+                self.histogram[key]["exc"] += 1
+            else:
+                self.histogram[key][code] += 1
+                if not ok:
+                    self.bad_messages += 1
+                    if self.bad_messages <= 5:
+                        print(f"  no message: {key} exit {code} input {n}", file=sys.stderr)
+
+    def line(self, started: float) -> str:
+        """The streaming one-line summary."""
+        wall = time.monotonic() - started
+        return (
+            f"[{wall:6.0f} s] inputs {self.inputs}  runs {self.runs}  exceptions "
+            f"{sum(self.exceptions.values())}  hangs {len(self.hangs)}  peak RSS "
+            f"{max(self.peak_rss.values(), default=0):.0f} MiB  "
+            f"{self.inputs / max(wall, 1e-9):.1f} inputs/s, {self.runs / max(wall, 1e-9):.1f} runs/s"
         )
+
+    def report(self, started: float, args: argparse.Namespace) -> None:
+        """Print the full figures."""
+        wall = time.monotonic() - started
+        print(f"generator: {args.generator}  seed: {args.seed}  workers: {args.workers}")
+        print(f"inputs: {self.inputs}  runs: {self.runs}  wall: {wall:.0f} s")
+        print(f"throughput: {self.inputs / wall:.2f} inputs/s, {self.runs / wall:.2f} runs/s")
+        print("exit codes by input kind and command (@form: through a special path):")
+        for key in sorted(self.histogram):
+            counts = ", ".join(
+                f"{code}: {c}" for code, c in sorted(self.histogram[key].items(), key=str)
+            )
+            print(f"  {key:40s} {counts}  ({self.seconds[key]:.1f} s)")
+        print(
+            f"unhandled exceptions: {sum(self.exceptions.values())} ({len(self.exceptions)} distinct)"
+        )
+        for name, count in self.exceptions.most_common():
+            print(f"  {count:5d}  {name}  {self.examples[name]}")
+        print(
+            f"hangs (> {args.timeout:g} s CPU or {args.timeout * WALL_FACTOR:g} s wall a run): {len(self.hangs)}"
+        )
+        for which in self.hangs[:20]:
+            print(f"  {which}")
+        print(f"failures without a message or with a traceback: {self.bad_messages}")
+        peaks = ", ".join(f"{v:.0f}" for _, v in sorted(self.peak_rss.items()))
+        print(f"peak RSS per worker: {peaks} MiB")
+        print("slowest runs: " + "; ".join(f"{k} #{i} {t:.2f} s" for t, k, i in self.slowest))
+        if args.tracemalloc:
+            print(f"peak traced Python allocations in one input: {self.traced_peak:.0f} MiB")
+
+    @property
+    def clean(self) -> bool:
+        """The goal: no exception, no hang, every failure with a message."""
+        return not self.exceptions and not self.hangs and not self.bad_messages
+
+
+def _hard_limit(args: argparse.Namespace) -> float:
+    """Seconds one input may take before the watchdog kills its worker (8 runs at most)."""
+    return args.timeout * WALL_FACTOR * 8 + 30.0
+
+
+def run(args: argparse.Namespace) -> Tally:
+    """Run the stream over ``--workers`` processes; stream the summary; return the tally."""
+    ctx = mp.get_context("fork")
+    results: Any = ctx.Queue()
+    indices = list(range(args.start, args.start + args.inputs))
+    todo = {w: indices[w :: args.workers] for w in range(args.workers)}
+    procs: dict[int, Any] = {}
+    current: dict[int, tuple[int, float] | None] = {}
+    tally = Tally()
+    started = time.monotonic()
+    seeds_for_save: Seeds | None = None
+
+    def spawn(w: int) -> None:
+        procs[w] = ctx.Process(target=_worker, args=(w, todo[w], args, results, args.save))
+        procs[w].start()
+        current[w] = None
+
+    for w in range(args.workers):
+        spawn(w)
+    next_line = args.every
+    stop = {"why": ""}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop["why"] = signal.Signals(signum).name
+
+    # SIGTERM (a `timeout` around the run) or ^C: stop, and still print the figures so far.
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    deadline = started + args.max_seconds if args.max_seconds else math.inf
+    while procs:
+        if stop["why"] or time.monotonic() > deadline:
+            for w in list(procs):
+                procs.pop(w).kill()
+            in_flight = sorted(cur[0] for cur in current.values() if cur is not None)
+            why = stop["why"] or f"--max-seconds {args.max_seconds:g}"
+            print(f"stopped ({why}); inputs in flight, not counted: {in_flight}", flush=True)
+            break
+        try:
+            msg = results.get(timeout=1.0)
+        except queue.Empty:
+            msg = None
+        if msg and msg[0] == "start":
+            _, w, n, t = msg
+            current[w] = (n, t)
+        elif msg and msg[0] == "done":
+            _, w, n, kind, form, rows, rss, traced = msg
+            current[w] = None
+            tally.add(n, kind, form, rows)
+            tally.peak_rss[w] = max(tally.peak_rss.get(w, 0.0), rss)
+            tally.traced_peak = max(tally.traced_peak, traced)
+            if tally.inputs >= next_line:
+                print(tally.line(started), flush=True)
+                next_line += args.every
+        elif msg and msg[0] == "exit":
+            procs.pop(msg[1]).join()
+        now = time.monotonic()
+        for w, cur in list(current.items()):
+            if cur is None or w not in procs or now - cur[1] <= _hard_limit(args):
+                continue
+            n = cur[0]
+            procs.pop(w).kill()
+            tally.inputs += 1
+            tally.hangs.append(f"input {n} (worker killed after {now - cur[1]:.0f} s)")
+            print(f"  watchdog: input {n} ran {now - cur[1]:.0f} s; worker {w} killed", flush=True)
+            if args.save is not None:
+                if seeds_for_save is None:
+                    tmp = Path(tempfile.mkdtemp(prefix="tierctl-fuzz-save-"))
+                    seeds_for_save = _selected(load_seeds(tmp), set(args.kinds.split(",")))
+                kind, _, data, form = input_at(seeds_for_save, args.generator, args.seed, n)
+                _save(args.save, args, n, kind, data, f"{kind} (form {form}): hang (watchdog)")
+            # The worker ran its indices in order: the ones after the hang are left.
+            todo[w] = [i for i in todo[w] if i > n]
+            if todo[w]:
+                spawn(w)
+            else:
+                current.pop(w)
+    print(tally.line(started), flush=True)
+    tally.report(started, args)
+    return tally
+
+
+def replay(args: argparse.Namespace) -> int:
+    """Run one file (``--replay``) as an input of ``--kind``; print every outcome."""
+    with tempfile.TemporaryDirectory(prefix="tierctl-fuzz-replay-") as tmp:
+        seeds = load_seeds(Path(tmp))
+        data = args.replay.read_bytes()
+        bad = 0
+        outcomes = run_input(
+            args.kind, 0, data, seeds, Path(tmp), timeout_s=args.timeout, full=True
+        )
+        for o in outcomes:
+            bad += not o.ok
+            print(f"{o.command}: exit {o.code} exception {o.exception} hang {o.hang}")
+            if not o.ok:
+                print(f"  {o.detail}\n  {o.stderr[-2000:]}")
+    return 1 if bad else 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", "--inputs", dest="inputs", type=int, default=10_000)
+    parser.add_argument("--start", type=int, default=0, help="index of the first input")
+    parser.add_argument("--only", type=int, default=None, help="run input N alone")
     parser.add_argument("--generator", choices=["mutation", "schema", "both"], default="both")
-    parser.add_argument(
-        "--tracemalloc", action="store_true", help="also trace Python allocations (slower)"
-    )
+    parser.add_argument("--workers", type=int, default=1, choices=[1, 2])
+    parser.add_argument("--tracemalloc", action="store_true", help="trace Python allocations")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per run (a hang)")
+    parser.add_argument(
+        "--timeout", type=float, default=20.0, help="CPU seconds per run (3x in wall): a hang"
+    )
+    parser.add_argument("--every", type=int, default=500, help="summary line every N inputs")
+    parser.add_argument(
+        "--max-seconds", type=float, default=0.0, help="stop after this long, with the figures"
+    )
     parser.add_argument("--save", type=Path, default=None, help="write reproducers here")
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--memory-limit-mib", type=int, default=6144)
+    parser.add_argument("--replay", type=Path, default=None, help="run this file alone")
+    parser.add_argument("--kind", choices=KINDS, default="spec", help="the kind of --replay")
     args = parser.parse_args()
-    main_thread_only()
-    # A run that tries to take more than this gets MemoryError, counted as an exception.
-    limit = args.memory_limit_mib * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-    histogram: dict[str, collections.Counter[int]] = collections.defaultdict(collections.Counter)
-    exceptions: collections.Counter[str] = collections.Counter()
-    examples: dict[str, tuple[str, bytes, str]] = {}
-    hangs: list[tuple[str, str]] = []
-    bad_messages = 0
-    runs = 0
-    tried = 0
-    worst_growth = 0.0
-    seconds: collections.Counter[str] = collections.Counter()
-    slowest: list[tuple[float, str, int]] = []
-    jumps: list[tuple[float, str, int]] = []
-    kinds = set(args.kinds.split(","))
-    traced_peak = 0.0
-    if args.tracemalloc:
-        tracemalloc.start()
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="tierctl-fuzz-") as tmp:
-        work = Path(tmp)
-        seeds = load_seeds(work)
-        seeds.by_kind = {k: v for k, v in seeds.by_kind.items() if k in kinds}
-        stream = _stream(seeds, args.inputs, args.seed, args.generator)
-        for n, (kind, which, data) in enumerate(stream, 1):
-            before = _current_rss_mib()
-            if args.tracemalloc:
-                tracemalloc.reset_peak()
-            outcomes = run_input(kind, which, data, seeds, work, timeout_s=args.timeout)
-            if args.tracemalloc:
-                traced_peak = max(traced_peak, tracemalloc.get_traced_memory()[1] / 1024 / 1024)
-            worst_growth = max(worst_growth, _current_rss_mib() - before)
-            tried += 1
-            for o in outcomes:
-                runs += 1
-                key = f"{kind}:{o.command}"
-                seconds[key] += o.seconds
-                slowest = sorted([*slowest, (o.seconds, key, n)], reverse=True)[:5]
-                if o.maxrss_jump_mib > 50:
-                    jumps = sorted([*jumps, (o.maxrss_jump_mib, key, n)], reverse=True)[:5]
-                if o.hang:
-                    hangs.append((key, f"input {n}"))
-                    histogram[key]["hang"] += 1  # type: ignore[index]
-                elif o.exception is not None:
-                    exceptions[f"{o.command}: {o.exception}"] += 1
-                    examples.setdefault(f"{o.command}: {o.exception}", (kind, data, o.detail))
-                    histogram[key]["exc"] += 1  # type: ignore[index]
-                else:
-                    histogram[key][o.code] += 1  # type: ignore[index]
-                    if not o.ok:
-                        bad_messages += 1
-                        if bad_messages <= 5:
-                            print(f"  no message: {key} exit {o.code}", file=sys.stderr)
-            if n % 1000 == 0 and n < args.inputs:
-                report(
-                    tried,
-                    runs,
-                    started,
-                    args,
-                    histogram,
-                    seconds,
-                    exceptions,
-                    examples,
-                    hangs,
-                    bad_messages,
-                    worst_growth,
-                    slowest,
-                    jumps,
-                )
-                print(
-                    f"  {n} inputs, {runs} runs, {sum(exceptions.values())} exceptions, "
-                    f"{len(hangs)} hangs, {time.monotonic() - started:.0f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
-    report(
-        tried,
-        runs,
-        started,
-        args,
-        histogram,
-        seconds,
-        exceptions,
-        examples,
-        hangs,
-        bad_messages,
-        worst_growth,
-        slowest,
-        jumps,
-    )
-    if args.save and examples:
-        args.save.mkdir(parents=True, exist_ok=True)
-        for i, (name, (kind, data, _)) in enumerate(examples.items()):
-            (args.save / f"{i:03d}-{kind}.bin").write_bytes(data)
-            (args.save / f"{i:03d}-{kind}.txt").write_text(name + "\n")
-    if args.tracemalloc:
-        print(f"peak traced Python allocations in one input: {traced_peak:.0f} MiB")
-    print(f"generator: {args.generator}")
-    return 0 if not exceptions and not hangs and not bad_messages else 1
+    if args.replay is not None:
+        return replay(args)
+    if args.only is not None:
+        args.start, args.inputs, args.workers = args.only, 1, 1
+    tally = run(args)
+    return 0 if tally.clean else 1
 
 
 if __name__ == "__main__":

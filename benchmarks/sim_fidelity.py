@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import functools
 import json
 import os
 import random
@@ -39,10 +40,22 @@ FLAGS = ("--max-num-seqs", "8", "--max-num-batched-tokens", "512")
 LOG_FLAG = "--enable-logging-iteration-details"
 
 
+def _log_since(log: Path, mark: int) -> str:
+    """What ``log`` gained after byte ``mark``."""
+    with log.open("rb") as fh:
+        fh.seek(mark)
+        return fh.read().decode(errors="replace")
+
+
+def _served_logged(log: Path, mark: int, requests: list[Any]) -> bool:
+    """Whether ``log`` holds, after ``mark``, every step that served ``requests``."""
+    from tierctl.fidelity import iteration_log_complete
+
+    return iteration_log_complete(_log_since(log, mark), requests)
+
+
 def main(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(ROOT / "src"))
-    import aiohttp
-
     from tierctl.errors import RuntimeFailure
     from tierctl.fidelity import (
         PlannedSend,
@@ -56,6 +69,7 @@ def main(args: argparse.Namespace) -> int:
     )
     from tierctl.realengine.engine import BASE_FLAGS, SERVED_NAME, VllmEngine
     from tierctl.results import MeasuredRequest
+    from tierctl.runtime.polling import wait_until
     from tierctl.sim.config import EngineConfig
     from tierctl.sim.cost import DENSE_8B_H100
     from tierctl.sim.iteration_fit import (
@@ -111,14 +125,16 @@ def main(args: argparse.Namespace) -> int:
             for attempt in range(3):
                 mark = log.stat().st_size
                 got, check = asyncio.run(measure_checked(url, SERVED_NAME, plan, seed=seed))
-                time.sleep(1.0)  # the last iteration lines
-                with log.open("rb") as fh:
-                    fh.seek(mark)
-                    _save_text(args.save, name, fh.read().decode(errors="replace"))
+
+                # vLLM logs a step after it streamed: wait for the steps that served the run.
+                served = functools.partial(_served_logged, log, mark, got)
+                wait_until(served, 30, poll_s=0.05)
+                _save_text(args.save, name, _log_since(log, mark))
                 if check.trusted():
                     return got
-                print(f"  {name}: the client fell behind (send {check.max_send_late_s:.3f} s "
-                      f"late, loop lag {check.max_loop_lag_s:.3f} s); measuring again "
+                print(f"  {name}: the client fell behind (send "
+                      f"{check.pacing_lag_max_s or 0.0:.3f} s late, loop lag "
+                      f"{check.loop_lag_max_s or 0.0:.3f} s); measuring again "
                       f"({attempt + 1} of 2)" if attempt < 2 else
                       f"  {name}: the client fell behind again; keeping this run")  # fmt: skip
                 seed += 1000  # fresh prompts: the last attempt's are in the prefix cache
@@ -164,7 +180,7 @@ def main(args: argparse.Namespace) -> int:
                     label = name if k == 0 else f"{name} (run {k + 1})"
                     runs.append(run(label, plan, 2 + n + 100 * k))
                     _save(args.save, label, runs[-1])
-            except (RuntimeFailure, aiohttp.ClientError) as exc:
+            except RuntimeFailure as exc:
                 print(f"\n{name}: the engine failed ({exc}); stopping. Engine log: {log}")
                 return 1
             busy = (_cpu_seconds() - cpu0) / (time.monotonic() - w0)

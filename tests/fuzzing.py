@@ -5,7 +5,7 @@ Used by ``tests/unit/test_fuzz.py`` (a fixed, small budget for CI) and by
 bundled example (specs, compose files, workloads, traces in four formats, plans) or a
 hand-built hostile document (alias bombs, deep nesting, huge numbers, bad bytes). Each is run
 through the commands that read it; an outcome is the exit code, or the unhandled exception,
-or a hang (over the time budget, interrupted by SIGALRM).
+or a hang (over the CPU budget, or three times it in wall time: SIGPROF, SIGALRM).
 
 The law: every input ends in exit 0, 1, 2 or 3, a non-zero exit has a message on stderr and no
 traceback, and nothing runs past its time budget. ``tests.schema_fuzz`` draws inputs from the
@@ -18,9 +18,11 @@ import contextlib
 import copy
 import io
 import json
+import os
 import random
 import resource
 import signal
+import stat
 import sys
 import time
 import traceback
@@ -413,7 +415,8 @@ def _tree_mutation(data: bytes, kind: str, rng: random.Random) -> bytes:
         from tierctl.readers import Limits, load_yaml
 
         doc = load_yaml(data.decode(), "<seed>", limits=Limits(max_nodes=20_000)).data
-        return yaml.safe_dump(_tree_edit(doc, rng), sort_keys=False).encode()
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        return yaml.dump(_tree_edit(doc, rng), Dumper=dumper, sort_keys=False).encode()
     except Exception:
         return _mutate_bytes(data, rng)
 
@@ -478,9 +481,11 @@ def _lib(fn: Callable[[], object]) -> tuple[int, str, str]:
 
 
 def commands_for(
-    kind: str, which: int, path: Path, seeds: Seeds, work: Path
+    kind: str, which: int, path: Path, seeds: Seeds, work: Path, *, full: bool = False
 ) -> list[tuple[str, Callable[[], tuple[int, str, str]]]]:
-    """The commands that read an input of ``kind`` (mutated from seed ``which``) at ``path``."""
+    """The commands that read an input of ``kind`` (mutated from seed ``which``) at ``path``;
+    ``full`` adds the ones whose cost is the work, not the reading (``sim fit --from bench``
+    fits for seconds on a valid file): the long run's, not CI's."""
     p = str(path)
     # A small simulated workload: the law is about reading the input, not the simulator's speed.
     small = ["--workload", "burst", "--count", "2", "--input-tokens", "2000"]
@@ -507,10 +512,17 @@ def commands_for(
         old = seeds.compose_olds[which]
         return [
             ("validate", lambda: _cli(["validate", p])),
-            ("validate-with-spec", lambda: _cli(["validate", "--spec", spec, p])),
+            # The Compose binary's cross-check once per input (plain validate): it is a
+            # subprocess, the slowest part of a run.
+            (
+                "validate-with-spec",
+                lambda: _cli(["validate", "--no-compose-binary", "--spec", spec, p]),
+            ),
             ("plan", lambda: _cli(["plan", "--from", str(old), "--to", p, "--json"])),
             ("runbook", lambda: _cli(["runbook", "--from", str(old), "--to", p])),
             ("import", lambda: _cli(["import", "--engine", _release(path), p])),
+            ("compose-config", lambda: _cli(["compose", "config", "--format", "json", p])),
+            ("plan-as-old", lambda: _cli(["plan", "--from", p, "--to", str(old), "--json"])),
         ]
     if kind == "workload":
         from tierctl.bench.plan import plan_requests
@@ -565,23 +577,32 @@ def commands_for(
     if kind == "results":
         from tierctl.sim.timing_fit import read_bench_requests
 
-        return [
+        runs = [
             ("read_bench_requests", lambda: _lib(lambda: read_bench_requests(path))),
             ("sim-fit-sniff", lambda: _lib(lambda: _sniff(path))),
         ]
+        if full:
+            fit = ["sim", "fit", p, "--from", "bench", "--json"]
+            runs.append(("sim-fit-bench", lambda: _cli(fit)))
+        return runs
     if kind == "costmodel":
         from tierctl.sim.costfile import read_cost_model
 
-        return [("read_cost_model", lambda: _lib(lambda: read_cost_model(path)))]
+        return [
+            ("read_cost_model", lambda: _lib(lambda: read_cost_model(path))),
+            ("sim-run-cost-model", lambda: _cli(["sim", "run", "--cost-model", p, *small])),
+        ]
     raise ValueError(kind)
 
 
 def _release(path: Path) -> str:
     """The --engine of ``import`` for a compose input (the examples pin images by digest)."""
-    try:
-        text = path.read_bytes()[:200_000]
-    except OSError:
-        text = b""
+    text = b""
+    # Only a regular file is peeked at: a FIFO would block this helper, not the command.
+    with contextlib.suppress(OSError, ValueError):
+        if stat.S_ISREG(path.stat().st_mode):
+            with path.open("rb") as fh:
+                text = fh.read(200_000)
     return "vllm==0.32.0" if b"vllm" in text else "sglang==0.5.23"
 
 
@@ -592,25 +613,89 @@ def _sniff(path: Path) -> str:
     return next(s.kind for s in FIT_SOURCES if s.recognises(path))
 
 
+#: A run may take this many times its CPU budget in wall time before it is a hang.
+WALL_FACTOR = 3.0
+
+
 def _alarm(signum: int, frame: FrameType | None) -> None:
     raise Hang
 
 
+#: What the input path may be instead of a regular file holding the input: a symlink to it,
+#: a dangling symlink, a symlink loop, a FIFO with no writer, a directory, character devices
+#: (directly or through a symlink). Each must be read as the file or refused with a message.
+PATH_FORMS = (
+    "symlink",
+    "dangling",
+    "loop",
+    "fifo",
+    "dir",
+    "devzero",
+    "devnull",
+    "/dev/zero",
+    "/dev/urandom",
+)
+
+
+def _special_path(form: str, path: Path, work: Path) -> Path:
+    """The input path in ``form`` (:data:`PATH_FORMS`), made under ``work`` beside ``path``."""
+    if form.startswith("/"):
+        return Path(form)
+    special = work / f"form-input{path.suffix}"
+    if special.is_dir() and not special.is_symlink():
+        special.rmdir()
+    else:
+        special.unlink(missing_ok=True)
+    if form == "symlink":
+        special.symlink_to(path)
+    elif form == "dangling":
+        special.symlink_to(work / "no-such-file")
+    elif form == "loop":
+        special.symlink_to(special)
+    elif form == "fifo":
+        os.mkfifo(special)
+    elif form == "dir":
+        special.mkdir()
+    elif form == "devzero":
+        special.symlink_to("/dev/zero")
+    elif form == "devnull":
+        special.symlink_to("/dev/null")
+    else:
+        raise ValueError(form)
+    return special
+
+
 def run_input(
-    kind: str, which: int, data: bytes, seeds: Seeds, work: Path, *, timeout_s: float = 10.0
+    kind: str,
+    which: int,
+    data: bytes,
+    seeds: Seeds,
+    work: Path,
+    *,
+    timeout_s: float = 10.0,
+    form: str | None = None,
+    full: bool = False,
 ) -> list[Outcome]:
-    """Write ``data`` as an input of ``kind`` and run every command that reads it."""
+    """Write ``data`` as an input of ``kind`` and run every command that reads it (through
+    the path ``form`` of :data:`PATH_FORMS` when given; ``full``: :func:`commands_for`)."""
     path = work / f"input{_SUFFIX.get(kind, '.yaml')}"
     path.write_bytes(data)
+    if form is not None:
+        path = _special_path(form, path, work)
     journal = work / "plan.journal.jsonl"
     outcomes: list[Outcome] = []
-    for name, fn in commands_for(kind, which, path, seeds, work):
+    for name, fn in commands_for(kind, which, path, seeds, work, full=full):
         journal.unlink(missing_ok=True)
         outcome = Outcome(command=name)
         peak0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t0 = time.monotonic()
+        # A hang is a run past its CPU budget (a loop), or past WALL_FACTOR times it in wall
+        # time (a blocked read): CPU time, so that a loaded machine does not make a slow but
+        # finishing run a hang.
         previous = signal.signal(signal.SIGALRM, _alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        previous_prof = signal.signal(signal.SIGPROF, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout_s * WALL_FACTOR)
+        signal.setitimer(signal.ITIMER_PROF, timeout_s)
         try:
             code, out, err = fn()
             outcome.code, outcome.stdout, outcome.stderr = code, out, err
@@ -624,7 +709,9 @@ def run_input(
             outcome.detail = str(exc)[:300]
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
             signal.signal(signal.SIGALRM, previous)
+            signal.signal(signal.SIGPROF, previous_prof)
             outcome.seconds = time.monotonic() - t0
             peak1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             outcome.maxrss_jump_mib = (peak1 - peak0) / 1024
@@ -633,10 +720,17 @@ def run_input(
 
 
 def check_law(
-    kind: str, which: int, data: bytes, seeds: Seeds, work: Path, *, timeout_s: float
+    kind: str,
+    which: int,
+    data: bytes,
+    seeds: Seeds,
+    work: Path,
+    *,
+    timeout_s: float,
+    form: str | None = None,
 ) -> None:
     """Assert the law for one input through every command that reads it (tests' helper)."""
-    for outcome in run_input(kind, which, data, seeds, work, timeout_s=timeout_s):
+    for outcome in run_input(kind, which, data, seeds, work, timeout_s=timeout_s, form=form):
         assert outcome.ok, (
             f"{kind} through {outcome.command}: exit {outcome.code}, "
             f"exception {outcome.exception} {outcome.detail!r}, hang {outcome.hang}, "
@@ -654,6 +748,8 @@ def main_thread_only() -> None:
 
 __all__ = [
     "KINDS",
+    "PATH_FORMS",
+    "WALL_FACTOR",
     "Hang",
     "Outcome",
     "Seeds",

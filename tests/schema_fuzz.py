@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from tests.fuzzing import Seeds
+from tests.fuzzing import KINDS, PATH_FORMS, Seeds, mutate
 from tests.fuzzing import _paths as tree_paths
 
 #: The kinds whose documents are generated from a schema (traces share the row schemas).
@@ -414,7 +414,7 @@ def _parse_seed(data: bytes, kind: str) -> Any:
         return [dict(zip(head, row.split(","), strict=False)) for row in lines[1:]]
     if kind == "plan":
         return json.loads(data)
-    return yaml.safe_load(data)
+    return yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _dump(doc: Any, kind: str) -> bytes:
@@ -431,11 +431,12 @@ def _dump(doc: Any, kind: str) -> bytes:
     if kind == "plan":
         return json.dumps(doc, default=str).encode()
     try:
-        return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True).encode(
-            "utf-8", "surrogatepass"
-        )
-    except (yaml.YAMLError, RecursionError):
-        return json.dumps(doc, default=str).encode()
+        # libyaml's emitter (pure Python's is most of the generator's time at size).
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        text = yaml.dump(doc, Dumper=dumper, sort_keys=False, allow_unicode=True)
+        return text.encode("utf-8", "surrogatepass")
+    except (yaml.YAMLError, RecursionError, UnicodeError):
+        return json.dumps(doc, default=str).encode("utf-8", "surrogatepass")
 
 
 def hostile_input(seeds: Seeds, kind: str, rng: random.Random) -> tuple[int, bytes]:
@@ -468,6 +469,35 @@ def hostile_inputs(seeds: Seeds, count: int, seed: int) -> Iterator[tuple[str, i
         yield kind, which, data
 
 
+#: One input in this many is given through a special path (:data:`tests.fuzzing.PATH_FORMS`).
+PATH_FORM_EVERY = 32
+
+
+def input_at(seeds: Seeds, generator: str, seed: int, n: int) -> tuple[str, int, bytes, str | None]:
+    """Input ``n`` of the stream ``(generator, seed)``: (kind, seed index, bytes, path form).
+
+    Each input has its own generator, seeded from ``(seed, n)``, so that any one input is
+    rebuilt without the ones before it, and workers can share a stream by index. ``both``
+    takes even ``n`` from the mutation generator and odd ``n`` from the schema one.
+    """
+    rng = random.Random(f"tierctl-fuzz:{seed}:{n}")
+    if generator == "both":
+        generator, n = ("mutation", n // 2) if n % 2 == 0 else ("schema", n // 2)
+    if generator == "mutation":
+        kinds = [k for k in KINDS if seeds.by_kind.get(k)]
+        kind = kinds[n % len(kinds)]
+        which = rng.randrange(len(seeds.by_kind[kind]))
+        data = mutate(seeds.by_kind[kind][which], kind, rng)
+    elif generator == "schema":
+        kinds = [k for k in SCHEMA_KINDS if seeds.by_kind.get(k)]
+        kind = kinds[n % len(kinds)]
+        which, data = hostile_input(seeds, kind, rng)
+    else:
+        raise ValueError(generator)
+    form = rng.choice(PATH_FORMS) if rng.randrange(PATH_FORM_EVERY) == 0 else None
+    return kind, which, data, form
+
+
 def hostile_documents(seeds: Seeds, kind: str) -> st.SearchStrategy[tuple[int, bytes]]:
     """A Hypothesis strategy of hostile inputs of ``kind`` (each drawn from a seed)."""
     return st.integers(0, 2**64).map(lambda s: hostile_input(seeds, kind, random.Random(s)))
@@ -487,6 +517,7 @@ __all__ = [
     "hostile_input",
     "hostile_inputs",
     "hostile_value",
+    "input_at",
     "mutate_document",
     "schema_for",
     "schema_paths",

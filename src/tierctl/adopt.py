@@ -15,19 +15,27 @@ the service and key named, never dropped silently.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tierctl.catalog.store import load_catalog, shipped
 from tierctl.compose import ComposeFile, Interpolation, load_compose, merge_compose, parse_compose
 from tierctl.compose.argv import parse_flags
+from tierctl.compose.long_forms import rebase_service
+from tierctl.compose.profiles import only_active
 from tierctl.contracts.hygiene import secrets as literal_secrets
 from tierctl.contracts.standalone import EngineService, find_engines
+from tierctl.credentials import literal_secret, secret_positions
+from tierctl.engine_catalog import Catalog
+from tierctl.engines import profile_for
 from tierctl.errors import InputError, Location
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
+from tierctl.spec.effective import ARGV_SLOT, shell_join
 from tierctl.spec.loader import load_spec_text
 from tierctl.spec.semantic_diff import semantic_diff
 from tierctl.spec.tier_spec import TierSpec
@@ -54,15 +62,37 @@ _ROLES = (
 )
 
 
+@dataclass(frozen=True)
+class SecretReference:
+    """A literal credential of the file, imported as a ``${var:?...}`` reference.
+
+    Attributes:
+        service: the service that held it.
+        where: ``environment KEY`` or ``command token N``.
+        var: the variable to set where compose runs (the value is written nowhere).
+    """
+
+    service: str
+    where: str
+    var: str
+
+
 @dataclass
 class Adoption:
-    """What ``tierctl import`` produced."""
+    """What ``tierctl import`` produced.
+
+    ``notes`` holds one warning line per thing the import kept as written, converted or could
+    not check; ``references`` the credentials it turned into references, ``rebased`` the
+    relative paths it rewrote for the spec's folder (``(service or key, old, new)``).
+    """
 
     spec: TierSpec
     text: str  # the tier.yaml
     rendered: str  # the spec's rendering
     notes: list[str] = field(default_factory=list)
     differences: list[str] = field(default_factory=list)  # round trip; empty when equivalent
+    references: list[SecretReference] = field(default_factory=list)
+    rebased: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def adopt(
@@ -72,16 +102,24 @@ def adopt(
     tier: str | None = None,
     host: str = "localhost",
     engine: str | None = None,
+    engine_services: Sequence[str] = (),
+    profiles: Sequence[str] | None = None,
 ) -> Adoption:
     """Write a tier spec for compose files (merged like ``docker compose -f a -f b``).
 
     Args:
         paths: the compose files.
-        out: where the spec will live (its ``output`` is relative to that folder).
+        out: where the spec will live (its ``output`` is relative to that folder; relative
+            host paths of the files are rebased onto it).
         tier: tier name; default: the file's ``name:``, else its folder's name (compose's
             project name, so named volumes keep their names).
         host: the host the tier runs on.
-        engine: ``KIND==VERSION`` when the engine image tag names no release.
+        engine: ``KIND==VERSION`` when the engine image tag names no release (default: the
+            newest shipped release of the engine, said in a note).
+        engine_services: services that run the engine although neither their image nor
+            their command names a known launcher (a custom image, an entrypoint script).
+        profiles: the active compose profiles: only the services compose runs with them are
+            imported (``docker compose --profile P``); None: every service.
 
     Raises:
         InputError / ComposeInputError: a file compose would refuse, or something the spec
@@ -90,9 +128,23 @@ def adopt(
     if not paths:
         raise InputError("nothing to import", rule="usage", fix="pass a compose file")
     files = [load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN) for p in paths]
-    merged = merge_compose(files)
+    merged = only_active(merge_compose(files), profiles)
     _refuse_schema_errors(merged)
     notes: list[str] = []
+    out_path = Path(out)
+    references: list[SecretReference] = []
+    rebased: list[tuple[str, str, str]] = []
+    project_dir = Path(paths[0]).resolve().parent
+    merged = _prepared(merged, project_dir, out_path.resolve().parent, references, rebased)
+    notes += [
+        f"{r.service}: {r.where} held a literal credential: imported as ${{{r.var}:?...}}; "
+        f"set {r.var} where compose runs (the value is written nowhere)"
+        for r in references
+    ]
+    notes += [
+        f"{who}: relative path {old} rebased to {new} (the spec's folder)"
+        for who, old, new in rebased
+    ]
     for finding in literal_secrets(merged):
         raise InputError(
             finding.message,
@@ -100,34 +152,110 @@ def adopt(
             rule="no literal credentials in a spec",
             fix=finding.fix or "use a ${VAR} reference",
         )
-    engines, _ = find_engines(merged, engine)
+    engines = _engines(merged, engine, engine_services)
     group = _replica_group(engines, notes)
     if not group:
         raise InputError(
-            "no engine service found (no SGLang or vLLM image or launcher)",
+            "no engine service found (no SGLang or vLLM image or launcher in any service)",
             location=Location(file=merged.source),
             rule="import needs at least one engine service",
-            fix="check the images/commands, or pass `engine` KIND==VERSION",
-            params=("engine",),
+            fix="mark the service that runs the engine with `engine_services` NAME "
+            "or pass `engine` KIND==VERSION (e.g. sglang==0.5.23) with it",
+            params=("engine_services", "engine"),
         )
-    first = group[0]
-    version = first.version
-    if version is None:
-        raise InputError(
-            f"the image {first.service.image!r} names no engine release",
-            location=merged.location("services", first.name, "image"),
-            rule="a spec pins the engine release",
-            fix=f"pass `engine` {first.profile.kind}==VERSION",
-            params=("engine",),
-        )
-    out_path = Path(out)
+    version = _version(group[0], notes, engine is not None and "==" in engine)
     doc = _spec_document(merged, group, version, out_path, tier, host, notes)
     text = _header(files) + dump_yaml(doc)
     spec = load_spec_text(text, str(out_path))
     rendered = render_compose(spec, spec_path=out_path)
     again = parse_compose(rendered, source="(rendered)", interpolation=Interpolation.AS_WRITTEN)
     differences = semantic_diff(merged, again)
-    return Adoption(spec, text, rendered, notes, differences)
+    return Adoption(spec, text, rendered, notes, differences, references, rebased)
+
+
+def _version(first: EngineService, notes: list[str], forced: bool) -> str:
+    """The release the spec pins: ``engine``'s, the engine image tag's, else the newest
+    shipped one (noted). Another image's tag (a custom image that runs the engine's launcher)
+    says nothing about the engine's release."""
+    own = first.profile.matches_image(first.service.image)
+    if first.version is not None and (own or forced):
+        if first.catalog is None:
+            notes.append(
+                f"{first.name}: no shipped catalog for {first.profile.kind}=={first.version}: "
+                f"engine flags not checked (`tierctl catalog build "
+                f"{first.profile.kind}=={first.version}` builds one)"
+            )
+        return first.version
+    have = [v for kind, v in shipped() if kind == first.profile.kind]
+    if not have:
+        raise InputError(
+            f"the image {first.service.image!r} names no {first.profile.title} release and "
+            "no catalog of it is shipped",
+            location=Location(file="(import)"),
+            rule="a spec pins the engine release",
+            fix=f"pass `engine` {first.profile.kind}==VERSION",
+            params=("engine",),
+        )
+    newest = have[-1]
+    what = "names no release" if own else f"is not a {first.profile.title} image"
+    notes.append(
+        f"{first.name}: image {first.service.image!r} {what}: kept as written; "
+        f"flags checked against the newest shipped {first.profile.kind} release {newest} "
+        f"(pass `engine` {first.profile.kind}==VERSION to pick another)"
+    )
+    return newest
+
+
+def _engines(merged: ComposeFile, engine: str | None, marked: Sequence[str]) -> list[EngineService]:
+    """The engine services: found by image or launcher, plus the ones ``marked`` by name."""
+    for name in marked:
+        if name not in merged.services:
+            raise InputError(
+                f"no service {name!r} to mark as the engine",
+                location=merged.location("services"),
+                rule="`engine_services` names services of the file",
+                value=name,
+                fix=f"pick one of: {', '.join(merged.services)}",
+                params=("engine_services",),
+            )
+    found, _ = find_engines(merged, engine)
+    known = {e.name for e in found}
+    extra = [_marked(merged, n, engine) for n in marked if n not in known]
+    return [*found, *extra]
+
+
+def _marked(merged: ComposeFile, name: str, engine: str | None) -> EngineService:
+    """A service the user says runs the engine: its argv read with the engine's profile."""
+    kind, _, version = (engine or "").partition("==")
+    if not kind:
+        raise InputError(
+            f"service {name} is marked as the engine, but which engine is not said",
+            location=merged.location("services", name),
+            rule="a marked engine service needs its engine",
+            fix="pass `engine` KIND==VERSION too (e.g. vllm==0.11.0)",
+            params=("engine",),
+        )
+    profile = profile_for(kind)
+    service = merged.services[name]
+    entry = service.entrypoint or ()
+    argv = (*entry, *(service.command or ()))
+    version = version or profile.image_version(service.image) or ""
+    catalog: Catalog | None = None
+    if version and (kind, version) in shipped():
+        catalog = load_catalog(kind, version)
+    start = profile.split_command(argv).flags_start
+    return EngineService(
+        name,
+        service,
+        profile,
+        argv,
+        len(entry),
+        start,
+        version or None,
+        catalog,
+        tuple(parse_flags(argv, start, catalog)),
+        profile.command_flags(argv, catalog),
+    )
 
 
 def _refuse_schema_errors(merged: ComposeFile) -> None:
@@ -152,30 +280,75 @@ def _header(files: Sequence[ComposeFile]) -> str:
 
 
 def _replica_group(engines: list[EngineService], notes: list[str]) -> list[EngineService]:
-    """The engine services that become replicas: the most common engine with one launcher."""
+    """The engine services that become replicas: the most common engine with one launcher
+    (and one shell script around it, for engines started inside one)."""
     if not engines:
         return []
-    for e in [e for e in engines if e.shell_token is not None]:
-        notes.append(
-            f"{e.name}: starts the engine inside a shell script (command[{e.shell_token}]); "
-            "kept as a service (a replica's command is the engine's argv)"
-        )
-    engines = [e for e in engines if e.shell_token is None]
-    if not engines:
-        return []
-    by_key: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[EngineService]] = {}
+    usable: list[EngineService] = []
     for e in engines:
+        if e.shell_token is not None and _shell_wrapper(e) is None:
+            notes.append(
+                f"{e.name}: starts the engine inside a shell script (command[{e.shell_token}]) "
+                "whose engine command is not one line of plain words; kept as a service as "
+                "written (its flags are not checked)"
+            )
+        else:
+            usable.append(e)
+    if not usable:
+        return []
+    by_key: dict[tuple[Any, ...], list[EngineService]] = {}
+    for e in usable:
         launcher = e.profile.split_command(e.argv).launcher
-        key = (e.profile.kind, tuple(e.service.entrypoint or ()), launcher)
+        wrapper = _shell_wrapper(e) if e.shell_token is not None else None
+        shell = (
+            (tuple(wrapper["command"]), wrapper["script"], "in_entrypoint" in wrapper)
+            if wrapper
+            else None
+        )
+        # Whether the image's ENTRYPOINT runs the launcher (the command holds only flags).
+        by_image = bool(e.command_offset) and not e.service.entrypoint
+        key = (e.profile.kind, tuple(e.service.entrypoint or ()), launcher, shell, by_image)
         by_key.setdefault(key, []).append(e)
     chosen = max(by_key.values(), key=len)
-    for e in engines:
+    for e in usable:
         if e not in chosen:
             notes.append(
-                f"{e.name}: another engine or launcher than {chosen[0].name}; kept as a service "
-                "(a tier spec has one engine)"
+                f"{e.name}: another engine, launcher or script than {chosen[0].name}; kept as "
+                "a service as written (a tier spec has one engine)"
+            )
+    for e in chosen:
+        if e.shell_token is not None:
+            notes.append(
+                f"{e.name}: the engine runs inside a shell script: the script is kept, the "
+                "engine command in it is rendered from the spec"
             )
     return chosen
+
+
+def _shell_wrapper(e: EngineService) -> dict[str, Any] | None:
+    """The spec's ``engine.shell`` for an engine started inside a shell script: the tokens
+    before the script, and the script with ``{argv}`` where the engine command stands. None
+    when the command in the script is not written the way the renderer writes it (then the
+    service is kept as written)."""
+    command = list(e.service.command or ())
+    i = e.shell_token
+    where: dict[str, Any] = {}
+    if i is not None and i < 0 and not command:
+        # The script is the entrypoint's (``entrypoint: bash -c "... vllm serve ..."``).
+        command = list(e.service.entrypoint or ())
+        i += len(command)
+        where = {"in_entrypoint": True}
+    if i is None or i != len(command) - 1 or ARGV_SLOT in command[i]:
+        return None
+    script = command[i]
+    canonical = shell_join(e.argv)
+    at = script.find(canonical)
+    if at < 0 or script.find(canonical, at + 1) >= 0:
+        return None
+    end = at + len(canonical)
+    if end < len(script) and not (script[end].isspace() or script[end] in ";&|<>)"):
+        return None  # the match stops inside a word
+    return {"command": command[:i], "script": script[:at] + ARGV_SLOT + script[end:], **where}
 
 
 def _spec_document(
@@ -188,7 +361,7 @@ def _spec_document(
     notes: list[str],
 ) -> dict[str, Any]:
     first = group[0]
-    replicas = {e.name: _replica_parts(merged, e) for e in group}
+    replicas = {e.name: _replica_parts(merged, e, notes) for e in group}
     images = [e.service.image or "" for e in group]
     base_image = max(set(images), key=images.count)
     flags = [parts["flags"] for parts in replicas.values()]
@@ -198,27 +371,23 @@ def _spec_document(
     base_env = _common(envs)
     base_compose = _common(fragments)
     container = [parts["container_name"] for parts in replicas.values()]
-    if all(c == name for c, name in zip(container, replicas, strict=True)):
-        container_name = True
-    elif all(c is None for c in container):
-        container_name = False
-    else:
-        # Either a container named otherwise, or some named and some not (one spec setting
-        # covers every replica): the first unnamed one is then the one to name.
-        pairs = list(zip(container, replicas, strict=True))
-        bad = next((n for c, n in pairs if c not in (None, n)), None)
-        if bad is None:
-            bad = next(n for c, n in pairs if c is None)
-        raise InputError(
-            f"service {bad} runs as a container named otherwise than the service"
-            " (or not named, where the other replicas' are)",
-            location=merged.location("services", bad, "container_name"),
-            rule="a replica's container is named after its service (or not named)",
-            fix="rename the service after its container, or drop container_name",
-        )
+    # All named after their services: the engine's container_name: true (the default); else
+    # every replica that has a container name keeps it as its own.
+    container_name = all(c == name for c, name in zip(container, replicas, strict=True))
+    if not container_name:
+        for (name, parts), c in zip(replicas.items(), container, strict=True):
+            if c is not None:
+                parts["compose_container"] = c
+                if c != name:
+                    notes.append(
+                        f"{name}: container_name {c!r} differs from the service name: kept"
+                    )
     launcher = list(first.profile.split_command(first.argv).launcher)
     entry = list(first.service.entrypoint or ())
-    if first.command_offset and not entry:
+    wrapper = _shell_wrapper(first) if first.shell_token is not None else None
+    if wrapper is not None:
+        pass  # the launcher is the script's: the entrypoint and shell tokens stand before it
+    elif first.command_offset and not entry:
         launcher = launcher[first.command_offset :]  # the image's ENTRYPOINT runs it
     elif entry:
         launcher = launcher[len(entry) :]
@@ -235,17 +404,15 @@ def _spec_document(
         engine["env"] = base_env
     if base_compose:
         engine["compose"] = base_compose
-    if entry:
+    if entry and not (wrapper or {}).get("in_entrypoint"):
         engine["entrypoint"] = entry
+    if wrapper is not None:
+        engine["shell"] = wrapper
     if not container_name:
         engine["container_name"] = False
     if equals:
         engine["equals_flags"] = equals
-    if "@sha256:" not in base_image:
-        engine["image_policy"] = "tag"
-        notes.append(
-            f"engine image {base_image} is a tag (image_policy: tag); pin it by digest when you can"
-        )
+    _image_policy(merged, engine, notes)
     replica_docs = _replica_documents(
         replicas, group, base_flags, base_env, base_compose, base_image
     )
@@ -260,6 +427,25 @@ def _spec_document(
     }
     _carry_the_rest(merged, replica_docs, doc_out, notes)
     return doc_out
+
+
+def _image_policy(merged: ComposeFile, engine: dict[str, Any], notes: list[str]) -> None:
+    """``engine.image_policy`` for the file's images: ``tag`` when every image names a
+    release tag, ``as-written`` when one does not (``latest``, ``main``, ``${IMG}``), with one
+    note per image that is not pinned by digest."""
+    from tierctl.spec.checks import DIGEST_IMAGE, TAGGED_IMAGE
+
+    images = {name: svc.image for name, svc in merged.services.items() if svc.image}
+    loose = {n: i for n, i in images.items() if not DIGEST_IMAGE.match(i)}
+    if all(DIGEST_IMAGE.match(i) for i in images.values()):
+        return
+    released = all(TAGGED_IMAGE.match(i) and "$" not in i for i in loose.values())
+    engine["image_policy"] = "tag" if released else "as-written"
+    for name, image in loose.items():
+        if any(n.startswith(f"{name}: image ") for n in notes):
+            continue  # said already (the engine's release)
+        kind = "a tag" if TAGGED_IMAGE.match(image) and "$" not in image else "no release"
+        notes.append(f"{name}: image {image} names {kind}, not a digest: kept as written")
 
 
 def _replica_documents(
@@ -282,6 +468,8 @@ def _replica_documents(
             doc["env"] = env_over
         if (e.service.image or "") != base_image:
             doc["image"] = e.service.image
+        if "compose_container" in parts:
+            doc["container_name"] = parts["compose_container"]
         own = {k: v for k, v in parts["compose"].items() if base_compose.get(k) != v}
         if own:
             doc["compose"] = own
@@ -307,16 +495,19 @@ def _carry_the_rest(
         value = merged.data.get(key)
         if value:
             doc_out[key] = value
+    extensions = {
+        k: v for k, v in merged.data.items() if str(k).startswith("x-") and k != "x-tierctl"
+    }
+    if extensions:
+        doc_out["extensions"] = extensions
     dropped = [
         k
         for k in merged.data
         if k not in ("services", "name", "volumes", "networks", "secrets", "configs")
+        and not str(k).startswith("x-")
     ]
     if dropped:
-        notes.append(
-            "top-level keys not carried into the spec (extension templates are already merged "
-            f"into the services): {', '.join(map(str, dropped))}"
-        )
+        notes.append(f"top-level keys not carried into the spec: {', '.join(map(str, dropped))}")
 
 
 def _tier_name(merged: ComposeFile, tier: str | None, out: Path) -> str:
@@ -329,7 +520,7 @@ def _tier_name(merged: ComposeFile, tier: str | None, out: Path) -> str:
     return _TIER.sub("", folder.lower()) or "tier"
 
 
-def _replica_parts(merged: ComposeFile, e: EngineService) -> dict[str, Any]:
+def _replica_parts(merged: ComposeFile, e: EngineService, notes: list[str]) -> dict[str, Any]:
     """One engine service as spec parts: flags, env, gpus, compose fragment."""
     if not _REPLICA.match(e.name):
         raise InputError(
@@ -378,16 +569,10 @@ def _replica_parts(merged: ComposeFile, e: EngineService) -> dict[str, Any]:
             flags[name] = list(occurrences[0])
     env: dict[str, Any] = {}
     for key, value in e.service.environment.items():
-        if value is None:
-            raise InputError(
-                f"{e.name}: environment {key} is passed through from the host (no value)",
-                location=merged.location("services", e.name, "environment", key),
-                rule="a spec gives every environment value",
-                fix=f"write {key}: ${{{key}}} (empty when unset) or ${{{key}:?set {key}}}",
-            )
-        env[key] = value
+        # A bare key is passed through from the host: kept so, as {from_host: true}.
+        env[key] = {"from_host": True} if value is None else value
     compose = {k: v for k, v in e.service.data.items() if k not in _DERIVED}
-    gpus = _gpus(merged, e, compose)
+    gpus = _gpus(e, compose, env, notes)
     return {
         "flags": flags,
         "equals": equals,
@@ -398,53 +583,110 @@ def _replica_parts(merged: ComposeFile, e: EngineService) -> dict[str, Any]:
     }
 
 
-def _gpus(merged: ComposeFile, e: EngineService, compose: dict[str, Any]) -> dict[str, Any]:
-    """The replica's gpus/gpu_count from its one nvidia device reservation (removed from the
-    fragment: the renderer writes it)."""
+def _gpus(
+    e: EngineService, compose: dict[str, Any], env: dict[str, Any], notes: list[str]
+) -> dict[str, Any]:
+    """The replica's GPUs (``gpus``/``gpu_count``) and how the file grants them
+    (``gpu_style``); the keys a style renders are taken out of ``compose`` and ``env``, any
+    other grant stays there as written (``gpu_style: as-written``)."""
     deploy = compose.get("deploy")
-    devices = (
-        ((deploy.get("resources") or {}).get("reservations") or {}).get("devices")
-        if isinstance(deploy, dict)
-        else None
+    resources = deploy.get("resources") if isinstance(deploy, dict) else None
+    reservations = resources.get("reservations") if isinstance(resources, dict) else None
+    devices = reservations.get("devices") if isinstance(reservations, dict) else None
+    if devices is not None:
+        canonical = _canonical_devices(devices)
+        if canonical is not None:
+            _drop_devices(compose)
+            return _fit_note(e, canonical, notes)
+        return _fit_note(e, {"gpu_style": "as-written", **_device_count(devices)}, notes)
+    if compose.get("gpus") == "all":
+        del compose["gpus"]
+        return _fit_note(e, {"gpu_style": "gpus", "gpu_count": "all"}, notes)
+    visible = env.get("NVIDIA_VISIBLE_DEVICES")
+    if compose.get("runtime") == "nvidia" and isinstance(visible, str):
+        ids = [v.strip() for v in visible.split(",")]
+        if visible == "all" or all(_GPU_INDEX.match(i) for i in ids):
+            del compose["runtime"], env["NVIDIA_VISIBLE_DEVICES"]
+            got: dict[str, Any] = (
+                {"gpu_count": "all"} if visible == "all" else {"gpus": [int(i) for i in ids]}
+            )
+            return _fit_note(e, {"gpu_style": "runtime", **got}, notes)
+    if compose.get("devices") == ["/dev/kfd", "/dev/dri"]:
+        del compose["devices"]
+        return _fit_note(e, {"gpu_style": "amd", "gpu_count": "all"}, notes)
+    if any(k in compose for k in ("gpus", "runtime", "devices")):
+        return _fit_note(e, {"gpu_style": "as-written"}, notes)
+    notes.append(
+        f"{e.name}: reserves no GPU (a CPU replica, or the host's default runtime gives them): "
+        "GPU fit not checked"
     )
-    where = merged.location("services", e.name, "deploy")
+    return {"gpu_count": 0}
+
+
+def _canonical_devices(devices: Any) -> dict[str, Any] | None:
+    """gpus/gpu_count of a reservation in the form the renderer writes, else None."""
     if not isinstance(devices, list) or len(devices) != 1 or not isinstance(devices[0], dict):
-        raise InputError(
-            f"engine service {e.name} reserves its GPUs otherwise than with one "
-            "deploy.resources.reservations.devices entry",
-            location=where,
-            rule="a spec gives each replica its GPUs (rendered as one nvidia device entry)",
-            fix="reserve them with deploy.resources.reservations.devices: [{driver: nvidia, "
-            "device_ids: [...], capabilities: [gpu]}] and import again",
-        )
+        return None
     device = devices[0]
-    extra = set(device) - {"driver", "device_ids", "count", "capabilities"}
-    if device.get("driver", "nvidia") != "nvidia" or extra or device.get("capabilities") != ["gpu"]:
-        raise InputError(
-            f"engine service {e.name}'s GPU reservation has keys a spec does not render "
-            f"({', '.join(sorted(extra)) or 'driver/capabilities'})",
-            location=where,
-            rule="replica GPUs render as {driver: nvidia, device_ids|count, capabilities: [gpu]}",
-            fix="reduce the reservation to that form, or keep this file hand-written",
-        )
-    out: dict[str, Any]
+    if set(device) - {"driver", "device_ids", "count", "capabilities"}:
+        return None
+    if device.get("driver") != "nvidia" or device.get("capabilities") != ["gpu"]:
+        return None
     ids = device.get("device_ids")
-    if isinstance(ids, list) and ids and all(_GPU_INDEX.match(str(i)) for i in ids):
-        out = {"gpus": [int(i) for i in ids]}
-    elif "count" in device and device["count"] in ("all", -1):
-        out = {"gpu_count": "all"}
-    elif isinstance(device.get("count"), int) and device["count"] >= 1:
-        out = {"gpu_count": device["count"]}
-    else:
-        raise InputError(
-            f"engine service {e.name}'s GPUs are not numeric device ids or a count",
-            location=where,
-            rule="replica GPUs are indices, a count, or all",
-            fix="use device_ids: ['0', '1'] or count: N",
+    count = device.get("count")
+    if "device_ids" in device and "count" not in device:
+        # Written as strings, as the renderer writes them.
+        if (
+            isinstance(ids, list)
+            and ids
+            and all(isinstance(i, str) and _GPU_INDEX.match(i) for i in ids)
+        ):
+            return {"gpus": [int(i) for i in ids]}
+        return None
+    if "count" in device and "device_ids" not in device:
+        if count == "all":
+            return {"gpu_count": "all"}
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 1:
+            return {"gpu_count": count}
+    return None
+
+
+def _device_count(devices: Any) -> dict[str, Any]:
+    """What tierctl can read of a reservation it keeps as written: ids, a count, or nothing."""
+    ids: list[int] = []
+    for device in devices if isinstance(devices, list) else []:
+        if not isinstance(device, dict):
+            return {}
+        got = device.get("device_ids")
+        count = device.get("count")
+        if isinstance(got, list) and all(_GPU_INDEX.match(str(i)) for i in got):
+            ids += [int(i) for i in got]
+        elif count in ("all", -1):
+            return {"gpu_count": "all"}
+        elif isinstance(count, int) and not isinstance(count, bool) and len(devices) == 1:
+            return {"gpu_count": count} if count >= 0 else {}
+        else:
+            return {}
+    return {"gpus": ids} if ids and len(set(ids)) == len(ids) else {}
+
+
+def _fit_note(e: EngineService, got: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """One note for a grant kept in another style, and one where the GPU count is unknown."""
+    style = got.get("gpu_style", "deploy")
+    if style == "as-written":
+        notes.append(f"{e.name}: GPUs granted by keys tierctl does not render: kept as written")
+    elif style != "deploy":
+        notes.append(f"{e.name}: GPUs granted in the {style} style: kept (gpu_style: {style})")
+    if got.get("gpu_count") == "all" or not (got.get("gpus") or got.get("gpu_count")):
+        notes.append(
+            f"{e.name}: GPU fit not checked (the file gives {'every GPU' if got.get('gpu_count') == 'all' else 'no count'}; the host's GPUs are not in it)"
         )
-    # The rest of deploy stays in the fragment, without the devices the renderer writes.
-    assert isinstance(deploy, dict)
-    rest = dict(deploy)
+    return got
+
+
+def _drop_devices(compose: dict[str, Any]) -> None:
+    """The fragment without the device reservation the renderer writes."""
+    rest = dict(compose["deploy"])
     resources = dict(rest.get("resources") or {})
     reservations = {
         k: v for k, v in (resources.get("reservations") or {}).items() if k != "devices"
@@ -461,7 +703,6 @@ def _gpus(merged: ComposeFile, e: EngineService, compose: dict[str, Any]) -> dic
         compose["deploy"] = rest
     else:
         compose.pop("deploy", None)
-    return out
 
 
 def _common(maps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -478,3 +719,198 @@ def _overrides(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
 
 
 _ABSENT = object()
+
+
+# --- what the import rewrites before reading the file ---------------------------------------
+
+_VAR = re.compile(r"[^A-Z0-9_]+")
+_DEFAULTED = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*):?[-+?][^}]*\}$")
+
+
+def _var_name(key: str, value: str) -> str:
+    """The variable a credential is read from: a ``${X:-default}``'s X, else the key's."""
+    m = _DEFAULTED.match(value)
+    if m:
+        return m.group(1)
+    name = _VAR.sub("_", key.upper()).strip("_") or "SECRET"
+    return name if not name[0].isdigit() else f"V_{name}"
+
+
+def _prepared(
+    merged: ComposeFile,
+    project_dir: Path,
+    out_dir: Path,
+    references: list[SecretReference],
+    rebased: list[tuple[str, str, str]],
+) -> ComposeFile:
+    """The file as the spec will say it: literal credentials in environments and commands
+    turned into ``${VAR:?...}`` references (``references``), relative host paths rebased
+    from ``project_dir`` onto ``out_dir`` (``rebased``)."""
+    data = dict(merged.data)
+    services: dict[str, Any] = {}
+    for name, body in (data.get("services") or {}).items():
+        body = dict(body)
+        env = body.get("environment")
+        if env is not None:
+            body["environment"] = _env_references(str(name), env, references)
+        command = body.get("command")
+        if isinstance(command, list):
+            body["command"] = _command_references(str(name), command, references)
+        if out_dir != project_dir:
+            body = _rebase_service(str(name), body, project_dir, out_dir, rebased)
+        services[name] = body
+    data["services"] = services
+    if out_dir != project_dir:
+        for key in ("secrets", "configs"):
+            top = data.get(key)
+            if isinstance(top, dict):
+                data[key] = {
+                    k: _rebase_file(f"{key}.{k}", v, project_dir, out_dir, rebased)
+                    for k, v in top.items()
+                }
+    if not references and not rebased:
+        return merged
+    return ComposeFile.from_data(merged.source, data, merged.texts)
+
+
+def _reference(var: str) -> str:
+    return f"${{{var}:?set {var}}}"
+
+
+def _env_references(service: str, env: Any, references: list[SecretReference]) -> Any:
+    """``environment`` (mapping or list form, kept) with literal credentials as references."""
+
+    def convert(key: str, value: Any) -> Any:
+        if not isinstance(value, str) or not literal_secret(key, value):
+            return value
+        var = _var_name(key, value)
+        references.append(SecretReference(service, f"environment {key}", var))
+        return _reference(var)
+
+    if isinstance(env, dict):
+        return {k: convert(str(k), v) for k, v in env.items()}
+    if isinstance(env, list):
+        out: list[Any] = []
+        for item in env:
+            key, eq, value = str(item).partition("=")
+            out.append(f"{key}={convert(key, value)}" if eq else item)
+        return out
+    return env
+
+
+def _command_references(
+    service: str, command: list[Any], references: list[SecretReference]
+) -> list[Any]:
+    """A list ``command`` with each literal credential token (``--api-key sk-...``) a
+    reference named after its flag (``API_KEY``)."""
+    out = list(command)
+    tokens = [str(t) for t in command]
+    for i, _ in secret_positions(tokens):
+        before = tokens[i - 1] if i > 0 and tokens[i - 1].startswith("--") else ""
+        if "=" in tokens[i] and tokens[i].startswith("--"):
+            flag, _, _ = tokens[i].partition("=")
+            var = _var_name(flag.lstrip("-"), "")
+            out[i] = f"{flag}={_reference(var)}"
+        else:
+            var = _var_name(before.lstrip("-") or f"secret-{i}", "")
+            out[i] = _reference(var)
+        references.append(SecretReference(service, f"command token {i}", var))
+    return out
+
+
+_DEFAULT_PATH = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*:?-)(\.[^}]*)(\}:.*)$")
+
+
+def _moved(source: str, project_dir: Path, out_dir: Path) -> str:
+    new = os.path.relpath(os.path.normpath(project_dir / source), out_dir)
+    return new if new.startswith(".") else f"./{new}"
+
+
+def _rebase_service(
+    name: str,
+    body: dict[str, Any],
+    project_dir: Path,
+    out_dir: Path,
+    rebased: list[tuple[str, str, str]],
+) -> dict[str, Any]:
+    """One service with its relative bind mounts, env files and build context rebased
+    (compose's own reading of which paths are relative: ``compose.long_forms``)."""
+
+    def move(source: str) -> str:
+        if "$" in source:
+            return source  # a variable's value is not in the file
+        new = _moved(source, project_dir, out_dir)
+        rebased.append((name, source, new))
+        return new
+
+    volumes = body.get("volumes")
+    if isinstance(volumes, list):
+        out: list[Any] = []
+        for entry in volumes:
+            default = _DEFAULT_PATH.match(entry) if isinstance(entry, str) else None
+            if default is None:
+                out.append(entry)
+                continue
+            # ${DATA:-./data}:/data: the default is rebased (a relative DATA set where
+            # compose runs is then read from the spec's folder, as any relative path).
+            head, path, tail = default.groups()
+            out.append(f"{head}{move(path)}{tail}")
+        body = {**body, "volumes": out}
+    return rebase_service(body, str(project_dir), move)
+
+
+def _rebase_file(
+    who: str, value: Any, project_dir: Path, out_dir: Path, rebased: list[tuple[str, str, str]]
+) -> Any:
+    """A top-level secret or config whose ``file:`` is relative, rebased."""
+    if not isinstance(value, dict) or not isinstance(value.get("file"), str):
+        return value
+    path = value["file"]
+    if os.path.isabs(path) or path.startswith("~"):
+        return value
+    new = _moved(path, project_dir, out_dir)
+    rebased.append((who, path, new))
+    return {**value, "file": new}
+
+
+# --- what a rendering adds to an imported file --------------------------------------------
+
+#: Everything the rendering of an imported spec adds to the file it came from, and nothing
+#: else (``docker compose config`` of both is equal once these are taken out; the adopt
+#: corpus checks it with the real Compose): (where, what).
+RENDER_ADDITIONS: tuple[tuple[str, str], ...] = (
+    ("x-tierctl", "the tier, host, spec path and spec digest (top-level extension)"),
+    ("services.<replica>.labels", "tierctl.tier, tierctl.replica, tierctl.role"),
+    (
+        "services.<replica>.logging",
+        "{driver: json-file} where the file set no logging (Docker's default driver)",
+    ),
+)
+
+
+def without_render_additions(
+    rendered: dict[str, Any], original: dict[str, Any], replicas: Sequence[str]
+) -> dict[str, Any]:
+    """A ``docker compose config`` JSON of a rendering without :data:`RENDER_ADDITIONS`
+    (``original``: the imported file's, to tell an added logging block from a kept one)."""
+    out = {k: v for k, v in rendered.items() if k != "x-tierctl"}
+    services = dict(out.get("services") or {})
+    before = original.get("services") or {}
+    for name in replicas:
+        if name not in services:
+            continue
+        service = dict(services[name])
+        labels = {
+            k: v for k, v in (service.get("labels") or {}).items() if not k.startswith("tierctl.")
+        }
+        if labels or "labels" in before.get(name, {}):
+            service["labels"] = labels
+        else:
+            service.pop("labels", None)
+        if "logging" not in before.get(name, {}) and service.get("logging") == {
+            "driver": "json-file"
+        }:
+            service.pop("logging")
+        services[name] = service
+    out["services"] = services
+    return out

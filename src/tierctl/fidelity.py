@@ -9,9 +9,9 @@ ITL p90 with the relative error. ``benchmarks/sim_fidelity.py`` fits on one plan
 others; a CI-sized test does the same with a loose bound.
 
 It sits above both steps it joins: the simulator (:mod:`tierctl.sim`) predicts, and the
-measurement reads the stream with the load client's SSE decoder (:mod:`tierctl.bench.sse`),
-judges the client with its client check (:mod:`tierctl.bench.clientcheck`) and takes TPOT
-from :func:`tierctl.latency.tpot_s`.
+measurement is the load client's: each request is sent and read by
+:func:`tierctl.bench.client.send_request` (its SSE reading, its TTFT/ITL/TPOT definitions),
+and the client is judged by its client check (:mod:`tierctl.bench.clientcheck`).
 """
 
 from __future__ import annotations
@@ -23,13 +23,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, judge_client
-from tierctl.bench.sse import SSEDecoder, parse_event
+from tierctl.bench.client import RequestShape, lean_pool, make_session, send_request
+from tierctl.bench.clientcheck import ClientCheck, LoopMonitor, ReadBacklog, judge_client
+from tierctl.bench.runner import endpoint_url
+from tierctl.bench.samples import RequestSample
+from tierctl.engines import profile_for
 from tierctl.errors import RuntimeFailure
-from tierctl.latency import percentile, tpot_s
+from tierctl.latency import percentile
 from tierctl.results import MeasuredRequest
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
+from tierctl.sim.iteration_fit import parse_vllm_iterations
 from tierctl.sim.simulate import simulate
 from tierctl.sim.workload import SimRequest, Workload
 
@@ -84,88 +88,133 @@ def decoders_and_long_plan(
 
 
 async def measure(
-    url: str, model: str, plan: list[PlannedSend], *, seed: int = 0, timeout_s: float = 300.0
+    url: str,
+    model: str,
+    plan: list[PlannedSend],
+    *,
+    seed: int = 0,
+    timeout_s: float = 300.0,
+    engine: str = "vllm",
 ) -> list[MeasuredRequest]:
     """Play ``plan`` against a real engine at ``url`` (loopback); one record per request.
 
     Bounded: at most ``len(plan)`` requests, each with a ``timeout_s`` limit.
 
     Raises:
-        RuntimeFailure: a request got no token (the engine died or wedged).
+        RuntimeFailure: a request failed or got no token (the engine died or wedged).
     """
-    reqs, _ = await measure_checked(url, model, plan, seed=seed, timeout_s=timeout_s)
+    reqs, _ = await measure_checked(url, model, plan, seed=seed, timeout_s=timeout_s, engine=engine)
     return reqs
 
 
 async def measure_checked(
-    url: str, model: str, plan: list[PlannedSend], *, seed: int = 0, timeout_s: float = 300.0
+    url: str,
+    model: str,
+    plan: list[PlannedSend],
+    *,
+    seed: int = 0,
+    timeout_s: float = 300.0,
+    engine: str = "vllm",
 ) -> tuple[list[MeasuredRequest], ClientCheck]:
     """:func:`measure`, with how well the client itself kept up: the load client's check
     (:class:`~tierctl.bench.clientcheck.ClientCheck`; its ``trusted()`` is the fidelity bar).
 
+    Each request is the load client's (:func:`tierctl.bench.client.send_request`): a
+    completions request whose prompt is token ids, streamed with per-chunk usage where
+    ``engine``'s profile says the engine has it, so every token gets its own timestamp even
+    when the engine merges several into one chunk.
+
     Prompts are random token ids drawn from ``seed``: give each measured workload its own seed,
     or vLLM's prefix cache serves one workload's prompts from another's and its TTFTs shrink.
-    """
-    import aiohttp
 
+    Raises:
+        RuntimeFailure: a request failed or got no token.
+    """
     rng = random.Random(seed)
     prompts = [[rng.randrange(*_ID_RANGE) for _ in range(p.input_tokens)] for p in plan]
-    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    shape = RequestShape(
+        api="completions",
+        model=model,
+        ignore_eos=True,
+        timeout_s=timeout_s,
+        per_chunk_usage=profile_for(engine).per_chunk_usage,
+    )
+    endpoint = endpoint_url(url, shape.api)
+    pool = lean_pool(endpoint)
+    backlog = ReadBacklog()
+    samples: list[RequestSample] = []
     t0 = time.monotonic()
     cpu0 = time.process_time()
-    send_lags: list[float] = []
     # The client's own event-loop lag: a blocked or descheduled client stamps tokens late.
     loop = LoopMonitor(period_s=0.01)
+    session = make_session()
 
-    async def one(s: aiohttp.ClientSession, p: PlannedSend, ids: list[int]) -> MeasuredRequest:
+    async def one(i: int, p: PlannedSend, ids: list[int]) -> None:
         delay = p.send_s - (time.monotonic() - t0)
         if delay > 0:
             await asyncio.sleep(delay)
-        # vLLM merges tokens into one chunk when the client falls behind; its per-chunk usage
-        # (continuous_usage_stats) says how many tokens each chunk carries.
-        body = {"model": model, "prompt": ids, "max_tokens": p.output_tokens, "stream": True,
-                "ignore_eos": True, "temperature": 0,
-                "stream_options": {"include_usage": True, "continuous_usage_stats": True}}  # fmt: skip
-        sent = time.monotonic()
-        send_lags.append(sent - t0 - p.send_s)
-        stamps: list[float] = []
-        decoder = SSEDecoder()
-        async with s.post(url + "/v1/completions", json=body) as r:
-            r.raise_for_status()
-            async for raw in r.content:
-                now = time.monotonic()
-                for ev in map(parse_event, decoder.feed(raw)):
-                    if ev.completion_tokens is not None:
-                        stamps += [now] * max(0, ev.completion_tokens - len(stamps))
-                    elif ev.text:
-                        stamps.append(now)
-        n = len(stamps)
-        if not n:
-            # A dead or wedged engine answers 200 with an empty stream; a figure of 0 s would
-            # read as a measurement.
-            raise RuntimeFailure(
-                f"the engine streamed no token for a {p.input_tokens}-token request",
-                fix="read the engine's log: it may have died",
-            )
-        ttft = stamps[0] - sent
-        gaps = tuple(b - a for a, b in itertools.pairwise(stamps))
-        tpot = tpot_s(stamps[0], stamps[-1], n)
-        return MeasuredRequest(sent - t0, p.input_tokens, n, ttft, tpot, gaps)
+        await send_request(
+            session, endpoint, shape, index=i, lane="fidelity", prompt=ids,
+            planned_input_tokens=p.input_tokens, max_tokens=p.output_tokens,
+            scheduled_s=p.send_s, t0=t0, on_done=samples.append, backlog=backlog, pool=pool,
+        )  # fmt: skip
 
     loop.start()
     try:
-        async with aiohttp.ClientSession(timeout=timeout) as s:
-            got = list(
-                await asyncio.gather(
-                    *(one(s, p, ids) for p, ids in zip(plan, prompts, strict=True))
-                )
-            )
+        async with session:
+            sends = enumerate(zip(plan, prompts, strict=True))
+            await asyncio.gather(*(one(i, p, ids) for i, (p, ids) in sends))
     finally:
         await loop.stop()
+        if pool is not None:
+            pool.close()
+    ordered = sorted(samples, key=lambda sample: sample.index)
     check = judge_client(
-        send_lags, loop.lags_s, time.process_time() - cpu0, time.monotonic() - t0, 0
+        [sample.queue_s for sample in ordered],
+        loop.lags_s,
+        time.process_time() - cpu0,
+        time.monotonic() - t0,
+        backlog.max_bytes,
     )
-    return got, check
+    return [_measured(sample) for sample in ordered], check
+
+
+def _measured(sample: RequestSample) -> MeasuredRequest:
+    """One completed sample as the fits and the figures read it.
+
+    Raises:
+        RuntimeFailure: the request failed, or completed without a token.
+    """
+    if sample.outcome != "completed":
+        raise RuntimeFailure(
+            f"a {sample.planned_input_tokens}-token request {sample.outcome.replace('_', ' ')}"
+            f" ({sample.error_class}: {sample.error})",
+            fix="read the engine's log: it may have died",
+        )
+    if sample.ttft_s is None or sample.output_tokens < 1:
+        # A dead or wedged engine answers 200 with an empty stream; a figure of 0 s would
+        # read as a measurement.
+        raise RuntimeFailure(
+            f"the engine streamed no token for a {sample.planned_input_tokens}-token request",
+            fix="read the engine's log: it may have died",
+        )
+    return MeasuredRequest(
+        sample.sent_s,
+        sample.planned_input_tokens,
+        sample.output_tokens,
+        sample.ttft_s,
+        sample.tpot_s,
+        sample.itl_s,
+    )
+
+
+def iteration_log_complete(text: str, requests: list[MeasuredRequest]) -> bool:
+    """Whether a vLLM iteration log (``--enable-logging-iteration-details``) already holds
+    every step that served ``requests``: one decode step per output token after each
+    request's first (the first comes from its last prefill step). The engine writes its log
+    a little after the stream ends, so a reader polls this before replaying the log."""
+    decoded = sum(step.generation_requests for step in parse_vllm_iterations(text))
+    return decoded >= sum(max(0, m.output_tokens - 1) for m in requests)
 
 
 def predict(

@@ -15,6 +15,7 @@ Each request sample is a :class:`tierctl.bench.samples.RequestSample` as plain d
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -62,6 +63,15 @@ class MeasuredRequest:
     itl_s: tuple[float, ...]
 
 
+def _finite(value: Any) -> float:
+    """A sample's number: finite (``1e400`` reads as inf, and ``int(inf)`` was an
+    OverflowError in ``sim fit``; a NaN would poison every fit)."""
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"not a finite number: {value!r}")
+    return x
+
+
 @dataclass(frozen=True)
 class ResultsRun:
     """One run (or one block of an A/B): its counts and its raw request samples."""
@@ -86,12 +96,12 @@ class ResultsRun:
                 tpot = r.get("tpot_s")
                 out.append(
                     MeasuredRequest(
-                        sent_s=float(r["sent_s"]),
-                        input_tokens=int(r["input_tokens"]),
-                        output_tokens=int(r["output_tokens"]),
-                        ttft_s=float(r["ttft_s"]),
-                        tpot_s=None if tpot is None else float(tpot),
-                        itl_s=tuple(float(g) for g in r.get("itl_s", ())),
+                        sent_s=_finite(r["sent_s"]),
+                        input_tokens=int(_finite(r["input_tokens"])),
+                        output_tokens=int(_finite(r["output_tokens"])),
+                        ttft_s=_finite(r["ttft_s"]),
+                        tpot_s=None if tpot is None else _finite(tpot),
+                        itl_s=tuple(_finite(g) for g in r.get("itl_s", ())),
                     )
                 )
             except (KeyError, TypeError, ValueError) as exc:

@@ -185,6 +185,10 @@ def _jsonl(divisor: float) -> _Reader:
 
     def read(lines: Iterator[str], file: str, keys: tuple[str, str, str]) -> Iterator[_Raw]:
         limits = Limits.trace()  # once: reading the environment per line was most of the time
+        # Block hashes repeat across rows (shared prompt prefixes are what they encode): each
+        # distinct id is kept once, not once per row (28 bytes an int). The table stops
+        # growing at _INTERN_MAX ids, so a trace of unique ids costs at most that much more.
+        interned: dict[int, int] = {}
         for n, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -224,10 +228,21 @@ def _jsonl(divisor: float) -> _Reader:
                 obj[keys[1]],
                 obj[keys[2]],
                 None if rid is None else str(rid),
-                tuple(hashes),
+                _intern(hashes, interned),
             )
 
     return read
+
+
+#: The most distinct block hashes one trace read shares (about 100 MiB of table at most).
+_INTERN_MAX = 1 << 20
+
+
+def _intern(hashes: list[int], table: dict[int, int]) -> tuple[int, ...]:
+    """``hashes`` as a tuple whose ints are shared with earlier rows' equal ones."""
+    if len(table) < _INTERN_MAX:
+        return tuple([table.setdefault(h, h) for h in hashes])
+    return tuple([table.get(h, h) for h in hashes])
 
 
 def _csv(arrival: Callable[[str | None], float]) -> _Reader:

@@ -324,6 +324,15 @@ def service_body(draw: st.DrawFn, *, override: bool, bad: bool) -> dict[str, Any
     return body
 
 
+#: The four kinds of service body, built once (building a strategy per draw costs more than
+#: drawing from it).
+_BODIES = {(o, b): service_body(override=o, bad=b) for o in (False, True) for b in (False, True)}
+
+
+def _body(*, override: bool, bad: bool) -> st.SearchStrategy[dict[str, Any]]:
+    return _BODIES[(override, bad)]
+
+
 def _block(body: dict[str, Any], indent: str, tags: dict[str, str]) -> list[str]:
     lines = []
     for key, value in body.items():
@@ -355,7 +364,7 @@ def projects(draw: st.DrawFn) -> Project:
     base.append("services:")
     bad_service = draw(st.sampled_from(names)) if bad_file == "base" else None
     for name in names:
-        body = draw(service_body(override=False, bad=name == bad_service))
+        body = draw(_body(override=False, bad=name == bad_service))
         if profiled[name]:
             body["profiles"] = profiled[name]
             features.append("profiles")
@@ -383,8 +392,8 @@ def projects(draw: st.DrawFn) -> Project:
         base += _block(body, "    ", {})
     if draw(st.integers(0, 3)) == 0:
         features.append("extends")
-        src_body = draw(service_body(override=False, bad=False))
-        own = draw(service_body(override=True, bad=False))
+        src_body = draw(_body(override=False, bad=False))
+        own = draw(_body(override=True, bad=False))
         if draw(st.booleans()):
             # In a subfolder half the time: its relative paths are from its own folder.
             common = draw(st.sampled_from(["{P}common.yml", "{P}sub/common.yml"]))
@@ -398,7 +407,7 @@ def projects(draw: st.DrawFn) -> Project:
         base += _block(own, "    ", {})
     if draw(st.integers(0, 4)) == 0:
         features.append("include")
-        inc_body = draw(service_body(override=False, bad=False))
+        inc_body = draw(_body(override=False, bad=False))
         inc_body.pop("env_file", None)
         inc = draw(st.sampled_from(["{P}inc.yml", "{P}sub/inc.yml"]))
         if inc != "{P}inc.yml" and draw(st.booleans()):
@@ -416,7 +425,7 @@ def projects(draw: st.DrawFn) -> Project:
         features.append("override")
         over = ["services:"]
         for name in draw(st.lists(st.sampled_from(names), min_size=1, unique=True)):
-            body = draw(service_body(override=True, bad=bad_file == "over" and i == 0))
+            body = draw(_body(override=True, bad=bad_file == "over" and i == 0))
             tags: dict[str, str] = {}
             for key in list(body):
                 tag = draw(st.sampled_from([None, None, None, None, "!reset", "!override"]))

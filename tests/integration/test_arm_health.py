@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tierctl.bench.health import ArmTarget, HealthWatch, count_queue_full
+from tierctl.engines.liveness import metrics_start_time
 from tierctl.runtime.polling import wait_until
 from tierctl.runtime.process import free_port
 
@@ -95,8 +96,12 @@ def test_a_killed_and_restarted_replica_is_one_restart(sim: SimProc) -> None:
     )
     watch.begin()
     watch.sample()
+    with httpx.Client() as client:
+        started = float(metrics_start_time(client, sim.url) or time.time())
     sim.kill()
-    time.sleep(1.1)  # the start time has one-second resolution in some sources
+    # The start time has one-second resolution in some sources: the new process must start
+    # in a later second than the old one did.
+    assert wait_until(lambda: int(time.time()) > int(started), 5, poll_s=0.05)
     watch.sample()  # down: no start time
     sim.start()
     health = watch.finish({})["B"]
@@ -199,16 +204,17 @@ def test_the_watch_samples_in_the_background(steady: SimProc) -> None:
 
 
 def _append_when_served(url: str, log: Path, line: str, stop: threading.Event) -> None:
-    while not stop.is_set():
+    def served() -> bool:
         try:
             text = httpx.get(url + "/metrics", timeout=3).text
-            if re.search(r"sglang:num_requests_total\{[^}]*\} [1-9]", text):
-                with log.open("a") as fh:
-                    fh.write(line)
-                return
         except httpx.HTTPError:
-            pass
-        time.sleep(0.02)
+            return False
+        return re.search(r"sglang:num_requests_total\{[^}]*\} [1-9]", text) is not None
+
+    # Bounded: the test stops the writer (stop) once its run is over.
+    if wait_until(lambda: stop.is_set() or served(), 120, poll_s=0.02) and not stop.is_set():
+        with log.open("a") as fh:
+            fh.write(line)
 
 
 def test_bench_quality_fails_on_an_unhealthy_arm(

@@ -174,3 +174,18 @@ def test_the_run_table_fits_the_terminal_without_cutting_a_figure(
     s = doc["run"]["summary"]
     for field, unit in (("ttft_p50_s", Unit.SECONDS), ("output_tok_per_s", Unit.TOKENS_PER_SECOND)):
         assert f" {format_value(s[field], unit)} " in table, (field, table)
+
+
+def test_workload_strings_print_as_written_not_as_markup(node_url, tmp_path, capsys):
+    """Issue #22: a lane named `[/]` was a rich MarkupError, `[fp8]` vanished as a style."""
+    workload = tmp_path / "w.yaml"
+    workload.write_text(
+        "name: '[fp8]'\nlanes:\n  - kind: burst\n    name: '[/]'\n    count: 2\n"
+        "    input_tokens: 20\n    output_tokens: 4\n  - kind: burst\n    name: '[fp8]'\n"
+        "    count: 2\n    input_tokens: 20\n    output_tokens: 4\n"
+    )
+    main(["bench", "run", "--url", node_url, "--workload", str(workload), "--no-probe"])
+    stdout = capsys.readouterr().out
+    assert "sent 4 = completed 4" in stdout
+    lanes = {line.split("│")[1].strip() for line in stdout.splitlines() if line.count("│") > 3}
+    assert {"[/]", "[fp8]"} <= lanes, stdout

@@ -8,6 +8,7 @@ from tests.integration.test_bench_failures import Fixture, burst, serve
 from tierctl.bench.plan import plan_requests
 from tierctl.bench.prompts import WordPrompts
 from tierctl.bench.runner import run_plan
+from tierctl.runtime.polling import wait_until_async
 from tierctl.runtime.process import free_port
 
 pytestmark = pytest.mark.integration
@@ -85,9 +86,8 @@ async def test_the_lean_path_reads_a_uvicorn_streaming_response() -> None:
     )
     serving = asyncio.create_task(server.serve())
     try:
-        async with asyncio.timeout(30):
-            while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, no event)
-                await asyncio.sleep(0.02)
+        # uvicorn sets a flag, no event: poll it.
+        assert await wait_until_async(lambda: server.started, 30, poll_s=0.02)
         wl = burst(12, output_tokens=6, probe={"enabled": False}, api="completions")
         rec = await run_plan(
             f"http://127.0.0.1:{port}", wl, plan_requests(wl), WordPrompts(1), model="m"

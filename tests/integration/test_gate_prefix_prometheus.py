@@ -10,7 +10,6 @@ exported, under one container name, and once through a ``metric_relabel_configs`
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from tierctl.rollout.executor import load_sides
 from tierctl.rollout.gates import GateContext, GateSettings, gate_prometheus_variants
 from tierctl.rollout.plan_schema import Step
 from tierctl.rollout.planner import plan_files
+from tierctl.runtime.polling import wait_until
 from tierctl.runtime.process import free_port
 
 pytestmark = [pytest.mark.integration, needs_prometheus]
@@ -109,14 +109,15 @@ def test_the_variant_gate_finds_the_series_under_either_prefix_spelling(
         httpx.Client() as client,
     ):
         # Both jobs scraped once: the series exist under both spellings.
-        deadline = time.monotonic() + 60
         wanted = {f"{p}{profile.metrics.running}" for p in profile.metric_prefixes}
-        while time.monotonic() < deadline:
-            names = set(client.get(f"{url}/api/v1/label/__name__/values").json()["data"])
-            if wanted <= names:
-                break
-            time.sleep(0.5)
-        assert wanted <= names, sorted(n for n in names if n.startswith(kind))
+        names: set[str] = set()
+
+        def scraped() -> bool:
+            names.clear()
+            names.update(client.get(f"{url}/api/v1/label/__name__/values").json()["data"])
+            return wanted <= names
+
+        assert wait_until(scraped, 60, poll_s=0.5), sorted(n for n in names if n.startswith(kind))
         for container, prefix in (
             (f"{kind}-exported", f"{kind}:"),
             (f"{kind}-rewritten", f"{kind}_"),

@@ -1,12 +1,17 @@
-"""The compose-manager driver and the executor against a stand-in agent on loopback.
+"""The compose-manager driver and the executor against a stand-in agent on loopback, and
+(where the real agent can be made to show the same thing) against ``tierctl agent serve`` on a
+real dockerd.
 
 The stand-in speaks the agent's API (tierctl.rollout.standin_agent); faults are injected per
-request. Gates that need engines are skipped here (no engines run); the rollback test uses the
+request. The real agent runs the real docker compose over a deployment repository holding the
+OLD and NEW files (the example tier, its images swapped for the tests' tiny one), tagged v1 and
+v2. Gates that need engines are skipped here (no engines run); the rollback test uses the
 health gate against a port nothing listens on.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -16,9 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
+from tests.docker_engine import SLEEPER, TINY_IMAGE, AgentProcess, DockerEngine, commit_tag
 from tests.secret_search import holds_fragment
 from tierctl.errors import ContractViolation, GateFailed, InputError, RuntimeFailure
 from tierctl.render import render_compose
@@ -56,35 +63,93 @@ def _render(tmp: Path, name: str, ingestion: bool, ports: tuple[int, int]) -> Pa
     return out
 
 
+def dockerise(text: str) -> str:
+    """The example's compose file, runnable on a bare dockerd: every service on the tiny
+    image, sleeping (its argv kept as arguments, so the planner reads the same engines), no GPU
+    reservation, mount or ulimit, and a label with a digest of its definition (what
+    :meth:`World.running_as` compares). Applied alike to OLD and NEW, it keeps the plan."""
+    doc = yaml.safe_load(text)
+    for svc in doc["services"].values():
+        for key in ("deploy", "volumes", "ulimits", "cap_add", "ipc", "shm_size", "logging"):
+            svc.pop(key, None)
+        svc.update(image=TINY_IMAGE, network_mode="host", entrypoint=SLEEPER, restart="no")
+        svc["healthcheck"] = {"test": ["CMD", "true"], "interval": "1s"}
+        digest = hashlib.sha256(json.dumps(svc, sort_keys=True).encode()).hexdigest()[:16]
+        svc.setdefault("labels", {})["tierctl.test/definition"] = digest
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+#: What the real compose needs to interpolate the example (its `${VAR:?}` variables).
+REAL_ENV = {
+    "HF_TOKEN": "hf-SECRET-VALUE",
+    "GATEWAY_TOKEN": "gw-SECRET-VALUE",
+    "METRICS_REMOTE_WRITE_URL": "http://127.0.0.1:9/write",
+}
+
+
 class World:
     """OLD/NEW files, the plan, the agent with OLD running, and a driver factory."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, engine: DockerEngine | None = None) -> None:
         ports = (free_port(), free_port())
-        self.plan: Plan = plan_files(
-            str(_render(tmp, "old", False, ports)), str(_render(tmp, "new", True, ports))
-        )
+        old_path, new_path = _render(tmp, "old", False, ports), _render(tmp, "new", True, ports)
+        self.engine = engine
+        if engine is not None:
+            for path in (old_path, new_path):
+                path.write_text(dockerise(path.read_text()))
+        self.plan: Plan = plan_files(str(old_path), str(new_path))
         self.old, self.new = load_sides(self.plan)
-        self.agent = StandinAgent(
-            {("v1", "tier.yaml"): self.old.text, ("v2", "tier.yaml"): self.new.text}, TOKEN
-        )
-        self.agent.start()
-        self.agent.state.running = {
-            n: json.dumps(s, sort_keys=True)
-            for n, s in load_services(self.old.text, "tier.yaml").services.items()
-        }
         self.sleeps: list[float] = []
         self.journal = tmp / "journal.jsonl"
         self.log: list[str] = []
         self.drivers: list[ComposeManagerDriver] = []
+        self.env = dict(REAL_ENV) if engine is not None else {"HF_TOKEN": "hf-SECRET-VALUE"}
+        self.real: AgentProcess | None = None
+        self.agent = StandinAgent(
+            {("v1", "tier.yaml"): self.old.text, ("v2", "tier.yaml"): self.new.text}, TOKEN
+        )
+        if engine is None:
+            self.agent.start()
+            self.agent.state.running = {
+                n: json.dumps(s, sort_keys=True)
+                for n, s in load_services(self.old.text, "tier.yaml").services.items()
+            }
+            self.url = self.agent.url
+            return
+        repo = tmp / "deploy"
+        commit_tag(repo, "v1", {"tier.yaml": self.old.text})
+        commit_tag(repo, "v2", {"tier.yaml": self.new.text})
+        self.real = AgentProcess(engine, repo, tmp / "agent-state", TOKEN)
+        self.real.start()
+        self.url = self.real.url
+        # OLD runs everywhere before the rollout, brought up through the agent itself.
+        with httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+            body = {"tag": "v1", "file": "tier.yaml", "env": self.env, "force_recreate": False,
+                    "dry_run": False, "services": sorted(load_services(self.old.text, "x").services)}  # fmt: skip
+            answer = c.post("/compose/up", json=body, timeout=120).text
+        assert answer.strip().endswith('{"type": "exit", "code": 0}'), answer
+        self.setup_ops = len(self.real.records())
+
+    def close(self) -> None:
+        """Close the drivers; stop the agent; bring the real project down and check that
+        nothing of it is left."""
+        for d in self.drivers:
+            d.close()
+        self.agent.stop()
+        if self.real is not None and self.engine is not None:
+            self.real.stop()
+            self.engine.compose("-p", "glm53-long-context", "down", check=False)
+            left = self.engine.containers()
+            self.engine.remove_all_containers()
+            assert left == [], f"containers left running: {left}"
 
     def driver(self, **kw: Any) -> ComposeManagerDriver:
         kw.setdefault("backoff_s", 0.01)
         driver = ComposeManagerDriver(
-            self.agent.url,
+            self.url,
             TOKEN,
             {"old": Target("v1", "tier.yaml"), "new": Target("v2", "tier.yaml")},
-            env={"HF_TOKEN": "hf-SECRET-VALUE"},
+            env=self.env,
             sleep=self.sleeps.append,
             **kw,
         )
@@ -104,6 +169,19 @@ class World:
         return run_rollout(self.plan, driver, self.old, self.new, options, log=self.log.append)
 
     def calls(self) -> list[tuple[str, bool | None, str, tuple[str, ...]]]:
+        """The calls the agent acted on: the stand-in's requests, or the real agent's
+        operation log (its ``begin`` lines, after the set-up's)."""
+        if self.real is not None:
+            begun = [r for r in self.real.records() if r["event"] == "begin"]
+            return [
+                (
+                    f"/compose/{r['operation']}",
+                    r["dry_run"] if r["operation"] == "up" else None,
+                    str(r["tag"]),
+                    tuple(r["services"]),  # type: ignore[arg-type]
+                )
+                for r in begun[1:]
+            ]
         return [
             (r["path"], r.get("dry_run"), r["tag"], tuple(r["services"]))
             for r in self.agent.state.requests
@@ -114,17 +192,30 @@ class World:
 
     def running_as(self, side: str, svc: str) -> bool:
         text = self.old.text if side == "old" else self.new.text
+        if self.engine is not None:
+            want = load_services(text, "x").services[svc]["labels"]["tierctl.test/definition"]
+            fmt = '{{.State.Running}} {{index .Config.Labels "tierctl.test/definition"}}'
+            seen = self.engine.docker("inspect", "-f", fmt, svc, check=False).stdout.split()
+            return seen == ["true", want]
         want = json.dumps(load_services(text, "x").services[svc], sort_keys=True)
         return self.agent.state.running.get(svc) == want
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    w = World(tmp_path)
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
+    """The stand-in world; ``docker`` (parametrised indirectly) is the real agent's."""
+    engine = None
+    if getattr(request, "param", "standin") == "docker":
+        engine = request.getfixturevalue("docker_engine")
+    w = World(tmp_path, engine)
     yield w
-    for d in w.drivers:
-        d.close()
-    w.agent.stop()
+    w.close()
+
+
+#: The tests whose scenario the real agent can show too run against both.
+BOTH = pytest.mark.parametrize(
+    "world", ["standin", pytest.param("docker", marks=pytest.mark.slow)], indirect=True
+)
 
 
 def _step_calls(tag: str, svc: str) -> list[tuple[str, bool | None, str, tuple[str, ...]]]:
@@ -135,13 +226,15 @@ def _step_calls(tag: str, svc: str) -> list[tuple[str, bool | None, str, tuple[s
     ]
 
 
+@BOTH
 def test_ingestion_rollout_calls_exactly_the_planned_services(world: World) -> None:
     result = world.run(world.driver())
     assert [o.status for o in result.outcomes] == ["done", "done", "done"]
     assert world.calls() == (
         _step_calls("v2", R2) + _step_calls("v2", R1) + _step_calls("v2", COLLECTOR)
     )
-    assert set(world.agent.state.auth_headers) == {f"Bearer {TOKEN}"}
+    if world.real is None:
+        assert set(world.agent.state.auth_headers) == {f"Bearer {TOKEN}"}
     for svc in (R1, R2, COLLECTOR):
         assert world.running_as("new", svc)
     for svc in ("proxy-glm53", "model-proxy-registrar", "dcgm-exporter"):
@@ -225,6 +318,7 @@ def test_a_dry_run_that_plans_an_extra_service_is_refused(world: World) -> None:
     assert world.running_as("old", R2)
 
 
+@BOTH
 def test_a_failed_gate_rolls_that_replica_back_and_stops(world: World) -> None:
     with pytest.raises(GateFailed, match="rolled back to OLD") as info:
         world.run(world.driver(), skip=ALL_GATES - {"health"}, health_timeout_s=0.0)
@@ -256,7 +350,7 @@ def test_resume_continues_without_repeating_a_finished_step(world: World) -> Non
 
 def test_a_wrong_token_fails_at_once(world: World) -> None:
     driver = ComposeManagerDriver(
-        world.agent.url, "wrong", {"new": Target("v2", "tier.yaml")}, sleep=world.sleeps.append
+        world.url, "wrong", {"new": Target("v2", "tier.yaml")}, sleep=world.sleeps.append
     )
     world.drivers.append(driver)
     with pytest.raises(RuntimeFailure, match="refused the token"):
@@ -272,7 +366,7 @@ def test_env_keys_are_validated_like_the_agent_does(world: World) -> None:
 def test_an_empty_service_list_is_never_sent(world: World) -> None:
     with pytest.raises(ValueError, match="empty means all"):
         world.driver().down(world.new, [])
-    assert world.agent.state.requests == []
+    assert world.calls() == []
 
 
 def test_a_trickling_agent_is_given_up_on_at_the_call_deadline(world: World) -> None:

@@ -19,7 +19,15 @@ from pathlib import Path
 import pytest
 
 from tests.realengine.fixtures import extra_engine
-from tierctl.fidelity import burst_plan, compare_figures, measure, poisson_plan, predict
+from tierctl.fidelity import (
+    burst_plan,
+    compare_figures,
+    iteration_log_complete,
+    measure,
+    poisson_plan,
+    predict,
+)
+from tierctl.runtime.polling import wait_until
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import DENSE_8B_H100
 from tierctl.sim.iteration_fit import (
@@ -46,18 +54,21 @@ def logged_engine(
 
 
 def _played(logged: object, plan: list[object], seed: int) -> tuple[list[object], str]:
-    """Play ``plan``; the measured requests and the engine log's lines they produced."""
-    import time
-
+    """Play ``plan``; the measured requests and the engine log's lines they produced (polled
+    until the log holds every step that served them: vLLM logs a step after it streamed)."""
     from tierctl.realengine.engine import SERVED_NAME
 
     engine, log = logged  # type: ignore[misc]
     mark = log.stat().st_size
     got = asyncio.run(measure(engine.url, SERVED_NAME, plan, seed=seed, timeout_s=600))  # type: ignore[attr-defined,arg-type]
-    time.sleep(1.0)  # the last iteration lines
-    with log.open("rb") as fh:
-        fh.seek(mark)
-        return list(got), fh.read().decode(errors="replace")
+
+    def since_mark() -> str:
+        with log.open("rb") as fh:
+            fh.seek(mark)
+            return fh.read().decode(errors="replace")
+
+    assert wait_until(lambda: iteration_log_complete(since_mark(), got), 30, poll_s=0.05)
+    return list(got), since_mark()
 
 
 def test_the_real_engines_log_replays_exactly_and_the_fit_predicts_a_burst(

@@ -52,8 +52,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"spec"}),
     frozenset({"render"}),
     frozenset({"contracts"}),
-    frozenset({"adopt"}),
+    frozenset({"adopt", "kube"}),  # import; Kubernetes manifests (render, contracts below)
     STEPS,
+    frozenset({"agent"}),  # serves rollout's API on a host: its requests, dry-run reading
     frozenset({"fidelity"}),  # measures with bench's pieces, predicts with sim
     frozenset({"progress"}),
     frozenset({"demo", "realtier"}),
@@ -275,6 +276,55 @@ def test_lifecycle_steps_do_not_import_each_other() -> None:
     both ask :mod:`tierctl.engines.liveness`)."""
     crossings = [o for step in STEPS for o in _offenders(frozenset({step}), STEPS - {step})]
     assert crossings == []
+
+
+#: What would make the fidelity measurement a second load client: an HTTP client, or the
+#: load client's wire-level parts (SSE decoding, the lean HTTP/1.1 path) used directly.
+OWN_CLIENT_ROOTS = frozenset({"aiohttp", "httpx", "requests", "urllib3", "http", "socket"})
+OWN_CLIENT_MODULES = frozenset({"urllib.request", "tierctl.bench.sse", "tierctl.bench.http1"})
+
+
+def _own_client(imports: list[Import]) -> list[str]:
+    """Imports by which ``fidelity`` would send or read requests itself."""
+    return [
+        f"{i.where}: {i.target}"
+        for i in imports
+        if i.package == "fidelity"
+        and (i.target.split(".")[0] in OWN_CLIENT_ROOTS or i.target in OWN_CLIENT_MODULES)
+    ]
+
+
+def test_fidelity_sits_above_sim_and_bench_and_measures_with_the_load_client() -> None:
+    """The fidelity check joins the two steps from above: it predicts with the simulator and
+    measures with bench's client (``send_request``), never with an HTTP client of its own;
+    neither step, nor anything below them, imports it."""
+    assert _rank("fidelity") > max(_rank("sim"), _rank("bench"))
+    joined = {_tierctl_package(i.target) for i in IMPORTS if i.package == "fidelity"}
+    assert {"sim", "bench"} <= joined
+    below = frozenset(p for layer in LAYERS[: _rank("fidelity")] for p in layer)
+    assert _offenders(below, frozenset({"fidelity"})) == []
+    assert _own_client(IMPORTS) == []
+    assert any(
+        i.package == "fidelity" and i.target == "tierctl.bench.client" and "send_request" in i.names
+        for i in IMPORTS
+    )
+
+
+#: The shapes the fidelity measurement had before it sat above both steps on bench's client
+#: (issue #20): inside sim/ (imported from sim), with its own aiohttp session, then with
+#: bench's SSE decoder but its own session.
+OLD_FIDELITY_EDGES = [
+    ("sim", "tierctl.fidelity"),
+    ("bench", "tierctl.fidelity"),
+    ("fidelity", "aiohttp"),
+    ("fidelity", "tierctl.bench.sse"),
+]
+
+
+@pytest.mark.parametrize(("package", "target"), OLD_FIDELITY_EDGES)
+def test_each_old_fidelity_shape_is_refused(package: str, target: str) -> None:
+    edge = Import(package, f"{package}/x.py:1", target, ())
+    assert _upward([edge]) != [] or _own_client([edge]) != []
 
 
 def test_compose_reading_never_imports_the_spec() -> None:

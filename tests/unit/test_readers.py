@@ -227,11 +227,13 @@ OWN_READS = {
     "rollout/drivers/local.py": "the driver's own state file and its engines' logs; /proc",
     "bundled_tokenizer.py": "package data",
     "contracts/schema.py": "package data",
+    "kube/schemas.py": "package data: the core Kubernetes schemas kubernetes-validate ships",
     "realengine/tiny_model.py": "its own source, hashed as the model's cache key",
     "demo/offline.py": "the file the demo rendered a step before",
     "demo/ingestion.py": "the log of the router the demo started",
     "bench/health.py": "/proc, and the tail of an engine log from a seek (bounded)",
     "catalog/wheel.py": "a wheel, hashed in chunks; build_catalog refuses a non-regular file",
+    "agent/oplog.py": "the agent's own operation log, read at start to mark interrupted calls",
     "paths.py": "the existing output file, compared before it is replaced (not an input)",
 }
 

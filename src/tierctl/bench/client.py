@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 import orjson
 
+from tierctl.bench import http1
 from tierctl.bench.clientcheck import ReadBacklog
 from tierctl.bench.http1 import Http1Pool
 from tierctl.bench.samples import RequestSample
 from tierctl.bench.sse import MalformedStream, SSEDecoder, summarize
+from tierctl.errors import InputError
 
 #: Prompts longer than this (characters) are sent as a streamed body.
 STREAM_BODY_BYTES = 1 << 20
@@ -34,15 +37,28 @@ _PROMPT_MARK = "\x00__tierctl_prompt__"
 #: The request headers of every streamed request.
 HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
+#: A prompt: text, or (completions API only) the token ids themselves, so that its length in
+#: tokens is exact whatever the engine's tokenizer.
+Prompt = str | Sequence[int]
+
 
 @dataclass(frozen=True)
 class RequestShape:
-    """What every request of a run looks like apart from its prompt and max_tokens."""
+    """What every request of a run looks like apart from its prompt and max_tokens.
+
+    ``per_chunk_usage``: ``stream_options`` entries that make the engine put its running usage
+    on every chunk (an engine profile's
+    :attr:`~tierctl.engines.base.EngineProfile.per_chunk_usage`). When set they are sent, and
+    output tokens are counted (and timestamped) from each chunk's ``completion_tokens``
+    rather than one per text chunk: an engine that merged several tokens into one chunk
+    still yields one timestamp per token.
+    """
 
     api: Literal["chat", "completions"]
     model: str
     ignore_eos: bool
     timeout_s: float
+    per_chunk_usage: Mapping[str, bool] | None = None
 
 
 @dataclass
@@ -57,20 +73,33 @@ class _Progress:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     status: int | None = None
+    #: Count tokens from each chunk's usage (the shape asked for per-chunk usage).
+    usage_counts: bool = False
 
 
-def build_body(shape: RequestShape, prompt: str, max_tokens: int) -> dict[str, Any]:
-    """The JSON request object (prompt included) for the chat or completions API."""
+def build_body(shape: RequestShape, prompt: Prompt, max_tokens: int) -> dict[str, Any]:
+    """The JSON request object (prompt included) for the chat or completions API.
+
+    Raises:
+        InputError: a prompt of token ids for the chat API (which takes only text).
+    """
     body: dict[str, Any] = {"model": shape.model}
     if shape.api == "chat":
+        if not isinstance(prompt, str):
+            raise InputError(
+                "a prompt given as token ids needs the completions API",
+                value=shape.api,
+                fix="send it with `api` completions, or give the prompt as text",
+                params=("api",),
+            )
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
-        body["prompt"] = prompt
+        body["prompt"] = prompt if isinstance(prompt, str) else list(prompt)
     body.update(
         max_tokens=max_tokens,
         temperature=0.0,
         stream=True,
-        stream_options={"include_usage": True},
+        stream_options={"include_usage": True, **(shape.per_chunk_usage or {})},
     )
     if shape.ignore_eos:
         # SGLang and vLLM accept these sampling extras; OpenAI-strict servers ignore them.
@@ -79,7 +108,7 @@ def build_body(shape: RequestShape, prompt: str, max_tokens: int) -> dict[str, A
     return body
 
 
-def encode_body(shape: RequestShape, prompt: str, max_tokens: int) -> bytes:
+def encode_body(shape: RequestShape, prompt: Prompt, max_tokens: int) -> bytes:
     """The whole request body as bytes (small prompts)."""
     return orjson.dumps(build_body(shape, prompt, max_tokens))
 
@@ -96,6 +125,15 @@ async def stream_body(
         yield orjson.dumps(prompt[i : i + chunk_chars])[1:-1]
         await asyncio.sleep(0)  # let the loop serve other streams between pieces
     yield b'"' + tail
+
+
+def lean_pool(url: str, lean_http: bool | None = None) -> Http1Pool | None:
+    """The lean HTTP/1.1 pool for the endpoint ``url``, or ``None`` (aiohttp serves it): https
+    always goes through aiohttp; ``lean_http`` defaults to on unless
+    ``TIERCTL_BENCH_HTTP=aiohttp``. The caller closes the pool."""
+    if lean_http is None:
+        lean_http = os.environ.get("TIERCTL_BENCH_HTTP", "lean") != "aiohttp"
+    return Http1Pool(url, headers=HEADERS) if lean_http and http1.supports(url) else None
 
 
 def make_session(*, read_bufsize: int = CHUNK_BYTES) -> aiohttp.ClientSession:
@@ -116,7 +154,7 @@ async def send_request(
     *,
     index: int,
     lane: str,
-    prompt: str,
+    prompt: Prompt,
     planned_input_tokens: int,
     max_tokens: int,
     scheduled_s: float,
@@ -135,16 +173,17 @@ async def send_request(
     one bytes object goes through the lean HTTP/1.1 client; streamed bodies and requests
     without a pool go through ``session`` (aiohttp). ``body``: ``encode_body(shape, prompt,
     max_tokens)`` when the caller built it ahead (a paced sender, before its wait), so that
-    encoding is not between the send's due time and its stamp.
+    encoding is not between the send's due time and its stamp. ``prompt``: text, or token ids
+    (completions API); a long text prompt is streamed to the socket.
     """
     data: bytes | AsyncIterator[bytes]
     if body is not None:
         data = body
-    elif len(prompt) > STREAM_BODY_BYTES:
+    elif isinstance(prompt, str) and len(prompt) > STREAM_BODY_BYTES:
         data = stream_body(shape, prompt, max_tokens)
     else:
         data = encode_body(shape, prompt, max_tokens)
-    p = _Progress(sent=clock(), gaps=[])
+    p = _Progress(sent=clock(), gaps=[], usage_counts=shape.per_chunk_usage is not None)
 
     def finish(outcome: Any, error_class: str | None, error: str | None) -> None:
         end = clock()
@@ -220,15 +259,20 @@ class _Stream:
         read = self.decoder.feed_summary(chunk)
         if read.error is not None:
             self.error = self.error or read.error
-        if read.texts:
+        tokens = read.texts
+        if p.usage_counts and read.completion_tokens is not None:
+            # The chunk's running usage says how many tokens arrived, however many chunks
+            # (or none: a usage-only chunk that completes the count) carried them.
+            tokens = max(0, read.completion_tokens - p.chunks)
+        if tokens:
             if p.first is None:
                 p.first = now
             elif p.last is not None:
                 self.gaps.append(now - p.last)
-            if read.texts > 1:
-                self.gaps.extend(itertools.repeat(0.0, read.texts - 1))
+            if tokens > 1:
+                self.gaps.extend(itertools.repeat(0.0, tokens - 1))
             p.last = now
-            p.chunks += read.texts
+            p.chunks += tokens
         if read.prompt_tokens is not None:
             p.prompt_tokens = read.prompt_tokens
         if read.completion_tokens is not None:

@@ -34,6 +34,7 @@ from tierctl.engines import profile_for_metrics as _profile_for_metrics
 from tierctl.engines.liveness import log_matches, metrics_start_time
 from tierctl.errors import InputError
 from tierctl.readers import read_text
+from tierctl.runtime.promtext import parse_metrics
 
 #: ``run(argv) -> (exit code, stdout)``; injected so tests need no Docker engine.
 Runner = Callable[[Sequence[str]], tuple[int, str]]
@@ -236,7 +237,7 @@ class HealthWatch:
         if t.url:
             try:
                 text = self._client.get(t.url.rstrip("/") + "/metrics", timeout=5.0).text
-                names = {ln.split("{")[0].split(" ")[0] for ln in text.splitlines()}
+                names = {sample.name for sample in parse_metrics(text)}
                 found = _profile_for_metrics(names)
                 if found is not None:
                     return found

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from rich.markup import escape
+
 from tierctl.bench.ab import ABResult, MetricRatio
 from tierctl.bench.clientcheck import verdict_line
 from tierctl.bench.peers import peer_metrics
@@ -183,7 +185,8 @@ def ab_table(result: ABResult, ratios: Sequence[MetricRatio]) -> FitTable:
     header, rows = _ab_rows(ratios)
     return FitTable(
         [Col(h, key=h in ("workload", "arm")) for h in header],
-        rows,
+        # The lane names come from the workload file: cells are markup, names are not.
+        [[escape(r[0]), *r[1:]] for r in rows],
         title=f"A = {result.a_url}, B = {result.b_url}: {len(result.pairs())} paired blocks, "
         f"order {result.order}, {result.repetitions} repetition(s); arms' values pooled over "
         "blocks (latencies in ms), B/A: ratio (95% CI) for every metric, counts: A → B; "
@@ -221,7 +224,7 @@ def run_table(record: RunRecord) -> FitTable:
         s = summarize_samples(reqs)
         counts = [str(s.sent), str(s.completed), str(s.no_ttft), str(s.failed), str(s.timed_out)]
         figures = [format_value(getattr(s, f), unit) for _, f, unit in _RUN_FIGURES]
-        rows.append([name, *counts, *figures])
+        rows.append([escape(name), *counts, *figures])  # a lane name is not markup
     return FitTable(cols, rows, title=f"{record.url} ({record.duration_s:.1f} s; latencies in ms)")
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import os
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
@@ -22,12 +21,11 @@ from typing import Any
 
 import aiohttp
 
-from tierctl.bench import http1
 from tierctl.bench.client import (
-    HEADERS,
     STREAM_BODY_BYTES,
     RequestShape,
     encode_body,
+    lean_pool,
     make_session,
     send_request,
 )
@@ -113,9 +111,7 @@ async def run_plan(
     cpu0 = time.process_time()
     t0 = time.monotonic() + 0.05
     url = endpoint_url(base_url, workload.api)
-    if lean_http is None:
-        lean_http = os.environ.get("TIERCTL_BENCH_HTTP", "lean") != "aiohttp"
-    pool = Http1Pool(url, headers=HEADERS) if lean_http and http1.supports(url) else None
+    pool = lean_pool(url, lean_http)
     run = _Sending(
         url=url,
         pool=pool,

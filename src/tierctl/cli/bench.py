@@ -337,7 +337,7 @@ def run(url: str, **opts: Any) -> ExitCode:
     console = _console()
     rec = outcome.record
     console.print(run_table(rec))
-    console.print(probe_line(rec, workload.probe.unhealthy_after))
+    console.print(escape(probe_line(rec, workload.probe.unhealthy_after)))
     if rec.interrupted:
         console.print(
             f"[bold red]INTERRUPTED[/bold red] after {rec.duration_s:.1f} s: sent {rec.sent} of "
@@ -356,7 +356,7 @@ def run(url: str, **opts: Any) -> ExitCode:
     if note is not None:
         console.print(note)
     for f in outcome.files:
-        console.print(f"wrote {f}")
+        console.print(f"wrote {escape(str(f))}")
     if rec.interrupted:
         return ExitCode.INTERRUPTED
     return ExitCode.OK
@@ -459,7 +459,7 @@ def ab(
         )
     for k, b in enumerate(outcome.result.blocks):
         for w in b.record.warnings:
-            console.print(f"[yellow]warning:[/yellow] block {k} ({b.arm}): {w}")
+            console.print(f"[yellow]warning:[/yellow] block {k} ({b.arm}): {escape(w)}")
     for arm in ("A", "B"):
         reqs = [r for b in outcome.result.blocks if b.arm == arm for r in b.record.requests]
         missing = no_ttft_line(reqs)
@@ -468,14 +468,14 @@ def ab(
     ab_labels = {"flush": "--flush-cache", "shared_prompts": "--shared-prompts"}
     for w in outcome.result.warnings:
         w = label_params(w, tuple(ab_labels), ab_labels)
-        console.print(f"[bold yellow]warning:[/bold yellow] {w}")
+        console.print(f"[bold yellow]warning:[/bold yellow] {escape(w)}")
     line = ab_client_line(outcome.result)
     console.print(f"[bold red]{line}[/bold red]" if ab_client_bound(outcome.result) else line)
     note = eventloop.fallback_note()
     if note is not None:
         console.print(note)
     for f in outcome.files:
-        console.print(f"wrote {f}")
+        console.print(f"wrote {escape(str(f))}")
     if outcome.result.interrupted:
         return ExitCode.INTERRUPTED
     if opts["fail_on_unhealthy"] and outcome.health is not None and not outcome.health.healthy:
@@ -549,10 +549,10 @@ def quality(a_url: str, b_url: str, **opts: Any) -> ExitCode:
     console.print(quality_table(result))
     _print_health(console, health)
     for e in result.errors[:10]:
-        console.print(f"[yellow]error:[/yellow] {e}")
+        console.print(f"[yellow]error:[/yellow] {escape(str(e))}")
     if opts.get("out_dir"):
         for f in write_quality(result, Path(opts["out_dir"]), plots=not opts["no_plots"]):
-            console.print(f"wrote {f}")
+            console.print(f"wrote {escape(str(f))}")
     if opts["fail_on_unhealthy"] and not health.healthy:
         return ExitCode.FAILURE
     if opts["fail_above_floor"] and result.above:

@@ -137,6 +137,11 @@ def plan(
 )
 @click.option("--project", help="Compose project name.")
 @click.option(
+    "--docker-host", help="Docker driver: the engine (DOCKER_HOST: unix://, tcp://, ssh://...)."
+)
+@click.option("--docker-context", help="Docker driver: a Docker context to use instead.")
+@click.option("--compose-binary", help="Docker driver: the compose command (default: found).")
+@click.option(
     "--state-dir",
     type=click.Path(path_type=Path),
     default=Path(".tierctl-rollout/local"),
@@ -238,6 +243,9 @@ def rollout(
     tag_new: str | None,
     pass_env: tuple[str, ...],
     project: str | None,
+    docker_host: str | None,
+    docker_context: str | None,
+    compose_binary: str | None,
     state_dir: Path,
     time_scale: float,
     engine: str,
@@ -264,6 +272,9 @@ def rollout(
         tags=tags,
         pass_env=pass_env,
         project=project,
+        docker_host=docker_host,
+        docker_context=docker_context,
+        compose_binary=compose_binary,
         state_dir=state_dir,
         time_scale=time_scale,
         engine=engine,  # type: ignore[arg-type]

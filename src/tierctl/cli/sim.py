@@ -39,6 +39,18 @@ _ENGINE_OPT = click.option(
 )
 
 
+_VERSION_OPT = click.option(
+    "--engine-version",
+    "engine_version",
+    help="The engine release a bare argv is pinned to: its flag catalog and its scheduler "
+    "rules apply (default: the release the simulator imitates; --spec pins its own).",
+)
+
+
+def _ENGINE(f: Any) -> Any:
+    return _ENGINE_OPT(_VERSION_OPT(f))
+
+
 def _PRESET(f: Any) -> Any:
     return _PRESET_OPT(_COST_MODEL_OPT(f))
 
@@ -98,6 +110,16 @@ def _warn_not_modelled(flags: tuple[str, ...]) -> None:
         click.echo(
             f"warning: --{name} differs between the arms but is not modelled by the "
             "simulator; the figures cannot show its effect",
+            err=True,
+        )
+
+
+def _warn_step_cost(flags: tuple[str, ...]) -> None:
+    for name in flags:
+        click.echo(
+            f"warning: --{name} differs between the arms and changes the engine's step cost, "
+            "which the cost model holds fixed (fitted at one setting): the ratios leave its "
+            "effect out; measure it (`tierctl bench ab`) or fit a cost model at each setting",
             err=True,
         )
 
@@ -167,7 +189,7 @@ def _sim_bar() -> Iterator[Callable[[float, float], None]]:
 @sim.command(context_settings={"ignore_unknown_options": True})
 @click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec to take the argv from.")
 @click.option("--replica", help="Replica of --spec to simulate.")
-@_ENGINE_OPT
+@_ENGINE
 @_PRESET
 @_workload_options
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
@@ -177,6 +199,7 @@ def run(
     spec: str | None,
     replica: str | None,
     engine: str | None,
+    engine_version: str | None,
     as_json: bool,
     per_request: bool,
     argv: tuple[str, ...],
@@ -191,12 +214,17 @@ def run(
     cost = _cost(kw)
     with _sim_bar() as tick:
         result = run_sim(
-            EngineSource(argv, spec, replica, engine), _workload(kw), cost, progress=tick
+            EngineSource(argv, spec, replica, engine, engine_version),
+            _workload(kw),
+            cost,
+            progress=tick,
         )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=1))
         return
     click.echo(_render_run(result, per_request))
+    if result.stopped:
+        click.echo(result.stopped)
     for line in not_completed_lines({"run": result}):
         click.echo(line)
     click.echo(cost_line(result.preset, source))
@@ -209,9 +237,25 @@ def run(
 @click.option("--control-replica", help="Control replica of --spec.")
 @click.option("--candidate-replica", help="Candidate replica of --spec.")
 @click.option("--focus", help="Only requests whose id starts with this (e.g. 'dec', 'burst').")
-@_ENGINE_OPT
+@_ENGINE
 @_PRESET
 @_workload_options
+@click.option(
+    "--draws",
+    type=click.IntRange(1, 500),
+    default=20,
+    show_default=True,
+    help="Simulated A/B and A/A pairs behind each interval (a model with jitter or bootstrap "
+    "refits; a deterministic one needs one).",
+)
+@click.option(
+    "--aa-floor",
+    type=click.FloatRange(0.0, 10.0),
+    default=0.0,
+    show_default=True,
+    help="A measured A/A floor (0.2: ratios within [0.83, 1.2] are noise), e.g. from your own "
+    "`tierctl bench ab` of identical arms; widens the simulated one.",
+)
 @click.option("--json", "as_json", is_flag=True)
 def compare(
     control_argv: str,
@@ -221,56 +265,177 @@ def compare(
     candidate_replica: str | None,
     focus: str | None,
     engine: str | None,
+    engine_version: str | None,
+    draws: int,
+    aa_floor: float,
     as_json: bool,
     **kw: Any,
 ) -> None:
-    """Run two argv sets on the identical workload; print candidate/control ratios."""
+    """Run two argv sets on the identical workload; print candidate/control ratios, each with
+    its interval and verdict against the A/A floor."""
+
+    from tierctl.sim.costfile import resolve_fit
+    from tierctl.sim.sources import what_if_sims
+
+    a, b = _arms(
+        control_argv, candidate_argv, spec, control_replica, candidate_replica, engine,
+        engine_version,
+    )  # fmt: skip
+    source = _cost_source(kw)
+    cost, fit_unc = resolve_fit(kw.pop("preset"), kw.pop("cost_model"))
+    wi = what_if_sims(
+        a, b, _workload(kw), cost, fit_unc, focus=focus, draws=draws, aa_floor=aa_floor
+    )
+    cmp = wi.comparison
+    _warn_not_modelled(cmp.not_modelled)
+    _warn_step_cost(cmp.step_cost)
+    if as_json:
+        click.echo(json.dumps(_compare_doc(wi, focus, source), indent=1))
+        return
+    click.echo(_render_compare(wi, focus, source))
+
+
+def _arms(
+    control_argv: str,
+    candidate_argv: str,
+    spec: str | None,
+    control_replica: str | None,
+    candidate_replica: str | None,
+    engine: str | None,
+    engine_version: str | None,
+) -> tuple[Any, Any]:
+    """The two arms of a comparison: argv strings, or two replicas of one spec."""
     import shlex
 
-    from tierctl.sim.sources import EngineSource, compare_sims
+    from tierctl.sim.sources import EngineSource
 
     if spec is not None and not (control_replica and candidate_replica):
         raise click.UsageError("--spec needs --control-replica and --candidate-replica")
-    a = EngineSource(tuple(shlex.split(control_argv)), spec, control_replica, engine)
-    b = EngineSource(tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine)
-    source = _cost_source(kw)
-    cost = _cost(kw)
-    cmp = compare_sims(a, b, _workload(kw), cost, focus=focus)
-    rows = [dataclasses.asdict(r) for r in cmp.table]
-    _warn_not_modelled(cmp.not_modelled)
+    a = EngineSource(
+        tuple(shlex.split(control_argv)), spec, control_replica, engine, engine_version
+    )
+    b = EngineSource(
+        tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine, engine_version
+    )
+    return a, b
+
+
+def _compare_doc(wi: Any, focus: str | None, source: str) -> dict[str, Any]:
     from tierctl.sim.result import not_completed
 
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "focus": focus,
-                    "table": rows,
-                    "not_modelled": list(cmp.not_modelled),
-                    "cost_model": {"name": cmp.control.preset, "source": source},
-                    "not_completed": {
-                        "control": not_completed(cmp.control.requests),
-                        "candidate": not_completed(cmp.candidate.requests),
-                    },
-                    "control": dataclasses.asdict(cmp.control.summary),
-                    "candidate": dataclasses.asdict(cmp.candidate.summary),
-                },
-                indent=1,
-            )
+    cmp = wi.comparison
+    return {
+        "focus": focus,
+        "table": [dataclasses.asdict(r) for r in wi.rows],
+        "draws": wi.draws,
+        "uncertainty": wi.uncertainty,
+        "extrapolation": list(wi.extrapolation),
+        "not_modelled": list(cmp.not_modelled),
+        "step_cost_not_modelled": list(cmp.step_cost),
+        "stopped": {"control": cmp.control.stopped, "candidate": cmp.candidate.stopped},
+        "cost_model": {"name": cmp.control.preset, "source": source},
+        "not_completed": {
+            "control": not_completed(cmp.control.requests),
+            "candidate": not_completed(cmp.candidate.requests),
+        },
+        "control": dataclasses.asdict(cmp.control.summary),
+        "candidate": dataclasses.asdict(cmp.candidate.summary),
+    }
+
+
+def _render_compare(wi: Any, focus: str | None, source: str) -> str:
+    cmp = wi.comparison
+    lines = [f"workload {cmp.control.workload}" + (f", requests {focus}*" if focus else "")]
+    lines.append(
+        f"{'metric':<12}{'control':>10}{'candidate':>11}  {'ratio [90 %]':<21}{'A/A':>5}  verdict"
+    )
+    for r in wi.rows:
+        ratio = _fmt(r.ratio, ".2f")
+        if r.low is not None and r.high is not None and r.low != r.high:
+            ratio += f" [{r.low:.2f}, {r.high:.2f}]"
+        floor = f"±{r.floor:.0%}"
+        lines.append(
+            f"{r.metric:<12}{_fmt(r.control):>10}{_fmt(r.candidate):>11}  {ratio:<21}"
+            f"{floor:>5}  {r.verdict}"
         )
-        return
-    click.echo(f"workload {cmp.control.workload}" + (f", requests {focus}*" if focus else ""))
-    click.echo(f"{'metric':<12}{'control':>12}{'candidate':>12}{'ratio':>8}")
-    for r in cmp.table:
-        click.echo(
-            f"{r.metric:<12}{_fmt(r.control):>12}{_fmt(r.candidate):>12}{_fmt(r.ratio, '.2f'):>8}"
+    lines.append(wi.uncertainty)
+    lines.append(
+        "A/A: the floor (identical arms' ratio range); an interval that reaches inside "
+        "1 ± floor is no measurable effect"
+    )
+    for line in wi.extrapolation:
+        lines.append(f"extrapolates beyond the fit: {line}")
+    if wi.extrapolation:
+        lines.append(
+            "  fit at a workload whose steps span both arms' (`tierctl sim fit-plan` designs one)"
         )
     if cmp.not_modelled:
         flags = ", ".join(f"--{n}" for n in cmp.not_modelled)
-        click.echo(f"not modelled, and different between the arms: {flags}")
-    for line in not_completed_lines({"control": cmp.control, "candidate": cmp.candidate}):
-        click.echo(line)
-    click.echo(cost_line(cmp.control.preset, source))
+        lines.append(f"not modelled, and different between the arms: {flags}")
+    if cmp.step_cost:
+        flags = ", ".join(f"--{n}" for n in cmp.step_cost)
+        lines.append(f"step cost held fixed (the ratios leave them out): {flags}")
+    for arm, res in (("control", cmp.control), ("candidate", cmp.candidate)):
+        if res.stopped:
+            lines.append(f"{arm}: {res.stopped}")
+    lines += not_completed_lines({"control": cmp.control, "candidate": cmp.candidate})
+    lines.append(cost_line(cmp.control.preset, source))
+    return "\n".join(lines)
+
+
+@sim.command("fit-plan")
+@click.option("--control", "control_argv", default="", help="Control engine argv (one string).")
+@click.option("--candidate", "candidate_argv", default="", help="Candidate engine argv.")
+@click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec for both replicas.")
+@click.option("--control-replica", help="Control replica of --spec.")
+@click.option("--candidate-replica", help="Candidate replica of --spec.")
+@_ENGINE
+@_PRESET
+@_workload_options
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the fit trace (JSONL) here.")
+@click.option("--force", is_flag=True, help="Overwrite --out if it holds another file.")
+def fit_plan_cmd(
+    control_argv: str,
+    candidate_argv: str,
+    spec: str | None,
+    control_replica: str | None,
+    candidate_replica: str | None,
+    engine: str | None,
+    engine_version: str | None,
+    out: str | None,
+    force: bool,
+    **kw: Any,
+) -> None:
+    """Design a fit run whose steps span what both arms of a what-if will produce."""
+
+    from tierctl.sim.fit_plan import fit_plan
+    from tierctl.sim.workload_traces import write_jsonl
+
+    a, b = _arms(
+        control_argv, candidate_argv, spec, control_replica, candidate_replica, engine,
+        engine_version,
+    )  # fmt: skip
+    cost = _cost(kw)
+    plan = fit_plan(a.config(), b.config(), _workload(kw).load(), cost)
+    d = plan.domain
+    click.echo(
+        f"both arms produce: steps of up to {d.step_tokens:,} prompt tokens, chunks up to "
+        f"{d.position:,} tokens deep, {d.batch:,} requests decoding together over "
+        f"{d.context:,} context tokens"
+    )
+    click.echo("run the fit engine with: " + " ".join(plan.argv_flags))
+    reqs = plan.workload.requests
+    click.echo(
+        f"fit trace: {len(reqs)} requests over {reqs[-1].arrival_s if reqs else 0:.0f} s "
+        "(lone prompts of rising length, then decode batches of rising size)"
+    )
+    if out is not None:
+        write_jsonl(plan.workload, out, force=force)
+        click.echo(
+            f"wrote {out}: replay it with `tierctl bench run --trace {out}`, then fit with "
+            "`tierctl sim fit`",
+            err=True,
+        )
 
 
 @sim.command(context_settings={"ignore_unknown_options": True})
@@ -292,7 +457,7 @@ def compare(
     help="With a vLLM iteration log: the same run's `tierctl bench` results.json, to fit the "
     "time between steps (scheduling, output handling) that the log does not cover.",
 )
-@_ENGINE_OPT
+@_ENGINE
 @_PRESET
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the fitted cost model here.")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
@@ -303,6 +468,7 @@ def fit(
     kind: str,
     timings: str | None,
     engine: str | None,
+    engine_version: str | None,
     out: str | None,
     force: bool,
     as_json: bool,
@@ -325,7 +491,7 @@ def fit(
     if out is not None and Path(out).exists() and not force:
         raise click.UsageError(f"{out} exists; pass --force to overwrite it")
     base = _cost(kw)
-    config = EngineConfig.from_argv(list(argv), engine=engine)
+    config = EngineConfig.from_argv(list(argv), engine=engine, version=engine_version, strict=True)
     model, prov = fit_source(source, kind, base, config, timings=timings)
     if out is not None:
         write_cost_model(out, model, prov)
@@ -349,7 +515,7 @@ def fit(
     show_default=True,
     help="Modelled seconds per wall second (50 = 50x faster than the GPU).",
 )
-@_ENGINE_OPT
+@_ENGINE
 @_PRESET
 @click.option(
     "--queue-full-status",
@@ -406,6 +572,7 @@ def fit(
 def serve(
     time_scale: float,
     engine: str | None,
+    engine_version: str | None,
     queue_full_status: int,
     drain_timeout_s: float,
     lm_seed: int | None,
@@ -428,7 +595,7 @@ def serve(
     from tierctl.sim.server import serve as run_server
 
     cost = _cost(kw)
-    config = EngineConfig.from_argv(list(argv), engine=engine)
+    config = EngineConfig.from_argv(list(argv), engine=engine, version=engine_version)
     opts = ServeOptions(
         time_scale=time_scale,
         queue_full_status=queue_full_status,

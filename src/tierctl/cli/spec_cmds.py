@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -12,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tierctl.cli.profiles import chosen_profiles, profile_option
+from tierctl.contracts.report import Violation
 from tierctl.errors import ExitCode, InputError
 from tierctl.render import output_path, render_compose
 from tierctl.render.files import (
@@ -56,6 +58,13 @@ def schema(indent: int) -> None:
     is_flag=True,
     help="With --write: write even when validate would reject the rendering.",
 )
+@click.option(
+    "--target",
+    type=click.Choice(["compose", "kubernetes"]),
+    default="compose",
+    show_default=True,
+    help="What to render: the compose file, or Kubernetes objects (docs/kubernetes.md).",
+)
 @profile_option
 def render(
     spec: Path,
@@ -65,6 +74,7 @@ def render(
     force: bool,
     allow_outside: bool,
     allow_invalid: bool,
+    target: str,
     profile: tuple[str, ...],
 ) -> ExitCode:
     """Render SPEC into a docker compose file (printed unless --write or --check).
@@ -80,20 +90,39 @@ def render(
             "--write and --check exclude each other", rule="usage", fix="pass one of them"
         )
     tier_spec = load_spec(spec)
+    if target == "kubernetes":
+        return _render_kubernetes(
+            tier_spec, spec, (write, check, force, allow_invalid), output, allow_outside
+        )
     text = render_compose(tier_spec, spec_path=spec)
-    target = output or output_path(tier_spec, spec)
+    path = output or output_path(tier_spec, spec)
     if output is None and (write or check):
         # The spec's own output: stays in its folder unless asked (paths.resolve_inside).
-        target = spec_output(tier_spec.output, spec, allow_outside=allow_outside)
+        path = spec_output(tier_spec.output, spec, allow_outside=allow_outside)
     from tierctl.contracts.spec_gate import check_rendering
 
     gate = check_rendering(tier_spec, text, spec, profiles=chosen_profiles(profile))
-    for violation in gate.violations:
+    return _finish(text, path, spec, gate.violations, write, check, force, allow_invalid)
+
+
+def _finish(
+    text: str,
+    target: Path,
+    spec: Path,
+    violations: Sequence[Violation],
+    write: bool,
+    check: bool,
+    force: bool,
+    allow_invalid: bool,
+    extra: str = "",
+) -> ExitCode:
+    """Print the gate's findings, then check, write or print the rendering."""
+    for violation in violations:
         prefix = "error" if write and not allow_invalid else "warning"
         click.echo(f"{prefix}: {violation.line()}", err=True)
-    if gate.violations and write and not allow_invalid:
+    if violations and write and not allow_invalid:
         click.echo(
-            f"{target}: not written: validate would reject it ({len(gate.violations)} "
+            f"{target}: not written: validate would reject it ({len(violations)} "
             "problem(s)); fix the spec, or pass --allow-invalid",
             err=True,
         )
@@ -104,7 +133,7 @@ def render(
             click.echo(f"{target}: up to date")
             return ExitCode.OK
         sys.stdout.write(result.diff)
-        click.echo(f"{target}: stale; run `tierctl render --write {spec}`", err=True)
+        click.echo(f"{target}: stale; run `tierctl render{extra} --write {spec}`", err=True)
         return ExitCode.FAILURE
     if write:
         outcome = write_rendered(text, target, force=force, spec=spec)
@@ -112,6 +141,38 @@ def render(
         return ExitCode.OK
     sys.stdout.write(text)
     return ExitCode.OK
+
+
+def _render_kubernetes(
+    tier_spec: TierSpec,
+    spec: Path,
+    modes: tuple[bool, bool, bool, bool],
+    output: Path | None,
+    allow_outside: bool,
+) -> ExitCode:
+    """``render --target kubernetes``: the objects, gated by the Kubernetes validation;
+    ``modes``: (write, check, force, allow_invalid)."""
+    write, check, force, allow_invalid = modes
+    from tierctl.kube.validation import validate_manifest_text
+    from tierctl.render.kubernetes import kube_output_name, render_kubernetes
+
+    text = render_kubernetes(tier_spec, spec_path=spec)
+    name = kube_output_name(tier_spec.output)
+    path = output or spec.parent / name
+    if output is None and (write or check):
+        path = spec_output(name, spec, allow_outside=allow_outside)
+    report = validate_manifest_text(text, str(path), spec=tier_spec, spec_path=spec)
+    return _finish(
+        text,
+        path,
+        spec,
+        report.violations,
+        write,
+        check,
+        force,
+        allow_invalid,
+        " --target kubernetes",
+    )
 
 
 @click.command()

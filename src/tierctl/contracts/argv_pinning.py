@@ -17,10 +17,12 @@ def check(ctx: Context) -> Iterator[Violation]:
     for view in ctx.replicas.values():
         if view.service is None:
             continue  # reported by TC006 (service missing)
-        if view.expected.argv == list(view.argv):
+        # The spec's argv is compose text ($$ is a literal $); the file is read interpolated.
+        wanted = [token.replace("$$", "$") for token in view.expected.argv]
+        if wanted == list(view.argv):
             continue
         # Credentials never reach a report, not even as a differing token.
-        expected = redact_argv(view.expected.argv)
+        expected = redact_argv(wanted)
         actual = redact_argv(view.argv)
         diffs = describe_differences(ctx, view, expected, actual)
         shown = "; ".join(diffs[:MAX_SHOWN])

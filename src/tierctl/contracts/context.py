@@ -12,7 +12,14 @@ from tierctl.compose.argv import FlagUse, flags_dict, parse_flags, split_launche
 from tierctl.compose.profiles import ProfileScope
 from tierctl.engine_catalog import Catalog
 from tierctl.readers import load_yaml
-from tierctl.spec.effective import ResolvedReplica, Tier, engine_profile, launcher
+from tierctl.spec.effective import (
+    ResolvedReplica,
+    Tier,
+    engine_profile,
+    launcher,
+    unwrap_command,
+)
+from tierctl.yaml12 import FastYaml12Loader
 
 
 @dataclass(frozen=True)
@@ -60,10 +67,20 @@ def build_context(
     views: dict[str, ReplicaView] = {}
     for name, expected in tier.replicas.items():
         service = compose.services.get(expected.service)
-        argv = service.command or () if service is not None else ()
+        shell = tier.spec.engine.shell
+        if service is None:
+            command: tuple[str, ...] = ()
+        elif shell is not None and shell.in_entrypoint:
+            command = service.entrypoint or ()
+        else:
+            command = service.command or ()
+        # An engine run inside a shell script: its argv is the script's engine command.
+        argv = unwrap_command(shell, command) or command
         # The image's ENTRYPOINT runs the launcher (vllm/vllm-openai: `vllm serve`) when the
         # file gives the arguments only, as render writes them for it: the argv as it runs.
-        entry = profile.image_entrypoint(service.image) if service is not None else ()
+        entry = (
+            profile.image_entrypoint(service.image) if service is not None and shell is None else ()
+        )
         offset = 0
         if (
             entry
@@ -110,4 +127,10 @@ def config_content(content: str, name: str) -> Any:
     Raises:
         InputError: the content is not YAML.
     """
-    return load_yaml(content, f"configs.{name}.content", duplicates=False, line_depth=0).data
+    return load_yaml(
+        content,
+        f"configs.{name}.content",
+        duplicates=False,
+        line_depth=0,
+        loader=FastYaml12Loader,
+    ).data

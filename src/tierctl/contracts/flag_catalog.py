@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from tierctl.catalog.store import did_you_mean, unknown_flag
 from tierctl.compose import ComposeFile
@@ -47,31 +48,51 @@ def check_uses(
     """TC004 on one service's parsed flags (with or without a spec); ``offset``: how many argv
     tokens come before ``command[0]`` (an image's entrypoint); ``at``: the command token every
     flag sits in (a shell script), instead."""
-    for use in uses:
+    for finding in flag_findings(catalog, uses):
+        use = finding.use
         index = at if at is not None else use.index - offset
         # Located only when reported: the line map costs a second YAML pass over the file.
-        where = ("services", svc, "command", index)
+        yield Violation(
+            rule="TC004",
+            service=svc,
+            location=compose.location("services", svc, "command", index),
+            message=finding.message,
+            found=finding.found,
+            fix=finding.fix,
+        )
+
+
+@dataclass(frozen=True)
+class FlagFinding:
+    """One flag the catalog refuses: the use, what is wrong, the token found, the fix."""
+
+    use: FlagUse
+    message: str
+    found: str | None
+    fix: str | None
+
+
+def flag_findings(catalog: Catalog, uses: Iterable[FlagUse]) -> Iterator[FlagFinding]:
+    """TC004's findings on parsed flags, wherever they were read from (a compose command, a
+    Kubernetes container's args, an env string of extra flags): stray values, unknown flags
+    (with the nearest known ones), values of the wrong type or outside the choices."""
+    for use in uses:
         if not use.token:
-            location = compose.location(*where)
-            yield Violation(
-                rule="TC004",
-                service=svc,
-                location=location,
-                message=f"stray value {use.values[0]!r} before any flag",
-                fix="put the value after its flag, or drop it",
+            yield FlagFinding(
+                use,
+                f"stray value {use.values[0]!r} before any flag",
+                None,
+                "put the value after its flag, or drop it",
             )
             continue
         flag = catalog.lookup(use.token)
         if flag is None:
-            location = compose.location(*where)
-            yield Violation(
-                rule="TC004",
-                service=svc,
-                location=location,
-                message=unknown_flag(catalog.engine, catalog.version, use.token)
+            yield FlagFinding(
+                use,
+                unknown_flag(catalog.engine, catalog.version, use.token)
                 + _ambiguity(catalog, use.token),
-                found=use.token,
-                fix=did_you_mean(catalog, use.token),
+                use.token,
+                did_you_mean(catalog, use.token),
             )
             continue
         if "." in use.token and catalog.resolve(use.token)[1] == "json key":
@@ -80,12 +101,8 @@ def check_uses(
         if problem and (is_secret_flag(flag.name) or any(map(looks_secret_value, use.values))):
             problem = "value rejected (a credential: not shown)"
         if problem:
-            yield Violation(
-                rule="TC004",
-                service=svc,
-                location=compose.location(*where),
-                message=f"{use.token}: {problem} ({catalog.ref})",
-                fix=_value_fix(flag),
+            yield FlagFinding(
+                use, f"{use.token}: {problem} ({catalog.ref})", None, _value_fix(flag)
             )
 
 

@@ -34,7 +34,8 @@ def check(ctx: Context) -> Iterator[Violation]:
     tags_ok = set(ctx.tier.services)
     if spec.engine.image_policy == "tag":
         tags_ok |= {r.service for r in ctx.tier.replicas.values()}
-    yield from images(ctx.compose, tags_ok)
+    if spec.engine.image_policy != "as-written":  # as-written: the spec keeps every image
+        yield from images(ctx.compose, tags_ok)
     yield from gpus(ctx.compose, ctx.scope)
     host_flags = [
         (v.expected.service, v.flags)
@@ -284,6 +285,34 @@ def _embedded(
     )
 
 
+_DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?-[^}]*\}")
+
+
+def _literal_env(compose: ComposeFile, name: str, key: str, value: str) -> Violation:
+    """An environment credential written into the file: as the whole value, or as the
+    default of a reference (``${PG_PASSWORD:-admin}``: used whenever the variable is unset)."""
+    where = compose.location("services", name, "environment", key)
+    default = _DEFAULTED.search(value)
+    if default is not None:
+        var = default.group(1)
+        return Violation(
+            rule="TC006",
+            service=name,
+            message=f"environment {key} defaults to a literal credential when {var} is unset "
+            f"(a ${{{var}:-...}} default written in the file)",
+            location=where,
+            fix=f"drop the default: write ${{{var}:?set {var}}} and set {var} where you deploy",
+        )
+    return Violation(
+        rule="TC006",
+        service=name,
+        message=f"environment {key} holds a literal value ({len(value)} chars) "
+        f"where a ${{{key}}} reference belongs",
+        location=where,
+        fix=f"write {key}: ${{{key}:?set {key}}} and set it where you deploy",
+    )
+
+
 def secrets(
     compose: ComposeFile, catalogs: Mapping[str, Catalog] | None = None
 ) -> Iterator[Violation]:
@@ -300,14 +329,7 @@ def secrets(
                     compose, name, f"environment {key}", value, inside, "environment", key
                 )
             elif literal_secret(key, value):
-                yield Violation(
-                    rule="TC006",
-                    service=name,
-                    message=f"environment {key} holds a literal value ({len(value)} chars) "
-                    f"where a ${{{key}}} reference belongs",
-                    location=compose.location("services", name, "environment", key),
-                    fix=f"write {key}: ${{{key}:?set {key}}} and set it where you deploy",
-                )
+                yield _literal_env(compose, name, key, value)
         catalog = (catalogs or {}).get(name)
         positions = secret_positions(
             service.command or (), None if catalog is None else _flag_name(catalog)

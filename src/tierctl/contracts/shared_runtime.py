@@ -69,10 +69,10 @@ def _env(ctx: Context, view: ReplicaView) -> Iterator[Violation]:
     actual = view.service.environment
     svc = view.expected.service
     for key in [*expected, *(k for k in actual if k not in expected)]:
-        want, got = expected.get(key), actual.get(key, _MISSING)
+        want, got = expected.get(key, _MISSING), actual.get(key, _MISSING)
         if got is _MISSING:
             message = f"environment {key} is missing; the spec gives {want!r}"
-        elif want is None:
+        elif want is _MISSING:
             message = f"environment {key} is not in the spec (found {_redact(key, got)})"
         elif got != want:
             others = [
@@ -93,13 +93,15 @@ def _env(ctx: Context, view: ReplicaView) -> Iterator[Violation]:
             service=svc,
             message=message,
             location=ctx.compose.location("services", svc, "environment", key),
-            expected=None if want is None else _redact(key, want),
+            expected=None if want is _MISSING else _redact(key, want),
             found=None if got is _MISSING else _redact(key, got),
         )
 
 
 def _gpus(ctx: Context, view: ReplicaView) -> Iterator[Violation]:
     assert view.service is not None
+    if ctx.tier.spec.replicas[view.expected.name].gpu_style != "deploy":
+        return  # granted by other keys (gpus:, runtime:, devices:), compared as compose keys
     found = list(view.service.gpu_ids)
     want = [str(g) for g in view.expected.gpus]
     if view.expected.gpu_count == 0:  # a CPU replica: no device reserved at all

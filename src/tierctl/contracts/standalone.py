@@ -137,7 +137,8 @@ def _shell_script_argv(
     for i, token in enumerate(argv):
         if not any(c.isspace() for c in token):
             continue
-        rest = token
+        # A backslash before a newline continues the line in a shell script (sh removes both).
+        rest = token.replace("\\\n", "")
         while rest:
             try:
                 words, cut = split_shell_words(rest)
@@ -160,13 +161,25 @@ def _engine_of(service: ComposeService) -> tuple[EngineProfile | None, tuple[str
     if profile is not None:
         return profile, whole, len(entry)
     for candidate in PROFILES.values():
-        if candidate.matches_image(service.image):
+        if candidate.matches_image(service.image) and not _other_module(whole):
             if entry or not candidate.image_launcher:
                 return candidate, whole, len(entry)
             # The image's ENTRYPOINT runs the launcher; the command is its arguments.
             launcher = candidate.image_launcher
             return candidate, (*launcher, *command), len(launcher)
     return None, whole, 0
+
+
+def _other_module(argv: tuple[str, ...]) -> bool:
+    """Whether a command runs a Python module no engine profile launches
+    (``python3 -m sglang_router.launch_router`` in an SGLang image is the router, not the
+    engine): the image alone then does not make the service an engine."""
+    return (
+        len(argv) >= 3
+        and argv[0].rsplit("/", 1)[-1].startswith("python")
+        and argv[1] == "-m"
+        and profile_for_argv(argv) is None
+    )
 
 
 def validate_files(

@@ -45,6 +45,46 @@ Fetch = Callable[[str], tuple[int, str]]
 
 
 @dataclass(frozen=True)
+class SimRules:
+    """The rules of one engine release that the simulator applies, and where they were read.
+
+    Each engine profile says, per release (:meth:`EngineProfile.sim_rules`), what its
+    scheduler and its start-up checks do, so the simulator's policies hold no release
+    knowledge of their own. ``read_from`` names the release whose source was read; a release
+    that was not read takes the nearest read one's rules, and ``assumed`` says so.
+
+    Attributes:
+        engine: the engine kind.
+        release: the release asked for.
+        read_from: the release (and files) the rules were read from.
+        assumed: True when ``release`` itself was not read.
+        threshold_needs_company: vLLM: ``--long-prefill-token-threshold`` caps a chunk only
+            when more than one request is eligible (running + waiting) at the step's start.
+        threshold_adaptive: vLLM: ``--long-prefill-token-threshold-adaptive`` exists.
+        unchunked_budget_holds_model_len: vLLM: start-up refuses chunked prefill off with
+            ``--max-num-batched-tokens`` below ``--max-model-len``.
+        budget_holds_max_seqs: vLLM: start-up refuses a token budget below ``--max-num-seqs``.
+        threshold_within_model_len: vLLM: start-up refuses a threshold above the model length.
+        interval_global_under_dp: SGLang: with DP attention the prefill-decode interval is
+            armed on every rank when any rank runs an extend batch (the global forward mode).
+        step_cost_flags: flags that change a step's cost (numerics, kernels, graphs, parallel
+            layout, speculative decoding) that a cost model fitted at one setting holds fixed.
+    """
+
+    engine: str
+    release: str
+    read_from: str
+    assumed: bool = False
+    threshold_needs_company: bool = False
+    threshold_adaptive: bool = False
+    unchunked_budget_holds_model_len: bool = False
+    budget_holds_max_seqs: bool = False
+    threshold_within_model_len: bool = False
+    interval_global_under_dp: bool = False
+    step_cost_flags: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class MetricRef:
     """One series family an engine exports, by its name without the engine prefix.
 
@@ -190,6 +230,15 @@ class EngineProfile(ABC):
     dp_inside_tp_flags: tuple[str, ...] = ()
     #: Flags giving the number of nodes one replica spans (its GPUs are split across them).
     nodes_flags: tuple[str, ...] = ()
+    #: The flag giving this node's rank in a multi-node replica (None: no multi-node launch).
+    node_rank_flag: str | None = None
+    #: The flag naming the rank-0 node's address in a multi-node replica, and whether its
+    #: value is ``host:port`` (SGLang's ``--dist-init-addr``) or the host alone.
+    leader_address_flag: str | None = None
+    leader_address_has_port: bool = False
+    #: The flag naming the address the HTTP server binds (a pod must bind its own IP, not
+    #: loopback, for a Service or a kubelet probe to reach it).
+    listen_host_flag: str = "host"
     default_port: int = 8000
     #: 200 once the server is up (what proxies probe).
     health_path: str = "/health"
@@ -201,6 +250,10 @@ class EngineProfile(ABC):
     flush_cache_path: str | None = None
     #: What that endpoint needs beyond the path (said when it is refused).
     flush_cache_needs: str = ""
+    #: ``stream_options`` entries that make a streamed completion carry its running usage on
+    #: every chunk (so a client counts tokens even when the engine merges several into one
+    #: chunk); ``None``: the engine reports usage only at the end of a stream.
+    per_chunk_usage: ClassVar[Mapping[str, bool] | None] = None
     #: The prefix as the engine exports it first, then spellings pipelines rewrite it to.
     metric_prefixes: tuple[str, ...] = ()
     metrics: EngineMetrics
@@ -224,6 +277,11 @@ class EngineProfile(ABC):
     sim_modelled_flags: frozenset[str] = frozenset()
     #: How ``false`` renders when no catalog says otherwise: ``"omit"`` or ``"no-prefix"``.
     false_default: str = "omit"
+
+    def sim_rules(self, version: str) -> SimRules:
+        """The scheduler and start-up rules of release ``version`` the simulator applies
+        (an engine without any keeps none)."""
+        return SimRules(engine=self.kind, release=version, read_from="", assumed=True)
 
     # --- images ------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import httpx
 
 from tierctl.engines import profile_for
 from tierctl.engines.base import EngineProfile
+from tierctl.runtime.promtext import parse_metrics
 
 START_TIME_METRIC = "process_start_time_seconds"
 
@@ -29,12 +30,8 @@ def metrics_start_time(client: httpx.Client, url: str) -> str | None:
         return None
     if resp.status_code != 200:
         return None
-    for line in resp.text.splitlines():
-        if line.startswith(START_TIME_METRIC):
-            parts = line.split()
-            if parts and parts[0].split("{")[0] == START_TIME_METRIC and len(parts) >= 2:
-                return parts[1]
-    return None
+    found = [s.value_text for s in parse_metrics(resp.text) if s.name == START_TIME_METRIC]
+    return found[0] if found else None
 
 
 def log_matches(

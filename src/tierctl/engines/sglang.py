@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from tierctl.compose.argv import first_flag, flag_map, format_flag_value, parse_flags
@@ -28,6 +29,7 @@ from tierctl.engines.base import (
     LogPattern,
     LogprobShapeError,
     MetricRef,
+    SimRules,
     TokenScore,
     same_value,
 )
@@ -67,12 +69,18 @@ class SGLangProfile(EngineProfile):
     )
     dp_inside_tp_flags = ("enable-dp-attention",)
     nodes_flags = ("nnodes",)
+    node_rank_flag = "node-rank"
+    leader_address_flag = "dist-init-addr"
+    leader_address_has_port = True
     default_port = 30000
     health_path = "/health"
     readiness_path = "/health_generate"
     metric_prefixes = ("sglang:", "sglang_")
     flush_cache_path = "/flush_cache"
     flush_cache_needs = "SGLang refuses it (400) while requests are running or waiting"
+    # python/sglang/srt/entrypoints/openai/protocol.py's StreamOptions; a release without
+    # the field ignores it, and its streams carry usage only at the end.
+    per_chunk_usage = MappingProxyType({"continuous_usage_stats": True})
     metrics = EngineMetrics(
         running="num_running_reqs",
         waiting="num_queue_reqs",
@@ -123,9 +131,41 @@ class SGLangProfile(EngineProfile):
             "enable-hierarchical-cache",
             "enable-hicache",
             "hicache-ratio",
+            "speculative-algorithm",
+            "speculative-num-steps",
+            "speculative-num-draft-tokens",
+            "speculative-eagle-topk",
+            "enable-dp-attention",
+            "dp-size",
         }
     )
     false_default = "omit"
+
+    def sim_rules(self, version: str) -> SimRules:
+        """SGLang's rules, read in the 0.5.23 wheel (``managers/scheduler.py``: the interval is
+        armed from the batch's forward mode, which under DP attention is the ranks' global
+        one). Other releases take these, marked assumed."""
+        return SimRules(
+            engine=self.kind,
+            release=version,
+            read_from="sglang 0.5.23: srt/managers/scheduler.py",
+            assumed=version != "0.5.23",
+            interval_global_under_dp=True,
+            step_cost_flags=frozenset(
+                {
+                    "dtype",
+                    "quantization",
+                    "kv-cache-dtype",
+                    "disable-cuda-graph",
+                    "enable-torch-compile",
+                    "attention-backend",
+                    "moe-a2a-backend",
+                    "ep-size",
+                    "enable-eplb",
+                    "cpu-offload-gb",
+                }
+            ),
+        )
 
     queue_full_text = "The request queue is full."
 

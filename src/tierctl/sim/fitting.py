@@ -28,9 +28,13 @@ from tierctl.readers import read_bytes
 from tierctl.results import looks_like_results
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel, DecodeSample, fit
+from tierctl.sim.domain import domain_of
 from tierctl.sim.iteration_fit import (
+    STEP_COEFFICIENTS,
+    bootstrap_iterations,
     fit_iterations,
     fit_overheads,
+    iteration_domain,
     iteration_residuals,
     read_log,
     read_vllm_iterations,
@@ -89,6 +93,8 @@ class BenchTimingsFit(FitSource):
             "fitted_on": [str(path)],
             "method": "request timings replayed through the simulator; log-scale least squares "
             "on per-request TTFT and TPOT",
+            # The shapes the replay ran (no bootstrap: each refit is a whole optimisation).
+            "domain": _replayed_domain(reqs, model, config),
             "base": base.name,
             "engine": config.engine,
             "engine_argv": list(config.argv),
@@ -168,8 +174,16 @@ class VllmLogFit(FitSource):
                 or "fitted through the simulator to the request timings: per round, per token "
                 "streamed and per request"
             )
+        refits = bootstrap_iterations(its, budget, reqs)
+        domain = iteration_domain(its, budget, reqs)
         prov = {
             "fitted_on": fitted_on,
+            "domain": domain.to_json(),
+            "uncertainty": {
+                "method": "moving-block bootstrap over the logged steps (blocks of ~sqrt(n) "
+                "consecutive steps), the six step coefficients refitted on each",
+                "samples": refits,
+            },
             "method": "vLLM iteration log (--enable-logging-iteration-details): non-negative "
             "least squares of each step's elapsed time on (1, context tokens, attended pairs, "
             f"generation requests, decode context tokens), {shapes}; the time between steps "
@@ -200,12 +214,42 @@ class StepLogFit(FitSource):
         model = fit(pre, dec, base=base, name=f"fitted:{path.name}")
         prov = {
             "fitted_on": [str(path)],
+            "domain": domain_of(
+                [(s.chunks, 0, 0) for s in pre]
+                + [((), d.batch_size, d.context_tokens) for d in dec]
+            ).to_json(),
+            "uncertainty": {
+                "method": "moving-block bootstrap over the logged prefill and decode steps",
+                "samples": _bootstrap_steps(pre, dec, base),
+            },
             "method": "non-negative least squares on logged step durations",
             "base": base.name,
             "samples": {"prefill_steps": len(pre), "decode_steps": len(dec)},
             "residuals": _step_residuals(model, pre, dec),
         }
         return model, prov
+
+
+def _replayed_domain(reqs: list[Any], model: CostModel, config: EngineConfig) -> dict[str, int]:
+    from tierctl.sim.simulate import simulate
+    from tierctl.sim.timing_fit import workload_of
+
+    return simulate(config, workload_of(reqs), model).domain
+
+
+def _bootstrap_steps(
+    pre: list[Any], dec: list[Any], base: CostModel, samples: int = 40
+) -> list[dict[str, float]]:
+    """The step-log fit refitted on block-bootstrap resamples of its prefill and decode steps."""
+    from tierctl.sim.uncertainty import block_bootstrap
+
+    out = []
+    for ip, idd in zip(
+        block_bootstrap(len(pre), samples, 1), block_bootstrap(len(dec), samples, 2), strict=True
+    ):
+        refit = fit([pre[i] for i in ip], [dec[i] for i in idd], base=base)
+        out.append({k: getattr(refit, k) for k in STEP_COEFFICIENTS})
+    return out
 
 
 #: The sources in the order ``auto`` tries them (the step log last: it takes anything).

@@ -21,6 +21,7 @@ from tierctl.readers import Limits, read_text
 from tierctl.results import MeasuredRequest
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
+from tierctl.sim.domain import StepDomain, domain_of
 from tierctl.sim.lstsq import coordinate_search
 from tierctl.sim.timing_fit import (
     log_residuals,
@@ -107,33 +108,14 @@ def fit_iterations(
     """
     import numpy as np
 
-    from tierctl.sim.lstsq import nnls_n
-
     _enough_iterations(its, "iterations")
     shapes = iteration_shapes(its, budget_tokens, requests)
-    rows: list[list[float]] = []
-    for sh in shapes:
-        g, k = float(sh.decoders), float(sh.decode_context_tokens)
-        if not sh.chunks:
-            rows.append([0.0, 0.0, 0.0, 1.0, g, k])
-        else:
-            c = sum(n for n, _ in sh.chunks)
-            pairs = sum(n * (p + n / 2) for n, p in sh.chunks)
-            rows.append([1.0, float(c), pairs, 0.0, g, k])
-    x = np.array(rows)
-    y = np.array([s.elapsed_s for s in its])
-    # Relative least squares (each row over its own time): a 5 ms decode step counts as much
-    # as a 150 ms chunk, as the figures compared later are relative errors; plain least
-    # squares would fit the chunks and leave short steps (TPOT) off by a quarter.
-    w = 1.0 / np.maximum(y, 1e-6)
-    if not x[:, 5].any():
-        a_p, b, attn, a_d, d = nnls_n(x[:, :5] * w[:, None], y * w)
-        k_ctx = 0.0
-    else:
-        a_p, b, attn, a_d, d, k_ctx = nnls_n(x * w[:, None], y * w)
+    x, y = _design(shapes, its)
+    coefs = _solve(x, y)
+    a_p, b, attn, a_d, d, k_ctx = coefs
     # What the model leaves unexplained step by step: the robust spread (1.4826 MAD) of the
     # log ratios, which the simulator draws per step (CostModel.step_jitter).
-    pred = x @ np.array([a_p, b, attn, a_d, d, k_ctx])
+    pred = x @ np.array(coefs)
     ok = (pred > 0) & (y > 0)
     logs = np.log(y[ok] / pred[ok])
     jitter = float(1.4826 * np.median(np.abs(logs - np.median(logs)))) if logs.size else 0.0
@@ -148,6 +130,85 @@ def fit_iterations(
         decode_per_ctx_token_s=k_ctx,
         step_jitter=jitter,
     )
+
+
+#: The six step coefficients an iteration-log fit sets, in its design matrix's column order.
+STEP_COEFFICIENTS = (
+    "prefill_base_s",
+    "prefill_per_token_s",
+    "prefill_attn_pair_s",
+    "decode_base_s",
+    "decode_per_seq_s",
+    "decode_per_ctx_token_s",
+)
+
+
+def _design(shapes: list[StepShape], its: list[IterationSample]) -> tuple[Any, Any]:
+    """The fit's design matrix (one row per step, :data:`STEP_COEFFICIENTS`' columns) and
+    the logged times."""
+    import numpy as np
+
+    rows: list[list[float]] = []
+    for sh in shapes:
+        g, k = float(sh.decoders), float(sh.decode_context_tokens)
+        if not sh.chunks:
+            rows.append([0.0, 0.0, 0.0, 1.0, g, k])
+        else:
+            c = sum(n for n, _ in sh.chunks)
+            pairs = sum(n * (p + n / 2) for n, p in sh.chunks)
+            rows.append([1.0, float(c), pairs, 0.0, g, k])
+    return np.array(rows), np.array([s.elapsed_s for s in its])
+
+
+def _solve(x: Any, y: Any) -> tuple[float, ...]:
+    """Relative non-negative least squares of ``y`` on ``x``'s six columns.
+
+    Each row is weighted by its own time: a 5 ms decode step counts as much as a 150 ms
+    chunk, as the figures compared later are relative errors; plain least squares would fit
+    the chunks and leave short steps (TPOT) off by a quarter."""
+    import numpy as np
+
+    from tierctl.sim.lstsq import nnls_n
+
+    w = 1.0 / np.maximum(y, 1e-6)
+    if not x[:, 5].any():
+        return (*nnls_n(x[:, :5] * w[:, None], y * w), 0.0)
+    return nnls_n(x * w[:, None], y * w)
+
+
+def bootstrap_iterations(
+    its: list[IterationSample],
+    budget_tokens: int | None,
+    requests: list[MeasuredRequest] | None = None,
+    *,
+    samples: int = 40,
+    seed: int = 0,
+) -> list[dict[str, float]]:
+    """The fit's own uncertainty: the six step coefficients refitted on ``samples``
+    moving-block bootstrap resamples of the logged steps.
+
+    Blocks (about the square root of the step count long) keep runs of consecutive steps
+    together: a shared host's slow steps come in stretches, and resampling steps one by one
+    would call the fit surer than it is.
+    """
+    from tierctl.sim.uncertainty import block_bootstrap
+
+    shapes = iteration_shapes(its, budget_tokens, requests)
+    x, y = _design(shapes, its)
+    out = []
+    for idx in block_bootstrap(len(its), samples, seed):
+        out.append(dict(zip(STEP_COEFFICIENTS, _solve(x[idx], y[idx]), strict=True)))
+    return out
+
+
+def iteration_domain(
+    its: list[IterationSample],
+    budget_tokens: int | None,
+    requests: list[MeasuredRequest] | None = None,
+) -> StepDomain:
+    """The step shapes the log holds (what a model fitted on it knows)."""
+    shapes = iteration_shapes(its, budget_tokens, requests)
+    return domain_of((sh.chunks, sh.decoders, sh.decode_context_tokens) for sh in shapes)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tierctl.latency import LatencySummary, percentile, tpot_s
@@ -34,6 +34,9 @@ class RequestResult:
     # gap: its decode speed during a burst, which a whole-request mean dilutes.
     burst_itl_mean_s: float | None = None
     burst_gaps: int = 0
+    # Tokens produced in those gaps over their time: the decode speed during a burst
+    # (speculative rounds deliver several tokens per gap).
+    burst_decode_tok_s: float | None = None
     preemptions: int = 0
     #: Why it did not complete ("" when it did): refused (too long), aborted (queue full, the
     #: client), or unfinished when the simulation ended.
@@ -65,6 +68,9 @@ class RequestResult:
             e2e_s=None if fin is None else fin - live.enqueued_s,
             burst_itl_mean_s=live.burst_gap_sum_s / live.burst_gaps if live.burst_gaps else None,
             burst_gaps=live.burst_gaps,
+            burst_decode_tok_s=live.burst_tokens / live.burst_gap_sum_s
+            if live.burst_gap_sum_s > 0
+            else None,
             preemptions=live.preemptions,
             reason=_reason(live),
         )
@@ -134,6 +140,11 @@ class SimResult:
     prefill_rounds: int
     deferred_rounds: int
     sim_end_s: float
+    # Why the simulation stopped before the workload was done ("" when it was): a bound hit,
+    # or a scheduler that could schedule nothing more (never a hang).
+    stopped: str = ""
+    # The largest step shapes the run produced (sim.domain.StepDomain's fields).
+    domain: dict[str, int] = field(default_factory=dict)
 
     def subset(self, prefix: str) -> SimSummary:
         """The summary over the requests whose id starts with ``prefix``."""

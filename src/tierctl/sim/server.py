@@ -23,6 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from tierctl.errors import RuntimeFailure
+from tierctl.runtime.polling import wait_until_async
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.deadlines import BusyClock, GuardedSite, guard_of
@@ -230,13 +231,13 @@ class SimServer:
         outcome, q, _ = driver.submit(rid, 1, 1, ())
         if q is None:
             return web.Response(status=503, text=outcome)
-        deadline = time.monotonic() + self.options.health_generate_timeout_s
         try:
-            while time.monotonic() < deadline:
-                await asyncio.sleep(self.options.health_poll_s)
-                if driver.deliveries > seen:
-                    return web.Response(status=200)
-            return web.Response(status=503)
+            produced = await wait_until_async(
+                lambda: driver.deliveries > seen,
+                self.options.health_generate_timeout_s,
+                poll_s=self.options.health_poll_s,
+            )
+            return web.Response(status=200 if produced else 503)
         finally:
             driver.cancel(rid)
 

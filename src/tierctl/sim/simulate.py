@@ -9,12 +9,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierctl.latency import percentile
-from tierctl.sim.config import EngineConfig, unmodelled_differences
+from tierctl.sim.config import EngineConfig, step_cost_differences, unmodelled_differences
 from tierctl.sim.cost import CostModel, preset
 from tierctl.sim.engine import Round, Scheduler, itl_quantile, make_scheduler
 from tierctl.sim.host import has_host_costs, plan_host, probe_latencies, tokenizes_on_loop
 from tierctl.sim.result import RatioRow, RequestResult, SimResult, ratio_table, summarize_results
 from tierctl.sim.workload import SimRequest, Workload
+
+#: The most scheduler steps one simulation runs: a bound, so no configuration or workload can
+#: loop for ever (the 24-hour day trace takes ~2-5 M; pure-decode stretches run in closed form
+#: and count one each).
+MAX_STEPS = 50_000_000
 
 
 def _with_host_wait(r: RequestResult, arrived: dict[str, float]) -> RequestResult:
@@ -67,6 +72,7 @@ def simulate(
     probe_interval_s: float = 5.0,
     probe_timeout_s: float = 3.0,
     progress: Callable[[float], None] | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> SimResult:
     """Simulate ``workload`` on one replica configured by ``config``.
 
@@ -87,9 +93,11 @@ def simulate(
         probe_timeout_s: the probe time-out: a slower answer counts as a miss.
         progress: called now and then with the simulated time reached (for a progress bar;
             the simulation itself never draws anything).
+        max_steps: a hard bound on the scheduler steps; past it the simulation stops, the
+            requests in flight are unfinished and ``SimResult.stopped`` says why.
     """
     model = preset(cost) if isinstance(cost, str) else cost
-    sched = make_scheduler(config, model, seed)
+    sched = make_scheduler(config, model, seed, ranks=True)
     host = plan_host(workload.requests, model, tokenizes_on_loop(config))
     if has_host_costs(model):
         # Requests reach the scheduler when the host is done with them (FIFO: still ordered).
@@ -99,7 +107,7 @@ def simulate(
         )
     else:
         reqs = workload.requests
-    now = _run(sched, reqs, model, horizon_s, fast_forward, steps, progress)
+    now, stopped = _run(sched, reqs, model, horizon_s, fast_forward, steps, progress, max_steps)
     lives = [*sched.done, *sched.lives.values()]
     arrived = {r.rid: r.arrival_s for r in workload.requests}
     results = tuple(
@@ -128,6 +136,8 @@ def simulate(
         prefill_rounds=sched.stats.prefill_rounds,
         deferred_rounds=sched.stats.deferred_rounds,
         sim_end_s=now,
+        stopped=stopped,
+        domain=sched.stats.domain().to_json(),
     )
 
 
@@ -139,13 +149,20 @@ def _run(
     fast_forward: bool,
     steps: list[Round] | None,
     progress: Callable[[float], None] | None,
-) -> float:
-    """Drive the scheduler until the workload is done or ``horizon_s``; the time reached."""
+    max_steps: int,
+) -> tuple[float, str]:
+    """Drive the scheduler until the workload is done or ``horizon_s``; the time reached, and
+    why it stopped early ("" when it did not)."""
     nxt = 0
     now = 0.0
     loops = 0
     while now < horizon_s:
         loops += 1
+        if loops > max_steps:
+            return now, (
+                f"stopped after {max_steps:,} scheduler steps at {now:,.1f} simulated s "
+                "(the bound on one simulation); the requests in flight are unfinished"
+            )
         if progress is not None and loops % 2048 == 0:
             progress(now)
         while nxt < len(reqs) and reqs[nxt].arrival_s <= now:
@@ -167,12 +184,24 @@ def _run(
         if fast_forward and steps is None and not model.step_jitter and sched.decode_only(now):
             now, _ = sched.fast_forward(now, min(upcoming, horizon_s))
             continue
+        deferred = sched.stats.deferred_rounds
         rnd = sched.step(now)
         assert rnd is not None
         if steps is not None:
             steps.append(rnd)
         now += rnd.duration_s
-    return now
+        if rnd.kind == "idle" and sched.stats.deferred_rounds == deferred and not sched.countdown:
+            # Nothing ran and nothing is armed: the scheduler's state can change only when a
+            # request arrives, so idling round by round until then would be the same rounds
+            # over again (or, with no arrival left, for ever).
+            if upcoming == math.inf:
+                return now, (
+                    f"the scheduler could schedule none of the {len(sched.waiting)} waiting "
+                    "request(s) and nothing was running: they are unfinished"
+                )
+            sched.idle(upcoming - now)
+            now = max(now, upcoming)
+    return now, ""
 
 
 @dataclass(frozen=True)
@@ -186,6 +215,8 @@ class Comparison:
     # Flags that differ between the arms and that the model does not read: the table is
     # blind to them, so a ratio of 1.00 says nothing about their effect.
     not_modelled: tuple[str, ...] = ()
+    # Flags that differ and change a step's cost, which the cost model holds fixed.
+    step_cost: tuple[str, ...] = ()
 
 
 def compare(
@@ -206,4 +237,5 @@ def compare(
     sa = a.subset(focus) if focus else a.summary
     sb = b.subset(focus) if focus else b.summary
     blind = tuple(unmodelled_differences(control, candidate))
-    return Comparison(a, b, ratio_table(sa, sb), focus, blind)
+    costly = tuple(step_cost_differences(control, candidate))
+    return Comparison(a, b, ratio_table(sa, sb), focus, blind, costly)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tierctl.engine_catalog import Catalog
 from tierctl.errors import InputError
@@ -17,6 +18,9 @@ from tierctl.sim.simulate import Comparison, compare, simulate
 from tierctl.sim.workload import Workload, generate
 from tierctl.sim.workload_traces import read_workload
 
+if TYPE_CHECKING:
+    from tierctl.sim.uncertainty import FitUncertainty, WhatIf
+
 
 @dataclass(frozen=True)
 class EngineSource:
@@ -26,6 +30,7 @@ class EngineSource:
     spec: str | None = None
     replica: str | None = None
     engine: str | None = None  # for a bare argv; a spec names its own
+    version: str | None = None  # the release pinned for a bare argv; a spec pins its own
 
     def config(self) -> EngineConfig:
         """The engine configuration.
@@ -34,7 +39,9 @@ class EngineSource:
             InputError: the spec or replica cannot be read, or the argv is invalid.
         """
         if self.spec is None:
-            return EngineConfig.from_argv(list(self.argv), engine=self.engine)
+            return EngineConfig.from_argv(
+                list(self.argv), engine=self.engine, version=self.version, strict=True
+            )
         from tierctl.spec import load_spec, resolve_tier
 
         tier = resolve_tier(load_spec(self.spec))
@@ -53,6 +60,8 @@ class EngineSource:
             source=f"{self.spec}:replicas.{self.replica}",
             engine=engine.kind,
             catalog=_catalog(engine.kind, engine.version),
+            version=engine.version,
+            strict=True,
         )
 
 
@@ -130,4 +139,26 @@ def compare_sims(
     return compare(
         control.config(), candidate.config(), workload.load(), model, focus=focus,
         seed=workload.seed,
+    )  # fmt: skip
+
+
+def what_if_sims(
+    control: EngineSource,
+    candidate: EngineSource,
+    workload: WorkloadSource,
+    cost: str | CostModel,
+    fit: FitUncertainty | None = None,
+    *,
+    focus: str | None = None,
+    draws: int = 20,
+    aa_floor: float = 0.0,
+) -> WhatIf:
+    """Simulate two replicas on the identical workload, with an interval on every ratio
+    (:func:`tierctl.sim.uncertainty.what_if`)."""
+    from tierctl.sim.uncertainty import what_if
+
+    model = preset(cost) if isinstance(cost, str) else cost
+    return what_if(
+        control.config(), candidate.config(), workload.load(), model, fit,
+        draws=draws, seed=workload.seed, aa_floor=aa_floor, focus=focus,
     )  # fmt: skip

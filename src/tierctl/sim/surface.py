@@ -80,8 +80,6 @@ VLLM = EngineSurface(
             "enable-log-requests",
             "uvicorn-log-level",
             "trust-remote-code",
-            "enforce-eager",
-            "dtype",
             "seed",
         }
     ),

@@ -18,10 +18,18 @@ Read from ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``) and
    model does). When a running request cannot get a slot, the *last* running request is
    preempted (its KV freed; it goes back to the head of the queue and recomputes its prompt
    and the tokens it already produced), until the request fits or is itself the one preempted.
-4. ``--max-num-partial-prefills`` > 1 sets the threshold to 4 % of ``--max-model-len`` when it
-   is unset, as ``SchedulerConfig.__post_init__`` does; the v1 scheduler enforces no other
-   limit on concurrent partial prefills (the V0 scheduler did). ``--long-prefill-token-
-   threshold-adaptive`` (0.33) floors the threshold at ``budget / (waiting + running)``.
+4. **The threshold needs company** (the pinned release's rule, from its engine profile:
+   ``SimRules.threshold_needs_company``): at the start of each step vLLM 0.32 counts the
+   eligible requests (running + waiting) and applies ``--long-prefill-token-threshold`` only
+   when there are more than one: a lone request has nobody to starve and takes the whole
+   budget. ``--long-prefill-token-threshold-adaptive`` floors the threshold at
+   ``budget // eligible``, counted at the same moment. ``--max-num-partial-prefills`` is no
+   flag of any catalogued vLLM release; the argv reader refuses it.
+5. **Start-up refusals** (``vllm/config/scheduler.py``, ``verify_max_model_len``): chunked
+   prefill off with a token budget below the model length, a budget below ``--max-num-seqs``,
+   a threshold above the model length: vLLM refuses to start, and so does the simulator
+   (``InputError``), rather than model an engine that never runs (with chunked prefill off
+   and a prompt longer than the budget the queue would block for ever).
 
 One step is one forward pass over every scheduled token: its cost is the chunked prefill's
 cost plus what the decode rows add (``CostModel.prefill_s`` + ``decode_marginal_s``), or a
@@ -30,6 +38,7 @@ decode step's when no prefill ran.
 
 from __future__ import annotations
 
+from tierctl.errors import InputError, Location
 from tierctl.sim.config import VLLM_DEFAULT_BLOCK_TOKENS, EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.engine import Emission, Live, Round, Scheduler
@@ -58,10 +67,11 @@ class VllmScheduler(Scheduler):
             if not self.chunked_prefill:
                 budget = max(budget, self.max_model_len)
         self.token_budget = budget
-        threshold = config.long_prefill_token_threshold
-        if config.max_num_partial_prefills > 1 and threshold == 0:
-            threshold = int(self.max_model_len * 0.04)
-        self.threshold = threshold
+        self.rules = config.rules
+        _startup_checks(config, budget, self.max_model_len)
+        self.threshold = config.long_prefill_token_threshold
+        # The threshold in force this step (counted at the step's start, as vLLM does).
+        self.step_threshold = self.threshold
         self.host_cache_tokens = 0
         self.cache = self.cache if config.enable_prefix_caching else None
         if config.enable_prefix_caching and self.cache is None:
@@ -71,6 +81,8 @@ class VllmScheduler(Scheduler):
             self.cache = PrefixCache(BLOCK_TOKENS)
         # Admitted requests (vLLM's ``running``), in admission order: prefilling and decoding.
         self.order: list[Live] = []
+        # This step's tokens scheduled per decoding request (1 + drafts when speculative).
+        self._decode_takes: dict[int, int] = {}
 
     # -- intake -------------------------------------------------------------------------
 
@@ -113,11 +125,22 @@ class VllmScheduler(Scheduler):
 
     # -- one step -----------------------------------------------------------------------
 
-    def _cap(self, tokens: int) -> int:
+    def _threshold_now(self) -> int:
+        """The threshold vLLM applies this step: 0 (off) with a lone eligible request, floored
+        at the fair share of the budget when adaptive."""
         threshold = self.threshold
-        if threshold > 0 and self.config.long_prefill_token_threshold_adaptive:
-            share = self.token_budget // max(1, len(self.waiting) + len(self.order))
-            threshold = max(threshold, share)
+        eligible = len(self.waiting) + len(self.order)
+        if self.rules.threshold_needs_company and eligible <= 1:
+            return 0
+        adaptive = (
+            self.rules.threshold_adaptive and self.config.long_prefill_token_threshold_adaptive
+        )
+        if threshold > 0 and adaptive:
+            threshold = max(threshold, self.token_budget // max(1, eligible))
+        return threshold
+
+    def _cap(self, tokens: int) -> int:
+        threshold = self.step_threshold
         return min(tokens, threshold) if 0 < threshold < tokens else tokens
 
     def step(self, now_s: float) -> Round | None:
@@ -125,6 +148,7 @@ class VllmScheduler(Scheduler):
         if not self.busy:
             return None
         self.stats.rounds += 1
+        self.step_threshold = self._threshold_now()
         budget = self.token_budget
         decoders: list[Live] = []
         prefills: list[tuple[Live, int]] = []
@@ -134,7 +158,9 @@ class VllmScheduler(Scheduler):
         while i < len(self.order) and budget > 0:
             live = self.order[i]
             if live.status == "decoding":
-                take = 1
+                # Under speculative decoding a decoder's draft tokens are scheduled with its
+                # sampled one (num_tokens_with_spec), within the budget left.
+                take = min(1 + self.spec[0], budget) if self.spec else 1
             else:
                 take = min(self._cap(live.extend_tokens - live.prefilled_tokens), budget)
             while self.kv_pool_tokens - self.kv_used_tokens < take:
@@ -147,6 +173,7 @@ class VllmScheduler(Scheduler):
                 break  # preempted itself: nothing left to free
             if live.status == "decoding":
                 decoders.append(live)
+                self._decode_takes[id(live)] = take
             else:
                 prefills.append((live, take))
             self.kv_used_tokens += take
@@ -209,21 +236,33 @@ class VllmScheduler(Scheduler):
         chunks = tuple(
             (take, live.cached_tokens + live.prefilled_tokens) for live, take in prefills
         )
+        if b:
+            self.stats.note_decode(b, k)
         if chunks:
             self.stats.prefill_rounds += 1
             self.prefill_epoch += 1
-            dur = cost.round_overhead_s + cost.prefill_s(chunks)
+            self.stats.note_prefill(chunks)
+            dur = cost.round_overhead_s + self.extend_s(chunks)
             if decoders:
                 dur += cost.decode_marginal_s(b, k)
+                if self.spec:
+                    dur += cost.spec_round_s(b, *self.spec)
             kind = "mixed" if decoders else "prefill"
         else:
-            dur = cost.round_overhead_s + cost.decode_s(b, k)
+            dur = cost.round_overhead_s + self.decode_round_s(b, k)
             kind = "decode"
         dur = self.jittered(dur)
         end = now_s + dur
         emitted: list[Emission] = []
         if decoders:
+            before = {id(live): live.generated for live in decoders}
             emitted += self._decode_tokens(decoders, end, in_burst or bool(chunks))
+            for live in decoders:
+                # The slots of the draft tokens rejected are freed: KV keeps what was kept.
+                kept = live.generated - before[id(live)]
+                scheduled = self._decode_takes.pop(id(live), 1)
+                self.kv_used_tokens += kept - scheduled
+                live.kv_tokens += kept - scheduled
         for live, take in prefills:
             live.prefilled_tokens += take
             if live.prefilled_tokens < live.extend_tokens:
@@ -240,6 +279,7 @@ class VllmScheduler(Scheduler):
         live.itl_max_s = max(live.itl_max_s, gap)
         live.burst_gap_sum_s += gap
         live.burst_gaps += 1
+        live.burst_tokens += 1
         live.epoch = self.prefill_epoch
         live.generated += 1
         live.last_token_s = end_s
@@ -275,8 +315,8 @@ class VllmScheduler(Scheduler):
     def decode_only(self, now_s: float) -> bool:
         """True when the next steps are pure decode until a finish or an arrival: nothing is
         prefilling and the queue is empty or its head cannot be scheduled."""
-        if not self.running or len(self.order) != len(self.running):
-            return False
+        if not self.running or len(self.order) != len(self.running) or self.spec is not None:
+            return False  # speculative steps draw their acceptance: stepped one by one
         b = len(self.running)
         if self.kv_pool_tokens - self.kv_used_tokens < b:
             return False  # the next step preempts
@@ -291,6 +331,7 @@ class VllmScheduler(Scheduler):
         cached = 0
         if self.cache is not None and req.block_hashes:
             cached = min(self.cache.match(req.block_hashes, touch=False), req.input_tokens - 1)
+        self.step_threshold = self._threshold_now()
         todo = self._cap(req.input_tokens + head.resumed_tokens - cached)
         room = self.token_budget - b
         if not self.chunked_prefill and todo > room:
@@ -314,3 +355,50 @@ class VllmScheduler(Scheduler):
         if live in self.order:
             self.order.remove(live)
         super()._finish(live, end_s)
+
+
+def _startup_checks(config: EngineConfig, budget: int, max_model_len: int) -> None:
+    """Refuse what the pinned release refuses at start-up (``verify_max_model_len``), in its
+    words, naming the flag to change. Sizes the simulator derived (not given) are checked
+    only where the engine would derive them too: the budget against the model length."""
+    rules = config.rules
+    release = f"vLLM {config.release}"
+
+    def refuse(flag: str, value: object, why: str, fix: str) -> InputError:
+        return InputError(
+            f"{release} refuses to start: {why}",
+            location=Location(file="argv", path=flag),
+            rule=f"{release}'s start-up check (vllm/config/scheduler.py, verify_max_model_len)",
+            value=value,
+            fix=fix,
+        )
+
+    unchunked = rules.unchunked_budget_holds_model_len and not config.enable_chunked_prefill
+    if unchunked and budget < max_model_len:
+        raise refuse(
+            "--max-num-batched-tokens",
+            budget,
+            f"max_num_batched_tokens ({budget}) is smaller than max_model_len "
+            f"({max_model_len}) with chunked prefill disabled",
+            "raise --max-num-batched-tokens to at least --max-model-len, lower "
+            "--max-model-len, or enable chunked prefill",
+        )
+    seqs, given = config.max_num_seqs, config.max_num_batched_tokens
+    if rules.budget_holds_max_seqs and seqs is not None and given and given < seqs:
+        raise refuse(
+            "--max-num-batched-tokens",
+            config.max_num_batched_tokens,
+            f"max_num_batched_tokens ({config.max_num_batched_tokens}) must be greater "
+            f"than or equal to max_num_seqs ({seqs})",
+            "raise --max-num-batched-tokens or lower --max-num-seqs",
+        )
+    threshold = config.long_prefill_token_threshold
+    model_len = config.max_model_len
+    if rules.threshold_within_model_len and model_len is not None and threshold > model_len:
+        raise refuse(
+            "--long-prefill-token-threshold",
+            threshold,
+            f"long_prefill_token_threshold ({threshold}) cannot be greater than the "
+            f"max_model_len ({config.max_model_len})",
+            "lower --long-prefill-token-threshold",
+        )

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tierctl.paths import write_owned
 from tierctl.sim.workload import SimRequest, Workload
 from tierctl.traces import read_trace
 
@@ -38,16 +39,23 @@ def read_workload(path: str | Path, fmt: str = "jsonl") -> Workload:
     return Workload.of(stem, reqs)
 
 
-def write_jsonl(workload: Workload, path: str | Path) -> None:
-    """Write a workload in tierctl's JSONL trace format."""
-    with Path(path).open("w", encoding="utf-8") as fh:
-        for r in workload.requests:
-            obj: dict[str, Any] = {
-                "rid": r.rid,
-                "arrival_s": r.arrival_s,
-                "input_tokens": r.input_tokens,
-                "output_tokens": r.output_tokens,
-            }
-            if r.block_hashes:
-                obj["hash_ids"] = list(r.block_hashes)
-            fh.write(json.dumps(obj) + "\n")
+def write_jsonl(workload: Workload, path: str | Path, *, force: bool = False) -> None:
+    """Write a workload in tierctl's JSONL trace format (atomically,
+    :func:`tierctl.paths.write_owned`).
+
+    Raises:
+        InputError: ``path`` holds another file and ``force`` is not given (a trace carries
+            no mark of its writer, so any other content is someone's data).
+    """
+    lines = []
+    for r in workload.requests:
+        obj: dict[str, Any] = {
+            "rid": r.rid,
+            "arrival_s": r.arrival_s,
+            "input_tokens": r.input_tokens,
+            "output_tokens": r.output_tokens,
+        }
+        if r.block_hashes:
+            obj["hash_ids"] = list(r.block_hashes)
+        lines.append(json.dumps(obj) + "\n")
+    write_owned(Path(path), "".join(lines), ours=lambda _: False, force=force, what="trace")

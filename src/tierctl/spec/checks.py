@@ -26,7 +26,7 @@ from tierctl.spec.effective import (
     flag_path,
     render_variant,
 )
-from tierctl.spec.tier_spec import SecretRef, TierSpec
+from tierctl.spec.tier_spec import HostEnv, SecretRef, TierSpec
 
 PathKey = tuple[str | int, ...]
 
@@ -127,6 +127,8 @@ def _check_engine(spec: TierSpec) -> Iterator[Problem]:
         for n, s in spec.services.items()
         if "image" in s.compose
     ]
+    if spec.engine.image_policy == "as-written":
+        return  # every image kept as the imported file had it (import warned for each)
     # Non-engine services may run a release tag (nginx:1.27); `latest` or no tag never.
     tagged = others + (images if spec.engine.image_policy == "tag" else [])
     for path, image in tagged:
@@ -405,7 +407,7 @@ def _check_secrets(spec: TierSpec) -> Iterator[Problem]:
         env = service.compose.get("environment")
         envs += list(_env_items(env, ("services", name, "compose", "environment")))
     for path, key, value in envs:
-        if value is None or isinstance(value, SecretRef):
+        if value is None or isinstance(value, SecretRef | HostEnv):
             continue
         text = str(value)
         if literal_secret(key, text):

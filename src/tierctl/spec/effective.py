@@ -9,14 +9,16 @@ effective flags, which is what makes a variant unable to disagree with the flags
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tierctl.compose.shellwords import ShellWordsError, split_shell_words
 from tierctl.engine_catalog import Catalog
 from tierctl.engines import EngineProfile, default_profile, profile_for
 from tierctl.engines.base import format_scalar
 from tierctl.errors import InputError
-from tierctl.spec.tier_spec import EnvToken, SecretRef, Service, TierSpec
+from tierctl.spec.tier_spec import EnvToken, HostEnv, SecretRef, Service, ShellWrapper, TierSpec
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+)\}")
 _FALSY_ENV = {"", "0", "false", "False", "no", "off"}
@@ -98,8 +100,11 @@ def flag_path(spec: TierSpec, replica: str, name: str) -> tuple[str, ...] | None
     return None
 
 
-def env_text(value: Any) -> str:
-    """An env value as compose writes it; secrets become ``${NAME:?message}``."""
+def env_text(value: Any) -> str | None:
+    """An env value as compose writes it; secrets become ``${NAME:?message}``, a value passed
+    through from the host None (a bare key)."""
+    if isinstance(value, HostEnv):
+        return None
     if isinstance(value, SecretRef):
         message = value.message or f"set {value.secret} in the deployer's environment"
         return f"${{{value.secret}:?{message}}}"
@@ -108,7 +113,7 @@ def env_text(value: Any) -> str:
     return str(value)
 
 
-def effective_env(spec: TierSpec, replica: str) -> dict[str, str]:
+def effective_env(spec: TierSpec, replica: str) -> dict[str, str | None]:
     """Engine env, then the replica's additions and overrides (``null`` removes)."""
     env: dict[str, Any] = dict(spec.engine.env)
     for name, value in spec.replicas[replica].env.items():
@@ -148,6 +153,54 @@ def replica_argv(spec: TierSpec, flags: dict[str, Any]) -> list[str]:
     return engine_profile(spec).render_argv(launcher(spec), flags, engine_catalog(spec))
 
 
+# A token the shell reads as itself (no quoting needed). ``$VAR`` and ``${VAR...}`` are left
+# bare on purpose (``$$VAR`` too: compose's escape of ``$``), so ``--model-path $MODEL`` keeps
+# expanding in the script; other braces are quoted (bash would brace-expand ``{a,b}``).
+_SHELL_SAFE = re.compile(
+    r"(?:[A-Za-z0-9_@%+=:,./-]|\$\$?\{[^{}'\"\\\s]*\}|\$\$?[A-Za-z_][A-Za-z0-9_]*)+"
+)
+ARGV_SLOT = "{argv}"
+
+
+def shell_join(argv: list[str] | tuple[str, ...]) -> str:
+    """Tokens as one shell command line: bare where the shell reads them as themselves,
+    single-quoted otherwise."""
+    out = []
+    for token in argv:
+        if _SHELL_SAFE.fullmatch(token):
+            out.append(token)
+        else:
+            out.append("'" + token.replace("'", "'\\''") + "'")
+    return " ".join(out)
+
+
+def wrap_command(shell: ShellWrapper | None, argv: list[str]) -> list[str]:
+    """A replica's compose ``command``: its argv, or the shell script that runs it."""
+    if shell is None:
+        return list(argv)
+    head, _, tail = shell.script.partition(ARGV_SLOT)
+    return [*shell.command, head + shell_join(argv) + tail]
+
+
+def unwrap_command(shell: ShellWrapper | None, command: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The engine argv inside a rendered ``command`` (the inverse of :func:`wrap_command`);
+    None when the command is not the wrapper's shape."""
+    if shell is None:
+        return command
+    head, _, tail = shell.script.partition(ARGV_SLOT)
+    n = len(shell.command)
+    if len(command) != n + 1 or list(command[:n]) != shell.command:
+        return None
+    script = command[n]
+    if not (script.startswith(head) and script.endswith(tail)) or len(script) < len(head + tail):
+        return None
+    try:
+        words, cut = split_shell_words(script[len(head) : len(script) - len(tail)])
+    except ShellWordsError:
+        return None
+    return tuple(words) if cut < 0 else None
+
+
 def service_name(spec: TierSpec, replica: str) -> str:
     """The compose service (and container) name of a replica."""
     return spec.engine.service.replace("{replica}", replica)
@@ -163,7 +216,7 @@ def replica_port(spec: TierSpec, flags: dict[str, Any]) -> int:
         return default
 
 
-def token_on(token: Any, flags: dict[str, Any], env: dict[str, str]) -> bool:
+def token_on(token: Any, flags: dict[str, Any], env: Mapping[str, str | None]) -> bool:
     """Whether a telemetry token's condition holds on these effective flags and env."""
     if isinstance(token, EnvToken):
         value = env.get(token.env)
@@ -178,7 +231,9 @@ def token_on(token: Any, flags: dict[str, Any], env: dict[str, str]) -> bool:
     return flag_tokens(token.flag, value) == flag_tokens(token.flag, token.equals)
 
 
-def render_variant(spec: TierSpec, replica: str, flags: dict[str, Any], env: dict[str, str]) -> str:
+def render_variant(
+    spec: TierSpec, replica: str, flags: dict[str, Any], env: Mapping[str, str | None]
+) -> str:
     """Apply the telemetry template to a replica's effective flags and env.
 
     Raises:
@@ -216,7 +271,7 @@ class ResolvedReplica:
     image: str
     flags: dict[str, Any]
     argv: list[str]
-    env: dict[str, str]
+    env: dict[str, str | None]  # None: passed through from the host (a bare key)
     variant: str
     port: int
     gpu_count: int | str = 0  # len(gpus), a count (count: N), or "all"
@@ -241,11 +296,38 @@ def fill(template: str, context: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: context.get(m.group(1), m.group(0)), template)
 
 
+def gpu_grant(
+    style: str, gpus: tuple[int, ...], count: int | str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """(compose keys, environment) that give a replica its GPUs in ``style`` (the spec's
+    ``gpu_style``): nothing for a CPU replica (``count`` 0) or ``as-written`` (the replica's
+    compose fragment holds the keys as the file wrote them)."""
+    if count == 0 or style == "as-written":
+        return {}, {}
+    if style == "gpus":
+        return {"gpus": "all"}, {}
+    if style == "amd":
+        return {"devices": ["/dev/kfd", "/dev/dri"]}, {}
+    if style == "runtime":
+        visible = ",".join(str(g) for g in gpus) if gpus else str(count)
+        return {"runtime": "nvidia"}, {"NVIDIA_VISIBLE_DEVICES": visible}
+    device: dict[str, Any] = {"driver": "nvidia"}
+    if gpus:
+        device["device_ids"] = [str(g) for g in gpus]
+    else:
+        device["count"] = count  # count: N, or count: all
+    device["capabilities"] = ["gpu"]
+    return {"deploy": {"resources": {"reservations": {"devices": [device]}}}}, {}
+
+
 def resolve_replica(spec: TierSpec, name: str) -> ResolvedReplica:
     """Everything one replica runs with (raises VariantError on a bad template)."""
     replica = spec.replicas[name]
     flags = effective_flags(spec, name)
     env = effective_env(spec, name)
+    count = replica.gpu_count if replica.gpu_count is not None else len(replica.gpus)
+    # The runtime style grants GPUs through the environment (NVIDIA_VISIBLE_DEVICES).
+    env.update(gpu_grant(replica.gpu_style, tuple(replica.gpus), count)[1])
     return ResolvedReplica(
         name=name,
         service=service_name(spec, name),

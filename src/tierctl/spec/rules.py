@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ def _flag_matches(flags: dict[str, Any], name: str, wanted: Any) -> bool:
     return have is not None and flag_tokens(name, have) == flag_tokens(name, wanted)
 
 
-def unmet(cond: Condition, flags: dict[str, Any], env: dict[str, str]) -> list[str]:
+def unmet(cond: Condition, flags: dict[str, Any], env: Mapping[str, str | None]) -> list[str]:
     """The parts of ``cond`` that do not hold, described for a message (empty = holds)."""
     out: list[str] = []
     for name, wanted in cond.args.items():
@@ -43,7 +44,9 @@ def unmet(cond: Condition, flags: dict[str, Any], env: dict[str, str]) -> list[s
     return out
 
 
-def check_rules(spec: TierSpec, flags: dict[str, Any], env: dict[str, str]) -> list[RuleFailure]:
+def check_rules(
+    spec: TierSpec, flags: dict[str, Any], env: Mapping[str, str | None]
+) -> list[RuleFailure]:
     """Every rule of ``spec`` broken by one replica's effective flags and env."""
     failures: list[RuleFailure] = []
     for index, rule in enumerate(spec.rules):

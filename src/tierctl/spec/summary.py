@@ -126,7 +126,7 @@ def summarise(tier: Tier) -> Summary:
     for r in replicas:
         env_keys += [k for k in r.env if k not in env_keys]
     for key in env_keys:
-        values = tuple(r.env.get(key, "(unset)") for r in replicas)
+        values = tuple(_env_shown(r.env, key) for r in replicas)
         if len(set(values)) > 1:
             diffs.append(Difference(f"env {key}", values))
     notes: list[str] = []
@@ -148,3 +148,11 @@ def summarise(tier: Tier) -> Summary:
         differences=tuple(diffs),
         notes=tuple(notes),
     )
+
+
+def _env_shown(env: dict[str, str | None], key: str) -> str:
+    """An effective env value as ``show`` prints it."""
+    if key not in env:
+        return "(unset)"
+    value = env[key]
+    return "(from the host)" if value is None else value

@@ -102,8 +102,17 @@ class SecretRef(BaseModel):
     )
 
 
-EnvValue = str | int | float | bool | SecretRef
-EnvOverride = str | int | float | bool | SecretRef | None
+class HostEnv(BaseModel):
+    """An environment variable passed through from the host running compose (compose's bare
+    ``- NAME`` / ``NAME:``): set in the container only when set there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    from_host: Literal[True] = Field(description="Always true: rendered as a bare NAME: (null).")
+
+
+EnvValue = str | int | float | bool | SecretRef | HostEnv
+EnvOverride = str | int | float | bool | SecretRef | HostEnv | None
 
 # --- models -------------------------------------------------------------------------------
 
@@ -184,6 +193,24 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class ShellWrapper(StrictModel):
+    """A shell script the engine runs inside (``bash -c "pip install x && python3 -m ..."``)."""
+
+    command: list[str] = Field(
+        description="The command tokens before the script (e.g. [bash, -c]; [] when the "
+        "entrypoint is the shell)."
+    )
+    script: str = Field(
+        description="The script, with {argv} where the engine's command goes (each token "
+        "shell-quoted where it needs it, one space between tokens)."
+    )
+    in_entrypoint: bool = Field(
+        default=False,
+        description="The script is the replicas' entrypoint (entrypoint: [bash, -c, SCRIPT], "
+        "no command) instead of their command.",
+    )
+
+
 class Engine(StrictModel):
     """The engine every replica runs."""
 
@@ -244,17 +271,27 @@ class Engine(StrictModel):
         default=True,
         description="Render container_name (the service name) on every replica service.",
     )
+    shell: ShellWrapper | None = Field(
+        default=None,
+        description="The shell script the replicas' engine command runs inside, if any.",
+    )
     equals_flags: list[str] = Field(
         default_factory=list,
         description="Flags rendered as one `--name=value` token instead of `--name value`.",
     )
-    image_policy: Literal["digest", "tag"] = Field(
+    image_policy: Literal["digest", "tag", "as-written"] = Field(
         default="digest",
         description=(
             "digest: engine images must be pinned by digest; tag: a release tag is accepted "
-            "(not latest), as in hand-written files brought under tierctl by `tierctl import`."
+            "(not latest), as in hand-written files brought under tierctl by `tierctl import`; "
+            "as-written: every image of the tier is kept as the file wrote it (latest, main, "
+            "${IMG:-repo:tag}), which `tierctl import` says with one warning per image."
         ),
     )
+
+
+#: How a replica's GPUs are written in its compose service (see ``Replica.gpu_style``).
+GpuStyle = Literal["deploy", "gpus", "runtime", "amd", "as-written"]
 
 
 class Replica(StrictModel):
@@ -285,13 +322,35 @@ class Replica(StrictModel):
     compose: ReplicaCompose = Field(
         default_factory=dict, description="Compose keys merged into this replica's service."
     )
+    container_name: str | None = Field(
+        default=None,
+        description=(
+            "The replica's container name when it is not the service name (a hand-written "
+            "file's container_name, kept by `tierctl import`)."
+        ),
+    )
+    gpu_style: GpuStyle = Field(
+        default="deploy",
+        description=(
+            "How the GPUs are granted in the rendered service. deploy: "
+            "deploy.resources.reservations.devices [{driver: nvidia, device_ids|count, "
+            "capabilities: [gpu]}]; gpus: compose's `gpus: all`; runtime: `runtime: nvidia` "
+            "with NVIDIA_VISIBLE_DEVICES (the ids, or all); amd: the ROCm devices /dev/kfd and "
+            "/dev/dri; as-written: the replica's compose keys grant them as the file wrote "
+            "them (gpus/gpu_count, when known, only tell tierctl how many)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_gpu_form(self) -> Replica:
+        if self.gpu_style == "as-written" and not self.gpus and self.gpu_count is None:
+            return self  # the file's keys grant GPUs tierctl cannot count
         if bool(self.gpus) == (self.gpu_count is not None):
             raise ValueError(
                 "give either gpus (a list of GPU indices) or gpu_count (a number, or all)"
             )
+        if self.gpu_style in ("gpus", "amd") and self.gpu_count != "all":
+            raise ValueError(f"gpu_style {self.gpu_style} grants every GPU: use gpu_count: all")
         return self
 
 
@@ -442,4 +501,9 @@ class TierSpec(StrictModel):
     configs: dict[str, Any] = Field(
         default_factory=dict,
         description="Top-level compose configs (the collector's scrape config is added).",
+    )
+    extensions: dict[Annotated[str, Field(pattern=r"^x-")], Any] = Field(
+        default_factory=dict,
+        description="Top-level compose extension keys (x-...), written into the rendered "
+        "file as they are (`tierctl import` carries a file's own; x-tierctl is tierctl's).",
     )

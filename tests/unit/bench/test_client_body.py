@@ -40,3 +40,27 @@ def test_body_shape():
     comp = build_body(COMPLETIONS, "hi", 3)
     assert comp["prompt"] == "hi"
     assert "ignore_eos" not in comp
+
+
+def test_a_prompt_of_token_ids_is_sent_as_ids_and_only_to_the_completions_api():
+    import pytest
+
+    from tierctl.errors import InputError
+
+    body = orjson.loads(encode_body(COMPLETIONS, (5, 6, 7), 2))
+    assert body["prompt"] == [5, 6, 7]
+    with pytest.raises(InputError, match="token ids needs the completions API") as exc:
+        build_body(CHAT, [5, 6, 7], 2)
+    assert exc.value.params == ("api",)
+
+
+def test_per_chunk_usage_is_asked_with_the_profiles_own_options():
+    import dataclasses
+
+    from tierctl.engines import PROFILES
+
+    for profile in PROFILES.values():
+        shape = dataclasses.replace(COMPLETIONS, per_chunk_usage=profile.per_chunk_usage)
+        options = build_body(shape, "hi", 3)["stream_options"]
+        assert options == {"include_usage": True, **(profile.per_chunk_usage or {})}
+    assert build_body(COMPLETIONS, "hi", 3)["stream_options"] == {"include_usage": True}

@@ -237,3 +237,19 @@ def test_host_ports_compared_as_compose_binds_them(
     )
     messages = [v.message for v in validate_files([_file(tmp_path, text)]).violations]
     assert any("host port" in m for m in messages) == clash, messages
+
+
+def test_a_default_credential_is_reported_as_a_default(tmp_path: Path) -> None:
+    """``${X:-admin}`` is a default credential, not "a literal where a reference belongs"
+    (the file has a reference); the value never reaches the report."""
+    path = tmp_path / "compose.yaml"
+    path.write_text(
+        "services:\n  db:\n    image: postgres:16\n"
+        "    environment: {POSTGRES_PASSWORD: '${PG_PASS:-admin-pw-2024}'}\n"
+    )
+    report = validate_files([path])
+    (violation,) = [v for v in report.violations if v.service == "db"]
+    assert "defaults to a literal credential when PG_PASS is unset" in violation.message
+    assert "reference belongs" not in violation.message
+    assert "${PG_PASS:?set PG_PASS}" in (violation.fix or "")
+    assert "admin-pw-2024" not in report.text()

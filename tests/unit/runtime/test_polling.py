@@ -44,3 +44,25 @@ def test_a_zero_timeout_still_asks_once() -> None:
     assert wait_until(lambda: True, 0, sleep=clock.sleep, clock=clock)
     assert not wait_until(lambda: False, 0, sleep=clock.sleep, clock=clock)
     assert clock.sleeps == []
+
+
+async def test_the_async_wait_asks_and_pauses_as_the_blocking_one() -> None:
+    from tierctl.runtime.polling import wait_until_async
+
+    blocking, awaiting = _Clock(), _Clock()
+    looks: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        awaiting.sleep(seconds)
+
+    def never() -> bool:
+        looks.append(awaiting.now)
+        return False
+
+    assert not await wait_until_async(never, 2.5, poll_s=1, sleep=pause, clock=awaiting)
+    assert not wait_until(lambda: False, 2.5, poll_s=1, sleep=blocking.sleep, clock=blocking)
+    assert awaiting.sleeps == blocking.sleeps == [1, 1, 0.5]
+    assert looks == [0, 1, 2, 2.5]
+    answers = iter([False, True])
+    assert await wait_until_async(lambda: next(answers), 10, poll_s=3, sleep=pause, clock=awaiting)
+    assert awaiting.sleeps[-1] == 3

@@ -34,8 +34,10 @@ def test_compare_prints_the_ratio_table(run_cli: Callable[..., Any]) -> None:
                   "--candidate-replica", "r2", "--workload", "field", "--focus", "dec")  # fmt: skip
     assert res.code == 0, res.err
     rows = {line.split()[0] + line.split()[1]: line.split() for line in res.out.splitlines()[2:]}
-    assert float(rows["TPOTp50"][-1]) < 0.9
-    assert float(rows["TTFTp50"][-1]) < 1.05
+    # metric (two words), control, candidate, ratio [interval], A/A floor, verdict
+    assert float(rows["TPOTp50"][4]) < 0.9
+    assert rows["TPOTp50"][-1] == "better"
+    assert float(rows["TTFTp50"][4]) < 1.05
 
 
 def test_bad_engine_flag_is_exit_2_without_traceback(run_cli: Callable[..., Any]) -> None:

@@ -35,7 +35,7 @@ def _rows(out: str) -> dict[str, list[str]]:
     rows = {}
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 5:
+        if len(parts) >= 6 and parts[0] in ("TTFT", "TPOT", "stall", "burst"):
             rows[parts[0] + " " + parts[1]] = parts
     return rows
 
@@ -55,10 +55,10 @@ def test_compare_warns_per_unmodelled_flag(run_cli: Callable[..., Any]) -> None:
                   "--candidate-replica", "r3", "--workload", "hammer", "--duration-s", "20",
                   "--preset", "dense-8b-h100")  # fmt: skip
     assert res.code == 0, res.err
-    assert "--swap-space differs between the arms but is not modelled" in res.err
-    assert "not modelled, and different between the arms: --swap-space" in res.out
+    assert "--gpu-memory-utilization differs between the arms but is not modelled" in res.err
+    assert "not modelled, and different between the arms: --gpu-memory-utilization" in res.out
     assert "--port" not in res.err  # replica addresses differ by design
-    assert _rows(res.out)["TPOT p50"][-1] == "1.00"
+    assert _rows(res.out)["TPOT p50"][4] == "1.00"
 
 
 def test_compare_of_a_modelled_flag_has_no_warning_and_moves_the_figures(
@@ -299,3 +299,39 @@ def test_vllm_iteration_fit_rebuilds_chunk_positions_for_the_attention_term() ->
     blind = fit_iterations(its, FLAT, name="t")
     assert blind.prefill_attn_pair_s != pytest.approx(1.2e-7, rel=0.1)
     assert iteration_residuals(blind, its)["prefill_mean_abs_rel_error"] > 0.01
+
+
+def test_compare_refuses_what_the_pinned_vllm_refuses_at_start_up(
+    run_cli: Callable[..., Any],
+) -> None:
+    # The reproducer: chunked prefill off with prompts over the budget hung `sim
+    # compare`; vLLM 0.32 refuses the configuration at start-up, and so does the simulator.
+    base = "vllm serve m --max-num-seqs 8 --max-model-len 4096"
+    res = run_cli("sim", "compare", "--engine-version", "0.32.0", "--control", base,
+                  "--candidate", base + " --max-num-batched-tokens 512 --no-enable-chunked-prefill",
+                  "--workload", "burst", "--count", "2", "--input-tokens", "3000",
+                  "--output-tokens", "4", "--preset", "dense-8b-h100")  # fmt: skip
+    assert res.code == 2, res.out
+    assert "vLLM 0.32.0 refuses to start" in res.err
+    assert "Traceback" not in res.err
+    res = run_cli("sim", "compare", "--engine-version", "0.32.0", "--control", base,
+                  "--candidate", base + " --max-num-partial-prefills 2",
+                  "--workload", "burst", "--count", "2", "--input-tokens", "3000")  # fmt: skip
+    assert res.code == 2
+    assert "--max-num-partial-prefills is not a flag of vllm 0.32.0" in res.err
+
+
+def test_compare_never_prints_a_silent_ratio_for_a_step_cost_flag(
+    run_cli: Callable[..., Any],
+) -> None:
+    base = "vllm serve m --max-num-seqs 8 --max-model-len 4096"
+    for flag in ("--dtype float32", "--enforce-eager", "--kv-cache-dtype fp8"):
+        res = run_cli("sim", "compare", "--control", base, "--candidate", f"{base} {flag}",
+                      "--workload", "burst", "--count", "2", "--input-tokens", "1000",
+                      "--output-tokens", "4", "--preset", "dense-8b-h100")  # fmt: skip
+        assert res.code == 0, res.err
+        name = flag.split()[0]
+        assert f"warning: {name} differs between the arms and changes the engine's step cost" in (
+            res.err
+        )
+        assert f"step cost held fixed (the ratios leave them out): {name}" in res.out

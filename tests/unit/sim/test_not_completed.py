@@ -22,7 +22,7 @@ def test_compare_on_a_short_context_tier_says_which_prompts_exceed_it(
 ) -> None:
     res = run_cli(*ARGS, "--candidate-replica", "r2")
     assert res.code == 0, res.err
-    assert "completion         0.273" in res.out
+    assert "completion       0.273" in res.out
     assert (
         "both arms: 8 of 11 requests did not complete: 8 prompt + output exceed the context "
         "(max-model-len 4096)"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tierctl.sim.config import EngineConfig, unmodelled_differences
+from tierctl.errors import InputError
+from tierctl.sim.config import EngineConfig, step_cost_differences, unmodelled_differences
 from tierctl.sim.engine import make_scheduler
 from tierctl.sim.simulate import simulate
 from tierctl.sim.vllm_policy import VllmScheduler
@@ -17,7 +20,7 @@ from .helpers import FLAT
 
 
 def vcfg(*flags: str) -> EngineConfig:
-    return EngineConfig.from_argv(["vllm", "serve", "/models/m", *flags])
+    return EngineConfig.from_argv(["vllm", "serve", "/models/m", *flags], strict=True)
 
 
 def decoders_then_prompt(prompt_tokens: int = 5000) -> Workload:
@@ -74,30 +77,103 @@ def test_sglang_interval_zero_starves_decode_where_vllm_does_not() -> None:
     assert sg.summary.stall_max_s > vl.summary.stall_max_s
 
 
-def test_long_prefill_threshold_caps_each_chunk() -> None:
+def _chunks(argv: EngineConfig, reqs: list[SimRequest]) -> list[tuple[int, ...]]:
     rounds: list = []
-    simulate(
-        vcfg("--max-num-batched-tokens", "1000", "--long-prefill-token-threshold", "300"),
-        Workload.of("one", [SimRequest("a", 0.0, 1200, 2)]),
-        FLAT,
-        steps=rounds,
-    )
-    chunk_sizes = [c for r in rounds for c, _ in r.chunks]
-    assert chunk_sizes == [300, 300, 300, 300]
+    simulate(argv, Workload.of("w", reqs), FLAT, steps=rounds)
+    return [tuple(c for c, _ in r.chunks) for r in rounds if r.chunks]
 
 
-def test_max_num_partial_prefills_defaults_the_threshold_to_4pct_of_model_len() -> None:
-    sched = make_scheduler(
-        vcfg("--max-num-partial-prefills", "2", "--max-model-len", "10000"), FLAT
-    )
-    assert isinstance(sched, VllmScheduler)
-    assert sched.threshold == 400
+def test_long_prefill_threshold_caps_each_chunk_when_another_request_is_eligible() -> None:
+    flags = ("--max-num-batched-tokens", "1000", "--long-prefill-token-threshold", "300")
+    two = [SimRequest("a", 0.0, 1200, 2), SimRequest("b", 0.0, 100, 50)]
+    # a capped at 300 while b is eligible (b's 100 fit beside it in the first step)
+    assert _chunks(vcfg(*flags), two)[:2] == [(300, 100), (300,)]
+
+
+def test_a_lone_request_is_not_capped_by_the_threshold() -> None:
+    # vLLM 0.32 (scheduler.py): the threshold is 0 unless running + waiting > 1, "since there
+    # is no other request for it to starve": the lone prompt takes the whole budget.
+    flags = ("--max-num-batched-tokens", "1000", "--long-prefill-token-threshold", "300")
+    assert _chunks(vcfg(*flags), [SimRequest("a", 0.0, 1200, 2)]) == [(1000,), (200,)]
+
+
+def test_max_num_partial_prefills_is_refused_as_vllm_refuses_it() -> None:
+    # No catalogued vLLM release has the flag (0.32's parser exits on it): never modelled.
+    with pytest.raises(InputError) as exc:
+        vcfg("--max-num-partial-prefills", "2", "--max-model-len", "10000")
+    text = exc.value.format()
+    assert "--max-num-partial-prefills is not a flag of vllm 0.33.0" in text
+    assert "catalog show vllm==0.33.0" in text
+    with pytest.raises(InputError, match=r"not a flag of vllm 0\.32\.0"):
+        EngineConfig.from_argv(
+            ["vllm", "serve", "m", "--max-num-partial-prefills", "2"], version="0.32.0", strict=True
+        )
+
+
+def test_a_misspelt_flag_gets_the_catalogs_did_you_mean() -> None:
+    with pytest.raises(InputError) as exc:
+        vcfg("--max-num-batch-tokens", "512")
+    assert "did you mean --max-num-batched-tokens" in exc.value.format()
+
+
+def test_chunked_prefill_off_with_a_budget_below_the_model_length_is_refused() -> None:
+    # vLLM 0.32 verify_max_model_len refuses to start; the simulator used to hang on it.
+    with pytest.raises(InputError) as exc:
+        make_scheduler(
+            vcfg("--no-enable-chunked-prefill", "--max-num-batched-tokens", "512",
+                 "--max-model-len", "4096"),
+            FLAT,
+        )  # fmt: skip
+    text = exc.value.format()
+    assert "max_num_batched_tokens (512) is smaller than max_model_len (4096)" in text
+    assert "--max-num-batched-tokens" in text
+
+
+def test_budget_below_max_num_seqs_and_threshold_over_model_len_are_refused() -> None:
+    with pytest.raises(InputError, match=r"must be greater than or equal to max_num_seqs \(16\)"):
+        make_scheduler(vcfg("--max-num-batched-tokens", "8", "--max-num-seqs", "16"), FLAT)
+    with pytest.raises(InputError, match="cannot be greater than the max_model_len"):
+        make_scheduler(
+            vcfg("--long-prefill-token-threshold", "5000", "--max-model-len", "4096"), FLAT
+        )
+
+
+def test_a_scheduler_that_can_schedule_nothing_ends_the_run_instead_of_hanging() -> None:
+    # A policy stuck with work queued (what chunked prefill off with a prompt over the budget
+    # was): zero-length idle rounds used to spin for ever; the run now ends and says why.
+    from tierctl.sim.engine import Round
+    from tierctl.sim.simulate import MAX_STEPS, _run
+
+    class Stuck(VllmScheduler):
+        def step(self, now_s: float) -> Round | None:
+            self.stats.rounds += 1
+            return Round(now_s, 0.0, "idle", (), 0, 0)
+
+    sched = Stuck(vcfg(), FLAT)
+    reqs = (SimRequest("a", 0.0, 100, 2), SimRequest("b", 5.0, 100, 2))
+    now, why = _run(sched, reqs, FLAT, math.inf, True, None, None, MAX_STEPS)
+    assert "could schedule none of the 2 waiting request(s)" in why
+    assert now == 5.0  # it jumped to the last arrival, then stopped
+    assert sched.stats.rounds == 2
+
+
+def test_the_step_bound_stops_a_run_and_says_so() -> None:
+    wl = Workload.of("w", [SimRequest(f"r{i}", 0.0, 100, 500) for i in range(4)])
+    res = simulate(vcfg(), wl, FLAT, max_steps=50, fast_forward=False)
+    assert "stopped after 50 scheduler steps" in res.stopped
+    assert {r.status for r in res.requests} == {"unfinished"}
 
 
 def test_without_chunked_prefill_a_prompt_over_the_budget_waits_for_a_whole_step() -> None:
     rounds: list = []
     simulate(
-        vcfg("--max-num-batched-tokens", "2000", "--no-enable-chunked-prefill"),
+        vcfg(
+            "--max-num-batched-tokens",
+            "2000",
+            "--no-enable-chunked-prefill",
+            "--max-model-len",
+            "2000",
+        ),
         Workload.of("two", [SimRequest("a", 0.0, 1500, 2), SimRequest("b", 0.0, 1500, 2)]),
         FLAT,
         steps=rounds,
@@ -175,10 +251,11 @@ def test_fast_forward_matches_stepping_and_every_request_completes(
 
 
 def test_flags_that_differ_and_are_not_modelled_are_named() -> None:
-    a = vcfg("--max-num-seqs", "256", "--port", "8001", "--swap-space", "4")
-    b = vcfg("--max-num-seqs", "512", "--port", "8002", "--swap-space", "8", "--enforce-eager",
-             "--kv-cache-dtype", "fp8")  # fmt: skip
-    assert unmodelled_differences(a, b) == ["kv-cache-dtype", "swap-space"]
+    a = vcfg("--max-num-seqs", "256", "--port", "8001", "--gpu-memory-utilization", "0.8")
+    b = vcfg("--max-num-seqs", "512", "--port", "8002", "--gpu-memory-utilization", "0.9",
+             "--enforce-eager", "--kv-cache-dtype", "fp8")  # fmt: skip
+    assert unmodelled_differences(a, b) == ["gpu-memory-utilization"]
+    assert step_cost_differences(a, b) == ["enforce-eager", "kv-cache-dtype"]
     sg_a = EngineConfig.from_argv(["--tp-size", "4", "--dist-init-addr", "h:1"])
     sg_b = EngineConfig.from_argv(["--tp-size", "8", "--dist-init-addr", "h:2"])
     assert unmodelled_differences(sg_a, sg_b) == ["tp-size"]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from tierctl.bench.quality.lane import LaneResult, QualityResult, TaskComparison, TextComparison
 
@@ -72,16 +73,19 @@ _COLUMNS = ("lane", "items", "A-B differ", "A-A' differ", "p (vs floor)", "verdi
 def quality_table(result: QualityResult) -> Table:
     """The terminal table: one row per lane, and the verdict in the title."""
     floor = "A vs A' measured" if result.floor_measured else "no A' pass: floor taken as 0"
+    # Text, not markup: lane names, engine names and tokens come from files and servers.
     table = Table(
-        title=f"quality: {result.verdict} ({floor}; engines A {result.engines.get('A')}, "
-        f"B {result.engines.get('B')})",
+        title=Text(
+            f"quality: {result.verdict} ({floor}; engines A {result.engines.get('A')}, "
+            f"B {result.engines.get('B')})"
+        ),
         title_justify="left",
     )
     for c in _COLUMNS:
         table.add_column(c, justify="right" if c in ("items",) else "left")
     for lane in result.lanes:
         cells = lane_rows(lane)
-        table.add_row(*(cells[c] for c in _COLUMNS))
+        table.add_row(*(Text(cells[c]) for c in _COLUMNS))
     return table
 
 

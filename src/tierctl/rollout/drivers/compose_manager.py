@@ -6,7 +6,7 @@ token, and an NDJSON event stream of ``stdout``/``stderr`` lines ending in an ``
 
 A step recreates a service as a scoped down then an up without ``force_recreate``: after the
 down the up only creates what is missing, so both calls are idempotent and are retried with
-backoff on 5xx, time-outs and connection errors. An up with ``force_recreate`` would recreate
+backoff on 5xx, 409 (the agent is busy with the project), time-outs and connection errors. An up with ``force_recreate`` would recreate
 again on a retry, so that one (unused by the steps, kept for operators) is never retried once
 sent. The services list is never empty: the agent reads empty as "every service".
 """
@@ -121,6 +121,9 @@ class CallResult:
 
     exit_code: int
     lines: tuple[str, ...]
+    #: The agent's own reading of a dry run (``tierctl agent`` sends a ``changes`` event:
+    #: it knows the project's container names), or None when it sent none.
+    changes: DryRunResult | None = None
 
 
 class _Retryable(Exception):
@@ -200,6 +203,8 @@ class ComposeManagerDriver:
         """Ask the agent for a dry-run ``up`` of exactly ``services``."""
         ((path, body),) = dry_run_requests(self._target(dep), services, self._env)
         res = self._call(path, body, idempotent=True)
+        if res.changes is not None:
+            return res.changes
         return parse_dry_run(res.lines, dep.services, self._project)
 
     def apply(self, dep: Deployment, services: list[str]) -> None:
@@ -251,6 +256,8 @@ class ComposeManagerDriver:
                         f"compose-manager {path} for {', '.join(body['services'])}: {last}; "
                         f"try {attempt + 1} of {self._attempts} in {delay:g} s"
                     )
+                # A retry with doubling backoff, not a wait on a condition (what
+                # runtime.polling.wait_until is, at a fixed interval).
                 self._sleep(delay)
                 delay *= 2
         tries = "once (not idempotent)" if not idempotent else f"{self._attempts} times"
@@ -281,6 +288,14 @@ class ComposeManagerDriver:
                     )
                 if resp.status_code >= 500:
                     raise _Retryable(f"HTTP {resp.status_code}")
+                if resp.status_code == 409:
+                    # The agent runs one operation per project at a time: another is running
+                    # (often this call's own earlier try, which the agent finishes even after
+                    # the client gave up on it). Worth waiting for, like a 5xx.
+                    resp.read()
+                    raise _Retryable(
+                        f"HTTP 409, the agent is busy: {_said(mask(resp.text, self.secrets()))}"
+                    )
                 if resp.status_code >= 400:
                     resp.read()
                     # Masked before it is cut: a cut through a secret would leave a prefix
@@ -293,6 +308,7 @@ class ComposeManagerDriver:
                     )
                 lines: list[str] = []
                 exit_code: int | None = None
+                changes: DryRunResult | None = None
                 deadline = time.monotonic() + self._timeout_s
                 for raw in resp.iter_lines():
                     if time.monotonic() > deadline:
@@ -306,6 +322,8 @@ class ComposeManagerDriver:
                     event = _event(raw)
                     if event[0] == "exit":
                         exit_code = int(event[1])
+                    elif event[0] == "changes":
+                        changes = _changes(raw)
                     else:
                         # An agent may echo the request (env values, the token): masked here,
                         # at the source, before any line reaches a message, a log or a journal.
@@ -326,11 +344,34 @@ class ComposeManagerDriver:
                 rule="docker compose must succeed on the host",
                 fix="read the agent output above, fix, then run the step again",
             )
-        return CallResult(exit_code, tuple(lines))
+        if changes is not None:
+            changes = DryRunResult(changes.changed, changes.removed, tuple(lines))
+        return CallResult(exit_code, tuple(lines), changes)
 
 
 # One NDJSON event is a line of compose output; a longer one is a broken or hostile stream.
 _MAX_EVENT_CHARS = 1_000_000
+
+
+def _changes(raw: str) -> DryRunResult | None:
+    """A ``changes`` event's services (changed, removed); None when it is malformed (the
+    driver then reads compose's lines itself)."""
+    rec = json.loads(raw)
+    changed, removed = rec.get("services"), rec.get("removed", [])
+    if not isinstance(changed, list) or not isinstance(removed, list):
+        return None
+    if not all(isinstance(x, str) for x in [*changed, *removed]):
+        return None
+    return DryRunResult(frozenset(changed), frozenset(removed) - frozenset(changed))
+
+
+def _said(text: str) -> str:
+    """The ``error`` of an agent's JSON answer (else the text), short."""
+    try:
+        rec = json.loads(text)
+    except json.JSONDecodeError:
+        return text[:200]
+    return str(rec.get("error", text) if isinstance(rec, dict) else text)[:200]
 
 
 def _event(raw: str) -> tuple[str, str]:

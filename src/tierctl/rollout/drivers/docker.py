@@ -11,16 +11,18 @@ the project name resolve as they would from a checkout.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tierctl.errors import RuntimeFailure
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import require_services
-from tierctl.rollout.dryrun import DryRunResult, parse_dry_run
+from tierctl.rollout.dryrun import DryRunResult, parse_dry_run, stopped_at_config_copy
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,13 @@ class RunResult:
 Runner = Callable[[Sequence[str]], RunResult]
 
 
-def subprocess_runner(argv: Sequence[str]) -> RunResult:
-    """Run a command and capture its output (the default runner)."""
+def subprocess_runner(argv: Sequence[str], env: Mapping[str, str] | None = None) -> RunResult:
+    """Run a command and capture its output (the default runner); ``env`` is its whole
+    environment (default: this process's)."""
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=900)
+        proc = subprocess.run(
+            list(argv), capture_output=True, text=True, check=False, timeout=900, env=env
+        )
     except FileNotFoundError:
         raise RuntimeFailure(
             f"{argv[0]} is not installed",
@@ -67,8 +72,12 @@ class DockerDriver:
         project: str | None = None,
         repo_root: Path | None = None,
         gate_host: str = "127.0.0.1",
-        runner: Runner = subprocess_runner,
+        runner: Runner | None = None,
         docker: str = "docker",
+        compose: Sequence[str] | None = None,
+        docker_host: str | None = None,
+        docker_context: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         """Create the driver.
 
@@ -77,15 +86,28 @@ class DockerDriver:
             project: ``-p`` project name; compose's default when ``None``.
             repo_root: The repository root of ``git:`` sources.
             gate_host: The host the gates reach engines on.
-            runner: Runs one argv (injected in tests: no Docker engine there).
-            docker: The docker executable.
+            runner: Runs one argv (injected in unit tests; default: a subprocess in the
+                environment below).
+            docker: The docker executable (``docker compose`` is its plugin).
+            compose: The compose command's first words instead of ``docker compose`` (the
+                standalone Compose v2 binary).
+            docker_host: The engine to drive (``DOCKER_HOST``: ``unix://``, ``tcp://``,
+                ``ssh://user@host``); default: compose's own choice.
+            docker_context: A Docker context to use instead (``DOCKER_CONTEXT``).
+            env: Compose's environment (default: this process's), before the two above.
         """
         self._workdir = workdir
         self._project = project
         self._repo_root = repo_root or Path.cwd()
         self._gate_host = gate_host
-        self._runner = runner
-        self._docker = docker
+        self.env = dict(env if env is not None else os.environ)
+        if docker_host:
+            self.env["DOCKER_HOST"] = docker_host
+        if docker_context:
+            self.env["DOCKER_CONTEXT"] = docker_context
+            self.env.pop("DOCKER_HOST", None)  # DOCKER_HOST would win over the context
+        self._runner = runner or functools.partial(subprocess_runner, env=self.env)
+        self._compose = tuple(compose) if compose else (docker, "compose")
 
     def secrets(self) -> tuple[str, ...]:
         """None: the docker CLI reads its own credentials."""
@@ -97,7 +119,7 @@ class DockerDriver:
 
     def base_argv(self, dep: Deployment) -> list[str]:
         """``docker compose -f FILE [--project-directory D] [-p P]`` for one side."""
-        argv = [self._docker, "compose", "-f", str(self._file(dep))]
+        argv = [*self._compose, "-f", str(self._file(dep))]
         if dep.ref.git_ref is not None:
             argv += ["--project-directory", str((self._repo_root / dep.ref.path).parent)]
         if self._project:
@@ -133,8 +155,13 @@ class DockerDriver:
         """Run the dry run and parse what it would do."""
         argv = self.dry_run_argv(dep, services)
         res = self._runner(argv)
+        lines = (res.stdout + "\n" + res.stderr).splitlines()
+        if res.returncode != 0 and stopped_at_config_copy(lines):
+            return parse_dry_run(lines, dep.services, self._project)
         no_plugin = _no_compose_plugin(res.stderr + res.stdout)
-        if res.returncode != 0 and not no_plugin and "dry-run" in (res.stderr + res.stdout).lower():
+        # Only compose's refusal of the flag itself: a real dry run that fails prints
+        # "DRY-RUN MODE" on every line, and its failure is the file's or the engine's.
+        if res.returncode != 0 and not no_plugin and _no_dry_run_flag(res.stderr + res.stdout):
             raise RuntimeFailure(
                 "this docker compose has no --dry-run",
                 rule="every step is dry-run first and must plan exactly its service",
@@ -142,8 +169,7 @@ class DockerDriver:
                 fix="upgrade the compose plugin to 2.17 or later, or use `driver` compose-manager",
                 params=("driver",),
             )
-        res = self._check(argv, res)
-        lines = (res.stdout + "\n" + res.stderr).splitlines()
+        self._check(argv, res)
         return parse_dry_run(lines, dep.services, self._project)
 
     def apply(self, dep: Deployment, services: list[str]) -> None:
@@ -191,6 +217,12 @@ class DockerDriver:
                 fix="read compose's message, fix, then run the step again",
             )
         return res
+
+
+def _no_dry_run_flag(output: str) -> bool:
+    """Whether compose refused ``--dry-run`` as an unknown flag (compose before 2.17)."""
+    text = output.lower()
+    return "unknown flag: --dry-run" in text
 
 
 def _no_compose_plugin(output: str) -> bool:

@@ -1,0 +1,534 @@
+"""``tierctl agent serve``: the per-host agent, running the real ``docker compose``.
+
+API (every call but ``GET /health`` carries ``Authorization: Bearer TOKEN``):
+
+- ``POST /compose/up`` ``{tag, file, services, env, force_recreate, dry_run}`` and
+  ``POST /compose/down`` ``{tag, file, services, env, volumes}``: an NDJSON stream of compose's
+  ``stdout``/``stderr`` lines, a ``changes`` event after a dry run (the services it would
+  create or recreate, and remove), and an ``exit`` event with compose's exit code;
+- ``POST /compose/ps`` ``{tag, file}``: the project's containers, their state and health;
+- ``POST /compose/logs`` ``{tag, file, service, tail}``: the last lines of a service's log;
+- ``GET /files?tag=T&file=F``: the file at that tag, its commit and sha256.
+
+One up or down runs at a time per compose project (another gets 409 at once); bodies are
+bounded (413), read within a deadline (408), and each compose run is killed past its deadline
+(an ``exit`` event of 124). A client that hangs up does not stop a compose run already started
+(a half-done recreate is worse than a finished one); it still ends in the operation log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hmac
+import json
+import os
+import signal
+import socket
+import ssl
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from aiohttp import web
+
+from tierctl.agent.oplog import OperationLog
+from tierctl.agent.projects import AgentRefusal, Checkout, ProjectStore
+from tierctl.agent.protocol import (
+    ComposeCall,
+    compose_argv,
+    down_call,
+    logs_target,
+    ps_target,
+    up_call,
+)
+from tierctl.errors import InputError
+from tierctl.rollout.dryrun import CONFIG_COPY_NOTE, parse_dry_run, stopped_at_config_copy
+from tierctl.rollout.normalise import load_services
+from tierctl.runtime.process import _die_with_parent
+
+#: The environment variable the agent's token is read from (or ``token_file``).
+TOKEN_ENV = "TIERCTL_AGENT_TOKEN"
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """How one agent runs.
+
+    Attributes:
+        projects_dir: The deployment repository's checkout.
+        state_dir: Extracted commits, the operation log and the instance lock.
+        token: The bearer token callers present.
+        compose: The compose command's first words (``docker compose`` or the binary).
+        token_env: The variable the token came from: never passed on to compose.
+        operation_timeout_s: The longest one compose run may take.
+        body_timeout_s: How long a client may take to send its body.
+        max_body_bytes: The largest request body.
+        compose_env: The environment compose runs in (default: the agent's, less the token).
+    """
+
+    projects_dir: Path
+    state_dir: Path
+    token: str
+    compose: tuple[str, ...]
+    token_env: str = TOKEN_ENV
+    operation_timeout_s: float = 900.0
+    body_timeout_s: float = 30.0
+    max_body_bytes: int = 1024 * 1024
+    compose_env: Mapping[str, str] | None = None
+
+
+@dataclass
+class _Busy:
+    op_id: str
+    what: str
+    since: float
+
+
+@dataclass
+class RunningAgent:
+    """The running agent's shared state: the store, the log, the projects in use."""
+
+    config: AgentConfig
+    store: ProjectStore
+    log: OperationLog
+    busy: dict[str, _Busy] = field(default_factory=dict)
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+
+
+_STATE: web.AppKey[RunningAgent] = web.AppKey("agent", RunningAgent)
+
+
+def make_app(state: RunningAgent) -> web.Application:
+    """The aiohttp application of one agent."""
+    app = web.Application(client_max_size=state.config.max_body_bytes)
+    app[_STATE] = state
+    app.router.add_get("/health", _health)
+    app.router.add_post("/compose/up", _up)
+    app.router.add_post("/compose/down", _down)
+    app.router.add_post("/compose/ps", _ps)
+    app.router.add_post("/compose/logs", _logs)
+    app.router.add_get("/files", _files)
+    return app
+
+
+def _refusal(exc: AgentRefusal | InputError) -> web.Response:
+    status = exc.status if isinstance(exc, AgentRefusal) else 400
+    body = {"error": exc.message, **({"rule": exc.rule} if exc.rule else {})}
+    return web.json_response(body, status=status)
+
+
+def _authorised(request: web.Request) -> bool:
+    token = request.app[_STATE].config.token
+    header = request.headers.get("Authorization", "")
+    # Constant time: how much of a guess matched must not show in the answer's timing.
+    return hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
+
+
+async def _body(request: web.Request) -> Any:
+    config = request.app[_STATE].config
+    try:
+        raw = await asyncio.wait_for(request.read(), config.body_timeout_s)
+    except TimeoutError:
+        raise web.HTTPRequestTimeout(text="the body did not arrive in time") from None
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise AgentRefusal("the body is not JSON") from None
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def _up(request: web.Request) -> web.StreamResponse:
+    return await _compose(request, up_call)
+
+
+async def _down(request: web.Request) -> web.StreamResponse:
+    return await _compose(request, down_call)
+
+
+async def _compose(request: web.Request, parse: Any) -> web.StreamResponse:
+    state = request.app[_STATE]
+    if not _authorised(request):
+        return web.json_response({"error": "unauthorized"}, status=401)
+    try:
+        call: ComposeCall = parse(await _body(request), frozenset({state.config.token_env}))
+        checkout = await asyncio.to_thread(state.store.resolve, call.tag, call.file)
+    except (AgentRefusal, InputError) as exc:
+        return _refusal(exc)
+    held = state.busy.get(checkout.project)
+    if held is not None:
+        return web.json_response(
+            {
+                "error": f"project {checkout.project} is busy with operation {held.op_id} "
+                f"({held.what}) for {time.monotonic() - held.since:.0f} s",
+                "rule": "one up or down at a time per project",
+            },
+            status=409,
+        )
+    op_id = uuid.uuid4().hex[:12]
+    what = f"{call.operation}{' dry run' if call.dry_run else ''} {' '.join(call.services)}"
+    state.busy[checkout.project] = _Busy(op_id, what, time.monotonic())
+    try:
+        resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await resp.prepare(request)
+    except BaseException:
+        state.busy.pop(checkout.project, None)
+        raise
+    sink = _Sink(resp)
+    # The run is its own task, shielded: a client that hangs up cancels (at most) this
+    # handler, never the compose run, which ends, is logged and frees its project on its own.
+    task = asyncio.ensure_future(_operation(state, call, checkout, op_id, sink, request.remote))
+    state.tasks.add(task)
+    task.add_done_callback(state.tasks.discard)
+    code = await asyncio.shield(task)
+    await sink.send({"type": "exit", "code": code})
+    with contextlib.suppress(ConnectionError, RuntimeError):
+        await resp.write_eof()
+    return resp
+
+
+async def _operation(
+    state: RunningAgent,
+    call: ComposeCall,
+    checkout: Checkout,
+    op_id: str,
+    sink: _Sink,
+    remote: str | None,
+) -> int:
+    """One logged compose run: ``begin``, compose, ``end``; the project is freed after."""
+    argv = compose_argv(
+        state.config.compose, checkout.project, str(checkout.path), str(checkout.project_dir), call
+    )
+    record = {
+        "op_id": op_id,
+        "operation": call.operation,
+        "dry_run": call.dry_run,
+        "force_recreate": call.force_recreate,
+        "project": checkout.project,
+        "tag": call.tag,
+        "commit": checkout.commit,
+        "file": checkout.file,
+        "services": list(call.services),
+        "env_keys": sorted(call.env),  # the names only: values may be secrets
+        "remote": remote,
+    }
+    started = time.monotonic()
+    try:
+        state.log.append({"event": "begin", **record})
+        env = {**_base_env(state.config), **call.env}
+        code, timed_out = await _run_compose(argv, env, checkout, state, sink, dry_run=call.dry_run)
+        state.log.append(
+            {
+                "event": "end",
+                "op_id": op_id,
+                "exit_code": code,
+                "timed_out": timed_out,
+                "client_gone": sink.gone,
+                "duration_s": round(time.monotonic() - started, 3),
+            }
+        )
+        return code
+    finally:
+        state.busy.pop(checkout.project, None)
+
+
+class _Sink:
+    """Writes events to the response until the client is gone, then drops them."""
+
+    def __init__(self, resp: web.StreamResponse) -> None:
+        self._resp = resp
+        self.gone = False
+
+    async def send(self, event: dict[str, Any]) -> None:
+        if self.gone:
+            return
+        try:
+            await self._resp.write((json.dumps(event) + "\n").encode())
+        except (ConnectionError, RuntimeError):
+            self.gone = True
+
+
+def _base_env(config: AgentConfig) -> dict[str, str]:
+    env = dict(config.compose_env if config.compose_env is not None else os.environ)
+    env.pop(config.token_env, None)  # compose and its plugins never see the token
+    return env
+
+
+async def _run_compose(
+    argv: list[str],
+    env: dict[str, str],
+    checkout: Checkout,
+    state: RunningAgent,
+    sink: _Sink,
+    *,
+    dry_run: bool,
+) -> tuple[int, bool]:
+    """Run compose, streaming its lines; (exit code, timed out). 124 when killed at the
+    deadline, 127 when compose cannot be started."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=str(checkout.project_dir),
+            start_new_session=True,  # its own group: the deadline kills compose and children
+            preexec_fn=_die_with_parent,  # an agent killed takes its compose run with it
+        )
+    except OSError as exc:
+        await sink.send({"type": "stderr", "line": f"cannot start compose: {exc}"})
+        return 127, False
+    lines: list[str] = []
+
+    async def pump(stream: asyncio.StreamReader | None, kind: str) -> None:
+        assert stream is not None
+        while True:
+            raw = await stream.readline()
+            if not raw:
+                return
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            lines.append(line)
+            await sink.send({"type": kind, "line": line})
+
+    pumps = asyncio.gather(pump(proc.stdout, "stdout"), pump(proc.stderr, "stderr"))
+    timed_out = False
+    try:
+        await asyncio.wait_for(asyncio.shield(pumps), state.config.operation_timeout_s)
+        code = await proc.wait()
+    except TimeoutError:
+        timed_out = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        pumps.cancel()
+        await sink.send(
+            {
+                "type": "stderr",
+                "line": f"compose killed after the agent's "
+                f"{state.config.operation_timeout_s:g} s operation deadline",
+            }
+        )
+        return 124, True
+    if dry_run and code != 0 and stopped_at_config_copy(lines):
+        await sink.send({"type": "stderr", "line": CONFIG_COPY_NOTE})
+        code = 0
+    if dry_run and code == 0:
+        await sink.send({"type": "changes", **_changes(lines, checkout)})
+    return code, timed_out
+
+
+def _changes(lines: list[str], checkout: Checkout) -> dict[str, list[str]]:
+    try:
+        services = load_services(checkout.text, checkout.file).services
+    except InputError:
+        services = {}
+    found = parse_dry_run(lines, services, checkout.project)
+    return {"services": sorted(found.changed), "removed": sorted(found.removed)}
+
+
+async def _ps(request: web.Request) -> web.Response:
+    state = request.app[_STATE]
+    if not _authorised(request):
+        return web.json_response({"error": "unauthorized"}, status=401)
+    try:
+        tag, file = ps_target(await _body(request))
+        checkout = await asyncio.to_thread(state.store.resolve, tag, file)
+    except (AgentRefusal, InputError) as exc:
+        return _refusal(exc)
+    argv = [*state.config.compose, "-p", checkout.project, "ps", "-a", "--format", "json"]
+    code, out, err = await _capture(argv, _base_env(state.config), checkout, state)
+    if code != 0:
+        return web.json_response({"error": f"compose ps exited {code}: {err[-300:]}"}, status=502)
+    containers = [_container(rec) for rec in _json_lines(out)]
+    return web.json_response(
+        {"project": checkout.project, "commit": checkout.commit, "containers": containers}
+    )
+
+
+def _json_lines(out: str) -> list[dict[str, Any]]:
+    """``compose ps --format json``: one object per line (2.21+) or one array (older)."""
+    text = out.strip()
+    if text.startswith("["):
+        recs = json.loads(text)
+        return [r for r in recs if isinstance(r, dict)]
+    return [r for line in text.splitlines() if isinstance(r := json.loads(line), dict)]
+
+
+def _container(rec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "service": rec.get("Service"),
+        "name": rec.get("Name"),
+        "state": rec.get("State"),
+        "health": rec.get("Health") or None,
+        "exit_code": rec.get("ExitCode"),
+        "image": rec.get("Image"),
+        "status": rec.get("Status"),
+    }
+
+
+async def _logs(request: web.Request) -> web.StreamResponse:
+    state = request.app[_STATE]
+    if not _authorised(request):
+        return web.json_response({"error": "unauthorized"}, status=401)
+    try:
+        tag, file, service, tail = logs_target(await _body(request))
+        checkout = await asyncio.to_thread(state.store.resolve, tag, file)
+    except (AgentRefusal, InputError) as exc:
+        return _refusal(exc)
+    argv = [*state.config.compose, "-p", checkout.project, "logs", "--no-color"]
+    argv += ["--no-log-prefix", "--tail", str(tail), "--", service]
+    code, out, err = await _capture(argv, _base_env(state.config), checkout, state)
+    resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+    await resp.prepare(request)
+    sink = _Sink(resp)
+    for kind, text in (("stdout", out), ("stderr", err)):
+        for line in text.splitlines():
+            await sink.send({"type": kind, "line": line})
+    await sink.send({"type": "exit", "code": code})
+    await resp.write_eof()
+    return resp
+
+
+async def _capture(
+    argv: list[str], env: dict[str, str], checkout: Checkout, state: RunningAgent
+) -> tuple[int, str, str]:
+    """Run a read-only compose command to its end (within the operation deadline)."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=str(checkout.project_dir),
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), state.config.operation_timeout_s)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        return 124, "", "compose killed at the agent's operation deadline"
+    code = proc.returncode if proc.returncode is not None else 1
+    return code, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+async def _files(request: web.Request) -> web.Response:
+    state = request.app[_STATE]
+    if not _authorised(request):
+        return web.json_response({"error": "unauthorized"}, status=401)
+    tag, file = request.query.get("tag", ""), request.query.get("file", "")
+    try:
+        checkout = await asyncio.to_thread(state.store.resolve, tag, file)
+    except (AgentRefusal, InputError) as exc:
+        return _refusal(exc)
+    return web.json_response(
+        {
+            "tag": checkout.tag,
+            "commit": checkout.commit,
+            "file": checkout.file,
+            "project": checkout.project,
+            "sha256": checkout.sha256,
+            "text": checkout.text,
+        }
+    )
+
+
+def _tls(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise InputError(
+            "TLS needs both a certificate and its key",
+            rule="`tls_cert` and `tls_key` go together",
+            fix="pass both, or neither for plain HTTP on a trusted network",
+            params=("tls_cert", "tls_key"),
+        )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise InputError(
+            f"cannot load the TLS certificate {cert} and key {key}: {exc}",
+            rule="`tls_cert` is a PEM certificate chain and `tls_key` its PEM private key",
+            fix="check both paths and that the key matches the certificate",
+            params=("tls_cert", "tls_key"),
+        ) from None
+    return context
+
+
+def _lock(state_dir: Path) -> TextIO:
+    """Hold ``state_dir/agent.lock``: two agents on one state would run compose side by side."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    handle = (state_dir / "agent.lock").open("a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise InputError(
+            f"another agent is serving state directory {state_dir}",
+            rule="one agent per state directory (its lock is agent.lock)",
+            fix="stop the other agent, or give this one another `state_dir`",
+            params=("state_dir",),
+        ) from None
+    return handle
+
+
+def serve(
+    config: AgentConfig,
+    host: str,
+    port: int,
+    *,
+    tls_cert: Path | None = None,
+    tls_key: Path | None = None,
+    announce: Any = print,
+) -> None:
+    """Serve until SIGINT or SIGTERM (running operations are given the operation deadline to
+    finish). ``announce`` receives the listening line."""
+    store = ProjectStore(config.projects_dir, config.state_dir)
+    store.check()
+    context = _tls(tls_cert, tls_key)
+    lock = _lock(config.state_dir)
+    log = OperationLog(config.state_dir / "operations.jsonl")
+    interrupted = log.mark_interrupted()
+    state = RunningAgent(config=config, store=store, log=log)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        raise InputError(
+            f"cannot listen on {host}:{port}: {exc.strerror}",
+            rule="the agent's address is free and this host's",
+            fix="pick another `listen` address or port",
+            params=("listen",),
+        ) from None
+    scheme = "https" if context else "http"
+    bound = sock.getsockname()[1]
+    announce(
+        f"tierctl agent on {scheme}://{host}:{bound} serving {store.root}"
+        + (f" ({len(interrupted)} interrupted operation(s) logged)" if interrupted else "")
+    )
+    try:
+        web.run_app(
+            make_app(state),
+            sock=sock,
+            ssl_context=context,
+            shutdown_timeout=config.operation_timeout_s,
+            print=None,
+            access_log=None,
+        )
+    finally:
+        log.close()
+        lock.close()

@@ -1,0 +1,620 @@
+"""``tierctl validate`` of Kubernetes manifests: schemas, then the engine contracts inside.
+
+Every object is checked against its schema (TC007: the core API's, strict, or tierctl's of a
+custom resource). Every container that runs an engine, in whatever shape holds it
+(:mod:`tierctl.kube.containers`), is checked as a compose service's engine is:
+
+- TC004 engine-flag-catalog: each flag of its argv, of a shell-script token, and of an env
+  string of extra flags, against the pinned release's catalog (did-you-mean included);
+- TC006 hygiene: TP x PP x DP against its ``nvidia.com/gpu`` (or Dynamo's ``gpu``); probes that
+  would kill a loading engine (no startup probe and a liveness probe that gives up before a
+  model loads) or restart a busy one (a liveness probe a tokenization burst can fail); a
+  loopback listen address (nothing outside the pod reaches it); a credential written into an
+  env value or an argv token instead of a ``secretKeyRef``;
+- with a spec, TC001 argv-pinning and TC002 variant-truthfulness per replica: each replica's
+  workload runs exactly the spec's flags (the canary's flag on the control is found) and its
+  pods carry its variant label.
+
+Each finding is located to ``file:line`` of the manifest. The report says what was not
+checked (kinds no schema knows, engines without a catalog, GPU counts not given).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tierctl.catalog.store import load_catalog, resolve_catalog, shipped
+from tierctl.compose.argv import FlagUse, parse_flags
+from tierctl.contracts.flag_catalog import flag_findings
+from tierctl.contracts.report import RULES, Report, Violation
+from tierctl.contracts.standalone import SPEC_ONLY
+from tierctl.credentials import is_secret_flag, literal_secret, looks_secret_name
+from tierctl.engine_catalog import Catalog
+from tierctl.kube.containers import EngineContainer, engine_containers, pod_sites
+from tierctl.kube.manifests import Manifest, parse_manifests, read_manifests
+from tierctl.kube.schemas import has_schema, schema_findings
+from tierctl.render.kubernetes import (
+    KUBERNETES_VERSION,
+    MIN_LIVENESS_TIMEOUT_S,
+    MIN_LIVENESS_WINDOW_S,
+    REPLICA_LABEL,
+    label_value_problem,
+    load_budget_s,
+    pod_flags,
+)
+from tierctl.spec import load_spec, resolve_tier
+from tierctl.spec.effective import ResolvedReplica, engine_catalog, equals_form, replica_argv
+from tierctl.spec.rules import check_rules
+from tierctl.spec.tier_spec import TierSpec
+
+#: Without a spec, a model is assumed to need at least this long to load (a small model from
+#: local NVMe loads in one to two minutes; CUDA graph capture and compilation add minutes).
+MIN_LOAD_S = 300
+_K8S_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass
+class _Findings:
+    violations: list[Violation] = field(default_factory=list)
+    warnings: list[Violation] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+
+
+def _v(m: Manifest, path: tuple[str | int, ...], rule: str, message: str, **kw: Any) -> Violation:
+    return Violation(rule=rule, service=m.ref, message=message, location=m.location(*path), **kw)
+
+
+def _schema(m: Manifest, version: str, out: _Findings) -> None:
+    if not m.kind or not m.api_version:
+        out.violations.append(
+            _v(
+                m,
+                (),
+                "TC007",
+                "not a Kubernetes object: apiVersion and kind are required",
+                fix="give the object its apiVersion and kind",
+            )
+        )
+        return
+    if not has_schema(version, m):
+        out.unchecked.append(
+            f"{m.source}: {m.ref} ({m.api_version}): no schema knows this kind; its fields are "
+            "not checked (its containers still are)"
+        )
+    for finding in schema_findings(version, m):
+        out.violations.append(
+            _v(
+                m,
+                finding.path,
+                "TC007",
+                f"{finding.message} (Kubernetes {version} schema, strict)"
+                if m.group
+                in (
+                    "",
+                    "apps",
+                    "batch",
+                    "rbac.authorization.k8s.io",
+                    "policy",
+                    "autoscaling",
+                    "networking.k8s.io",
+                )
+                else f"{finding.message} ({m.api_version} {m.kind} schema)",
+                fix="fix the field as the API defines it (an unknown field is refused in strict "
+                "mode: a typo, or a field of another kind or version)",
+            )
+        )
+    for site in pod_sites(m):
+        for key, value in site.labels.items():
+            problem = label_value_problem(value)
+            if problem:
+                labels = (*site.path[:-1], "metadata", "labels", key)
+                out.violations.append(
+                    _v(
+                        m,
+                        labels,
+                        "TC007",
+                        f"label {key}={value!r} is refused by the API server: {problem}",
+                        found=value,
+                        fix="shorten the value to a valid label value",
+                    )
+                )
+
+
+def _as_compose_refs(use: FlagUse) -> FlagUse:
+    """Kubernetes's ``$(VAR)`` read as a reference filled in at deploy time (like ``${VAR}``)."""
+    if not any("$(" in v for v in use.values):
+        return use
+    return replace(use, values=tuple(_K8S_VAR.sub(r"${\1}", v) for v in use.values))
+
+
+def _catalog(e: EngineContainer, spec: TierSpec | None, forced: Catalog | None) -> Catalog | None:
+    if spec is not None and spec.engine.kind == e.profile.kind:
+        return engine_catalog(spec)
+    if forced is not None and forced.engine == e.profile.kind:
+        return forced
+    version = e.profile.image_version(str(e.container.get("image") or ""))
+    if version is not None and (e.profile.kind, version) in shipped():
+        return load_catalog(e.profile.kind, version)
+    return None
+
+
+def _who(e: EngineContainer) -> str:
+    return f"{e.manifest.ref} container {e.container.get('name') or '?'}"
+
+
+def _flags(e: EngineContainer, catalog: Catalog | None, out: _Findings) -> dict[str, Any]:
+    """TC004 on the argv and the env strings; the flags as the spec writes them."""
+    start = e.profile.split_command(e.argv).flags_start
+    uses = [_as_compose_refs(u) for u in parse_flags(e.argv, start, catalog)]
+    flags = e.profile.command_flags(e.argv, catalog)
+    last = len(e.token_paths) - 1
+    groups: list[tuple[list[FlagUse], Callable[[FlagUse], tuple[str | int, ...]]]] = [
+        (uses, lambda u: e.token_paths[min(u.index, last)] if last >= 0 else e.path)
+    ]
+    for _, path, words in e.env_args:
+        env_uses = [_as_compose_refs(u) for u in parse_flags(words, 0, catalog)]
+        groups.append((env_uses, functools.partial(_constant, path)))
+        flags.update(e.profile.command_flags((*e.profile.default_launcher(), *words), catalog))
+    if catalog is None:
+        return flags
+    for group, where in groups:
+        for finding in flag_findings(catalog, group):
+            out.violations.append(
+                _v(
+                    e.manifest,
+                    where(finding.use),
+                    "TC004",
+                    f"{_who(e)}: {finding.message}",
+                    found=finding.found,
+                    fix=finding.fix,
+                )
+            )
+    return flags
+
+
+def _constant(path: tuple[str | int, ...], _use: FlagUse) -> tuple[str | int, ...]:
+    return path
+
+
+def _gpus_given(e: EngineContainer) -> int | None:
+    resources = e.container.get("resources")
+    for key in ("limits", "requests"):
+        box = resources.get(key) if isinstance(resources, dict) else None
+        if isinstance(box, dict):
+            for name in ("nvidia.com/gpu", "gpu"):
+                if name in box:
+                    try:
+                        return int(str(box[name]))
+                    except ValueError:
+                        return None
+    if e.manifest.kind == "DynamoGraphDeployment":
+        service = e.manifest.data["spec"]["services"][e.site.path[2]]
+        limits = (service.get("resources") or {}).get("limits") or {}
+        if "gpu" in limits:
+            try:
+                return int(str(limits["gpu"]))
+            except ValueError:
+                return None
+    return None
+
+
+def _gpu_fit(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
+    # LWS gives every pod its group's size as LWS_GROUP_SIZE (the SGLang example's --nnodes).
+    merged = {
+        k: str(e.site.nodes)
+        if v == "$(LWS_GROUP_SIZE)" and e.manifest.kind == "LeaderWorkerSet"
+        else v
+        for k, v in flags.items()
+    }
+    for axis, names in e.profile.parallel_flags:
+        if axis in e.site.parallelism and not any(n in merged for n in names):
+            merged[names[0]] = e.site.parallelism[axis]
+    nodes_flag = next((n for n in e.profile.nodes_flags if n in merged), None)
+    if e.site.nodes > 1 and nodes_flag is None and e.profile.nodes_flags:
+        merged[e.profile.nodes_flags[0]] = e.site.nodes
+    needed = e.profile.gpus_needed(merged)
+    if needed is not None and e.site.nodes > 1 and not e.profile.nodes_flags:
+        # The group's nodes share the parallel ranks (vLLM over Ray: TP x PP across pods).
+        needed = -(-needed // e.site.nodes)
+    have = _gpus_given(e)
+    if needed is None:
+        out.unchecked.append(f"{_who(e)}: GPU fit: a parallelism flag is not a number")
+        return
+    if have is None:
+        if needed > 1:
+            out.unchecked.append(f"{_who(e)}: GPU fit (needs {needed}): no nvidia.com/gpu given")
+        return
+    if have != needed:
+        more = "only " if have < needed else ""
+        out.violations.append(
+            _v(
+                e.manifest,
+                (*e.path, "resources"),
+                "TC006",
+                f"{_who(e)}: {e.profile.title} needs {needed} GPUs per pod (TP x PP x DP from "
+                f"its flags) but the container is given {more}{have}",
+                expected=str(needed),
+                found=str(have),
+                fix=f"ask for {needed} nvidia.com/gpu, or change the parallel sizes",
+            )
+        )
+
+
+def _int(probe: dict[str, Any], key: str, default: int) -> int:
+    try:
+        return int(probe.get(key, default))
+    except (TypeError, ValueError):
+        return default
+
+
+def _probes(e: EngineContainer, load_s: int, out: _Findings) -> None:
+    c, m = e.container, e.manifest
+    live = c.get("livenessProbe")
+    startup = c.get("startupProbe")
+    if isinstance(live, dict):
+        timeout = _int(live, "timeoutSeconds", 1)
+        window = _int(live, "failureThreshold", 3) * _int(live, "periodSeconds", 10)
+        if timeout < MIN_LIVENESS_TIMEOUT_S or window < MIN_LIVENESS_WINDOW_S:
+            out.violations.append(
+                _v(
+                    m,
+                    (*e.path, "livenessProbe"),
+                    "TC006",
+                    f"{_who(e)}: the liveness probe gives up after {timeout} s per try and "
+                    f"{window} s of misses: the engine answers it on the event loop that "
+                    "tokenizes, so a burst of long prompts fails it and the kubelet restarts a "
+                    "healthy engine",
+                    found=f"timeoutSeconds {timeout}, {window} s",
+                    fix=f"timeoutSeconds >= {MIN_LIVENESS_TIMEOUT_S} and failureThreshold x "
+                    f"periodSeconds >= {MIN_LIVENESS_WINDOW_S} (tierctl renders 10 s, 6 x 20 s)",
+                )
+            )
+        if not isinstance(startup, dict):
+            allowed = _int(live, "initialDelaySeconds", 0) + window
+            if allowed < load_s:
+                out.violations.append(
+                    _v(
+                        m,
+                        (*e.path, "livenessProbe"),
+                        "TC006",
+                        f"{_who(e)}: no startup probe, and the liveness probe kills the engine "
+                        f"{allowed} s after start: a model load takes longer (at least "
+                        f"{load_s} s assumed)",
+                        fix="add a startupProbe on the health path with failureThreshold x "
+                        "periodSeconds as long as the model load",
+                    )
+                )
+    if isinstance(startup, dict):
+        allowed = _int(startup, "initialDelaySeconds", 0) + _int(
+            startup, "failureThreshold", 3
+        ) * _int(startup, "periodSeconds", 10)
+        if allowed < load_s:
+            out.violations.append(
+                _v(
+                    m,
+                    (*e.path, "startupProbe"),
+                    "TC006",
+                    f"{_who(e)}: the startup probe gives the engine {allowed} s to load its "
+                    f"model; at least {load_s} s are needed",
+                    fix="raise the startup probe's failureThreshold",
+                )
+            )
+
+
+def _listen(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
+    host = flags.get(e.profile.listen_host_flag)
+    if e.site.role != "worker" and isinstance(host, str) and host in _LOOPBACK:
+        out.violations.append(
+            _v(
+                e.manifest,
+                e.path,
+                "TC006",
+                f"{_who(e)}: --{e.profile.listen_host_flag} {host} listens on the pod's loopback"
+                ": its Service, the proxy and the kubelet's HTTP probes cannot reach it",
+                found=host,
+                fix=f"--{e.profile.listen_host_flag} 0.0.0.0",
+            )
+        )
+
+
+def _secrets(m: Manifest, out: _Findings) -> None:
+    """A credential written into a container's env value or argv (not a secretKeyRef)."""
+    for site in pod_sites(m):
+        containers = site.spec.get("containers") or []
+        if m.kind == "DynamoGraphDeployment" and isinstance(site.spec.get("mainContainer"), dict):
+            containers = [*containers, site.spec["mainContainer"]]
+        for i, c in enumerate(containers):
+            if not isinstance(c, dict):
+                continue
+            c_path = (*site.path, "containers", i)
+            for j, item in enumerate(c.get("env") or []):
+                if not isinstance(item, dict) or not isinstance(item.get("value"), str):
+                    continue
+                name = str(item.get("name", ""))
+                if literal_secret(name, item["value"]):
+                    out.violations.append(
+                        _v(
+                            m,
+                            (*c_path, "env", j, "value"),
+                            "TC006",
+                            f"{m.ref}: env {name} carries a literal credential (value not shown)",
+                            fix="read it from a Secret: valueFrom.secretKeyRef {name, key}",
+                        )
+                    )
+            argv = [str(a) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
+            for k, token in enumerate(argv):
+                flag = token.split("=", 1)[0]
+                value = (
+                    token.split("=", 1)[1]
+                    if "=" in token
+                    else (argv[k + 1] if k + 1 < len(argv) else "")
+                )
+                if (
+                    (is_secret_flag(flag) or looks_secret_name(flag.lstrip("-")))
+                    and value
+                    and not value.startswith("$(")
+                    and literal_secret(flag.lstrip("-"), value)
+                ):
+                    out.violations.append(
+                        _v(
+                            m,
+                            c_path,
+                            "TC006",
+                            f"{m.ref}: {flag} carries a literal credential in the argv (value "
+                            "not shown)",
+                            fix="pass it from a Secret: env valueFrom.secretKeyRef, then "
+                            "$(NAME) in args",
+                        )
+                    )
+
+
+def _replica_of(e: EngineContainer, spec: TierSpec) -> str | None:
+    tier = e.site.labels.get(REPLICA_LABEL)
+    if tier in spec.replicas:
+        return tier
+    for name in spec.replicas:
+        if spec.engine.service.replace("{replica}", name) == e.manifest.name:
+            return name
+    return None
+
+
+def _expected_flags(spec: TierSpec, r: ResolvedReplica, e: EngineContainer) -> dict[str, Any]:
+    from tierctl.render.kubernetes import _multinode_flags, nodes_of
+
+    flags = pod_flags(spec, r)
+    if nodes_of(e.profile, flags) > 1:
+        rank = "$(LWS_WORKER_INDEX)" if e.site.role == "worker" else "0"
+        flags = _multinode_flags(e.profile, flags, rank)
+    argv = equals_form(replica_argv(spec, flags), spec.engine.equals_flags)
+    return e.profile.command_flags(argv, engine_catalog(spec))
+
+
+def _pinning(
+    spec: TierSpec, engines: list[tuple[EngineContainer, dict[str, Any]]], out: _Findings
+) -> int:
+    tier = resolve_tier(spec)
+    seen: set[str] = set()
+    for e, actual in engines:
+        name = _replica_of(e, spec)
+        if name is None:
+            continue
+        seen.add(name)
+        r = tier.replicas[name]
+        catalog = engine_catalog(spec)
+        expected = _canonical(_expected_flags(spec, r, e), catalog)
+        found = _canonical(actual, catalog)
+        for flag in [*expected, *(f for f in found if f not in expected)]:
+            want, got = expected.get(flag), found.get(flag)
+            if want == got:
+                continue
+            owner = [
+                o
+                for o in tier.replicas.values()
+                if o.name != name
+                and got is not None
+                and _canonical(_expected_flags(spec, o, e), catalog).get(flag) == got
+            ]
+            note = f" (the value of {owner[0].role or 'replica'} {owner[0].name})" if owner else ""
+            out.violations.append(
+                _v(
+                    e.manifest,
+                    _token_path(e, flag),
+                    "TC001",
+                    f"replica {name}: --{flag} expected {_show(want)}, found {_show(got)}{note}",
+                    expected=_show(want),
+                    found=_show(got),
+                    fix="render the manifests from the spec (render's Kubernetes target), or "
+                    "change the spec",
+                )
+            )
+        for failure in check_rules(spec, actual, e.env):
+            out.violations.append(
+                _v(
+                    e.manifest,
+                    (*e.path, "env"),
+                    "TC005",
+                    f"replica {name}: pairing rule {failure.name} requires "
+                    f"{'; '.join(failure.missing)}: {failure.rule.because}",
+                    fix="set what the rule requires in the spec and render again",
+                )
+            )
+        label = spec.telemetry.label
+        if "service-labels" in spec.telemetry.places and e.site.labels.get(label) != r.variant:
+            labels = (*e.site.path[:-1], "metadata", "labels")
+            out.violations.append(
+                _v(
+                    e.manifest,
+                    labels,
+                    "TC002",
+                    f"replica {name}: pod label {label} is {e.site.labels.get(label)!r}, its "
+                    f"flags make it {r.variant!r}",
+                    expected=r.variant,
+                    found=e.site.labels.get(label),
+                    fix="label the pods with the rendered variant",
+                )
+            )
+    for name, r in tier.replicas.items():
+        if name not in seen:
+            out.violations.append(
+                Violation(
+                    rule="TC001",
+                    service=r.service,
+                    message=f"replica {name} ({r.service}) has no workload in the manifests",
+                    fix="render it from the spec (render's Kubernetes target)",
+                )
+            )
+    return len(seen)
+
+
+def _canonical(flags: dict[str, Any], catalog: Catalog | None) -> dict[str, Any]:
+    """Flags by the catalog's primary spelling (an abbreviation or alias read as its flag)."""
+    if catalog is None:
+        return flags
+    out: dict[str, Any] = {}
+    for name, value in flags.items():
+        flag = catalog.lookup(f"--{name}")
+        out[flag.name.lstrip("-") if flag is not None else name] = value
+    return out
+
+
+def _token_path(e: EngineContainer, flag: str) -> tuple[str | int, ...]:
+    """Where ``--flag`` (or its ``--flag=value`` form) sits in the container, else its args."""
+    for i, token in enumerate(e.argv):
+        if token == f"--{flag}" or token.startswith(f"--{flag}="):
+            return e.token_paths[i]
+    return (*e.path, "args")
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "absent"
+    if value is True:
+        return "on (bare flag)"
+    return repr(" ".join(value) if isinstance(value, list) else str(value))
+
+
+@dataclass(frozen=True)
+class KubeCheck:
+    """Settings of a Kubernetes validation.
+
+    Attributes:
+        version: The Kubernetes release whose core schemas are used ("1.33").
+        engine: ``KIND==VERSION`` or a catalog file for engines whose image names no release.
+        strict: warnings fail too.
+    """
+
+    version: str = KUBERNETES_VERSION
+    engine: str | None = None
+    strict: bool = False
+
+
+def check_manifests(
+    manifests: Sequence[Manifest],
+    files: Sequence[str],
+    *,
+    spec: TierSpec | None = None,
+    spec_ref: str = "(none)",
+    settings: KubeCheck | None = None,
+) -> Report:
+    """Every check of the module docstring over ``manifests``."""
+    settings = settings or KubeCheck()
+    forced = resolve_catalog(settings.engine) if settings.engine else None
+    out = _Findings()
+    engines: list[tuple[EngineContainer, dict[str, Any]]] = []
+    catalogs: set[str] = set()
+    load_s = load_budget_s(spec) if spec is not None else MIN_LOAD_S
+    for m in manifests:
+        _schema(m, settings.version, out)
+        _secrets(m, out)
+        found = list(engine_containers(m))
+        if not found and m.kind == "DynamoGraphDeployment":
+            out.unchecked.append(
+                f"{m.source}: {m.ref}: no worker runs SGLang's or vLLM's own launcher (Dynamo's "
+                "wrappers, python3 -m dynamo.*, take their own flags beside the engine's): "
+                "engine flags not checked"
+            )
+        for e in found:
+            catalog = _catalog(e, spec, forced)
+            if catalog is None:
+                out.unchecked.append(
+                    f"{_who(e)}: engine flags (TC004): no shipped catalog for its image "
+                    f"{e.container.get('image')!r}; pass `engine` {e.profile.kind}==VERSION"
+                )
+            else:
+                catalogs.add(catalog.ref)
+            flags = _flags(e, catalog, out)
+            _gpu_fit(e, flags, out)
+            if e.site.role != "worker":
+                _probes(e, load_s, out)
+            _listen(e, flags, out)
+            engines.append((e, flags))
+    replicas = len(engines)
+    if spec is not None:
+        replicas = _pinning(spec, engines, out)
+        out.unchecked.append(
+            "TC003 shared-runtime: not run on Kubernetes manifests (each replica is its own "
+            "workload; the engine contracts above compare them flag by flag)"
+        )
+    else:
+        out.unchecked.append(
+            "spec contracts ("
+            + ", ".join(f"{r} {RULES[r]}" for r in SPEC_ONLY)
+            + "): need a tier spec"
+        )
+    if not engines:
+        out.unchecked.append(
+            "engine checks: no container runs SGLang or vLLM (by launcher or image)"
+        )
+    if settings.strict:
+        out.violations += out.warnings
+        out.warnings = []
+    return Report(
+        spec=spec_ref,
+        files=tuple(files),
+        catalog=", ".join(sorted(catalogs)) or None,
+        services_checked=len(manifests),
+        replicas_checked=replicas,
+        violations=tuple(out.violations),
+        warnings=tuple(out.warnings),
+        unchecked=tuple(dict.fromkeys(out.unchecked)),
+        params=("engine",),
+        reader=f"Kubernetes {settings.version} schemas (strict) and tierctl's custom-resource schemas",
+    )
+
+
+def validate_manifests(
+    paths: Sequence[str | Path],
+    *,
+    spec_path: str | Path | None = None,
+    stdin: str | None = None,
+    settings: KubeCheck | None = None,
+) -> Report:
+    """``tierctl validate`` of manifest files, directories or ``-`` (``stdin``'s text).
+
+    Raises:
+        InputError: unusable input (exit 2).
+    """
+    manifests = read_manifests(paths, stdin)
+    spec = load_spec(spec_path) if spec_path is not None else None
+    return check_manifests(
+        manifests,
+        [str(p) for p in paths],
+        spec=spec,
+        spec_ref=str(spec_path) if spec_path else "(none)",
+        settings=settings,
+    )
+
+
+def validate_manifest_text(
+    text: str, source: str, *, spec: TierSpec, spec_path: str | Path
+) -> Report:
+    """The rendering's gate: a rendered manifest text checked against its own spec."""
+    return check_manifests(
+        parse_manifests(text, source), [source], spec=spec, spec_ref=str(spec_path)
+    )
