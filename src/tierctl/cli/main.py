@@ -56,6 +56,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("tierctl.cli.rollout", "plan", "Plan a rollout between two compose files."),
     "rollout": ("tierctl.cli.rollout", "rollout", "Execute a rollout plan, gated and journaled."),
     "runbook": ("tierctl.cli.rollout", "runbook", "Write the Markdown runbook of a rollout."),
+    "fleet": ("tierctl.cli.fleet", "fleet", "Roll one change out over many hosts, in waves."),
     "agent": ("tierctl.cli.agent", "agent", "The per-host agent that runs docker compose."),
     "stop": (
         "tierctl.cli.stop",
