@@ -64,9 +64,15 @@ def build_context(
     views: dict[str, ReplicaView] = {}
     for name, expected in tier.replicas.items():
         service = compose.services.get(expected.service)
-        command = service.command or () if service is not None else ()
+        shell = tier.spec.engine.shell
+        if service is None:
+            command: tuple[str, ...] = ()
+        elif shell is not None and shell.in_entrypoint:
+            command = service.entrypoint or ()
+        else:
+            command = service.command or ()
         # An engine run inside a shell script: its argv is the script's engine command.
-        argv = unwrap_command(tier.spec.engine.shell, command) or command
+        argv = unwrap_command(shell, command) or command
         start = split_launcher(argv, spec_launcher)
         # The engine's positional arguments (vLLM's `vllm serve MODEL`) sit between the
         # launcher and the first flag; they are read under their spec names.

@@ -116,8 +116,12 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
         service["container_name"] = r.service
     if spec.engine.entrypoint is not None:
         service["entrypoint"] = list(spec.engine.entrypoint)
+    shell = spec.engine.shell
+    if shell is not None and shell.in_entrypoint:
+        service["entrypoint"] = wrap_command(shell, r.argv)
+    else:
+        service["command"] = wrap_command(shell, r.argv)
     service |= {
-        "command": wrap_command(spec.engine.shell, r.argv),
         "environment": dict(r.env),
         "labels": labels,
         "logging": logging,
