@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from tierctl.cli.profiles import chosen_profiles, profile_option
 from tierctl.errors import ExitCode, InputError, Location, label_params
 
 
@@ -34,6 +35,7 @@ from tierctl.errors import ExitCode, InputError, Location, label_params
     "(a custom image, an entrypoint script); with --engine KIND==VERSION. Repeatable.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
+@profile_option
 def adopt_cmd(
     compose: tuple[Path, ...],
     out: Path | None,
@@ -42,12 +44,14 @@ def adopt_cmd(
     engine: str | None,
     engine_services: tuple[str, ...],
     force: bool,
+    profile: tuple[str, ...],
 ) -> ExitCode:
     """Write a tier spec for COMPOSE files (merged like docker compose -f a -f b).
 
     Replicas of one engine are grouped (shared flags, env and keys become the engine's), every
     other service is kept as it is. The spec is checked: it loads, and its rendering is
-    equivalent to the input (exit 1 with the differences otherwise).
+    equivalent to the input (exit 1 with the differences otherwise). With --profile (or
+    COMPOSE_PROFILES), only the services those compose profiles run are imported.
     """
     from tierctl.adopt import adopt
     from tierctl.cli.validate import _kubernetes_input
@@ -69,6 +73,7 @@ def adopt_cmd(
         host=host,
         engine=engine,
         engine_services=engine_services,
+        profiles=chosen_profiles(profile),
     )
     if out is None:
         sys.stdout.write(result.text)
