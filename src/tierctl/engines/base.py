@@ -31,16 +31,6 @@ _RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:\.?post\d+|rc\d+)?)(?:$|[-_
 _DEFAULTED = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*:?-(?P<image>[^}]*)\}$")
 
 
-def _repository(image: str | None) -> str | None:
-    """``registry/repo`` of an image reference, without tag or digest."""
-    image = image_reference(image)
-    if not image:
-        return None
-    last = image.split("@", 1)[0].rsplit("/", 1)
-    tail = last[-1].split(":", 1)[0]
-    return (last[0] + "/" + tail) if len(last) > 1 else tail
-
-
 def image_reference(image: str | None) -> str | None:
     """The image a reference names, seeing through ``${VAR:-default}``."""
     if not image:
@@ -233,11 +223,9 @@ class EngineProfile(ABC):
     #: What those images run when a service gives only flags (their ENTRYPOINT); () when the
     #: image needs the whole command.
     image_launcher: tuple[str, ...] = ()
-    #: The ENTRYPOINT of each image distribution known to have one, by repository (no
-    #: registry, no tag): render writes only its arguments, validate reports a command that
-    #: repeats it. An image not listed (a ROCm or NGC build, a custom one) is assumed to run
-    #: its command whole, so nothing is stripped or reported on a guess.
-    image_entrypoints: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    # The images whose own ENTRYPOINT runs ``image_launcher``: other builds of the engine
+    # (NGC's nvcr.io/nvidia/vllm, rocm/vllm) start a shell or a wrapper script instead.
+    launcher_images: tuple[str, ...] = ()
     #: Flags (spec names, every spelling) of the parallel axes whose product is the GPUs one
     #: replica needs: (axis, spellings), axis in tp/pp/dp.
     parallel_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -302,20 +290,19 @@ class EngineProfile(ABC):
 
     def matches_image(self, image: str | None) -> bool:
         """Whether an image reference (``registry/repo:tag@digest``) runs this engine."""
-        name = _repository(image)
-        if not name:
+        image = image_reference(image)
+        if not image:
             return False
-        return any(name == known or name.endswith("/" + known) for known in self.images)
+        return _names_one_of(image, self.images)
 
     def image_entrypoint(self, image: str | None) -> tuple[str, ...]:
         """What the image's own ENTRYPOINT runs before a compose ``command`` (the official
         ``vllm/vllm-openai`` image: ``vllm serve``), or () where the command is the whole argv
-        or the image is not known (:attr:`image_entrypoints`)."""
-        name = _repository(image)
-        for known, entry in self.image_entrypoints.items():
-            if name and (name == known or name.endswith("/" + known)):
-                return entry
-        return ()
+        (``lmsysorg/sglang`` has no launcher entrypoint; an image of another engine)."""
+        image = image_reference(image)
+        if not image or not _names_one_of(image, self.launcher_images):
+            return ()
+        return self.image_launcher
 
     def doubled_launcher(self, image: str | None, command: Iterable[str]) -> tuple[str, ...]:
         """The launcher a ``command`` starts with although the image's entrypoint already runs
@@ -708,3 +695,13 @@ def _count(value: Any) -> int | None:
     if len(text) > 8 or not text.lstrip("-").isascii() or not text.lstrip("-").isdigit():
         return None
     return int(text)
+
+
+def _names_one_of(image: str, known: Iterable[str]) -> bool:
+    """Whether an image reference's repository (``registry/repo:tag@digest``) is one of
+    ``known`` (a name or a name under any registry)."""
+    repo = image.split("@", 1)[0]
+    last = repo.rsplit("/", 1)
+    tail = last[-1].split(":", 1)[0]
+    name = (last[0] + "/" + tail) if len(last) > 1 else tail
+    return any(name == k or name.endswith("/" + k) for k in known)

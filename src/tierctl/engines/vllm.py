@@ -97,12 +97,7 @@ class VLLMProfile(EngineProfile):
     command_markers = ("vllm.entrypoints.openai.api_server",)
     images = ("vllm/vllm-openai", "vllm-openai", "vllm")
     image_launcher = ("vllm", "serve")  # the official image's ENTRYPOINT
-    # vllm-project/vllm docker/Dockerfile: the vllm-openai stage's ENTRYPOINT ["vllm", "serve"]
-    # (a compose command [vllm, serve, ...] makes it `vllm serve vllm serve`). ROCm's
-    # rocm/vllm and NGC's nvcr.io/nvidia/vllm run their command whole.
-    image_entrypoints: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "vllm/vllm-openai": ("vllm", "serve")
-    }
+    launcher_images = ("vllm/vllm-openai",)
     parallel_flags = (
         ("tp", ("tensor-parallel-size", "tp")),
         ("pp", ("pipeline-parallel-size", "pp")),
