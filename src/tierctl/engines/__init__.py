@@ -77,7 +77,7 @@ def profile_for_argv(argv: Iterable[str] | None) -> EngineProfile | None:
 
 def image_entrypoint(image: str | None) -> tuple[str, ...]:
     """What an engine image's own ENTRYPOINT runs before a compose ``command`` (the official
-    ``vllm/vllm-openai``: ``vllm serve``), or () (see ``EngineProfile.image_entrypoints``)."""
+    ``vllm/vllm-openai``: ``vllm serve``), or () (see ``EngineProfile.launcher_images``)."""
     for profile in PROFILES.values():
         entry = profile.image_entrypoint(image)
         if entry:
