@@ -65,10 +65,6 @@ _RES = "      resources:\n        reservations:\n"
             "        reservations: [1]\n        x-was:\n          devices:",
             ["reservations", "object"],
         ),
-        # ValueError: invalid literal for int() with base 10: '²' (str.isdigit said yes)
-        (_IDS, '              device_ids: ["²"]', ["not numeric device ids"]),
-        # ValueError: Exceeds the limit (4300 digits) for integer string conversion
-        (_IDS, '              device_ids: ["' + "9" * 5000 + '"]', ["not numeric device ids"]),
         # logging given as a string reached the grouping code (_spec_document / deep_merge)
         (
             "    logging:\n      driver: json-file\n    deploy:",
@@ -84,6 +80,28 @@ def test_import_refuses_wrong_shapes_with_their_line(
     result = run_cli("import", "--engine", "sglang==0.5.23", str(path))
     _refused(result, *words)
     assert "compose.yaml:" in result.err  # located
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        # ValueError: invalid literal for int() with base 10: '²' (str.isdigit said yes)
+        '["²"]',
+        # ValueError: Exceeds the limit (4300 digits) for integer string conversion
+        '["' + "9" * 5000 + '"]',
+    ],
+)
+def test_import_keeps_device_ids_it_cannot_count_as_written(
+    tmp_path: Path, run_cli: RunCli, ids: str
+) -> None:
+    """Compose accepts any string as a device id: the import keeps such a reservation as the
+    file wrote it (gpu_style: as-written), counts nothing from it, and says so."""
+    path = _compose(tmp_path, _IDS, f"              device_ids: {ids}")
+    result = run_cli("import", "--engine", "sglang==0.5.23", str(path))
+    assert result.code == 0, result.err
+    assert "Traceback" not in result.err
+    assert "qwen-r2: GPUs granted by keys tierctl does not render: kept as written" in result.err
+    assert "gpu_style: as-written" in result.out
 
 
 def test_semantic_diff_compares_a_misshapen_deploy_as_written() -> None:
