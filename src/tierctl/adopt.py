@@ -26,6 +26,7 @@ from tierctl.catalog.store import load_catalog, shipped
 from tierctl.compose import ComposeFile, Interpolation, load_compose, merge_compose, parse_compose
 from tierctl.compose.argv import parse_flags
 from tierctl.compose.long_forms import rebase_service
+from tierctl.compose.profiles import only_active
 from tierctl.contracts.hygiene import secrets as literal_secrets
 from tierctl.contracts.standalone import EngineService, find_engines
 from tierctl.credentials import literal_secret, secret_positions
@@ -102,6 +103,7 @@ def adopt(
     host: str = "localhost",
     engine: str | None = None,
     engine_services: Sequence[str] = (),
+    profiles: Sequence[str] | None = None,
 ) -> Adoption:
     """Write a tier spec for compose files (merged like ``docker compose -f a -f b``).
 
@@ -116,6 +118,8 @@ def adopt(
             newest shipped release of the engine, said in a note).
         engine_services: services that run the engine although neither their image nor
             their command names a known launcher (a custom image, an entrypoint script).
+        profiles: the active compose profiles: only the services compose runs with them are
+            imported (``docker compose --profile P``); None: every service.
 
     Raises:
         InputError / ComposeInputError: a file compose would refuse, or something the spec
@@ -124,7 +128,7 @@ def adopt(
     if not paths:
         raise InputError("nothing to import", rule="usage", fix="pass a compose file")
     files = [load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN) for p in paths]
-    merged = merge_compose(files)
+    merged = only_active(merge_compose(files), profiles)
     _refuse_schema_errors(merged)
     notes: list[str] = []
     out_path = Path(out)

@@ -131,6 +131,12 @@ class SGLangProfile(EngineProfile):
             "enable-hierarchical-cache",
             "enable-hicache",
             "hicache-ratio",
+            "speculative-algorithm",
+            "speculative-num-steps",
+            "speculative-num-draft-tokens",
+            "speculative-eagle-topk",
+            "enable-dp-attention",
+            "dp-size",
         }
     )
     false_default = "omit"

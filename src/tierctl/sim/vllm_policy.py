@@ -81,6 +81,8 @@ class VllmScheduler(Scheduler):
             self.cache = PrefixCache(BLOCK_TOKENS)
         # Admitted requests (vLLM's ``running``), in admission order: prefilling and decoding.
         self.order: list[Live] = []
+        # This step's tokens scheduled per decoding request (1 + drafts when speculative).
+        self._decode_takes: dict[int, int] = {}
 
     # -- intake -------------------------------------------------------------------------
 
@@ -156,7 +158,9 @@ class VllmScheduler(Scheduler):
         while i < len(self.order) and budget > 0:
             live = self.order[i]
             if live.status == "decoding":
-                take = 1
+                # Under speculative decoding a decoder's draft tokens are scheduled with its
+                # sampled one (num_tokens_with_spec), within the budget left.
+                take = min(1 + self.spec[0], budget) if self.spec else 1
             else:
                 take = min(self._cap(live.extend_tokens - live.prefilled_tokens), budget)
             while self.kv_pool_tokens - self.kv_used_tokens < take:
@@ -169,6 +173,7 @@ class VllmScheduler(Scheduler):
                 break  # preempted itself: nothing left to free
             if live.status == "decoding":
                 decoders.append(live)
+                self._decode_takes[id(live)] = take
             else:
                 prefills.append((live, take))
             self.kv_used_tokens += take
@@ -237,18 +242,27 @@ class VllmScheduler(Scheduler):
             self.stats.prefill_rounds += 1
             self.prefill_epoch += 1
             self.stats.note_prefill(chunks)
-            dur = cost.round_overhead_s + cost.prefill_s(chunks)
+            dur = cost.round_overhead_s + self.extend_s(chunks)
             if decoders:
                 dur += cost.decode_marginal_s(b, k)
+                if self.spec:
+                    dur += cost.spec_round_s(b, *self.spec)
             kind = "mixed" if decoders else "prefill"
         else:
-            dur = cost.round_overhead_s + cost.decode_s(b, k)
+            dur = cost.round_overhead_s + self.decode_round_s(b, k)
             kind = "decode"
         dur = self.jittered(dur)
         end = now_s + dur
         emitted: list[Emission] = []
         if decoders:
+            before = {id(live): live.generated for live in decoders}
             emitted += self._decode_tokens(decoders, end, in_burst or bool(chunks))
+            for live in decoders:
+                # The slots of the draft tokens rejected are freed: KV keeps what was kept.
+                kept = live.generated - before[id(live)]
+                scheduled = self._decode_takes.pop(id(live), 1)
+                self.kv_used_tokens += kept - scheduled
+                live.kv_tokens += kept - scheduled
         for live, take in prefills:
             live.prefilled_tokens += take
             if live.prefilled_tokens < live.extend_tokens:
@@ -265,6 +279,7 @@ class VllmScheduler(Scheduler):
         live.itl_max_s = max(live.itl_max_s, gap)
         live.burst_gap_sum_s += gap
         live.burst_gaps += 1
+        live.burst_tokens += 1
         live.epoch = self.prefill_epoch
         live.generated += 1
         live.last_token_s = end_s
@@ -300,8 +315,8 @@ class VllmScheduler(Scheduler):
     def decode_only(self, now_s: float) -> bool:
         """True when the next steps are pure decode until a finish or an arrival: nothing is
         prefilling and the queue is empty or its head cannot be scheduled."""
-        if not self.running or len(self.order) != len(self.running):
-            return False
+        if not self.running or len(self.order) != len(self.running) or self.spec is not None:
+            return False  # speculative steps draw their acceptance: stepped one by one
         b = len(self.running)
         if self.kv_pool_tokens - self.kv_used_tokens < b:
             return False  # the next step preempts
