@@ -223,8 +223,8 @@ class EngineProfile(ABC):
     #: What those images run when a service gives only flags (their ENTRYPOINT); () when the
     #: image needs the whole command.
     image_launcher: tuple[str, ...] = ()
-    #: The images (of :attr:`images`) whose ENTRYPOINT is :attr:`image_launcher`; empty: all
-    #: of them. Others that run the engine (a vendor's build) take the whole command.
+    # The images whose own ENTRYPOINT runs ``image_launcher``: other builds of the engine
+    # (NGC's nvcr.io/nvidia/vllm, rocm/vllm) start a shell or a wrapper script instead.
     launcher_images: tuple[str, ...] = ()
     #: Flags (spec names, every spelling) of the parallel axes whose product is the GPUs one
     #: replica needs: (axis, spellings), axis in tp/pp/dp.
@@ -290,15 +290,19 @@ class EngineProfile(ABC):
 
     def matches_image(self, image: str | None) -> bool:
         """Whether an image reference (``registry/repo:tag@digest``) runs this engine."""
-        return _image_named(image, self.images)
+        image = image_reference(image)
+        if not image:
+            return False
+        return _names_one_of(image, self.images)
 
     def image_entrypoint(self, image: str | None) -> tuple[str, ...]:
         """What the image's own ENTRYPOINT runs before a compose ``command`` (the official
         ``vllm/vllm-openai`` image: ``vllm serve``), or () where the command is the whole argv
-        (``lmsysorg/sglang`` has no launcher entrypoint; ``rocm/vllm`` and NGC's
-        ``nvcr.io/nvidia/vllm`` run the command as given; an image of another engine)."""
-        known = self.launcher_images or self.images
-        return self.image_launcher if _image_named(image, known) else ()
+        (``lmsysorg/sglang`` has no launcher entrypoint; an image of another engine)."""
+        image = image_reference(image)
+        if not image or not _names_one_of(image, self.launcher_images):
+            return ()
+        return self.image_launcher
 
     def doubled_launcher(self, image: str | None, command: Iterable[str]) -> tuple[str, ...]:
         """The launcher a ``command`` starts with although the image's entrypoint already runs
@@ -617,19 +621,6 @@ class EngineProfile(ABC):
 # --- helpers shared by profiles ------------------------------------------------------------
 
 
-def _image_named(image: str | None, names: Iterable[str]) -> bool:
-    """Whether an image reference's repository (registry and tag aside) is one of ``names``
-    (``docker.io/vllm/vllm-openai:v0.9`` is ``vllm/vllm-openai`` and ``vllm-openai``)."""
-    image = image_reference(image)
-    if not image:
-        return False
-    repo = image.split("@", 1)[0]
-    last = repo.rsplit("/", 1)
-    tail = last[-1].split(":", 1)[0]
-    name = (last[0] + "/" + tail) if len(last) > 1 else tail
-    return any(name == known or name.endswith("/" + known) for known in names)
-
-
 def format_scalar(value: Any) -> str:
     """One argv token for a scalar: ints and floats as Python prints them, strings as is."""
     if isinstance(value, bool):
@@ -704,3 +695,13 @@ def _count(value: Any) -> int | None:
     if len(text) > 8 or not text.lstrip("-").isascii() or not text.lstrip("-").isdigit():
         return None
     return int(text)
+
+
+def _names_one_of(image: str, known: Iterable[str]) -> bool:
+    """Whether an image reference's repository (``registry/repo:tag@digest``) is one of
+    ``known`` (a name or a name under any registry)."""
+    repo = image.split("@", 1)[0]
+    last = repo.rsplit("/", 1)
+    tail = last[-1].split(":", 1)[0]
+    name = (last[0] + "/" + tail) if len(last) > 1 else tail
+    return any(name == k or name.endswith("/" + k) for k in known)

@@ -97,9 +97,7 @@ class VLLMProfile(EngineProfile):
     command_markers = ("vllm.entrypoints.openai.api_server",)
     images = ("vllm/vllm-openai", "vllm-openai", "vllm")
     image_launcher = ("vllm", "serve")  # the official image's ENTRYPOINT
-    # Built from vLLM's own Dockerfile (OPEA's `opea/vllm` too); AMD's `rocm/vllm` and NGC's
-    # `nvcr.io/nvidia/vllm` have no such entrypoint: their command starts `vllm serve`.
-    launcher_images = ("vllm/vllm-openai", "vllm-openai", "opea/vllm")
+    launcher_images = ("vllm/vllm-openai",)
     parallel_flags = (
         ("tp", ("tensor-parallel-size", "tp")),
         ("pp", ("pipeline-parallel-size", "pp")),
