@@ -144,6 +144,7 @@ _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
     "block-size": ("block_size", _INT),
     "disable-log-stats": ("disable_log_stats", _bool_flag),
     "speculative-config": ("speculative_config", _speculative_json),
+    "scheduling-policy": ("scheduling_policy", _str),
 }
 
 _TABLES = {"sglang": _MODELLED, "vllm": _MODELLED_VLLM}
@@ -219,6 +220,7 @@ class EngineConfig:
     block_size: int | None = _vllm(None)
     disable_log_stats: bool = _vllm(False)
     speculative_config: str | None = _vllm(None)
+    scheduling_policy: str = _vllm("fcfs")
     extra_args: tuple[tuple[str, Any], ...] = field(default=())
     argv: tuple[str, ...] = field(default=())
     # The release whose rules apply (the spec's pinned version, else the simulated one).
@@ -377,6 +379,14 @@ class EngineConfig:
             assert value is not None
             if value < low:
                 raise _bad(name, value, f"must be >= {low}", source, self.engine)
+        if self.scheduling_policy not in ("fcfs", "priority"):
+            raise _bad(
+                "scheduling-policy",
+                self.scheduling_policy,
+                "must be fcfs or priority",
+                source,
+                self.engine,
+            )
         if self.hicache_ratio is not None and self.hicache_ratio < 0:
             raise _bad("hicache-ratio", self.hicache_ratio, "must be >= 0", source, self.engine)
         if self.dynamic_batch_tokenizer_batch_timeout < 0:

@@ -79,6 +79,7 @@ class VllmScheduler(Scheduler):
             from tierctl.traces import BLOCK_TOKENS
 
             self.cache = PrefixCache(BLOCK_TOKENS)
+        self.priority = config.scheduling_policy == "priority"
         # Admitted requests (vLLM's ``running``), in admission order: prefilling and decoding.
         self.order: list[Live] = []
         # This step's tokens scheduled per decoding request (1 + drafts when speculative).
@@ -94,7 +95,17 @@ class VllmScheduler(Scheduler):
             live.reason = f"prompt + output exceed the context (max-model-len {self.max_model_len})"
             self._close(live, now_s)
             return "too_long"
-        return super().submit(req, now_s)
+        outcome = super().submit(req, now_s)
+        self._order_waiting()
+        return outcome
+
+    def _order_waiting(self) -> None:
+        """Under ``--scheduling-policy priority`` the waiting queue is vLLM's heap: smaller
+        priority first, then earlier arrival (FCFS keeps arrival order, preempted first)."""
+        if self.priority and len(self.waiting) > 1:
+            ordered = sorted(self.waiting, key=lambda x: (x.req.priority, x.req.arrival_s))
+            self.waiting.clear()
+            self.waiting.extend(ordered)
 
     def abort(self, rid: str, now_s: float) -> bool:
         """Drop a request wherever it is; True if it was live."""
@@ -164,7 +175,16 @@ class VllmScheduler(Scheduler):
             else:
                 take = min(self._cap(live.extend_tokens - live.prefilled_tokens), budget)
             while self.kv_pool_tokens - self.kv_used_tokens < take:
-                victim = self.order[-1]
+                # vLLM 0.32: the last running request, or under the priority policy the
+                # lowest-priority one (largest priority, then latest arrival).
+                victim = (
+                    max(self.order, key=lambda x: (x.req.priority, x.req.arrival_s))
+                    if self.priority
+                    else self.order[-1]
+                )
+                if self.order.index(victim) < i:
+                    i -= 1  # an earlier request went: the loop's index moves with it
+                budget += self._unschedule(victim, decoders, prefills)
                 self._preempt(victim, now_s)
                 preempted = True
                 if victim is live:
@@ -185,6 +205,20 @@ class VllmScheduler(Scheduler):
         if not decoders and not prefills:
             return Round(now_s, self.cost.round_overhead_s, "idle", (), 0, 0)
         return self._run(now_s, decoders, prefills, in_burst)
+
+    def _unschedule(
+        self, victim: Live, decoders: list[Live], prefills: list[tuple[Live, int]]
+    ) -> int:
+        """Take a request preempted after it was scheduled this step back out of the step;
+        the budget it had taken (vLLM returns it: ``scheduled_running_reqs``)."""
+        if victim in decoders:
+            decoders.remove(victim)
+            return self._decode_takes.pop(id(victim), 1)
+        for k, (live, take) in enumerate(prefills):
+            if live is victim:
+                del prefills[k]
+                return take
+        return 0
 
     def _admit_waiting(self, now_s: float, budget: int, prefills: list[tuple[Live, int]]) -> int:
         while self.waiting and budget > 0 and len(self.order) < self.max_running:
@@ -309,6 +343,7 @@ class VllmScheduler(Scheduler):
         live.preemptions += 1
         self.stats.preemptions += 1
         self.waiting.appendleft(live)
+        self._order_waiting()
 
     # -- fast-forward (offline only) ----------------------------------------------------
 
