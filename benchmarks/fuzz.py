@@ -41,9 +41,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import math
 import multiprocessing as mp
 import queue
 import resource
+import signal
 import sys
 import tempfile
 import time
@@ -104,7 +106,9 @@ def _worker(
             kind, which, data, form = input_at(seeds, args.generator, args.seed, n)
             if args.tracemalloc:
                 tracemalloc.reset_peak()
-            outcomes = run_input(kind, which, data, seeds, work, timeout_s=args.timeout, form=form)
+            outcomes = run_input(
+                kind, which, data, seeds, work, timeout_s=args.timeout, form=form, full=True
+            )
             traced = tracemalloc.get_traced_memory()[1] / 2**20 if args.tracemalloc else 0.0
             rows = []
             for o in outcomes:
@@ -230,7 +234,23 @@ def run(args: argparse.Namespace) -> Tally:
     for w in range(args.workers):
         spawn(w)
     next_line = args.every
+    stop = {"why": ""}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop["why"] = signal.Signals(signum).name
+
+    # SIGTERM (a `timeout` around the run) or ^C: stop, and still print the figures so far.
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    deadline = started + args.max_seconds if args.max_seconds else math.inf
     while procs:
+        if stop["why"] or time.monotonic() > deadline:
+            for w in list(procs):
+                procs.pop(w).kill()
+            in_flight = sorted(cur[0] for cur in current.values() if cur is not None)
+            why = stop["why"] or f"--max-seconds {args.max_seconds:g}"
+            print(f"stopped ({why}); inputs in flight, not counted: {in_flight}", flush=True)
+            break
         try:
             msg = results.get(timeout=1.0)
         except queue.Empty:
@@ -281,7 +301,9 @@ def replay(args: argparse.Namespace) -> int:
         seeds = load_seeds(Path(tmp))
         data = args.replay.read_bytes()
         bad = 0
-        outcomes = run_input(args.kind, 0, data, seeds, Path(tmp), timeout_s=args.timeout)
+        outcomes = run_input(
+            args.kind, 0, data, seeds, Path(tmp), timeout_s=args.timeout, full=True
+        )
         for o in outcomes:
             bad += not o.ok
             print(f"{o.command}: exit {o.code} exception {o.exception} hang {o.hang}")
@@ -303,6 +325,9 @@ def main() -> int:
         "--timeout", type=float, default=20.0, help="CPU seconds per run (3x in wall): a hang"
     )
     parser.add_argument("--every", type=int, default=500, help="summary line every N inputs")
+    parser.add_argument(
+        "--max-seconds", type=float, default=0.0, help="stop after this long, with the figures"
+    )
     parser.add_argument("--save", type=Path, default=None, help="write reproducers here")
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--memory-limit-mib", type=int, default=6144)

@@ -481,9 +481,11 @@ def _lib(fn: Callable[[], object]) -> tuple[int, str, str]:
 
 
 def commands_for(
-    kind: str, which: int, path: Path, seeds: Seeds, work: Path
+    kind: str, which: int, path: Path, seeds: Seeds, work: Path, *, full: bool = False
 ) -> list[tuple[str, Callable[[], tuple[int, str, str]]]]:
-    """The commands that read an input of ``kind`` (mutated from seed ``which``) at ``path``."""
+    """The commands that read an input of ``kind`` (mutated from seed ``which``) at ``path``;
+    ``full`` adds the ones whose cost is the work, not the reading (``sim fit --from bench``
+    fits for seconds on a valid file): the long run's, not CI's."""
     p = str(path)
     # A small simulated workload: the law is about reading the input, not the simulator's speed.
     small = ["--workload", "burst", "--count", "2", "--input-tokens", "2000"]
@@ -575,11 +577,14 @@ def commands_for(
     if kind == "results":
         from tierctl.sim.timing_fit import read_bench_requests
 
-        return [
+        runs = [
             ("read_bench_requests", lambda: _lib(lambda: read_bench_requests(path))),
             ("sim-fit-sniff", lambda: _lib(lambda: _sniff(path))),
-            ("sim-fit-bench", lambda: _cli(["sim", "fit", p, "--from", "bench", "--json"])),
         ]
+        if full:
+            fit = ["sim", "fit", p, "--from", "bench", "--json"]
+            runs.append(("sim-fit-bench", lambda: _cli(fit)))
+        return runs
     if kind == "costmodel":
         from tierctl.sim.costfile import read_cost_model
 
@@ -669,16 +674,17 @@ def run_input(
     *,
     timeout_s: float = 10.0,
     form: str | None = None,
+    full: bool = False,
 ) -> list[Outcome]:
     """Write ``data`` as an input of ``kind`` and run every command that reads it (through
-    the path ``form`` of :data:`PATH_FORMS` when given)."""
+    the path ``form`` of :data:`PATH_FORMS` when given; ``full``: :func:`commands_for`)."""
     path = work / f"input{_SUFFIX.get(kind, '.yaml')}"
     path.write_bytes(data)
     if form is not None:
         path = _special_path(form, path, work)
     journal = work / "plan.journal.jsonl"
     outcomes: list[Outcome] = []
-    for name, fn in commands_for(kind, which, path, seeds, work):
+    for name, fn in commands_for(kind, which, path, seeds, work, full=full):
         journal.unlink(missing_ok=True)
         outcome = Outcome(command=name)
         peak0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -714,10 +720,17 @@ def run_input(
 
 
 def check_law(
-    kind: str, which: int, data: bytes, seeds: Seeds, work: Path, *, timeout_s: float
+    kind: str,
+    which: int,
+    data: bytes,
+    seeds: Seeds,
+    work: Path,
+    *,
+    timeout_s: float,
+    form: str | None = None,
 ) -> None:
     """Assert the law for one input through every command that reads it (tests' helper)."""
-    for outcome in run_input(kind, which, data, seeds, work, timeout_s=timeout_s):
+    for outcome in run_input(kind, which, data, seeds, work, timeout_s=timeout_s, form=form):
         assert outcome.ok, (
             f"{kind} through {outcome.command}: exit {outcome.code}, "
             f"exception {outcome.exception} {outcome.detail!r}, hang {outcome.hang}, "

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -407,3 +409,31 @@ def test_a_wrong_token_is_named_by_the_driver(host: Host) -> None:
             driver.dry_run(_deployment(host, "v1"), ["a"])
     finally:
         driver.close()
+
+
+def test_the_agent_speaks_tls_with_its_certificate(
+    docker_engine: DockerEngine, tmp_path: Path
+) -> None:
+    """--tls-cert/--tls-key: the agent answers https (a client trusting that certificate
+    gets the file), and plain http on that port gets no answer."""
+    cert, key = tmp_path / "agent.pem", tmp_path / "agent.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+         "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    h = Host(docker_engine, tmp_path, "--tls-cert", str(cert), "--tls-key", str(key))
+    h.agent.url = h.agent.url.replace("http://", "https://")
+    try:
+        h.tag("v1", {"a": _service()})
+        trust = ssl.create_default_context(cafile=str(cert))
+        h.agent.start(verify=trust)
+        with httpx.Client(verify=trust, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+            got = c.get(f"{h.agent.url}/files", params={"tag": "v1", "file": "compose.yaml"})
+        assert got.status_code == 200
+        assert got.json()["file"] == "compose.yaml"
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(h.agent.url.replace("https://", "http://") + "/health", timeout=5)
+    finally:
+        h.close()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, CliResult
+from tests.fuzzing import PATH_FORMS
 
 SMALL = EXAMPLES / "small-model"
 RunCli = Callable[..., CliResult]
@@ -65,10 +66,6 @@ _RES = "      resources:\n        reservations:\n"
             "        reservations: [1]\n        x-was:\n          devices:",
             ["reservations", "object"],
         ),
-        # ValueError: invalid literal for int() with base 10: '²' (str.isdigit said yes)
-        (_IDS, '              device_ids: ["²"]', ["not numeric device ids"]),
-        # ValueError: Exceeds the limit (4300 digits) for integer string conversion
-        (_IDS, '              device_ids: ["' + "9" * 5000 + '"]', ["not numeric device ids"]),
         # logging given as a string reached the grouping code (_spec_document / deep_merge)
         (
             "    logging:\n      driver: json-file\n    deploy:",
@@ -84,6 +81,27 @@ def test_import_refuses_wrong_shapes_with_their_line(
     result = run_cli("import", "--engine", "sglang==0.5.23", str(path))
     _refused(result, *words)
     assert "compose.yaml:" in result.err  # located
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        '["²"]',  # ValueError: invalid literal for int() with base 10: '²' (isdigit said yes)
+        '["' + "9" * 5000 + '"]',  # ValueError: Exceeds the limit (4300 digits) for int()
+    ],
+)
+def test_import_keeps_device_ids_it_cannot_read_as_written(
+    tmp_path: Path, run_cli: RunCli, ids: str
+) -> None:
+    """Such ids were int()-ed and crashed import. They are no GPU index (``_GPU_INDEX``):
+    import now keeps the grant as written (``gpu_style: as-written``, adopt's rule for any
+    grant it does not render) and says the GPU fit is not checked."""
+    path = _compose(tmp_path, _IDS, f"              device_ids: {ids}")
+    result = run_cli("import", "--engine", "sglang==0.5.23", str(path))
+    assert result.code == 0, result
+    assert "Traceback" not in result.err
+    assert "gpu_style: as-written" in result.out
+    assert "GPU fit not checked" in result.err
 
 
 def test_semantic_diff_compares_a_misshapen_deploy_as_written() -> None:
@@ -335,6 +353,12 @@ def test_a_bad_byte_in_a_streamed_trace_is_located(tmp_path: Path) -> None:
         "[" * 20000 + "]" * 20000,  # RecursionError in json.loads
         '{"kind": "prefill", "duration_s": 1, "new_tokens": 1e400}',  # int(inf): OverflowError
         '{"kind": "decode", "duration_s": 1, "batch_size": [1], "context_tokens": 2}',
+        # Seed 610002 input 2744: a chunk of 1e308 tokens squared to inf; the fit's SVD did
+        # not converge (numpy LinAlgError).
+        '{"kind": "prefill", "chunks": [[1e+308, 64]], "duration_s": 0.01}',
+        '{"kind": "prefill", "chunks": [[-5, 0]], "duration_s": 0.01}',
+        '{"kind": "decode", "duration_s": NaN, "batch_size": 1, "context_tokens": 2}',
+        '{"kind": "decode", "duration_s": 1e999, "batch_size": 1, "context_tokens": 2}',
     ],
 )
 def test_a_hostile_step_log_line_is_located(tmp_path: Path, run_cli: RunCli, line: str) -> None:
@@ -568,3 +592,66 @@ def test_a_trace_keeps_each_block_hash_once(tmp_path: Path) -> None:
     assert [list(r.hash_ids[:20]) for r in rows] == [prefix] * 50
     distinct = {id(h) for r in rows for h in r.hash_ids}
     assert len(distinct) == 20 + 50, len(distinct)  # the shared prefix once, each tail once
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("decode_per_ctx_token_s", "1e+308"),  # seed 610002 input 2880: int(NaN) in the engine
+        ("prefill_attn_pair_s", "1e300"),
+        ("step_jitter", "1e6"),
+        ("kv_pool_tokens", "1e30"),
+        ("round_overhead_s", "Infinity"),
+    ],
+)
+def test_a_cost_model_coefficient_must_be_bounded(
+    tmp_path: Path, run_cli: RunCli, field: str, value: str
+) -> None:
+    """A finite but huge coefficient made every simulated step inf, then NaN in the
+    fast-forward's round count: `ValueError: cannot convert float NaN to integer`."""
+    import json
+    import re
+
+    from tierctl.sim.cost import DEFAULT_PRESET, preset
+    from tierctl.sim.costfile import cost_model_doc
+
+    text = json.dumps(cost_model_doc(preset(DEFAULT_PRESET), {"fitted_on": ["x"]}))
+    text, n = re.subn(f'"{field}": [^,}}]+', f'"{field}": {value}', text)
+    assert n == 1
+    path = tmp_path / "m.json"
+    path.write_text(text)
+    small = ("--workload", "burst", "--count", "2", "--input-tokens", "2000", "--output-tokens")
+    result = run_cli("sim", "run", "--cost-model", str(path), *small, "4", "--json")
+    _refused(result, f"model.{field}")
+
+
+# --- the input path itself: symlinks, FIFOs, devices, folders --------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", PATH_FORMS)
+def test_every_input_kind_through_a_special_path_ends_with_a_message(
+    tmp_path: Path, form: str
+) -> None:
+    """A FIFO with no writer, /dev/zero, /dev/urandom, a directory, a dangling symlink or a
+    loop given where a file belongs: every command of every kind reads it as the file or
+    refuses it with a message, within its budget (a blocked open of the FIFO is a hang)."""
+    from tests.fuzzing import KINDS, check_law, load_seeds
+
+    seeds = load_seeds(tmp_path)
+    for kind in KINDS:
+        check_law(kind, 0, seeds.by_kind[kind][0], seeds, tmp_path, timeout_s=60.0, form=form)
+
+
+def test_a_long_run_input_is_rebuilt_from_its_number(tmp_path: Path) -> None:
+    """benchmarks/fuzz.py's workers share a stream by index: input n depends on (generator,
+    seed, n) only, so `--only N` rebuilds exactly what a worker ran."""
+    from tests.fuzzing import load_seeds
+    from tests.schema_fuzz import input_at
+
+    seeds = load_seeds(tmp_path)
+    first = [input_at(seeds, "both", 770, n) for n in range(40)]
+    again = [input_at(seeds, "both", 770, n) for n in reversed(range(40))][::-1]
+    assert first == again
+    assert len({data for _, _, data, _ in first}) > 30  # not one input repeated
+    assert {kind for kind, _, _, _ in first} >= {"spec", "compose", "plan", "jsonl"}

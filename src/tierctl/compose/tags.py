@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from tierctl.yaml12 import Yaml12Loader
+from tierctl.yaml12 import FastConstructor, Yaml12Loader
 
 
 class Reset:
@@ -57,3 +57,8 @@ def _override(loader: Any, node: yaml.Node) -> Override:
 
 ComposeYamlLoader.add_constructor("!reset", _reset)
 ComposeYamlLoader.add_constructor("!override", _override)
+
+
+class FastComposeYamlLoader(FastConstructor, ComposeYamlLoader):
+    """:class:`ComposeYamlLoader` with the same results, faster on big files (a fleet);
+    ``!reset`` and ``!override`` go through PyYAML's constructor as before."""

@@ -26,6 +26,19 @@ from tierctl.engine_catalog import Catalog, Flag
 # An image tag naming a release: v0.5.3, 0.10.1.1, v0.4.9.post2-cu126, v0.11.0rc1.
 _RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:\.?post\d+|rc\d+)?)(?:$|[-_+])")
 
+# An image written as a variable with a default (`${IMG:-vllm/vllm-openai:v0.11.0}`): the default
+# is the image whenever the variable is unset, so it is the one recognised.
+_DEFAULTED = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*:?-(?P<image>[^}]*)\}$")
+
+
+def image_reference(image: str | None) -> str | None:
+    """The image a reference names, seeing through ``${VAR:-default}``."""
+    if not image:
+        return image
+    match = _DEFAULTED.match(image.strip())
+    return match["image"] if match else image
+
+
 #: ``get(path) -> (status, body text)``; status 0 when the request failed. Keeps profiles free
 #: of any HTTP client: the gates pass one in.
 Fetch = Callable[[str], tuple[int, str]]
@@ -274,6 +287,7 @@ class EngineProfile(ABC):
 
     def matches_image(self, image: str | None) -> bool:
         """Whether an image reference (``registry/repo:tag@digest``) runs this engine."""
+        image = image_reference(image)
         if not image:
             return False
         repo = image.split("@", 1)[0]
@@ -282,8 +296,26 @@ class EngineProfile(ABC):
         name = (last[0] + "/" + tail) if len(last) > 1 else tail
         return any(name == known or name.endswith("/" + known) for known in self.images)
 
+    def image_entrypoint(self, image: str | None) -> tuple[str, ...]:
+        """What the image's own ENTRYPOINT runs before a compose ``command`` (the official
+        ``vllm/vllm-openai`` image: ``vllm serve``), or () where the command is the whole argv
+        (``lmsysorg/sglang`` has no launcher entrypoint; an image of another engine)."""
+        return self.image_launcher if self.matches_image(image) else ()
+
+    def doubled_launcher(self, image: str | None, command: Iterable[str]) -> tuple[str, ...]:
+        """The launcher a ``command`` starts with although the image's entrypoint already runs
+        one (``command: [vllm, serve, ...]`` on ``vllm/vllm-openai`` runs
+        ``vllm serve vllm serve ...``); () when it does not."""
+        entry = self.image_entrypoint(image)
+        tokens = list(command)
+        found = self._find_launcher(tokens) if entry else None
+        if found is None or found[0] != len(found[1]):
+            return ()
+        return tuple(tokens[: found[0]])
+
     def image_version(self, image: str | None) -> str | None:
         """The engine release an image tag names (``v0.5.3-cu124`` -> ``0.5.3``), or None."""
+        image = image_reference(image)
         if not image:
             return None
         tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
@@ -429,7 +461,10 @@ class EngineProfile(ABC):
         where ``--no-x`` is the negative form of a ``boolean_optional`` flag."""
         out: dict[str, Any] = {}
         for name, value in flags.items():
-            if name.startswith("no-") and value is True and self._negates(name, catalog):
+            entry = catalog.lookup(f"--{name}") if catalog is not None and value is True else None
+            if entry is not None and f"--{name}" in entry.negations:
+                out[entry.name[2:]] = False  # vLLM 0.33: --disable-x sets --enable-x false
+            elif name.startswith("no-") and value is True and self._negates(name, catalog):
                 out[name[3:]] = False
             else:
                 out[name] = value

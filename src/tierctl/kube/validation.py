@@ -49,6 +49,7 @@ from tierctl.render.kubernetes import (
 )
 from tierctl.spec import load_spec, resolve_tier
 from tierctl.spec.effective import ResolvedReplica, engine_catalog, equals_form, replica_argv
+from tierctl.spec.rules import check_rules
 from tierctl.spec.tier_spec import TierSpec
 
 #: Without a spec, a model is assumed to need at least this long to load (a small model from
@@ -432,6 +433,17 @@ def _pinning(
                     "change the spec",
                 )
             )
+        for failure in check_rules(spec, actual, e.env):
+            out.violations.append(
+                _v(
+                    e.manifest,
+                    (*e.path, "env"),
+                    "TC005",
+                    f"replica {name}: pairing rule {failure.name} requires "
+                    f"{'; '.join(failure.missing)}: {failure.rule.because}",
+                    fix="set what the rule requires in the spec and render again",
+                )
+            )
         label = spec.telemetry.label
         if "service-labels" in spec.telemetry.places and e.site.labels.get(label) != r.variant:
             labels = (*e.site.path[:-1], "metadata", "labels")
@@ -545,6 +557,10 @@ def check_manifests(
     replicas = len(engines)
     if spec is not None:
         replicas = _pinning(spec, engines, out)
+        out.unchecked.append(
+            "TC003 shared-runtime: not run on Kubernetes manifests (each replica is its own "
+            "workload; the engine contracts above compare them flag by flag)"
+        )
     else:
         out.unchecked.append(
             "spec contracts ("

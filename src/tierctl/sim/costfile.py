@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tierctl.errors import InputError, Location
 from tierctl.readers import load_json, read_text
+from tierctl.sim.config import MAX_COUNT
 from tierctl.sim.cost import DEFAULT_PRESET, PRESETS, CostModel, preset
 
 if TYPE_CHECKING:
@@ -104,19 +105,36 @@ def read_cost_model(path: str | Path) -> tuple[CostModel, dict[str, Any]]:
         if key == "name":
             continue
         v = values[key]
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+        most = _most(key)
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= most
         if key in _INT_FIELDS:
             ok = ok and float(v).is_integer()
         if not ok:
             raise InputError(
-                f"cost model field {key!r} must be a non-negative number",
+                f"cost model field {key!r} must be a non-negative number, at most {most:g}",
                 location=Location(file=str(p), path=f"model.{key}"),
+                # A finite bound: 1e308 s per context token made every step inf, then NaN.
+                rule=f"0 <= {key} <= {most:g}",
                 value=v,
                 fix="give seconds (or tokens) as a number >= 0",
             )
         values[key] = int(v) if key in _INT_FIELDS else float(v)
     values["name"] = str(values["name"])
     return CostModel(**values), prov if isinstance(prov, dict) else {}
+
+
+#: The largest coefficient in seconds (one hour a token, a sequence or a step: a model past
+#: it is no engine, and its products overflow a float), and the largest step jitter (a
+#: log-normal sigma; fitted ones are about 0.1).
+MAX_SECONDS = 3600.0
+MAX_JITTER = 5.0
+
+
+def _most(key: str) -> float:
+    """The largest value cost model field ``key`` takes."""
+    if key == "step_jitter":
+        return MAX_JITTER
+    return MAX_SECONDS if key.endswith("_s") else float(MAX_COUNT)
 
 
 def resolve_cost(preset_name: str | None, path: str | None) -> CostModel:

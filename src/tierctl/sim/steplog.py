@@ -9,12 +9,14 @@ steps are skipped when fitting.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from tierctl.errors import InputError, Location
 from tierctl.paths import write_owned
 from tierctl.readers import Limits, json_line, read_text
+from tierctl.sim.config import MAX_COUNT
 from tierctl.sim.cost import CostModel, DecodeSample, PrefillSample, fit, preset
 from tierctl.sim.engine import Round
 
@@ -57,15 +59,16 @@ def read_steps(path: str | Path) -> tuple[list[PrefillSample], list[DecodeSample
         obj = json_line(line, str(p), n, limits=limits)
         try:
             kind = obj["kind"]
-            dur = float(obj["duration_s"])
+            dur = _seconds(obj["duration_s"])
             if kind == "prefill":
                 if "chunks" in obj:
-                    chunks = tuple((int(c), int(q)) for c, q in obj["chunks"])
+                    chunks = tuple((_count(c), _count(q)) for c, q in obj["chunks"])
                 else:
-                    chunks = ((int(obj["new_tokens"]), int(obj.get("cached_tokens", 0))),)
+                    chunks = ((_count(obj["new_tokens"]), _count(obj.get("cached_tokens", 0))),)
                 pre.append(PrefillSample(chunks, dur))
             elif kind == "decode":
-                dec.append(DecodeSample(int(obj["batch_size"]), int(obj["context_tokens"]), dur))
+                size, context = _count(obj["batch_size"]), _count(obj["context_tokens"])
+                dec.append(DecodeSample(size, context, dur))
         except (ValueError, KeyError, TypeError, OverflowError) as exc:
             raise InputError(
                 f"malformed step: {exc!r}",
@@ -74,6 +77,23 @@ def read_steps(path: str | Path) -> tuple[list[PrefillSample], list[DecodeSample
                 fix="see docs/sim.md, 'Step logs'",
             ) from None
     return pre, dec
+
+
+def _count(value: Any) -> int:
+    """A step's token or sequence count: 0 to 2**53 (a chunk of 1e308 tokens squared to inf,
+    and the least-squares fit's SVD did not converge)."""
+    x = int(value)
+    if not 0 <= x <= MAX_COUNT:
+        raise ValueError(f"a count must be from 0 to 2**53, got {value!r}")
+    return x
+
+
+def _seconds(value: Any) -> float:
+    """A step's duration: a finite number of seconds, at least 0."""
+    x = float(value)
+    if not (math.isfinite(x) and x >= 0):
+        raise ValueError(f"a duration must be a finite number >= 0, got {value!r}")
+    return x
 
 
 def fit_file(path: str | Path, base: str = "glm53-flash-w4afp8-tp4-h200") -> CostModel:

@@ -97,3 +97,13 @@ def test_a_document_that_is_no_object_is_a_located_usage_error(
     result = run_cli("validate", str(bad))
     assert result.code == 2
     assert f"{bad}:5" in result.err
+
+
+def test_a_yaml_error_in_a_later_document_names_the_file_line(
+    run_cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    bad = tmp_path / "m.yaml"
+    bad.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\nkind: [\n")
+    result = run_cli("validate", str(bad))
+    assert result.code == 2
+    assert f"{bad}:6: not valid YAML" in result.err
