@@ -140,6 +140,8 @@ class VllmScheduler(Scheduler):
         """The threshold vLLM applies this step: 0 (off) with a lone eligible request, floored
         at the fair share of the budget when adaptive."""
         threshold = self.threshold
+        if not threshold:
+            return 0
         eligible = len(self.waiting) + len(self.order)
         if self.rules.threshold_needs_company and eligible <= 1:
             return 0
@@ -193,7 +195,8 @@ class VllmScheduler(Scheduler):
                 break  # preempted itself: nothing left to free
             if live.status == "decoding":
                 decoders.append(live)
-                self._decode_takes[id(live)] = take
+                if self.spec:
+                    self._decode_takes[id(live)] = take
             else:
                 prefills.append((live, take))
             self.kv_used_tokens += take
@@ -288,7 +291,9 @@ class VllmScheduler(Scheduler):
         dur = self.jittered(dur)
         end = now_s + dur
         emitted: list[Emission] = []
-        if decoders:
+        if decoders and not self.spec:
+            emitted += self._decode_tokens(decoders, end, in_burst or bool(chunks))
+        elif decoders:
             before = {id(live): live.generated for live in decoders}
             emitted += self._decode_tokens(decoders, end, in_burst or bool(chunks))
             for live in decoders:
