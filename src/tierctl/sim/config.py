@@ -123,6 +123,8 @@ _MODELLED: dict[str, tuple[str, Any]] = {
     "speculative-num-steps": ("speculative_num_steps", _INT),
     "speculative-num-draft-tokens": ("speculative_num_draft_tokens", _INT),
     "speculative-eagle-topk": ("speculative_eagle_topk", _INT),
+    "enable-priority-scheduling": ("enable_priority_scheduling", _bool_flag),
+    "schedule-low-priority-values-first": ("schedule_low_priority_values_first", _bool_flag),
     "enable-dp-attention": ("enable_dp_attention", _bool_flag),
     "dp-size": ("dp_size", _INT),
     "data-parallel-size": ("dp_size", _INT),
@@ -207,6 +209,8 @@ class EngineConfig:
     speculative_num_steps: int | None = _sglang(None)
     speculative_num_draft_tokens: int | None = _sglang(None)
     speculative_eagle_topk: int | None = _sglang(None)
+    enable_priority_scheduling: bool = _sglang(False)
+    schedule_low_priority_values_first: bool = _sglang(False)
     enable_dp_attention: bool = _sglang(False)
     dp_size: int = _sglang(1)
     max_num_batched_tokens: int | None = _vllm(None)

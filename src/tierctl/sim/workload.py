@@ -29,7 +29,7 @@ class SimRequest:
     block_hashes: tuple[int, ...] = ()
     block_tokens: int = BLOCK_TOKENS
     # The request's priority under a priority scheduling policy (vLLM: smaller is served
-    # first; ignored under FCFS).
+    # first; SGLang: larger, unless --schedule-low-priority-values-first; ignored otherwise).
     priority: int = 0
 
 
