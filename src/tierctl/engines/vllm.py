@@ -97,6 +97,7 @@ class VLLMProfile(EngineProfile):
     command_markers = ("vllm.entrypoints.openai.api_server",)
     images = ("vllm/vllm-openai", "vllm-openai", "vllm")
     image_launcher = ("vllm", "serve")  # the official image's ENTRYPOINT
+    launcher_images = ("vllm/vllm-openai",)
     parallel_flags = (
         ("tp", ("tensor-parallel-size", "tp")),
         ("pp", ("pipeline-parallel-size", "pp")),
