@@ -128,6 +128,84 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
             nodes = _count(_map(service.get("multinode")).get("nodeCount"))
             pod = _map(service.get("extraPodSpec"))
             yield PodSite(("spec", "services", name, "extraPodSpec"), pod, own, nodes)
+        # v1beta1 lists components, each with a plain pod template (examples/.../v1beta1/).
+        for i, item in enumerate(spec.get("components") or []):
+            entry = _map(item)
+            nodes = _count(_map(entry.get("multinode")).get("nodeCount"))
+            t = _map(entry.get("podTemplate"))
+            at: Path = ("spec", "components", i, "podTemplate", "spec")
+            yield PodSite(at, _map(t.get("spec")), {**own, **_labels(t)}, nodes)
+    elif m.kind not in _NO_PODS:
+        # A kind with no shape here (LWS's DisaggregatedSet, a newer operator's CRD): every
+        # pod spec found in it, so its engines and env are still checked, as the schema
+        # step's "its containers still are" says.
+        yield from _found_pods(spec, ("spec",), own, 1, "")
+
+
+#: Kinds that hold no pod spec (their walk would only cost time).
+_NO_PODS = {
+    "Service",
+    "ConfigMap",
+    "Secret",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Namespace",
+    "PersistentVolumeClaim",
+    "Ingress",
+    "HTTPRoute",
+    "Gateway",
+    "InferencePool",
+    "InferenceModel",
+    "InferenceObjective",
+    "PodMonitor",
+    "ServiceMonitor",
+    "AnalysisTemplate",
+    "ClusterAnalysisTemplate",
+    "Canary",
+    "HorizontalPodAutoscaler",
+    "PodDisruptionBudget",
+    "NetworkPolicy",
+    "List",
+}
+
+
+def _found_pods(
+    value: Any, at: Path, labels: dict[str, str], nodes: int, role: str
+) -> Iterator[PodSite]:
+    """Pod specs (a mapping with a ``containers`` list) anywhere under ``value``; an LWS-like
+    ``leaderWorkerTemplate`` gives its size and the leader/worker roles."""
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _found_pods(item, (*at, i), labels, nodes, role)
+        return
+    if not isinstance(value, dict):
+        return
+    if isinstance(value.get("containers"), list):
+        yield PodSite(at, value, labels, nodes, role)
+        return
+    if isinstance(value.get("leaderWorkerTemplate"), dict):
+        lwt = value["leaderWorkerTemplate"]
+        size = _count(lwt.get("size"))
+        pair = "leaderTemplate" in lwt
+        for key, sub_role in (("leaderTemplate", "leader"), ("workerTemplate", "worker")):
+            t = _map(lwt.get(key))
+            if t:
+                path = (*at, "leaderWorkerTemplate", key, "spec")
+                yield PodSite(
+                    path,
+                    _map(t.get("spec")),
+                    {**labels, **_labels(t)},
+                    size,
+                    sub_role if pair else "",
+                )
+        return
+    for key, item in value.items():
+        if key != "metadata":
+            sub = {**labels, **_labels(item)} if isinstance(item, dict) else labels
+            yield from _found_pods(item, (*at, key), sub, nodes, role)
 
 
 def _llmisvc(spec: dict[str, Any], labels: dict[str, str], at: Path) -> Iterator[PodSite]:
