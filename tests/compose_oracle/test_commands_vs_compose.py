@@ -125,3 +125,14 @@ def test_plan_plans_the_services_compose_runs(
     plan = json.loads(result.out)
     assert {s["service"] for s in plan["services"]} == theirs
     assert [s["service"] for s in plan["steps"]] == [f"worker-{profiles[0]}"]
+
+
+def test_plan_refuses_a_second_file_per_side(run_cli, tmp_path: Path) -> None:
+    """Two --from files are refused (exit 2, both named), not planned from the last alone."""
+    files = _project(tmp_path)
+    result = run_cli(
+        "plan", "--from", str(files[0]), "--from", str(files[1]), "--to", str(files[0])
+    )
+    assert result.code == 2
+    assert "given 2 times" in result.err
+    assert str(files[1]) in result.err

@@ -168,6 +168,7 @@ class VLLMProfile(EngineProfile):
             "long-prefill-token-threshold",
             "long-prefill-token-threshold-adaptive",
             "speculative-config",
+            "scheduling-policy",
             "enable-prefix-caching",
             "max-model-len",
             "num-gpu-blocks-override",
