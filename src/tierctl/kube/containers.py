@@ -273,6 +273,8 @@ def engine_containers(m: Manifest) -> Iterator[EngineContainer]:
         for c_path, c in _containers(m, site):
             profile, argv, index = engine_of(c)
             if profile is None:
+                profile, argv, index = _kserve_runtime(m, c)
+            if profile is None:
                 continue
             n_command = len(_strings(c.get("command")))
             paths = tuple(_token_path(c_path, n_command, i) for i in index)
@@ -286,6 +288,32 @@ def engine_containers(m: Manifest) -> Iterator[EngineContainer]:
             yield EngineContainer(
                 m, site, c_path, c, profile, argv, paths, tuple(_env_args(c, c_path))
             )
+
+
+#: The engine of an ``LLMInferenceService`` that names no runtime: KServe's default
+#: ``LLMInferenceServiceConfig`` templates run vLLM (docs/samples/llmisvc/single-node-gpu).
+KSERVE_DEFAULT_ENGINE = "vllm"
+
+
+def _kserve_runtime(
+    m: Manifest, c: dict[str, Any]
+) -> tuple[EngineProfile | None, tuple[str, ...], tuple[int | None, ...]]:
+    """The engine KServe runs in an ``LLMInferenceService``'s ``main`` container that gives no
+    image and no command (the samples' shape: the runtime config supplies both, the user only
+    ``args``): its ``runtime`` names the engine (``kserve-llm-sglang``), else KServe's default;
+    the argv is that engine's launcher followed by the user's ``args``."""
+    if m.kind != "LLMInferenceService" or c.get("image") or c.get("command"):
+        return None, (), ()
+    if c.get("name") != "main":
+        return None, (), ()
+    runtime = str(_map(m.data.get("spec")).get("runtime") or "").lower()
+    kind = next((k for k in PROFILES if k in runtime), None if runtime else KSERVE_DEFAULT_ENGINE)
+    if kind is None:
+        return None, (), ()
+    profile = PROFILES[kind]
+    args = _strings(c.get("args"))
+    head = profile.default_launcher()
+    return profile, (*head, *args), (*(None,) * len(head), *range(len(args)))
 
 
 def _env_args(c: dict[str, Any], c_path: Path) -> Iterator[tuple[str, Path, tuple[str, ...]]]:

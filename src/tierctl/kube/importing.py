@@ -219,6 +219,15 @@ def _document(
     first = engines[0]
     images = [p["image"] for p in parts.values()]
     image = max(set(images), key=images.count)
+    if not image:
+        # KServe's samples give no image (the runtime config does): the release's own image.
+        image = f"{first.profile.images[0]}:v{catalog.version}"
+        notes.append(
+            f"no image in the manifests (the controller's runtime sets it): the spec names "
+            f"{image}; make it the runtime's"
+        )
+        for p in parts.values():
+            p["image"] = p["image"] or image
     base_flags = _common([p["flags"] for p in parts.values()])
     base_env = _common([p["env"] for p in parts.values()])
     launcher = list(first.profile.split_command(first.argv).launcher)

@@ -568,8 +568,13 @@ def check_manifests(
             catalog = _catalog(e, spec, forced)
             if catalog is None:
                 out.unchecked.append(
-                    f"{_who(e)}: engine flags (TC004): no shipped catalog for its image "
-                    f"{e.container.get('image')!r}; pass `engine` {e.profile.kind}==VERSION"
+                    f"{_who(e)}: engine flags (TC004): no shipped catalog for "
+                    + (
+                        f"its image {e.container['image']!r}"
+                        if e.container.get("image")
+                        else "its release (no image given: the controller's runtime sets it)"
+                    )
+                    + f"; pass `engine` {e.profile.kind}==VERSION"
                 )
             else:
                 catalogs.add(catalog.ref)

@@ -20,7 +20,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "fixtures/kube_corpus"
 #: by its own launcher script, which the spec has no launch for: a reported difference).
 NO_ENGINE = {
     "07-dynamo-agg.yaml",
-    # KServe fills the image and command from its runtime config: no engine to read here.
+    # KServe fills the image from its runtime config: imported with --engine (real_shapes).
     "18-kserve-v1alpha2-runtime.yaml",
     "20-argo-web-flagger-webhooks.yaml",  # the judge's AnalysisTemplate and Canary only
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tierctl.kube import check_manifests, parse_manifests
+from tierctl.kube import KubeCheck, check_manifests, parse_manifests
 from tierctl.kube.containers import engine_containers
 from tierctl.kube.importing import import_manifests
 
@@ -100,3 +100,29 @@ def test_import_names_the_containers_of_another_engine_it_leaves_out(tmp_path: P
     result = import_manifests([CORPUS / "17-shell-string-args.yaml"])
     assert list(result.spec.replicas) == ["mistral-7b"]
     assert any("sglang-qwen" in n and "not imported" in n for n in result.notes), result.notes
+
+
+def test_kserve_containers_without_an_image_run_their_runtimes_engine() -> None:
+    # KServe's samples give `main` only args (the runtime config gives image and command): no
+    # engine was found, so their flags went unchecked and import refused the file.
+    text = _text("18-kserve-v1alpha2-runtime.yaml")
+    found = [e for m in parse_manifests(text, "k.yaml") for e in engine_containers(m)]
+    assert [e.profile.kind for e in found] == ["vllm", "sglang"]  # default, then `runtime:`
+    broken = text.replace("--trust-remote-code", "--trust-remote-cod3")
+    report = check_manifests(
+        parse_manifests(broken, "k.yaml"), ["k.yaml"], settings=KubeCheck(engine="sglang==0.5.23")
+    )
+    typos = [v for v in report.violations if v.rule == "TC004"]
+    assert typos
+    assert "--trust-remote-cod3" in typos[0].message
+    assert typos[0].location is not None
+    assert "--trust-remote-cod3" in broken.splitlines()[typos[0].location.line - 1]
+    without = check_manifests(parse_manifests(text, "k.yaml"), ["k.yaml"])
+    assert any("no image given" in u for u in without.unchecked), without.unchecked
+
+
+def test_kserve_without_an_image_imports_with_the_releases_image() -> None:
+    result = import_manifests([CORPUS / "18-kserve-v1alpha2-runtime.yaml"], engine="vllm==0.32.0")
+    assert result.spec.engine.image == "vllm/vllm-openai:v0.32.0"
+    assert any("no image in the manifests" in n for n in result.notes)
+    assert result.differences == []
