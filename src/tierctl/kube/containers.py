@@ -117,6 +117,10 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
     elif m.kind == "RoleBasedGroup":
         for i, item in enumerate(spec.get("roles") or []):
             entry = _map(item)
+            if "template" not in entry:
+                # v1alpha2 wraps it: standalonePattern.template, leaderWorkerPattern, ...
+                yield from _found_pods(entry, ("spec", "roles", i), own, 1, "")
+                continue
             t = _map(entry.get("template"))
             size = _count(_map(entry.get("leaderWorkerSet")).get("size"))
             yield PodSite(

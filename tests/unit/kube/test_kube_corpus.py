@@ -39,6 +39,7 @@ ENGINES: dict[str, tuple[int, str | None, str]] = {
     "19-dynamo-v1beta1.yaml": (1, "--enable-metrics", "--enable-metric5"),
     "20-argo-web-flagger-webhooks.yaml": (0, None, ""),
     "21-lws-disaggregatedset.yaml": (2, "--disaggregation-mode", "--disagregation-mode"),
+    "22-rbg-v1alpha2-standalone.yaml": (2, "--tp-size", "--tp-sise"),
 }
 
 

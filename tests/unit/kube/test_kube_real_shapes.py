@@ -126,3 +126,20 @@ def test_kserve_without_an_image_imports_with_the_releases_image() -> None:
     assert result.spec.engine.image == "vllm/vllm-openai:v0.32.0"
     assert any("no image in the manifests" in n for n in result.notes)
     assert result.differences == []
+
+
+def test_rbg_v1alpha2_roles_wrap_their_pod_template_in_a_pattern() -> None:
+    # v1alpha2 puts a role's template under standalonePattern (or leaderWorkerPattern); only
+    # v1alpha1's roles[].template was read, so no engine was found and import refused.
+    text = _text("22-rbg-v1alpha2-standalone.yaml")
+    found = [e for m in parse_manifests(text, "r.yaml") for e in engine_containers(m)]
+    assert [e.container["name"] for e in found] == ["prefill", "decode"]
+    wrong = text.replace(
+        '- "1"\n                resources:\n                  limits:',
+        '- "2"\n                resources:\n                  limits:',
+    )
+    assert wrong != text
+    fits = [v for v in _report(wrong).violations if v.rule == "TC006"]
+    assert fits
+    assert fits[0].location is not None
+    assert "standalonePattern" in str(fits[0].location.path)
