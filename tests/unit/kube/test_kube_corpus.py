@@ -40,6 +40,7 @@ ENGINES: dict[str, tuple[int, str | None, str]] = {
     "20-argo-web-flagger-webhooks.yaml": (0, None, ""),
     "21-lws-disaggregatedset.yaml": (2, "--disaggregation-mode", "--disagregation-mode"),
     "22-rbg-v1alpha2-standalone.yaml": (2, "--tp-size", "--tp-sise"),
+    "23-llm-d-native-sidecar.yaml": (1, "--enforce-eager", "--enforce-eagr"),
 }
 
 
