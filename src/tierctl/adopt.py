@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierctl.catalog.store import load_catalog, shipped
+from tierctl.catalog.store import load_catalog, newest_shipped, shipped
 from tierctl.compose import ComposeFile, Interpolation, load_compose, merge_compose, parse_compose
 from tierctl.compose.argv import parse_flags
 from tierctl.compose.long_forms import rebase_service
@@ -178,25 +178,25 @@ def _version(first: EngineService, notes: list[str], forced: bool) -> str:
     shipped one (noted). Another image's tag (a custom image that runs the engine's launcher)
     says nothing about the engine's release."""
     own = first.profile.matches_image(first.service.image)
+    kind = first.profile.kind
     if first.version is not None and (own or forced):
-        if first.catalog is None:
+        if (kind, first.version) not in shipped():
             notes.append(
-                f"{first.name}: no shipped catalog for {first.profile.kind}=={first.version}: "
-                f"engine flags not checked (`tierctl catalog build "
-                f"{first.profile.kind}=={first.version}` builds one)"
+                f"{first.name}: no shipped catalog for {kind}=={first.version}: the spec "
+                f"pins it as the tag says; `tierctl catalog build {kind}=={first.version}` "
+                "builds one (validate without the spec checks the newest shipped release)"
             )
         return first.version
-    have = [v for kind, v in shipped() if kind == first.profile.kind]
-    if not have:
+    newest = newest_shipped(kind)
+    if newest is None:
         raise InputError(
             f"the image {first.service.image!r} names no {first.profile.title} release and "
             "no catalog of it is shipped",
             location=Location(file="(import)"),
             rule="a spec pins the engine release",
-            fix=f"pass `engine` {first.profile.kind}==VERSION",
+            fix=f"pass `engine` {kind}==VERSION",
             params=("engine",),
         )
-    newest = have[-1]
     what = "names no release" if own else f"is not a {first.profile.title} image"
     notes.append(
         f"{first.name}: image {first.service.image!r} {what}: kept as written; "

@@ -53,10 +53,10 @@ def _compose(services: dict[str, dict[str, Any]]) -> str:
     return yaml.safe_dump({"name": PROJECT, "services": services}, sort_keys=False)
 
 
-#: A service that ignores SIGTERM: stopping it waits out its 8 s grace (a slow operation).
+#: A service that ignores SIGTERM: stopping it waits out its 5 s grace (a slow operation).
 STUBBORN = _service(
     entrypoint=["/bin/sh", "-c", "trap '' TERM; sleep 3600 & wait; sleep 3600", "--"],
-    stop_grace_period="8s",
+    stop_grace_period="5s",
 )
 
 
@@ -249,7 +249,7 @@ def test_one_operation_per_project_at_a_time(host: Host) -> None:
 
 
 def test_the_operation_deadline_kills_compose(docker_engine: DockerEngine, tmp_path: Path) -> None:
-    """An agent with a 2 s operation deadline: the down of a service that takes 8 s to stop
+    """An agent with a 2 s operation deadline: the down of a service that takes 5 s to stop
     ends at the deadline with exit 124, logged as timed out; the project is free again."""
     h = Host(docker_engine, tmp_path, "--operation-timeout-s", "2")
     try:
@@ -263,7 +263,7 @@ def test_the_operation_deadline_kills_compose(docker_engine: DockerEngine, tmp_p
         events = [json.loads(x) for x in resp.text.splitlines()]
         assert _exit(events) == 124
         assert "operation deadline" in events[-2]["line"]
-        assert took < 6  # before the 8 s the stop alone takes
+        assert took < 5  # before the 5 s the stop alone takes
         assert h.agent.records()[-1]["timed_out"] is True
         assert _exit(h.up("v1", ["slow"], dry_run=True)) == 0  # no 409: the project is free
     finally:

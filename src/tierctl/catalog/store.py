@@ -194,13 +194,17 @@ def catalog_for_image(
     newest = newest_shipped(engine)
     if newest is None:
         return None, None
-    tag = (image_reference(image) or "").split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
-    tag = tag or "(none)"
-    why = (
-        f"tag {tag!r} is not pinned to a release"
-        if version is None
-        else f"no shipped catalog for {engine} {version} (tag {tag!r})"
-    )
+    ref = image_reference(image) or ""
+    tag = ref.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
+    if version is not None:
+        why = f"no shipped catalog for {engine} {version} (tag {tag or '(none)'!r})"
+    elif tag:
+        why = f"tag {tag!r} is not pinned to a release"
+    elif "@" in ref:
+        # A digest says which bytes run, not which release they are.
+        why = "the image is pinned by digest only, which names no release"
+    else:
+        why = "the image names no release"
     return load_catalog(engine, newest), (
         f"flags checked against {engine} {newest}, the newest shipped catalog; {why}"
     )

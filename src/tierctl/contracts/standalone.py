@@ -224,19 +224,8 @@ def validate_files(
     violations.extend(undeclared_references(merged))
     violations.extend(hygiene.container_names(merged, scope))
     violations.extend(hygiene.dependencies(merged, scope))
+    warnings.extend(catalog_notes(merged, engines))
     for e in engines:
-        if e.catalog_note is not None:
-            warnings.append(
-                Violation(
-                    rule="TC004",
-                    service=e.name,
-                    message=e.catalog_note,
-                    location=merged.location("services", e.name, "image"),
-                    found=e.service.image,
-                    fix=f"pin the release in the image tag, or pass `engine` "
-                    f"{e.profile.kind}==VERSION",
-                )
-            )
         if e.catalog is not None:
             violations.extend(
                 flag_catalog.check_uses(
@@ -286,6 +275,21 @@ def validate_files(
         reader=checked.reader,
         profiles=scope.describe(),
     )
+
+
+def catalog_notes(compose: ComposeFile, engines: Sequence[EngineService]) -> Iterator[Violation]:
+    """A warning for each engine whose flags were checked against another release's catalog
+    than its image tag's (the newest shipped one, for ``latest`` or an unshipped release)."""
+    for e in engines:
+        if e.catalog_note is not None:
+            yield Violation(
+                rule="TC004",
+                service=e.name,
+                message=e.catalog_note,
+                location=compose.location("services", e.name, "image"),
+                found=e.service.image,
+                fix=f"pin the release in the image tag, or pass `engine` {e.profile.kind}==VERSION",
+            )
 
 
 def doubled_launchers(compose: ComposeFile) -> Iterator[Violation]:

@@ -223,6 +223,9 @@ class EngineProfile(ABC):
     #: What those images run when a service gives only flags (their ENTRYPOINT); () when the
     #: image needs the whole command.
     image_launcher: tuple[str, ...] = ()
+    # The images whose own ENTRYPOINT runs ``image_launcher``: other builds of the engine
+    # (NGC's nvcr.io/nvidia/vllm, rocm/vllm) start a shell or a wrapper script instead.
+    launcher_images: tuple[str, ...] = ()
     #: Flags (spec names, every spelling) of the parallel axes whose product is the GPUs one
     #: replica needs: (axis, spellings), axis in tp/pp/dp.
     parallel_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -290,17 +293,16 @@ class EngineProfile(ABC):
         image = image_reference(image)
         if not image:
             return False
-        repo = image.split("@", 1)[0]
-        last = repo.rsplit("/", 1)
-        tail = last[-1].split(":", 1)[0]
-        name = (last[0] + "/" + tail) if len(last) > 1 else tail
-        return any(name == known or name.endswith("/" + known) for known in self.images)
+        return _names_one_of(image, self.images)
 
     def image_entrypoint(self, image: str | None) -> tuple[str, ...]:
         """What the image's own ENTRYPOINT runs before a compose ``command`` (the official
         ``vllm/vllm-openai`` image: ``vllm serve``), or () where the command is the whole argv
         (``lmsysorg/sglang`` has no launcher entrypoint; an image of another engine)."""
-        return self.image_launcher if self.matches_image(image) else ()
+        image = image_reference(image)
+        if not image or not _names_one_of(image, self.launcher_images):
+            return ()
+        return self.image_launcher
 
     def doubled_launcher(self, image: str | None, command: Iterable[str]) -> tuple[str, ...]:
         """The launcher a ``command`` starts with although the image's entrypoint already runs
@@ -693,3 +695,13 @@ def _count(value: Any) -> int | None:
     if len(text) > 8 or not text.lstrip("-").isascii() or not text.lstrip("-").isdigit():
         return None
     return int(text)
+
+
+def _names_one_of(image: str, known: Iterable[str]) -> bool:
+    """Whether an image reference's repository (``registry/repo:tag@digest``) is one of
+    ``known`` (a name or a name under any registry)."""
+    repo = image.split("@", 1)[0]
+    last = repo.rsplit("/", 1)
+    tail = last[-1].split(":", 1)[0]
+    name = (last[0] + "/" + tail) if len(last) > 1 else tail
+    return any(name == k or name.endswith("/" + k) for k in known)

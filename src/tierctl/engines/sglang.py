@@ -137,6 +137,8 @@ class SGLangProfile(EngineProfile):
             "speculative-eagle-topk",
             "enable-dp-attention",
             "dp-size",
+            "enable-priority-scheduling",
+            "schedule-low-priority-values-first",
         }
     )
     false_default = "omit"

@@ -114,7 +114,9 @@ def _host(engines: list[EngineContainer], default: str) -> str:
     return hosts.pop() if len(hosts) == 1 and "" not in hosts else default
 
 
-def _pick(manifests: Sequence[Manifest]) -> list[EngineContainer]:
+def _pick(manifests: Sequence[Manifest]) -> tuple[list[EngineContainer], list[str]]:
+    """The containers of the most common engine, and a note for each one of another engine
+    (a spec runs one engine; a file with a vLLM and an SGLang Deployment lost one silently)."""
     engines = [e for m in manifests for e in engine_containers(m) if e.site.role != "worker"]
     if not engines:
         raise InputError(
@@ -124,7 +126,19 @@ def _pick(manifests: Sequence[Manifest]) -> list[EngineContainer]:
         )
     kinds = Counter(e.profile.kind for e in engines)
     kind = kinds.most_common(1)[0][0]
-    return [e for e in engines if e.profile.kind == kind]
+    left = [
+        f"{e.manifest.ref} container {e.container.get('name') or '?'} runs "
+        f"{e.profile.title}, not {_engine_title(engines, kind)}: not imported (a spec runs "
+        "one engine; import it on its own)"
+        for e in engines
+        if e.profile.kind != kind
+    ]
+    return [e for e in engines if e.profile.kind == kind], left
+
+
+def _engine_title(engines: Sequence[EngineContainer], kind: str) -> str:
+    """The title of the engine ``kind`` among ``engines``."""
+    return next(e.profile.title for e in engines if e.profile.kind == kind)
 
 
 def import_manifests(
@@ -151,7 +165,7 @@ def import_manifests(
             rule="no literal credentials in a spec",
             fix=v.fix or "read it from a Secret",
         )
-    engines = _pick(manifests)
+    engines, left_out = _pick(manifests)
     forced = None
     if engine:
         from tierctl.catalog.store import resolve_catalog
@@ -170,7 +184,7 @@ def import_manifests(
             fix=f"pass `engine` {first.profile.kind}==VERSION",
             params=("engine",),
         )
-    notes: list[str] = []
+    notes: list[str] = list(left_out)
     taken: set[str] = set()
     parts: dict[str, dict[str, Any]] = {}
     for e in engines:
@@ -205,6 +219,15 @@ def _document(
     first = engines[0]
     images = [p["image"] for p in parts.values()]
     image = max(set(images), key=images.count)
+    if not image:
+        # KServe's samples give no image (the runtime config does): the release's own image.
+        image = f"{first.profile.images[0]}:v{catalog.version}"
+        notes.append(
+            f"no image in the manifests (the controller's runtime sets it): the spec names "
+            f"{image}; make it the runtime's"
+        )
+        for p in parts.values():
+            p["image"] = p["image"] or image
     base_flags = _common([p["flags"] for p in parts.values()])
     base_env = _common([p["env"] for p in parts.values()])
     launcher = list(first.profile.split_command(first.argv).launcher)

@@ -193,7 +193,8 @@ def _gpus_given(e: EngineContainer) -> int | None:
                         return int(str(box[name]))
                     except ValueError:
                         return None
-    if e.manifest.kind == "DynamoGraphDeployment":
+    if e.manifest.kind == "DynamoGraphDeployment" and e.site.path[1] == "services":
+        # v1alpha1 sizes a service's GPUs beside its pod (v1beta1 in the container itself).
         service = e.manifest.data["spec"]["services"][e.site.path[2]]
         limits = (service.get("resources") or {}).get("limits") or {}
         if "gpu" in limits:
@@ -204,12 +205,36 @@ def _gpus_given(e: EngineContainer) -> int | None:
     return None
 
 
+def _flag_key(e: EngineContainer, name: str) -> str:
+    """``name`` as the profile's parallel flags spell it: vLLM's parser reads
+    ``--pipeline_parallel_size`` as ``--pipeline-parallel-size`` (the LWS GPU example, the
+    production-stack chart's ``--gpu_memory_utilization``), so without this its PP was 1."""
+    return name.replace("_", "-") if e.profile.flag_underscores else name
+
+
+_ENV_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def _expand(e: EngineContainer, value: Any) -> Any:
+    """A flag value with the kubelet's ``$(VAR)`` expansion from the container's literal env
+    (``--tp $(TP_SIZE)``); a reference to a valueFrom or unknown variable stays as written."""
+    if not isinstance(value, str) or "$(" not in value:
+        return value
+    env = e.env
+
+    def sub(match: re.Match[str]) -> str:
+        found = env.get(match.group(1))
+        return found if found else match.group(0)
+
+    return _ENV_REF.sub(sub, value)
+
+
 def _gpu_fit(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
     # LWS gives every pod its group's size as LWS_GROUP_SIZE (the SGLang example's --nnodes).
     merged = {
-        k: str(e.site.nodes)
+        _flag_key(e, k): str(e.site.nodes)
         if v == "$(LWS_GROUP_SIZE)" and e.manifest.kind == "LeaderWorkerSet"
-        else v
+        else _expand(e, v)
         for k, v in flags.items()
     }
     for axis, names in e.profile.parallel_flags:
@@ -543,8 +568,13 @@ def check_manifests(
             catalog = _catalog(e, spec, forced)
             if catalog is None:
                 out.unchecked.append(
-                    f"{_who(e)}: engine flags (TC004): no shipped catalog for its image "
-                    f"{e.container.get('image')!r}; pass `engine` {e.profile.kind}==VERSION"
+                    f"{_who(e)}: engine flags (TC004): no shipped catalog for "
+                    + (
+                        f"its image {e.container['image']!r}"
+                        if e.container.get("image")
+                        else "its release (no image given: the controller's runtime sets it)"
+                    )
+                    + f"; pass `engine` {e.profile.kind}==VERSION"
                 )
             else:
                 catalogs.add(catalog.ref)

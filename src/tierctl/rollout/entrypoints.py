@@ -209,24 +209,33 @@ def _compose_argv(explicit: str | None) -> tuple[str, ...] | None:
 
 
 def _token(config: DriverConfig) -> str:
-    if config.token_file is not None:
+    return read_token(config.token_file, config.token_env, what="compose-manager token")
+
+
+def read_token(token_file: Path | None, token_env: str, *, what: str = "agent token") -> str:
+    """A token from ``token_file`` (wins) or the variable ``token_env``; never from argv.
+
+    Raises:
+        InputError: the file cannot be read, or the token is empty.
+    """
+    if token_file is not None:
         try:
-            token = read_text(config.token_file, what="token").strip()
+            token = read_text(token_file, what="token").strip()
         except InputError as exc:
             raise InputError(
                 exc.message.replace("cannot read token file", "cannot read the token file"),
-                location=Location(file=str(config.token_file)),
+                location=Location(file=str(token_file)),
                 rule="`token_file` names a readable file holding the agent token",
                 fix=exc.fix or "check the path and its permissions",
                 params=("token_file",),
             ) from None
     else:
-        token = os.environ.get(config.token_env, "").strip()
+        token = os.environ.get(token_env, "").strip()
     if not token:
         raise InputError(
-            "no compose-manager token",
+            f"no {what}",
             rule="the token comes from an environment variable or a file, never the command line",
-            fix=f"export {config.token_env}=... or pass `token_file` PATH",
+            fix=f"export {token_env}=... or pass `token_file` PATH",
             params=("token_file",),
         )
     return token

@@ -111,7 +111,8 @@ def load_fleet(path: Path) -> Fleet:
         first = exc.errors()[0]
         key: tuple[str | int, ...] = tuple(first["loc"])
         raise InputError(
-            f"{path}: {'.'.join(str(p) for p in key) or 'the file'}: {first['msg']}",
+            # The location (file, line, key path) is printed with it.
+            str(first["msg"]).removeprefix("Value error, "),
             location=Location(
                 file=str(path), line=doc.lines.line(key), path=".".join(map(str, key))
             ),

@@ -123,6 +123,8 @@ _MODELLED: dict[str, tuple[str, Any]] = {
     "speculative-num-steps": ("speculative_num_steps", _INT),
     "speculative-num-draft-tokens": ("speculative_num_draft_tokens", _INT),
     "speculative-eagle-topk": ("speculative_eagle_topk", _INT),
+    "enable-priority-scheduling": ("enable_priority_scheduling", _bool_flag),
+    "schedule-low-priority-values-first": ("schedule_low_priority_values_first", _bool_flag),
     "enable-dp-attention": ("enable_dp_attention", _bool_flag),
     "dp-size": ("dp_size", _INT),
     "data-parallel-size": ("dp_size", _INT),
@@ -144,6 +146,7 @@ _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
     "block-size": ("block_size", _INT),
     "disable-log-stats": ("disable_log_stats", _bool_flag),
     "speculative-config": ("speculative_config", _speculative_json),
+    "scheduling-policy": ("scheduling_policy", _str),
 }
 
 _TABLES = {"sglang": _MODELLED, "vllm": _MODELLED_VLLM}
@@ -206,6 +209,8 @@ class EngineConfig:
     speculative_num_steps: int | None = _sglang(None)
     speculative_num_draft_tokens: int | None = _sglang(None)
     speculative_eagle_topk: int | None = _sglang(None)
+    enable_priority_scheduling: bool = _sglang(False)
+    schedule_low_priority_values_first: bool = _sglang(False)
     enable_dp_attention: bool = _sglang(False)
     dp_size: int = _sglang(1)
     max_num_batched_tokens: int | None = _vllm(None)
@@ -219,6 +224,7 @@ class EngineConfig:
     block_size: int | None = _vllm(None)
     disable_log_stats: bool = _vllm(False)
     speculative_config: str | None = _vllm(None)
+    scheduling_policy: str = _vllm("fcfs")
     extra_args: tuple[tuple[str, Any], ...] = field(default=())
     argv: tuple[str, ...] = field(default=())
     # The release whose rules apply (the spec's pinned version, else the simulated one).
@@ -377,6 +383,14 @@ class EngineConfig:
             assert value is not None
             if value < low:
                 raise _bad(name, value, f"must be >= {low}", source, self.engine)
+        if self.scheduling_policy not in ("fcfs", "priority"):
+            raise _bad(
+                "scheduling-policy",
+                self.scheduling_policy,
+                "must be fcfs or priority",
+                source,
+                self.engine,
+            )
         if self.hicache_ratio is not None and self.hicache_ratio < 0:
             raise _bad("hicache-ratio", self.hicache_ratio, "must be >= 0", source, self.engine)
         if self.dynamic_batch_tokenizer_batch_timeout < 0:

@@ -363,6 +363,7 @@ class Scheduler:
             if rem_chunk is not None:
                 rem_chunk -= take
         in_batch = len(self.running) + len(completing)
+        self._order_by_priority()
         while self.waiting:
             if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
                 break
@@ -390,6 +391,17 @@ class Scheduler:
             completing.append(live)
             in_batch += 1
         return chunks, completing
+
+    def _order_by_priority(self) -> None:
+        """SGLang 0.5.23 (``schedule_policy.py``, ``_sort_by_priority_and_fcfs``): FCFS with
+        ``--enable-priority-scheduling`` sorts the queue by priority (higher values first
+        unless ``--schedule-low-priority-values-first``), then by when each entered it."""
+        if not self.config.enable_priority_scheduling or len(self.waiting) < 2:
+            return
+        sign = 1 if self.config.schedule_low_priority_values_first else -1
+        ordered = sorted(self.waiting, key=lambda x: (x.req.priority * sign, x.enqueued_s))
+        self.waiting.clear()
+        self.waiting.extend(ordered)
 
     def _admit(self, live: Live, now_s: float) -> bool:
         req = live.req

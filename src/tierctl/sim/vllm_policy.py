@@ -79,6 +79,7 @@ class VllmScheduler(Scheduler):
             from tierctl.traces import BLOCK_TOKENS
 
             self.cache = PrefixCache(BLOCK_TOKENS)
+        self.priority = config.scheduling_policy == "priority"
         # Admitted requests (vLLM's ``running``), in admission order: prefilling and decoding.
         self.order: list[Live] = []
         # This step's tokens scheduled per decoding request (1 + drafts when speculative).
@@ -94,7 +95,17 @@ class VllmScheduler(Scheduler):
             live.reason = f"prompt + output exceed the context (max-model-len {self.max_model_len})"
             self._close(live, now_s)
             return "too_long"
-        return super().submit(req, now_s)
+        outcome = super().submit(req, now_s)
+        self._order_waiting()
+        return outcome
+
+    def _order_waiting(self) -> None:
+        """Under ``--scheduling-policy priority`` the waiting queue is vLLM's heap: smaller
+        priority first, then earlier arrival (FCFS keeps arrival order, preempted first)."""
+        if self.priority and len(self.waiting) > 1:
+            ordered = sorted(self.waiting, key=lambda x: (x.req.priority, x.req.arrival_s))
+            self.waiting.clear()
+            self.waiting.extend(ordered)
 
     def abort(self, rid: str, now_s: float) -> bool:
         """Drop a request wherever it is; True if it was live."""
@@ -129,6 +140,8 @@ class VllmScheduler(Scheduler):
         """The threshold vLLM applies this step: 0 (off) with a lone eligible request, floored
         at the fair share of the budget when adaptive."""
         threshold = self.threshold
+        if not threshold:
+            return 0
         eligible = len(self.waiting) + len(self.order)
         if self.rules.threshold_needs_company and eligible <= 1:
             return 0
@@ -164,7 +177,16 @@ class VllmScheduler(Scheduler):
             else:
                 take = min(self._cap(live.extend_tokens - live.prefilled_tokens), budget)
             while self.kv_pool_tokens - self.kv_used_tokens < take:
-                victim = self.order[-1]
+                # vLLM 0.32: the last running request, or under the priority policy the
+                # lowest-priority one (largest priority, then latest arrival).
+                victim = (
+                    max(self.order, key=lambda x: (x.req.priority, x.req.arrival_s))
+                    if self.priority
+                    else self.order[-1]
+                )
+                if self.order.index(victim) < i:
+                    i -= 1  # an earlier request went: the loop's index moves with it
+                budget += self._unschedule(victim, decoders, prefills)
                 self._preempt(victim, now_s)
                 preempted = True
                 if victim is live:
@@ -173,7 +195,8 @@ class VllmScheduler(Scheduler):
                 break  # preempted itself: nothing left to free
             if live.status == "decoding":
                 decoders.append(live)
-                self._decode_takes[id(live)] = take
+                if self.spec:
+                    self._decode_takes[id(live)] = take
             else:
                 prefills.append((live, take))
             self.kv_used_tokens += take
@@ -185,6 +208,20 @@ class VllmScheduler(Scheduler):
         if not decoders and not prefills:
             return Round(now_s, self.cost.round_overhead_s, "idle", (), 0, 0)
         return self._run(now_s, decoders, prefills, in_burst)
+
+    def _unschedule(
+        self, victim: Live, decoders: list[Live], prefills: list[tuple[Live, int]]
+    ) -> int:
+        """Take a request preempted after it was scheduled this step back out of the step;
+        the budget it had taken (vLLM returns it: ``scheduled_running_reqs``)."""
+        if victim in decoders:
+            decoders.remove(victim)
+            return self._decode_takes.pop(id(victim), 1)
+        for k, (live, take) in enumerate(prefills):
+            if live is victim:
+                del prefills[k]
+                return take
+        return 0
 
     def _admit_waiting(self, now_s: float, budget: int, prefills: list[tuple[Live, int]]) -> int:
         while self.waiting and budget > 0 and len(self.order) < self.max_running:
@@ -254,7 +291,9 @@ class VllmScheduler(Scheduler):
         dur = self.jittered(dur)
         end = now_s + dur
         emitted: list[Emission] = []
-        if decoders:
+        if decoders and not self.spec:
+            emitted += self._decode_tokens(decoders, end, in_burst or bool(chunks))
+        elif decoders:
             before = {id(live): live.generated for live in decoders}
             emitted += self._decode_tokens(decoders, end, in_burst or bool(chunks))
             for live in decoders:
@@ -309,6 +348,7 @@ class VllmScheduler(Scheduler):
         live.preemptions += 1
         self.stats.preemptions += 1
         self.waiting.appendleft(live)
+        self._order_waiting()
 
     # -- fast-forward (offline only) ----------------------------------------------------
 

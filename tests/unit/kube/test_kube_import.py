@@ -18,8 +18,13 @@ from tierctl.render.kubernetes import render_kubernetes
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures/kube_corpus"
 #: Files whose engines a spec can say (Dynamo's wrapper has none; vLLM over Ray spans pods
 #: by its own launcher script, which the spec has no launch for: a reported difference).
-NO_ENGINE = {"07-dynamo-agg.yaml"}
-SPANS_NODES = {"02-lws-vllm-ray.yaml"}
+NO_ENGINE = {
+    "07-dynamo-agg.yaml",
+    # KServe fills the image from its runtime config: imported with --engine (real_shapes).
+    "18-kserve-v1alpha2-runtime.yaml",
+    "20-argo-web-flagger-webhooks.yaml",  # the judge's AnalysisTemplate and Canary only
+}
+SPANS_NODES = {"02-lws-vllm-ray.yaml", "15-lws-vllm-gpu-shell.yaml"}
 FILES = sorted(p for p in CORPUS.glob("*.yaml") if p.name not in NO_ENGINE)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tierctl.adopt import adopt, without_render_additions
@@ -255,6 +255,7 @@ def test_relative_paths_are_rebased_for_another_folder(tmp_path: Path, run_cli) 
 _SHELL_CHARS = "a1 $;&|<>'\"\\\n\t{}=*?#~()-é"
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.lists(st.text(alphabet=_SHELL_CHARS, max_size=8), min_size=1, max_size=6))
 def test_a_wrapped_argv_reads_back_token_for_token(argv: list[str]) -> None:
     """wrap_command then unwrap_command is the identity (the script's engine command is read
