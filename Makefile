@@ -30,6 +30,7 @@ test: $(STAMP)
 	./scripts/ensure-prometheus
 	./scripts/ensure-docker
 	./scripts/ensure-vllm >/dev/null
+	PY=$(BIN)/python ./scripts/ensure-engine-wheels
 	$(BIN)/python -m pytest -q
 
 # The fast lane while editing: no real engine, nothing marked slow (`make test`, and CI, still

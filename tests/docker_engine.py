@@ -15,6 +15,7 @@ import contextlib
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -265,8 +266,9 @@ class AgentProcess:
         """The agent's operation log."""
         return self.state / "operations.jsonl"
 
-    def start(self, timeout_s: float = 60.0) -> None:
-        """Start the agent (token in its environment, never argv) and wait for /health."""
+    def start(self, timeout_s: float = 60.0, verify: ssl.SSLContext | bool = True) -> None:
+        """Start the agent (token in its environment, never argv) and wait for /health
+        (``verify``: how to trust an https agent)."""
         import httpx
 
         argv = [
@@ -291,7 +293,7 @@ class AgentProcess:
             if self.proc is None or self.proc.poll() is not None:
                 return True
             try:
-                return httpx.get(f"{self.url}/health", timeout=2).status_code == 200
+                return httpx.get(f"{self.url}/health", timeout=2, verify=verify).status_code == 200
             except httpx.HTTPError:
                 return False
 

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierctl.catalog.store import load_catalog, shipped
+from tierctl.catalog.store import load_catalog, newest_shipped, shipped
 from tierctl.compose import ComposeFile, Interpolation, load_compose, merge_compose, parse_compose
 from tierctl.compose.argv import parse_flags
+from tierctl.compose.long_forms import rebase_service
+from tierctl.compose.profiles import only_active
 from tierctl.contracts.hygiene import secrets as literal_secrets
 from tierctl.contracts.standalone import EngineService, find_engines
 from tierctl.credentials import literal_secret, secret_positions
@@ -101,6 +103,7 @@ def adopt(
     host: str = "localhost",
     engine: str | None = None,
     engine_services: Sequence[str] = (),
+    profiles: Sequence[str] | None = None,
 ) -> Adoption:
     """Write a tier spec for compose files (merged like ``docker compose -f a -f b``).
 
@@ -115,6 +118,8 @@ def adopt(
             newest shipped release of the engine, said in a note).
         engine_services: services that run the engine although neither their image nor
             their command names a known launcher (a custom image, an entrypoint script).
+        profiles: the active compose profiles: only the services compose runs with them are
+            imported (``docker compose --profile P``); None: every service.
 
     Raises:
         InputError / ComposeInputError: a file compose would refuse, or something the spec
@@ -123,7 +128,7 @@ def adopt(
     if not paths:
         raise InputError("nothing to import", rule="usage", fix="pass a compose file")
     files = [load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN) for p in paths]
-    merged = merge_compose(files)
+    merged = only_active(merge_compose(files), profiles)
     _refuse_schema_errors(merged)
     notes: list[str] = []
     out_path = Path(out)
@@ -158,7 +163,7 @@ def adopt(
             "or pass `engine` KIND==VERSION (e.g. sglang==0.5.23) with it",
             params=("engine_services", "engine"),
         )
-    version = _version(group[0], notes)
+    version = _version(group[0], notes, engine is not None and "==" in engine)
     doc = _spec_document(merged, group, version, out_path, tier, host, notes)
     text = _header(files) + dump_yaml(doc)
     spec = load_spec_text(text, str(out_path))
@@ -168,29 +173,33 @@ def adopt(
     return Adoption(spec, text, rendered, notes, differences, references, rebased)
 
 
-def _version(first: EngineService, notes: list[str]) -> str:
-    """The release the spec pins: the image tag's, else the newest shipped one (noted)."""
-    if first.version is not None:
-        if first.catalog is None:
+def _version(first: EngineService, notes: list[str], forced: bool) -> str:
+    """The release the spec pins: ``engine``'s, the engine image tag's, else the newest
+    shipped one (noted). Another image's tag (a custom image that runs the engine's launcher)
+    says nothing about the engine's release."""
+    own = first.profile.matches_image(first.service.image)
+    kind = first.profile.kind
+    if first.version is not None and (own or forced):
+        if (kind, first.version) not in shipped():
             notes.append(
-                f"{first.name}: no shipped catalog for {first.profile.kind}=={first.version}: "
-                f"engine flags not checked (`tierctl catalog build "
-                f"{first.profile.kind}=={first.version}` builds one)"
+                f"{first.name}: no shipped catalog for {kind}=={first.version}: the spec "
+                f"pins it as the tag says; `tierctl catalog build {kind}=={first.version}` "
+                "builds one (validate without the spec checks the newest shipped release)"
             )
         return first.version
-    have = [v for kind, v in shipped() if kind == first.profile.kind]
-    if not have:
+    newest = newest_shipped(kind)
+    if newest is None:
         raise InputError(
             f"the image {first.service.image!r} names no {first.profile.title} release and "
             "no catalog of it is shipped",
             location=Location(file="(import)"),
             rule="a spec pins the engine release",
-            fix=f"pass `engine` {first.profile.kind}==VERSION",
+            fix=f"pass `engine` {kind}==VERSION",
             params=("engine",),
         )
-    newest = have[-1]
+    what = "names no release" if own else f"is not a {first.profile.title} image"
     notes.append(
-        f"{first.name}: image {first.service.image!r} names no release: kept as written; "
+        f"{first.name}: image {first.service.image!r} {what}: kept as written; "
         f"flags checked against the newest shipped {first.profile.kind} release {newest} "
         f"(pass `engine` {first.profile.kind}==VERSION to pick another)"
     )
@@ -291,7 +300,11 @@ def _replica_group(engines: list[EngineService], notes: list[str]) -> list[Engin
     for e in usable:
         launcher = e.profile.split_command(e.argv).launcher
         wrapper = _shell_wrapper(e) if e.shell_token is not None else None
-        shell = (tuple(wrapper["command"]), wrapper["script"]) if wrapper else None
+        shell = (
+            (tuple(wrapper["command"]), wrapper["script"], "in_entrypoint" in wrapper)
+            if wrapper
+            else None
+        )
         # Whether the image's ENTRYPOINT runs the launcher (the command holds only flags).
         by_image = bool(e.command_offset) and not e.service.entrypoint
         key = (e.profile.kind, tuple(e.service.entrypoint or ()), launcher, shell, by_image)
@@ -319,6 +332,12 @@ def _shell_wrapper(e: EngineService) -> dict[str, Any] | None:
     service is kept as written)."""
     command = list(e.service.command or ())
     i = e.shell_token
+    where: dict[str, Any] = {}
+    if i is not None and i < 0 and not command:
+        # The script is the entrypoint's (``entrypoint: bash -c "... vllm serve ..."``).
+        command = list(e.service.entrypoint or ())
+        i += len(command)
+        where = {"in_entrypoint": True}
     if i is None or i != len(command) - 1 or ARGV_SLOT in command[i]:
         return None
     script = command[i]
@@ -329,7 +348,7 @@ def _shell_wrapper(e: EngineService) -> dict[str, Any] | None:
     end = at + len(canonical)
     if end < len(script) and not (script[end].isspace() or script[end] in ";&|<>)"):
         return None  # the match stops inside a word
-    return {"command": command[:i], "script": script[:at] + ARGV_SLOT + script[end:]}
+    return {"command": command[:i], "script": script[:at] + ARGV_SLOT + script[end:], **where}
 
 
 def _spec_document(
@@ -385,7 +404,7 @@ def _spec_document(
         engine["env"] = base_env
     if base_compose:
         engine["compose"] = base_compose
-    if entry:
+    if entry and not (wrapper or {}).get("in_entrypoint"):
         engine["entrypoint"] = entry
     if wrapper is not None:
         engine["shell"] = wrapper
@@ -738,7 +757,7 @@ def _prepared(
         if isinstance(command, list):
             body["command"] = _command_references(str(name), command, references)
         if out_dir != project_dir:
-            _rebase_service(str(name), body, project_dir, out_dir, rebased)
+            body = _rebase_service(str(name), body, project_dir, out_dir, rebased)
         services[name] = body
     data["services"] = services
     if out_dir != project_dir:
@@ -802,12 +821,6 @@ def _command_references(
 _DEFAULT_PATH = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*:?-)(\.[^}]*)(\}:.*)$")
 
 
-def _relative(source: str) -> bool:
-    """Whether a bind source is relative to the project folder (``./x``, ``../x``, ``.x``:
-    compose reads a short-syntax source starting with ``.`` as a path)."""
-    return source.startswith(".")
-
-
 def _moved(source: str, project_dir: Path, out_dir: Path) -> str:
     new = os.path.relpath(os.path.normpath(project_dir / source), out_dir)
     return new if new.startswith(".") else f"./{new}"
@@ -819,10 +832,13 @@ def _rebase_service(
     project_dir: Path,
     out_dir: Path,
     rebased: list[tuple[str, str, str]],
-) -> None:
-    """Relative bind mounts and env files of one service, rebased in place."""
+) -> dict[str, Any]:
+    """One service with its relative bind mounts, env files and build context rebased
+    (compose's own reading of which paths are relative: ``compose.long_forms``)."""
 
     def move(source: str) -> str:
+        if "$" in source:
+            return source  # a variable's value is not in the file
         new = _moved(source, project_dir, out_dir)
         rebased.append((name, source, new))
         return new
@@ -832,37 +848,15 @@ def _rebase_service(
         out: list[Any] = []
         for entry in volumes:
             default = _DEFAULT_PATH.match(entry) if isinstance(entry, str) else None
-            if default is not None:
-                # ${DATA:-./data}:/data: the default is rebased (a relative DATA set where
-                # compose runs is then read from the spec's folder, as any relative path).
-                head, path, tail = default.groups()
-                out.append(f"{head}{move(path)}{tail}")
-            elif isinstance(entry, str) and "${" not in entry.split(":", 1)[0]:
-                source, colon, rest = entry.partition(":")
-                out.append(f"{move(source)}:{rest}" if colon and _relative(source) else entry)
-            elif (
-                isinstance(entry, dict)
-                and entry.get("type") == "bind"
-                and not str(entry.get("source", "/")).startswith(("/", "~", "$"))
-            ):
-                out.append({**entry, "source": move(str(entry["source"]))})
-            else:
+            if default is None:
                 out.append(entry)
-        body["volumes"] = out
-    env_file = body.get("env_file")
-    if isinstance(env_file, str):
-        body["env_file"] = _rebase_env_file(env_file, move)
-    elif isinstance(env_file, list):
-        body["env_file"] = [_rebase_env_file(e, move) for e in env_file]
-
-
-def _rebase_env_file(entry: Any, move: Any) -> Any:
-    if isinstance(entry, str) and not os.path.isabs(entry):
-        return move(entry)
-    if isinstance(entry, dict) and isinstance(entry.get("path"), str):
-        path = entry["path"]
-        return entry if os.path.isabs(path) else {**entry, "path": move(path)}
-    return entry
+                continue
+            # ${DATA:-./data}:/data: the default is rebased (a relative DATA set where
+            # compose runs is then read from the spec's folder, as any relative path).
+            head, path, tail = default.groups()
+            out.append(f"{head}{move(path)}{tail}")
+        body = {**body, "volumes": out}
+    return rebase_service(body, str(project_dir), move)
 
 
 def _rebase_file(

@@ -14,7 +14,7 @@ import base64
 import itertools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote, quote_plus
 
@@ -146,13 +146,24 @@ def is_secret_flag(token: str) -> bool:
     return bool(_SECRET_FLAG.match(token.split("=", 1)[0]))
 
 
-def secret_positions(argv: Sequence[str]) -> list[tuple[int, str]]:
-    """(index, literal value) of every credential in an argv, references excluded."""
+def secret_positions(
+    argv: Sequence[str], resolve: Callable[[str], str] | None = None
+) -> list[tuple[int, str]]:
+    """(index, literal value) of every credential in an argv, references excluded.
+
+    ``resolve`` maps a flag token to the flag it selects in the engine's parser (an
+    abbreviation to its whole name: vLLM's ``--max-num-batched-token`` is
+    ``--max-num-batched-tokens``, not a token flag); without it a token is its own name."""
+
+    def secret_flag(token: str) -> bool:
+        name = token.split("=", 1)[0]
+        return is_secret_flag(resolve(name) if resolve is not None else name)
+
     out: list[tuple[int, str]] = []
     for i, token in enumerate(argv):
-        if token.startswith("--") and "=" in token and is_secret_flag(token):
+        if token.startswith("--") and "=" in token and secret_flag(token):
             value = token.split("=", 1)[1]
-        elif (i > 0 and is_secret_flag(argv[i - 1]) and not token.startswith("--")) or (
+        elif (i > 0 and secret_flag(argv[i - 1]) and not token.startswith("--")) or (
             looks_secret_value(token)
         ):
             value = token

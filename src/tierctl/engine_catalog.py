@@ -47,6 +47,11 @@ class Flag(BaseModel):
         description="Primary spelling, with the leading dashes: --chunked-prefill-size."
     )
     aliases: tuple[str, ...] = Field(default=(), description="Other spellings of the same flag.")
+    negations: tuple[str, ...] = Field(
+        default=(),
+        description="Spellings that set a boolean_optional flag false beyond its --no- forms "
+        "(vLLM 0.33: --disable-x for --enable-x).",
+    )
     dest: str = Field(description="The attribute the parser stores the value under.")
     type: FlagType = Field(description="Value type: bool flags take no value (or a --no- form).")
     element_type: FlagType | None = Field(
@@ -74,7 +79,7 @@ class Flag(BaseModel):
         names = (self.name, *self.aliases)
         if self.action == "boolean_optional":
             names += tuple("--no-" + n[2:] for n in names if n.startswith("--"))
-        return names
+        return names + self.negations
 
     def takes_value(self) -> bool:
         """Whether the flag consumes at least one following token."""

@@ -28,7 +28,7 @@ from typing import Any
 from tests.compose_oracle.projects import ENVIRON, PROFILES, Project
 from tierctl.compose.binary import ComposeBinary, compose_config
 from tierctl.compose.crosscheck import differences, value_at
-from tierctl.compose.project import ProjectOptions, project_config
+from tierctl.compose.project import ProjectOptions, json_form, project_config
 from tierctl.contracts.schema import refuse_invalid
 from tierctl.errors import ComposeInputError, TierctlError
 
@@ -68,6 +68,12 @@ def _select(config: dict[str, Any], prefix: str) -> dict[str, Any]:
             k: v for k, v in (config.get("services") or {}).items() if k.startswith(prefix)
         },
         "volumes": {k: v for k, v in (config.get("volumes") or {}).items() if k.startswith(prefix)},
+        # The project's top-level x-* extensions (anchors' homes): printed as Compose prints them.
+        # (A kept fixture's reading is already selected: its "extensions" are kept as they are.)
+        "extensions": {
+            **(config.get("extensions") or {}),
+            **{k: v for k, v in config.items() if str(k).startswith(f"x-{prefix}")},
+        },
     }
 
 
@@ -95,7 +101,7 @@ def read_tierctl(paths: Sequence[Path], folder: Path, case: Case) -> dict[str, A
         environ=case.env,
     )
     try:
-        return project_config(paths, options, check=refuse_invalid)
+        return json_form(project_config(paths, options, check=refuse_invalid))
     except TierctlError as exc:
         return exc
     except Exception as exc:  # a crash is a finding: report it, keep comparing the rest
@@ -313,7 +319,9 @@ def replay(folder: Path) -> Outcome:
     """A kept fixture read by tierctl and compared with the Compose reading it keeps."""
     meta = json.loads((folder / "oracle.json").read_text(encoding="utf-8"))
     files = {
-        p.name: p.read_text(encoding="utf-8") for p in folder.iterdir() if p.name != "oracle.json"
+        str(p.relative_to(folder)): p.read_text(encoding="utf-8")
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != "oracle.json"
     }
     case = Case(
         folder.name,

@@ -69,7 +69,23 @@ def test_compose_go_tables_read_as_compose_reads_them(binary: ComposeBinary, cas
     assert outcome.agree, (outcome.area, outcome.detail)
 
 
-@pytest.mark.parametrize("folder", fixture_dirs(), ids=lambda p: p.name)
+#: Kept disagreements not fixed yet (found by seed 102 of the generated corpus), each with
+#: what Compose does; strict, so a fix makes the test fail until its line is removed.
+OPEN = {
+    "002": "Compose refuses two long-form ports equal once merged (published '8000' and 8000, "
+    "uniqueItems on the merged list); tierctl accepts the project",
+}
+
+
+def _fixture_param(folder: Path) -> object:
+    if folder.name in OPEN:
+        return pytest.param(folder, marks=pytest.mark.xfail(reason=OPEN[folder.name], strict=True))
+    return folder
+
+
+@pytest.mark.parametrize(
+    "folder", [_fixture_param(f) for f in fixture_dirs()], ids=lambda p: p.name
+)
 def test_kept_disagreements_stay_fixed(folder: Path) -> None:
     """Every disagreement ever found, replayed against the Compose reading it keeps."""
     outcome = replay(folder)
@@ -86,3 +102,43 @@ def test_generated_projects_read_as_compose_reads_them(binary: ComposeBinary) ->
     assert counts.accepted_by_both > counts.projects // 3
     assert counts.refused_by_both > counts.projects // 20
     assert not bad, [(o.area, o.detail, o.case.project.render("")) for o in bad[:3]]
+
+
+_EXTENSIONS = """\
+x-common:
+  environment: []
+  nested: {deep: [], l: [[], {a: []}], s: x, m: {}}
+x-list: []
+x-scalar: 1
+services:
+  a:
+    image: busybox
+    x-own: {environment: [], b: [1]}
+    deploy: {x-d: [], resources: {limits: {cpus: "1"}}}
+    healthcheck: {test: ["CMD", "true"], x-h: 1}
+    ports: [{target: 80, x-p: 1}]
+    volumes: [{type: volume, source: v, target: /v, x-m: 1}]
+volumes:
+  v:
+    x-vol: []
+"""
+
+
+def test_extensions_print_as_compose_prints_them(
+    binary: ComposeBinary, run_cli, tmp_path: Path
+) -> None:
+    """x-* keys in ``config --format json``: top-level ones with empty lists as null, nested
+    ones (a service's, a port's, a volume's) left out, exactly as the binary prints them."""
+    import json
+
+    from tierctl.compose.binary import compose_config
+
+    path = tmp_path / "compose.yaml"
+    path.write_text(_EXTENSIONS)
+    theirs = compose_config([path], binary=binary, env={"PATH": "/usr/bin:/bin"})
+    result = run_cli("compose", "config", str(path), "--format", "json")
+    assert result.code == 0, result.err
+    mine = json.loads(result.out)
+    assert mine == theirs
+    assert mine["x-common"]["environment"] is None
+    assert "x-own" not in mine["services"]["a"]

@@ -51,7 +51,8 @@ def test_render_check_and_the_vllm_argv(run_cli: Callable[..., CliResult]) -> No
     doc = yaml.safe_load(COMPOSE.read_text())
     argv = doc["services"][R3]["command"]
     # The model is vLLM's positional argument; false is --no-x for a boolean_optional flag.
-    assert argv[:3] == ["vllm", "serve", "/models/Llama-3.1-70B-Instruct"]
+    # The image's ENTRYPOINT runs `vllm serve` (issue 23): the command is its arguments.
+    assert argv[0] == "/models/Llama-3.1-70B-Instruct"
     assert "--model" not in argv
     assert argv[-2:] == ["--enable-chunked-prefill", "--no-enable-prefix-caching"]
     assert argv[argv.index("--max-num-seqs") + 1] == "512"

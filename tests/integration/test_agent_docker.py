@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -51,10 +53,10 @@ def _compose(services: dict[str, dict[str, Any]]) -> str:
     return yaml.safe_dump({"name": PROJECT, "services": services}, sort_keys=False)
 
 
-#: A service that ignores SIGTERM: stopping it waits out its 8 s grace (a slow operation).
+#: A service that ignores SIGTERM: stopping it waits out its 5 s grace (a slow operation).
 STUBBORN = _service(
     entrypoint=["/bin/sh", "-c", "trap '' TERM; sleep 3600 & wait; sleep 3600", "--"],
-    stop_grace_period="8s",
+    stop_grace_period="5s",
 )
 
 
@@ -247,7 +249,7 @@ def test_one_operation_per_project_at_a_time(host: Host) -> None:
 
 
 def test_the_operation_deadline_kills_compose(docker_engine: DockerEngine, tmp_path: Path) -> None:
-    """An agent with a 2 s operation deadline: the down of a service that takes 8 s to stop
+    """An agent with a 2 s operation deadline: the down of a service that takes 5 s to stop
     ends at the deadline with exit 124, logged as timed out; the project is free again."""
     h = Host(docker_engine, tmp_path, "--operation-timeout-s", "2")
     try:
@@ -261,7 +263,7 @@ def test_the_operation_deadline_kills_compose(docker_engine: DockerEngine, tmp_p
         events = [json.loads(x) for x in resp.text.splitlines()]
         assert _exit(events) == 124
         assert "operation deadline" in events[-2]["line"]
-        assert took < 6  # before the 8 s the stop alone takes
+        assert took < 5  # before the 5 s the stop alone takes
         assert h.agent.records()[-1]["timed_out"] is True
         assert _exit(h.up("v1", ["slow"], dry_run=True)) == 0  # no 409: the project is free
     finally:
@@ -407,3 +409,31 @@ def test_a_wrong_token_is_named_by_the_driver(host: Host) -> None:
             driver.dry_run(_deployment(host, "v1"), ["a"])
     finally:
         driver.close()
+
+
+def test_the_agent_speaks_tls_with_its_certificate(
+    docker_engine: DockerEngine, tmp_path: Path
+) -> None:
+    """--tls-cert/--tls-key: the agent answers https (a client trusting that certificate
+    gets the file), and plain http on that port gets no answer."""
+    cert, key = tmp_path / "agent.pem", tmp_path / "agent.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+         "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    h = Host(docker_engine, tmp_path, "--tls-cert", str(cert), "--tls-key", str(key))
+    h.agent.url = h.agent.url.replace("http://", "https://")
+    try:
+        h.tag("v1", {"a": _service()})
+        trust = ssl.create_default_context(cafile=str(cert))
+        h.agent.start(verify=trust)
+        with httpx.Client(verify=trust, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+            got = c.get(f"{h.agent.url}/files", params={"tag": "v1", "file": "compose.yaml"})
+        assert got.status_code == 200
+        assert got.json()["file"] == "compose.yaml"
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(h.agent.url.replace("https://", "http://") + "/health", timeout=5)
+    finally:
+        h.close()

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tierctl.bench.health import ArmTarget, HealthWatch, count_queue_full
+from tierctl.engines.liveness import metrics_start_time
 from tierctl.runtime.polling import wait_until
 from tierctl.runtime.process import free_port
 
@@ -95,8 +96,12 @@ def test_a_killed_and_restarted_replica_is_one_restart(sim: SimProc) -> None:
     )
     watch.begin()
     watch.sample()
+    with httpx.Client() as client:
+        started = float(metrics_start_time(client, sim.url) or time.time())
     sim.kill()
-    time.sleep(1.1)  # the start time has one-second resolution in some sources
+    # The start time has one-second resolution in some sources: the new process must start
+    # in a later second than the old one did.
+    assert wait_until(lambda: int(time.time()) > int(started), 5, poll_s=0.05)
     watch.sample()  # down: no start time
     sim.start()
     health = watch.finish({})["B"]

@@ -348,7 +348,6 @@ def test_resume_continues_without_repeating_a_finished_step(world: World) -> Non
     assert world.calls()[first:] == _step_calls("v2", R1) + _step_calls("v2", COLLECTOR)
 
 
-@BOTH
 def test_a_wrong_token_fails_at_once(world: World) -> None:
     driver = ComposeManagerDriver(
         world.url, "wrong", {"new": Target("v2", "tier.yaml")}, sleep=world.sleeps.append
@@ -364,7 +363,6 @@ def test_env_keys_are_validated_like_the_agent_does(world: World) -> None:
         ComposeManagerDriver(world.agent.url, TOKEN, {}, env={"BAD-KEY": "x"})
 
 
-@BOTH
 def test_an_empty_service_list_is_never_sent(world: World) -> None:
     with pytest.raises(ValueError, match="empty means all"):
         world.driver().down(world.new, [])

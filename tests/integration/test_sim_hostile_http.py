@@ -18,11 +18,12 @@ import select
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tierctl.runtime.polling import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -169,16 +170,17 @@ def test_an_upload_during_a_blocked_loop_is_not_blamed_on_the_client(
 
 def _closed_with_408(sock: socket.socket, within_s: float) -> bool:
     """Whether the server answers 408 and closes ``sock`` (polled, up to ``within_s``)."""
-    deadline = time.monotonic() + within_s
-    data = b""
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([sock], [], [], 0.2)
-        if ready:
+    data = bytearray()
+
+    def closed() -> bool:
+        while select.select([sock], [], [], 0)[0]:
             chunk = sock.recv(4096)
             if not chunk:
-                return data.startswith(b"HTTP/1.1 408")
-            data += chunk
-    return False
+                return True
+            data.extend(chunk)
+        return False
+
+    return wait_until(closed, within_s, poll_s=0.05) and data.startswith(b"HTTP/1.1 408")
 
 
 def test_slowloris_connections_are_closed_at_the_header_deadline(

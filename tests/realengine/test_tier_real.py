@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.realengine.fixtures import START_TIMEOUT_S
@@ -249,3 +250,73 @@ def test_the_readout_reads_real_vllm_metrics_from_a_real_prometheus(real_tier: R
     assert (
         data["aborts"]["control_total"] + data["aborts"]["canary_total"] >= traffic.result.ok * 0.5
     )
+    _judge_answers_argo_and_flagger(real_tier, spec, window, env)
+
+
+def _judge_answers_argo_and_flagger(
+    real_tier: RealTier, spec: Path, window: int, env: dict[str, str]
+) -> None:
+    """``tierctl judge serve`` over HTTP against the same real Prometheus and the same real
+    vLLM series: Argo's web provider (GET and POST) and Flagger's webhook payload each get the
+    readout's verdict, Flagger's as its status code, with both arms' real series read."""
+    from tierctl.readout.judge_server import FLAGGER_STATUS
+    from tierctl.runtime.process import ServerProcess, free_port
+
+    assert real_tier.prometheus is not None
+    port = free_port()
+    judge = ServerProcess(
+        [
+            sys.executable,
+            "-m",
+            "tierctl",
+            "judge",
+            "serve",
+            "--spec",
+            str(spec),
+            "--prometheus",
+            real_tier.prometheus.url,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--step",
+            "10s",
+            "--window",
+            f"{window + 30}s",
+        ],
+        real_tier.workdir / "judge.log",
+        env=env,
+        name="tierctl judge serve",
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    judge.start()
+    try:
+        judge.wait_ready(up, timeout_s=60)
+        answers = [
+            httpx.get(f"{base}/argo", params={"window": f"{window + 30}s"}, timeout=300),
+            httpx.post(f"{base}/argo", json={"window": f"{window + 30}s"}, timeout=300),
+        ]
+        for answer in answers:
+            assert answer.status_code == 200, answer.text  # Argo reads the verdict from the body
+            doc = answer.json()
+            assert doc["verdict"] in ("pass", "fail", "inconclusive"), doc
+            assert doc["engine"] == "vllm", doc
+            rows = {m["key"]: m for m in doc["metrics"]}
+            assert rows["ttft_p50"]["control_median"] is not None, doc
+            assert rows["ttft_p50"]["canary_median"] is not None, doc
+        hook = {
+            "name": "tiny-vllm",
+            "namespace": "default",
+            "phase": "Progressing",
+            "metadata": {"window": f"{window + 30}s"},
+        }
+        flagger = httpx.post(f"{base}/flagger", json=hook, timeout=300)
+        verdict = flagger.json()["verdict"]
+        assert flagger.status_code == FLAGGER_STATUS[verdict], flagger.text
+    finally:
+        judge.stop()

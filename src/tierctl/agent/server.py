@@ -261,6 +261,22 @@ def _base_env(config: AgentConfig) -> dict[str, str]:
     return env
 
 
+async def _spawn(
+    argv: list[str], env: dict[str, str], checkout: Checkout
+) -> asyncio.subprocess.Process:
+    """Start one compose command in the checkout's project folder, output piped."""
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=str(checkout.project_dir),
+        start_new_session=True,  # its own group: the deadline kills compose and children
+        preexec_fn=_die_with_parent,  # an agent killed takes its compose run with it
+    )
+
+
 async def _run_compose(
     argv: list[str],
     env: dict[str, str],
@@ -273,16 +289,7 @@ async def _run_compose(
     """Run compose, streaming its lines; (exit code, timed out). 124 when killed at the
     deadline, 127 when compose cannot be started."""
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=str(checkout.project_dir),
-            start_new_session=True,  # its own group: the deadline kills compose and children
-            preexec_fn=_die_with_parent,  # an agent killed takes its compose run with it
-        )
+        proc = await _spawn(argv, env, checkout)
     except OSError as exc:
         await sink.send({"type": "stderr", "line": f"cannot start compose: {exc}"})
         return 127, False
@@ -401,16 +408,10 @@ async def _capture(
     argv: list[str], env: dict[str, str], checkout: Checkout, state: RunningAgent
 ) -> tuple[int, str, str]:
     """Run a read-only compose command to its end (within the operation deadline)."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=str(checkout.project_dir),
-        start_new_session=True,
-        preexec_fn=_die_with_parent,
-    )
+    try:
+        proc = await _spawn(argv, env, checkout)
+    except OSError as exc:
+        return 127, "", f"cannot start compose: {exc}"
     try:
         out, err = await asyncio.wait_for(proc.communicate(), state.config.operation_timeout_s)
     except TimeoutError:

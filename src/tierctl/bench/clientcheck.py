@@ -40,6 +40,19 @@ PACING_LAG_LIMIT_S = 0.001
 LOOP_LAG_LIMIT_S = 0.005
 #: Client CPU share of one core above which callbacks queue behind each other.
 CPU_SHARE_LIMIT = 0.8
+#: A client-bound run whose client used less than this share of a core was starved by the
+#: host's scheduler rather than busy: its lag is other processes' CPU time.
+STARVED_CPU_SHARE = 0.5
+#: What to do about it (Linux autogroup scheduling, /proc/sys/kernel/sched_autogroup_enabled:
+#: CPU is shared per session first, so a client in a session with busy jobs, or beside an
+#: engine API server in a session of its own, gets a small slice).
+STARVED_ADVICE = (
+    "starved, not busy: the client used {share:.0%} of a core while it lagged, so the host "
+    "gave its CPU to others; with autogroup scheduling (/proc/sys/kernel/"
+    "sched_autogroup_enabled = 1) run the client in a session of its own (setsid) away from "
+    "busy jobs, or raise its group's priority (echo -5 > /proc/<pid>/autogroup), or measure on "
+    "a quieter host"
+)
 #: One read returning this much means the stream had queued up in buffers.
 BACKLOG_LIMIT_BYTES = 256 * 1024
 #: Heartbeat period of the event-loop monitor.
@@ -133,6 +146,13 @@ class ClientCheck:
         """Whether the client's own limits may have shaped the numbers."""
         return bool(self.reasons)
 
+    @property
+    def starved(self) -> bool:
+        """Client-bound while the client itself was mostly idle: it lagged because the host
+        gave its CPU to others (on a busy host with autogroup scheduling, the client's session
+        shares the CPU as one group with everything else in it), not because it was busy."""
+        return self.client_bound and self.cpu_share < STARVED_CPU_SHARE
+
     def trusted(self, send_limit_s: float = 0.05, lag_limit_s: float = 0.1) -> bool:
         """A stricter bar on the worst cases, for measuring an engine's own latencies (the
         simulator's fidelity): no send over ``send_limit_s`` late and no loop stall over
@@ -154,6 +174,7 @@ class ClientCheck:
             "cpu_share": self.cpu_share,
             "backlog_max_bytes": self.backlog_max_bytes,
             "reasons": list(self.reasons),
+            "starved": self.starved,
             "event_loop": self.event_loop,
         }
 
@@ -213,9 +234,12 @@ def verdict_line(check: ClientCheck | None) -> str:
     if check is None:
         return "client check: not measured"
     if check.client_bound:
-        return "CLIENT-BOUND (these numbers may be the client's, not the server's): " + "; ".join(
+        line = "CLIENT-BOUND (these numbers may be the client's, not the server's): " + "; ".join(
             check.reasons
         )
+        if check.starved:
+            line += "; " + STARVED_ADVICE.format(share=check.cpu_share)
+        return line
     parts = [f"CPU {100 * check.cpu_share:.0f}%"]
     if check.pacing_lag_p99_s is not None:
         parts.insert(0, f"pacing lag p99 {check.pacing_lag_p99_s * 1e3:.2f} ms")

@@ -111,8 +111,9 @@ def build_flag(
     action = action if isinstance(action, str) else None
     type_name = str(kw.get("type") or "str")
     nargs = kw.get("nargs")
-    if nargs is None and action and ns is not None:
-        nargs = _action_class_nargs(action, ns)
+    own = _action_class_defaults(action, ns) if action and ns is not None else {}
+    if "nargs" not in kw:  # an explicit nargs=None (one value) overrides the class's own
+        nargs = own.get("nargs")
     if isinstance(nargs, bool) or not isinstance(nargs, str | int):
         nargs = None
     flag_type: FlagType
@@ -125,6 +126,9 @@ def build_flag(
         flag_type = PARSER_TYPES.get(type_name, "str")
     if "default" in kw:
         default = kw["default"]
+    elif "default" in own:
+        # A custom action's own default (SGLang's DeprecatedStoreTrueAction: False).
+        default = own["default"]
     else:
         default = {"store_true": False, "store_false": True}.get(action or "")
     choices = kw.get("choices")
@@ -147,16 +151,17 @@ def build_flag(
     )
 
 
-def _action_class_nargs(action: str, ns: Namespace) -> Any:
-    """The ``nargs`` default of a custom ``argparse.Action`` subclass's ``__init__``."""
+def _action_class_defaults(action: str, ns: Namespace) -> dict[str, Any]:
+    """The ``nargs`` and ``default`` a custom ``argparse.Action`` subclass's ``__init__``
+    defaults to (SGLang's deprecated flags take no value: ``nargs=0``)."""
     cls = ns.classes.get(action.rsplit(".", 1)[-1])
     if cls is None:
-        return None
+        return {}
     init = next(
         (s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None
     )
     if init is None:
-        return None
+        return {}
     args = init.args
     positional = [*args.posonlyargs, *args.args]
     defaults = (
@@ -167,10 +172,13 @@ def _action_class_nargs(action: str, ns: Namespace) -> Any:
     defaults.update(
         {a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None}
     )
-    if "nargs" in defaults:
-        value = ns.evaluate(defaults["nargs"])
-        return None if value is UNKNOWN else value
-    return None
+    out: dict[str, Any] = {}
+    for key in ("nargs", "default"):
+        if key in defaults:
+            value = ns.evaluate(defaults[key])
+            if value is not UNKNOWN:
+                out[key] = value
+    return out
 
 
 def _action(node: ast.expr | None) -> str | None:

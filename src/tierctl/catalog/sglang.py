@@ -38,7 +38,17 @@ from tierctl.engine_catalog import Flag, FlagType
 SERVER_ARGS = "sglang/srt/server_args.py"
 FIELDS_DIR = "sglang/srt/arg_groups/fields/"
 # Files that only contribute constants (choice lists) to the namespace.
-CONSTANT_FILES = ("sglang/srt/arg_groups/choices.py", "sglang/srt/utils/common.py")
+# argparse_actions.py: the custom action classes, whose __init__ defaults say how many values
+# a flag takes (0.5.16 and 0.5.23's deprecated flags take none).
+CONSTANT_FILES = (
+    "sglang/srt/arg_groups/choices.py",
+    "sglang/srt/utils/common.py",
+    "sglang/srt/arg_groups/argparse_actions.py",
+)
+
+# Packages stood in for when the real parser is built (parser_dump): installed ones too, as
+# their import here fails or is slow and none defines a flag.
+PARSER_STUBS: tuple[str, ...] = ("torch", "transformers", "triton")
 
 
 def wanted(path: str) -> bool:

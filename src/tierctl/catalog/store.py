@@ -12,6 +12,7 @@ from pathlib import Path
 from tierctl.catalog.build import parse_ref, with_profile
 from tierctl.engine_catalog import Catalog, Flag
 from tierctl.engines import kinds
+from tierctl.engines.base import image_reference
 from tierctl.errors import InputError
 
 # ENGINE-VERSION.json; ENGINE is a kind of the engine registry (checked where files are listed).
@@ -172,3 +173,38 @@ def unknown_flag(engine: str, version: str, token: str) -> str:
     if history.last_seen:
         return f"{token} is not a flag of {engine} {version}: removed (last in {history.last_seen})"
     return f"{token} is not a flag of {engine} {version} (nor of any catalogued release)"
+
+
+def newest_shipped(engine: str) -> str | None:
+    """The newest release of ``engine`` with a shipped catalog, or None."""
+    versions = [v for e, v in shipped() if e == engine]
+    return versions[-1] if versions else None
+
+
+def catalog_for_image(
+    engine: str, version: str | None, image: str | None
+) -> tuple[Catalog | None, str | None]:
+    """The catalog to check an engine service's flags against, from its image tag, and a note
+    when it is not the tag's own: a tag that names no shipped release (``latest``, ``main``,
+    ``${IMG:-repo:v0.4.9}``, an unreleased or unshipped version) is checked against the newest
+    shipped release of that engine, and the note says which (validate and import both say
+    it). ``(None, None)`` only where no catalog of the engine is shipped at all."""
+    if version is not None and (engine, version) in shipped():
+        return load_catalog(engine, version), None
+    newest = newest_shipped(engine)
+    if newest is None:
+        return None, None
+    ref = image_reference(image) or ""
+    tag = ref.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
+    if version is not None:
+        why = f"no shipped catalog for {engine} {version} (tag {tag or '(none)'!r})"
+    elif tag:
+        why = f"tag {tag!r} is not pinned to a release"
+    elif "@" in ref:
+        # A digest says which bytes run, not which release they are.
+        why = "the image is pinned by digest only, which names no release"
+    else:
+        why = "the image names no release"
+    return load_catalog(engine, newest), (
+        f"flags checked against {engine} {newest}, the newest shipped catalog; {why}"
+    )

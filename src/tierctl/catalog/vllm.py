@@ -29,6 +29,9 @@ _HUMAN_INT = {
     "max_num_queued_tokens",
 }
 
+# vLLM imports its dependencies whole (those the CPU virtualenv has).
+PARSER_STUBS: tuple[str, ...] = ()
+
 
 def wanted(path: str) -> bool:
     """Whether the builder should read this wheel member for vLLM."""

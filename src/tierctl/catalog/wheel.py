@@ -114,3 +114,27 @@ def sha256_of(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def unpack_sources(wheel: Path, package: str, dest_root: Path) -> Path:
+    """The ``.py`` files of ``package`` in ``wheel``, unpacked once under ``dest_root`` (a
+    folder per wheel file); returns the folder to put on ``sys.path``.
+
+    Raises:
+        InputError: the file is not a readable wheel.
+    """
+    dest = dest_root / wheel.name.removesuffix(".whl")
+    stamp = dest / ".tierctl-unpacked"
+    if stamp.is_file():
+        return dest
+    prefix = package + "/"
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for name in archive.namelist():
+                # Only plain relative member names: a member climbing out (``..``) is skipped.
+                if name.startswith(prefix) and name.endswith(".py") and ".." not in name:
+                    archive.extract(name, dest)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{wheel}: not a readable wheel: {exc}") from exc
+    stamp.write_text(wheel.name + "\n", encoding="utf-8")
+    return dest

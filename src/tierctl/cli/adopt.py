@@ -7,11 +7,14 @@ from pathlib import Path
 
 import click
 
+from tierctl.cli.profiles import chosen_profiles, profile_option
 from tierctl.errors import ExitCode, InputError, Location, label_params
 
 
 @click.command(name="import")
-@click.argument("compose", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument(
+    "compose", nargs=-1, required=True, type=click.Path(path_type=Path, allow_dash=True)
+)
 @click.option(
     "--out",
     "-o",
@@ -32,6 +35,7 @@ from tierctl.errors import ExitCode, InputError, Location, label_params
     "(a custom image, an entrypoint script); with --engine KIND==VERSION. Repeatable.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
+@profile_option
 def adopt_cmd(
     compose: tuple[Path, ...],
     out: Path | None,
@@ -40,14 +44,17 @@ def adopt_cmd(
     engine: str | None,
     engine_services: tuple[str, ...],
     force: bool,
+    profile: tuple[str, ...],
 ) -> ExitCode:
     """Write a tier spec for COMPOSE files (merged like docker compose -f a -f b).
 
     Replicas of one engine are grouped (shared flags, env and keys become the engine's), every
     other service is kept as it is. The spec is checked: it loads, and its rendering is
-    equivalent to the input (exit 1 with the differences otherwise).
+    equivalent to the input (exit 1 with the differences otherwise). With --profile (or
+    COMPOSE_PROFILES), only the services those compose profiles run are imported.
     """
     from tierctl.adopt import adopt
+    from tierctl.cli.validate import _kubernetes_input
 
     target = out or Path("tier.yaml")
     if out is not None and out.exists() and not force:
@@ -57,6 +64,8 @@ def adopt_cmd(
             rule="no-clobber",
             fix="pick another --out, or pass --force",
         )
+    if _kubernetes_input(compose):
+        return _import_kubernetes(compose, out, tier, host, engine)
     result = adopt(
         compose,
         out=target,
@@ -64,6 +73,7 @@ def adopt_cmd(
         host=host,
         engine=engine,
         engine_services=engine_services,
+        profiles=chosen_profiles(profile),
     )
     if out is None:
         sys.stdout.write(result.text)
@@ -75,17 +85,53 @@ def adopt_cmd(
             f"{len(result.spec.services)} services)",
             err=True,
         )
+    return _round_trip(
+        result.notes,
+        result.differences,
+        "the spec renders a different file",
+        "the spec renders an equivalent file",
+    )
+
+
+def _round_trip(notes: list[str], differences: list[str], differ: str, same: str) -> ExitCode:
+    """Print the import's notes (in the command's option names) and its round trip;
+    FAILURE when the spec differs."""
     from tierctl.cli.main import option_labels
 
     labels = option_labels(["import"])
-    for note in result.notes:
+    for note in notes:
         click.echo(
             f"warning: {label_params(note, ('engine', 'engine_services'), labels)}", err=True
         )
-    if result.differences:
-        click.echo("round trip: the spec renders a different file:", err=True)
-        for line in result.differences:
+    if differences:
+        click.echo(f"round trip: {differ}:", err=True)
+        for line in differences:
             click.echo(f"  {line}", err=True)
         return ExitCode.FAILURE
-    click.echo("round trip: the spec renders an equivalent file", err=True)
+    click.echo(f"round trip: {same}", err=True)
     return ExitCode.OK
+
+
+def _import_kubernetes(
+    paths: tuple[Path, ...], out: Path | None, tier: str | None, host: str, engine: str | None
+) -> ExitCode:
+    """``tierctl import`` of Kubernetes manifests (files, a directory, or - for stdin)."""
+    from tierctl.cli.validate import _stdin
+    from tierctl.kube.importing import import_manifests
+    from tierctl.paths import write_owned
+
+    stdin = _stdin() if any(str(p) == "-" for p in paths) else None
+    result = import_manifests(paths, stdin=stdin, tier=tier, host=host, engine=engine)
+    if out is None:
+        sys.stdout.write(result.text)
+    else:
+        # An existing file was refused above unless --force was given.
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_owned(out, result.text, ours=lambda _old: False, force=True, what="spec")
+        click.echo(f"{out}: written ({len(result.spec.replicas)} replicas)", err=True)
+    return _round_trip(
+        result.notes,
+        result.differences,
+        "the spec's Kubernetes rendering runs other flags",
+        "the spec's Kubernetes rendering runs the same flags",
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
@@ -13,23 +12,6 @@ from tierctl.errors import InputError
 @click.group()
 def agent() -> None:
     """The per-host agent that runs docker compose for rollouts."""
-
-
-def _read_token(token_file: Path | None, token_env: str) -> str:
-    from tierctl.readers import read_text
-
-    if token_file is not None:
-        token = read_text(token_file, what="token").strip()
-    else:
-        token = os.environ.get(token_env, "").strip()
-    if not token:
-        raise InputError(
-            "no agent token",
-            rule="the token comes from an environment variable or a file, never the command line",
-            fix=f"export {token_env}=... or pass `token_file` PATH",
-            params=("token_file",),
-        )
-    return token
 
 
 @agent.command()
@@ -96,6 +78,7 @@ def serve(
     from tierctl.agent.server import AgentConfig
     from tierctl.agent.server import serve as serve_agent
     from tierctl.compose.binary import find_compose_binary
+    from tierctl.rollout.entrypoints import read_token
 
     host, sep, port_text = listen.rpartition(":")
     if not sep or not port_text.isdigit() or not host:
@@ -115,7 +98,7 @@ def serve(
     config = AgentConfig(
         projects_dir=projects_dir,
         state_dir=state_dir,
-        token=_read_token(token_file, token_env),
+        token=read_token(token_file, token_env),
         compose=found.argv,
         token_env=token_env,
         operation_timeout_s=operation_timeout_s,

@@ -46,7 +46,7 @@ def config(
     tierctl's own reader, no Docker needed: diff its output with Compose's to see that both
     read the project the same. Exit 2 (with file:line) where Compose would refuse it.
     """
-    from tierctl.compose.project import ProjectOptions, project_config
+    from tierctl.compose.project import ProjectOptions, json_form, project_config
     from tierctl.contracts.schema import refuse_invalid
 
     options = ProjectOptions(
@@ -57,7 +57,7 @@ def config(
     )
     data = project_config(files, options, check=refuse_invalid)
     if fmt == "json":
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(json_form(data), indent=2))
     else:
         click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), nl=False)
     return ExitCode.OK

@@ -56,6 +56,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("tierctl.cli.rollout", "plan", "Plan a rollout between two compose files."),
     "rollout": ("tierctl.cli.rollout", "rollout", "Execute a rollout plan, gated and journaled."),
     "runbook": ("tierctl.cli.rollout", "runbook", "Write the Markdown runbook of a rollout."),
+    "fleet": ("tierctl.cli.fleet", "fleet", "Roll one change out over many hosts, in waves."),
     "agent": ("tierctl.cli.agent", "agent", "The per-host agent that runs docker compose."),
     "stop": (
         "tierctl.cli.stop",
@@ -63,6 +64,12 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "Stop the engines a local-driver rollout or the demo left running.",
     ),
     "readout": ("tierctl.cli.readout", "readout", "Judge canary against control from Prometheus."),
+    "kube": ("tierctl.cli.kube", "kube", "Kubernetes: the rollout of a spec change, as a runbook."),
+    "judge": (
+        "tierctl.cli.judge",
+        "judge",
+        "Serve the readout's verdict to Argo Rollouts and Flagger.",
+    ),
     "demo": ("tierctl.cli.demo", "demo", "Run tierctl's main job on the bundled example."),
     "real-engine": (
         "tierctl.cli.real_engine",
@@ -105,7 +112,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 # The import name of each optional dependency -> the extras that provide it, in the order a
 # message should suggest them (pinned against pyproject.toml by a test).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
-    "aiohttp": ("sim", "bench"),
+    "aiohttp": ("sim", "bench", "readout"),
     "numpy": ("sim", "bench", "readout"),
     "scipy": ("bench", "readout"),
     "matplotlib": ("bench",),

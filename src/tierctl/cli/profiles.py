@@ -1,4 +1,4 @@
-"""``--profile``, the compose profiles option ``validate``, ``plan`` and ``render`` share."""
+"""``--profile``, the compose profiles option ``validate``, ``plan``, ``render`` and ``import`` share."""
 
 from __future__ import annotations
 

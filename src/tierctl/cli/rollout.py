@@ -15,9 +15,38 @@ from tierctl.rollout.gates import GATE_DEFS, GateSettings, gate_names
 from tierctl.rollout.plan_schema import Plan, is_plan
 from tierctl.rollout.runbook import is_runbook
 
+
+def _one_file(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> str:
+    """One file per side: a second ``--from`` would otherwise silently replace the first
+    (click keeps the last), planning from an override file alone."""
+    if len(value) > 1:
+        raise click.BadParameter(
+            f"given {len(value)} times ({', '.join(value)}): a plan reads one compose file per "
+            "side (with its include: and extends:); write the override's changes into that "
+            "file",
+            ctx=ctx,
+            param=param,
+        )
+    return value[0]
+
+
 _common = [
-    click.option("--from", "old", required=True, help="OLD: compose file or git:REF:PATH."),
-    click.option("--to", "new", required=True, help="NEW: compose file or git:REF:PATH."),
+    click.option(
+        "--from",
+        "old",
+        required=True,
+        multiple=True,
+        callback=_one_file,
+        help="OLD: compose file or git:REF:PATH.",
+    ),
+    click.option(
+        "--to",
+        "new",
+        required=True,
+        multiple=True,
+        callback=_one_file,
+        help="NEW: compose file or git:REF:PATH.",
+    ),
     click.option(
         "--spec", type=click.Path(path_type=Path), help="Tier spec: roles and protection."
     ),

@@ -273,19 +273,14 @@ def compare(
 ) -> None:
     """Run two argv sets on the identical workload; print candidate/control ratios, each with
     its interval and verdict against the A/A floor."""
-    import shlex
 
     from tierctl.sim.costfile import resolve_fit
-    from tierctl.sim.sources import EngineSource, what_if_sims
+    from tierctl.sim.sources import what_if_sims
 
-    if spec is not None and not (control_replica and candidate_replica):
-        raise click.UsageError("--spec needs --control-replica and --candidate-replica")
-    a = EngineSource(
-        tuple(shlex.split(control_argv)), spec, control_replica, engine, engine_version
-    )
-    b = EngineSource(
-        tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine, engine_version
-    )
+    a, b = _arms(
+        control_argv, candidate_argv, spec, control_replica, candidate_replica, engine,
+        engine_version,
+    )  # fmt: skip
     source = _cost_source(kw)
     cost, fit_unc = resolve_fit(kw.pop("preset"), kw.pop("cost_model"))
     wi = what_if_sims(
@@ -298,6 +293,31 @@ def compare(
         click.echo(json.dumps(_compare_doc(wi, focus, source), indent=1))
         return
     click.echo(_render_compare(wi, focus, source))
+
+
+def _arms(
+    control_argv: str,
+    candidate_argv: str,
+    spec: str | None,
+    control_replica: str | None,
+    candidate_replica: str | None,
+    engine: str | None,
+    engine_version: str | None,
+) -> tuple[Any, Any]:
+    """The two arms of a comparison: argv strings, or two replicas of one spec."""
+    import shlex
+
+    from tierctl.sim.sources import EngineSource
+
+    if spec is not None and not (control_replica and candidate_replica):
+        raise click.UsageError("--spec needs --control-replica and --candidate-replica")
+    a = EngineSource(
+        tuple(shlex.split(control_argv)), spec, control_replica, engine, engine_version
+    )
+    b = EngineSource(
+        tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine, engine_version
+    )
+    return a, b
 
 
 def _compare_doc(wi: Any, focus: str | None, source: str) -> dict[str, Any]:
@@ -347,7 +367,7 @@ def _render_compare(wi: Any, focus: str | None, source: str) -> str:
         lines.append(f"extrapolates beyond the fit: {line}")
     if wi.extrapolation:
         lines.append(
-            "  fit at a workload whose steps span both arms' (`tierctl sim fit-plan` prints one)"
+            "  fit at a workload whose steps span both arms' (`tierctl sim fit-plan` designs one)"
         )
     if cmp.not_modelled:
         flags = ", ".join(f"--{n}" for n in cmp.not_modelled)
@@ -361,6 +381,61 @@ def _render_compare(wi: Any, focus: str | None, source: str) -> str:
     lines += not_completed_lines({"control": cmp.control, "candidate": cmp.candidate})
     lines.append(cost_line(cmp.control.preset, source))
     return "\n".join(lines)
+
+
+@sim.command("fit-plan")
+@click.option("--control", "control_argv", default="", help="Control engine argv (one string).")
+@click.option("--candidate", "candidate_argv", default="", help="Candidate engine argv.")
+@click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec for both replicas.")
+@click.option("--control-replica", help="Control replica of --spec.")
+@click.option("--candidate-replica", help="Candidate replica of --spec.")
+@_ENGINE
+@_PRESET
+@_workload_options
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the fit trace (JSONL) here.")
+@click.option("--force", is_flag=True, help="Overwrite --out if it holds another file.")
+def fit_plan_cmd(
+    control_argv: str,
+    candidate_argv: str,
+    spec: str | None,
+    control_replica: str | None,
+    candidate_replica: str | None,
+    engine: str | None,
+    engine_version: str | None,
+    out: str | None,
+    force: bool,
+    **kw: Any,
+) -> None:
+    """Design a fit run whose steps span what both arms of a what-if will produce."""
+
+    from tierctl.sim.fit_plan import fit_plan
+    from tierctl.sim.workload_traces import write_jsonl
+
+    a, b = _arms(
+        control_argv, candidate_argv, spec, control_replica, candidate_replica, engine,
+        engine_version,
+    )  # fmt: skip
+    cost = _cost(kw)
+    plan = fit_plan(a.config(), b.config(), _workload(kw).load(), cost)
+    d = plan.domain
+    click.echo(
+        f"both arms produce: steps of up to {d.step_tokens:,} prompt tokens, chunks up to "
+        f"{d.position:,} tokens deep, {d.batch:,} requests decoding together over "
+        f"{d.context:,} context tokens"
+    )
+    click.echo("run the fit engine with: " + " ".join(plan.argv_flags))
+    reqs = plan.workload.requests
+    click.echo(
+        f"fit trace: {len(reqs)} requests over {reqs[-1].arrival_s if reqs else 0:.0f} s "
+        "(lone prompts of rising length, then decode batches of rising size)"
+    )
+    if out is not None:
+        write_jsonl(plan.workload, out, force=force)
+        click.echo(
+            f"wrote {out}: replay it with `tierctl bench run --trace {out}`, then fit with "
+            "`tierctl sim fit`",
+            err=True,
+        )
 
 
 @sim.command(context_settings={"ignore_unknown_options": True})

@@ -10,6 +10,7 @@ compose's merge rules (:mod:`tierctl.compose.merge`); then every service is norm
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +27,8 @@ from tierctl.compose.interpolation import (
 )
 from tierctl.compose.lines import locate, merged_lines
 from tierctl.compose.long_forms import rebase_service
-from tierctl.compose.merge import enforce_unicity, merge_data, merge_service, strip_tags
-from tierctl.compose.tags import ComposeYamlLoader, Override, Reset
+from tierctl.compose.merge import enforce_file_unicity, merge_data, merge_service, strip_tags
+from tierctl.compose.tags import FastComposeYamlLoader, Override, Reset
 from tierctl.errors import ComposeInputError, Location
 from tierctl.readers import PathKey, load_yaml, read_text
 
@@ -89,10 +90,19 @@ def parse_compose(
     """Read compose YAML text; arguments and errors as :func:`load_compose`."""
     reading = _Reading(env, interpolation, (), rebase)
     folder = Path(base_dir) if base_dir is not None else None
-    tagged, texts = _read(text, source, folder, reading)
-    # Compose makes keyed lists unique in every file, not only when merging several.
-    data = enforce_unicity(strip_tags(tagged), ())
-    return ComposeFile.from_data(source, data, texts, raw=tagged)
+    # The cyclic GC is paused while the file is read, as load_yaml pauses it: everything
+    # built here is kept (nothing is garbage), and each collection would walk every earlier
+    # file's values again (a 100-host fleet read in one process).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        tagged, texts = _read(text, source, folder, reading)
+        # Compose makes keyed lists unique in every file, not only when merging several.
+        data = enforce_file_unicity(strip_tags(tagged))
+        return ComposeFile.from_data(source, data, texts, raw=tagged)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -358,7 +368,7 @@ def _parse(text: str, source: str) -> dict[str, Any]:
         text,
         source,
         error=ComposeInputError,
-        loader=ComposeYamlLoader,
+        loader=FastComposeYamlLoader,
         duplicates=False,  # _check_keys refuses them with compose's own wording
         node_check=lambda node: _check_keys(node, source),
         line_depth=0,  # ComposeFile.lines maps lines only when a message needs them
@@ -436,14 +446,47 @@ def _check_keys(root: yaml.Node, source: str) -> None:
 
 
 def _interpolate_tree(node: Any, path: PathKey, where: _Where) -> Any:
+    """The document with every ``$`` string interpolated; a bad one refused at its line.
+
+    The walk carries no key path (building one per node was most of its cost); only when a
+    string is refused is the tree walked again to find where that string is.
+    """
+    try:
+        return _interpolated(node, where)
+    except _Refused:
+        return _interpolate_located(node, path, where)
+
+
+class _Refused(Exception):
+    """A string interpolation refuses (raised again, located, by the slower walk)."""
+
+
+def _interpolated(node: Any, where: _Where) -> Any:
+    if isinstance(node, str):
+        if "$" not in node:
+            return node
+        try:
+            return interpolate(node, where.env, where.mode)
+        except InterpolationError:
+            raise _Refused from None
+    if isinstance(node, dict):
+        return {k: _interpolated(v, where) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_interpolated(v, where) for v in node]
     if isinstance(node, Override):
-        return Override(_interpolate_tree(node.value, path, where))
+        return Override(_interpolated(node.value, where))
+    return node
+
+
+def _interpolate_located(node: Any, path: PathKey, where: _Where) -> Any:
+    if isinstance(node, Override):
+        return Override(_interpolate_located(node.value, path, where))
     if isinstance(node, Reset):
         return node
     if isinstance(node, dict):
-        return {k: _interpolate_tree(v, (*path, str(k)), where) for k, v in node.items()}
+        return {k: _interpolate_located(v, (*path, str(k)), where) for k, v in node.items()}
     if isinstance(node, list):
-        return [_interpolate_tree(v, (*path, i), where) for i, v in enumerate(node)]
+        return [_interpolate_located(v, (*path, i), where) for i, v in enumerate(node)]
     if isinstance(node, str) and "$" in node:
         try:
             return interpolate(node, where.env, where.mode)

@@ -468,10 +468,21 @@ def _relative(path: str) -> bool:
     return not (os.path.isabs(path) or path.startswith("~") or is_windows_path(path))
 
 
-def rebase_service(service: dict[str, Any], folder: str) -> dict[str, Any]:
+def rebase_service(
+    service: dict[str, Any], folder: str, move: Callable[[str], str] | None = None
+) -> dict[str, Any]:
     """A service from an included or extended file, its relative paths (bind mounts,
     ``env_file``, ``build``) made absolute from that file's folder, as Compose resolves them
-    before the service joins the including project."""
+    before the service joins the including project; ``move``: what to make of each relative
+    path instead (``tierctl import`` rewrites them relative to the spec's folder)."""
+
+    def moved(path: str) -> str:
+        return absolute(path, folder) if move is None else move(path)
+
+    def maybe(path: str) -> str:
+        # Compose resolves every env_file and build path (~ too); ``move`` only relative ones.
+        return moved(path) if move is None or _relative(path) else path
+
     out = dict(service)
     volumes = out.get("volumes")
     if isinstance(volumes, list):
@@ -485,28 +496,28 @@ def rebase_service(service: dict[str, Any], folder: str) -> dict[str, Any]:
                     continue
                 source = str(long.get("source", ""))
                 if long["type"] == "bind" and _relative(source):
-                    mount = absolute(source, folder) + mount[len(source) :]
+                    mount = moved(source) + mount[len(source) :]
             elif isinstance(mount, dict) and mount.get("type") == "bind":
                 written = mount.get("source")
                 if isinstance(written, str) and _relative(written):
-                    mount = {**mount, "source": absolute(written, folder)}
+                    mount = {**mount, "source": moved(written)}
             rebased.append(mount)
         out["volumes"] = rebased
     env_file = out.get("env_file")
     if isinstance(env_file, str):
-        out["env_file"] = absolute(env_file, folder)
+        out["env_file"] = maybe(env_file)
     elif isinstance(env_file, list):
         out["env_file"] = [
-            absolute(e, folder)
+            maybe(e)
             if isinstance(e, str)
-            else {**e, "path": absolute(str(e["path"]), folder)}
+            else {**e, "path": maybe(str(e["path"]))}
             if isinstance(e, dict) and isinstance(e.get("path"), str)
             else e
             for e in env_file
         ]
     build = out.get("build")
     if isinstance(build, str):
-        out["build"] = absolute(build, folder)
+        out["build"] = maybe(build)
     elif isinstance(build, dict) and isinstance(build.get("context", "."), str):
-        out["build"] = {**build, "context": absolute(str(build.get("context", ".")), folder)}
+        out["build"] = {**build, "context": maybe(str(build.get("context", ".")))}
     return out

@@ -259,6 +259,36 @@ _UNIQUE: list[tuple[Path, Callable[[Any], str]]] = [
 ]
 
 
+#: Each key on the way to a keyed list (``_UNIQUE``), by the path before it: only these
+#: branches of a file can hold one, so :func:`enforce_file_unicity` walks no others.
+_TOWARDS: dict[Path, frozenset[str]] = {}
+for _pattern, _ in _UNIQUE:
+    for _i in range(len(_pattern)):
+        _TOWARDS[_pattern[:_i]] = _TOWARDS.get(_pattern[:_i], frozenset()) | {_pattern[_i]}
+
+
+def enforce_file_unicity(data: Any) -> Any:
+    """:func:`enforce_unicity` of a whole file, walking only the branches that can hold a
+    keyed list; the other branches are the same objects as in ``data`` (a file's freshly
+    read values, which nothing else holds)."""
+    return _unique_towards(data, ())
+
+
+def _unique_towards(node: Any, pattern: Path) -> Any:
+    towards = _TOWARDS.get(pattern)
+    if towards is None:  # a keyed list's place
+        return enforce_unicity(node, pattern)
+    if not isinstance(node, dict):
+        return node
+    out = dict(node)
+    for k, v in node.items():
+        if "*" in towards:
+            out[k] = _unique_towards(v, (*pattern, "*"))
+        elif isinstance(k, str) and k in towards:
+            out[k] = _unique_towards(v, (*pattern, k))
+    return out
+
+
 def enforce_unicity(node: Any, path: Path) -> Any:
     """compose-go's EnforceUnicity: in keyed lists a later entry replaces an earlier one with
     the same key, in the earlier one's place."""

@@ -15,7 +15,7 @@ exclusive profiles are reported as clashing. :class:`ProfileScope` answers that:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tierctl.compose.compose_file import ComposeFile
 
@@ -128,3 +128,19 @@ class ProfileScope:
             + ", ".join(self.named)
             + ") checked separately"
         )
+
+
+def only_active(compose: ComposeFile, active: Sequence[str] | None) -> ComposeFile:
+    """The services compose runs with ``active`` profiles (``docker compose --profile P
+    config`` prints just these); ``compose`` itself when ``active`` is None."""
+    if active is None:
+        return compose
+    keep = {n for n, s in compose.services.items() if enabled(s.profiles, active)}
+    data = dict(compose.data)
+    if isinstance(data.get("services"), dict):
+        data["services"] = {k: v for k, v in data["services"].items() if str(k) in keep}
+    return replace(
+        compose,
+        data=data,
+        services={n: s for n, s in compose.services.items() if n in keep},
+    )

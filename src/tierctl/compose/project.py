@@ -146,6 +146,62 @@ def project_config(
     return _finish(data, name, folder, env, options, where)
 
 
+def json_form(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` as ``docker compose config --format json`` prints it (the YAML form is
+    ``config`` itself): compose-go's JSON leaves out the ``x-*`` extensions of its typed
+    values below the top level (a service's, its deploy's, a port's, a mount's, a volume's:
+    ``json:"-"``) and prints an empty list inside a top-level ``x-*`` value as ``null`` (an
+    empty Go slice of an untyped value). Free-form maps (environment, labels, the names of
+    services) keep their ``x-`` keys: those are names, not extensions."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if _extension(key):
+            out[key] = _nulled_empty_lists(value)
+        elif key in _NAMED_BODIES and isinstance(value, dict):
+            kinds = _SERVICE_PARTS if key == "services" else {}
+            out[key] = {n: _typed(body, kinds) for n, body in value.items()}
+        else:
+            out[key] = value
+    return out
+
+
+#: Top-level maps of name -> typed body (their bodies' x-* keys are extensions).
+_NAMED_BODIES = ("services", "volumes", "networks", "configs", "secrets", "models")
+#: The typed parts of a service (their own x-* keys are extensions too), with theirs.
+_SERVICE_PARTS: dict[str, dict[str, Any]] = {
+    "deploy": {"resources": {"limits": {}, "reservations": {}}, "restart_policy": {}},
+    "healthcheck": {},
+    "build": {},
+    "logging": {},
+    "ports": {},
+    "volumes": {},
+    "develop": {},
+}
+
+
+def _typed(value: Any, parts: dict[str, Any]) -> Any:
+    """A typed value without its x-* keys (each of a list's entries, for ports and mounts)."""
+    if isinstance(value, list):
+        return [_typed(v, parts) for v in value]
+    if not isinstance(value, dict):
+        return value
+    return {
+        k: _typed(v, parts[k]) if k in parts else v for k, v in value.items() if not _extension(k)
+    }
+
+
+def _extension(key: Any) -> bool:
+    return isinstance(key, str) and key.startswith("x-")
+
+
+def _nulled_empty_lists(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _nulled_empty_lists(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nulled_empty_lists(v) for v in value] or None
+    return value
+
+
 @dataclass(frozen=True)
 class _Where:
     texts: tuple[tuple[str, str], ...]
@@ -234,12 +290,9 @@ def _mapping(value: Any, where: str, *, bare: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for item in value:
             key, sep, val = scalar_text(item).partition("=")
-            if key != key.rstrip():
-                raise FormError(
-                    f"'{where}' variable {key.rstrip()} is declared with a trailing space",
-                    rule="a list entry is KEY=VALUE with no space around '='",
-                    fix=f"write {key.strip()}={val.strip()}",
-                )
+            # A key with a trailing space (`- DEBUG = true`) is kept as written and refused
+            # once the files are merged (_check_spaced_keys), as Compose refuses it: an
+            # override's `!reset` or `!override` of the list removes it first.
             out[key] = val if sep else bare
         return out
     raise FormError(
@@ -324,6 +377,37 @@ def _check_durations(services: dict[str, Any], where: _Where) -> None:
                 raise _refuse(
                     str(exc), where.at("services", name, *path), exc.rule, exc.fix, value
                 ) from None
+
+
+#: The KEY=VALUE lists of a service (and of its build), as (path, what the message calls it).
+_KEYED_LISTS = (
+    (("environment",), "environment"),
+    (("labels",), "labels"),
+    (("annotations",), "annotations"),
+    (("sysctls",), "sysctls"),
+    (("build", "args"), "build.args"),
+    (("build", "labels"), "build.labels"),
+)
+
+
+def _check_spaced_keys(services: dict[str, Any], where: _Where) -> None:
+    """Refuse a ``KEY =VALUE`` entry the merged project still holds, as Compose does."""
+    for name, svc in services.items():
+        for path, what in _KEYED_LISTS:
+            value: Any = svc
+            for part in path:
+                value = value.get(part) if isinstance(value, dict) else None
+            if not isinstance(value, dict):
+                continue
+            for key, val in value.items():
+                if isinstance(key, str) and key != key.rstrip():
+                    raise _refuse(
+                        f"'{what}' variable {key.rstrip()} is declared with a trailing space",
+                        where.at("services", name, *path),
+                        "a list entry is KEY=VALUE with no space around '='",
+                        f"write {key.strip()}={str(val or '').strip()}",
+                        key,
+                    )
 
 
 def _resources(value: Any) -> Any:
@@ -540,6 +624,7 @@ def _finish(
     _refuse_shared_container_names(out_services, where)
     # every service, active or not: Compose decodes the whole model before profiles apply
     _check_durations({n: s for n, s in services_in.items() if isinstance(s, dict)}, where)
+    _check_spaced_keys({n: s for n, s in services_in.items() if isinstance(s, dict)}, where)
     out: dict[str, Any] = {"name": name}
     networks = dict(data.get("networks") or {})
     if uses_default:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from tierctl.yaml12 import Yaml12Loader
+from tierctl.yaml12 import FastConstructor, Yaml12Loader
 
 
 class Reset:
@@ -50,10 +50,18 @@ def _override(loader: Any, node: yaml.Node) -> Override:
     elif isinstance(node, yaml.SequenceNode):
         tag = "tag:yaml.org,2002:seq"
     else:
-        tag = loader.resolve(yaml.ScalarNode, node.value, (True, False))
+        # A tagged scalar is a string to go-yaml (its tag replaces the implicit int, bool or
+        # null), so Compose reads `ipc: !override 7` as "7" and `ports: !override 7` as a
+        # string where a list belongs (refused).
+        tag = "tag:yaml.org,2002:str"
     plain = type(node)(tag, node.value, node.start_mark, node.end_mark)
     return Override(loader.construct_object(plain, deep=True))
 
 
 ComposeYamlLoader.add_constructor("!reset", _reset)
 ComposeYamlLoader.add_constructor("!override", _override)
+
+
+class FastComposeYamlLoader(FastConstructor, ComposeYamlLoader):
+    """:class:`ComposeYamlLoader` with the same results, faster on big files (a fleet);
+    ``!reset`` and ``!override`` go through PyYAML's constructor as before."""

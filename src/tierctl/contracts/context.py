@@ -19,6 +19,7 @@ from tierctl.spec.effective import (
     launcher,
     unwrap_command,
 )
+from tierctl.yaml12 import FastYaml12Loader
 
 
 @dataclass(frozen=True)
@@ -27,11 +28,13 @@ class ReplicaView:
 
     expected: ResolvedReplica
     service: ComposeService | None
-    argv: tuple[str, ...]  # actual command, () when missing
+    argv: tuple[str, ...]  # actual command, () when missing (with the image's entrypoint)
     flag_start: int
     uses: tuple[FlagUse, ...]
     flags: dict[str, Any]  # actual flags in the spec's effective-flags shape
     env: dict[str, str]  # actual environment (unset values as "")
+    #: Tokens of ``argv`` before ``command[0]`` (the image's entrypoint), for locating.
+    command_offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -64,9 +67,30 @@ def build_context(
     views: dict[str, ReplicaView] = {}
     for name, expected in tier.replicas.items():
         service = compose.services.get(expected.service)
-        command = service.command or () if service is not None else ()
+        shell = tier.spec.engine.shell
+        if service is None:
+            command: tuple[str, ...] = ()
+        elif shell is not None and shell.in_entrypoint:
+            command = service.entrypoint or ()
+        else:
+            command = service.command or ()
         # An engine run inside a shell script: its argv is the script's engine command.
-        argv = unwrap_command(tier.spec.engine.shell, command) or command
+        argv = unwrap_command(shell, command) or command
+        # The image's ENTRYPOINT runs the launcher (vllm/vllm-openai: `vllm serve`) when the
+        # file gives the arguments only, as render writes them for it: the argv as it runs.
+        entry = (
+            profile.image_entrypoint(service.image) if service is not None and shell is None else ()
+        )
+        offset = 0
+        if (
+            entry
+            and service is not None
+            and service.entrypoint is None
+            and "entrypoint" not in service.data
+            and tuple(spec_launcher[: len(entry)]) == entry
+            and tuple(argv[: len(entry)]) != entry
+        ):
+            argv, offset = (*entry, *argv), len(entry)
         start = split_launcher(argv, spec_launcher)
         # The engine's positional arguments (vLLM's `vllm serve MODEL`) sit between the
         # launcher and the first flag; they are read under their spec names.
@@ -79,6 +103,7 @@ def build_context(
             expected=expected,
             service=service,
             argv=argv,
+            command_offset=offset,
             flag_start=start,
             uses=tuple(uses),
             flags={**positional, **profile.spec_flags(flags_dict(uses), catalog)},
@@ -102,4 +127,10 @@ def config_content(content: str, name: str) -> Any:
     Raises:
         InputError: the content is not YAML.
     """
-    return load_yaml(content, f"configs.{name}.content", duplicates=False, line_depth=0).data
+    return load_yaml(
+        content,
+        f"configs.{name}.content",
+        duplicates=False,
+        line_depth=0,
+        loader=FastYaml12Loader,
+    ).data

@@ -233,7 +233,7 @@ def compare_documents(
         compared.add(svc)
         a, b = our_services[svc], their_services[svc]
         for key in sorted(k for k in set(a) | set(b) if not str(k).startswith("x-")):
-            if a.get(key) != b.get(key):
+            if a.get(key) != b.get(key) and not _omitted_clearing(key, a.get(key), b.get(key)):
                 out.append(
                     _difference(merged, name, svc, ("services", svc, key), a.get(key), b.get(key))
                 )
@@ -387,7 +387,7 @@ def compare_service(
     out: list[Violation] = []
     for key, read in _READERS:
         mine, compose = read(ours.data, ours), read(theirs, None)
-        if mine == compose:
+        if mine == compose or _omitted_clearing(key, mine, compose):
             continue
         shown_mine, shown_theirs = _show(key, mine), _show(key, compose)
         out.append(
@@ -404,6 +404,13 @@ def compare_service(
             )
         )
     return out
+
+
+def _omitted_clearing(key: str, mine: Any, compose: Any) -> bool:
+    """An empty ``entrypoint``/``command`` (``[]``: the image's own is cleared) that
+    ``docker compose config`` leaves out of its output although ``up`` honours it (the
+    known omission of docker/compose#8517 and #9634): the same reading, not a difference."""
+    return key in ("entrypoint", "command") and compose in (None, ()) and mine in ((), [])
 
 
 # --- one reader per compared value: (service data, tierctl's service or None) -> value ----

@@ -31,7 +31,9 @@ def check(ctx: Context) -> Iterator[Violation]:
     for view in ctx.replicas.values():
         if view.service is None:
             continue
-        yield from check_uses(catalog, ctx.compose, view.expected.service, view.uses)
+        yield from check_uses(
+            catalog, ctx.compose, view.expected.service, view.uses, view.command_offset
+        )
 
 
 def check_uses(
@@ -96,7 +98,7 @@ def flag_findings(catalog: Catalog, uses: Iterable[FlagUse]) -> Iterator[FlagFin
         if "." in use.token and catalog.resolve(use.token)[1] == "json key":
             continue  # one key of a JSON flag (vLLM): any text, the engine types it
         problem = value_problem(flag, use)
-        if problem and (is_secret_flag(use.token) or any(map(looks_secret_value, use.values))):
+        if problem and (is_secret_flag(flag.name) or any(map(looks_secret_value, use.values))):
             problem = "value rejected (a credential: not shown)"
         if problem:
             yield FlagFinding(

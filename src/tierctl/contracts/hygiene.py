@@ -10,7 +10,7 @@ may share a GPU or a port.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from tierctl.compose import ComposeFile
@@ -19,6 +19,7 @@ from tierctl.compose.profiles import ProfileScope
 from tierctl.contracts.context import Context, config_content
 from tierctl.contracts.credentials import embedded_credential, literal_secret, secret_positions
 from tierctl.contracts.report import Violation
+from tierctl.engine_catalog import Catalog
 from tierctl.errors import InputError
 from tierctl.spec.checks import TAGGED_IMAGE
 
@@ -312,8 +313,12 @@ def _literal_env(compose: ComposeFile, name: str, key: str, value: str) -> Viola
     )
 
 
-def secrets(compose: ComposeFile) -> Iterator[Violation]:
-    """No literal credential in an environment value or a command token."""
+def secrets(
+    compose: ComposeFile, catalogs: Mapping[str, Catalog] | None = None
+) -> Iterator[Violation]:
+    """No literal credential in an environment value or a command token; ``catalogs``: each
+    engine service's flag catalog, so a flag is read as its engine's parser reads it (an
+    abbreviation such as ``--max-num-batched-token`` is that flag, not a token)."""
     for name, service in compose.services.items():
         for key, value in service.environment.items():
             if not value:
@@ -325,7 +330,10 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
                 )
             elif literal_secret(key, value):
                 yield _literal_env(compose, name, key, value)
-        positions = secret_positions(service.command or ())
+        catalog = (catalogs or {}).get(name)
+        positions = secret_positions(
+            service.command or (), None if catalog is None else _flag_name(catalog)
+        )
         for i, value in positions:
             yield Violation(
                 rule="TC006",
@@ -351,6 +359,16 @@ def secrets(compose: ComposeFile) -> Iterator[Violation]:
                     fix="keep credentials out of labels; pass them as ${VAR} environment",
                 )
     yield from _config_secrets(compose)
+
+
+def _flag_name(catalog: Catalog) -> Callable[[str], str]:
+    """A flag token's whole name in ``catalog``'s parser (the token itself when unknown)."""
+
+    def name(token: str) -> str:
+        flag = catalog.lookup(token)
+        return token if flag is None else flag.name
+
+    return name
 
 
 # How to take the credential out of a value that carries one inside it.

@@ -130,8 +130,9 @@ class Report:
         Args:
             labels: the caller's names for :attr:`params` (the CLI's options).
         """
-        lines = [v.line() for v in self.violations]
-        lines += [f"warning: {w.line()}" for w in self.warnings]
+        named = labels or {}
+        lines = [label_params(v.line(), self.params, named) for v in self.violations]
+        lines += [f"warning: {label_params(w.line(), self.params, named)}" for w in self.warnings]
         lines += [
             f"not checked: {label_params(u, self.params, labels or {})}" for u in self.unchecked
         ]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.catalog.build import parse_ref
-from tierctl.catalog.store import load_catalog, resolve_catalog, shipped
+from tierctl.catalog.store import catalog_for_image, resolve_catalog
 from tierctl.compose import ComposeFile, ComposeService, load_compose, merge_compose
 from tierctl.compose.argv import FlagUse, parse_flags
 from tierctl.compose.profiles import ProfileScope
@@ -60,6 +60,9 @@ class EngineService:
     #: Index in ``command`` of the one shell-script token the engine runs in (``sh -c "..."``)
     #: whose words the flags were read from; None when the command is the argv itself.
     shell_token: int | None = None
+    #: Why the catalog is not the image tag's own release (the newest shipped one stands in
+    #: for ``latest``, ``main``, an unshipped release), said as a warning; None when it is.
+    catalog_note: str | None = None
 
 
 def find_engines(
@@ -86,21 +89,16 @@ def find_engines(
             continue
         version = profile.image_version(service.image)
         catalog: Catalog | None = None
+        note: str | None = None
         if forced is not None and forced.engine == profile.kind:
             catalog, version = forced, forced.version
-        elif version is not None and (profile.kind, version) in shipped():
-            catalog = load_catalog(profile.kind, version)
         else:
-            have = ", ".join(v for e, v in shipped() if e == profile.kind)
-            why = (
-                f"the image tag names no release ({service.image!r})"
-                if version is None
-                else f"no shipped catalog for {profile.kind}=={version} (shipped: {have})"
-            )
-            unchecked.append(
-                f"{name}: engine flags (TC004): {why}; pass `engine` {profile.kind}==VERSION "
-                f"or build one with `tierctl catalog build {profile.kind}=={version or 'X'}`"
-            )
+            catalog, note = catalog_for_image(profile.kind, version, service.image)
+            if catalog is None:
+                unchecked.append(
+                    f"{name}: engine flags (TC004): no shipped catalog of {profile.kind}; "
+                    f"pass `engine` {profile.kind}==VERSION (a catalog file)"
+                )
         shell_token = None
         inner = _shell_script_argv(profile, argv)
         if inner is not None:
@@ -122,6 +120,7 @@ def find_engines(
                 uses,
                 flags,
                 shell_token,
+                note,
             )
         )
     return found, unchecked
@@ -225,6 +224,7 @@ def validate_files(
     violations.extend(undeclared_references(merged))
     violations.extend(hygiene.container_names(merged, scope))
     violations.extend(hygiene.dependencies(merged, scope))
+    warnings.extend(catalog_notes(merged, engines))
     for e in engines:
         if e.catalog is not None:
             violations.extend(
@@ -232,6 +232,7 @@ def validate_files(
                     e.catalog, merged, e.name, e.uses, e.command_offset, at=e.shell_token
                 )
             )
+    violations.extend(doubled_launchers(merged))
     violations.extend(hygiene.gpus(merged, scope))
     gpu_violations, gpu_unchecked = gpu_fit(merged, engines)
     for finding in gpu_violations:
@@ -243,7 +244,9 @@ def validate_files(
     unchecked.extend(gpu_unchecked)
     host = [(e.name, e.flags) for e in engines if e.service.data.get("network_mode") == "host"]
     violations.extend(hygiene.ports(merged, host, scope))
-    violations.extend(hygiene.secrets(merged))
+    violations.extend(
+        hygiene.secrets(merged, {e.name: e.catalog for e in engines if e.catalog is not None})
+    )
     violations.extend(hygiene.cut_commands(merged))
     violations.extend(hygiene.mount_targets(merged))
     for finding in hygiene.images(merged):
@@ -272,6 +275,46 @@ def validate_files(
         reader=checked.reader,
         profiles=scope.describe(),
     )
+
+
+def catalog_notes(compose: ComposeFile, engines: Sequence[EngineService]) -> Iterator[Violation]:
+    """A warning for each engine whose flags were checked against another release's catalog
+    than its image tag's (the newest shipped one, for ``latest`` or an unshipped release)."""
+    for e in engines:
+        if e.catalog_note is not None:
+            yield Violation(
+                rule="TC004",
+                service=e.name,
+                message=e.catalog_note,
+                location=compose.location("services", e.name, "image"),
+                found=e.service.image,
+                fix=f"pin the release in the image tag, or pass `engine` {e.profile.kind}==VERSION",
+            )
+
+
+def doubled_launchers(compose: ComposeFile) -> Iterator[Violation]:
+    """A command that starts the engine's launcher on an image whose ENTRYPOINT already runs
+    one (``command: [vllm, serve, ...]`` on ``vllm/vllm-openai``): Docker runs
+    ``vllm serve vllm serve ...`` and the engine refuses ``serve`` as an argument."""
+    for name, service in compose.services.items():
+        if service.entrypoint is not None or "entrypoint" in service.data:
+            continue  # the file's own entrypoint (even []) replaces the image's
+        for profile in PROFILES.values():
+            doubled = profile.doubled_launcher(service.image, service.command or ())
+            if not doubled:
+                continue
+            entry = " ".join(profile.image_entrypoint(service.image))
+            yield Violation(
+                rule="TC006",
+                service=name,
+                message=f"the image's entrypoint already runs `{entry}`, and the command "
+                f"starts with `{' '.join(doubled)}` too: the container runs "
+                f"`{entry} {' '.join(doubled)} ...`",
+                location=compose.location("services", name, "command", 0),
+                found=" ".join(doubled),
+                fix=f"drop `{' '.join(doubled)}` from command (give the arguments only), or "
+                "set entrypoint: [] to run the command as written",
+            )
 
 
 def undeclared_references(compose: ComposeFile) -> Iterator[Violation]:

@@ -7,7 +7,8 @@ profile, registered in :data:`PROFILES`, plus its flag catalog (see docs/engines
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from tierctl.engines.base import (
     ArgvCheck,
@@ -74,6 +75,26 @@ def profile_for_argv(argv: Iterable[str] | None) -> EngineProfile | None:
     return None
 
 
+def image_entrypoint(image: str | None) -> tuple[str, ...]:
+    """What an engine image's own ENTRYPOINT runs before a compose ``command`` (the official
+    ``vllm/vllm-openai``: ``vllm serve``), or () (see ``EngineProfile.launcher_images``)."""
+    for profile in PROFILES.values():
+        entry = profile.image_entrypoint(image)
+        if entry:
+            return entry
+    return ()
+
+
+def running_argv(service: Mapping[str, Any]) -> list[str]:
+    """A compose service's argv as its container runs it: its ``entrypoint`` then its
+    ``command``; without an ``entrypoint`` key, the image's own entrypoint first
+    (:func:`image_entrypoint`). ``service`` is the service's mapping, commands as lists."""
+    entry = service.get("entrypoint")
+    if entry is None:
+        entry = image_entrypoint(service.get("image"))
+    return [*(entry or []), *(service.get("command") or [])]
+
+
 def profile_for_metrics(names: Iterable[str]) -> EngineProfile | None:
     """The engine whose series a set of metric names holds (the first found), or None."""
     have = set(names)
@@ -111,10 +132,12 @@ __all__ = [
     "TokenScore",
     "all_metric_prefixes",
     "default_profile",
+    "image_entrypoint",
     "kinds",
     "profile_for",
     "profile_for_argv",
     "profile_for_distribution",
     "profile_for_metrics",
     "profile_for_prefix",
+    "running_argv",
 ]

@@ -26,6 +26,19 @@ from tierctl.engine_catalog import Catalog, Flag
 # An image tag naming a release: v0.5.3, 0.10.1.1, v0.4.9.post2-cu126, v0.11.0rc1.
 _RELEASE_TAG = re.compile(r"^v?(\d+\.\d+(?:\.\d+)*(?:\.?post\d+|rc\d+)?)(?:$|[-_+])")
 
+# An image written as a variable with a default (`${IMG:-vllm/vllm-openai:v0.11.0}`): the default
+# is the image whenever the variable is unset, so it is the one recognised.
+_DEFAULTED = re.compile(r"^\$\{[A-Za-z_][A-Za-z0-9_]*:?-(?P<image>[^}]*)\}$")
+
+
+def image_reference(image: str | None) -> str | None:
+    """The image a reference names, seeing through ``${VAR:-default}``."""
+    if not image:
+        return image
+    match = _DEFAULTED.match(image.strip())
+    return match["image"] if match else image
+
+
 #: ``get(path) -> (status, body text)``; status 0 when the request failed. Keeps profiles free
 #: of any HTTP client: the gates pass one in.
 Fetch = Callable[[str], tuple[int, str]]
@@ -210,6 +223,9 @@ class EngineProfile(ABC):
     #: What those images run when a service gives only flags (their ENTRYPOINT); () when the
     #: image needs the whole command.
     image_launcher: tuple[str, ...] = ()
+    # The images whose own ENTRYPOINT runs ``image_launcher``: other builds of the engine
+    # (NGC's nvcr.io/nvidia/vllm, rocm/vllm) start a shell or a wrapper script instead.
+    launcher_images: tuple[str, ...] = ()
     #: Flags (spec names, every spelling) of the parallel axes whose product is the GPUs one
     #: replica needs: (axis, spellings), axis in tp/pp/dp.
     parallel_flags: tuple[tuple[str, tuple[str, ...]], ...] = ()
@@ -274,16 +290,34 @@ class EngineProfile(ABC):
 
     def matches_image(self, image: str | None) -> bool:
         """Whether an image reference (``registry/repo:tag@digest``) runs this engine."""
+        image = image_reference(image)
         if not image:
             return False
-        repo = image.split("@", 1)[0]
-        last = repo.rsplit("/", 1)
-        tail = last[-1].split(":", 1)[0]
-        name = (last[0] + "/" + tail) if len(last) > 1 else tail
-        return any(name == known or name.endswith("/" + known) for known in self.images)
+        return _names_one_of(image, self.images)
+
+    def image_entrypoint(self, image: str | None) -> tuple[str, ...]:
+        """What the image's own ENTRYPOINT runs before a compose ``command`` (the official
+        ``vllm/vllm-openai`` image: ``vllm serve``), or () where the command is the whole argv
+        (``lmsysorg/sglang`` has no launcher entrypoint; an image of another engine)."""
+        image = image_reference(image)
+        if not image or not _names_one_of(image, self.launcher_images):
+            return ()
+        return self.image_launcher
+
+    def doubled_launcher(self, image: str | None, command: Iterable[str]) -> tuple[str, ...]:
+        """The launcher a ``command`` starts with although the image's entrypoint already runs
+        one (``command: [vllm, serve, ...]`` on ``vllm/vllm-openai`` runs
+        ``vllm serve vllm serve ...``); () when it does not."""
+        entry = self.image_entrypoint(image)
+        tokens = list(command)
+        found = self._find_launcher(tokens) if entry else None
+        if found is None or found[0] != len(found[1]):
+            return ()
+        return tuple(tokens[: found[0]])
 
     def image_version(self, image: str | None) -> str | None:
         """The engine release an image tag names (``v0.5.3-cu124`` -> ``0.5.3``), or None."""
+        image = image_reference(image)
         if not image:
             return None
         tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
@@ -429,7 +463,10 @@ class EngineProfile(ABC):
         where ``--no-x`` is the negative form of a ``boolean_optional`` flag."""
         out: dict[str, Any] = {}
         for name, value in flags.items():
-            if name.startswith("no-") and value is True and self._negates(name, catalog):
+            entry = catalog.lookup(f"--{name}") if catalog is not None and value is True else None
+            if entry is not None and f"--{name}" in entry.negations:
+                out[entry.name[2:]] = False  # vLLM 0.33: --disable-x sets --enable-x false
+            elif name.startswith("no-") and value is True and self._negates(name, catalog):
                 out[name[3:]] = False
             else:
                 out[name] = value
@@ -658,3 +695,13 @@ def _count(value: Any) -> int | None:
     if len(text) > 8 or not text.lstrip("-").isascii() or not text.lstrip("-").isdigit():
         return None
     return int(text)
+
+
+def _names_one_of(image: str, known: Iterable[str]) -> bool:
+    """Whether an image reference's repository (``registry/repo:tag@digest``) is one of
+    ``known`` (a name or a name under any registry)."""
+    repo = image.split("@", 1)[0]
+    last = repo.rsplit("/", 1)
+    tail = last[-1].split(":", 1)[0]
+    name = (last[0] + "/" + tail) if len(last) > 1 else tail
+    return any(name == k or name.endswith("/" + k) for k in known)

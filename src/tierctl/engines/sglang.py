@@ -131,6 +131,14 @@ class SGLangProfile(EngineProfile):
             "enable-hierarchical-cache",
             "enable-hicache",
             "hicache-ratio",
+            "speculative-algorithm",
+            "speculative-num-steps",
+            "speculative-num-draft-tokens",
+            "speculative-eagle-topk",
+            "enable-dp-attention",
+            "dp-size",
+            "enable-priority-scheduling",
+            "schedule-low-priority-values-first",
         }
     )
     false_default = "omit"

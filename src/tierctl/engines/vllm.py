@@ -97,6 +97,7 @@ class VLLMProfile(EngineProfile):
     command_markers = ("vllm.entrypoints.openai.api_server",)
     images = ("vllm/vllm-openai", "vllm-openai", "vllm")
     image_launcher = ("vllm", "serve")  # the official image's ENTRYPOINT
+    launcher_images = ("vllm/vllm-openai",)
     parallel_flags = (
         ("tp", ("tensor-parallel-size", "tp")),
         ("pp", ("pipeline-parallel-size", "pp")),
@@ -166,6 +167,8 @@ class VLLMProfile(EngineProfile):
             "enable-chunked-prefill",
             "long-prefill-token-threshold",
             "long-prefill-token-threshold-adaptive",
+            "speculative-config",
+            "scheduling-policy",
             "enable-prefix-caching",
             "max-model-len",
             "num-gpu-blocks-override",
@@ -199,7 +202,6 @@ class VLLMProfile(EngineProfile):
                     "kv-cache-dtype",
                     "quantization",
                     "attention-backend",
-                    "speculative-config",
                     "data-parallel-size",
                     "enable-expert-parallel",
                     "cpu-offload-gb",

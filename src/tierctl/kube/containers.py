@@ -117,6 +117,10 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
     elif m.kind == "RoleBasedGroup":
         for i, item in enumerate(spec.get("roles") or []):
             entry = _map(item)
+            if "template" not in entry:
+                # v1alpha2 wraps it: standalonePattern.template, leaderWorkerPattern, ...
+                yield from _found_pods(entry, ("spec", "roles", i), own, 1, "")
+                continue
             t = _map(entry.get("template"))
             size = _count(_map(entry.get("leaderWorkerSet")).get("size"))
             yield PodSite(
@@ -128,6 +132,84 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
             nodes = _count(_map(service.get("multinode")).get("nodeCount"))
             pod = _map(service.get("extraPodSpec"))
             yield PodSite(("spec", "services", name, "extraPodSpec"), pod, own, nodes)
+        # v1beta1 lists components, each with a plain pod template (examples/.../v1beta1/).
+        for i, item in enumerate(spec.get("components") or []):
+            entry = _map(item)
+            nodes = _count(_map(entry.get("multinode")).get("nodeCount"))
+            t = _map(entry.get("podTemplate"))
+            at: Path = ("spec", "components", i, "podTemplate", "spec")
+            yield PodSite(at, _map(t.get("spec")), {**own, **_labels(t)}, nodes)
+    elif m.kind not in _NO_PODS:
+        # A kind with no shape here (LWS's DisaggregatedSet, a newer operator's CRD): every
+        # pod spec found in it, so its engines and env are still checked, as the schema
+        # step's "its containers still are" says.
+        yield from _found_pods(spec, ("spec",), own, 1, "")
+
+
+#: Kinds that hold no pod spec (their walk would only cost time).
+_NO_PODS = {
+    "Service",
+    "ConfigMap",
+    "Secret",
+    "ServiceAccount",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Namespace",
+    "PersistentVolumeClaim",
+    "Ingress",
+    "HTTPRoute",
+    "Gateway",
+    "InferencePool",
+    "InferenceModel",
+    "InferenceObjective",
+    "PodMonitor",
+    "ServiceMonitor",
+    "AnalysisTemplate",
+    "ClusterAnalysisTemplate",
+    "Canary",
+    "HorizontalPodAutoscaler",
+    "PodDisruptionBudget",
+    "NetworkPolicy",
+    "List",
+}
+
+
+def _found_pods(
+    value: Any, at: Path, labels: dict[str, str], nodes: int, role: str
+) -> Iterator[PodSite]:
+    """Pod specs (a mapping with a ``containers`` list) anywhere under ``value``; an LWS-like
+    ``leaderWorkerTemplate`` gives its size and the leader/worker roles."""
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _found_pods(item, (*at, i), labels, nodes, role)
+        return
+    if not isinstance(value, dict):
+        return
+    if isinstance(value.get("containers"), list):
+        yield PodSite(at, value, labels, nodes, role)
+        return
+    if isinstance(value.get("leaderWorkerTemplate"), dict):
+        lwt = value["leaderWorkerTemplate"]
+        size = _count(lwt.get("size"))
+        pair = "leaderTemplate" in lwt
+        for key, sub_role in (("leaderTemplate", "leader"), ("workerTemplate", "worker")):
+            t = _map(lwt.get(key))
+            if t:
+                path = (*at, "leaderWorkerTemplate", key, "spec")
+                yield PodSite(
+                    path,
+                    _map(t.get("spec")),
+                    {**labels, **_labels(t)},
+                    size,
+                    sub_role if pair else "",
+                )
+        return
+    for key, item in value.items():
+        if key != "metadata":
+            sub = {**labels, **_labels(item)} if isinstance(item, dict) else labels
+            yield from _found_pods(item, (*at, key), sub, nodes, role)
 
 
 def _llmisvc(spec: dict[str, Any], labels: dict[str, str], at: Path) -> Iterator[PodSite]:
@@ -195,6 +277,8 @@ def engine_containers(m: Manifest) -> Iterator[EngineContainer]:
         for c_path, c in _containers(m, site):
             profile, argv, index = engine_of(c)
             if profile is None:
+                profile, argv, index = _kserve_runtime(m, c)
+            if profile is None:
                 continue
             n_command = len(_strings(c.get("command")))
             paths = tuple(_token_path(c_path, n_command, i) for i in index)
@@ -208,6 +292,32 @@ def engine_containers(m: Manifest) -> Iterator[EngineContainer]:
             yield EngineContainer(
                 m, site, c_path, c, profile, argv, paths, tuple(_env_args(c, c_path))
             )
+
+
+#: The engine of an ``LLMInferenceService`` that names no runtime: KServe's default
+#: ``LLMInferenceServiceConfig`` templates run vLLM (docs/samples/llmisvc/single-node-gpu).
+KSERVE_DEFAULT_ENGINE = "vllm"
+
+
+def _kserve_runtime(
+    m: Manifest, c: dict[str, Any]
+) -> tuple[EngineProfile | None, tuple[str, ...], tuple[int | None, ...]]:
+    """The engine KServe runs in an ``LLMInferenceService``'s ``main`` container that gives no
+    image and no command (the samples' shape: the runtime config supplies both, the user only
+    ``args``): its ``runtime`` names the engine (``kserve-llm-sglang``), else KServe's default;
+    the argv is that engine's launcher followed by the user's ``args``."""
+    if m.kind != "LLMInferenceService" or c.get("image") or c.get("command"):
+        return None, (), ()
+    if c.get("name") != "main":
+        return None, (), ()
+    runtime = str(_map(m.data.get("spec")).get("runtime") or "").lower()
+    kind = next((k for k in PROFILES if k in runtime), None if runtime else KSERVE_DEFAULT_ENGINE)
+    if kind is None:
+        return None, (), ()
+    profile = PROFILES[kind]
+    args = _strings(c.get("args"))
+    head = profile.default_launcher()
+    return profile, (*head, *args), (*(None,) * len(head), *range(len(args)))
 
 
 def _env_args(c: dict[str, Any], c_path: Path) -> Iterator[tuple[str, Path, tuple[str, ...]]]:

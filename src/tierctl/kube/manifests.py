@@ -93,8 +93,14 @@ def parse_manifests(text: str, source: str) -> list[Manifest]:
     """
     out: list[Manifest] = []
     for first, body in split_documents(text):
-        # Padding keeps the parser's lines those of the file (documents are few and short).
-        doc = load_yaml("\n" * first + body, source, line_depth=None)
+        try:
+            doc = load_yaml(body, source, line_depth=None)
+        except InputError as exc:
+            if exc.location is not None and exc.location.line is not None:
+                exc.location.line += first  # the document's line -> the file's
+            raise
+        # The document's own lines -> the file's (parsing it alone keeps a long stream linear).
+        lines = LineMap({path: line + first for path, line in doc.lines.items()})
         data = doc.data
         if data is None:
             continue
@@ -109,9 +115,9 @@ def parse_manifests(text: str, source: str) -> list[Manifest]:
         if str(data.get("kind", "")).endswith("List") and isinstance(items, list):
             for i, item in enumerate(items):
                 if isinstance(item, dict):
-                    out.append(Manifest(source, item, doc.lines, ("items", i)))
+                    out.append(Manifest(source, item, lines, ("items", i)))
             continue
-        out.append(Manifest(source, data, doc.lines))
+        out.append(Manifest(source, data, lines))
     return out
 
 

@@ -49,6 +49,7 @@ from tierctl.render.kubernetes import (
 )
 from tierctl.spec import load_spec, resolve_tier
 from tierctl.spec.effective import ResolvedReplica, engine_catalog, equals_form, replica_argv
+from tierctl.spec.rules import check_rules
 from tierctl.spec.tier_spec import TierSpec
 
 #: Without a spec, a model is assumed to need at least this long to load (a small model from
@@ -192,7 +193,8 @@ def _gpus_given(e: EngineContainer) -> int | None:
                         return int(str(box[name]))
                     except ValueError:
                         return None
-    if e.manifest.kind == "DynamoGraphDeployment":
+    if e.manifest.kind == "DynamoGraphDeployment" and e.site.path[1] == "services":
+        # v1alpha1 sizes a service's GPUs beside its pod (v1beta1 in the container itself).
         service = e.manifest.data["spec"]["services"][e.site.path[2]]
         limits = (service.get("resources") or {}).get("limits") or {}
         if "gpu" in limits:
@@ -203,12 +205,36 @@ def _gpus_given(e: EngineContainer) -> int | None:
     return None
 
 
+def _flag_key(e: EngineContainer, name: str) -> str:
+    """``name`` as the profile's parallel flags spell it: vLLM's parser reads
+    ``--pipeline_parallel_size`` as ``--pipeline-parallel-size`` (the LWS GPU example, the
+    production-stack chart's ``--gpu_memory_utilization``), so without this its PP was 1."""
+    return name.replace("_", "-") if e.profile.flag_underscores else name
+
+
+_ENV_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def _expand(e: EngineContainer, value: Any) -> Any:
+    """A flag value with the kubelet's ``$(VAR)`` expansion from the container's literal env
+    (``--tp $(TP_SIZE)``); a reference to a valueFrom or unknown variable stays as written."""
+    if not isinstance(value, str) or "$(" not in value:
+        return value
+    env = e.env
+
+    def sub(match: re.Match[str]) -> str:
+        found = env.get(match.group(1))
+        return found if found else match.group(0)
+
+    return _ENV_REF.sub(sub, value)
+
+
 def _gpu_fit(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
     # LWS gives every pod its group's size as LWS_GROUP_SIZE (the SGLang example's --nnodes).
     merged = {
-        k: str(e.site.nodes)
+        _flag_key(e, k): str(e.site.nodes)
         if v == "$(LWS_GROUP_SIZE)" and e.manifest.kind == "LeaderWorkerSet"
-        else v
+        else _expand(e, v)
         for k, v in flags.items()
     }
     for axis, names in e.profile.parallel_flags:
@@ -432,6 +458,17 @@ def _pinning(
                     "change the spec",
                 )
             )
+        for failure in check_rules(spec, actual, e.env):
+            out.violations.append(
+                _v(
+                    e.manifest,
+                    (*e.path, "env"),
+                    "TC005",
+                    f"replica {name}: pairing rule {failure.name} requires "
+                    f"{'; '.join(failure.missing)}: {failure.rule.because}",
+                    fix="set what the rule requires in the spec and render again",
+                )
+            )
         label = spec.telemetry.label
         if "service-labels" in spec.telemetry.places and e.site.labels.get(label) != r.variant:
             labels = (*e.site.path[:-1], "metadata", "labels")
@@ -531,8 +568,13 @@ def check_manifests(
             catalog = _catalog(e, spec, forced)
             if catalog is None:
                 out.unchecked.append(
-                    f"{_who(e)}: engine flags (TC004): no shipped catalog for its image "
-                    f"{e.container.get('image')!r}; pass `engine` {e.profile.kind}==VERSION"
+                    f"{_who(e)}: engine flags (TC004): no shipped catalog for "
+                    + (
+                        f"its image {e.container['image']!r}"
+                        if e.container.get("image")
+                        else "its release (no image given: the controller's runtime sets it)"
+                    )
+                    + f"; pass `engine` {e.profile.kind}==VERSION"
                 )
             else:
                 catalogs.add(catalog.ref)
@@ -545,6 +587,10 @@ def check_manifests(
     replicas = len(engines)
     if spec is not None:
         replicas = _pinning(spec, engines, out)
+        out.unchecked.append(
+            "TC003 shared-runtime: not run on Kubernetes manifests (each replica is its own "
+            "workload; the engine contracts above compare them flag by flag)"
+        )
     else:
         out.unchecked.append(
             "spec contracts ("

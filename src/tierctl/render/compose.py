@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tierctl.engines import profile_for
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.spec.effective import (
     ResolvedReplica,
@@ -116,8 +117,23 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
         service["container_name"] = r.service
     if spec.engine.entrypoint is not None:
         service["entrypoint"] = list(spec.engine.entrypoint)
+    shell = spec.engine.shell
+    command = list(r.argv)
+    entry = profile_for(spec.engine.kind).image_entrypoint(r.image)
+    # The image's ENTRYPOINT already runs the default launcher (vllm/vllm-openai:
+    # `vllm serve`): the command is its arguments, or Docker runs the launcher twice.
+    if (
+        shell is None
+        and spec.engine.entrypoint is None
+        and entry
+        and tuple(command[: len(entry)]) == entry
+    ):
+        command = command[len(entry) :]
+    if shell is not None and shell.in_entrypoint:
+        service["entrypoint"] = wrap_command(shell, command)
+    else:
+        service["command"] = wrap_command(shell, command)
     service |= {
-        "command": wrap_command(spec.engine.shell, r.argv),
         "environment": dict(r.env),
         "labels": labels,
         "logging": logging,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tierctl.engines import running_argv
 from tierctl.rollout.argv import parse_argv
 from tierctl.rollout.plan_schema import Side, SourceRef
 
@@ -29,9 +30,9 @@ class Deployment:
     services: dict[str, dict[str, Any]]
 
     def argv(self, service: str) -> list[str]:
-        """The full command of a service (entrypoint then command)."""
-        svc = self.services.get(service, {})
-        return list(svc.get("entrypoint") or []) + list(svc.get("command") or [])
+        """The full command of a service as it runs (entrypoint then command; without an
+        ``entrypoint`` key, the image's own: ``vllm/vllm-openai`` runs ``vllm serve``)."""
+        return running_argv(self.services.get(service, {}))
 
     def engine_port(self, service: str) -> int:
         """The port an engine service listens on, from its ``--port`` flag."""

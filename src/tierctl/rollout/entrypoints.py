@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -24,6 +25,14 @@ from tierctl.rollout.drivers.compose_manager import ComposeManagerDriver, Target
 from tierctl.rollout.drivers.docker import DockerDriver
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import RolloutOptions, RolloutResult, load_sides, run_rollout
+from tierctl.rollout.fleet import (
+    FleetHost,
+    FleetPlan,
+    FleetResult,
+    load_fleet,
+    plan_fleet,
+    run_fleet,
+)
 from tierctl.rollout.plan_schema import Plan
 from tierctl.rollout.planner import PlanOptions, plan_files
 from tierctl.rollout.progress import RolloutProgress
@@ -200,24 +209,33 @@ def _compose_argv(explicit: str | None) -> tuple[str, ...] | None:
 
 
 def _token(config: DriverConfig) -> str:
-    if config.token_file is not None:
+    return read_token(config.token_file, config.token_env, what="compose-manager token")
+
+
+def read_token(token_file: Path | None, token_env: str, *, what: str = "agent token") -> str:
+    """A token from ``token_file`` (wins) or the variable ``token_env``; never from argv.
+
+    Raises:
+        InputError: the file cannot be read, or the token is empty.
+    """
+    if token_file is not None:
         try:
-            token = read_text(config.token_file, what="token").strip()
+            token = read_text(token_file, what="token").strip()
         except InputError as exc:
             raise InputError(
                 exc.message.replace("cannot read token file", "cannot read the token file"),
-                location=Location(file=str(config.token_file)),
+                location=Location(file=str(token_file)),
                 rule="`token_file` names a readable file holding the agent token",
                 fix=exc.fix or "check the path and its permissions",
                 params=("token_file",),
             ) from None
     else:
-        token = os.environ.get(config.token_env, "").strip()
+        token = os.environ.get(token_env, "").strip()
     if not token:
         raise InputError(
-            "no compose-manager token",
+            f"no {what}",
             rule="the token comes from an environment variable or a file, never the command line",
-            fix=f"export {config.token_env}=... or pass `token_file` PATH",
+            fix=f"export {token_env}=... or pass `token_file` PATH",
             params=("token_file",),
         )
     return token
@@ -261,3 +279,57 @@ def make_runbook(
     plan = make_plan(old, new, spec=spec, allow=allow, protect=protect, repo=repo)
     host = compose_host(read_source(new, repo).text)
     return render_runbook(plan, host=host, spec=str(spec) if spec else None)
+
+
+def make_fleet_plan(fleet_path: Path, *, spec: Path | None = None) -> FleetPlan:
+    """Read a fleet file and plan every host (roles from ``spec`` when given)."""
+    fleet = load_fleet(fleet_path)
+    return plan_fleet(fleet, lambda old, new, repo: make_plan(old, new, spec=spec, repo=repo))
+
+
+def execute_fleet(
+    fleet_path: Path,
+    journal_path: Path,
+    options: RolloutOptions,
+    *,
+    spec: Path | None = None,
+    config: DriverConfig | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+) -> FleetResult:
+    """Plan the fleet and run its waves (:func:`~tierctl.rollout.fleet.run_fleet`), each host
+    through its own agent with the compose-manager driver; ``options`` are every host's gates
+    (each host's journal is ``JOURNAL.HOST.jsonl`` beside the fleet's)."""
+    plan = make_fleet_plan(fleet_path, spec=spec)
+    base = config or DriverConfig(name="compose-manager")
+
+    def run_host(host: FleetHost, host_plan: Plan, resume: bool) -> RolloutResult:
+        gate_host = host.gate_host or urlsplit(host.agent_url).hostname or "127.0.0.1"
+        host_config = replace(
+            base,
+            name="compose-manager",
+            agent_url=host.agent_url,
+            token_env=host.token_env,
+            token_file=(plan.fleet.path.parent / host.token_file) if host.token_file else None,
+            gate_host=gate_host,
+        )
+        old, new = load_sides(host_plan, plan.fleet.repo)
+        gates = options.gates
+        if gates.host_label is None:
+            gates = replace(gates, host_label=compose_host(new.text))
+        host_options = replace(
+            options,
+            journal_path=journal_path.with_name(f"{journal_path.stem}.{host.name}.jsonl"),
+            resume=resume,
+            gates=gates,
+        )
+        driver = make_driver(host_config, host_plan, plan.fleet.repo, log=log)
+        try:
+            return run_rollout(
+                host_plan, driver, old, new, host_options, log=lambda m: log(f"{host.name}: {m}")
+            )
+        finally:
+            close = getattr(driver, "close", None)
+            if callable(close):
+                close()
+
+    return run_fleet(plan, journal_path, run_host, resume=options.resume, log=log)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tierctl.engines import running_argv
 from tierctl.errors import ContractViolation, InputError
 from tierctl.rollout.diff import diff_service
 from tierctl.rollout.gates import COLLECTOR_GATES, engine_gates
@@ -287,7 +288,7 @@ def _step(
     services: Mapping[str, dict[str, Any]],
 ) -> Step:
     svc = services.get(c.service, {})
-    argv = list(svc.get("entrypoint") or []) + list(svc.get("command") or [])
+    argv = running_argv(svc)
     if gates == ENGINE_GATES:
         gates = engine_gates(argv)
     if action == "down":

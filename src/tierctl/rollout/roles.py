@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tierctl.engines import profile_for_argv
+from tierctl.engines import profile_for_argv, running_argv
 
 ROLE_LABEL = "tierctl.role"
 REPLICA_ROLE_LABEL = "tierctl.replica-role"
@@ -80,8 +80,7 @@ def infer_role(
         return ServiceRole(str(labelled), replica_role if labelled == "engine" else None)
     if labelled in ("canary", "control"):
         return ServiceRole("engine", str(labelled))
-    command = list(svc.get("entrypoint") or []) + list(svc.get("command") or [])
-    if is_engine_command(command):
+    if is_engine_command(running_argv(svc)):
         return ServiceRole("engine", replica_role)
     image = str(svc.get("image") or "").lower()
     lowered = name.lower()

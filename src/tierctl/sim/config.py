@@ -71,6 +71,23 @@ def _human_int(v: str) -> int:
     return _INT(v)
 
 
+def _speculative_json(v: str) -> str:
+    """vLLM's ``--speculative-config`` JSON, kept as written once it is an object whose
+    ``num_speculative_tokens`` (when given) is a positive integer."""
+    import json
+
+    try:
+        doc = json.loads(v)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not JSON: {exc.msg}") from None
+    if not isinstance(doc, dict):
+        raise ValueError("must be a JSON object")
+    n = doc.get("num_speculative_tokens")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= 64):
+        raise ValueError("num_speculative_tokens must be an integer in 1..64")
+    return v
+
+
 # Flags both engines share in meaning.
 _COMMON: dict[str, tuple[str, Any]] = {
     "served-model-name": ("served_model_name", _str),
@@ -102,6 +119,15 @@ _MODELLED: dict[str, tuple[str, Any]] = {
     "enable-hierarchical-cache": ("enable_hierarchical_cache", _bool_flag),
     "enable-hicache": ("enable_hierarchical_cache", _bool_flag),
     "hicache-ratio": ("hicache_ratio", _FLOAT),
+    "speculative-algorithm": ("speculative_algorithm", _str),
+    "speculative-num-steps": ("speculative_num_steps", _INT),
+    "speculative-num-draft-tokens": ("speculative_num_draft_tokens", _INT),
+    "speculative-eagle-topk": ("speculative_eagle_topk", _INT),
+    "enable-priority-scheduling": ("enable_priority_scheduling", _bool_flag),
+    "schedule-low-priority-values-first": ("schedule_low_priority_values_first", _bool_flag),
+    "enable-dp-attention": ("enable_dp_attention", _bool_flag),
+    "dp-size": ("dp_size", _INT),
+    "data-parallel-size": ("dp_size", _INT),
 }
 
 _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
@@ -119,6 +145,8 @@ _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
     "num-gpu-blocks-override": ("num_gpu_blocks_override", _INT),
     "block-size": ("block_size", _INT),
     "disable-log-stats": ("disable_log_stats", _bool_flag),
+    "speculative-config": ("speculative_config", _speculative_json),
+    "scheduling-policy": ("scheduling_policy", _str),
 }
 
 _TABLES = {"sglang": _MODELLED, "vllm": _MODELLED_VLLM}
@@ -177,6 +205,14 @@ class EngineConfig:
     page_size: int = _sglang(1)
     enable_hierarchical_cache: bool = _sglang(False)
     hicache_ratio: float | None = _sglang(None)
+    speculative_algorithm: str | None = _sglang(None)
+    speculative_num_steps: int | None = _sglang(None)
+    speculative_num_draft_tokens: int | None = _sglang(None)
+    speculative_eagle_topk: int | None = _sglang(None)
+    enable_priority_scheduling: bool = _sglang(False)
+    schedule_low_priority_values_first: bool = _sglang(False)
+    enable_dp_attention: bool = _sglang(False)
+    dp_size: int = _sglang(1)
     max_num_batched_tokens: int | None = _vllm(None)
     max_num_seqs: int | None = _vllm(None)
     long_prefill_token_threshold: int = _vllm(0)
@@ -187,6 +223,8 @@ class EngineConfig:
     num_gpu_blocks_override: int | None = _vllm(None)
     block_size: int | None = _vllm(None)
     disable_log_stats: bool = _vllm(False)
+    speculative_config: str | None = _vllm(None)
+    scheduling_policy: str = _vllm("fcfs")
     extra_args: tuple[tuple[str, Any], ...] = field(default=())
     argv: tuple[str, ...] = field(default=())
     # The release whose rules apply (the spec's pinned version, else the simulated one).
@@ -209,6 +247,24 @@ class EngineConfig:
     def rules(self) -> SimRules:
         """The pinned release's scheduler and start-up rules (its engine profile's)."""
         return profile_for(self.engine).sim_rules(self.release)
+
+    @property
+    def speculative(self) -> tuple[int, int] | None:
+        """(draft steps, draft tokens verified per sequence) when speculative decoding is on
+        (SGLang ``--speculative-algorithm``; unset steps and tokens take 3 and steps + 1, a
+        chain as topk 1 drafts it; vLLM ``--speculative-config``'s
+        ``num_speculative_tokens``); None when off."""
+        if self.engine == "vllm" and self.speculative_config:
+            import json
+
+            # vLLM drafts num_speculative_tokens per request per step and verifies them
+            # (plus the sampled token) in the same forward; unset, one draft token.
+            n = json.loads(self.speculative_config).get("num_speculative_tokens") or 1
+            return n, n + 1
+        if self.engine != "sglang" or not self.speculative_algorithm:
+            return None
+        steps = self.speculative_num_steps or 3
+        return steps, self.speculative_num_draft_tokens or steps + 1
 
     @property
     def model_name(self) -> str:
@@ -306,6 +362,7 @@ class EngineConfig:
             ("dynamic-batch-tokenizer-batch-size", self.dynamic_batch_tokenizer_batch_size, 1),
             ("tp-size", self.tp_size, 1),
             ("page-size", self.page_size, 1),
+            ("dp-size", self.dp_size, 1),
             ("port", self.port, 0),
             ("long-prefill-token-threshold", self.long_prefill_token_threshold, 0),
         ]
@@ -318,11 +375,22 @@ class EngineConfig:
             ("max-model-len", self.max_model_len, 1),
             ("num-gpu-blocks-override", self.num_gpu_blocks_override, 1),
             ("block-size", self.block_size, 1),
+            ("speculative-num-steps", self.speculative_num_steps, 1),
+            ("speculative-num-draft-tokens", self.speculative_num_draft_tokens, 1),
+            ("speculative-eagle-topk", self.speculative_eagle_topk, 1),
         ]
         for name, value, low in checks + [o for o in optional if o[1] is not None]:
             assert value is not None
             if value < low:
                 raise _bad(name, value, f"must be >= {low}", source, self.engine)
+        if self.scheduling_policy not in ("fcfs", "priority"):
+            raise _bad(
+                "scheduling-policy",
+                self.scheduling_policy,
+                "must be fcfs or priority",
+                source,
+                self.engine,
+            )
         if self.hicache_ratio is not None and self.hicache_ratio < 0:
             raise _bad("hicache-ratio", self.hicache_ratio, "must be >= 0", source, self.engine)
         if self.dynamic_batch_tokenizer_batch_timeout < 0:

@@ -46,6 +46,22 @@ class CostModel:
     # it (~0.2 on a shared CPU host), and it is what widens simulated tails (TTFT and ITL p90)
     # to the measured ones.
     step_jitter: float = 0.0
+    # Speculative decoding (EAGLE/MTP/NGRAM; 0 = the cost model has no speculative terms and
+    # a speculative argv decodes one token per round). A round of S draft steps and a verify
+    # of N draft tokens per sequence costs the decode step, plus S * spec_draft_step_s, plus
+    # spec_verify_per_token_s for each of the (N - 1) extra verified tokens of each sequence;
+    # each draft token is accepted with probability spec_accept_rate if all before it were
+    # (a chain: the tokens per round are 1 + a truncated geometric count). An extend step
+    # also runs the draft model over its chunk: spec_draft_extend_frac of the prefill's cost.
+    spec_accept_rate: float = 0.0
+    spec_draft_step_s: float = 0.0
+    spec_verify_per_token_s: float = 0.0
+    spec_draft_extend_frac: float = 0.0
+
+    def spec_round_s(self, batch_size: int, draft_steps: int, draft_tokens: int) -> float:
+        """What a speculative round adds to a decode step of ``batch_size`` sequences."""
+        extra = max(0, draft_tokens - 1) * batch_size
+        return draft_steps * self.spec_draft_step_s + self.spec_verify_per_token_s * extra
 
     def prefill_s(self, chunks: Iterable[tuple[int, int]]) -> float:
         """Time of one extend batch; ``chunks`` are ``(new_tokens, cached_tokens)`` pairs."""
@@ -117,9 +133,45 @@ DENSE_8B_H100 = CostModel(
     chunked_prefill_size=8192,
 )
 
+# DeepSeek-V4.1 with MTP speculative decoding on 4 x H200 (TP4), stated for sglang PR #40443's
+# cell (8 x 256K prompts, chunk 8192, max running 8, speculative decoding on), from that
+# measurement rather than a profile (docs/sim.md, "Speculative decoding and #40443"):
+# * prefill: one 256K prompt takes ~21.5 s (the cell's mean TTFT of 96.7 s is ~4.5 prompts
+#   queued FCFS): 3e-5 s/token linear (7.7 s) + 4.2e-10 s per attended pair (13.8 s);
+# * a speculative round (3 draft steps, 4 draft tokens verified per sequence) is ~0.5 % of a
+#   deep chunk: +3.4 % TTFT at interval 8 means 8 rounds cost ~3.4 % of the chunks they sit
+#   between, i.e. ~3.7 ms a round (decode 2.5 ms + 0.02 ms per sequence, 3 x 0.25 ms draft,
+#   0.01 ms per extra verified token);
+# * acceptance 0.78 per draft token: 1 + 0.78 + 0.61 + 0.47 = 2.86 tokens per round, which
+#   with the above gives the cell's ~32 tok/s per request at interval 8;
+# * the MTP draft runs over each chunk too: ~2 % of the prefill (one of ~61 layers);
+# * KV: MLA-compressed, ~60 GB per GPU free after FP8 weights -> ~2.4M tokens.
+DEEPSEEK_V41_MTP_TP4_H200 = CostModel(
+    name="deepseek-v41-mtp-tp4-h200",
+    prefill_base_s=0.020,
+    prefill_per_token_s=3.0e-5,
+    prefill_attn_pair_s=4.2e-10,
+    decode_base_s=0.0025,
+    decode_per_seq_s=2.0e-5,
+    decode_per_ctx_token_s=1.0e-11,
+    round_overhead_s=2.0e-4,
+    kv_pool_tokens=2_400_000,
+    max_running_requests=64,
+    chunked_prefill_size=8192,
+    spec_accept_rate=0.78,
+    spec_draft_step_s=2.5e-4,
+    spec_verify_per_token_s=1.0e-5,
+    spec_draft_extend_frac=0.02,
+)
+
 PRESETS: dict[str, CostModel] = {
     m.name: m
-    for m in (GLM53_FLASH_W4AFP8_TP4_H200, GLM53_FLASH_W4AFP8_TP4_H200_HOST, DENSE_8B_H100)
+    for m in (
+        GLM53_FLASH_W4AFP8_TP4_H200,
+        GLM53_FLASH_W4AFP8_TP4_H200_HOST,
+        DENSE_8B_H100,
+        DEEPSEEK_V41_MTP_TP4_H200,
+    )
 }
 DEFAULT_PRESET = GLM53_FLASH_W4AFP8_TP4_H200.name
 

@@ -64,6 +64,7 @@ class Live:
     epoch: int = 0
     burst_gap_sum_s: float = 0.0
     burst_gaps: int = 0
+    burst_tokens: int = 0
 
     @property
     def extend_tokens(self) -> int:
@@ -166,6 +167,10 @@ class Scheduler:
         self.context_tokens = 0
         self.prefill_epoch = 0
         self.stats = SchedulerStats()
+        # Speculative decoding: (draft steps, draft tokens) when the argv turns it on and the
+        # cost model has its terms; its acceptance draws come from their own seeded stream.
+        self.spec = config.speculative if cost.spec_accept_rate > 0 else None
+        self._spec_rng = random.Random(seed * 7919 + 17)
 
     # -- intake -------------------------------------------------------------------------
 
@@ -270,13 +275,19 @@ class Scheduler:
         mixed = False
         in_burst = self.chunked is not None
         if not defer:
-            mixed = self.config.enable_mixed_chunk and bool(self.running)
+            # SGLang 0.5.23 turns mixed chunks off under EAGLE-family and NGRAM speculative
+            # decoding (arg_groups/speculative_hook.py: supports_mixed_chunk is False).
+            mixed = (
+                self.config.enable_mixed_chunk
+                and self.config.speculative is None
+                and bool(self.running)
+            )
             chunks, completing = self._build_prefill(now_s, len(self.running) if mixed else 0)
         if chunks:
             self.stats.prefill_rounds += 1
             self.prefill_epoch += 1
             self.stats.note_prefill(chunks)
-            dur = cost.round_overhead_s + cost.prefill_s(chunks)
+            dur = cost.round_overhead_s + self.extend_s(chunks)
             riders = self.running if mixed else []
             if riders:
                 self.stats.note_decode(len(riders), self.context_tokens)
@@ -300,10 +311,38 @@ class Scheduler:
         if self.running:
             b, k = len(self.running), self.context_tokens
             self.stats.note_decode(b, k)
-            dur = self.jittered(cost.round_overhead_s + cost.decode_s(b, k))
+            dur = self.jittered(cost.round_overhead_s + self.decode_round_s(b, k))
             emitted = self._decode_tokens(self.running, now_s + dur, in_burst)
             return Round(now_s, dur, "decode", (), b, k, tuple(emitted))
         return Round(now_s, cost.round_overhead_s, "idle", (), 0, 0)
+
+    def extend_s(self, chunks: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> float:
+        """An extend step's cost: the target's prefill, plus the draft model over the same
+        chunk under speculative decoding."""
+        base = self.cost.prefill_s(chunks)
+        return base * (1.0 + self.cost.spec_draft_extend_frac) if self.spec else base
+
+    def decode_round_s(self, batch: int, context: int) -> float:
+        """A decode round's cost: one step, or under speculative decoding the draft steps
+        and the verify of every sequence's draft tokens."""
+        base = self.cost.decode_s(batch, context)
+        if self.spec is None:
+            return base
+        return base + self.cost.spec_round_s(batch, *self.spec)
+
+    def _tokens_this_round(self, left: int) -> int:
+        """Tokens one sequence gains in a decode round: 1, or under speculative decoding 1
+        plus the accepted run of its draft (each accepted with the cost model's rate while
+        all before it were), at most what it still has to generate."""
+        if self.spec is None or left <= 1:
+            return 1
+        rate, rng = self.cost.spec_accept_rate, self._spec_rng
+        n = 1
+        for _ in range(self.spec[0]):
+            if rng.random() >= rate:
+                break
+            n += 1
+        return min(n, left)
 
     def _build_prefill(self, now_s: float, riders: int) -> tuple[list[tuple[int, int]], list[Live]]:
         rem_chunk = None if self.chunk_tokens is None else self.chunk_tokens - riders
@@ -324,6 +363,7 @@ class Scheduler:
             if rem_chunk is not None:
                 rem_chunk -= take
         in_batch = len(self.running) + len(completing)
+        self._order_by_priority()
         while self.waiting:
             if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
                 break
@@ -351,6 +391,17 @@ class Scheduler:
             completing.append(live)
             in_batch += 1
         return chunks, completing
+
+    def _order_by_priority(self) -> None:
+        """SGLang 0.5.23 (``schedule_policy.py``, ``_sort_by_priority_and_fcfs``): FCFS with
+        ``--enable-priority-scheduling`` sorts the queue by priority (higher values first
+        unless ``--schedule-low-priority-values-first``), then by when each entered it."""
+        if not self.config.enable_priority_scheduling or len(self.waiting) < 2:
+            return
+        sign = 1 if self.config.schedule_low_priority_values_first else -1
+        ordered = sorted(self.waiting, key=lambda x: (x.req.priority * sign, x.enqueued_s))
+        self.waiting.clear()
+        self.waiting.extend(ordered)
 
     def _admit(self, live: Live, now_s: float) -> bool:
         req = live.req
@@ -408,22 +459,29 @@ class Scheduler:
         finished: list[Live] = []
         hist = self.stats.itl_hist
         epoch = self.prefill_epoch
+        grown = 0
         for live in batch:
             gap = end_s - live.last_token_s
             if gap > live.itl_max_s:
                 live.itl_max_s = gap
+            # One delivery per round: a speculative round's accepted tokens arrive together.
+            n = self._tokens_this_round(live.req.output_tokens - live.generated)
             if in_burst or live.epoch != epoch:
                 live.burst_gap_sum_s += gap
                 live.burst_gaps += 1
+                live.burst_tokens += n
                 live.epoch = epoch
             hist[_itl_bucket(gap)] += 1
-            live.generated += 1
+            for _ in range(n):
+                live.generated += 1
+                out.append(
+                    Emission(live.req.rid, live.generated, live.generated >= live.req.output_tokens)
+                )
+            grown += n
             live.last_token_s = end_s
-            done = live.generated >= live.req.output_tokens
-            out.append(Emission(live.req.rid, live.generated, done))
-            if done:
+            if live.generated >= live.req.output_tokens:
                 finished.append(live)
-        self.context_tokens += len(batch)
+        self.context_tokens += grown
         for live in finished:
             self.running.remove(live)
             self.context_tokens -= live.req.input_tokens + live.generated
@@ -453,8 +511,8 @@ class Scheduler:
         A head blocked on KV room is recorded as waiting from ``now_s``, as a stepped round
         would record it.
         """
-        if not self.running or self.chunked is not None:
-            return False
+        if not self.running or self.chunked is not None or self.spec is not None:
+            return False  # speculative rounds draw their acceptance: stepped one by one
         if not self.waiting:
             return True
         if len(self.running) >= self.max_running:
@@ -536,6 +594,7 @@ class Scheduler:
             if live.epoch != self.prefill_epoch:
                 live.burst_gap_sum_s += gap0
                 live.burst_gaps += 1
+                live.burst_tokens += 1
                 live.epoch = self.prefill_epoch
             hist[_itl_bucket(gap0)] += 1
             live.itl_max_s = max(live.itl_max_s, gap0, last_gap)
@@ -567,9 +626,16 @@ class Scheduler:
         """Policy bookkeeping for ``rounds`` fast-forwarded decode rounds (KV growth)."""
 
 
-def make_scheduler(config: EngineConfig, cost: CostModel, seed: int = 0) -> Scheduler:
+def make_scheduler(
+    config: EngineConfig, cost: CostModel, seed: int = 0, *, ranks: bool = False
+) -> Scheduler:
     """The scheduler model of ``config``'s engine: SGLang's, or vLLM v1's (``seed`` draws the
-    steps' jitter when the cost model has any)."""
+    steps' jitter when the cost model has any). ``ranks``: model SGLang's DP attention ranks
+    (``--enable-dp-attention --dp-size D``) as D schedulers stepping together (offline)."""
+    if ranks and config.engine == "sglang" and config.enable_dp_attention and config.dp_size > 1:
+        from tierctl.sim.dp_attention import DpAttentionScheduler
+
+        return DpAttentionScheduler(config, cost, seed)
     if config.engine == "vllm":
         from tierctl.sim.vllm_policy import VllmScheduler
 

@@ -34,6 +34,9 @@ class RequestResult:
     # gap: its decode speed during a burst, which a whole-request mean dilutes.
     burst_itl_mean_s: float | None = None
     burst_gaps: int = 0
+    # Tokens produced in those gaps over their time: the decode speed during a burst
+    # (speculative rounds deliver several tokens per gap).
+    burst_decode_tok_s: float | None = None
     preemptions: int = 0
     #: Why it did not complete ("" when it did): refused (too long), aborted (queue full, the
     #: client), or unfinished when the simulation ended.
@@ -65,6 +68,9 @@ class RequestResult:
             e2e_s=None if fin is None else fin - live.enqueued_s,
             burst_itl_mean_s=live.burst_gap_sum_s / live.burst_gaps if live.burst_gaps else None,
             burst_gaps=live.burst_gaps,
+            burst_decode_tok_s=live.burst_tokens / live.burst_gap_sum_s
+            if live.burst_gap_sum_s > 0
+            else None,
             preemptions=live.preemptions,
             reason=_reason(live),
         )

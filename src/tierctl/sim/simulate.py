@@ -97,7 +97,7 @@ def simulate(
             requests in flight are unfinished and ``SimResult.stopped`` says why.
     """
     model = preset(cost) if isinstance(cost, str) else cost
-    sched = make_scheduler(config, model, seed)
+    sched = make_scheduler(config, model, seed, ranks=True)
     host = plan_host(workload.requests, model, tokenizes_on_loop(config))
     if has_host_costs(model):
         # Requests reach the scheduler when the host is done with them (FIFO: still ordered).

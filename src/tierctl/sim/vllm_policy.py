@@ -79,8 +79,11 @@ class VllmScheduler(Scheduler):
             from tierctl.traces import BLOCK_TOKENS
 
             self.cache = PrefixCache(BLOCK_TOKENS)
+        self.priority = config.scheduling_policy == "priority"
         # Admitted requests (vLLM's ``running``), in admission order: prefilling and decoding.
         self.order: list[Live] = []
+        # This step's tokens scheduled per decoding request (1 + drafts when speculative).
+        self._decode_takes: dict[int, int] = {}
 
     # -- intake -------------------------------------------------------------------------
 
@@ -92,7 +95,17 @@ class VllmScheduler(Scheduler):
             live.reason = f"prompt + output exceed the context (max-model-len {self.max_model_len})"
             self._close(live, now_s)
             return "too_long"
-        return super().submit(req, now_s)
+        outcome = super().submit(req, now_s)
+        self._order_waiting()
+        return outcome
+
+    def _order_waiting(self) -> None:
+        """Under ``--scheduling-policy priority`` the waiting queue is vLLM's heap: smaller
+        priority first, then earlier arrival (FCFS keeps arrival order, preempted first)."""
+        if self.priority and len(self.waiting) > 1:
+            ordered = sorted(self.waiting, key=lambda x: (x.req.priority, x.req.arrival_s))
+            self.waiting.clear()
+            self.waiting.extend(ordered)
 
     def abort(self, rid: str, now_s: float) -> bool:
         """Drop a request wherever it is; True if it was live."""
@@ -127,6 +140,8 @@ class VllmScheduler(Scheduler):
         """The threshold vLLM applies this step: 0 (off) with a lone eligible request, floored
         at the fair share of the budget when adaptive."""
         threshold = self.threshold
+        if not threshold:
+            return 0
         eligible = len(self.waiting) + len(self.order)
         if self.rules.threshold_needs_company and eligible <= 1:
             return 0
@@ -156,11 +171,22 @@ class VllmScheduler(Scheduler):
         while i < len(self.order) and budget > 0:
             live = self.order[i]
             if live.status == "decoding":
-                take = 1
+                # Under speculative decoding a decoder's draft tokens are scheduled with its
+                # sampled one (num_tokens_with_spec), within the budget left.
+                take = min(1 + self.spec[0], budget) if self.spec else 1
             else:
                 take = min(self._cap(live.extend_tokens - live.prefilled_tokens), budget)
             while self.kv_pool_tokens - self.kv_used_tokens < take:
-                victim = self.order[-1]
+                # vLLM 0.32: the last running request, or under the priority policy the
+                # lowest-priority one (largest priority, then latest arrival).
+                victim = (
+                    max(self.order, key=lambda x: (x.req.priority, x.req.arrival_s))
+                    if self.priority
+                    else self.order[-1]
+                )
+                if self.order.index(victim) < i:
+                    i -= 1  # an earlier request went: the loop's index moves with it
+                budget += self._unschedule(victim, decoders, prefills)
                 self._preempt(victim, now_s)
                 preempted = True
                 if victim is live:
@@ -169,6 +195,8 @@ class VllmScheduler(Scheduler):
                 break  # preempted itself: nothing left to free
             if live.status == "decoding":
                 decoders.append(live)
+                if self.spec:
+                    self._decode_takes[id(live)] = take
             else:
                 prefills.append((live, take))
             self.kv_used_tokens += take
@@ -180,6 +208,20 @@ class VllmScheduler(Scheduler):
         if not decoders and not prefills:
             return Round(now_s, self.cost.round_overhead_s, "idle", (), 0, 0)
         return self._run(now_s, decoders, prefills, in_burst)
+
+    def _unschedule(
+        self, victim: Live, decoders: list[Live], prefills: list[tuple[Live, int]]
+    ) -> int:
+        """Take a request preempted after it was scheduled this step back out of the step;
+        the budget it had taken (vLLM returns it: ``scheduled_running_reqs``)."""
+        if victim in decoders:
+            decoders.remove(victim)
+            return self._decode_takes.pop(id(victim), 1)
+        for k, (live, take) in enumerate(prefills):
+            if live is victim:
+                del prefills[k]
+                return take
+        return 0
 
     def _admit_waiting(self, now_s: float, budget: int, prefills: list[tuple[Live, int]]) -> int:
         while self.waiting and budget > 0 and len(self.order) < self.max_running:
@@ -237,18 +279,29 @@ class VllmScheduler(Scheduler):
             self.stats.prefill_rounds += 1
             self.prefill_epoch += 1
             self.stats.note_prefill(chunks)
-            dur = cost.round_overhead_s + cost.prefill_s(chunks)
+            dur = cost.round_overhead_s + self.extend_s(chunks)
             if decoders:
                 dur += cost.decode_marginal_s(b, k)
+                if self.spec:
+                    dur += cost.spec_round_s(b, *self.spec)
             kind = "mixed" if decoders else "prefill"
         else:
-            dur = cost.round_overhead_s + cost.decode_s(b, k)
+            dur = cost.round_overhead_s + self.decode_round_s(b, k)
             kind = "decode"
         dur = self.jittered(dur)
         end = now_s + dur
         emitted: list[Emission] = []
-        if decoders:
+        if decoders and not self.spec:
             emitted += self._decode_tokens(decoders, end, in_burst or bool(chunks))
+        elif decoders:
+            before = {id(live): live.generated for live in decoders}
+            emitted += self._decode_tokens(decoders, end, in_burst or bool(chunks))
+            for live in decoders:
+                # The slots of the draft tokens rejected are freed: KV keeps what was kept.
+                kept = live.generated - before[id(live)]
+                scheduled = self._decode_takes.pop(id(live), 1)
+                self.kv_used_tokens += kept - scheduled
+                live.kv_tokens += kept - scheduled
         for live, take in prefills:
             live.prefilled_tokens += take
             if live.prefilled_tokens < live.extend_tokens:
@@ -265,6 +318,7 @@ class VllmScheduler(Scheduler):
         live.itl_max_s = max(live.itl_max_s, gap)
         live.burst_gap_sum_s += gap
         live.burst_gaps += 1
+        live.burst_tokens += 1
         live.epoch = self.prefill_epoch
         live.generated += 1
         live.last_token_s = end_s
@@ -294,14 +348,15 @@ class VllmScheduler(Scheduler):
         live.preemptions += 1
         self.stats.preemptions += 1
         self.waiting.appendleft(live)
+        self._order_waiting()
 
     # -- fast-forward (offline only) ----------------------------------------------------
 
     def decode_only(self, now_s: float) -> bool:
         """True when the next steps are pure decode until a finish or an arrival: nothing is
         prefilling and the queue is empty or its head cannot be scheduled."""
-        if not self.running or len(self.order) != len(self.running):
-            return False
+        if not self.running or len(self.order) != len(self.running) or self.spec is not None:
+            return False  # speculative steps draw their acceptance: stepped one by one
         b = len(self.running)
         if self.kv_pool_tokens - self.kv_used_tokens < b:
             return False  # the next step preempts

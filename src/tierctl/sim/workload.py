@@ -28,6 +28,9 @@ class SimRequest:
     output_tokens: int
     block_hashes: tuple[int, ...] = ()
     block_tokens: int = BLOCK_TOKENS
+    # The request's priority under a priority scheduling policy (vLLM: smaller is served
+    # first; SGLang: larger, unless --schedule-low-priority-values-first; ignored otherwise).
+    priority: int = 0
 
 
 @dataclass(frozen=True)

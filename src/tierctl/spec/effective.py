@@ -153,9 +153,12 @@ def replica_argv(spec: TierSpec, flags: dict[str, Any]) -> list[str]:
     return engine_profile(spec).render_argv(launcher(spec), flags, engine_catalog(spec))
 
 
-# A token the shell reads as itself (no quoting needed); ``$`` and braces are left bare on
-# purpose, so ``--model-path $MODEL`` keeps expanding in the script.
-_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./${}-]+$")
+# A token the shell reads as itself (no quoting needed). ``$VAR`` and ``${VAR...}`` are left
+# bare on purpose (``$$VAR`` too: compose's escape of ``$``), so ``--model-path $MODEL`` keeps
+# expanding in the script; other braces are quoted (bash would brace-expand ``{a,b}``).
+_SHELL_SAFE = re.compile(
+    r"(?:[A-Za-z0-9_@%+=:,./-]|\$\$?\{[^{}'\"\\\s]*\}|\$\$?[A-Za-z_][A-Za-z0-9_]*)+"
+)
 ARGV_SLOT = "{argv}"
 
 
@@ -164,7 +167,7 @@ def shell_join(argv: list[str] | tuple[str, ...]) -> str:
     single-quoted otherwise."""
     out = []
     for token in argv:
-        if _SHELL_SAFE.match(token):
+        if _SHELL_SAFE.fullmatch(token):
             out.append(token)
         else:
             out.append("'" + token.replace("'", "'\\''") + "'")

@@ -204,6 +204,11 @@ class ShellWrapper(StrictModel):
         description="The script, with {argv} where the engine's command goes (each token "
         "shell-quoted where it needs it, one space between tokens)."
     )
+    in_entrypoint: bool = Field(
+        default=False,
+        description="The script is the replicas' entrypoint (entrypoint: [bash, -c, SCRIPT], "
+        "no command) instead of their command.",
+    )
 
 
 class Engine(StrictModel):

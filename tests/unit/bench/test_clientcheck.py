@@ -101,3 +101,19 @@ async def test_the_loop_monitor_sees_a_blocked_loop() -> None:
     await monitor.stop()
     assert monitor.lags_s
     assert max(monitor.lags_s) >= 0.05
+
+
+def test_a_lagging_client_that_was_mostly_idle_is_called_starved_with_advice() -> None:
+    # The busy 2-core host: streams read in one piece, TTFT 3x, the client at 10 % of
+    # a core (it was not busy: the kernel's autogroup scheduler gave its CPU to others).
+    starved = _judge(loop_lags_s=[0.0005] * 90 + [0.05] * 10)
+    assert starved.starved
+    line = verdict_line(starved)
+    assert "starved, not busy: the client used 10% of a core" in line
+    assert "setsid" in line
+    assert starved.to_dict()["starved"] is True
+    busy = _judge(loop_lags_s=[0.0005] * 90 + [0.05] * 10, cpu_s=9.0)
+    assert busy.client_bound
+    assert not busy.starved  # busy itself: lower the rate, not the host's scheduling
+    assert "starved" not in verdict_line(busy)
+    assert not _judge().starved

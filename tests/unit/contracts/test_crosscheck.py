@@ -18,7 +18,13 @@ from tierctl.compose import load_compose, parse_compose
 from tierctl.compose.binary import ComposeBinary, compose_config, find_compose_binary
 from tierctl.compose.profiles import ProfileScope
 from tierctl.compose.project import ProjectOptions, project_config
-from tierctl.contracts.crosscheck import ComposeCheck, compare_documents, cross_check, title
+from tierctl.contracts.crosscheck import (
+    ComposeCheck,
+    compare_documents,
+    compare_service,
+    cross_check,
+    title,
+)
 from tierctl.errors import InputError
 
 _FILE = """\
@@ -62,6 +68,27 @@ def test_the_same_file_reads_the_same(tmp_path: Path, binary: ComposeBinary) -> 
         assert "1 service compared" in result.reader
         assert "no difference" in result.reader
     assert "values as written" in result.reader
+
+
+def test_a_cleared_entrypoint_compose_config_leaves_out_is_no_difference(
+    tmp_path: Path, binary: ComposeBinary
+) -> None:
+    """``entrypoint: []`` clears the image's own (``up`` honours it), but ``docker compose
+    config`` leaves it out of its output (docker/compose#9634): the same reading. A cleared
+    entrypoint against a real one stays a difference."""
+    text = _FILE.replace("    profiles: [blue]\n", "    entrypoint: []\n")
+    path = _file(tmp_path, text)
+    merged = load_compose(path)
+    assert merged.services["eng"].entrypoint == ()
+    result = cross_check(merged, [path], ProfileScope.of(merged), binary, _ENV)
+    assert result.violations == (), result.violations
+    as_written = cross_check(merged, [path], ProfileScope.of(merged), binary, {"PATH": "/bin"})
+    assert as_written.violations == (), as_written.violations
+    (tmp_path / "x").mkdir()
+    other = load_compose(_file(tmp_path / "x", text.replace("entrypoint: []", "entrypoint: [sh]")))
+    theirs = compose_config([path], binary=binary, env={"PATH": "/bin"}, interpolate=False)
+    planted = compare_service(other, title(binary), "eng", theirs["services"]["eng"])
+    assert [v.message for v in planted if ".entrypoint" in v.message]
 
 
 @pytest.mark.parametrize(

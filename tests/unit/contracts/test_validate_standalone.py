@@ -97,10 +97,59 @@ def test_no_catalog_for_the_tag_is_named_and_engine_option_picks_one(tmp_path: P
     )
     path = _file(tmp_path, text)
     report = validate_files([path])
-    assert report.ok
-    assert any("no shipped catalog for sglang==0.4.9.post2" in u for u in report.unchecked)
+    # Checked against the newest shipped release, and said so (issue 23), not left unchecked.
+    assert [v.found for v in report.violations] == ["--bogus-flag"]
+    assert "(sglang==0.5.23)" in report.violations[0].message or "0.5.23" in str(
+        report.violations[0].message
+    )
+    [note] = [w for w in report.warnings if w.rule == "TC004"]
+    assert note.message == (
+        "flags checked against sglang 0.5.23, the newest shipped catalog; no shipped catalog "
+        "for sglang 0.4.9.post2 (tag 'v0.4.9.post2-cu126')"
+    )
+    assert note.location is not None
+    assert note.location.path == "services.a.image"
     forced = validate_files([path], engine="sglang==0.5.9")
     assert [v.found for v in forced.violations] == ["--bogus-flag"]
+    assert not [w for w in forced.warnings if w.rule == "TC004"]
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["vllm/vllm-openai:latest", "vllm/vllm-openai:main", "${IMG:-vllm/vllm-openai}", "vllm"],
+)
+def test_a_tag_naming_no_release_is_checked_against_the_newest_shipped_one(
+    tmp_path: Path, image: str
+) -> None:
+    text = (
+        f"services:\n  v:\n    image: {json.dumps(image)}\n    command: [m, --max-num-seqs, lots]\n"
+    )
+    report = validate_files([_file(tmp_path, text)])
+    [bad] = [v for v in report.violations if v.rule == "TC004"]
+    assert "expects an integer" in bad.message
+    assert "vllm==0.33.0" in bad.message
+    [note] = [w for w in report.warnings if w.rule == "TC004"]
+    assert note.message.startswith("flags checked against vllm 0.33.0, the newest shipped")
+
+
+def test_a_doubled_launcher_on_the_official_vllm_image_is_reported(tmp_path: Path) -> None:
+    text = (
+        "services:\n  v:\n    image: vllm/vllm-openai:v0.33.0\n"
+        "    command:\n      - vllm\n      - serve\n      - m\n"
+        "  ok:\n    image: vllm/vllm-openai:v0.33.0\n    command: [m]\n"
+        "  own:\n    image: vllm/vllm-openai:v0.33.0\n    entrypoint: []\n"
+        "    command: [vllm, serve, m]\n"
+        "  sg:\n    image: lmsysorg/sglang:v0.5.23\n"
+        "    command: [python3, -m, sglang.launch_server, --model-path, m]\n"
+    )
+    report = validate_files([_file(tmp_path, text)])
+    [v] = [v for v in report.violations if "entrypoint already runs" in v.message]
+    assert v.service == "v"
+    assert v.found == "vllm serve"
+    assert "vllm serve vllm serve" in v.message
+    assert "drop `vllm serve`" in v.fix
+    assert v.location is not None
+    assert v.location.line == 5
 
 
 def test_undeclared_volume_network_secret_are_compose_errors(tmp_path: Path) -> None:

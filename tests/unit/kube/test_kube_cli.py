@@ -97,3 +97,30 @@ def test_a_document_that_is_no_object_is_a_located_usage_error(
     result = run_cli("validate", str(bad))
     assert result.code == 2
     assert f"{bad}:5" in result.err
+
+
+def test_a_yaml_error_in_a_later_document_names_the_file_line(
+    run_cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    bad = tmp_path / "m.yaml"
+    bad.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\nkind: [\n")
+    result = run_cli("validate", str(bad))
+    assert result.code == 2
+    assert f"{bad}:6: not valid YAML" in result.err
+
+
+def test_judge_serve_refuses_a_listen_address_that_is_no_host_and_port(
+    run_cli: Callable[..., CliResult], tier: Path
+) -> None:
+    result = run_cli(
+        "judge",
+        "serve",
+        "--spec",
+        str(tier),
+        "--prometheus",
+        "http://127.0.0.1:1",
+        "--listen",
+        "8090",
+    )
+    assert result.code == 2
+    assert "is not HOST:PORT" in result.err

@@ -31,6 +31,16 @@ ENGINES: dict[str, tuple[int, str | None, str]] = {
     "12-flagger-canary.yaml": (1, "--mem-fraction-static", "--mem-fraction-statik"),
     "13-statefulset-servicemonitor.yaml": (1, "--chunked-prefill-size", "--chunked-prefil-size"),
     "14-kustomize-list-v1alpha2.yaml": (1, "--max-loras", "--max-lorass"),
+    # Shapes from public files the first corpus lacked (tierctl's kube/ was fixed for them).
+    "15-lws-vllm-gpu-shell.yaml": (1, "--tensor-parallel-size", "--tensor-paralel-size"),
+    "16-production-stack-helm-full.yaml": (1, "--max-model-len", "--max-model-lenn"),
+    "17-shell-string-args.yaml": (2, "--trust-remote-code", "--trust-remote-cod3"),
+    "18-kserve-v1alpha2-runtime.yaml": (2, None, ""),  # no image: typo test in real_shapes
+    "19-dynamo-v1beta1.yaml": (1, "--enable-metrics", "--enable-metric5"),
+    "20-argo-web-flagger-webhooks.yaml": (0, None, ""),
+    "21-lws-disaggregatedset.yaml": (2, "--disaggregation-mode", "--disagregation-mode"),
+    "22-rbg-v1alpha2-standalone.yaml": (2, "--tp-size", "--tp-sise"),
+    "23-llm-d-native-sidecar.yaml": (1, "--enforce-eager", "--enforce-eagr"),
 }
 
 

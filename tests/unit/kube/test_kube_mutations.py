@@ -226,3 +226,14 @@ def test_every_mutation_fails_the_cli_exit_code(name: str) -> None:
     docs = _render(GLM)
     MUTATIONS[name](docs)
     assert _check(_text(docs), GLM).exit_code == 1
+
+
+def test_a_pairing_rule_broken_in_a_workload() -> None:
+    docs = _render(GLM)
+    engine = _engine(docs, "r2")
+    engine["env"] = [e for e in engine["env"] if e["name"] != "SGLANG_DSA_INDEXER_QSPLIT"]
+    report = _check(_text(docs), GLM)
+    [v] = report.violations
+    assert v.rule == "TC005"
+    assert "chunk16k-needs-qsplit" in v.message
+    assert "SGLANG_DSA_INDEXER_QSPLIT=1" in v.message

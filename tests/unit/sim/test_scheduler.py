@@ -149,3 +149,21 @@ def test_max_running_requests_caps_the_batch() -> None:
         peak = max(peak, len(sched.running))
         now += rnd.duration_s
     assert peak == 4
+
+
+def test_sglang_priority_scheduling_admits_higher_values_first_unless_told_otherwise() -> None:
+    reqs = [SimRequest("low", 0.0, 900, 3, priority=1),
+            SimRequest("high", 0.0, 900, 3, priority=5),
+            SimRequest("mid", 0.0, 900, 3, priority=3)]  # fmt: skip
+
+    def order(*flags: str) -> list[str]:
+        res = simulate(cfg("--chunked-prefill-size", "1000", *flags), Workload.of("w", reqs), FLAT)
+        return [r.rid for r in sorted(res.requests, key=lambda r: r.ttft_s or 0.0)]
+
+    assert order() == ["low", "high", "mid"]  # FCFS
+    assert order("--enable-priority-scheduling") == ["high", "mid", "low"]
+    assert order("--enable-priority-scheduling", "--schedule-low-priority-values-first") == [
+        "low",
+        "mid",
+        "high",
+    ]

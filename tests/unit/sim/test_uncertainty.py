@@ -152,3 +152,33 @@ def test_domain_beyond_names_only_the_shapes_past_the_fit() -> None:
     seen = StepDomain(step_tokens=2048, position=0, batch=9, context=4000)
     assert seen.beyond(fit) == ["steps of 2,048 prompt tokens; the fit saw <= 512"]
     assert StepDomain.from_json({"step_tokens": "x"}) is None
+
+
+def test_fit_plan_spans_what_both_arms_produce(tmp_path: Path, run_cli: Callable[..., Any]) -> None:
+    from tierctl.sim.fit_plan import fit_plan
+    from tierctl.sim.workload import burst
+
+    control = vcfg("--max-num-batched-tokens", "512", "--max-num-seqs", "8")
+    candidate = vcfg("--max-num-batched-tokens", "2048", "--max-num-seqs", "8")
+    wl = burst(random.Random(0), count=4, input_tokens=3000, output_tokens=8, jitter=0)
+    plan = fit_plan(control, candidate, wl, FLAT)
+    assert plan.argv_flags == ("--max-num-batched-tokens", "2048", "--max-num-seqs", "8")
+    # The plan, run at the fit argv, sees every shape either arm produces: no extrapolation.
+    fit_cfg = vcfg(*plan.argv_flags)
+    seen = StepDomain.from_json(simulate(fit_cfg, plan.workload, FLAT).domain)
+    assert seen is not None
+    assert plan.domain.beyond(seen) == []
+    out = tmp_path / "plan.jsonl"
+    res = run_cli("sim", "fit-plan", "--preset", "dense-8b-h100", "--control",
+                  "vllm serve m --max-model-len 8192 --max-num-batched-tokens 512",
+                  "--candidate", "vllm serve m --max-model-len 8192 --max-num-batched-tokens 2048",
+                  "--workload", "burst", "--count", "4", "--input-tokens", "3000",
+                  "--output-tokens", "8", "--out", str(out))  # fmt: skip
+    assert res.code == 0, res.err
+    assert "run the fit engine with: --max-num-batched-tokens 2048" in res.out
+    assert out.read_text().count("\n") >= 10
+    again = run_cli("sim", "fit-plan", "--control", "--chunked-prefill-size 512", "--candidate",
+                    "--chunked-prefill-size 2048", "--out", str(steps_file := out),
+                    "--workload", "burst", "--count", "2", "--input-tokens", "3000")  # fmt: skip
+    assert again.code == 2, again.out  # never overwrites without --force
+    assert steps_file.exists()

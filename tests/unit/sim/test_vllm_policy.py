@@ -259,3 +259,36 @@ def test_flags_that_differ_and_are_not_modelled_are_named() -> None:
     sg_a = EngineConfig.from_argv(["--tp-size", "4", "--dist-init-addr", "h:1"])
     sg_b = EngineConfig.from_argv(["--tp-size", "8", "--dist-init-addr", "h:2"])
     assert unmodelled_differences(sg_a, sg_b) == ["tp-size"]
+
+
+def test_priority_policy_admits_by_priority_then_arrival() -> None:
+    reqs = [SimRequest("first", 0.0, 500, 5, priority=5), SimRequest("urgent", 0.0, 500, 5,
+            priority=0), SimRequest("second", 0.0, 500, 5, priority=5)]  # fmt: skip
+    fcfs = simulate(vcfg("--max-num-seqs", "1"), Workload.of("w", reqs), FLAT)
+    prio = simulate(vcfg("--max-num-seqs", "1", "--scheduling-policy", "priority"),
+                    Workload.of("w", reqs), FLAT)  # fmt: skip
+
+    def order(res: object) -> list[str]:
+        return [r.rid for r in sorted(res.requests, key=lambda r: r.ttft_s or 0)]  # type: ignore[attr-defined]
+
+    assert order(fcfs) == ["first", "urgent", "second"]
+    assert order(prio) == ["urgent", "first", "second"]
+
+
+def test_priority_policy_preempts_the_lowest_priority_request() -> None:
+    # KV for ~1600 tokens: two requests growing to 1100 each cannot both stay. FCFS preempts
+    # the last admitted (b); the priority policy the lowest priority (a, admitted first).
+    reqs = [SimRequest("a", 0.0, 500, 600, priority=9), SimRequest("b", 0.0, 500, 600, priority=1)]
+    flags = ("--num-gpu-blocks-override", "100", "--max-num-batched-tokens", "2048")
+    fcfs = {r.rid: r for r in simulate(vcfg(*flags), Workload.of("kv", reqs), FLAT).requests}
+    prio = {
+        r.rid: r
+        for r in simulate(
+            vcfg(*flags, "--scheduling-policy", "priority"), Workload.of("kv", reqs), FLAT
+        ).requests
+    }
+    assert fcfs["b"].preemptions > 0
+    assert fcfs["a"].preemptions == 0
+    assert prio["a"].preemptions > 0
+    assert prio["b"].preemptions == 0
+    assert {r.status for r in prio.values()} == {"completed"}

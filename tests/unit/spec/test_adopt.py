@@ -5,11 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tierctl.adopt import adopt
+from tierctl.adopt import adopt, without_render_additions
 from tierctl.errors import InputError
 from tierctl.render import render_compose
+from tierctl.spec.effective import unwrap_command, wrap_command
 from tierctl.spec.loader import load_spec_text
+from tierctl.spec.tier_spec import ShellWrapper
 
 DEV = "deploy: {{resources: {{reservations: {{devices: [{{driver: nvidia, device_ids: [{ids}], capabilities: [gpu]}}]}}}}}}"
 
@@ -244,3 +248,38 @@ def test_relative_paths_are_rebased_for_another_folder(tmp_path: Path, run_cli) 
     assert "../proj/models:/models" in (tmp_path / "specs" / "tier.yaml").read_text()
     render = run_cli("render", str(out), "--write")
     assert render.code == 0, render.err
+
+
+# The characters a shell treats specially, and a few plain ones (a fixed alphabet keeps the
+# generation cheap on a loaded machine).
+_SHELL_CHARS = "a1 $;&|<>'\"\\\n\t{}=*?#~()-é"
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.lists(st.text(alphabet=_SHELL_CHARS, max_size=8), min_size=1, max_size=6))
+def test_a_wrapped_argv_reads_back_token_for_token(argv: list[str]) -> None:
+    """wrap_command then unwrap_command is the identity (the script's engine command is read
+    with compose's shell-words rules), whatever the tokens hold: spaces, quotes, ; & |, $."""
+    shell = ShellWrapper(command=["sh", "-c"], script="cd /x && {argv} 2>&1")
+    command = wrap_command(shell, argv)
+    assert unwrap_command(shell, tuple(command)) == tuple(argv)
+
+
+def test_render_additions_are_the_only_thing_taken_out() -> None:
+    """A label or logging block of the file's own is kept: only tierctl's additions go."""
+    original = {"services": {"a": {"labels": {"team": "ml"}, "logging": {"driver": "local"}}}}
+    rendered = {
+        "x-tierctl": {"tier": "t"},
+        "services": {
+            "a": {
+                "labels": {"team": "ml", "tierctl.tier": "t", "tierctl.role": "none"},
+                "logging": {"driver": "local"},
+            },
+            "b": {"labels": {"tierctl.tier": "t"}, "logging": {"driver": "json-file"}},
+        },
+    }
+    out = without_render_additions(rendered, original, ["a"])
+    assert out["services"]["a"] == original["services"]["a"]
+    assert "x-tierctl" not in out
+    # b is not a replica: nothing of it is taken out.
+    assert out["services"]["b"] == rendered["services"]["b"]

@@ -324,6 +324,7 @@ class ComposeManagerDriver:
                         exit_code = int(event[1])
                     elif event[0] == "changes":
                         changes = _changes(raw)
+                    else:
                         # An agent may echo the request (env values, the token): masked here,
                         # at the source, before any line reaches a message, a log or a journal.
                         lines.append(mask(event[1], self.secrets()))

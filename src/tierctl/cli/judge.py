@@ -1,0 +1,61 @@
+"""``tierctl judge serve``: the readout as an HTTP judge (Argo Rollouts, Flagger)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tierctl.cli.readout import parse_duration
+from tierctl.errors import ExitCode, InputError
+from tierctl.spec import load_spec, resolve_tier
+
+
+@click.group()
+def judge() -> None:
+    """The canary judge for other orchestrators (docs/kubernetes.md)."""
+
+
+@judge.command()
+@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--prometheus", required=True, help="Prometheus base URL.")
+@click.option("--listen", default="127.0.0.1:8090", show_default=True, help="HOST:PORT to bind.")
+@click.option("--window", default="30m", show_default=True, help="Default window back from now.")
+@click.option("--step", default="5m", show_default=True, help="Step and rate window.")
+@click.option("--control", help="Control replica (default: the one with role control).")
+@click.option("--canary", help="Canary replica (default: the one with role canary).")
+@click.option("--label", default="container_name", show_default=True, help="Replica label.")
+def serve(
+    spec_path: Path,
+    prometheus: str,
+    listen: str,
+    window: str,
+    step: str,
+    control: str | None,
+    canary: str | None,
+    label: str,
+) -> ExitCode:
+    """Serve verdicts: /argo (Argo's web metric provider), /flagger (Flagger's webhook)."""
+    from aiohttp import web
+
+    from tierctl.readout.judge_server import JudgeSettings, judge_app
+
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise InputError(
+            f"--listen {listen!r} is not HOST:PORT",
+            rule="usage",
+            value=listen,
+            fix="write 127.0.0.1:8090 (0.0.0.0:8090 inside a pod)",
+        )
+    tier = resolve_tier(load_spec(spec_path))
+    settings = JudgeSettings(
+        prometheus=prometheus,
+        window_s=parse_duration(window, "--window"),
+        step_s=parse_duration(step, "--step"),
+        control=control,
+        canary=canary,
+        label=label,
+    )
+    web.run_app(judge_app(tier, settings), host=host, port=int(port), print=None)
+    return ExitCode.OK

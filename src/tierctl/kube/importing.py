@@ -1,0 +1,306 @@
+"""``tierctl import`` of Kubernetes manifests: the engine workloads become a tier spec.
+
+Each serving engine container (a Deployment's, a StatefulSet's, an LWS leader's, a KServe
+template's, an RBG role's, a Dynamo worker's) of the most common engine becomes one replica;
+the flags and environment they share become the engine's, the rest each replica's overrides,
+as :mod:`tierctl.adopt` does for compose services. GPUs come from ``nvidia.com/gpu``, the host
+from a ``kubernetes.io/hostname`` node selector, secrets from ``secretKeyRef`` (as
+``{secret: NAME}``, never a value; a literal credential is refused).
+
+The result is checked before it is returned: the spec loads, and its Kubernetes rendering
+runs, replica by replica, the flags the manifests run (``differences`` lists any that do not).
+What the spec cannot say (a multi-node group's rank flags, which the rendering writes itself;
+a pod count of a Deployment) is named in ``notes``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tierctl.adopt import _common, _overrides
+from tierctl.catalog.build import parse_ref
+from tierctl.engine_catalog import Catalog
+from tierctl.errors import InputError
+from tierctl.kube.containers import EngineContainer, engine_containers
+from tierctl.kube.manifests import Manifest, parse_manifests, read_manifests
+from tierctl.kube.validation import _canonical, _catalog, _Findings, _replica_of, _secrets
+from tierctl.render.kubernetes import REPLICA_LABEL, ROLE_LABEL, render_kubernetes
+from tierctl.render.yaml_emit import dump_yaml
+from tierctl.spec.loader import load_spec_text
+from tierctl.spec.tier_spec import TierSpec
+
+_NAME = re.compile(r"[^a-z0-9_-]+")
+
+
+@dataclass
+class KubeImport:
+    """What the import produced: the spec, its text, notes and round-trip differences."""
+
+    spec: TierSpec
+    text: str
+    notes: list[str] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+
+
+def _replica_name(e: EngineContainer, taken: set[str]) -> str:
+    name = e.site.labels.get(REPLICA_LABEL) or e.manifest.name or "engine"
+    if e.manifest.kind == "RoleBasedGroup" and REPLICA_LABEL not in e.site.labels:
+        role = e.manifest.data["spec"]["roles"][e.site.path[2]].get("name", "")
+        name = f"{name}-{role}"
+    elif e.manifest.kind == "DynamoGraphDeployment":
+        name = f"{name}-{e.site.path[2]}"
+    name = _NAME.sub("-", name.lower()).strip("-_") or "engine"
+    if name in taken:
+        name = f"{name}-{e.container.get('name') or len(taken)}"
+    return name
+
+
+def _flags(e: EngineContainer, catalog: Catalog | None) -> dict[str, Any]:
+    flags = e.profile.command_flags(e.argv, catalog)
+    for _, _, words in e.env_args:
+        flags.update(e.profile.command_flags((*e.profile.default_launcher(), *words), catalog))
+    for axis, names in e.profile.parallel_flags:
+        # A size the shape sets outside the argv (KServe's parallelism) is the engine's flag.
+        if axis in e.site.parallelism and not any(n in flags for n in names):
+            flags[names[0]] = str(e.site.parallelism[axis])
+    if e.site.nodes > 1:
+        # The rendering writes a group's leader address and ranks itself (from LWS's env).
+        for name in (e.profile.node_rank_flag, e.profile.leader_address_flag):
+            if name:
+                flags.pop(name, None)
+        for name in e.profile.nodes_flags:
+            if name in flags:
+                flags[name] = str(e.site.nodes)
+    return flags
+
+
+def _env(e: EngineContainer) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in e.container.get("env") or []:
+        if not isinstance(item, dict) or "name" not in item:
+            continue
+        name = str(item["name"])
+        if name in ("VLLM_ADDITIONAL_ARGS", "SGLANG_ADDITIONAL_ARGS", "EXTRA_ARGS", "ENGINE_ARGS"):
+            continue  # read into the flags
+        ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+        if isinstance(ref, dict):
+            out[name] = {"secret": re.sub(r"[^A-Za-z0-9_]", "_", name)}
+        elif "value" in item:
+            out[name] = str(item["value"])
+    return out
+
+
+def _gpus(e: EngineContainer) -> int:
+    for key in ("limits", "requests"):
+        box = (e.container.get("resources") or {}).get(key) or {}
+        if "nvidia.com/gpu" in box:
+            try:
+                return int(str(box["nvidia.com/gpu"]))
+            except ValueError:
+                return 0
+    return 0
+
+
+def _host(engines: list[EngineContainer], default: str) -> str:
+    hosts = {
+        str((e.site.spec.get("nodeSelector") or {}).get("kubernetes.io/hostname", ""))
+        for e in engines
+    }
+    return hosts.pop() if len(hosts) == 1 and "" not in hosts else default
+
+
+def _pick(manifests: Sequence[Manifest]) -> tuple[list[EngineContainer], list[str]]:
+    """The containers of the most common engine, and a note for each one of another engine
+    (a spec runs one engine; a file with a vLLM and an SGLang Deployment lost one silently)."""
+    engines = [e for m in manifests for e in engine_containers(m) if e.site.role != "worker"]
+    if not engines:
+        raise InputError(
+            "no engine container found (no SGLang or vLLM launcher or image)",
+            rule="import needs at least one engine container",
+            fix="check the images and commands of the manifests",
+        )
+    kinds = Counter(e.profile.kind for e in engines)
+    kind = kinds.most_common(1)[0][0]
+    left = [
+        f"{e.manifest.ref} container {e.container.get('name') or '?'} runs "
+        f"{e.profile.title}, not {_engine_title(engines, kind)}: not imported (a spec runs "
+        "one engine; import it on its own)"
+        for e in engines
+        if e.profile.kind != kind
+    ]
+    return [e for e in engines if e.profile.kind == kind], left
+
+
+def _engine_title(engines: Sequence[EngineContainer], kind: str) -> str:
+    """The title of the engine ``kind`` among ``engines``."""
+    return next(e.profile.title for e in engines if e.profile.kind == kind)
+
+
+def import_manifests(
+    paths: Sequence[str | Path],
+    *,
+    stdin: str | None = None,
+    tier: str | None = None,
+    host: str = "localhost",
+    engine: str | None = None,
+) -> KubeImport:
+    """A tier spec for the engine workloads of Kubernetes manifests.
+
+    Raises:
+        InputError: nothing to import, no release named, a literal credential.
+    """
+    manifests = read_manifests(paths, stdin)
+    found = _Findings()
+    for m in manifests:
+        _secrets(m, found)
+    for v in found.violations:
+        raise InputError(
+            v.message,
+            location=v.location,
+            rule="no literal credentials in a spec",
+            fix=v.fix or "read it from a Secret",
+        )
+    engines, left_out = _pick(manifests)
+    forced = None
+    if engine:
+        from tierctl.catalog.store import resolve_catalog
+
+        if "==" in engine:
+            parse_ref(engine)  # a clear error for a bad KIND==VERSION
+        forced = resolve_catalog(engine)
+    first = engines[0]
+    catalog = _catalog(first, None, forced)
+    if catalog is None:
+        raise InputError(
+            f"the image {first.container.get('image')!r} names no engine release with a "
+            "shipped catalog",
+            location=first.manifest.location(*first.path, "image"),
+            rule="a spec pins the engine release",
+            fix=f"pass `engine` {first.profile.kind}==VERSION",
+            params=("engine",),
+        )
+    notes: list[str] = list(left_out)
+    taken: set[str] = set()
+    parts: dict[str, dict[str, Any]] = {}
+    for e in engines:
+        name = _replica_name(e, taken)
+        taken.add(name)
+        count = (e.manifest.data.get("spec") or {}).get("replicas")
+        if isinstance(count, int) and count > 1:
+            notes.append(
+                f"{e.manifest.ref} runs {count} pods of one template: imported as one replica ({name})"
+            )
+        parts[name] = {
+            "flags": _flags(e, catalog),
+            "env": _env(e),
+            "gpus": _gpus(e),
+            "role": e.site.labels.get(ROLE_LABEL),
+            "image": str(e.container.get("image") or ""),
+            "container": e,
+        }
+    text = _document(parts, engines, catalog, tier, host, notes)
+    spec = load_spec_text(text, "tier.yaml")
+    return KubeImport(spec, text, notes, _round_trip(spec, parts, catalog))
+
+
+def _document(
+    parts: dict[str, dict[str, Any]],
+    engines: list[EngineContainer],
+    catalog: Catalog,
+    tier: str | None,
+    host: str,
+    notes: list[str],
+) -> str:
+    first = engines[0]
+    images = [p["image"] for p in parts.values()]
+    image = max(set(images), key=images.count)
+    if not image:
+        # KServe's samples give no image (the runtime config does): the release's own image.
+        image = f"{first.profile.images[0]}:v{catalog.version}"
+        notes.append(
+            f"no image in the manifests (the controller's runtime sets it): the spec names "
+            f"{image}; make it the runtime's"
+        )
+        for p in parts.values():
+            p["image"] = p["image"] or image
+    base_flags = _common([p["flags"] for p in parts.values()])
+    base_env = _common([p["env"] for p in parts.values()])
+    launcher = list(first.profile.split_command(first.argv).launcher)
+    engine_doc: dict[str, Any] = {
+        "kind": first.profile.kind,
+        "version": catalog.version,
+        "image": image,
+        "service": "{replica}",
+        "launcher": launcher,
+        "args": base_flags,
+    }
+    if base_env:
+        engine_doc["env"] = base_env
+    if "@sha256:" not in image:
+        engine_doc["image_policy"] = "tag"
+        notes.append(f"engine image {image} is a tag (image_policy: tag); pin it by digest")
+    replicas: dict[str, Any] = {}
+    for name, p in parts.items():
+        doc: dict[str, Any] = {"gpu_count": p["gpus"]}
+        if p["role"] in ("control", "canary"):
+            doc["role"] = p["role"]
+        args = _overrides(base_flags, p["flags"])
+        env = _overrides(base_env, p["env"])
+        if args:
+            doc["args"] = args
+        if env:
+            doc["env"] = env
+        if p["image"] != image:
+            doc["image"] = p["image"]
+        replicas[name] = doc
+    sources = sorted({e.manifest.source for e in engines})
+    document = {
+        "tier": _NAME.sub("-", (tier or first.manifest.name or "tier").lower()).strip("-_")
+        or "tier",
+        "host": _host(engines, host),
+        "description": "Imported from " + ", ".join(sources),
+        "output": "compose.yaml",
+        "engine": engine_doc,
+        "replicas": replicas,
+        "telemetry": {"variant": "{replica}", "places": []},
+    }
+    header = "# Written by tierctl import from Kubernetes manifests: " + ", ".join(sources) + "\n"
+    return header + dump_yaml(document)
+
+
+def _round_trip(spec: TierSpec, parts: dict[str, dict[str, Any]], catalog: Catalog) -> list[str]:
+    """Replica by replica, the flags the spec's rendering runs against the manifests'."""
+    rendered = parse_manifests(render_kubernetes(spec), "(rendered)")
+    again = {
+        _replica_of(e, spec): e
+        for m in rendered
+        for e in engine_containers(m)
+        if e.site.role != "worker"
+    }
+    out: list[str] = []
+    for name, p in parts.items():
+        source: EngineContainer = p["container"]
+        if source.site.nodes > 1 and not source.profile.nodes_flags:
+            out.append(
+                f"replica {name}: a group of {source.site.nodes} pods ({source.profile.title} "
+                "across nodes by its own launcher script) renders as one pod: the spec has no "
+                "multi-node launch for this engine"
+            )
+        e = again.get(name)
+        if e is None:
+            out.append(f"replica {name}: not rendered")
+            continue
+        want = _canonical(p["flags"], catalog)
+        got = _canonical(_flags(e, catalog), catalog)
+        host = e.profile.listen_host_flag
+        if want.get(host) in ("127.0.0.1", "localhost", "::1"):
+            want[host] = "0.0.0.0"  # the rendering listens on the pod's IP
+        for flag in sorted(set(want) | set(got)):
+            if want.get(flag) != got.get(flag):
+                out.append(f"replica {name}: --{flag} {want.get(flag)!r} became {got.get(flag)!r}")
+    return out

@@ -1,0 +1,114 @@
+"""A fit workload that covers the question (``tierctl sim fit-plan``).
+
+A cost model answers for the step shapes its fit saw. Before a what-if, ``fit_plan``
+simulates both arms on the workload of the question, takes the largest shapes either will
+produce (:class:`~tierctl.sim.domain.StepDomain`), and designs a fit run that spans them:
+
+* the engine for the fit runs with the larger token budget and sequence limit of the two arms
+  (a fit at a 512-token budget never sees a 2,048-token step);
+* a **ladder** of lone prompts, log-spaced in length up to the deepest prompt either arm
+  prefills, each arriving once the one before has finished (so each is chunked at the full
+  budget, at every depth: the attention term needs the depths);
+* **batches** of 1, 2, 4 ... up to the largest decode batch, each sized so that together they
+  reach the largest decode context, arriving together once the engine is idle.
+
+It is a trace in tierctl's JSONL format for ``tierctl bench run --trace`` against the engine
+started with the printed argv (with ``--enable-logging-iteration-details`` on vLLM), whose log
+and results ``sim fit --from vllm-log --timings`` then fits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from tierctl.sim.config import EngineConfig
+from tierctl.sim.cost import CostModel
+from tierctl.sim.domain import StepDomain
+from tierctl.sim.engine import make_scheduler
+from tierctl.sim.simulate import simulate
+from tierctl.sim.workload import SimRequest, Workload
+
+# The engine's budget and sequence-limit flags, per engine: the fit runs at the larger.
+_LIMIT_FLAGS = {
+    "vllm": ("--max-num-batched-tokens", "--max-num-seqs"),
+    "sglang": ("--chunked-prefill-size", "--max-running-requests"),
+}
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """What to run for a fit that covers both arms of a what-if."""
+
+    domain: StepDomain  # the largest shapes either arm produces
+    budget_tokens: int  # the fit engine's token budget (the larger arm's)
+    max_running: int  # the fit engine's sequence limit (the larger arm's)
+    argv_flags: tuple[str, ...]  # flags to add to the fit engine's argv
+    workload: Workload  # the fit trace
+
+
+def fit_plan(
+    control: EngineConfig, candidate: EngineConfig, workload: Workload, cost: CostModel
+) -> FitPlan:
+    """Design a fit run spanning the step shapes both arms produce on ``workload``."""
+    domain = StepDomain()
+    for cfg in (control, candidate):
+        seen = StepDomain.from_json(simulate(cfg, workload, cost).domain) or StepDomain()
+        domain = domain.union(seen)
+    budget, running = 0, 0
+    for cfg in (control, candidate):
+        sched = make_scheduler(cfg, cost)
+        size = getattr(sched, "token_budget", None) or sched.chunk_tokens or budget
+        budget = max(budget, size)
+        running = max(running, sched.max_running)
+    flag_budget, flag_running = _LIMIT_FLAGS[candidate.engine]
+    flags = (flag_budget, str(budget), flag_running, str(running))
+    fit_cfg = EngineConfig.from_argv(
+        [*candidate.argv, *flags], engine=candidate.engine, version=candidate.release
+    )
+    reqs = _ladder(domain, budget) + _batches(domain, max(1, min(domain.batch, running)))
+    return FitPlan(domain, budget, running, flags, _spaced(reqs, fit_cfg, cost))
+
+
+def _ladder(domain: StepDomain, budget: int) -> list[SimRequest]:
+    """Lone prompts, log-spaced from 64 tokens to the deepest prompt prefilled."""
+    longest = max(64, domain.position + max(domain.step_tokens, budget))
+    n = max(2, math.ceil(math.log2(longest / 64)) * 2)
+    lengths = sorted({round(64 * (longest / 64) ** (i / (n - 1))) for i in range(n)})
+    return [SimRequest(f"ladder-{i}", 0.0, length, 16) for i, length in enumerate(lengths)]
+
+
+def _batches(domain: StepDomain, biggest: int) -> list[SimRequest]:
+    """Batches of 1, 2, 4 ... ``biggest`` requests whose contexts reach the largest seen."""
+    per = max(64, domain.context // max(1, domain.batch))
+    out: list[SimRequest] = []
+    size = 1
+    while True:
+        size = min(size, biggest)
+        out += [SimRequest(f"batch{size}-{j}", 0.0, per, 64) for j in range(size)]
+        if size >= biggest:
+            return out
+        size *= 2
+
+
+def _spaced(reqs: list[SimRequest], cfg: EngineConfig, cost: CostModel) -> Workload:
+    """Each ladder prompt, and each batch as a group, sent once the previous has finished
+    (as the simulator predicts it, plus a half), so the fit sees them on an idle engine."""
+    groups: list[list[SimRequest]] = []
+    for r in reqs:
+        key = r.rid.rsplit("-", 1)[0]
+        if groups and groups[-1][0].rid.rsplit("-", 1)[0] == key and key != "ladder":
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    t = 0.0
+    out: list[SimRequest] = []
+    for group in groups:
+        placed = [dataclasses.replace(r, arrival_s=round(t, 3)) for r in group]
+        out += placed
+        alone = simulate(
+            cfg, Workload.of("g", [dataclasses.replace(r, arrival_s=0.0) for r in group]), cost
+        )
+        t += 1.5 * max(alone.sim_end_s, 0.05)
+    return Workload.of("fit-plan", out)
