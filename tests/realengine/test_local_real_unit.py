@@ -12,10 +12,12 @@ from tierctl.rollout.drivers.local import LocalDriver, bind_mounts, engine_url
 from tierctl.rollout.executor import load_sides
 from tierctl.rollout.planner import plan_files
 
+# The image's own ENTRYPOINT is `vllm serve`: cleared, so the command is the whole argv (as
+# the tiny-vllm example renders it); ``{entrypoint}`` is empty for the arguments-only form.
 COMPOSE = """
 services:
   tiny-r1:
-    image: docker.io/vllm/vllm-openai@sha256:{z}
+    image: docker.io/vllm/vllm-openai@sha256:{z}{entrypoint}
     command: [{launcher}, --served-model-name, tiny, --host, 0.0.0.0, --port, "18101",
               --chat-template=/models/tiny-llama/chat_template.jinja, --max-num-seqs, "8"]
     volumes:
@@ -27,9 +29,12 @@ volumes:
 """
 
 
-def _dep(tmp_path: Path, launcher: str) -> object:
+_CLEARED = "\n    entrypoint: []"
+
+
+def _dep(tmp_path: Path, launcher: str, entrypoint: str = _CLEARED) -> object:
     path = tmp_path / "compose.yaml"
-    path.write_text(COMPOSE.format(z="0" * 64, launcher=launcher))
+    path.write_text(COMPOSE.format(z="0" * 64, launcher=launcher, entrypoint=entrypoint))
     old, _ = load_sides(plan_files(str(path), str(path)))
     return old
 
@@ -67,6 +72,24 @@ def test_vllm_serve_positional_model_becomes_the_module_launchers_flag(
         "/opt/tiny",
     ]
     assert "serve" not in argv
+
+
+def test_arguments_only_on_the_official_image_run_its_entrypoints_launcher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No entrypoint key on vllm/vllm-openai: the image's ENTRYPOINT (`vllm serve`) runs the
+    command's arguments, so the driver launches the module with the positional model."""
+    monkeypatch.setenv("TINY_DIR", "/opt/tiny")
+    dep = _dep(tmp_path, "/models/tiny-llama", entrypoint="")
+    driver = LocalDriver(tmp_path / "state", engine="real", engine_python=Path("/venv/bin/python"))
+    argv = driver.command(dep, "tiny-r1")  # type: ignore[arg-type]
+    assert argv[:5] == [
+        "/venv/bin/python",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/opt/tiny",
+    ]
 
 
 def test_an_unset_mount_variable_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,7 +146,11 @@ def test_a_real_engine_binds_loopback_whatever_the_file_says(
     monkeypatch.setenv("TINY_DIR", "/opt/tiny")
     host = ", ".join(given) + ", " if given else ""
     path = tmp_path / "compose.yaml"
-    path.write_text(COMPOSE.format(z="0" * 64, launcher=MODULE).replace("--host, 0.0.0.0, ", host))
+    path.write_text(
+        COMPOSE.format(z="0" * 64, launcher=MODULE, entrypoint=_CLEARED).replace(
+            "--host, 0.0.0.0, ", host
+        )
+    )
     dep, _ = load_sides(plan_files(str(path), str(path)))
     driver = LocalDriver(tmp_path / "state", engine="real", engine_python=Path("/venv/bin/python"))
     argv = driver.command(dep, "tiny-r1")
@@ -220,7 +247,11 @@ def test_a_rendered_loopback_host_is_left_alone_and_the_sim_keeps_the_file(
 ) -> None:
     monkeypatch.setenv("TINY_DIR", "/opt/tiny")
     path = tmp_path / "compose.yaml"
-    path.write_text(COMPOSE.format(z="0" * 64, launcher=MODULE).replace("0.0.0.0", "127.0.0.1"))
+    path.write_text(
+        COMPOSE.format(z="0" * 64, launcher=MODULE, entrypoint=_CLEARED).replace(
+            "0.0.0.0", "127.0.0.1"
+        )
+    )
     dep, _ = load_sides(plan_files(str(path), str(path)))
     real = LocalDriver(tmp_path / "real", engine="real", engine_python=Path("/venv/bin/python"))
     expected, notes = real.gate_argv(dep, "tiny-r1")
@@ -233,7 +264,7 @@ def test_a_rendered_loopback_host_is_left_alone_and_the_sim_keeps_the_file(
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
     assert argv.count("--host") == 1
     # The simulated engine binds loopback itself (TIERCTL_BIND_HOST) and reports the file.
-    path.write_text(COMPOSE.format(z="0" * 64, launcher=MODULE))
+    path.write_text(COMPOSE.format(z="0" * 64, launcher=MODULE, entrypoint=_CLEARED))
     dep, _ = load_sides(plan_files(str(path), str(path)))
     sim = LocalDriver(tmp_path / "sim")
     assert sim.gate_argv(dep, "tiny-r1") == (dep.argv("tiny-r1"), ())
