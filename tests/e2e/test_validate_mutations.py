@@ -287,7 +287,7 @@ def test_schema_violation(run_cli, workdir: Path, good_text: str) -> None:
     assert result.code == 1
     [schema] = _violations(result, "TC007")
     assert (
-        "proxy-glm53: TC007 compose-schema: services.proxy-glm53: unknown key 'restat' (not a compose key"
+        "proxy-glm53: TC007 schema: services.proxy-glm53: unknown key 'restat' (not a compose key"
         in schema
     )
 

@@ -17,7 +17,7 @@ RULES: dict[str, str] = {
     "TC004": "engine-flag-catalog",
     "TC005": "pairing-rule",
     "TC006": "hygiene",
-    "TC007": "compose-schema",
+    "TC007": "schema",  # the compose-spec schema, or the Kubernetes API schemas
 }
 
 

@@ -1,4 +1,4 @@
-"""TC007 compose-schema: the file validates against the compose-spec JSON schema.
+"""TC007 schema: the file validates against the compose-spec JSON schema.
 
 The schema is vendored unchanged (``schema/compose-spec.json``, Apache-2.0, provenance in
 ``schema/SOURCE.json``) so validation works offline and does not drift under the user.

@@ -5,7 +5,7 @@ serving tier is visible in the file alone. This module finds the engine services
 by the launcher their command runs, per the engine profiles), picks each one's flag catalog
 (from the image tag, or ``--engine sglang==X``) and runs:
 
-- TC007 compose-schema, plus compose's own consistency rule that a service only references
+- TC007 schema, plus compose's own consistency rule that a service only references
   declared top-level volumes, networks, secrets and configs;
 - TC004 engine-flag-catalog on each engine's flags;
 - TC006 hygiene: GPUs reserved twice, an engine's TP x PP x DP against the GPUs it is given,
