@@ -333,6 +333,10 @@ def _compare_doc(wi: Any, focus: str | None, source: str) -> dict[str, Any]:
         "not_modelled": list(cmp.not_modelled),
         "step_cost_not_modelled": list(cmp.step_cost),
         "stopped": {"control": cmp.control.stopped, "candidate": cmp.candidate.stopped},
+        "preemptions": {
+            "control": cmp.control.summary.preemptions,
+            "candidate": cmp.candidate.summary.preemptions,
+        },
         "cost_model": {"name": cmp.control.preset, "source": source},
         "not_completed": {
             "control": not_completed(cmp.control.requests),
@@ -375,6 +379,12 @@ def _render_compare(wi: Any, focus: str | None, source: str) -> str:
     if cmp.step_cost:
         flags = ", ".join(f"--{n}" for n in cmp.step_cost)
         lines.append(f"step cost held fixed (the ratios leave them out): {flags}")
+    pre = (cmp.control.summary.preemptions, cmp.candidate.summary.preemptions)
+    if any(pre):
+        lines.append(
+            f"preemptions under KV pressure (vLLM: recompute; SGLang: retract_decode): "
+            f"control {pre[0]}, candidate {pre[1]}"
+        )
     for arm, res in (("control", cmp.control), ("candidate", cmp.candidate)):
         if res.stopped:
             lines.append(f"{arm}: {res.stopped}")

@@ -105,6 +105,8 @@ class SchedulerStats:
     cached_tokens: int = 0
     kv_waits: int = 0
     preemptions: int = 0
+    # Prompt and output tokens computed again after a preemption or retraction (recompute).
+    recomputed_tokens: int = 0
     itl_hist: list[int] = field(default_factory=lambda: [0] * _ITL_BUCKETS)
     # The largest step shapes run (what a fitted cost model is asked about; sim.domain).
     max_step_tokens: int = 0
@@ -309,12 +311,18 @@ class Scheduler:
                 tuple(emitted),
             )
         if self.running:
+            self._before_decode(now_s)
+        if self.running:
             b, k = len(self.running), self.context_tokens
             self.stats.note_decode(b, k)
             dur = self.jittered(cost.round_overhead_s + self.decode_round_s(b, k))
             emitted = self._decode_tokens(self.running, now_s + dur, in_burst)
             return Round(now_s, dur, "decode", (), b, k, tuple(emitted))
         return Round(now_s, cost.round_overhead_s, "idle", (), 0, 0)
+
+    def _before_decode(self, now_s: float) -> None:
+        """Policy work before a decode round runs the running batch (SGLang's retraction when
+        the KV pool cannot hold the next tokens: :mod:`tierctl.sim.sglang_retract`)."""
 
     def extend_s(self, chunks: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> float:
         """An extend step's cost: the target's prefill, plus the draft model over the same
@@ -640,6 +648,10 @@ def make_scheduler(
         from tierctl.sim.vllm_policy import VllmScheduler
 
         return VllmScheduler(config, cost, seed)
+    if config.rules.retract_decode and not config.disable_radix_cache:
+        from tierctl.sim.sglang_retract import RetractingScheduler
+
+        return RetractingScheduler(config, cost, seed)
     return Scheduler(config, cost, seed)
 
 

@@ -111,6 +111,14 @@ class SimMetrics:
             buckets=E2E_BUCKETS_S,
             registry=reg,
         )
+        # Retraction under KV pressure (retract_decode), as the profile names it.
+        self.num_retracted = Counter(
+            _sg(_SGM.extra["retractions"]),
+            "Number of retracted requests.",
+            sched,
+            registry=reg,
+        )
+        self._retracted = 0
         for g in (self.num_running_reqs, self.num_queue_reqs, self.token_usage):
             g.labels(**self.sched_labels).set(0)
 
@@ -164,7 +172,10 @@ class SimMetrics:
         ).set(epoch_s)
 
     def set_preemptions(self, total: int) -> None:
-        """SGLang exports no preemption counter."""
+        """Bring SGLang's retraction counter up to the scheduler's total."""
+        if total > self._retracted:
+            self.num_retracted.labels(**self.sched_labels).inc(total - self._retracted)
+            self._retracted = total
 
     def aborted(self) -> None:
         """Count one aborted request."""
