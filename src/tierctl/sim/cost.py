@@ -57,6 +57,10 @@ class CostModel:
     spec_draft_step_s: float = 0.0
     spec_verify_per_token_s: float = 0.0
     spec_draft_extend_frac: float = 0.0
+    # The conditional acceptance of each draft position (position k accepted given every one
+    # before it was), fitted from an engine's per-position counters (tierctl.sim.accept_fit);
+    # positions past the tuple take spec_accept_rate. Empty: spec_accept_rate everywhere.
+    spec_accept_by_position: tuple[float, ...] = ()
 
     def spec_round_s(self, batch_size: int, draft_steps: int, draft_tokens: int) -> float:
         """What a speculative round adds to a decode step of ``batch_size`` sequences."""

@@ -171,7 +171,8 @@ class Scheduler:
         self.stats = SchedulerStats()
         # Speculative decoding: (draft steps, draft tokens) when the argv turns it on and the
         # cost model has its terms; its acceptance draws come from their own seeded stream.
-        self.spec = config.speculative if cost.spec_accept_rate > 0 else None
+        on = cost.spec_accept_rate > 0 or any(cost.spec_accept_by_position)
+        self.spec = config.speculative if on else None
         self._spec_rng = random.Random(seed * 7919 + 17)
 
     # -- intake -------------------------------------------------------------------------
@@ -345,9 +346,10 @@ class Scheduler:
         if self.spec is None or left <= 1:
             return 1
         rate, rng = self.cost.spec_accept_rate, self._spec_rng
+        by_position = self.cost.spec_accept_by_position
         n = 1
-        for _ in range(self.spec[0]):
-            if rng.random() >= rate:
+        for k in range(self.spec[0]):
+            if rng.random() >= (by_position[k] if k < len(by_position) else rate):
                 break
             n += 1
         return min(n, left)
