@@ -124,6 +124,28 @@ def _warn_step_cost(flags: tuple[str, ...]) -> None:
         )
 
 
+def _transfer_options(f: Any) -> Any:
+    """The hand-off of a disaggregated arm (prefill and decode replicas)."""
+    opts = [
+        click.option("--transfer-slots", type=click.IntRange(1, 4096),
+                     help="Disaggregated arms: KV transfers one prefill replica sends at once "
+                     "(default: the engine's, from its profile: SGLang's 4 transfer queues)."),
+        click.option("--kv-transfer-gb-per-s", "kv_transfer_gb_per_s",
+                     type=click.FloatRange(min=0.0, min_open=True, max=3600.0),
+                     help="Disaggregated arms: the KV link's bandwidth, GB/s (default: the "
+                     "cost model's stated one)."),
+    ]  # fmt: skip
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _transfer(kw: dict[str, Any]) -> Any:
+    from tierctl.sim.disagg_config import TransferSettings
+
+    return TransferSettings(kw.pop("transfer_slots"), kw.pop("kv_transfer_gb_per_s"))
+
+
 def _workload_options(f: Any) -> Any:
     opts = [
         click.option("--workload", "kind", type=click.Choice(GENERATORS), default="field",
@@ -188,16 +210,29 @@ def _sim_bar() -> Iterator[Callable[[float, float], None]]:
 
 @sim.command(context_settings={"ignore_unknown_options": True})
 @click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec to take the argv from.")
-@click.option("--replica", help="Replica of --spec to simulate.")
+@click.option(
+    "--replica",
+    help="Replica of --spec to simulate; several, comma-separated (p1,d1), for a "
+    "disaggregated arm: a prefill and a decode pool.",
+)
+@click.option(
+    "--pool-argv",
+    "pool_argv",
+    multiple=True,
+    help="Another replica of a disaggregated arm, beside the argv after `--` (one string; "
+    "repeat for each; prefix prefill:/decode: where its flags leave the side open).",
+)
 @_ENGINE
 @_PRESET
 @_workload_options
+@_transfer_options
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @click.option("--per-request", is_flag=True, help="Also print one line per request.")
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def run(
     spec: str | None,
     replica: str | None,
+    pool_argv: tuple[str, ...],
     engine: str | None,
     engine_version: str | None,
     as_json: bool,
@@ -206,23 +241,26 @@ def run(
     **kw: Any,
 ) -> None:
     """Simulate one replica: `tierctl sim run [--spec S --replica R] [-- ENGINE ARGV...]`."""
+    import shlex
+
     from tierctl.sim.sources import EngineSource, run_sim
 
     if spec is not None and replica is None:
         raise click.UsageError("--spec needs --replica")
     source = _cost_source(kw)
     cost = _cost(kw)
+    more = tuple(tuple(shlex.split(a)) for a in pool_argv)
+    engine_source = EngineSource(
+        argv, spec, replica, engine, engine_version, more=more, transfer=_transfer(kw)
+    )
     with _sim_bar() as tick:
-        result = run_sim(
-            EngineSource(argv, spec, replica, engine, engine_version),
-            _workload(kw),
-            cost,
-            progress=tick,
-        )
+        result = run_sim(engine_source, _workload(kw), cost, progress=tick)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=1))
         return
     click.echo(_render_run(result, per_request))
+    for line in handoff_lines("", result):
+        click.echo(line)
     if result.stopped:
         click.echo(result.stopped)
     for line in not_completed_lines({"run": result}):
@@ -231,15 +269,21 @@ def run(
 
 
 @sim.command()
-@click.option("--control", "control_argv", default="", help="Control engine argv (one string).")
-@click.option("--candidate", "candidate_argv", default="", help="Candidate engine argv.")
+@click.option("--control", "control_argv", multiple=True,
+              help="Control engine argv (one string; repeat for each replica of a "
+              "disaggregated arm).")  # fmt: skip
+@click.option("--candidate", "candidate_argv", multiple=True,
+              help="Candidate engine argv (repeat as --control).")  # fmt: skip
 @click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec for both replicas.")
-@click.option("--control-replica", help="Control replica of --spec.")
-@click.option("--candidate-replica", help="Candidate replica of --spec.")
+@click.option("--control-replica",
+              help="Control replica of --spec (several, comma-separated: a prefill and a "
+              "decode pool).")  # fmt: skip
+@click.option("--candidate-replica", help="Candidate replica(s) of --spec.")
 @click.option("--focus", help="Only requests whose id starts with this (e.g. 'dec', 'burst').")
 @_ENGINE
 @_PRESET
 @_workload_options
+@_transfer_options
 @click.option(
     "--draws",
     type=click.IntRange(1, 500),
@@ -258,8 +302,8 @@ def run(
 )
 @click.option("--json", "as_json", is_flag=True)
 def compare(
-    control_argv: str,
-    candidate_argv: str,
+    control_argv: tuple[str, ...],
+    candidate_argv: tuple[str, ...],
     spec: str | None,
     control_replica: str | None,
     candidate_replica: str | None,
@@ -279,7 +323,7 @@ def compare(
 
     a, b = _arms(
         control_argv, candidate_argv, spec, control_replica, candidate_replica, engine,
-        engine_version,
+        engine_version, _transfer(kw),
     )  # fmt: skip
     source = _cost_source(kw)
     cost, fit_unc = resolve_fit(kw.pop("preset"), kw.pop("cost_model"))
@@ -296,28 +340,33 @@ def compare(
 
 
 def _arms(
-    control_argv: str,
-    candidate_argv: str,
+    control_argv: tuple[str, ...] | str,
+    candidate_argv: tuple[str, ...] | str,
     spec: str | None,
     control_replica: str | None,
     candidate_replica: str | None,
     engine: str | None,
     engine_version: str | None,
+    transfer: Any = None,
 ) -> tuple[Any, Any]:
-    """The two arms of a comparison: argv strings, or two replicas of one spec."""
+    """The two arms of a comparison: argv strings (several for a disaggregated arm), or
+    replicas of one spec."""
     import shlex
 
     from tierctl.sim.sources import EngineSource
 
     if spec is not None and not (control_replica and candidate_replica):
         raise click.UsageError("--spec needs --control-replica and --candidate-replica")
-    a = EngineSource(
-        tuple(shlex.split(control_argv)), spec, control_replica, engine, engine_version
-    )
-    b = EngineSource(
-        tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine, engine_version
-    )
-    return a, b
+
+    def source(argvs: tuple[str, ...] | str, replica: str | None) -> EngineSource:
+        given = (argvs,) if isinstance(argvs, str) else argvs
+        split = [tuple(shlex.split(a)) for a in given] or [()]
+        return EngineSource(
+            split[0], spec, replica, engine, engine_version, more=tuple(split[1:]),
+            transfer=transfer,
+        )  # fmt: skip
+
+    return source(control_argv, control_replica), source(candidate_argv, candidate_replica)
 
 
 def _compare_doc(wi: Any, focus: str | None, source: str) -> dict[str, Any]:
@@ -337,6 +386,7 @@ def _compare_doc(wi: Any, focus: str | None, source: str) -> dict[str, Any]:
             "control": cmp.control.summary.preemptions,
             "candidate": cmp.candidate.summary.preemptions,
         },
+        "handoff": {"control": cmp.control.handoff, "candidate": cmp.candidate.handoff},
         "cost_model": {"name": cmp.control.preset, "source": source},
         "not_completed": {
             "control": not_completed(cmp.control.requests),
@@ -389,8 +439,32 @@ def _render_compare(wi: Any, focus: str | None, source: str) -> str:
         if res.stopped:
             lines.append(f"{arm}: {res.stopped}")
     lines += not_completed_lines({"control": cmp.control, "candidate": cmp.candidate})
+    lines += handoff_lines("control: ", cmp.control) + handoff_lines("candidate: ", cmp.candidate)
     lines.append(cost_line(cmp.control.preset, source))
     return "\n".join(lines)
+
+
+def handoff_lines(label: str, result: SimResult) -> list[str]:
+    """A disaggregated arm's pools and hand-off, in words (none for one replica)."""
+    h = result.handoff
+    if not h:
+        return []
+    link = h["kv_transfer"]
+    if link["gb_per_s"]:
+        cost = (
+            f"{link['bytes_per_token']:,.0f} B of KV a token over {link['gb_per_s']:g} GB/s "
+            f"+ {link['base_s'] * 1e3:g} ms (stated by the cost model)"
+        )
+    else:
+        cost = "no link stated by the cost model: transfers take only their fixed latency"
+    return [
+        f"{label}disaggregated: {h['prefill_replicas']} prefill + {h['decode_replicas']} decode "
+        f"replicas, {h['transfers']} KV transfers (at most {h['peak_concurrent_transfers']} at "
+        f"once of {h['transfer_slots']} slots per prefill replica), transfer p50 "
+        f"{_fmt(h['transfer_p50_s'])} s, hand-off wait p50 {_fmt(h['handoff_wait_p50_s'])} s "
+        f"max {_fmt(h['handoff_wait_max_s'])} s",
+        f"{label}KV transfer: {cost}",
+    ]
 
 
 @sim.command("fit-plan")

@@ -82,6 +82,9 @@ class SimRules:
         disaggregation: how the release expresses prefill/decode disaggregation (None: not
             modelled): the flag and its values, or the JSON flag and its role key.
         metrics_preemption: the family (no prefix) counting preemptions/retractions.
+        decode_reserved_tokens: SGLang: a decode server preallocates a transferred prompt's
+            KV only when the pool keeps this many tokens free for each request it already
+            holds (running, transferring, waiting) and for the new one.
     """
 
     engine: str
@@ -101,6 +104,7 @@ class SimRules:
     clip_max_new_tokens: int = 4096
     disaggregation: DisaggregationRule | None = None
     metrics_preemption: str = ""
+    decode_reserved_tokens: int = 0
 
 
 @dataclass(frozen=True)

@@ -175,6 +175,8 @@ class SGLangProfile(EngineProfile):
             retract_decode_steps=20,
             clip_max_new_tokens=4096,
             metrics_preemption=self.metrics.extra["retractions"],
+            # disaggregation/decode.py _allocatable_tokens: SGLANG_NUM_RESERVED_DECODE_TOKENS.
+            decode_reserved_tokens=512,
             disaggregation=DisaggregationRule(
                 flag="disaggregation-mode",
                 prefill=("prefill",),
