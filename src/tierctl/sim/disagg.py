@@ -182,10 +182,11 @@ def _drive(state: _State, reqs: tuple[SimRequest, ...], max_steps: int) -> tuple
         horizon = min(horizon, *others) if others else horizon
         if _fast_forward(state, rep, now, horizon):
             continue
+        deferred = rep.sched.stats.deferred_rounds
         rnd = rep.sched.step(now)
         if rnd is None:
             continue
-        if rnd.kind == "idle" and not rep.sched.countdown:
+        if rnd.kind == "idle" and rep.sched.stats.deferred_rounds == deferred:
             # Nothing runs and nothing is armed: the replica waits for an event that concerns
             # it (an arrival, a transfer landing, a hold released), not round by round.
             rep.parked = True

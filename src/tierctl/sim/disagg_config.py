@@ -74,7 +74,8 @@ def check_role(config: EngineConfig, source: str) -> None:
     flag = f"--{rule.flag}"
     where = f"{flag} {rule.json_key}" if rule.json_key else flag
     release = f"{config.engine} {config.release}"
-    if rule.json_key and config.kv_transfer_config and role is None:
+    if rule.json_key and config.kv_transfer_config and role is None and backend is not None:
+        # vLLM's KVTransferConfig: "Please specify kv_role when kv_connector is set".
         raise InputError(
             f"{flag} sets no {rule.json_key}",
             location=Location(file=source, path=flag),

@@ -254,3 +254,18 @@ def test_sim_compare_and_run_take_a_spec_pool_pair(
     assert lone.code == 2
     assert "no decode pool" in lone.err
     assert "replicas.p1" in lone.err
+
+
+def test_a_prefill_replica_with_an_interval_defers_and_still_finishes() -> None:
+    # Each extend arms the countdown; a prefill server has nothing to decode, so the deferred
+    # rounds idle (they changed the countdown: the replica must not be parked on them).
+    members = [
+        ("p", "argv", sg("--disaggregation-mode", "prefill", "--prefill-decode-interval", "2",
+                         "--chunked-prefill-size", "500"), None),
+        ("d", "argv", sg("--disaggregation-mode", "decode"), None),
+    ]  # fmt: skip
+    arm = disaggregated_tier(members)
+    res = simulate(arm, wl(n=4, gap=0.0), COST)
+    assert res.stopped == ""
+    assert res.summary.completion == 1.0
+    assert res.deferred_rounds > 0
