@@ -1,6 +1,7 @@
 """Preemption under KV pressure on a real vLLM engine (CPU, the tiny Llama) and in its model.
 
-One engine whose KV pool is cut to 48 blocks of 16 tokens (``--num-gpu-blocks-override``):
+One engine whose KV pool is cut to 24 blocks of 32 tokens (``--num-gpu-blocks-override``; the
+CPU attention backend takes block sizes in multiples of 32 only, and refuses 16 at start-up):
 eight requests arriving together, each fitting alone, cannot all decode at once, so vLLM
 preempts (recompute) and counts it in the family the vLLM profile names. The same argv and
 requests in the simulator preempt too, and the same requests with a roomy pool never do. The
@@ -28,7 +29,7 @@ from tierctl.sim.workload import SimRequest, Workload
 pytestmark = [pytest.mark.real_engine, pytest.mark.integration, pytest.mark.slow]
 
 FLAGS = (
-    "--num-gpu-blocks-override", "48", "--block-size", "16", "--max-num-seqs", "8",
+    "--num-gpu-blocks-override", "24", "--block-size", "32", "--max-num-seqs", "8",
     "--max-num-batched-tokens", "512", "--no-enable-prefix-caching", "--max-model-len", "512",
 )  # fmt: skip
 OUTPUT = 160
@@ -73,7 +74,7 @@ def test_a_starved_pool_preempts_on_the_engine_and_in_its_model(starved_engine: 
     )
     argv = ["vllm", "serve", "m", *FLAGS]
     starved = simulate(EngineConfig.from_argv(argv), load, DENSE_8B_H100)
-    roomy_argv = [*argv, "--num-gpu-blocks-override", "2000"]
+    roomy_argv = [*argv, "--num-gpu-blocks-override", "1000"]
     roomy = simulate(EngineConfig.from_argv(roomy_argv), load, DENSE_8B_H100)
     print(f"preemptions: engine {real:.0f}, model {starved.summary.preemptions}, roomy model 0")
     assert starved.summary.preemptions > 0
