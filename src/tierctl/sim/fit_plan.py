@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tierctl.sim.config import EngineConfig
@@ -52,21 +53,39 @@ def fit_plan(
     control: EngineConfig, candidate: EngineConfig, workload: Workload, cost: CostModel
 ) -> FitPlan:
     """Design a fit run spanning the step shapes both arms produce on ``workload``."""
+    return fit_plan_cover([control, candidate], [workload], cost, fit_argv=candidate)
+
+
+def fit_plan_cover(
+    arms: Sequence[EngineConfig],
+    workloads: Sequence[Workload],
+    cost: CostModel,
+    *,
+    fit_argv: EngineConfig | None = None,
+) -> FitPlan:
+    """One fit run spanning the step shapes every arm produces on every workload (a what-if
+    study with several flag changes fits one model for all of them).
+
+    ``fit_argv`` (default: the first arm) is the engine the fit runs, with the largest token
+    budget and sequence limit of the arms added to it.
+    """
+    if not arms:
+        raise ValueError("fit_plan_cover needs at least one arm")
     domain = StepDomain()
-    for cfg in (control, candidate):
-        seen = StepDomain.from_json(simulate(cfg, workload, cost).domain) or StepDomain()
-        domain = domain.union(seen)
+    for cfg in arms:
+        for workload in workloads:
+            seen = StepDomain.from_json(simulate(cfg, workload, cost).domain) or StepDomain()
+            domain = domain.union(seen)
     budget, running = 0, 0
-    for cfg in (control, candidate):
+    for cfg in arms:
         sched = make_scheduler(cfg, cost)
         size = getattr(sched, "token_budget", None) or sched.chunk_tokens or budget
         budget = max(budget, size)
         running = max(running, sched.max_running)
-    flag_budget, flag_running = _LIMIT_FLAGS[candidate.engine]
+    base = fit_argv or arms[0]
+    flag_budget, flag_running = _LIMIT_FLAGS[base.engine]
     flags = (flag_budget, str(budget), flag_running, str(running))
-    fit_cfg = EngineConfig.from_argv(
-        [*candidate.argv, *flags], engine=candidate.engine, version=candidate.release
-    )
+    fit_cfg = EngineConfig.from_argv([*base.argv, *flags], engine=base.engine, version=base.release)
     reqs = _ladder(domain, budget) + _batches(domain, max(1, min(domain.batch, running)))
     return FitPlan(domain, budget, running, flags, _spaced(reqs, fit_cfg, cost))
 
