@@ -95,7 +95,7 @@ def workloads(quick: bool) -> dict[str, list[Any]]:
     rng = random.Random(7)
     long_gap = [0.3 + 0.5 * i for i in range(3 if quick else 4)]
     decoders = [PlannedSend(0.0, 32, 64 if quick else 96) for _ in range(4)]
-    longs = [PlannedSend(t, 1800, 16) for t in long_gap]
+    longs = [PlannedSend(t, 2600, 16) for t in long_gap]
     poisson, t = [], 0.0
     for _ in range(16 if quick else 28):
         prompt = round(math.exp(rng.uniform(math.log(32), math.log(1500))))
@@ -155,15 +155,16 @@ def measure_arm(
     seed: int,
     args: argparse.Namespace,
     note: list[str],
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Start one engine with ``flags``, warm it, play every plan; the requests per plan and
-    the arm's record (start time, load, client health)."""
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Start one engine with ``flags``, warm it, play every plan ``args.reps`` times (fresh
+    prompts each time, the same across arms); the requests per repetition and plan, and the
+    arm's record (start time, load, client health)."""
     from tierctl.fidelity import burst_plan, measure, measure_checked
     from tierctl.realengine.engine import SERVED_NAME, VllmEngine
 
     logdir = Path(tempfile.mkdtemp(prefix="sim-whatif-"))
-    record: dict[str, Any] = {"flags": list(flags), "load_before": load()}
-    got: dict[str, Any] = {}
+    record: dict[str, Any] = {"flags": list(flags), "load_before": load(), "client": []}
+    got: list[dict[str, Any]] = []
     with VllmEngine(logdir / "vllm.log", flags=flags, name="whatif") as engine:
         engine.start()
         assert engine.pid is not None
@@ -171,35 +172,57 @@ def measure_arm(
         record["ready_s"] = round(engine.wait_ready(args.start_timeout_s), 1)
         asyncio.run(measure(engine.url, SERVED_NAME, burst_plan(2, 64, 8) + burst_plan(1, 1800, 8),
                             seed=seed + 99))  # fmt: skip
-        for k, (name, plan) in enumerate(plans.items()):
-            for attempt in range(2):
-                reqs, check = asyncio.run(
-                    measure_checked(engine.url, SERVED_NAME, plan, seed=seed + k + 50 * attempt)
-                )
-                if check.trusted() or attempt == 1:
-                    break
-                note.append(f"{' '.join(flags)} {name}: client fell behind (send "
-                            f"{check.pacing_lag_max_s or 0:.3f} s late, loop lag "
-                            f"{check.loop_lag_max_s or 0:.3f} s); measured again")  # fmt: skip
-            got[name] = [dataclasses.asdict(r) for r in reqs]
-            record.setdefault("client", {})[name] = {
-                "trusted": check.trusted(),
-                "send_lag_max_s": check.pacing_lag_max_s,
-                "loop_lag_max_s": check.loop_lag_max_s,
-            }
+        for rep in range(args.reps):
+            got.append({})
+            for k, (name, plan) in enumerate(plans.items()):
+                for attempt in range(2):
+                    s = seed + 10 * rep + k + 50 * attempt
+                    reqs, check = asyncio.run(
+                        measure_checked(engine.url, SERVED_NAME, plan, seed=s)
+                    )
+                    if check.trusted() or attempt == 1:
+                        break
+                    note.append(f"{' '.join(flags)} {name}: client fell behind (send "
+                                f"{check.pacing_lag_max_s or 0:.3f} s late, loop lag "
+                                f"{check.loop_lag_max_s or 0:.3f} s); measured again")  # fmt: skip
+                got[-1][name] = [dataclasses.asdict(r) for r in reqs]
+                record["client"].append(
+                    {"workload": name, "rep": rep, "trusted": check.trusted(),
+                     "send_lag_max_s": check.pacing_lag_max_s,
+                     "loop_lag_max_s": check.loop_lag_max_s}
+                )  # fmt: skip
+        record["metrics"] = _spec_counters(engine.url)
         record["load_after"] = load()
     return got, record
 
 
-def run_fit(plan: Any, args: argparse.Namespace, note: list[str]) -> tuple[str, list[Any]]:
-    """Play the fit trace on an engine at the fit flags; its iteration log and requests."""
-    from tierctl.fidelity import PlannedSend, burst_plan, iteration_log_complete, measure
+def _spec_counters(url: str) -> dict[str, float]:
+    """The engine's speculative-decoding counters (empty when it runs none)."""
+    import urllib.request
+
+    from tierctl.runtime.promtext import parse_metrics
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:  # loopback only
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for sample in parse_metrics(text):
+        if "spec_decode_num" in sample.name and sample.name.endswith("_total"):
+            key = sample.name + "".join(f"{{{v}}}" for k, v in sorted(sample.labels.items())
+                                        if k == "position")  # fmt: skip
+            out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
+def run_fit(
+    flags: tuple[str, ...], sends: list[Any], args: argparse.Namespace, note: list[str]
+) -> tuple[str, list[Any]]:
+    """Play a fit trace on an engine started with ``flags`` and the iteration log; the log's
+    lines for the trace and the measured requests."""
+    from tierctl.fidelity import burst_plan, iteration_log_complete, measure
     from tierctl.realengine.engine import SERVED_NAME, VllmEngine
     from tierctl.runtime.polling import wait_until
 
-    flags = (*F0, *plan.argv_flags, LOG_FLAG)
-    sends = [PlannedSend(r.arrival_s, r.input_tokens, r.output_tokens) for r in
-             plan.workload.requests]  # fmt: skip
+    flags = (*flags, LOG_FLAG)
     log = Path(tempfile.mkdtemp(prefix="sim-whatif-fit-")) / "vllm.log"
     with VllmEngine(log, flags=flags, name="whatif-fit") as engine:
         engine.start()
@@ -210,6 +233,7 @@ def run_fit(plan: Any, args: argparse.Namespace, note: list[str]) -> tuple[str, 
         asyncio.run(measure(engine.url, SERVED_NAME, burst_plan(2, 64, 8) + burst_plan(1, 1800, 8),
                             seed=9))  # fmt: skip
         mark = log.stat().st_size
+        t = time.monotonic()
         reqs = asyncio.run(measure(engine.url, SERVED_NAME, sends, seed=1))
 
         def text() -> str:
@@ -218,14 +242,28 @@ def run_fit(plan: Any, args: argparse.Namespace, note: list[str]) -> tuple[str, 
                 return fh.read().decode(errors="replace")
 
         wait_until(lambda: iteration_log_complete(text(), reqs), 30, poll_s=0.05)
+        print(f"  fit trace: {len(reqs)} requests in {time.monotonic() - t:.0f} s ({load()})")
         return text(), reqs
+
+
+def fit_sends(plan: Any, ladder_only: bool = False) -> list[Any]:
+    """The fit trace's requests as sends (only the lone-prompt ladder when asked)."""
+    from tierctl.fidelity import PlannedSend
+
+    reqs = [r for r in plan.workload.requests if not ladder_only or r.rid.startswith("ladder")]
+    return [PlannedSend(r.arrival_s, r.input_tokens, r.output_tokens) for r in reqs]
 
 
 # -- fitting and predicting (also from saved measurements) --------------------------------
 
 
-def fit_model(log_text: str, reqs: list[Any], fit_flags: tuple[str, ...], out: Path) -> Any:
-    """``sim fit --from vllm-log --timings``'s fit, written to ``out``; the model."""
+def fit_model(
+    log_text: str, reqs: list[Any], fit_flags: tuple[str, ...], out: Path, save: Path | None
+) -> Any:
+    """``sim fit --from vllm-log --timings``'s fit, written to ``out``; the model. With the
+    F0 ladder run kept in ``save`` (``fit-f0.*``) its steps join the fit (deep 512-token
+    chunks, which a fit engine at the largest budget cannot produce)."""
+    from tierctl.results import MeasuredRequest
     from tierctl.sim.config import EngineConfig
     from tierctl.sim.costfile import write_cost_model
     from tierctl.sim.fitting import fit_vllm_log
@@ -233,8 +271,14 @@ def fit_model(log_text: str, reqs: list[Any], fit_flags: tuple[str, ...], out: P
 
     config = EngineConfig.from_argv(sim_argv(fit_flags), engine="vllm", version=VERSION)
     base = planning_cost()
+    more = []
+    if save is not None and (save / "fit-f0.log").exists():
+        f0_cfg = EngineConfig.from_argv(sim_argv(F0), engine="vllm", version=VERSION)
+        f0_reqs = [MeasuredRequest(**r) for r in json.loads((save / "fit-f0.json").read_text())]
+        more.append((parse_vllm_iterations((save / "fit-f0.log").read_text()), f0_reqs, f0_cfg))
     model, prov = fit_vllm_log(parse_vllm_iterations(log_text), base, config, reqs,
-                               name="fitted:vllm-cpu-tiny:whatif", fitted_on=["fit run"])  # fmt: skip
+                               name="fitted:vllm-cpu-tiny:whatif", fitted_on=["fit run"],
+                               more_runs=more)  # fmt: skip
     write_cost_model(out, model, prov)
     res = prov["residuals"]
     print(f"fitted on {prov['samples']}: step residual prefill "
@@ -291,6 +335,7 @@ def judge_all(runs: dict[str, Any], preds: dict[str, Any], rounds: int) -> list[
         aa = paired_ratios(figs("F0", wl), figs("A/A", wl))
         floors = {m: aa_floor(v) for m, v in aa.items()}
         ctl = figs("F0", wl)
+        _print_control(wl, ctl, preds)
         print(f"\n== {wl}: A/A floor " + ", ".join(
             f"{m} ±{f:.0%}" for m, f in floors.items() if f is not None))  # fmt: skip
         for change in [c for c in runs if c not in ("F0", "A/A")]:
@@ -316,6 +361,26 @@ def judge_all(runs: dict[str, Any], preds: dict[str, Any], rounds: int) -> list[
             for line in pred.get("extrapolation", []) + pred.get("warnings", []):
                 print(f"      sim: {line}")
     return checks
+
+
+def _print_control(wl: str, ctl: list[dict[str, float | None]], preds: dict[str, Any]) -> None:
+    """The control arm's absolute figures: measured (median of its runs) and simulated."""
+    import statistics
+
+    from tierctl.sim.result import COMPARE_METRICS
+
+    sim = next((p["control"] for k, p in preds.items() if k.endswith(f"| {wl}") and
+                "control" in p), {})  # fmt: skip
+    attrs = dict(COMPARE_METRICS)
+    parts = []
+    for metric in ctl[0]:
+        vals = [v for f in ctl if (v := f[metric]) is not None]
+        got = statistics.median(vals) if vals else None
+        pred = sim.get(attrs.get(metric, ""))
+        if got and pred:
+            parts.append(f"{metric} {got * 1000:.0f} ms / sim {pred * 1000:.0f} ms "
+                         f"({pred / got - 1:+.0%})")  # fmt: skip
+    print("   F0 measured / simulated: " + "; ".join(parts))
 
 
 def report(checks: list[Any]) -> bool:
@@ -364,22 +429,32 @@ def main(args: argparse.Namespace) -> int:
     print(f"fit plan: {len(plan.workload.requests)} requests over "
           f"{plan.workload.requests[-1].arrival_s:.1f} s at {' '.join(plan.argv_flags)}; "
           f"domain to cover {plan.domain}")  # fmt: skip
-    if args.replay:
+    if args.replay or (args.resume and (save / "fit.json").exists()):
         log_text = (save / "fit.log").read_text()
         fit_reqs = json.loads((save / "fit.json").read_text())
-        runs = json.loads((save / "runs.json").read_text())
-        arms = {k: v for k, v in arms.items() if k in runs}
-        rounds = len(runs["F0"])
+        if args.replay:
+            runs = json.loads((save / "runs.json").read_text())
+            arms = {k: v for k, v in arms.items() if k in runs}
+            rounds = len(runs["F0"])  # paired samples: rounds x repetitions
+        else:
+            runs, rounds = {}, args.rounds * args.reps
     else:
-        log_text, fit_on = run_fit(plan, args, note)
+        # The fit run of the plan, at the largest budget and sequence limit of the arms; and
+        # its ladder at F0 too (chunks cut at 512 at every depth), kept for refits (--replay).
+        log_text, fit_on = run_fit(fit_flags, fit_sends(plan), args, note)
         fit_reqs = [dataclasses.asdict(r) for r in fit_on]
         (save / "fit.log").write_text(log_text)
         (save / "fit.json").write_text(json.dumps(fit_reqs))
-        runs, rounds = {}, args.rounds
+        if not args.quick:
+            f0_log, f0_on = run_fit(F0, fit_sends(plan, ladder_only=True), args, note)
+            (save / "fit-f0.log").write_text(f0_log)
+            (save / "fit-f0.json").write_text(json.dumps([dataclasses.asdict(r) for r in f0_on]))
+        runs, rounds = {}, args.rounds * args.reps
     from tierctl.results import MeasuredRequest
 
     model_file = save / "cost-model.json"
-    fit_model(log_text, [MeasuredRequest(**r) for r in fit_reqs], fit_flags, model_file)
+    fit_model(log_text, [MeasuredRequest(**r) for r in fit_reqs], fit_flags, model_file,
+              None if args.fit_one_run else save)  # fmt: skip
     preds = {}
     for change in [c for c in arms if c not in ("F0", "A/A")]:
         for wl, pl in plans.items():
@@ -400,22 +475,37 @@ def main(args: argparse.Namespace) -> int:
 def measure_rounds(arms: dict[str, tuple[str, ...]], plans: dict[str, list[Any]],
                    args: argparse.Namespace, note: list[str], save: Path) -> dict[str, Any]:  # fmt: skip
     """Every arm once per round, the order rotated; saved as it goes."""
+    from tierctl.errors import RuntimeFailure
+
     runs: dict[str, list[Any]] = {k: [] for k in arms}
     records: list[Any] = []
+    failed: dict[str, str] = {}
     names = list(arms)
     for rnd in range(args.rounds):
         order = names[rnd % len(names) :] + names[: rnd % len(names)]
         for name in order:
+            if name in failed:
+                continue
             t = time.monotonic()
-            got, rec = measure_arm(arms[name], plans, 1000 * (rnd + 1), args, note)
-            runs[name].append(got)
+            try:
+                got, rec = measure_arm(arms[name], plans, 1000 * (rnd + 1), args, note)
+            except RuntimeFailure as exc:
+                # An engine that refuses the flags (or dies) is reported, not fatal; the
+                # control arms are, as nothing can be judged without them.
+                if name in ("F0", "A/A"):
+                    raise
+                failed[name] = str(exc)
+                print(f"round {rnd + 1} {name}: the engine failed: {exc}", flush=True)
+                note.append(f"{name}: the engine failed, left out: {str(exc)[-600:]}")
+                continue
+            runs[name].extend(got)
             records.append({"round": rnd, "arm": name, **rec})
             print(f"round {rnd + 1} {name}: ready in {rec['ready_s']} s, measured in "
                   f"{time.monotonic() - t:.0f} s ({rec['load_before']} -> {rec['load_after']})",
                   flush=True)  # fmt: skip
             (save / "runs.json").write_text(json.dumps(runs))
             (save / "arms.json").write_text(json.dumps(records, indent=1))
-    return runs
+    return {k: v for k, v in runs.items() if k not in failed}
 
 
 def _own_session() -> int | None:
@@ -435,15 +525,36 @@ if __name__ == "__main__":
         action="store_true",
         help="two changes, smaller workloads, 2 rounds (about 12 min here)",
     )
-    ap.add_argument("--rounds", type=int, default=None, help="paired rounds (default 3; quick 2)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="paired rounds: each arm's engine started once per round (default 2)",
+    )
+    ap.add_argument(
+        "--reps",
+        type=int,
+        default=None,
+        help="repetitions of each workload per engine start (default 2; quick 1)",
+    )
     ap.add_argument("--only", nargs="*", help="only the changes whose name contains one of these")
     ap.add_argument("--draws", type=int, default=40, help="sim compare --draws (default 40)")
     ap.add_argument("--nice", type=int, default=-10, help="priority of engines and client")
     ap.add_argument("--start-timeout-s", type=float, default=600.0)
     ap.add_argument("--save", help="keep the fit log, the measured requests and the model here")
     ap.add_argument("--replay", help="recompute from a --save folder (no engine)")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --save: reuse the fit run kept there, measure the rounds again",
+    )
     ap.add_argument("--no-bar", action="store_true", help="exit 0 even when the bar is missed")
+    ap.add_argument(
+        "--fit-one-run",
+        action="store_true",
+        help="fit on the fit-plan run alone (leave the F0 ladder run out)",
+    )
     a = ap.parse_args()
-    a.rounds = a.rounds or (2 if a.quick else 3)
+    a.reps = a.reps or (1 if a.quick else 2)
     code = None if a.replay else _own_session()
     sys.exit(main(a) if code is None else code)

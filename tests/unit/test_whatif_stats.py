@@ -48,7 +48,7 @@ def test_paired_ratios_pair_rounds_and_never_pool() -> None:
 
 
 def test_paired_ratios_refuse_unpaired_rounds_and_skip_missing_figures() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="same rounds"):
         paired_ratios([{"x": 1.0}], [])
     assert paired_ratios([{"x": None}, {"x": 2.0}], [{"x": 1.0}, {"x": 1.0}]) == {"x": [0.5]}
 
@@ -59,14 +59,16 @@ def test_measured_is_the_median_and_range_of_the_rounds(values: list[float]) -> 
     assert m is not None
     below = sum(v < m.ratio for v in values)
     above = sum(v > m.ratio for v in values)
-    assert below <= len(values) / 2 and above <= len(values) / 2
-    assert m.low == min(values) and m.high == max(values) and m.rounds == len(values)
+    assert below <= len(values) / 2
+    assert above <= len(values) / 2
+    assert (m.low, m.high, m.rounds) == (min(values), max(values), len(values))
 
 
 @given(st.lists(ratios, min_size=1, max_size=9))
 def test_aa_floor_covers_every_aa_ratio_both_ways(values: list[float]) -> None:
     floor = aa_floor(values)
-    assert floor is not None and floor >= 0
+    assert floor is not None
+    assert floor >= 0
     for v in values:
         assert 1 / (1 + floor) * (1 - 1e-9) <= v <= (1 + floor) * (1 + 1e-9)
     # and it is tight: the worst ratio sits on the floor's edge
@@ -122,7 +124,9 @@ def test_tally_counts_direction_only_on_effects_and_the_80_percent_bar() -> None
     checks = [_check(True, True, True)] * 4 + [_check(False, True, False)]
     t = tally(checks)
     assert (t.effects, t.direction_right, t.figures, t.inside) == (4, 4, 5, 4)
-    assert t.direction_ok and t.coverage_ok and t.inside_fraction == pytest.approx(0.8)
+    assert t.direction_ok
+    assert t.coverage_ok
+    assert t.inside_fraction == pytest.approx(0.8)
     # one inside fewer: 3 of 5 = 60 %, the bar is missed
     assert not tally([_check(True, True, False), *checks[1:]]).coverage_ok
     # one wrong direction on an effect misses the direction bar

@@ -86,16 +86,26 @@ def fit_plan_cover(
     flag_budget, flag_running = _LIMIT_FLAGS[base.engine]
     flags = (flag_budget, str(budget), flag_running, str(running))
     fit_cfg = EngineConfig.from_argv([*base.argv, *flags], engine=base.engine, version=base.release)
-    reqs = _ladder(domain, budget) + _batches(domain, max(1, min(domain.batch, running)))
+    limit = fit_cfg.max_prompt_tokens
+    reqs = _ladder(domain, budget, None if limit is None else limit - _LADDER_OUTPUT)
+    reqs += _batches(domain, max(1, min(domain.batch, running)))
     return FitPlan(domain, budget, running, flags, _spaced(reqs, fit_cfg, cost))
 
 
-def _ladder(domain: StepDomain, budget: int) -> list[SimRequest]:
-    """Lone prompts, log-spaced from 64 tokens to the deepest prompt prefilled."""
+_LADDER_OUTPUT = 16  # output tokens of each ladder prompt
+
+
+def _ladder(domain: StepDomain, budget: int, limit: int | None = None) -> list[SimRequest]:
+    """Lone prompts, log-spaced from 64 tokens to the deepest prompt prefilled (at most
+    ``limit``: the engine refuses a prompt past its context, ``--max-model-len`` on vLLM)."""
     longest = max(64, domain.position + max(domain.step_tokens, budget))
+    if limit is not None:
+        longest = max(64, min(longest, limit))
     n = max(2, math.ceil(math.log2(longest / 64)) * 2)
     lengths = sorted({round(64 * (longest / 64) ** (i / (n - 1))) for i in range(n)})
-    return [SimRequest(f"ladder-{i}", 0.0, length, 16) for i, length in enumerate(lengths)]
+    return [
+        SimRequest(f"ladder-{i}", 0.0, length, _LADDER_OUTPUT) for i, length in enumerate(lengths)
+    ]
 
 
 def _batches(domain: StepDomain, biggest: int) -> list[SimRequest]:

@@ -19,6 +19,7 @@ is read through :mod:`tierctl.readers`, bounded: a FIFO or ``/dev/zero`` is refu
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,11 +29,11 @@ from tierctl.readers import read_bytes
 from tierctl.results import looks_like_results
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel, DecodeSample, fit
-from tierctl.sim.domain import domain_of
+from tierctl.sim.domain import StepDomain, domain_of
 from tierctl.sim.iteration_fit import (
     STEP_COEFFICIENTS,
-    bootstrap_iterations,
-    fit_iterations,
+    bootstrap_runs,
+    fit_iteration_runs,
     fit_overheads,
     iteration_domain,
     iteration_residuals,
@@ -160,12 +161,22 @@ def fit_vllm_log(
     *,
     name: str,
     fitted_on: list[str],
+    more_runs: Sequence[tuple[list[Any], list[Any] | None, EngineConfig]] = (),
 ) -> tuple[CostModel, dict[str, Any]]:
     """``sim fit --from vllm-log [--timings]`` on parsed iterations and measured requests:
     the model and its provenance (residuals, bootstrap refits, domain), as the CLI writes
-    them (``benchmarks/sim_whatif.py`` fits in process with it)."""
+    them (``benchmarks/sim_whatif.py`` fits in process with it).
+
+    ``more_runs`` (iterations, requests, engine config) join the step coefficients' fit, its
+    bootstrap and its domain, each replayed at its own engine's budget: a fit run at the
+    larger arm's budget cannot cut a prompt into the smaller arm's deep chunks (the prompt
+    would have to be longer than the model's context), so that arm's ladder is a second run.
+    The time between steps is measured on the first run alone."""
     budget = vllm_token_budget(config, base)
-    model = fit_iterations(its, base, name=name, budget_tokens=budget, requests=reqs)
+    runs = [(its, budget, reqs)] + [
+        (m_its, vllm_token_budget(m_cfg, base), m_reqs) for m_its, m_reqs, m_cfg in more_runs
+    ]
+    model = fit_iteration_runs(runs, base, name=name)
     residuals: dict[str, Any] = iteration_residuals(model, its, budget, reqs)
     samples: dict[str, int] = {"iterations": len(its)}
     between = "kept from the base (pass the same run's timings to fit it)"
@@ -186,8 +197,12 @@ def fit_vllm_log(
             or "fitted through the simulator to the request timings: per round, per token "
             "streamed and per request"
         )
-    refits = bootstrap_iterations(its, budget, reqs)
-    domain = iteration_domain(its, budget, reqs)
+    refits = bootstrap_runs(runs)
+    domain = StepDomain()
+    for r_its, r_budget, r_reqs in runs:
+        domain = domain.union(iteration_domain(r_its, r_budget, r_reqs))
+    if more_runs:
+        samples["more_runs_iterations"] = sum(len(m[0]) for m in more_runs)
     prov = {
         "fitted_on": fitted_on,
         "domain": domain.to_json(),

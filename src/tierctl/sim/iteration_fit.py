@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,11 +107,37 @@ def fit_iterations(
     Raises:
         InputError: too few prefill or decode steps.
     """
+    return fit_iteration_runs([(its, budget_tokens, requests)], base, name=name)
+
+
+#: One logged run for a fit: its iterations, its engine's token budget, its requests (None:
+#: shapes from the budget alone).
+LoggedRun = tuple[list[IterationSample], int | None, list[MeasuredRequest] | None]
+
+
+def runs_design(runs: Sequence[LoggedRun]) -> tuple[Any, Any]:
+    """The design matrix and logged times of several runs, each replayed with its own budget
+    and requests (engines at different budgets: a fit covering both arms' step shapes)."""
     import numpy as np
 
-    _enough_iterations(its, "iterations")
-    shapes = iteration_shapes(its, budget_tokens, requests)
-    x, y = _design(shapes, its)
+    xs, ys = [], []
+    for its, budget, requests in runs:
+        x, y = _design(iteration_shapes(its, budget, requests), its)
+        xs.append(x)
+        ys.append(y)
+    return np.vstack(xs), np.concatenate(ys)
+
+
+def fit_iteration_runs(runs: Sequence[LoggedRun], base: CostModel, *, name: str) -> CostModel:
+    """:func:`fit_iterations` over the steps of several logged runs together.
+
+    Raises:
+        InputError: too few prefill or decode steps in all.
+    """
+    import numpy as np
+
+    _enough_iterations([s for its, _, _ in runs for s in its], "iterations")
+    x, y = runs_design(runs)
     coefs = _solve(x, y)
     a_p, b, attn, a_d, d, k_ctx = coefs
     # What the model leaves unexplained step by step: the robust spread (1.4826 MAD) of the
@@ -191,12 +218,19 @@ def bootstrap_iterations(
     together: a shared host's slow steps come in stretches, and resampling steps one by one
     would call the fit surer than it is.
     """
+    return bootstrap_runs([(its, budget_tokens, requests)], samples=samples, seed=seed)
+
+
+def bootstrap_runs(
+    runs: Sequence[LoggedRun], *, samples: int = 40, seed: int = 0
+) -> list[dict[str, float]]:
+    """:func:`bootstrap_iterations` over the steps of several logged runs (in run order, so
+    a block rarely spans two runs)."""
     from tierctl.sim.uncertainty import block_bootstrap
 
-    shapes = iteration_shapes(its, budget_tokens, requests)
-    x, y = _design(shapes, its)
+    x, y = runs_design(runs)
     out = []
-    for idx in block_bootstrap(len(its), samples, seed):
+    for idx in block_bootstrap(len(y), samples, seed):
         out.append(dict(zip(STEP_COEFFICIENTS, _solve(x[idx], y[idx]), strict=True)))
     return out
 
@@ -329,10 +363,18 @@ def _admitted(waiting: Any, count: int, tokens: int) -> list[_Replayed] | None:
 
     if count <= 0:
         return [] if tokens == 0 else None
-    window = list(itertools.islice(waiting, _REORDER_WINDOW))
-    for combo in permutations(window, min(count, len(window))):
-        if len(combo) < count:
-            return None
+    window = list(itertools.islice(waiting, max(_REORDER_WINDOW, count + _REORDER_WINDOW)))
+    if len(window) < count:
+        return None
+    combos: Any
+    if count <= _REORDER_WINDOW:
+        combos = permutations(window[:_REORDER_WINDOW], count)
+    else:
+        # A step that admits more requests than the window (a batch arriving together at a
+        # large budget): the queue's first ones, the last of them possibly handed on later.
+        head = tuple(window[: count - 1])
+        combos = ((*head, r) for r in window[count - 1 :])
+    for combo in combos:
         whole = sum(r.prompt for r in combo[:-1])
         rest = tokens - whole
         if 0 < rest <= combo[-1].prompt:
