@@ -429,6 +429,16 @@ def fit_plan_cmd(
         f"fit trace: {len(reqs)} requests over {reqs[-1].arrival_s if reqs else 0:.0f} s "
         "(lone prompts of rising length, then decode batches of rising size)"
     )
+    for k, (flags, trace) in enumerate(plan.more_runs):
+        click.echo(
+            f"and a second fit run with: {' '.join(flags)} ({len(trace.requests)} lone prompts "
+            "of rising length): the first run's budget cannot cut a prompt that fits the "
+            "context into the smaller budget's deep chunks"
+        )
+        if out is not None:
+            extra = f"{out}.run{k + 2}.jsonl"
+            write_jsonl(trace, extra, force=force)
+            click.echo(f"wrote {extra}", err=True)
     if out is not None:
         write_jsonl(plan.workload, out, force=force)
         click.echo(
