@@ -294,8 +294,9 @@ def fit_model(
 
 
 def predict(model_file: Path, plan: list[Any], flags: tuple[str, ...], draws: int,
-            tmp: Path) -> dict[str, Any]:  # fmt: skip
-    """``tierctl sim compare --json`` for F0 against ``flags`` on ``plan``."""
+            tmp: Path, aa_floor: str = "0") -> dict[str, Any]:  # fmt: skip
+    """``tierctl sim compare --json`` for F0 against ``flags`` on ``plan`` (``aa_floor``:
+    its ``--aa-floor``, the measured A/A floor per figure)."""
     from tierctl.sim.workload import SimRequest, Workload
     from tierctl.sim.workload_traces import write_jsonl
 
@@ -306,7 +307,7 @@ def predict(model_file: Path, plan: list[Any], flags: tuple[str, ...], draws: in
     cmd = [sys.executable, "-m", "tierctl", "sim", "compare", "--cost-model", str(model_file),
            "--trace", str(trace), "--engine", "vllm", "--engine-version", VERSION,
            "--control", shlex.join(sim_argv(F0)), "--candidate", shlex.join(sim_argv(flags)),
-           "--draws", str(draws), "--json"]  # fmt: skip
+           "--draws", str(draws), "--aa-floor", aa_floor, "--json"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=900)
     if done.returncode != 0:
@@ -463,13 +464,44 @@ def main(args: argparse.Namespace) -> int:
     print(f"predicted {len(preds)} what-ifs ({time.monotonic() - t_start:.0f} s so far)")
     if not args.replay:
         runs = measure_rounds(arms, plans, args, note, save)
+    print("\n#### 1. sim compare's own intervals (fit bootstrap + step jitter), predicted "
+          "before any A/B was measured")  # fmt: skip
     checks = judge_all(runs, preds, rounds)
     ok = report(checks)
+    # 2. The same, told the A/A floor the A/A arm measured (sim compare --aa-floor, per
+    # figure): where it exceeds the simulated floor the interval widens by the excess.
+    floors = measured_floors(runs, rounds)
+    preds_aa = {}
+    for change in [c for c in arms if c not in ("F0", "A/A")]:
+        for wl, pl in plans.items():
+            text = ",".join(f"{m}={f:.4f}" for m, f in floors[wl].items() if f is not None)
+            preds_aa[f"{change} | {wl}"] = predict(model_file, pl, arms[change], args.draws,
+                                                   save, text or "0")  # fmt: skip
+    (save / "predictions-aa.json").write_text(json.dumps(preds_aa, indent=1))
+    print("\n#### 2. sim compare --aa-floor with the A/A arm's measured floor per figure")
+    ok_aa = report(judge_all(runs, preds_aa, rounds))
     for line in note:
         print(f"note: {line}")
     print(f"\n{len(arms)} arms x {rounds} rounds; total {time.monotonic() - t_start:.0f} s; "
           f"{load()}; measurements in {save}")  # fmt: skip
-    return 0 if ok or args.no_bar else 1
+    return 0 if ok or ok_aa or args.no_bar else 1
+
+
+def measured_floors(runs: dict[str, Any], rounds: int) -> dict[str, dict[str, float | None]]:
+    """The A/A floor per workload and figure: F0 against the A/A arm, paired by round."""
+    from tierctl.results import MeasuredRequest
+    from tierctl.whatif import aa_floor, paired_ratios, run_figures
+
+    def figs(arm: str, wl: str) -> list[dict[str, float | None]]:
+        return [
+            run_figures([MeasuredRequest(**r) for r in runs[arm][k][wl]]) for k in range(rounds)
+        ]
+
+    out = {}
+    for wl in runs["F0"][0]:
+        ratios = paired_ratios(figs("F0", wl), figs("A/A", wl))
+        out[wl] = {m: aa_floor(v) for m, v in ratios.items()}
+    return out
 
 
 def measure_rounds(arms: dict[str, tuple[str, ...]], plans: dict[str, list[Any]],
