@@ -5,7 +5,7 @@ These are the library entry points the ``tierctl sim`` commands call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -202,7 +202,7 @@ def what_if_sims(
     *,
     focus: str | None = None,
     draws: int = 20,
-    aa_floor: float = 0.0,
+    aa_floor: float | Mapping[str, float] = 0.0,
 ) -> WhatIf:
     """Simulate two replicas on the identical workload, with an interval on every ratio
     (:func:`tierctl.sim.uncertainty.what_if`)."""
