@@ -26,6 +26,9 @@ from tierctl.runtime.process import ServerProcess, log_tail
 
 #: The tiny image's name.
 TINY_IMAGE = "tierctl-tiny:1"
+#: The simulated engine's image: the tiny image with an entrypoint that runs ``tierctl sim
+#: serve`` for an engine command line (:meth:`HostDockerd.build_sim_engine`).
+SIM_ENGINE_IMAGE = "tierctl-sim-engine:1"
 #: A container command that stops at once on SIGTERM (a shell as pid 1 ignores it otherwise).
 SLEEPER = ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait", "--"]
 _APPLETS = ("sh", "sleep", "cat", "true", "echo", "wget", "ls")
@@ -148,6 +151,36 @@ class HostDockerd:
             capture_output=True, check=True, timeout=120,
         )  # fmt: skip
         return tar
+
+    def build_sim_engine(self, src: Path, time_scale: float = 100.0) -> None:
+        """``docker build`` :data:`SIM_ENGINE_IMAGE` on the tiny image (no registry): its
+        entrypoint drops the engine's launcher (``python3 -m sglang.launch_server``, ``vllm
+        serve MODEL``: every word before the first flag) and runs ``tierctl sim serve
+        --time-scale X -- FLAGS`` with this machine's Python, so a compose service's
+        ``command`` is the engine's own command line, as on a GPU host. The container needs
+        :func:`python_mounts` (the interpreter, the venv and ``src``)."""
+        script = (
+            "#!/bin/sh\n"
+            "# The simulated engine for an engine command line: its launcher words dropped.\n"
+            'while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do shift; done\n'
+            f"export PYTHONPATH=${{PYTHONPATH:-{src}}}\n"
+            f'exec {sys.executable} -m tierctl sim serve --time-scale {time_scale:g} -- "$@"\n'
+        )
+        dockerfile = (
+            f"FROM {TINY_IMAGE}\nCOPY sim-engine /bin/sim-engine\n"
+            'ENTRYPOINT ["/bin/sim-engine"]\nENV HOME=/tmp\n'
+        )
+        context = self.root / "sim-engine-context"
+        context.mkdir(parents=True, exist_ok=True)
+        (context / "Dockerfile").write_text(dockerfile)
+        (context / "sim-engine").write_text(script)
+        (context / "sim-engine").chmod(0o755)
+        subprocess.run(
+            ["docker", "build", "-q", "-t", SIM_ENGINE_IMAGE, str(context)],
+            env={**self.env(), "DOCKER_BUILDKIT": "0"}, capture_output=True, check=True,
+            timeout=300,
+        )  # fmt: skip
+        shutil.rmtree(context, ignore_errors=True)
 
     def containers(self) -> list[str]:
         """Every container's name (running or not)."""

@@ -141,6 +141,7 @@ class HostSet:
         repo: Path,
         *,
         agent_args: Sequence[str] = (),
+        time_scale: float = 100.0,
     ) -> None:
         """Describe the set; nothing is made until :meth:`open` (or ``with``).
 
@@ -148,10 +149,12 @@ class HostSet:
             names: The hosts' names (short: they name namespaces).
             repo: The deployment repository every agent serves (a git checkout).
             agent_args: More ``tierctl agent serve`` options (``--operation-timeout-s 60``).
+            time_scale: The simulated engine image's ``--time-scale``.
         """
         self.names = list(names)
         self.repo = repo
         self.agent_args = tuple(agent_args)
+        self.time_scale = time_scale
         self.network = HostNetwork()
         self.root = Path(f"/tmp/tierctl-hosts-{self.network.tag}")
         self.hosts: dict[str, NetnsHost] = {}
@@ -209,8 +212,10 @@ class HostSet:
         self.timings["dockerd_s"] = time.monotonic() - started
         started = time.monotonic()
         tar: bytes | None = None
+        src = Path(__file__).resolve().parents[2]
         for host in self.hosts.values():
             tar = host.dockerd.import_tiny(tar)
+            host.dockerd.build_sim_engine(src, self.time_scale)
         self.timings["image_s"] = time.monotonic() - started
         started = time.monotonic()
         for host in self.hosts.values():
