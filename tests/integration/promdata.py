@@ -29,6 +29,27 @@ class ArmData:
     present: bool = True
     #: Family role -> the name this arm exports it under instead (a renamed metric).
     renamed: dict[str, str] = field(default_factory=dict)
+    #: Its ``host_machine`` label (one synthetic host per value).
+    host: str = "t"
+    #: From this time on (Unix seconds) the ``after_*`` multipliers replace the ones above
+    #: (a change rolled out at that moment); None: no change.
+    change_s: float | None = None
+    after_ttft_x: float | None = None
+    after_tpot_x: float | None = None
+    after_abort_p: float | None = None
+
+    def at(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(TTFT multiplier, TPOT multiplier, abort probability) at each scrape time."""
+        after = np.zeros(len(ts), dtype=bool) if self.change_s is None else ts >= self.change_s
+
+        def pick(before: float, later: float | None) -> np.ndarray:
+            return np.where(after, before if later is None else later, before)
+
+        return (
+            pick(self.ttft_x, self.after_ttft_x),
+            pick(self.tpot_x, self.after_tpot_x),
+            pick(self.abort_p, self.after_abort_p),
+        )
 
 
 def _histogram_lines(
@@ -74,13 +95,15 @@ def openmetrics(
     for arm in arms:
         if not arm.present:
             continue
-        labels = f'container_name="{arm.container}",config_variant="{arm.variant}",host_machine="t"'
+        labels = (
+            f'container_name="{arm.container}",config_variant="{arm.variant}",'
+            f'host_machine="{arm.host}"'
+        )
+        ttft_x, tpot_x, abort_p = arm.at(ts)
         n = rng.poisson(15 * load)
-        ttft = [
-            arm.ttft_x * load[i] * rng.lognormal(np.log(0.8), 0.4, n[i]) for i in range(len(ts))
-        ]
+        ttft = [ttft_x[i] * load[i] * rng.lognormal(np.log(0.8), 0.4, n[i]) for i in range(len(ts))]
         itl = [
-            arm.tpot_x * (0.7 + 0.3 * load[i]) * rng.lognormal(np.log(0.03), 0.25, 4 * n[i])
+            tpot_x[i] * (0.7 + 0.3 * load[i]) * rng.lognormal(np.log(0.03), 0.25, 4 * n[i])
             for i in range(len(ts))
         ]
         e2e = [t + 200 * np.median(i_) if len(i_) else t for t, i_ in zip(ttft, itl, strict=True)]
@@ -91,7 +114,7 @@ def openmetrics(
         ):
             name = p + arm.renamed.get(role, base)
             family(name, "histogram").extend(_histogram_lines(name, labels, ts, values))
-        aborts = np.cumsum(rng.binomial(n, arm.abort_p))
+        aborts = np.cumsum(rng.binomial(n, abort_p))
         finished = np.cumsum(n) - aborts
         gen = np.cumsum(n * 200)
         counters = [(m.aborted, aborts)]
