@@ -29,7 +29,7 @@ abort-rate ratio with the control hosts' (a ratio of rate ratios, log-normal int
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -257,6 +257,7 @@ def _between_hosts(
     """Each host's change from its own baseline; canary hosts' change vs control hosts'."""
     warnings: list[str] = []
     changes: dict[str, dict[str, np.ndarray]] = {}  # metric -> host -> log change per step
+    raw: dict[str, dict[str, np.ndarray]] = {}  # metric -> host -> log value per step
     rows: dict[str, dict[str, float]] = {h.name: {} for h in hosts}
     for h in hosts:
         qa, qb = after.query(h.client, profile, prefix), before.query(h.client, profile, prefix)
@@ -270,6 +271,7 @@ def _between_hosts(
             else:
                 level = float(np.nanmean(logs_b))
             changes.setdefault(m.key, {})[h.name] = logs_a - level
+            raw.setdefault(m.key, {})[h.name] = logs_a
     for m in metrics:
         for h in hosts:
             rows[h.name][m.key] = _relative_change(h, hosts, changes[m.key])
@@ -280,7 +282,16 @@ def _between_hosts(
             role: np.mean([by_host[h.name] for h in hosts if h.role == role], axis=0)
             for role in ("canary", "control")
         }
-        pooled.append(_row(m, np.exp(group["control"]), np.exp(group["canary"]), tolerance, seed))
+        row = _row(m, np.exp(group["control"]), np.exp(group["canary"]), tolerance, seed)
+        # The medians shown are the groups' own levels after the change (geometric mean over
+        # their hosts, median over steps), in the metric's unit; the ratio is the blocked one.
+        levels = {
+            role: _median(np.exp(np.mean([raw[m.key][h.name] for h in hosts if h.role == role], 0)))
+            for role in ("canary", "control")
+        }
+        pooled.append(
+            replace(row, control_median=levels["control"], canary_median=levels["canary"])
+        )
     aborts = _aborts_between(hosts, profile, prefix, baseline, window)
     verdict, reasons = judge_canary(pooled, aborts, None, tolerance)
     host_rows = tuple(HostRow(h.name, h.role, rows[h.name], steps=len(after.grid)) for h in hosts)
@@ -301,6 +312,10 @@ def _relative_change(
     diff = changes[host.name] - np.mean(others, axis=0)
     finite = diff[np.isfinite(diff)]
     return float(np.exp(finite.mean())) if finite.size else math.nan
+
+
+def _median(values: np.ndarray) -> float:
+    return float(np.nanmedian(values)) if np.isfinite(values).any() else math.nan
 
 
 def _row(
