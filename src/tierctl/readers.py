@@ -400,8 +400,19 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+#: Builds the error for a key given twice: (key, the second key's node, the first's 0-based line).
+DuplicateError = Callable[[str, yaml.Node, int], InputError]
+#: Builds the error for an anchor that holds its own alias: (the node met again).
+RecursionError_ = Callable[[yaml.Node], InputError]
+
+
 def _check_graph(
-    root: yaml.Node, source: str, lim: Limits, error: type[InputError], duplicates: bool
+    root: yaml.Node,
+    source: str,
+    lim: Limits,
+    error: type[InputError],
+    duplicates: bool | DuplicateError,
+    recursion: RecursionError_ | None = None,
 ) -> None:
     """One iterative pass over the node graph: cycles, depth, expanded size, keys, tags.
 
@@ -460,6 +471,8 @@ def _check_graph(
                 raise _too_deep(where(node), lim, error)
             continue
         if nid in on_path:
+            if recursion is not None:
+                raise recursion(node)
             raise error(
                 "an anchor refers to itself (a recursive alias)",
                 location=where(node),
@@ -479,6 +492,8 @@ def _check_graph(
                     continue
                 first = seen.get(key)
                 if first is not None:
+                    if duplicates is not True:
+                        raise duplicates(key, key_node, first)
                     raise error(
                         f"duplicate key {key!r} (first given at line {first + 1})",
                         location=Location(file=source, line=key_node.start_mark.line + 1),
@@ -536,10 +551,10 @@ def load_yaml(
     *,
     error: type[InputError] = InputError,
     limits: Limits | None = None,
-    duplicates: bool = True,
+    duplicates: bool | DuplicateError = True,
     line_depth: int | None = None,
     loader: type[Any] = Yaml12Loader,
-    node_check: Callable[[yaml.Node], None] | None = None,
+    recursion: RecursionError_ | None = None,
 ) -> YamlDoc:
     """Parse one YAML document (YAML 1.2 scalars), bounded; every problem located.
 
@@ -548,10 +563,11 @@ def load_yaml(
         source: the file name used in messages.
         error: the :class:`~tierctl.errors.InputError` subclass raised.
         limits: default :meth:`Limits.config`.
-        duplicates: refuse duplicate keys in a mapping (PyYAML keeps the last silently).
+        duplicates: refuse duplicate keys in a mapping (PyYAML keeps the last silently); a
+            callable builds the error (a caller's own wording).
         line_depth: record lines only down to this many path parts (``None``: all).
         loader: a subclass of :class:`~tierctl.yaml12.Yaml12Loader` (extra tag constructors).
-        node_check: called with the root node before the bounded walk (a caller's own rules).
+        recursion: builds the error for a recursive alias (a caller's own wording).
 
     Raises:
         InputError (of class ``error``): malformed YAML, a recursive alias, too deep, too many
@@ -571,9 +587,7 @@ def load_yaml(
         node = parser.get_single_node()
         if node is None:
             return YamlDoc(None, lines)
-        if node_check is not None:
-            node_check(node)
-        _check_graph(node, source, lim, error, duplicates)
+        _check_graph(node, source, lim, error, duplicates, recursion)
         _record_lines(node, lines, line_depth)
         data = parser.construct_document(node)
     except yaml.MarkedYAMLError as exc:
