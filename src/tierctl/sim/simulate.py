@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierctl.latency import percentile
-from tierctl.sim.config import step_cost_differences, unmodelled_differences
+from tierctl.sim.config import EngineConfig, step_cost_differences, unmodelled_differences
 from tierctl.sim.cost import CostModel, preset
 from tierctl.sim.disagg_config import ArmConfig, DisaggTier, arm_flags
 from tierctl.sim.engine import Round, Scheduler, itl_quantile, make_scheduler
