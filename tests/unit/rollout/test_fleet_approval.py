@@ -309,3 +309,44 @@ def test_plan_and_runbook_fleet_show_the_waves_hosts_steps_and_approvals(
     refused = run_cli("runbook", "--fleet", str(fleet_file), "-o", str(out))
     assert refused.code == 2
     assert out.read_text() == "my notes\n"
+
+
+def test_a_host_is_never_changed_twice_at_once_rollback_included(tmp_path: Path) -> None:
+    """Across its rollout and its wave's rollback, one host has one operation in flight."""
+    import threading
+
+    plan = _plan(tmp_path, 7, max_parallel=3)  # waves: [gpu00], [gpu01, gpu02], ...
+    lock = threading.Lock()
+    busy: set[str] = set()
+    overlaps: list[str] = []
+
+    def enter(name: str) -> None:
+        with lock:
+            if name in busy:
+                overlaps.append(name)
+            busy.add(name)
+
+    def leave(name: str) -> None:
+        with lock:
+            busy.discard(name)
+
+    def run_host(host: FleetHost, _plan: Any, _resume: bool) -> RolloutResult:
+        enter(host.name)
+        try:
+            if host.name == "gpu02":
+                raise GateFailed("gpu02: failed")
+            return RolloutResult(outcomes=(), journal=None)
+        finally:
+            leave(host.name)
+
+    def rollback(host: FleetHost) -> RolloutResult:
+        enter(host.name)
+        leave(host.name)
+        return RolloutResult(outcomes=(), journal=None)
+
+    result = run_fleet(
+        plan, tmp_path / "j.jsonl", run_host, rollback_host=rollback,
+        policy=FleetPolicy(max_parallel=3),
+    )  # fmt: skip
+    assert result.status["gpu01"] == "rolled-back"
+    assert overlaps == []
