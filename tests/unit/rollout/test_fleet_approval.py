@@ -350,3 +350,24 @@ def test_a_host_is_never_changed_twice_at_once_rollback_included(tmp_path: Path)
     )  # fmt: skip
     assert result.status["gpu01"] == "rolled-back"
     assert overlaps == []
+
+
+def test_a_token_file_hosts_runbook_calls_read_its_file(
+    fleet_file: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    doc = yaml.safe_load(fleet_file.read_text())
+    doc["hosts"][1]["token_file"] = "secrets/h2.token"
+    fleet_file.write_text(yaml.safe_dump(doc))
+    text = run_cli("runbook", "--fleet", str(fleet_file)).out
+    h2 = text[text.index("### Wave 2, h2") : text.index("### Wave 2, h3")]
+    assert 'Bearer $(cat secrets/h2.token)"' in h2
+    assert "$TIERCTL_AGENT_TOKEN" not in h2
+
+
+def test_readout_refuses_fleet_options_without_fleet(run_cli: Callable[..., CliResult]) -> None:
+    got = run_cli("readout", "--spec", "t.yaml", "--prometheus", "http://x:1", "--since", "5")
+    assert got.code == 2
+    assert "--since: only with --fleet" in got.err
+    bare = run_cli("readout")
+    assert bare.code == 2
+    assert "or --fleet FLEET" in bare.err
