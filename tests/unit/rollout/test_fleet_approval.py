@@ -54,6 +54,11 @@ def test_an_approval_stops_each_later_wave_until_that_wave_is_approved(tmp_path:
     assert journal.read_text() == before
     assert [c[0] for c in hosts.calls] == ["gpu00"]
 
+    # Turning approvals off does not skip the awaited one.
+    with pytest.raises(InputError, match="awaits approval") as off:
+        run_fleet(plan, journal, hosts, resume=True, policy=FleetPolicy(approval=False))
+    assert off.value.exit_code == 2
+    assert journal.read_text() == before
     # Out of order: refused, located at the journal, naming the wave it awaits.
     with pytest.raises(InputError, match="awaits approval for wave 2") as info:
         run_fleet(plan, journal, hosts, resume=True, policy=policy, approve=Approval(3, "ana"))
@@ -80,7 +85,11 @@ def test_an_approval_stops_each_later_wave_until_that_wave_is_approved(tmp_path:
     with pytest.raises(InputError, match="awaits approval for wave 3"):
         run_fleet(plan, journal, hosts, resume=True, policy=policy, approve=Approval(2, "ana"))
 
-    result = run_fleet(plan, journal, hosts, resume=True, policy=policy, approve=Approval(3, "bo"))
+    # Approving wave 3 with approvals off from here on: recorded, and no further stop.
+    result = run_fleet(
+        plan, journal, hosts, resume=True, policy=FleetPolicy(approval=False),
+        approve=Approval(3, "bo"),
+    )  # fmt: skip
     assert result.awaiting is None
     assert not result.halted
     assert _events(journal)[-1]["event"] == "completed"
