@@ -226,61 +226,28 @@ def plan(fleet_path: Path, spec: Path | None, as_json: bool) -> None:
     show_fleet_plan(fleet_path, spec, as_json)
 
 
-@fleet.command("rollout")
-@click.argument("fleet_path", metavar="FLEET", type=click.Path(path_type=Path))
-@click.option(
-    "--journal",
-    "journal_path",
-    type=click.Path(path_type=Path),
-    help="The fleet journal [FLEET.journal.jsonl]; each host's beside it.",
+@fleet.command(
+    "rollout",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    add_help_option=False,
 )
-@click.option("--resume", is_flag=True, help="Continue the fleet journal: finished hosts skip.")
-@click.option("--dry-run", is_flag=True, help="Every step's dry run only, on every host.")
-@click.option("--pass-env", multiple=True, help="Forward this env var to the agents.")
-@click.option("--agent-timeout-s", type=click.FloatRange(min=0.1), default=600.0)
-@click.option("--agent-attempts", type=click.IntRange(min=1, max=20), default=4)
-@click.option("--health-timeout-s", type=float, default=120.0, show_default=True)
-@click.option("--skip-gate", multiple=True, help="Skip a gate (repeatable).")
-@fleet_run_options
-def rollout(
-    fleet_path: Path,
-    journal_path: Path | None,
-    resume: bool,
-    dry_run: bool,
-    pass_env: tuple[str, ...],
-    agent_timeout_s: float,
-    agent_attempts: int,
-    health_timeout_s: float,
-    skip_gate: tuple[str, ...],
-    spec: Path | None,
-    approve_wave: int | None,
-    note: str,
-    pause_s: float | None,
-    approval: bool | None,
-    max_parallel: int | None,
-    on_failure: str | None,
-) -> ExitCode:
-    """Run FLEET's waves (= `tierctl rollout --fleet FLEET`): exit 0 done, 1 a host failed,
-    4 awaiting a wave's approval."""
-    return run_fleet_rollout(
-        FleetRun(
-            fleet_path=fleet_path,
-            journal_path=journal_path,
-            resume=resume,
-            dry_run=dry_run,
-            spec=spec,
-            approve_wave=approve_wave,
-            note=note,
-            pause_s=pause_s,
-            approval=approval,
-            max_parallel=max_parallel,
-            on_failure=on_failure,
-            pass_env=pass_env,
-            agent_timeout_s=agent_timeout_s,
-            agent_attempts=agent_attempts,
-            gates={"health_timeout_s": health_timeout_s, "skip": frozenset(skip_gate)},
-        )
+@click.argument("fleet_path", metavar="FLEET")
+@click.pass_context
+def rollout(ctx: click.Context, fleet_path: str) -> ExitCode | None:
+    """Run FLEET's waves: `tierctl rollout --fleet FLEET` itself, with every option of it
+    (`tierctl rollout --help`); exit 0 done, 1 a host failed, 4 awaiting a wave's approval."""
+    from tierctl.cli.rollout import rollout as one_command
+
+    # `fleet rollout --help` (or an option first) is the one command's own line.
+    args = (
+        [fleet_path, *ctx.args]
+        if fleet_path.startswith("-")
+        else ["--fleet", fleet_path, *ctx.args]
     )
+    result: ExitCode | None = one_command.main(
+        args, prog_name="tierctl rollout", standalone_mode=False
+    )
+    return result
 
 
 @fleet.command("runbook")

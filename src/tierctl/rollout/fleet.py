@@ -437,6 +437,16 @@ def run_fleet(
     _check_resume(state, plan, journal_path, resume, approve)
     result = FleetResult()
     if approve is None and state.awaiting is not None:
+        if not policy.approval:
+            raise InputError(
+                f"wave {state.awaiting} awaits approval in {journal_path}; turning approvals "
+                "off does not skip it",
+                location=Location(file=str(journal_path)),
+                rule="an awaited wave runs only once approved (the approval is on record)",
+                fix=f"approve it (`approve_wave` {state.awaiting}); with approvals off the "
+                "later waves then run without stopping",
+                params=("approve_wave",),
+            )
         result.awaiting = state.awaiting  # still waiting: nothing is written, nothing runs
         result.status.update({h: "skipped" for h in state.done})
         log(f"still awaiting approval for wave {state.awaiting}")

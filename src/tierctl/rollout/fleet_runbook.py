@@ -76,8 +76,10 @@ def render_fleet_runbook(
                 w("Nothing changes on this host.")
                 w("")
                 continue
+            # The host's own token: its variable, or its file read where the command runs.
+            ref = f"${host.token_env}" if host.token_file is None else f"$(cat {host.token_file})"
             for line in step_sections(host_plan, labels.get(name, name), host.agent_url, 4):
-                w(line.replace("$TIERCTL_AGENT_TOKEN", f"${host.token_env}"))
+                w(line.replace("$TIERCTL_AGENT_TOKEN", ref))
     _readout(w, plan, fleet_arg, spec)
     return "\n".join(out)
 
@@ -226,11 +228,11 @@ def _journal(w: Any) -> None:
 
 
 def _readout(w: Any, plan: FleetPlan, fleet_arg: str, spec: str | None) -> None:
-    w("## Afterwards: the fleet readout")
+    w("## Before approving a wave: the fleet readout")
     w("")
     w(
         "Compare the canary hosts with the control hosts, each host against its own baseline "
-        "before the change (host as a blocking factor):"
+        "before the change (host as a blocking factor; the change is dated by the journal):"
     )
     w("")
     w("```sh")

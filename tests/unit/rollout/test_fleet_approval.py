@@ -54,6 +54,11 @@ def test_an_approval_stops_each_later_wave_until_that_wave_is_approved(tmp_path:
     assert journal.read_text() == before
     assert [c[0] for c in hosts.calls] == ["gpu00"]
 
+    # Turning approvals off does not skip the awaited one.
+    with pytest.raises(InputError, match="awaits approval") as off:
+        run_fleet(plan, journal, hosts, resume=True, policy=FleetPolicy(approval=False))
+    assert off.value.exit_code == 2
+    assert journal.read_text() == before
     # Out of order: refused, located at the journal, naming the wave it awaits.
     with pytest.raises(InputError, match="awaits approval for wave 2") as info:
         run_fleet(plan, journal, hosts, resume=True, policy=policy, approve=Approval(3, "ana"))
@@ -80,7 +85,11 @@ def test_an_approval_stops_each_later_wave_until_that_wave_is_approved(tmp_path:
     with pytest.raises(InputError, match="awaits approval for wave 3"):
         run_fleet(plan, journal, hosts, resume=True, policy=policy, approve=Approval(2, "ana"))
 
-    result = run_fleet(plan, journal, hosts, resume=True, policy=policy, approve=Approval(3, "bo"))
+    # Approving wave 3 with approvals off from here on: recorded, and no further stop.
+    result = run_fleet(
+        plan, journal, hosts, resume=True, policy=FleetPolicy(approval=False),
+        approve=Approval(3, "bo"),
+    )  # fmt: skip
     assert result.awaiting is None
     assert not result.halted
     assert _events(journal)[-1]["event"] == "completed"
@@ -309,3 +318,65 @@ def test_plan_and_runbook_fleet_show_the_waves_hosts_steps_and_approvals(
     refused = run_cli("runbook", "--fleet", str(fleet_file), "-o", str(out))
     assert refused.code == 2
     assert out.read_text() == "my notes\n"
+
+
+def test_a_host_is_never_changed_twice_at_once_rollback_included(tmp_path: Path) -> None:
+    """Across its rollout and its wave's rollback, one host has one operation in flight."""
+    import threading
+
+    plan = _plan(tmp_path, 7, max_parallel=3)  # waves: [gpu00], [gpu01, gpu02], ...
+    lock = threading.Lock()
+    busy: set[str] = set()
+    overlaps: list[str] = []
+
+    def enter(name: str) -> None:
+        with lock:
+            if name in busy:
+                overlaps.append(name)
+            busy.add(name)
+
+    def leave(name: str) -> None:
+        with lock:
+            busy.discard(name)
+
+    def run_host(host: FleetHost, _plan: Any, _resume: bool) -> RolloutResult:
+        enter(host.name)
+        try:
+            if host.name == "gpu02":
+                raise GateFailed("gpu02: failed")
+            return RolloutResult(outcomes=(), journal=None)
+        finally:
+            leave(host.name)
+
+    def rollback(host: FleetHost) -> RolloutResult:
+        enter(host.name)
+        leave(host.name)
+        return RolloutResult(outcomes=(), journal=None)
+
+    result = run_fleet(
+        plan, tmp_path / "j.jsonl", run_host, rollback_host=rollback,
+        policy=FleetPolicy(max_parallel=3),
+    )  # fmt: skip
+    assert result.status["gpu01"] == "rolled-back"
+    assert overlaps == []
+
+
+def test_a_token_file_hosts_runbook_calls_read_its_file(
+    fleet_file: Path, run_cli: Callable[..., CliResult]
+) -> None:
+    doc = yaml.safe_load(fleet_file.read_text())
+    doc["hosts"][1]["token_file"] = "secrets/h2.token"
+    fleet_file.write_text(yaml.safe_dump(doc))
+    text = run_cli("runbook", "--fleet", str(fleet_file)).out
+    h2 = text[text.index("### Wave 2, h2") : text.index("### Wave 2, h3")]
+    assert 'Bearer $(cat secrets/h2.token)"' in h2
+    assert "$TIERCTL_AGENT_TOKEN" not in h2
+
+
+def test_readout_refuses_fleet_options_without_fleet(run_cli: Callable[..., CliResult]) -> None:
+    got = run_cli("readout", "--spec", "t.yaml", "--prometheus", "http://x:1", "--since", "5")
+    assert got.code == 2
+    assert "--since: only with --fleet" in got.err
+    bare = run_cli("readout")
+    assert bare.code == 2
+    assert "or --fleet FLEET" in bare.err
