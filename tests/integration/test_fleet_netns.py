@@ -38,7 +38,7 @@ from tierctl.rollout.executor import RolloutOptions
 from tierctl.rollout.fleet import FleetResult
 from tierctl.rollout.gates import GateSettings
 from tierctl.runtime.polling import wait_until
-from tierctl.testhosts.dockerd import SIM_ENGINE_IMAGE, TINY_IMAGE, python_mounts
+from tierctl.testhosts.dockerd import SIM_ENGINE_IMAGE, SLEEPER, TINY_IMAGE, python_mounts
 from tierctl.testhosts.hostset import HostSet, hosts_missing, stopped_cleanly
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -62,8 +62,8 @@ def _engine(port: int, interval: int, *, role: str, broken: bool = False) -> dic
                     "--enable-metrics", "--prefill-decode-interval", str(interval)],
         "labels": {"tierctl.role": role},
         "stop_grace_period": "5s",
-        # NEW that cannot start serving: the engine's python finds no tierctl.
-        **({"environment": {"PYTHONPATH": "/nonexistent"}} if broken else {}),
+        # NEW that never serves: the container runs, its entrypoint never starts the engine.
+        **({"entrypoint": SLEEPER} if broken else {}),
     }  # fmt: skip
 
 
@@ -479,8 +479,8 @@ def test_an_agent_killed_mid_operation_halts_its_host_and_a_resume_converges(
 def test_a_canary_whose_gate_fails_halts_the_fleet_with_its_wave_rolled_back(
     fleet: Fleet,
 ) -> None:
-    """v4 -> v5, where v5's model-r2 on h1 (the canary host; its first step) cannot serve:
-    the container starts, its health gate across the namespace never passes, the step is
+    """v4 -> v5, where v5's model-r2 on h1 (the canary host; its first step) never serves:
+    the container runs, its health gate across the namespace never passes, the step is
     rolled back to v4 and put back in h1's router, the fleet halts after wave 1: h2 and h3 are
     never touched. No router loses a request."""
     fleet.converge("v4")
