@@ -108,7 +108,9 @@ def _per_position(samples: list[Sample], name: str, label: str) -> dict[int, flo
     return out
 
 
-def _fit_vllm(now: list[Sample], before: list[Sample], source: str) -> AcceptanceFit:
+def _fit_vllm(
+    now: list[Sample], before: list[Sample], source: str, steps: int = 0
+) -> AcceptanceFit:
     prof = profile_for("vllm")
     ex = prof.metrics.extra
     names = [prof.prefix + ex[k] for k in ("spec_drafts", "spec_accepted_per_position")]
@@ -122,6 +124,8 @@ def _fit_vllm(now: list[Sample], before: list[Sample], source: str) -> Acceptanc
     accepted = [per_now[k] - per_before.get(k, 0.0) for k in sorted(per_now)]
     if drafts <= 0 or not accepted or sorted(per_now) != list(range(len(per_now))):
         raise _no_counters("vLLM", source, names)
+    # A position no round ever accepted may not be exported: it accepted nothing.
+    accepted += [0.0] * max(0, steps - len(accepted))
     # Counters of one chain never rise with the position; clamp what noise a torn dump left.
     probs: list[float] = []
     for a in accepted:
@@ -198,7 +202,7 @@ def fit_acceptance(
     """
     now = parse_metrics(text)
     if engine == "vllm":
-        return _fit_vllm(now, parse_metrics(baseline or ""), source)
+        return _fit_vllm(now, parse_metrics(baseline or ""), source, draft_steps)
     return _fit_sglang(now, source, draft_steps)
 
 

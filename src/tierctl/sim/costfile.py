@@ -142,7 +142,7 @@ def _rates(v: Any, p: Path, key: str) -> tuple[float, ...]:
             location=Location(file=str(p), path=f"model.{key}"),
             rule=f"{key} is [p0, p1, ...] with each 0 <= p <= 1",
             value=v if not isinstance(v, list) else v[:8],
-            fix="write it with `tierctl sim fit --from spec-metrics`, or give probabilities",
+            fix="write it with `tierctl sim fit` from an engine's /metrics, or give probabilities",
         )
     return tuple(float(x) for x in v)
 

@@ -125,6 +125,16 @@ class DpAttentionScheduler(Scheduler):
         st.cached_tokens = sum(r.cached_tokens for r in ranks)
         st.preemptions = sum(r.preemptions for r in ranks)
         st.recomputed_tokens = sum(r.recomputed_tokens for r in ranks)
+        st.spec_drafts = sum(r.spec_drafts for r in ranks)
+        width = max((len(r.spec_accepted_by_position) for r in ranks), default=0)
+        st.spec_accepted_by_position = [
+            sum(
+                r.spec_accepted_by_position[k]
+                for r in ranks
+                if k < len(r.spec_accepted_by_position)
+            )
+            for k in range(width)
+        ]
         st.itl_hist = [sum(col) for col in zip(*(r.itl_hist for r in ranks), strict=True)]
         st.max_step_tokens = max(r.max_step_tokens for r in ranks)
         st.max_position = max(r.max_position for r in ranks)

@@ -107,6 +107,10 @@ class SchedulerStats:
     preemptions: int = 0
     # Prompt and output tokens computed again after a preemption or retraction (recompute).
     recomputed_tokens: int = 0
+    # Speculative decoding, as the engines count it: verify rounds (one per sequence per
+    # round) and, per draft position, the rounds that accepted it (tierctl.sim.accept_fit).
+    spec_drafts: int = 0
+    spec_accepted_by_position: list[int] = field(default_factory=list)
     itl_hist: list[int] = field(default_factory=lambda: [0] * _ITL_BUCKETS)
     # The largest step shapes run (what a fitted cost model is asked about; sim.domain).
     max_step_tokens: int = 0
@@ -347,10 +351,16 @@ class Scheduler:
             return 1
         rate, rng = self.cost.spec_accept_rate, self._spec_rng
         by_position = self.cost.spec_accept_by_position
+        stats = self.stats
+        counts = stats.spec_accepted_by_position
+        if len(counts) < self.spec[0]:
+            counts.extend([0] * (self.spec[0] - len(counts)))
+        stats.spec_drafts += 1
         n = 1
         for k in range(self.spec[0]):
             if rng.random() >= (by_position[k] if k < len(by_position) else rate):
                 break
+            counts[k] += 1
             n += 1
         return min(n, left)
 

@@ -221,3 +221,38 @@ def test_a_cost_file_with_bad_acceptance_is_refused_naming_the_field(tmp_path: P
         read_cost_model(path)
     assert caught.value.location is not None
     assert caught.value.location.path == "model.spec_accept_by_position"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_the_simulated_engines_counters_fit_back_to_its_acceptance(engine: str) -> None:
+    """A round trip: the simulator draws acceptance from a model, its engine's /metrics count
+    it as that engine does, and the fit reads the model back from them."""
+    from tierctl.sim.metrics import metrics_for
+    from tierctl.sim.workload import SimRequest
+
+    truth = (0.9, 0.5, 0.2)
+    cost = FLAT.__class__(
+        **{**FLAT.__dict__, "spec_accept_rate": 0.5, "spec_accept_by_position": truth}
+    )
+    if engine == "vllm":
+        argv = ["vllm", "serve", "m", "--speculative-config", NGRAM]
+        kw: dict[str, Any] = {"cache_info": {"block_size": "16"}}
+    else:
+        argv = ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3"]
+        kw = {}
+    cfg = EngineConfig.from_argv(argv)
+    sched = Scheduler(cfg, cost, seed=5)
+    for i in range(8):
+        sched.submit(SimRequest(f"r{i}", 0.0, 100, 2_000), 0.0)
+    now = 0.0
+    while sched.busy:
+        rnd = sched.step(now)
+        assert rnd is not None
+        now += rnd.duration_s
+    metrics = metrics_for(engine, "m", **kw)
+    metrics.set_spec(sched.stats.spec_drafts, sched.stats.spec_accepted_by_position)
+    fit = fit_acceptance(metrics.render().decode(), engine, draft_steps=3)
+    mean = 1 + 0.9 + 0.9 * 0.5 + 0.9 * 0.5 * 0.2
+    assert fit.mean_length == pytest.approx(mean, rel=0.02)
+    if engine == "vllm":
+        assert fit.by_position == pytest.approx(truth, abs=0.03)
