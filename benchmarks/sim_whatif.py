@@ -326,17 +326,18 @@ def predict(model_file: Path, plan: list[Any], flags: tuple[str, ...], draws: in
 UNTRUSTED: set[tuple[str, int, str]] = set()
 
 
-def load_untrusted(save: Path) -> int:
-    """Read which runs the client check distrusted; returns how many."""
+def load_untrusted(save: Path, offset: int = 0) -> int:
+    """Read which runs the client check distrusted (samples numbered from ``offset``);
+    returns how many are known."""
     path = save / "arms.json"
     if not path.exists():
-        return 0
+        return len(UNTRUSTED)
     records = json.loads(path.read_text())
     reps = 1 + max((c["rep"] for r in records for c in r.get("client", [])), default=0)
     for r in records:
         for c in r.get("client", []):
             if not c["trusted"]:
-                UNTRUSTED.add((r["arm"], r["round"] * reps + c["rep"], c["workload"]))
+                UNTRUSTED.add((r["arm"], offset + r["round"] * reps + c["rep"], c["workload"]))
     return len(UNTRUSTED)
 
 
@@ -444,7 +445,10 @@ def main(args: argparse.Namespace) -> int:
     t_start = time.monotonic()
     note: list[str] = []
     if not args.replay:
-        raise_priority(os.getpid(), args.nice, note)
+        # The client above the engines: on a 2-core host the engine's own API server and
+        # core share a CPU with the client, and at equal weight the client's event loop
+        # stalled for up to 0.9 s (streams read in one piece).
+        raise_priority(os.getpid(), args.client_nice, note)
     print(f"session {os.getsid(0)} (pid {os.getpid()}), nice {os.getpriority(os.PRIO_PROCESS, 0)}, "
           f"{load()}, {os.cpu_count()} CPUs")  # fmt: skip
     changes = {k: v for k, v in CHANGES.items() if not args.quick or k in QUICK_CHANGES}
@@ -468,6 +472,10 @@ def main(args: argparse.Namespace) -> int:
         fit_reqs = json.loads((save / "fit.json").read_text())
         if args.replay:
             runs = json.loads((save / "runs.json").read_text())
+            for more in args.also or ():
+                # Another measurement with the same fit and arms: its samples follow these.
+                extra = json.loads((Path(more) / "runs.json").read_text())
+                runs = {k: v + extra[k] for k, v in runs.items() if k in extra}
             arms = {k: v for k, v in arms.items() if k in runs}
             rounds = len(runs["F0"])  # paired samples: rounds x repetitions
         else:
@@ -490,7 +498,7 @@ def main(args: argparse.Namespace) -> int:
     fit_model(log_text, [MeasuredRequest(**r) for r in fit_reqs], fit_flags, model_file,
               None if args.fit_one_run else save)  # fmt: skip
     preds = {}
-    if args.replay and args.reuse_predictions:
+    if args.reuse_predictions and (save / "predictions.json").exists():
         preds = json.loads((save / "predictions.json").read_text())
     for change in [c for c in arms if c not in ("F0", "A/A")]:
         for wl, pl in plans.items():
@@ -503,6 +511,10 @@ def main(args: argparse.Namespace) -> int:
         runs = measure_rounds(arms, plans, args, note, save)
     if not args.keep_untrusted:
         n = load_untrusted(save)
+        offset = len(json.loads((save / "runs.json").read_text())["F0"])
+        for more in args.also or ():
+            n = load_untrusted(Path(more), offset)
+            offset += len(json.loads((Path(more) / "runs.json").read_text())["F0"])
         print(f"\n{n} runs left out: the client fell behind in them even when measured again "
               "(its send or event loop late; see arms.json); --keep-untrusted keeps them")  # fmt: skip
     print("\n#### 1. sim compare's own intervals (fit bootstrap + step jitter), predicted "
@@ -609,7 +621,8 @@ if __name__ == "__main__":
     )
     ap.add_argument("--only", nargs="*", help="only the changes whose name contains one of these")
     ap.add_argument("--draws", type=int, default=40, help="sim compare --draws (default 40)")
-    ap.add_argument("--nice", type=int, default=-10, help="priority of engines and client")
+    ap.add_argument("--nice", type=int, default=-10, help="priority of the engines")
+    ap.add_argument("--client-nice", type=int, default=-15, help="priority of the client")
     ap.add_argument("--start-timeout-s", type=float, default=600.0)
     ap.add_argument("--save", help="keep the fit log, the measured requests and the model here")
     ap.add_argument("--replay", help="recompute from a --save folder (no engine)")
@@ -620,9 +633,14 @@ if __name__ == "__main__":
     )
     ap.add_argument("--no-bar", action="store_true", help="exit 0 even when the bar is missed")
     ap.add_argument(
+        "--also",
+        action="append",
+        help="with --replay: another --save folder of the same fit and arms, judged together",
+    )
+    ap.add_argument(
         "--reuse-predictions",
         action="store_true",
-        help="with --replay: the model-only predictions saved there (predictions.json)",
+        help="the model-only predictions saved in the --save/--replay folder (predictions.json)",
     )
     ap.add_argument(
         "--keep-untrusted",
