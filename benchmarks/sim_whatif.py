@@ -320,15 +320,49 @@ def predict(model_file: Path, plan: list[Any], flags: tuple[str, ...], draws: in
 # -- the report -------------------------------------------------------------------------
 
 
+#: Runs whose client fell behind even when measured again, as (arm, sample, workload): left
+#: out of every pair (the figures would be the starved client's: streams read in one piece
+#: give TPOTs near 0). Filled from the saved arms.json by :func:`load_untrusted`.
+UNTRUSTED: set[tuple[str, int, str]] = set()
+
+
+def load_untrusted(save: Path, offset: int = 0) -> int:
+    """Read which runs the client check distrusted (samples numbered from ``offset``);
+    returns how many are known."""
+    path = save / "arms.json"
+    if not path.exists():
+        return len(UNTRUSTED)
+    records = json.loads(path.read_text())
+    reps = 1 + max((c["rep"] for r in records for c in r.get("client", [])), default=0)
+    for r in records:
+        for c in r.get("client", []):
+            if not c["trusted"]:
+                UNTRUSTED.add((r["arm"], offset + r["round"] * reps + c["rep"], c["workload"]))
+    return len(UNTRUSTED)
+
+
+def arm_figures(
+    runs: dict[str, Any], arm: str, wl: str, rounds: int
+) -> list[dict[str, float | None]]:
+    """One arm's figures per paired sample; a distrusted run's are all None (its pairs drop)."""
+    from tierctl.results import MeasuredRequest
+    from tierctl.whatif import FIGURES, run_figures
+
+    out: list[dict[str, float | None]] = []
+    for k in range(rounds):
+        if (arm, k, wl) in UNTRUSTED:
+            out.append(dict.fromkeys((label for label, _, _ in FIGURES), None))
+        else:
+            out.append(run_figures([MeasuredRequest(**r) for r in runs[arm][k][wl]]))
+    return out
+
+
 def judge_all(runs: dict[str, Any], preds: dict[str, Any], rounds: int) -> list[Any]:
     """Every (change, workload, figure) judged; prints the table; returns the checks."""
-    from tierctl.results import MeasuredRequest
-    from tierctl.whatif import Prediction, aa_floor, judge, measured, paired_ratios, run_figures
+    from tierctl.whatif import Prediction, aa_floor, judge, measured, paired_ratios
 
     def figs(arm: str, wl: str) -> list[dict[str, float | None]]:
-        return [
-            run_figures([MeasuredRequest(**r) for r in runs[arm][k][wl]]) for k in range(rounds)
-        ]
+        return arm_figures(runs, arm, wl, rounds)
 
     checks = []
     wls = list(next(iter(runs.values()))[0])
@@ -411,7 +445,10 @@ def main(args: argparse.Namespace) -> int:
     t_start = time.monotonic()
     note: list[str] = []
     if not args.replay:
-        raise_priority(os.getpid(), args.nice, note)
+        # The client above the engines: on a 2-core host the engine's own API server and
+        # core share a CPU with the client, and at equal weight the client's event loop
+        # stalled for up to 0.9 s (streams read in one piece).
+        raise_priority(os.getpid(), args.client_nice, note)
     print(f"session {os.getsid(0)} (pid {os.getpid()}), nice {os.getpriority(os.PRIO_PROCESS, 0)}, "
           f"{load()}, {os.cpu_count()} CPUs")  # fmt: skip
     changes = {k: v for k, v in CHANGES.items() if not args.quick or k in QUICK_CHANGES}
@@ -435,6 +472,10 @@ def main(args: argparse.Namespace) -> int:
         fit_reqs = json.loads((save / "fit.json").read_text())
         if args.replay:
             runs = json.loads((save / "runs.json").read_text())
+            for more in args.also or ():
+                # Another measurement with the same fit and arms: its samples follow these.
+                extra = json.loads((Path(more) / "runs.json").read_text())
+                runs = {k: v + extra[k] for k, v in runs.items() if k in extra}
             arms = {k: v for k, v in arms.items() if k in runs}
             rounds = len(runs["F0"])  # paired samples: rounds x repetitions
         else:
@@ -457,13 +498,25 @@ def main(args: argparse.Namespace) -> int:
     fit_model(log_text, [MeasuredRequest(**r) for r in fit_reqs], fit_flags, model_file,
               None if args.fit_one_run else save)  # fmt: skip
     preds = {}
+    if args.reuse_predictions and (save / "predictions.json").exists():
+        preds = json.loads((save / "predictions.json").read_text())
     for change in [c for c in arms if c not in ("F0", "A/A")]:
         for wl, pl in plans.items():
-            preds[f"{change} | {wl}"] = predict(model_file, pl, arms[change], args.draws, save)
+            if f"{change} | {wl}" not in preds:
+                preds[f"{change} | {wl}"] = predict(model_file, pl, arms[change], args.draws,
+                                                    save)  # fmt: skip
     (save / "predictions.json").write_text(json.dumps(preds, indent=1))
     print(f"predicted {len(preds)} what-ifs ({time.monotonic() - t_start:.0f} s so far)")
     if not args.replay:
         runs = measure_rounds(arms, plans, args, note, save)
+    if not args.keep_untrusted:
+        n = load_untrusted(save)
+        offset = len(json.loads((save / "runs.json").read_text())["F0"])
+        for more in args.also or ():
+            n = load_untrusted(Path(more), offset)
+            offset += len(json.loads((Path(more) / "runs.json").read_text())["F0"])
+        print(f"\n{n} runs left out: the client fell behind in them even when measured again "
+              "(its send or event loop late; see arms.json); --keep-untrusted keeps them")  # fmt: skip
     print("\n#### 1. sim compare's own intervals (fit bootstrap + step jitter), predicted "
           "before any A/B was measured")  # fmt: skip
     checks = judge_all(runs, preds, rounds)
@@ -489,13 +542,10 @@ def main(args: argparse.Namespace) -> int:
 
 def measured_floors(runs: dict[str, Any], rounds: int) -> dict[str, dict[str, float | None]]:
     """The A/A floor per workload and figure: F0 against the A/A arm, paired by round."""
-    from tierctl.results import MeasuredRequest
-    from tierctl.whatif import aa_floor, paired_ratios, run_figures
+    from tierctl.whatif import aa_floor, paired_ratios
 
     def figs(arm: str, wl: str) -> list[dict[str, float | None]]:
-        return [
-            run_figures([MeasuredRequest(**r) for r in runs[arm][k][wl]]) for k in range(rounds)
-        ]
+        return arm_figures(runs, arm, wl, rounds)
 
     out = {}
     for wl in runs["F0"][0]:
@@ -571,7 +621,8 @@ if __name__ == "__main__":
     )
     ap.add_argument("--only", nargs="*", help="only the changes whose name contains one of these")
     ap.add_argument("--draws", type=int, default=40, help="sim compare --draws (default 40)")
-    ap.add_argument("--nice", type=int, default=-10, help="priority of engines and client")
+    ap.add_argument("--nice", type=int, default=-10, help="priority of the engines")
+    ap.add_argument("--client-nice", type=int, default=-15, help="priority of the client")
     ap.add_argument("--start-timeout-s", type=float, default=600.0)
     ap.add_argument("--save", help="keep the fit log, the measured requests and the model here")
     ap.add_argument("--replay", help="recompute from a --save folder (no engine)")
@@ -581,6 +632,21 @@ if __name__ == "__main__":
         help="with --save: reuse the fit run kept there, measure the rounds again",
     )
     ap.add_argument("--no-bar", action="store_true", help="exit 0 even when the bar is missed")
+    ap.add_argument(
+        "--also",
+        action="append",
+        help="with --replay: another --save folder of the same fit and arms, judged together",
+    )
+    ap.add_argument(
+        "--reuse-predictions",
+        action="store_true",
+        help="the model-only predictions saved in the --save/--replay folder (predictions.json)",
+    )
+    ap.add_argument(
+        "--keep-untrusted",
+        action="store_true",
+        help="judge runs whose client fell behind too (default: left out of the pairs)",
+    )
     ap.add_argument(
         "--fit-one-run",
         action="store_true",

@@ -513,10 +513,16 @@ def _between_steps_per_request(
     emitted = _emitted(len(its), replayed)
     out = []
     for m, r in zip(reqs, replayed, strict=True):
-        if len(r.steps) < 2 or m.tpot_s is None or m.output_tokens < 2:
+        if len(r.steps) < 2 or m.output_tokens < 2:
+            continue
+        # First token to last: the gaps' sum (exact), else the TPOT's span.
+        if m.itl_s:
+            span = sum(m.itl_s)
+        elif m.tpot_s is not None:
+            span = m.tpot_s * (m.output_tokens - 1)
+        else:
             continue
         steps = range(r.steps[0] + 1, r.steps[-1] + 1)
-        span = m.tpot_s * (m.output_tokens - 1)
         extra = span - sum(its[j].elapsed_s for j in steps)
         out.append((sum(emitted[j] for j in steps) / len(steps), extra / len(steps)))
     return out
