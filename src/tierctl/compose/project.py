@@ -46,6 +46,7 @@ from tierctl.compose.long_forms import (
 )
 from tierctl.compose.merge import merge_data, strip_tags
 from tierctl.compose.tags import Override, Reset
+from tierctl.compose.unique_items import PortLists
 from tierctl.errors import ComposeInputError, Location
 from tierctl.readers import read_text
 
@@ -135,15 +136,29 @@ def project_config(
         for f in files
     ]
     merged: dict[str, Any] = {}
+    ports = PortLists()
     for compose in read:
         if check is not None:
             check(compose)
+        for service, j, i in ports.add_file(compose.tagged.get("services")):
+            raise _equal_ports(compose, service, j, i)
         merged = merge_data(merged, canonical_document(compose.tagged, compose))
     data = strip_tags(merged)
     texts = tuple(t for c in read for t in c.texts)
     where = _Where(texts, str(files[-1]))
     name = _project_name(options.project_name or data.get("name"), folder)
     return _finish(data, name, folder, env, options, where)
+
+
+def _equal_ports(compose: ComposeFile, service: str, j: int, i: int) -> ComposeInputError:
+    """Compose's schema check refusing two ports of the merged list as equal."""
+    return _refuse(
+        f"ports {j} and {i} of the merged list are equal as Compose's schema check compares "
+        "them once this file is merged (a number equals an earlier string holding it)",
+        compose.location("services", service, "ports"),
+        "compose-spec schema: ports items are unique (docker compose validates each merged file)",
+        "give the port once, writing published the same way (a string, or a number) each time",
+    )
 
 
 def json_form(config: dict[str, Any]) -> dict[str, Any]:
