@@ -123,46 +123,62 @@ def _cast_target(entry: Any) -> Any:
     return entry
 
 
-class PortLists:
-    """Each service's ports as Compose holds them between files (long forms, kept as written)."""
+#: Service lists the schema keeps unique that compose-go's unicity pass has no key for: two
+#: equal entries (in one file, or once files are merged) are refused, never dropped.
+UNKEYED = ("security_opt", "group_add", "external_links", "volumes_from", "device_cgroup_rules")
+_CHECKED = ("ports", *UNKEYED)
+
+
+class UniqueLists:
+    """Each service's uniqueItems lists as Compose holds them between files (ports in their
+    long forms, kept as written; the other lists as written)."""
 
     def __init__(self) -> None:
-        self._lists: dict[str, list[Any]] = {}
+        self._lists: dict[tuple[str, str], list[Any]] = {}
 
-    def add_file(self, services: Any) -> Iterator[tuple[str, int, int]]:
-        """Merge one file's services (tags kept); yield ``(service, j, i)`` for each service
-        whose merged ports the schema then refuses as items ``j`` and ``i`` being equal."""
+    def add_file(self, services: Any) -> Iterator[tuple[str, str, int, int]]:
+        """Merge one file's services (tags kept); yield ``(service, key, j, i)`` for each list
+        the schema then refuses as its items ``j`` and ``i`` being equal."""
         lists = self._lists
         for name, body in (services if isinstance(services, Mapping) else {}).items():
-            key = str(name)
-            if isinstance(body, Reset):
-                lists.pop(key, None)
-                continue
-            if isinstance(body, Override):
-                lists.pop(key, None)
+            svc = str(name)
+            if isinstance(body, Reset | Override):
+                for k in [k for k in lists if k[0] == svc]:
+                    del lists[k]
+                if isinstance(body, Reset):
+                    continue
                 body = body.value
-            if not isinstance(body, dict) or "ports" not in body:
+            if not isinstance(body, dict):
                 continue
-            ports = body["ports"]
-            if isinstance(ports, Reset):
-                lists[key] = []
-                continue
-            if isinstance(ports, Override):
-                lists[key] = []
-                ports = ports.value
-            if not isinstance(ports, list):
-                continue  # the schema refuses it, located
-            lists[key] = [*lists.get(key, []), *(_cast_target(p) for p in ports)]
-        for key, entries in list(lists.items()):
+            for key in _CHECKED:
+                if key in body:
+                    self._merge((svc, key), body[key])
+        for where, entries in list(lists.items()):
             try:
-                merged = unique_by(entries, written_port_key)
+                merged = unique_by(entries, written_port_key) if where[1] == "ports" else entries
             except (TypeError, ValueError):
-                lists.pop(key)  # not ports the reader can key: it refuses them itself
+                del lists[where]  # not ports the reader can key: it refuses them itself
                 continue
             pair = duplicates(merged)
             if pair is not None:
-                yield key, pair[0], pair[1]
+                yield where[0], where[1], pair[0], pair[1]
+            if where[1] != "ports":
+                continue
             try:
-                lists[key] = unique_by(_long_forms(merged), written_port_key)
+                lists[where] = unique_by(_long_forms(merged), written_port_key)
             except (FormError, TypeError, ValueError):
-                lists.pop(key)  # a short port the reader refuses, located, on its own
+                del lists[where]  # a short port the reader refuses, located, on its own
+
+    def _merge(self, where: tuple[str, str], value: Any) -> None:
+        lists = self._lists
+        if isinstance(value, Reset):
+            lists[where] = []
+            return
+        if isinstance(value, Override):
+            lists[where] = []
+            value = value.value
+        if not isinstance(value, list):
+            lists.pop(where, None)  # the schema refuses it, located
+            return
+        cast = [_cast_target(p) for p in value] if where[1] == "ports" else list(value)
+        lists[where] = [*lists.get(where, []), *cast]

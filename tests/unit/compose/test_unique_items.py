@@ -7,7 +7,7 @@ a later number equals an earlier string holding it, never the other way round, a
 
 from __future__ import annotations
 
-from tierctl.compose.unique_items import PortLists, duplicates, go_equal
+from tierctl.compose.unique_items import UniqueLists, duplicates, go_equal
 
 
 def test_a_later_number_equals_an_earlier_string_holding_it_and_not_the_reverse() -> None:
@@ -37,7 +37,7 @@ def test_over_twenty_items_only_same_kind_values_meet() -> None:
 
 
 def test_a_later_file_revalidates_the_long_forms_of_the_earlier_ones() -> None:
-    lists = PortLists()
+    lists = UniqueLists()
     base = {
         "s": {
             "ports": [
@@ -47,11 +47,11 @@ def test_a_later_file_revalidates_the_long_forms_of_the_earlier_ones() -> None:
         }
     }
     assert list(lists.add_file(base)) == []  # a short string and a mapping never meet
-    assert list(lists.add_file({"t": {"image": "x"}})) == [("s", 0, 1)]
+    assert list(lists.add_file({"t": {"image": "x"}})) == [("s", "ports", 0, 1)]
 
 
 def test_reset_and_override_replace_what_came_before() -> None:
-    lists = PortLists()
+    lists = UniqueLists()
     assert list(lists.add_file({"s": {"ports": [{"target": 80, "published": "8000"}]}})) == []
     from tierctl.compose.tags import Override, Reset
 
