@@ -511,7 +511,7 @@ def _check_duplicates(
             continue
         first = seen.get(key)
         if first is not None:
-            if duplicates is not True:
+            if not isinstance(duplicates, bool):
                 raise duplicates(key, key_node, first)
             raise error(
                 f"duplicate key {key!r} (first given at line {first + 1})",
