@@ -483,24 +483,7 @@ def _check_graph(
             raise _too_deep(where(node), lim, error)
         check_tag(node)
         if duplicates and isinstance(node, yaml.MappingNode):
-            seen: dict[str, int] = {}
-            for key_node, _ in node.value:
-                if not isinstance(key_node, scalar):
-                    continue
-                key = str(key_node.value)
-                if key == "<<":
-                    continue
-                first = seen.get(key)
-                if first is not None:
-                    if duplicates is not True:
-                        raise duplicates(key, key_node, first)
-                    raise error(
-                        f"duplicate key {key!r} (first given at line {first + 1})",
-                        location=Location(file=source, line=key_node.start_mark.line + 1),
-                        rule="duplicate-key",
-                        fix="give each key (each replica, flag, service) once",
-                    )
-                seen[key] = key_node.start_mark.line
+            _check_duplicates(node, source, error, duplicates)
         kids = _children(node)
         on_path.add(nid)
         stack.append((node, depth, kids))
@@ -512,6 +495,31 @@ def _check_graph(
                     check_tag(k)
             else:
                 stack.append((k, depth + 1, None))
+
+
+def _check_duplicates(
+    node: yaml.MappingNode, source: str, error: type[InputError], duplicates: bool | DuplicateError
+) -> None:
+    """Refuse a key given twice in one mapping (merge keys aside)."""
+    scalar = yaml.ScalarNode
+    seen: dict[str, int] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, scalar):
+            continue
+        key = str(key_node.value)
+        if key == "<<":
+            continue
+        first = seen.get(key)
+        if first is not None:
+            if not isinstance(duplicates, bool):
+                raise duplicates(key, key_node, first)
+            raise error(
+                f"duplicate key {key!r} (first given at line {first + 1})",
+                location=Location(file=source, line=key_node.start_mark.line + 1),
+                rule="duplicate-key",
+                fix="give each key (each replica, flag, service) once",
+            )
+        seen[key] = key_node.start_mark.line
 
 
 def _too_deep(loc: Location, lim: Limits, error: type[InputError]) -> InputError:
