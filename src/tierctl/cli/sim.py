@@ -81,13 +81,20 @@ def cost_line(name: str, source: str) -> str:
     return f"cost model: {name} ({source})"
 
 
-def not_completed_lines(arms: dict[str, Any]) -> list[str]:
+def not_completed_lines(
+    arms: dict[str, Any], counts: dict[str, tuple[dict[str, int], int]] | None = None
+) -> list[str]:
     """Per arm, how many requests did not complete and why (one line for both arms when
-    they agree): what a completion below 1 is made of."""
+    they agree): what a completion below 1 is made of. ``counts`` (reasons, requests) per
+    arm stands for results that kept no requests (a streamed trace)."""
     from tierctl.sim.result import not_completed
 
-    counted = {arm: not_completed(result.requests) for arm, result in arms.items()}
-    totals = {arm: len(result.requests) for arm, result in arms.items()}
+    if counts is not None:
+        counted = {arm: c[0] for arm, c in counts.items()}
+        totals = {arm: c[1] for arm, c in counts.items()}
+    else:
+        counted = {arm: not_completed(result.requests) for arm, result in arms.items()}
+        totals = {arm: len(result.requests) for arm, result in arms.items()}
     names = list(arms)
     if len(names) > 1 and all(counted[n] == counted[names[0]] for n in names):
         names = [names[0]]
@@ -243,7 +250,7 @@ def run(
     """Simulate one replica: `tierctl sim run [--spec S --replica R] [-- ENGINE ARGV...]`."""
     import shlex
 
-    from tierctl.sim.sources import EngineSource, run_sim
+    from tierctl.sim.sources import EngineSource, run_sim, run_trace_streamed
 
     if spec is not None and replica is None:
         raise click.UsageError("--spec needs --replica")
@@ -253,8 +260,18 @@ def run(
     engine_source = EngineSource(
         argv, spec, replica, engine, engine_version, more=more, transfer=_transfer(kw)
     )
+    workload = _workload(kw)
+    counts = None
     with _sim_bar() as tick:
-        result = run_sim(engine_source, _workload(kw), cost, progress=tick)
+        # Only the summary is printed: a trace is simulated streamed, in bounded memory.
+        streamed = None if as_json or per_request else run_trace_streamed(
+            engine_source, workload, cost, progress=tick
+        )  # fmt: skip
+        if streamed is not None:
+            result, reasons, _exact = streamed
+            counts = {"run": (reasons, result.summary.requests)}
+        else:
+            result = run_sim(engine_source, workload, cost, progress=tick)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=1))
         return
@@ -263,7 +280,7 @@ def run(
         click.echo(line)
     if result.stopped:
         click.echo(result.stopped)
-    for line in not_completed_lines({"run": result}):
+    for line in not_completed_lines({"run": result}, counts):
         click.echo(line)
     click.echo(cost_line(result.preset, source))
 

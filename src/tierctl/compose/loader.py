@@ -139,6 +139,30 @@ def _error(source: str, text: str, path: PathKey, message: str, **kw: Any) -> Co
     )
 
 
+def _project_directory(
+    folder: Path, spec: dict[str, Any], source: str, text: str, at: tuple[Any, ...]
+) -> Path | None:
+    """An include's ``project_directory`` under ``folder`` (None: not given)."""
+    if not spec.get("project_directory"):
+        return None
+    return _named_path(folder, spec["project_directory"], source, text, (*at, "project_directory"))
+
+
+def _named_path(folder: Path, name: object, source: str, text: str, at: tuple[Any, ...]) -> Path:
+    """``name`` (an include's or extends' file, a project directory) under ``folder``; a NUL
+    byte is refused here (``Path.resolve`` raised ValueError on it)."""
+    if "\x00" in str(name):
+        raise _error(
+            source,
+            text,
+            at,
+            "the path holds a NUL byte",
+            rule="a file name has no NUL byte",
+            fix="remove the NUL from the path",
+        )
+    return folder / str(name)
+
+
 def _read_file(path: Path, reading: _Reading, source: str, text: str, at: PathKey) -> str:
     try:
         return read_text(path, what="included compose", error=ComposeInputError)
@@ -208,10 +232,10 @@ def _apply_include(
                 fix="read the file by its path",
             )
         paths = spec["path"] if isinstance(spec["path"], list) else [spec["path"]]
-        project = folder / str(spec["project_directory"]) if spec.get("project_directory") else None
+        project = _project_directory(folder, spec, source, text, at)
         merged: dict[str, Any] = {}
         for p in paths:
-            target = (folder / str(p)).resolve()
+            target = _named_path(folder, p, source, text, (*at, "path")).resolve()
             key = str(target)
             if key in reading.chain or key == str(Path(source).resolve()):
                 raise _error(
@@ -326,7 +350,7 @@ def _extended(
                 rule="extends needs the file's location",
                 fix="read the file by its path",
             )
-        target = (where.folder / str(file)).resolve()
+        target = _named_path(where.folder, file, where.source, where.text, at).resolve()
         other_text = _read_file(target, reading, where.source, where.text, at)
         other = _parse(other_text, str(target))
         other = _interpolate_tree(

@@ -177,6 +177,29 @@ def run_sim(
     return simulate(engine.arm(), wl, model, seed=workload.seed, progress=tick)
 
 
+def run_trace_streamed(
+    engine: EngineSource,
+    workload: WorkloadSource,
+    cost: str | CostModel,
+    *,
+    progress: Callable[[float, float], None] | None = None,
+) -> tuple[SimResult, dict[str, int], bool] | None:
+    """:func:`run_sim` on a trace, streamed in bounded memory (:mod:`tierctl.sim.streaming`):
+    the result without its requests, the not-completed counts, whether the percentiles are
+    exact; ``None`` for a built-in workload or where streaming does not apply."""
+    from tierctl.sim.streaming import simulate_trace_stream
+
+    if workload.trace is None:
+        return None
+    arm = engine.arm()
+    if isinstance(arm, DisaggTier):
+        return None  # two pools hand requests on: the streamed path simulates one replica
+    return simulate_trace_stream(
+        arm, workload.trace, workload.trace_format, cost, seed=workload.seed,
+        progress=progress,
+    )  # fmt: skip
+
+
 def compare_sims(
     control: EngineSource,
     candidate: EngineSource,
