@@ -55,7 +55,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"adopt", "kube"}),  # import; Kubernetes manifests (render, contracts below)
     STEPS,
     frozenset({"agent"}),  # serves rollout's API on a host: its requests, dry-run reading
-    frozenset({"fidelity"}),  # measures with bench's pieces, predicts with sim
+    frozenset({"testhosts"}),  # simulated hosts: namespaces, their dockerds and agents
+    frozenset({"fidelity", "whatif"}),  # measure with bench, predict with sim; judge what-ifs
     frozenset({"progress"}),
     frozenset({"demo", "realtier"}),
     frozenset({"cli"}),

@@ -81,13 +81,20 @@ def cost_line(name: str, source: str) -> str:
     return f"cost model: {name} ({source})"
 
 
-def not_completed_lines(arms: dict[str, Any]) -> list[str]:
+def not_completed_lines(
+    arms: dict[str, Any], counts: dict[str, tuple[dict[str, int], int]] | None = None
+) -> list[str]:
     """Per arm, how many requests did not complete and why (one line for both arms when
-    they agree): what a completion below 1 is made of."""
+    they agree): what a completion below 1 is made of. ``counts`` (reasons, requests) per
+    arm stands for results that kept no requests (a streamed trace)."""
     from tierctl.sim.result import not_completed
 
-    counted = {arm: not_completed(result.requests) for arm, result in arms.items()}
-    totals = {arm: len(result.requests) for arm, result in arms.items()}
+    if counts is not None:
+        counted = {arm: c[0] for arm, c in counts.items()}
+        totals = {arm: c[1] for arm, c in counts.items()}
+    else:
+        counted = {arm: not_completed(result.requests) for arm, result in arms.items()}
+        totals = {arm: len(result.requests) for arm, result in arms.items()}
     names = list(arms)
     if len(names) > 1 and all(counted[n] == counted[names[0]] for n in names):
         names = [names[0]]
@@ -243,7 +250,7 @@ def run(
     """Simulate one replica: `tierctl sim run [--spec S --replica R] [-- ENGINE ARGV...]`."""
     import shlex
 
-    from tierctl.sim.sources import EngineSource, run_sim
+    from tierctl.sim.sources import EngineSource, run_sim, run_trace_streamed
 
     if spec is not None and replica is None:
         raise click.UsageError("--spec needs --replica")
@@ -253,8 +260,18 @@ def run(
     engine_source = EngineSource(
         argv, spec, replica, engine, engine_version, more=more, transfer=_transfer(kw)
     )
+    workload = _workload(kw)
+    counts = None
     with _sim_bar() as tick:
-        result = run_sim(engine_source, _workload(kw), cost, progress=tick)
+        # Only the summary is printed: a trace is simulated streamed, in bounded memory.
+        streamed = None if as_json or per_request else run_trace_streamed(
+            engine_source, workload, cost, progress=tick
+        )  # fmt: skip
+        if streamed is not None:
+            result, reasons, _exact = streamed
+            counts = {"run": (reasons, result.summary.requests)}
+        else:
+            result = run_sim(engine_source, workload, cost, progress=tick)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=1))
         return
@@ -263,7 +280,7 @@ def run(
         click.echo(line)
     if result.stopped:
         click.echo(result.stopped)
-    for line in not_completed_lines({"run": result}):
+    for line in not_completed_lines({"run": result}, counts):
         click.echo(line)
     click.echo(cost_line(result.preset, source))
 
@@ -294,11 +311,12 @@ def run(
 )
 @click.option(
     "--aa-floor",
-    type=click.FloatRange(0.0, 10.0),
-    default=0.0,
+    "aa_floor_text",
+    default="0",
     show_default=True,
     help="A measured A/A floor (0.2: ratios within [0.83, 1.2] are noise), e.g. from your own "
-    "`tierctl bench ab` of identical arms; widens the simulated one.",
+    "`tierctl bench ab` of identical arms, for every figure or per figure ('TTFT p50=0.25,"
+    "TPOT p50=0.1'); widens the simulated floor, and the interval by what it exceeds it.",
 )
 @click.option("--json", "as_json", is_flag=True)
 def compare(
@@ -311,7 +329,7 @@ def compare(
     engine: str | None,
     engine_version: str | None,
     draws: int,
-    aa_floor: float,
+    aa_floor_text: str,
     as_json: bool,
     **kw: Any,
 ) -> None:
@@ -325,6 +343,7 @@ def compare(
         control_argv, candidate_argv, spec, control_replica, candidate_replica, engine,
         engine_version, _transfer(kw),
     )  # fmt: skip
+    aa_floor = _aa_floor(aa_floor_text)
     source = _cost_source(kw)
     cost, fit_unc = resolve_fit(kw.pop("preset"), kw.pop("cost_model"))
     wi = what_if_sims(
@@ -337,6 +356,39 @@ def compare(
         click.echo(json.dumps(_compare_doc(wi, focus, source), indent=1))
         return
     click.echo(_render_compare(wi, focus, source))
+
+
+def _aa_floor(text: str) -> float | dict[str, float]:
+    """``--aa-floor``: one number, or ``METRIC=NUMBER`` pairs separated by commas."""
+    from tierctl.sim.result import COMPARE_METRICS
+
+    def number(raw: str, what: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not 0.0 <= value <= 10.0:
+            raise click.BadParameter(
+                f"{what} {raw!r} is not a number in 0..10 (0.2: ratios within [0.83, 1.2] "
+                "are noise)",
+                param_hint="--aa-floor",
+            )
+        return value
+
+    if "=" not in text:
+        return number(text.strip(), "the floor")
+    labels = {label for label, _ in COMPARE_METRICS}
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        label, _, raw = part.partition("=")
+        label = label.strip()
+        if label not in labels:
+            raise click.BadParameter(
+                f"{label!r} is no figure of the table; use one of: " + ", ".join(sorted(labels)),
+                param_hint="--aa-floor",
+            )
+        out[label] = number(raw.strip(), f"the floor of {label}")
+    return out
 
 
 def _arms(
@@ -513,6 +565,16 @@ def fit_plan_cmd(
         f"fit trace: {len(reqs)} requests over {reqs[-1].arrival_s if reqs else 0:.0f} s "
         "(lone prompts of rising length, then decode batches of rising size)"
     )
+    for k, (flags, trace) in enumerate(plan.more_runs):
+        click.echo(
+            f"and a second fit run with: {' '.join(flags)} ({len(trace.requests)} lone prompts "
+            "of rising length): the first run's budget cannot cut a prompt that fits the "
+            "context into the smaller budget's deep chunks"
+        )
+        if out is not None:
+            extra = f"{out}.run{k + 2}.jsonl"
+            write_jsonl(trace, extra, force=force)
+            click.echo(f"wrote {extra}", err=True)
     if out is not None:
         write_jsonl(plan.workload, out, force=force)
         click.echo(

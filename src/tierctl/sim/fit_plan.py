@@ -10,7 +10,12 @@ produce (:class:`~tierctl.sim.domain.StepDomain`), and designs a fit run that sp
   prefills, each arriving once the one before has finished (so each is chunked at the full
   budget, at every depth: the attention term needs the depths);
 * **batches** of 1, 2, 4 ... up to the largest decode batch, each sized so that together they
-  reach the largest decode context, arriving together once the engine is idle.
+  reach the largest decode context, arriving together once the engine is idle;
+* a **second run** of the ladder at the smallest arm's budget when the first run's cannot
+  reproduce that arm's deep chunks (``FitPlan.more_runs``): at a 4,096-token budget every
+  prompt that fits a 4,096-token context is one step, so the 512-token arm's chunks 2,560
+  tokens deep never occur in it. ``sim fit --from vllm-log`` fits the runs together, each
+  replayed at its own budget (:func:`tierctl.sim.fitting.fit_vllm_log`'s ``more_runs``).
 
 It is a trace in tierctl's JSONL format for ``tierctl bench run --trace`` against the engine
 started with the printed argv (with ``--enable-logging-iteration-details`` on vLLM), whose log
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tierctl.sim.config import EngineConfig
@@ -46,37 +52,88 @@ class FitPlan:
     max_running: int  # the fit engine's sequence limit (the larger arm's)
     argv_flags: tuple[str, ...]  # flags to add to the fit engine's argv
     workload: Workload  # the fit trace
+    # Further runs, each (flags to add, trace): the ladder again at a smaller arm's budget
+    # when the fit engine's budget cannot cut a prompt into that arm's deep chunks (the
+    # prompt would have to be longer than the model's context).
+    more_runs: tuple[tuple[tuple[str, ...], Workload], ...] = ()
 
 
 def fit_plan(
     control: EngineConfig, candidate: EngineConfig, workload: Workload, cost: CostModel
 ) -> FitPlan:
     """Design a fit run spanning the step shapes both arms produce on ``workload``."""
+    return fit_plan_cover([control, candidate], [workload], cost, fit_argv=candidate)
+
+
+def fit_plan_cover(
+    arms: Sequence[EngineConfig],
+    workloads: Sequence[Workload],
+    cost: CostModel,
+    *,
+    fit_argv: EngineConfig | None = None,
+) -> FitPlan:
+    """One fit run spanning the step shapes every arm produces on every workload (a what-if
+    study with several flag changes fits one model for all of them).
+
+    ``fit_argv`` (default: the first arm) is the engine the fit runs, with the largest token
+    budget and sequence limit of the arms added to it.
+    """
+    if not arms:
+        raise ValueError("fit_plan_cover needs at least one arm")
     domain = StepDomain()
-    for cfg in (control, candidate):
-        seen = StepDomain.from_json(simulate(cfg, workload, cost).domain) or StepDomain()
-        domain = domain.union(seen)
+    for cfg in arms:
+        for workload in workloads:
+            seen = StepDomain.from_json(simulate(cfg, workload, cost).domain) or StepDomain()
+            domain = domain.union(seen)
     budget, running = 0, 0
-    for cfg in (control, candidate):
+    for cfg in arms:
         sched = make_scheduler(cfg, cost)
         size = getattr(sched, "token_budget", None) or sched.chunk_tokens or budget
         budget = max(budget, size)
         running = max(running, sched.max_running)
-    flag_budget, flag_running = _LIMIT_FLAGS[candidate.engine]
+    base = fit_argv or arms[0]
+    flag_budget, flag_running = _LIMIT_FLAGS[base.engine]
     flags = (flag_budget, str(budget), flag_running, str(running))
-    fit_cfg = EngineConfig.from_argv(
-        [*candidate.argv, *flags], engine=candidate.engine, version=candidate.release
-    )
-    reqs = _ladder(domain, budget) + _batches(domain, max(1, min(domain.batch, running)))
-    return FitPlan(domain, budget, running, flags, _spaced(reqs, fit_cfg, cost))
+    fit_cfg = EngineConfig.from_argv([*base.argv, *flags], engine=base.engine, version=base.release)
+    limit = fit_cfg.max_prompt_tokens
+    cap = None if limit is None else limit - _LADDER_OUTPUT
+    reqs = _ladder(domain, budget, cap) + _batches(domain, max(1, min(domain.batch, running)))
+    trace = _spaced(reqs, fit_cfg, cost)
+    seen = StepDomain.from_json(simulate(fit_cfg, trace, cost).domain) or StepDomain()
+    more: list[tuple[tuple[str, ...], Workload]] = []
+    if any(line.startswith("chunks") for line in domain.beyond(seen)):
+        # The ladder again on the arm with the smallest budget (its own argv: another arm's
+        # might not start at that budget, e.g. chunked prefill off).
+        small_arm = min(arms, key=lambda c: _budget_of(c, cost, budget))
+        size = _budget_of(small_arm, cost, budget)
+        if size < budget:
+            small = (flag_budget, str(size), flag_running, str(running))
+            small_cfg = EngineConfig.from_argv(
+                [*small_arm.argv, *small], engine=small_arm.engine, version=small_arm.release
+            )
+            more.append((small, _spaced(_ladder(domain, size, cap), small_cfg, cost)))
+    return FitPlan(domain, budget, running, flags, trace, tuple(more))
 
 
-def _ladder(domain: StepDomain, budget: int) -> list[SimRequest]:
-    """Lone prompts, log-spaced from 64 tokens to the deepest prompt prefilled."""
+_LADDER_OUTPUT = 16  # output tokens of each ladder prompt
+
+
+def _budget_of(cfg: EngineConfig, cost: CostModel, default: int) -> int:
+    """An arm's token budget per step (vLLM's scheduler; ``default`` for one without)."""
+    return getattr(make_scheduler(cfg, cost), "token_budget", None) or default
+
+
+def _ladder(domain: StepDomain, budget: int, limit: int | None = None) -> list[SimRequest]:
+    """Lone prompts, log-spaced from 64 tokens to the deepest prompt prefilled (at most
+    ``limit``: the engine refuses a prompt past its context, ``--max-model-len`` on vLLM)."""
     longest = max(64, domain.position + max(domain.step_tokens, budget))
+    if limit is not None:
+        longest = max(64, min(longest, limit))
     n = max(2, math.ceil(math.log2(longest / 64)) * 2)
     lengths = sorted({round(64 * (longest / 64) ** (i / (n - 1))) for i in range(n)})
-    return [SimRequest(f"ladder-{i}", 0.0, length, 16) for i, length in enumerate(lengths)]
+    return [
+        SimRequest(f"ladder-{i}", 0.0, length, _LADDER_OUTPUT) for i, length in enumerate(lengths)
+    ]
 
 
 def _batches(domain: StepDomain, biggest: int) -> list[SimRequest]:

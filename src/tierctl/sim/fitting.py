@@ -19,6 +19,7 @@ is read through :mod:`tierctl.readers`, bounded: a FIFO or ``/dev/zero`` is refu
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,11 +29,11 @@ from tierctl.readers import read_bytes
 from tierctl.results import looks_like_results
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel, DecodeSample, fit
-from tierctl.sim.domain import domain_of
+from tierctl.sim.domain import StepDomain, domain_of
 from tierctl.sim.iteration_fit import (
     STEP_COEFFICIENTS,
-    bootstrap_iterations,
-    fit_iterations,
+    bootstrap_runs,
+    fit_iteration_runs,
     fit_overheads,
     iteration_domain,
     iteration_residuals,
@@ -144,57 +145,83 @@ class VllmLogFit(FitSource):
         self, path: Path, base: CostModel, config: EngineConfig, timings: Path | None
     ) -> tuple[CostModel, dict[str, Any]]:
         """The step coefficients from the log; the time between steps from the timings."""
-        its = read_vllm_iterations(path)
-        budget = vllm_token_budget(config, base)
         reqs = read_bench_requests(timings) if timings is not None else None
-        model = fit_iterations(
-            its, base, name=f"fitted:{path.name}", budget_tokens=budget, requests=reqs
+        fitted_on = [str(path)] + ([str(timings)] if timings is not None else [])
+        return fit_vllm_log(
+            read_vllm_iterations(path), base, config, reqs, name=f"fitted:{path.name}",
+            fitted_on=fitted_on,
+        )  # fmt: skip
+
+
+def fit_vllm_log(
+    its: list[Any],
+    base: CostModel,
+    config: EngineConfig,
+    reqs: list[Any] | None,
+    *,
+    name: str,
+    fitted_on: list[str],
+    more_runs: Sequence[tuple[list[Any], list[Any] | None, EngineConfig]] = (),
+) -> tuple[CostModel, dict[str, Any]]:
+    """``sim fit --from vllm-log [--timings]`` on parsed iterations and measured requests:
+    the model and its provenance (residuals, bootstrap refits, domain), as the CLI writes
+    them (``benchmarks/sim_whatif.py`` fits in process with it).
+
+    ``more_runs`` (iterations, requests, engine config) join the step coefficients' fit, its
+    bootstrap and its domain, each replayed at its own engine's budget: a fit run at the
+    larger arm's budget cannot cut a prompt into the smaller arm's deep chunks (the prompt
+    would have to be longer than the model's context), so that arm's ladder is a second run.
+    The time between steps is measured on the first run alone."""
+    budget = vllm_token_budget(config, base)
+    runs = [(its, budget, reqs)] + [
+        (m_its, vllm_token_budget(m_cfg, base), m_reqs) for m_its, m_reqs, m_cfg in more_runs
+    ]
+    model = fit_iteration_runs(runs, base, name=name)
+    residuals: dict[str, Any] = iteration_residuals(model, its, budget, reqs)
+    samples: dict[str, int] = {"iterations": len(its)}
+    between = "kept from the base (pass the same run's timings to fit it)"
+    shapes = "chunk positions rebuilt from the token budget, decode contexts unknown"
+    if reqs is not None:
+        _, bad = replay_iterations(its, reqs, budget)
+        residuals["replay_mismatched_steps"] = bad
+        if bad * 20 <= len(its):
+            shapes = (
+                "every step's chunks and decode contexts rebuilt by replaying the log "
+                "against the timings' requests"
+            )
+        model, timing_res = fit_overheads(model, reqs, config, iterations=its, budget_tokens=budget)
+        residuals = {**residuals, **timing_res}
+        samples["requests"] = len(reqs)
+        between = str(
+            timing_res.get("between_steps")
+            or "fitted through the simulator to the request timings: per round, per token "
+            "streamed and per request"
         )
-        residuals: dict[str, Any] = iteration_residuals(model, its, budget, reqs)
-        samples: dict[str, int] = {"iterations": len(its)}
-        between = "kept from the base (pass the same run's timings to fit it)"
-        shapes = "chunk positions rebuilt from the token budget, decode contexts unknown"
-        fitted_on = [str(path)]
-        if reqs is not None:
-            _, bad = replay_iterations(its, reqs, budget)
-            residuals["replay_mismatched_steps"] = bad
-            if bad * 20 <= len(its):
-                shapes = (
-                    "every step's chunks and decode contexts rebuilt by replaying the log "
-                    "against the timings' requests"
-                )
-            model, timing_res = fit_overheads(
-                model, reqs, config, iterations=its, budget_tokens=budget
-            )
-            residuals = {**residuals, **timing_res}
-            samples["requests"] = len(reqs)
-            fitted_on.append(str(timings))
-            between = str(
-                timing_res.get("between_steps")
-                or "fitted through the simulator to the request timings: per round, per token "
-                "streamed and per request"
-            )
-        refits = bootstrap_iterations(its, budget, reqs)
-        domain = iteration_domain(its, budget, reqs)
-        prov = {
-            "fitted_on": fitted_on,
-            "domain": domain.to_json(),
-            "uncertainty": {
-                "method": "moving-block bootstrap over the logged steps (blocks of ~sqrt(n) "
-                "consecutive steps), the six step coefficients refitted on each",
-                "samples": refits,
-            },
-            "method": "vLLM iteration log (--enable-logging-iteration-details): non-negative "
-            "least squares of each step's elapsed time on (1, context tokens, attended pairs, "
-            f"generation requests, decode context tokens), {shapes}; the time between steps "
-            f"{between}",
-            "base": base.name,
-            "engine": config.engine,
-            "engine_argv": list(config.argv),
-            "samples": samples,
-            "residuals": residuals,
-        }
-        return model, prov
+    refits = bootstrap_runs(runs)
+    domain = StepDomain()
+    for r_its, r_budget, r_reqs in runs:
+        domain = domain.union(iteration_domain(r_its, r_budget, r_reqs))
+    if more_runs:
+        samples["more_runs_iterations"] = sum(len(m[0]) for m in more_runs)
+    prov = {
+        "fitted_on": fitted_on,
+        "domain": domain.to_json(),
+        "uncertainty": {
+            "method": "moving-block bootstrap over the logged steps (blocks of ~sqrt(n) "
+            "consecutive steps), the six step coefficients refitted on each",
+            "samples": refits,
+        },
+        "method": "vLLM iteration log (--enable-logging-iteration-details): non-negative "
+        "least squares of each step's elapsed time on (1, context tokens, attended pairs, "
+        f"generation requests, decode context tokens), {shapes}; the time between steps "
+        f"{between}",
+        "base": base.name,
+        "engine": config.engine,
+        "engine_argv": list(config.argv),
+        "samples": samples,
+        "residuals": residuals,
+    }
+    return model, prov
 
 
 class StepLogFit(FitSource):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierctl.latency import percentile
-from tierctl.sim.config import step_cost_differences, unmodelled_differences
+from tierctl.sim.config import EngineConfig, step_cost_differences, unmodelled_differences
 from tierctl.sim.cost import CostModel, preset
 from tierctl.sim.disagg_config import ArmConfig, DisaggTier, arm_flags
 from tierctl.sim.engine import Round, Scheduler, itl_quantile, make_scheduler
@@ -246,4 +246,19 @@ def compare(
     ca, cb = arm_flags(control), arm_flags(candidate)
     blind = tuple(unmodelled_differences(ca, cb))
     costly = tuple(step_cost_differences(ca, cb))
+    model = preset(cost) if isinstance(cost, str) else cost
+    costly += tuple(n for n in _speculation_unpriced(ca, cb, model) if n not in costly)
     return Comparison(a, b, ratio_table(sa, sb), focus, blind, costly)
+
+
+def _speculation_unpriced(
+    control: EngineConfig, candidate: EngineConfig, cost: CostModel
+) -> list[str]:
+    """The speculative-decoding flag, when the arms differ in it and the cost model has no
+    acceptance (``spec_accept_rate`` 0: the simulator then decodes one token a round, so the
+    ratio would be a silent 1.00 for a change that moves every decode step)."""
+    if cost.spec_accept_rate > 0 or cost.spec_accept_by_position:
+        return []
+    fa, fb = control.flag_map(), candidate.flag_map()
+    names = ("speculative-config", "speculative-algorithm")
+    return [n for n in names if fa.get(n) != fb.get(n)]

@@ -5,7 +5,7 @@ These are the library entry points the ``tierctl sim`` commands call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -177,6 +177,29 @@ def run_sim(
     return simulate(engine.arm(), wl, model, seed=workload.seed, progress=tick)
 
 
+def run_trace_streamed(
+    engine: EngineSource,
+    workload: WorkloadSource,
+    cost: str | CostModel,
+    *,
+    progress: Callable[[float, float], None] | None = None,
+) -> tuple[SimResult, dict[str, int], bool] | None:
+    """:func:`run_sim` on a trace, streamed in bounded memory (:mod:`tierctl.sim.streaming`):
+    the result without its requests, the not-completed counts, whether the percentiles are
+    exact; ``None`` for a built-in workload or where streaming does not apply."""
+    from tierctl.sim.streaming import simulate_trace_stream
+
+    if workload.trace is None:
+        return None
+    arm = engine.arm()
+    if isinstance(arm, DisaggTier):
+        return None  # two pools hand requests on: the streamed path simulates one replica
+    return simulate_trace_stream(
+        arm, workload.trace, workload.trace_format, cost, seed=workload.seed,
+        progress=progress,
+    )  # fmt: skip
+
+
 def compare_sims(
     control: EngineSource,
     candidate: EngineSource,
@@ -202,7 +225,7 @@ def what_if_sims(
     *,
     focus: str | None = None,
     draws: int = 20,
-    aa_floor: float = 0.0,
+    aa_floor: float | Mapping[str, float] = 0.0,
 ) -> WhatIf:
     """Simulate two replicas on the identical workload, with an interval on every ratio
     (:func:`tierctl.sim.uncertainty.what_if`)."""

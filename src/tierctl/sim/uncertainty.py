@@ -135,7 +135,7 @@ def what_if(
     *,
     draws: int = 20,
     seed: int = 0,
-    aa_floor: float = 0.0,
+    aa_floor: float | Mapping[str, float] = 0.0,
     focus: str | None = None,
 ) -> WhatIf:
     """Compare two arms with intervals on every ratio.
@@ -148,8 +148,11 @@ def what_if(
         draws: simulated A/B and A/A pairs per interval (used only when the model has
             jitter or refits; a deterministic model needs one).
         seed: the first jitter draw.
-        aa_floor: a measured A/A floor (relative: 0.2 means ratios in [0.83, 1.2] are noise)
-            to widen the simulated one, e.g. from the operator's own ``bench ab`` runs.
+        aa_floor: a measured A/A floor (relative: 0.2 means ratios in [0.83, 1.2] are noise),
+            one for every figure or one per metric label, e.g. from the operator's own
+            ``bench ab`` runs of identical arms: it widens the simulated floor, and where it
+            is wider than the simulated one the interval too, by the excess (the run noise
+            one real A/B carries and the model does not reproduce).
         focus: only requests whose id starts with it.
     """
     fit = fit or FitUncertainty()
@@ -166,10 +169,19 @@ def what_if(
         ab.append(_ratios(a, b))
         aa.append(_ratios(a, a2))
     rows = tuple(
-        _row(r, [x[j] for x in ab], [x[j] for x in aa], aa_floor, random_model)
+        _row(
+            r, [x[j] for x in ab], [x[j] for x in aa], _floor_for(aa_floor, r.metric), random_model
+        )
         for j, r in enumerate(point.table)
     )
     return WhatIf(point, rows, max(n, 1), _source(cost, fit, n), _extrapolation(point, fit.domain))
+
+
+def _floor_for(aa_floor: float | Mapping[str, float], metric: str) -> float:
+    """The measured A/A floor of ``metric`` (one figure for all, or one per metric)."""
+    if isinstance(aa_floor, Mapping):
+        return float(aa_floor.get(metric, 0.0))
+    return float(aa_floor)
 
 
 def _summary(cfg: ArmConfig, wl: Workload, model: CostModel, seed: int, focus: str | None) -> Any:
@@ -206,12 +218,20 @@ def _row(
         interval = (point.ratio, point.ratio)
     aa_q = _quantiles(aa)
     floor = aa_floor if random_model else max(aa_floor, DETERMINISTIC_FLOOR)
+    simulated = 0.0
     if aa_q is not None:
-        floor = max(floor, aa_q[1] - 1.0, 1.0 / aa_q[0] - 1.0 if aa_q[0] > 0 else 0.0)
+        simulated = max(aa_q[1] - 1.0, 1.0 / aa_q[0] - 1.0 if aa_q[0] > 0 else 0.0)
+        floor = max(floor, simulated)
     lo, hi = interval if interval is not None else (None, None)
     if point.ratio is not None and lo is not None and hi is not None:
         # The point estimate is one draw too: keep it inside its own interval.
         lo, hi = min(lo, point.ratio), max(hi, point.ratio)
+        if aa_floor > simulated:
+            # A measured A/A floor wider than the simulated one is run-to-run noise the
+            # model does not reproduce (a busy host's stalls, slow stretches); one real A/B
+            # run carries it, so the interval does too, by the excess (log scale).
+            widen = (1.0 + aa_floor) / (1.0 + simulated)
+            lo, hi = lo / widen, hi * widen
     direction = (
         Direction.HIGHER_IS_BETTER
         if point.metric in _HIGHER_IS_BETTER

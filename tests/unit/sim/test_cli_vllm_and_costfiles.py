@@ -335,3 +335,17 @@ def test_compare_never_prints_a_silent_ratio_for_a_step_cost_flag(
             res.err
         )
         assert f"step cost held fixed (the ratios leave them out): {name}" in res.out
+
+
+def test_compare_says_when_speculation_is_unpriced(run_cli: Callable[..., Any]) -> None:
+    """A cost model without acceptance decodes one token a round: turning ngram speculative
+    decoding on printed 1.00 on every figure with no word (the what-if benchmark's real engine
+    accepted all 192 of its drafts). It is now named as held fixed."""
+    base = "vllm serve m --max-num-seqs 8 --max-model-len 4096"
+    spec = """ --speculative-config '{"method": "ngram", "num_speculative_tokens": 3}'"""
+    res = run_cli("sim", "compare", "--control", base, "--candidate", base + spec,
+                  "--workload", "burst", "--count", "2", "--input-tokens", "1000",
+                  "--output-tokens", "4", "--preset", "dense-8b-h100")  # fmt: skip
+    assert res.code == 0, res.err
+    assert "warning: --speculative-config differs between the arms and changes" in res.err
+    assert "step cost held fixed (the ratios leave them out): --speculative-config" in res.out

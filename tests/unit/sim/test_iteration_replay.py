@@ -261,3 +261,48 @@ def test_a_jittered_prediction_is_the_median_of_several_simulated_runs() -> None
         vals = sorted(d[metric] for d in draws)  # type: ignore[type-var]
         assert value == vals[2], metric
     assert len({d["TTFT p90"] for d in draws}) > 1  # the seeds do draw different runs
+
+
+def test_a_batch_admitted_in_one_step_beyond_the_reorder_window_replays() -> None:
+    """sim fit-plan's decode batches arrive together: at a 4,096-token budget one step
+    admits 7 of them whole and an eighth cut. The replay looked only 4 requests deep and
+    lost the whole log after that step (129 of 519 real steps, the what-if benchmark's fit)."""
+    cfg = EngineConfig.from_argv(
+        ["vllm", "serve", "m", "--max-num-seqs", "16", "--max-num-batched-tokens", "4096",
+         "--num-gpu-blocks-override", "65536"]
+    )  # fmt: skip
+    reqs = [SimRequest(f"b{i}", 0.0, 539, 16) for i in range(14)]
+    reqs += [SimRequest(f"l{i}", 2.0 + i, 300 * (i + 1), 8) for i in range(3)]
+    rounds: list[Round] = []
+    simulate(cfg, Workload.of("w", reqs), TRUTH, steps=rounds)
+    rounds = [r for r in rounds if r.kind != "idle"]
+    assert max(len(r.chunks) for r in rounds) > 4  # the case: more admitted than the window
+    its = [_logged(TRUTH, r) for r in rounds]
+    measured = [MeasuredRequest(r.arrival_s, r.input_tokens, r.output_tokens, 0.0, None, ())
+                for r in reqs]  # fmt: skip
+    shapes, bad = replay_iterations(its, measured, 4096)
+    assert bad == 0
+    assert [s.chunks for s in shapes] == [tuple(r.chunks) for r in rounds]
+
+
+def test_the_time_between_steps_survives_tokens_handed_on_in_one_piece() -> None:
+    """A busy host hands several tokens to the client at once: gaps of 0, then one long one
+    (the real engine at load 18). Each request's span from first to last token is the same,
+    so the measured time between steps must be too; read from single gaps it fell to 0."""
+    truth = dataclasses.replace(
+        TRUTH, round_overhead_s=0.0015, detokenize_per_token_s=2e-4, request_overhead_s=0.006
+    )
+    its, measured = _timed(truth, 11)
+    merged = []
+    for m in measured:
+        gaps = list(m.itl_s)
+        # every run of three tokens arrives together: two gaps of 0, the third carries all
+        for i in range(0, len(gaps) - 2, 3):
+            gaps[i + 2] += gaps[i] + gaps[i + 1]
+            gaps[i] = gaps[i + 1] = 0.0
+        merged.append(dataclasses.replace(m, itl_s=tuple(gaps)))
+    steps = fit_iterations(its, FLAT, name="t", budget_tokens=BUDGET, requests=merged)
+    fitted, res = fit_overheads(steps, merged, CONFIG, iterations=its, budget_tokens=BUDGET)
+    assert "measured" in res["between_steps"]
+    assert fitted.round_overhead_s == pytest.approx(0.0015, rel=0.1)
+    assert fitted.detokenize_per_token_s == pytest.approx(2e-4, rel=0.15)

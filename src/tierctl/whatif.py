@@ -1,0 +1,173 @@
+"""The held-out what-if check: measured paired A/B ratios against ``sim compare``'s intervals.
+
+``benchmarks/sim_whatif.py`` fits a cost model at one engine configuration, asks ``sim
+compare`` what each flag change will do, then measures every change on the real engine as a
+paired A/B: in each round the control and the candidate (and a second control, the A/A arm)
+each run the same workload, so each round gives one ratio per figure. This module holds the
+statistics that judge the prediction, kept apart so tests can break them:
+
+* :func:`run_figures`: one run's figures, computed as the simulator's summary computes them
+  (TTFT p50/p95 and TPOT p50/p90: ``sim compare``'s latency rows);
+* :func:`paired_ratios`: candidate / control per round (rounds are paired, never pooled);
+* :func:`aa_floor`: the A/A floor, the largest relative deviation the identical arms showed;
+* :func:`judge`: one figure: is the measured effect beyond the floor, is the predicted
+  direction right, does the measured ratio lie inside the predicted interval;
+* :func:`tally`: the totals the issue's "Done when" names.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tierctl.latency import percentile
+from tierctl.results import MeasuredRequest
+
+#: The figures compared: ``sim compare``'s latency rows (label, percentile of TTFT or TPOT).
+FIGURES: tuple[tuple[str, str, float], ...] = (
+    ("TTFT p50", "ttft", 50.0),
+    ("TTFT p95", "ttft", 95.0),
+    ("TPOT p50", "tpot", 50.0),
+    ("TPOT p90", "tpot", 90.0),
+)
+
+
+def run_figures(reqs: Sequence[MeasuredRequest]) -> dict[str, float | None]:
+    """One run's figures (seconds), with the simulator's percentile definition."""
+    values = {
+        "ttft": [r.ttft_s for r in reqs],
+        "tpot": [r.tpot_s for r in reqs if r.tpot_s is not None],
+    }
+    return {label: percentile(values[kind], q) for label, kind, q in FIGURES}
+
+
+def paired_ratios(
+    control: Sequence[Mapping[str, float | None]],
+    candidate: Sequence[Mapping[str, float | None]],
+) -> dict[str, list[float]]:
+    """Candidate / control per round and figure; a round missing either figure is left out.
+
+    Raises:
+        ValueError: the two arms ran a different number of rounds (they are paired).
+    """
+    if len(control) != len(candidate):
+        raise ValueError(f"paired arms need the same rounds: {len(control)} != {len(candidate)}")
+    out: dict[str, list[float]] = {}
+    for a, b in zip(control, candidate, strict=True):
+        for metric in a:
+            x, y = a[metric], b.get(metric)
+            if x and y is not None and x > 0:
+                out.setdefault(metric, []).append(y / x)
+            else:
+                out.setdefault(metric, [])
+    return out
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A figure's measured ratio: the median over rounds and the rounds' range."""
+
+    ratio: float
+    low: float
+    high: float
+    rounds: int
+
+
+def measured(ratios: Sequence[float]) -> Measured | None:
+    """The median of the per-round ratios and their range (None: no round measured it)."""
+    vals = [r for r in ratios if math.isfinite(r) and r > 0]
+    if not vals:
+        return None
+    return Measured(statistics.median(vals), min(vals), max(vals), len(vals))
+
+
+def aa_floor(ratios: Sequence[float]) -> float | None:
+    """The A/A floor: the largest relative deviation of the identical arms' ratios, on a log
+    scale both ways (0.25: ratios within [1/1.25, 1.25] are what the arms do by themselves).
+    None: no A/A round measured the figure."""
+    vals = [abs(math.log(r)) for r in ratios if math.isfinite(r) and r > 0]
+    return math.exp(max(vals)) - 1.0 if vals else None
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """``sim compare``'s ratio and its 90 % interval for one figure."""
+
+    ratio: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class Check:
+    """One figure of one change on one workload, judged."""
+
+    metric: str
+    measured: Measured
+    predicted: Prediction
+    floor: float
+    effect: bool  # the measured ratio lies beyond the A/A floor
+    direction_right: bool  # the prediction moves the same way as the measurement
+    inside: bool  # the measured ratio lies inside the predicted interval
+
+
+def _sign(ratio: float, floor: float = 0.0) -> int:
+    """+1 above ``1 + floor``, -1 below ``1 / (1 + floor)``, else 0."""
+    if ratio > 1.0 + floor:
+        return 1
+    if ratio < 1.0 / (1.0 + floor):
+        return -1
+    return 0
+
+
+def judge(metric: str, got: Measured, pred: Prediction, floor: float) -> Check:
+    """Judge one figure.
+
+    The effect is real when the median ratio lies past the A/A floor
+    (``[1/(1+floor), 1+floor]``). The direction is right when the predicted ratio moves the
+    same way as the measured one (a predicted 1.00 against a real effect is wrong; against
+    no effect the direction is not judged and counts as right). Inside: ``low <= measured
+    median <= high``.
+    """
+    effect = _sign(got.ratio, floor) != 0
+    right = not effect or _sign(pred.ratio) == _sign(got.ratio)
+    inside = pred.low <= got.ratio <= pred.high
+    return Check(metric, got, pred, floor, effect, right, inside)
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The totals: direction on the figures with a real effect, and coverage of the interval."""
+
+    effects: int
+    direction_right: int
+    figures: int
+    inside: int
+
+    @property
+    def direction_ok(self) -> bool:
+        """Right on every figure whose measured effect exceeds the A/A floor."""
+        return self.direction_right == self.effects
+
+    @property
+    def inside_fraction(self) -> float:
+        """The share of figures whose measured ratio lies inside the predicted interval."""
+        return self.inside / self.figures if self.figures else 0.0
+
+    @property
+    def coverage_ok(self) -> bool:
+        """Inside the predicted interval on at least 80 % of the figures."""
+        return self.figures > 0 and self.inside >= math.ceil(0.8 * self.figures - 1e-9)
+
+
+def tally(checks: Sequence[Check]) -> Tally:
+    """Count ``checks`` for the bar."""
+    effects = [c for c in checks if c.effect]
+    return Tally(
+        effects=len(effects),
+        direction_right=sum(c.direction_right for c in effects),
+        figures=len(checks),
+        inside=sum(c.inside for c in checks),
+    )

@@ -1,0 +1,136 @@
+"""The held-out what-if check's statistics (tierctl.whatif): each law can fail for a defect."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tierctl.results import MeasuredRequest
+from tierctl.whatif import (
+    Check,
+    Measured,
+    Prediction,
+    aa_floor,
+    judge,
+    measured,
+    paired_ratios,
+    run_figures,
+    tally,
+)
+
+ratios = st.floats(min_value=0.05, max_value=20.0, allow_nan=False)
+
+
+def _req(ttft: float, tpot: float | None) -> MeasuredRequest:
+    return MeasuredRequest(0.0, 100, 10, ttft, tpot, ())
+
+
+def test_run_figures_are_the_simulators_percentiles() -> None:
+    reqs = [_req(float(i), float(10 * i)) for i in range(1, 11)] + [_req(11.0, None)]
+    got = run_figures(reqs)
+    # numpy's linear percentile over TTFT 1..11 and TPOT 10..100 (the request with no TPOT
+    # still has a TTFT).
+    assert got["TTFT p50"] == pytest.approx(6.0)
+    assert got["TTFT p95"] == pytest.approx(10.5)
+    assert got["TPOT p50"] == pytest.approx(55.0)
+    assert got["TPOT p90"] == pytest.approx(91.0)
+
+
+def test_paired_ratios_pair_rounds_and_never_pool() -> None:
+    control = [{"TTFT p50": 1.0}, {"TTFT p50": 2.0}]
+    candidate = [{"TTFT p50": 1.5}, {"TTFT p50": 3.0}]
+    # Per round: 1.5 and 1.5. Pooling (medians 1.5 / 2.25 ... ) or crossing rounds
+    # (3.0 / 1.0) would give other numbers.
+    assert paired_ratios(control, candidate) == {"TTFT p50": [1.5, 1.5]}
+
+
+def test_paired_ratios_refuse_unpaired_rounds_and_skip_missing_figures() -> None:
+    with pytest.raises(ValueError, match="same rounds"):
+        paired_ratios([{"x": 1.0}], [])
+    assert paired_ratios([{"x": None}, {"x": 2.0}], [{"x": 1.0}, {"x": 1.0}]) == {"x": [0.5]}
+
+
+@given(st.lists(ratios, min_size=1, max_size=9))
+def test_measured_is_the_median_and_range_of_the_rounds(values: list[float]) -> None:
+    m = measured(values)
+    assert m is not None
+    below = sum(v < m.ratio for v in values)
+    above = sum(v > m.ratio for v in values)
+    assert below <= len(values) / 2
+    assert above <= len(values) / 2
+    assert (m.low, m.high, m.rounds) == (min(values), max(values), len(values))
+
+
+@given(st.lists(ratios, min_size=1, max_size=9))
+def test_aa_floor_covers_every_aa_ratio_both_ways(values: list[float]) -> None:
+    floor = aa_floor(values)
+    assert floor is not None
+    assert floor >= 0
+    for v in values:
+        assert 1 / (1 + floor) * (1 - 1e-9) <= v <= (1 + floor) * (1 + 1e-9)
+    # and it is tight: the worst ratio sits on the floor's edge
+    worst = max(values, key=lambda v: abs(math.log(v)))
+    assert max(worst, 1 / worst) == pytest.approx(1 + floor)
+
+
+def test_aa_floor_is_symmetric_in_log() -> None:
+    # 0.8 is as far from 1 as 1.25: a floor read linearly (|r - 1|) would give 0.2.
+    assert aa_floor([0.8]) == pytest.approx(0.25)
+    assert aa_floor([1.25]) == pytest.approx(0.25)
+    assert aa_floor([]) is None
+
+
+def _m(r: float) -> Measured:
+    return Measured(r, r, r, 3)
+
+
+def test_judge_effect_direction_and_inside() -> None:
+    c = judge("TTFT p50", _m(0.6), Prediction(0.7, 0.55, 0.9), floor=0.2)
+    assert (c.effect, c.direction_right, c.inside) == (True, True, True)
+    # wrong way
+    c = judge("TTFT p50", _m(0.6), Prediction(1.3, 1.1, 1.5), floor=0.2)
+    assert (c.effect, c.direction_right, c.inside) == (True, False, False)
+    # a predicted 1.00 against a real effect is wrong, even when the interval is wide
+    c = judge("TTFT p50", _m(0.6), Prediction(1.0, 0.5, 1.5), floor=0.2)
+    assert (c.effect, c.direction_right, c.inside) == (True, False, True)
+    # within the floor: no effect, direction not judged
+    c = judge("TTFT p50", _m(1.1), Prediction(0.8, 0.7, 0.9), floor=0.2)
+    assert (c.effect, c.direction_right, c.inside) == (False, True, False)
+
+
+def test_judge_floor_edges_are_log_symmetric() -> None:
+    # 1/1.25 = 0.8 is on the floor: not an effect; 0.79 is.
+    assert not judge("x", _m(0.8), Prediction(1, 1, 1), 0.25).effect
+    assert judge("x", _m(0.79), Prediction(1, 1, 1), 0.25).effect
+    assert not judge("x", _m(1.25), Prediction(1, 1, 1), 0.25).effect
+    assert judge("x", _m(1.26), Prediction(1, 1, 1), 0.25).effect
+
+
+@given(ratios, ratios, ratios)
+def test_inside_is_exactly_the_closed_interval(r: float, a: float, b: float) -> None:
+    lo, hi = min(a, b), max(a, b)
+    c = judge("x", _m(r), Prediction((lo + hi) / 2, lo, hi), 0.1)
+    assert c.inside == (lo <= r <= hi)
+
+
+def _check(effect: bool, right: bool, inside: bool) -> Check:
+    return Check("x", _m(1.0), Prediction(1, 1, 1), 0.1, effect, right, inside)
+
+
+def test_tally_counts_direction_only_on_effects_and_the_80_percent_bar() -> None:
+    checks = [_check(True, True, True)] * 4 + [_check(False, True, False)]
+    t = tally(checks)
+    assert (t.effects, t.direction_right, t.figures, t.inside) == (4, 4, 5, 4)
+    assert t.direction_ok
+    assert t.coverage_ok
+    assert t.inside_fraction == pytest.approx(0.8)
+    # one inside fewer: 3 of 5 = 60 %, the bar is missed
+    assert not tally([_check(True, True, False), *checks[1:]]).coverage_ok
+    # one wrong direction on an effect misses the direction bar
+    assert not tally([_check(True, False, True), *checks[1:]]).direction_ok
+    # a wrong direction where there was no effect is not counted against it
+    assert tally([_check(False, False, True), *checks[1:]]).direction_ok
+    assert not tally([]).coverage_ok
