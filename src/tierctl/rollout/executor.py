@@ -90,8 +90,8 @@ def load_sides(plan: Plan, repo: Path | None = None) -> tuple[Deployment, Deploy
             "first): a rollout applies one compose file per side",
             location=Location(file=plan.target.spec),
             rule="tierctl rollout runs `docker compose -f FILE` with the plan's one file per side",
-            fix="merge the override into one file (`tierctl compose config FILES --format yaml`), "
-            "then plan and roll out that file",
+            fix="write the override files' changes into one compose file per side, then plan "
+            "and roll out those files",
         )
     sides: list[Deployment] = []
     for side, ref in (("old", plan.source), ("new", plan.target)):
