@@ -32,7 +32,7 @@ _WORKER = """\
 PROFILES = [["blue"], ["green"], []]
 
 
-def _project(folder: Path, extra: str = "") -> list[Path]:
+def _project(folder: Path, extra: str = "", variant: str = "green-2") -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     workers = "".join(_WORKER.format(profile=p, extra=extra) for p in ("blue", "green"))
     (folder / "workers.yaml").write_text("services:\n" + workers)
@@ -40,7 +40,7 @@ def _project(folder: Path, extra: str = "") -> list[Path]:
         'include: [workers.yaml]\nservices:\n  proxy:\n    image: nginx:1.27\n    ports: ["8080:80"]\n'
     )
     (folder / "override.yaml").write_text(
-        "services:\n  worker-green:\n    labels: {variant: green-2}\n"
+        f"services:\n  worker-green:\n    labels: {{variant: {variant}}}\n"
         '  spare:\n    image: nginx:1.27\n    profiles: [green]\n    ports: ["8081:80"]\n'
     )
     return [folder / "compose.yaml", folder / "override.yaml"]
@@ -110,28 +110,84 @@ def test_import_takes_compose_profiles_from_the_environment(
     assert "spare:" in result.out
 
 
+def _compose_config(binary: ComposeBinary, files: list[Path], profiles: list[str]) -> dict:
+    argv = [*binary.argv, "--project-name", "p"]
+    for f in files:
+        argv += ["-f", str(f)]
+    for p in profiles:
+        argv += ["--profile", p]
+    proc = subprocess.run(
+        [*argv, "config", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "COMPOSE_PROFILES": ""},
+        timeout=60,
+    )
+    return dict(json.loads(proc.stdout)["services"])
+
+
 @pytest.mark.parametrize("profiles", PROFILES[:2], ids=lambda p: "+".join(p))
 def test_plan_plans_the_services_compose_runs(
     run_cli, tmp_path: Path, compose_binary: ComposeBinary, profiles: list[str]
 ) -> None:
-    # plan takes one file per side: the project's base file with its include.
-    old = _project(tmp_path / "old")[:1]
-    new = _project(tmp_path / "new", extra=" --mem-fraction-static 0.8")[:1]
+    """Both files per side, merged as `docker compose -f compose.yaml -f override.yaml`."""
+    old = _project(tmp_path / "old")
+    new = _project(tmp_path / "new", extra=" --mem-fraction-static 0.8")
     theirs = _compose_services(compose_binary, new, profiles)
-    result = run_cli(
-        "plan", "--from", str(old[0]), "--to", str(new[0]), "--json", *_profile_args(profiles)
-    )
+    sides = [a for f in old for a in ("--from", str(f))] + [
+        a for f in new for a in ("--to", str(f))
+    ]
+    result = run_cli("plan", *sides, "--json", *_profile_args(profiles))
     assert result.code == 0, result.err
     plan = json.loads(result.out)
     assert {s["service"] for s in plan["services"]} == theirs
     assert [s["service"] for s in plan["steps"]] == [f"worker-{profiles[0]}"]
+    assert [r["spec"] for r in plan["target_overrides"]] == [str(new[1])]
 
 
-def test_plan_refuses_a_second_file_per_side(run_cli, tmp_path: Path) -> None:
-    """Two --from files are refused (exit 2, both named), not planned from the last alone."""
+@pytest.mark.parametrize("profiles", PROFILES[:2], ids=lambda p: "+".join(p))
+def test_plan_sees_a_change_made_only_in_the_override(
+    run_cli, tmp_path: Path, compose_binary: ComposeBinary, profiles: list[str]
+) -> None:
+    """The override relabels worker-green on NEW: compose's merged reading changes exactly
+    when green runs, and so does the plan (planned from the base file alone, it would not)."""
+    old = _project(tmp_path / "old")
+    new = _project(tmp_path / "new", variant="green-3")
+    before = _compose_config(compose_binary, old, profiles)
+    after = _compose_config(compose_binary, new, profiles)
+    changed = sorted(n for n in after if after[n] != before.get(n))
+    sides = [a for f in old for a in ("--from", str(f))] + [
+        a for f in new for a in ("--to", str(f))
+    ]
+    result = run_cli("plan", *sides, "--json", *_profile_args(profiles))
+    assert result.code == 0, result.err
+    plan = json.loads(result.out)
+    assert sorted(s["service"] for s in plan["services"] if s["change"] != "unchanged") == changed
+    assert changed == (["worker-green"] if profiles == ["green"] else [])
+
+
+def test_a_plan_of_several_files_is_not_rolled_out_from_its_first_file(
+    run_cli, tmp_path: Path
+) -> None:
+    """rollout applies one file per side: a merged plan is refused (exit 2), not half-applied."""
+    old = _project(tmp_path / "old")
+    new = _project(tmp_path / "new", variant="green-3")
+    sides = [a for f in old for a in ("--from", str(f))] + [
+        a for f in new for a in ("--to", str(f))
+    ]
+    out = tmp_path / "plan.json"
+    assert run_cli("plan", *sides, "--profile", "green", "-o", str(out)).code == 0
+    result = run_cli("rollout", "--plan", str(out), "--driver", "local", "--dry-run")
+    assert result.code == 2, result.out + result.err
+    assert "several files per side" in result.err
+
+
+def test_runbook_refuses_a_second_file_per_side(run_cli, tmp_path: Path) -> None:
+    """A runbook runs one file per side: two --from files are refused (exit 2, both named)."""
     files = _project(tmp_path)
     result = run_cli(
-        "plan", "--from", str(files[0]), "--from", str(files[1]), "--to", str(files[0])
+        "runbook", "--from", str(files[0]), "--from", str(files[1]), "--to", str(files[0])
     )
     assert result.code == 2
     assert "given 2 times" in result.err

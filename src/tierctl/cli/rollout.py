@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
@@ -43,21 +45,30 @@ def _one_file(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
     return value[0]
 
 
+def _side_options(several: bool) -> list[Callable[[click.decorators.FC], click.decorators.FC]]:
+    """--from/--to: several files per side (merged as compose merges ``-f a -f b``) for a
+    plan; one for a runbook, which runs the plan's one file per side."""
+    how = " (repeat to merge override files over it, as docker compose -f does)" if several else ""
+    callback = None if several else _one_file
+    return [
+        click.option(
+            "--from",
+            "old",
+            multiple=True,
+            callback=callback,
+            help=f"OLD: compose file or git:REF:PATH{how}.",
+        ),
+        click.option(
+            "--to",
+            "new",
+            multiple=True,
+            callback=callback,
+            help=f"NEW: compose file or git:REF:PATH{how}.",
+        ),
+    ]
+
+
 _common = [
-    click.option(
-        "--from",
-        "old",
-        multiple=True,
-        callback=_one_file,
-        help="OLD: compose file or git:REF:PATH.",
-    ),
-    click.option(
-        "--to",
-        "new",
-        multiple=True,
-        callback=_one_file,
-        help="NEW: compose file or git:REF:PATH.",
-    ),
     click.option(
         "--spec", type=click.Path(path_type=Path), help="Tier spec: roles and protection."
     ),
@@ -75,39 +86,51 @@ _common = [
 ]
 
 
+_Side = TypeVar("_Side", str, tuple[str, ...])
+
+
 def _sides(
     ctx: click.Context,
-    old: str | None,
-    new: str | None,
+    old: _Side | None,
+    new: _Side | None,
     fleet_path: Path | None,
     only: tuple[str, ...],
-) -> tuple[str, str] | None:
+) -> tuple[_Side, _Side] | None:
     """The two sides of a one-host plan, or None for a fleet (whose files the fleet file names);
     options of the other kind are refused."""
     if fleet_path is not None:
         refuse_with_fleet(ctx, ("old", "new", *only), "the fleet file names each host's files")
         return None
-    if old is None or new is None:
+    if not old or not new:
         raise click.UsageError("give --from OLD and --to NEW (one host), or --fleet FLEET", ctx=ctx)
     return old, new
 
 
 def _with_common(f: click.decorators.FC) -> click.decorators.FC:
-    for option in reversed(_common):
+    for option in reversed([*_side_options(False), *_common]):
         f = option(f)
     return f
 
 
-def _inputs(old: str, new: str, spec: Path | None) -> list[Path]:
+def _with_common_several(f: click.decorators.FC) -> click.decorators.FC:
+    for option in reversed([*_side_options(True), *_common]):
+        f = option(f)
+    return f
+
+
+def _inputs(old: str | Sequence[str], new: str | Sequence[str], spec: Path | None) -> list[Path]:
     """The files a plan or runbook is made from (never written over, forced or not); a
     git:REF:PATH side is not a file here."""
-    files = [Path(side) for side in (old, new) if not side.startswith("git:")]
+    sides = [*([old] if isinstance(old, str) else old), *([new] if isinstance(new, str) else new)]
+    files = [Path(side) for side in sides if not side.startswith("git:")]
     return files + ([spec] if spec is not None else [])
 
 
 def format_plan(plan: Plan) -> str:
     """The human view of a plan: services, steps, untouched."""
-    lines = [f"plan {plan.source.spec} -> {plan.target.spec}", ""]
+    old = " + ".join(r.spec for r in (plan.source, *plan.source_overrides))
+    new = " + ".join(r.spec for r in (plan.target, *plan.target_overrides))
+    lines = [f"plan {old} -> {new}", ""]
     width = max((len(c.service) for c in plan.services), default=8)
     for c in plan.services:
         role = c.role + (f"/{c.replica_role}" if c.replica_role else "")
@@ -128,14 +151,14 @@ def format_plan(plan: Plan) -> str:
 
 
 @click.command("plan")
-@_with_common
+@_with_common_several
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the JSON plan here.")
 @profile_option
 @click.option("--force", is_flag=True, help="With -o: replace a file that is not a tierctl plan.")
 def plan(
-    old: str | None,
-    new: str | None,
+    old: tuple[str, ...],
+    new: tuple[str, ...],
     spec: Path | None,
     allow: tuple[str, ...],
     protect: tuple[str, ...],
@@ -148,7 +171,9 @@ def plan(
 ) -> None:
     """Plan a rollout between two compose files: which services change, in what order.
 
-    With --profile (or COMPOSE_PROFILES), only the services those profiles run are planned.
+    Each side may be several files (--from base.yml --from override.yml), merged as
+    ``docker compose -f base.yml -f override.yml`` merges them. With --profile (or
+    COMPOSE_PROFILES), only the services those profiles run are planned.
     With --fleet FLEET, every host of the fleet file is planned and the waves are shown.
     """
     ctx = click.get_current_context()

@@ -9,7 +9,7 @@ pieces: :func:`~tierctl.rollout.planner.plan_files`, :func:`make_driver` and
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -91,8 +91,8 @@ class DriverConfig:
 
 
 def make_plan(
-    old: str,
-    new: str,
+    old: str | Sequence[str],
+    new: str | Sequence[str],
     *,
     spec: Path | None = None,
     allow: frozenset[str] = frozenset(),

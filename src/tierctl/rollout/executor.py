@@ -83,6 +83,16 @@ def load_sides(plan: Plan, repo: Path | None = None) -> tuple[Deployment, Deploy
     Raises:
         InputError: A file changed since the plan was made.
     """
+    if plan.source_overrides or plan.target_overrides:
+        extra = [r.spec for r in (*plan.source_overrides, *plan.target_overrides)]
+        raise InputError(
+            f"this plan was made from several files per side ({', '.join(extra)} over the "
+            "first): a rollout applies one compose file per side",
+            location=Location(file=plan.target.spec),
+            rule="tierctl rollout runs `docker compose -f FILE` with the plan's one file per side",
+            fix="write the override files' changes into one compose file per side, then plan "
+            "and roll out those files",
+        )
     sides: list[Deployment] = []
     for side, ref in (("old", plan.source), ("new", plan.target)):
         loaded = read_source(ref.spec, repo)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierctl.compose import ComposeService, Interpolation, parse_compose
+from tierctl.compose import ComposeService, Interpolation, merge_compose, parse_compose
 from tierctl.compose.forms import normalise_depends_on
 from tierctl.compose.profiles import enabled
 from tierctl.errors import ComposeInputError, Location
@@ -66,13 +66,30 @@ def load_services(
     Raises:
         ComposeInputError: Unparseable YAML, no ``services`` map, or bad interpolation.
     """
-    compose = parse_compose(
-        text,
-        source=origin,
-        env=env or {},
-        interpolation=Interpolation.DEFAULTS,
-        base_dir=base_dir,
-    )
+    return load_merged_services([(text, origin, base_dir)], env, profiles=profiles)
+
+
+def load_merged_services(
+    files: Sequence[tuple[str, str, str | Path | None]],
+    env: Mapping[str, str] | None = None,
+    *,
+    profiles: Sequence[str] | None = None,
+) -> ComposeServices:
+    """:func:`load_services` of several files merged like ``docker compose -f a -f b``
+    (later files override earlier, with Compose's merge rules); ``files``: (text, origin,
+    base_dir) in ``-f`` order. Raises as :func:`load_services`."""
+    read = [
+        parse_compose(
+            text,
+            source=origin,
+            env=env or {},
+            interpolation=Interpolation.DEFAULTS,
+            base_dir=base_dir,
+        )
+        for text, origin, base_dir in files
+    ]
+    compose = merge_compose(read)
+    origin = " + ".join(f[1] for f in files)
     if not isinstance(compose.data.get("services"), dict):
         raise ComposeInputError(
             "compose file has no services mapping",

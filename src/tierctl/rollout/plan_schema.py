@@ -78,6 +78,14 @@ class Plan(_Model):
     version: Literal[1] = Field(default=1, description="Plan format version.")
     source: SourceRef = Field(description="OLD: the compose file running now.")
     target: SourceRef = Field(description="NEW: the compose file to roll out.")
+    source_overrides: list[SourceRef] = Field(
+        default_factory=list,
+        description="OLD's further files, merged over it in order (docker compose -f a -f b).",
+    )
+    target_overrides: list[SourceRef] = Field(
+        default_factory=list,
+        description="NEW's further files, merged over it in order (docker compose -f a -f b).",
+    )
     services: list[ServiceChange] = Field(description="Every service of OLD and NEW.")
     steps: list[Step] = Field(description="Ordered steps; empty when nothing changes.")
     untouched: list[str] = Field(description="Services the rollout never touches.")

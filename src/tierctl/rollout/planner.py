@@ -16,7 +16,7 @@ Order of steps, and why:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from tierctl.engines import running_argv
 from tierctl.errors import ContractViolation, InputError
 from tierctl.rollout.diff import diff_service
 from tierctl.rollout.gates import COLLECTOR_GATES, engine_gates
-from tierctl.rollout.normalise import load_services
+from tierctl.rollout.normalise import load_merged_services
 from tierctl.rollout.plan_schema import Action, Plan, ServiceChange, Side, Step
 from tierctl.rollout.roles import REPLICA_LABEL, VARIANT_LABEL, ServiceRole, infer_role
 from tierctl.rollout.source import LoadedSource, read_source
@@ -57,13 +57,16 @@ class PlanOptions:
 
 
 def plan_files(
-    old: str, new: str, options: PlanOptions | None = None, repo: Path | None = None
+    old: str | Sequence[str],
+    new: str | Sequence[str],
+    options: PlanOptions | None = None,
+    repo: Path | None = None,
 ) -> Plan:
     """Read OLD and NEW (paths or ``git:REF:PATH``) and plan the rollout between them.
 
     Args:
-        old: The compose file running now.
-        new: The compose file to roll out.
+        old: The compose file running now (several: merged like ``docker compose -f``).
+        new: The compose file to roll out (several: merged the same way).
         options: Protection, allowances and roles.
         repo: The repository for ``git:`` sources.
 
@@ -74,22 +77,40 @@ def plan_files(
         InputError: A source cannot be read or parsed.
         ContractViolation: The plan would change a protected service that is not allowed.
     """
-    return build_plan(read_source(old, repo), read_source(new, repo), options or PlanOptions())
+    olds = [old] if isinstance(old, str) else list(old)
+    news = [new] if isinstance(new, str) else list(new)
+    return build_plan(
+        [read_source(f, repo) for f in olds],
+        [read_source(f, repo) for f in news],
+        options or PlanOptions(),
+    )
 
 
-def build_plan(old: LoadedSource, new: LoadedSource, options: PlanOptions) -> Plan:
+def _side_services(
+    sources: LoadedSource | Sequence[LoadedSource], profiles: Sequence[str] | None
+) -> dict[str, dict[str, Any]]:
+    """One side's services: its files merged like ``docker compose -f a -f b``."""
+    files = [sources] if isinstance(sources, LoadedSource) else list(sources)
+    return load_merged_services(
+        [(f.text, f.ref.spec, f.folder) for f in files], profiles=profiles
+    ).services
+
+
+def build_plan(
+    old: LoadedSource | Sequence[LoadedSource],
+    new: LoadedSource | Sequence[LoadedSource],
+    options: PlanOptions,
+) -> Plan:
     """Plan the rollout between two loaded sources (see the module docstring for the order).
 
     Phases: classify every service's change; refuse what touches protected services without
     an allowance; order the steps (one function per group of the module docstring); number
     them and attach argv, gates and rollbacks.
     """
-    a = load_services(
-        old.text, old.ref.spec, base_dir=old.folder, profiles=options.profiles
-    ).services
-    b = load_services(
-        new.text, new.ref.spec, base_dir=new.folder, profiles=options.profiles
-    ).services
+    olds = [old] if isinstance(old, LoadedSource) else list(old)
+    news = [new] if isinstance(new, LoadedSource) else list(new)
+    a = _side_services(olds, options.profiles)
+    b = _side_services(news, options.profiles)
     names = list(b) + [n for n in a if n not in b]
     _check_allow(options.allow, names)
     changes = [_change(n, a.get(n), b.get(n), options) for n in names]
@@ -110,8 +131,10 @@ def build_plan(old: LoadedSource, new: LoadedSource, options: PlanOptions) -> Pl
     touched = {s.service for s in built}
     by_name = {c.service: c for c in changes}
     return Plan(
-        source=old.ref,
-        target=new.ref,
+        source=olds[0].ref,
+        target=news[0].ref,
+        source_overrides=[f.ref for f in olds[1:]],
+        target_overrides=[f.ref for f in news[1:]],
         services=[by_name[n] for n in names],
         steps=built,
         untouched=[n for n in names if n not in touched],
