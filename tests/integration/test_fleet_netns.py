@@ -93,7 +93,8 @@ def _file(host: str, interval: int, *, broken: str | None = None) -> str:
         "proxy": _router(),
         "model-r1": _engine(PORTS["model-r1"], interval, role="control",
                             broken=broken == "model-r1"),
-        "model-r2": _engine(PORTS["model-r2"], interval, role="canary"),
+        "model-r2": _engine(PORTS["model-r2"], interval, role="canary",
+                            broken=broken == "model-r2"),
     }  # fmt: skip
     return yaml.safe_dump({"name": host, "services": services}, sort_keys=False)
 
