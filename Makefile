@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | $(PY) -c "import hashlib,sys;print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest()[:12])")
 
-.PHONY: demo demo-real test test-fast check lint format typecheck bench clean
+.PHONY: demo demo-real demo-fleet test test-fast check lint format typecheck bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -25,6 +25,13 @@ demo-real: $(STAMP)
 	./scripts/ensure-prometheus
 	./scripts/ensure-vllm >/dev/null
 	$(BIN)/tierctl real-engine demo
+
+# The fleet story: three hosts, each its own dockerd and tierctl agent (root; installs docker.io
+# and Prometheus), a fleet plan, two waves canary first, a readout, an approval; ~4 minutes.
+demo-fleet: $(STAMP)
+	./scripts/ensure-docker
+	./scripts/ensure-prometheus
+	$(BIN)/tierctl demo --fleet
 
 test: $(STAMP)
 	./scripts/ensure-prometheus

@@ -57,11 +57,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fuzzing import KINDS, WALL_FACTOR, Seeds, load_seeds, run_input  # noqa: E402
+from tests.fuzzing import (  # noqa: E402
+    STARVED_CAP,
+    WALL_FACTOR,
+    Seeds,
+    load_seeds,
+    run_input,
+    runqueue_wait_s,
+)
 from tests.schema_fuzz import input_at  # noqa: E402
+from tests.sweep_fuzz import SWEEP_KINDS, add_seeds  # noqa: E402
 
 _EXT = {"jsonl": "jsonl", "mooncake": "jsonl", "azure": "csv", "burstgpt": "csv"}
 _EXT.update({"plan": "json", "steplog": "jsonl", "results": "json", "costmodel": "json"})
+_EXT.update({"catalog": "json", "promtext": "prom", "enginelog": "log", "cli": "json"})
 
 
 def _rss_mib() -> float:
@@ -85,6 +94,7 @@ def _save(
 
 
 def _selected(seeds: Seeds, kinds: set[str]) -> Seeds:
+    seeds = add_seeds(seeds, seeds.compose_olds[0].parent.parent)
     seeds.by_kind = {k: v for k, v in seeds.by_kind.items() if k in kinds}
     return seeds
 
@@ -112,7 +122,9 @@ def _worker(
             traced = tracemalloc.get_traced_memory()[1] / 2**20 if args.tracemalloc else 0.0
             rows = []
             for o in outcomes:
-                rows.append((o.command, o.code, o.exception, o.hang, o.ok, o.seconds, o.detail))
+                rows.append(
+                    (o.command, o.code, o.exception, o.hang, o.ok, o.seconds, o.detail, o.starved_s)
+                )
                 if not o.ok:
                     what = (
                         f"{kind} (form {form}) through {o.command}: exit {o.code}, exception "
@@ -140,12 +152,16 @@ class Tally:
     peak_rss: dict[int, float] = field(default_factory=dict)
     traced_peak: float = 0.0
     slowest: list[tuple[float, str, int]] = field(default_factory=list)
+    starved_s: float = 0.0  # seconds runs waited for a CPU others held (not counted to hangs)
+    most_starved: tuple[float, float] = (0.0, 0.0)  # (starved, elapsed) of the worst run
 
     def add(self, n: int, kind: str, form: str | None, rows: list[Any]) -> None:
         """Count one input's runs."""
         self.inputs += 1
-        for command, code, exception, hang, ok, seconds, detail in rows:
+        for command, code, exception, hang, ok, seconds, detail, starved in rows:
             self.runs += 1
+            self.starved_s += starved
+            self.most_starved = max(self.most_starved, (starved, seconds))
             key = f"{kind}:{command}" + (f"@{form}" if form else "")
             self.seconds[key] += seconds
             self.slowest = sorted([*self.slowest, (seconds, key, n)], reverse=True)[:5]
@@ -192,13 +208,19 @@ class Tally:
         for name, count in self.exceptions.most_common():
             print(f"  {count:5d}  {name}  {self.examples[name]}")
         print(
-            f"hangs (> {args.timeout:g} s CPU or {args.timeout * WALL_FACTOR:g} s wall a run): {len(self.hangs)}"
+            f"hangs (> {args.timeout:g} s CPU, or {args.timeout * WALL_FACTOR:g} s wall net of "
+            f"waiting for a CPU, a run): {len(self.hangs)}"
         )
         for which in self.hangs[:20]:
             print(f"  {which}")
         print(f"failures without a message or with a traceback: {self.bad_messages}")
         peaks = ", ".join(f"{v:.0f}" for _, v in sorted(self.peak_rss.items()))
         print(f"peak RSS per worker: {peaks} MiB")
+        worst, of = self.most_starved
+        print(
+            f"waiting for a CPU: {self.starved_s:.0f} s over all runs; the worst run "
+            f"{worst:.1f} s of its {of:.1f} s"
+        )
         print("slowest runs: " + "; ".join(f"{k} #{i} {t:.2f} s" for t, k, i in self.slowest))
         if args.tracemalloc:
             print(f"peak traced Python allocations in one input: {self.traced_peak:.0f} MiB")
@@ -214,6 +236,20 @@ def _hard_limit(args: argparse.Namespace) -> float:
     return args.timeout * WALL_FACTOR * 8 + 30.0
 
 
+def _watch(proc: Any, cur: tuple[int, float, float], args: argparse.Namespace) -> str | None:
+    """Why the worker on input ``cur`` (index, start, its run-queue wait then) must be
+    replaced, or None: it died (a crash in C, an error of the harness), or its input ran past
+    the hard limit in time of its own (elapsed less the time it waited for a CPU others held:
+    a starved worker is slow, not hung), or past ``STARVED_CAP`` times it however starved."""
+    if not proc.is_alive() and proc.exitcode is not None and proc.exitcode != 0:
+        return f"died (exit code {proc.exitcode})"
+    elapsed = time.monotonic() - cur[1]
+    own = elapsed - max(0.0, runqueue_wait_s(proc.pid) - cur[2])
+    if own > _hard_limit(args) or elapsed > _hard_limit(args) * STARVED_CAP:
+        return f"ran {elapsed:.0f} s, {own:.0f} s of it not waiting for a CPU"
+    return None
+
+
 def run(args: argparse.Namespace) -> Tally:
     """Run the stream over ``--workers`` processes; stream the summary; return the tally."""
     ctx = mp.get_context("fork")
@@ -221,7 +257,7 @@ def run(args: argparse.Namespace) -> Tally:
     indices = list(range(args.start, args.start + args.inputs))
     todo = {w: indices[w :: args.workers] for w in range(args.workers)}
     procs: dict[int, Any] = {}
-    current: dict[int, tuple[int, float] | None] = {}
+    current: dict[int, tuple[int, float, float] | None] = {}
     tally = Tally()
     started = time.monotonic()
     seeds_for_save: Seeds | None = None
@@ -257,7 +293,7 @@ def run(args: argparse.Namespace) -> Tally:
             msg = None
         if msg and msg[0] == "start":
             _, w, n, t = msg
-            current[w] = (n, t)
+            current[w] = (n, t, runqueue_wait_s(procs[w].pid) if w in procs else 0.0)
         elif msg and msg[0] == "done":
             _, w, n, kind, form, rows, rss, traced = msg
             current[w] = None
@@ -269,21 +305,27 @@ def run(args: argparse.Namespace) -> Tally:
                 next_line += args.every
         elif msg and msg[0] == "exit":
             procs.pop(msg[1]).join()
-        now = time.monotonic()
         for w, cur in list(current.items()):
-            if cur is None or w not in procs or now - cur[1] <= _hard_limit(args):
+            if cur is None or w not in procs:
+                continue
+            verdict = _watch(procs[w], cur, args)
+            if verdict is None:
                 continue
             n = cur[0]
             procs.pop(w).kill()
             tally.inputs += 1
-            tally.hangs.append(f"input {n} (worker killed after {now - cur[1]:.0f} s)")
-            print(f"  watchdog: input {n} ran {now - cur[1]:.0f} s; worker {w} killed", flush=True)
+            if verdict.startswith("died"):
+                tally.exceptions[f"worker {verdict}"] += 1
+                tally.examples.setdefault(f"worker {verdict}", f"input {n}")
+            else:
+                tally.hangs.append(f"input {n} (worker killed: {verdict})")
+            print(f"  watchdog: input {n}: {verdict}; worker {w} replaced", flush=True)
             if args.save is not None:
                 if seeds_for_save is None:
                     tmp = Path(tempfile.mkdtemp(prefix="tierctl-fuzz-save-"))
                     seeds_for_save = _selected(load_seeds(tmp), set(args.kinds.split(",")))
                 kind, _, data, form = input_at(seeds_for_save, args.generator, args.seed, n)
-                _save(args.save, args, n, kind, data, f"{kind} (form {form}): hang (watchdog)")
+                _save(args.save, args, n, kind, data, f"{kind} (form {form}): {verdict}")
             # The worker ran its indices in order: the ones after the hang are left.
             todo[w] = [i for i in todo[w] if i > n]
             if todo[w]:
@@ -298,7 +340,7 @@ def run(args: argparse.Namespace) -> Tally:
 def replay(args: argparse.Namespace) -> int:
     """Run one file (``--replay``) as an input of ``--kind``; print every outcome."""
     with tempfile.TemporaryDirectory(prefix="tierctl-fuzz-replay-") as tmp:
-        seeds = load_seeds(Path(tmp))
+        seeds = add_seeds(load_seeds(Path(tmp)), Path(tmp))
         data = args.replay.read_bytes()
         bad = 0
         outcomes = run_input(
@@ -317,7 +359,9 @@ def main() -> int:
     parser.add_argument("--count", "--inputs", dest="inputs", type=int, default=10_000)
     parser.add_argument("--start", type=int, default=0, help="index of the first input")
     parser.add_argument("--only", type=int, default=None, help="run input N alone")
-    parser.add_argument("--generator", choices=["mutation", "schema", "both"], default="both")
+    parser.add_argument(
+        "--generator", choices=["mutation", "schema", "both", "sweep", "all"], default="both"
+    )
     parser.add_argument("--workers", type=int, default=1, choices=[1, 2])
     parser.add_argument("--tracemalloc", action="store_true", help="trace Python allocations")
     parser.add_argument("--seed", type=int, default=1)
@@ -329,10 +373,10 @@ def main() -> int:
         "--max-seconds", type=float, default=0.0, help="stop after this long, with the figures"
     )
     parser.add_argument("--save", type=Path, default=None, help="write reproducers here")
-    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--kinds", default=",".join(SWEEP_KINDS))
     parser.add_argument("--memory-limit-mib", type=int, default=6144)
     parser.add_argument("--replay", type=Path, default=None, help="run this file alone")
-    parser.add_argument("--kind", choices=KINDS, default="spec", help="the kind of --replay")
+    parser.add_argument("--kind", choices=SWEEP_KINDS, default="spec", help="the kind of --replay")
     args = parser.parse_args()
     if args.replay is not None:
         return replay(args)

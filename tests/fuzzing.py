@@ -67,6 +67,7 @@ class Outcome:
     hang: bool = False
     seconds: float = 0.0
     maxrss_jump_mib: float = 0.0  # how far this run raised the process's peak RSS
+    starved_s: float = 0.0  # of ``seconds``, how long it waited for a CPU others held
     stderr: str = ""
     detail: str = ""
 
@@ -453,6 +454,7 @@ def inputs(seeds: Seeds, count: int, seed: int) -> Iterator[tuple[str, int, byte
 
 _SUFFIX = {"jsonl": ".jsonl", "mooncake": ".jsonl", "azure": ".csv", "burstgpt": ".csv"}
 _SUFFIX.update({"plan": ".json", "steplog": ".jsonl", "results": ".json", "costmodel": ".json"})
+_SUFFIX.update({"catalog": ".json", "promtext": ".txt", "enginelog": ".log", "cli": ".json"})
 
 
 def _cli(args: list[str]) -> tuple[int, str, str]:
@@ -592,6 +594,10 @@ def commands_for(
             ("read_cost_model", lambda: _lib(lambda: read_cost_model(path))),
             ("sim-run-cost-model", lambda: _cli(["sim", "run", "--cost-model", p, *small])),
         ]
+    from tests.sweep_fuzz import EXTRA_KINDS, extra_commands
+
+    if kind in EXTRA_KINDS:
+        return extra_commands(kind, path, seeds, work)
     raise ValueError(kind)
 
 
@@ -617,8 +623,49 @@ def _sniff(path: Path) -> str:
 WALL_FACTOR = 3.0
 
 
+#: A run off the CPU only because others had it may take this many times its wall budget.
+STARVED_CAP = 10.0
+
+
+def runqueue_wait_s(pid: int | str = "self") -> float:
+    """Seconds the main thread of ``pid`` has spent runnable but waiting for a CPU (the second
+    field of ``/proc/PID/schedstat``): time a loaded machine took from it. 0 where missing."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def _alarm(signum: int, frame: FrameType | None) -> None:
     raise Hang
+
+
+class _WallBudget:
+    """The wall half of a run's budget, net of CPU starvation.
+
+    A run is a hang when it is off the CPU by its own doing (blocked, sleeping) for longer
+    than its wall budget: at the alarm, the time its main thread waited on a run queue (it was
+    runnable, others had the CPU) is taken off the elapsed time, and the alarm is set again
+    for what is left. ``STARVED_CAP`` times the budget is a hang however starved the run was.
+    """
+
+    def __init__(self, wall_s: float) -> None:
+        self.wall_s = wall_s
+        self.t0 = time.monotonic()
+        self.q0 = runqueue_wait_s()
+        self.starved_s = 0.0
+
+    def own_s(self) -> float:
+        """Elapsed seconds less those spent waiting for a CPU."""
+        self.starved_s = max(0.0, runqueue_wait_s() - self.q0)
+        return time.monotonic() - self.t0 - self.starved_s
+
+    def on_alarm(self, signum: int, frame: FrameType | None) -> None:
+        own = self.own_s()
+        if own >= self.wall_s or time.monotonic() - self.t0 >= self.wall_s * STARVED_CAP:
+            raise Hang
+        signal.setitimer(signal.ITIMER_REAL, max(0.2, self.wall_s - own))
 
 
 #: What the input path may be instead of a regular file holding the input: a symlink to it,
@@ -689,10 +736,11 @@ def run_input(
         outcome = Outcome(command=name)
         peak0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t0 = time.monotonic()
-        # A hang is a run past its CPU budget (a loop), or past WALL_FACTOR times it in wall
-        # time (a blocked read): CPU time, so that a loaded machine does not make a slow but
-        # finishing run a hang.
-        previous = signal.signal(signal.SIGALRM, _alarm)
+        # A hang is a run past its CPU budget (a loop), or off the CPU by its own doing for
+        # WALL_FACTOR times it (a blocked read): time spent waiting for a CPU others held is
+        # not counted (_WallBudget), so a loaded machine does not make a slow run a hang.
+        budget = _WallBudget(timeout_s * WALL_FACTOR)
+        previous = signal.signal(signal.SIGALRM, budget.on_alarm)
         previous_prof = signal.signal(signal.SIGPROF, _alarm)
         signal.setitimer(signal.ITIMER_REAL, timeout_s * WALL_FACTOR)
         signal.setitimer(signal.ITIMER_PROF, timeout_s)
@@ -713,6 +761,8 @@ def run_input(
             signal.signal(signal.SIGALRM, previous)
             signal.signal(signal.SIGPROF, previous_prof)
             outcome.seconds = time.monotonic() - t0
+            budget.own_s()
+            outcome.starved_s = budget.starved_s
             peak1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             outcome.maxrss_jump_mib = (peak1 - peak0) / 1024
         outcomes.append(outcome)
@@ -749,6 +799,7 @@ def main_thread_only() -> None:
 __all__ = [
     "KINDS",
     "PATH_FORMS",
+    "STARVED_CAP",
     "WALL_FACTOR",
     "Hang",
     "Outcome",
@@ -760,6 +811,7 @@ __all__ = [
     "main_thread_only",
     "mutate",
     "run_input",
+    "runqueue_wait_s",
 ]
 
 if __name__ == "__main__":  # pragma: no cover

@@ -480,6 +480,14 @@ def input_at(seeds: Seeds, generator: str, seed: int, n: int) -> tuple[str, int,
     rebuilt without the ones before it, and workers can share a stream by index. ``both``
     takes even ``n`` from the mutation generator and odd ``n`` from the schema one.
     """
+    if generator == "all":  # the three interleaved: mutation, schema, sweep
+        generator, n = ("mutation", "schema", "sweep")[n % 3], n // 3
+        if generator != "sweep":
+            return input_at(seeds, generator, seed, n)
+    if generator == "sweep":
+        from tests.sweep_fuzz import input_at as sweep_input_at
+
+        return sweep_input_at(seeds, seed, n)
     rng = random.Random(f"tierctl-fuzz:{seed}:{n}")
     if generator == "both":
         generator, n = ("mutation", n // 2) if n % 2 == 0 else ("schema", n // 2)

@@ -11,6 +11,7 @@ credential, so ``WEBUI_AUTH=false`` passes. A ``${VAR:-literal}`` default is a l
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import json
 import re
@@ -56,6 +57,7 @@ _SECRET_VALUE = re.compile(
 _SECRET_FLAG = re.compile(r"^--[a-z0-9-]*(token|api-key|secret|password)$")
 
 
+@functools.lru_cache(maxsize=4096)
 def looks_secret_name(name: str) -> bool:
     """Whether an env var name says it holds a credential (see the module docstring)."""
     words = [w for w in _WORD_SPLIT.split(name.upper()) if w]
@@ -101,6 +103,9 @@ _HEADER_CREDENTIAL = re.compile(
 _BEARER = re.compile(r"(?i)(?<![\w-])bearer\s+(?P<v>[^\s\"',;}]{8,})")
 _URL_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@]*:(?P<v>[^/\s@]+)@")
 _SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
+# Text one of the three patterns cannot match without (lower case): an ASCII value holding
+# none of it matches none of them.
+_SCREEN = re.compile("://|authorization|api-key|x-auth-token|x-access-token|cookie|bearer")
 
 
 def embedded_credential(value: str) -> str | None:
@@ -108,6 +113,12 @@ def embedded_credential(value: str) -> str | None:
     (a header with a credential: ``EXTRA_HEADERS="Authorization: Bearer ..."``), ``"a bearer
     token"``, or ``"a password in a URL"`` (``http://user:PASSWORD@host``). A ``${VAR}``
     reference in the credential's place is not one (unless it has a literal default)."""
+    # Each pattern needs a literal piece of text to match at all; most values (flag values,
+    # paths, numbers) hold none of them, and a substring test is far cheaper than a search.
+    # Only ASCII text is screened: the patterns' case-insensitive matching folds some
+    # non-ASCII letters (U+0130, U+017F) that str.lower() does not map to the same text.
+    if value.isascii() and not _SCREEN.search(value.lower()):
+        return None
     for pattern, kind in (
         (_URL_PASSWORD, "a password in a URL"),
         (_HEADER_CREDENTIAL, "a credential header"),
@@ -133,6 +144,8 @@ _DEFAULT = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*:?[-+]([^}]*)\}")
 
 def _reference_defaults(value: str) -> list[str]:
     """The literal defaults of ``${VAR:-x}`` / ``${VAR-x}`` / ``${VAR:+x}`` in ``value``."""
+    if "${" not in value:
+        return []
     return [m.group(1) for m in _DEFAULT.finditer(value) if m.group(1)]
 
 
@@ -141,6 +154,7 @@ def looks_secret_value(value: str) -> bool:
     return bool(_SECRET_VALUE.match(value))
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_flag(token: str) -> bool:
     """Whether a flag (``--hf-token``, ``--api-key=...``) carries a credential."""
     return bool(_SECRET_FLAG.match(token.split("=", 1)[0]))

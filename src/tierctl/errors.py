@@ -52,6 +52,10 @@ class ExitCode(enum.IntEnum):
     #: canary, or cannot be read at all (Prometheus unreachable, timing out, answering 5xx:
     #: :class:`CannotJudge`). Never the code of a failed canary.
     INCONCLUSIVE = 3
+    #: A fleet rollout stopped before a wave that waits for a manual approval
+    #: (``tierctl rollout --fleet F --resume --approve-wave N`` continues it): not a failure,
+    #: and not done.
+    AWAITING_APPROVAL = 4
     #: Stopped by Ctrl-C (128 + SIGINT, as shells report it); partial results were kept.
     INTERRUPTED = 130
 

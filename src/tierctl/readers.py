@@ -400,8 +400,19 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+#: Builds the error for a key given twice: (key, the second key's node, the first's 0-based line).
+DuplicateError = Callable[[str, yaml.Node, int], InputError]
+#: Builds the error for an anchor that holds its own alias: (the node met again).
+RecursionError_ = Callable[[yaml.Node], InputError]
+
+
 def _check_graph(
-    root: yaml.Node, source: str, lim: Limits, error: type[InputError], duplicates: bool
+    root: yaml.Node,
+    source: str,
+    lim: Limits,
+    error: type[InputError],
+    duplicates: bool | DuplicateError,
+    recursion: RecursionError_ | None = None,
 ) -> None:
     """One iterative pass over the node graph: cycles, depth, expanded size, keys, tags.
 
@@ -460,6 +471,8 @@ def _check_graph(
                 raise _too_deep(where(node), lim, error)
             continue
         if nid in on_path:
+            if recursion is not None:
+                raise recursion(node)
             raise error(
                 "an anchor refers to itself (a recursive alias)",
                 location=where(node),
@@ -470,22 +483,7 @@ def _check_graph(
             raise _too_deep(where(node), lim, error)
         check_tag(node)
         if duplicates and isinstance(node, yaml.MappingNode):
-            seen: dict[str, int] = {}
-            for key_node, _ in node.value:
-                if not isinstance(key_node, scalar):
-                    continue
-                key = str(key_node.value)
-                if key == "<<":
-                    continue
-                first = seen.get(key)
-                if first is not None:
-                    raise error(
-                        f"duplicate key {key!r} (first given at line {first + 1})",
-                        location=Location(file=source, line=key_node.start_mark.line + 1),
-                        rule="duplicate-key",
-                        fix="give each key (each replica, flag, service) once",
-                    )
-                seen[key] = key_node.start_mark.line
+            _check_duplicates(node, source, error, duplicates)
         kids = _children(node)
         on_path.add(nid)
         stack.append((node, depth, kids))
@@ -497,6 +495,31 @@ def _check_graph(
                     check_tag(k)
             else:
                 stack.append((k, depth + 1, None))
+
+
+def _check_duplicates(
+    node: yaml.MappingNode, source: str, error: type[InputError], duplicates: bool | DuplicateError
+) -> None:
+    """Refuse a key given twice in one mapping (merge keys aside)."""
+    scalar = yaml.ScalarNode
+    seen: dict[str, int] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, scalar):
+            continue
+        key = str(key_node.value)
+        if key == "<<":
+            continue
+        first = seen.get(key)
+        if first is not None:
+            if not isinstance(duplicates, bool):
+                raise duplicates(key, key_node, first)
+            raise error(
+                f"duplicate key {key!r} (first given at line {first + 1})",
+                location=Location(file=source, line=key_node.start_mark.line + 1),
+                rule="duplicate-key",
+                fix="give each key (each replica, flag, service) once",
+            )
+        seen[key] = key_node.start_mark.line
 
 
 def _too_deep(loc: Location, lim: Limits, error: type[InputError]) -> InputError:
@@ -536,10 +559,10 @@ def load_yaml(
     *,
     error: type[InputError] = InputError,
     limits: Limits | None = None,
-    duplicates: bool = True,
+    duplicates: bool | DuplicateError = True,
     line_depth: int | None = None,
     loader: type[Any] = Yaml12Loader,
-    node_check: Callable[[yaml.Node], None] | None = None,
+    recursion: RecursionError_ | None = None,
 ) -> YamlDoc:
     """Parse one YAML document (YAML 1.2 scalars), bounded; every problem located.
 
@@ -548,10 +571,11 @@ def load_yaml(
         source: the file name used in messages.
         error: the :class:`~tierctl.errors.InputError` subclass raised.
         limits: default :meth:`Limits.config`.
-        duplicates: refuse duplicate keys in a mapping (PyYAML keeps the last silently).
+        duplicates: refuse duplicate keys in a mapping (PyYAML keeps the last silently); a
+            callable builds the error (a caller's own wording).
         line_depth: record lines only down to this many path parts (``None``: all).
         loader: a subclass of :class:`~tierctl.yaml12.Yaml12Loader` (extra tag constructors).
-        node_check: called with the root node before the bounded walk (a caller's own rules).
+        recursion: builds the error for a recursive alias (a caller's own wording).
 
     Raises:
         InputError (of class ``error``): malformed YAML, a recursive alias, too deep, too many
@@ -571,9 +595,7 @@ def load_yaml(
         node = parser.get_single_node()
         if node is None:
             return YamlDoc(None, lines)
-        if node_check is not None:
-            node_check(node)
-        _check_graph(node, source, lim, error, duplicates)
+        _check_graph(node, source, lim, error, duplicates, recursion)
         _record_lines(node, lines, line_depth)
         data = parser.construct_document(node)
     except yaml.MarkedYAMLError as exc:

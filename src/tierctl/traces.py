@@ -12,7 +12,7 @@ imported, so the base CLI can read traces without the ``sim``/``bench`` extras.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -92,31 +92,16 @@ def read_trace(
         InputError: unreadable file, unknown format, no rows, or a bad row (``file:line``).
     """
     file = Path(path)
-    spec = _FORMATS.get(fmt)
-    if spec is None:
-        raise InputError(
-            f"unknown trace format {fmt!r}",
-            value=fmt,
-            fix=f"use one of: {', '.join(TRACE_FORMATS)}",
-        )
-    # Streamed: one line in memory at a time, not the file and its split copy.
-    lines = text_lines(file, what="trace", limits=Limits.trace())
+    spec = _format(fmt)
     rows: list[TraceRow] = []
+    stream = iter_trace(file, fmt)
     try:
-        for raw in spec.read(lines, str(file), spec.keys):
-            try:
-                rows.append(_row(raw))
-            except _BadRow as exc:
-                raise InputError(
-                    f"bad {fmt} trace row: {exc}",
-                    location=Location(file=str(file), line=raw.line),
-                    rule="arrival >= 0 and token counts are positive integers",
-                    fix=f"each row needs numeric {', '.join(spec.keys)}; fix or delete the row",
-                ) from None
+        for row in stream:
+            rows.append(row)
             if limit is not None and len(rows) >= limit:
                 break
     finally:
-        lines.close()  # a `limit` stops early: the file is closed now, not at collection
+        stream.close()  # a `limit` stops early: the file is closed now, not at collection
     if not rows:
         raise InputError(
             "the trace has no rows (no requests to replay)",
@@ -132,6 +117,51 @@ def read_trace(
                 r.arrival_s - t0, r.input_tokens, r.output_tokens, r.line, r.rid, r.hash_ids
             )
     return rows
+
+
+def _format(fmt: str) -> _Format:
+    spec = _FORMATS.get(fmt)
+    if spec is None:
+        raise InputError(
+            f"unknown trace format {fmt!r}",
+            value=fmt,
+            fix=f"use one of: {', '.join(TRACE_FORMATS)}",
+        )
+    return spec
+
+
+def iter_trace(path: str | Path, fmt: str = "jsonl") -> Generator[TraceRow, None, None]:
+    """The rows of a trace file in file order, checked one at a time, read as a stream (one
+    line in memory at a time): what :func:`read_trace` sorts, and what a consumer that can
+    take rows as they come (``tierctl sim run --trace``) reads in bounded memory.
+
+    Arrivals are as written (not rebased, not sorted); a file with no rows yields nothing.
+
+    Raises:
+        InputError: unreadable file, unknown format, or a bad row (``file:line``).
+    """
+    file = Path(path)
+    spec = _format(fmt)
+    lines = text_lines(file, what="trace", limits=Limits.trace())
+    try:
+        for raw in spec.read(lines, str(file), spec.keys):
+            try:
+                row = _row(raw)
+            except _BadRow as exc:
+                raise InputError(
+                    f"bad {fmt} trace row: {exc}",
+                    location=Location(file=str(file), line=raw.line),
+                    rule="arrival >= 0 and token counts are positive integers",
+                    fix=f"each row needs numeric {', '.join(spec.keys)}; fix or delete the row",
+                ) from None
+            yield row
+    finally:
+        lines.close()  # a consumer that stops early: the file is closed now
+
+
+def wall_clock(fmt: str) -> bool:
+    """Whether ``fmt``'s arrivals are date-times (made relative to the first row)."""
+    return _format(fmt).wall_clock
 
 
 def _row(raw: _Raw) -> TraceRow:

@@ -128,3 +128,58 @@ def test_no_url_password_survives_masking(user: str, password: str) -> None:
     masked = mask_userinfo(text)
     assert f":{password}@" not in masked
     assert masked.endswith("@127.0.0.1:9/api/v1/query unreachable")
+
+
+# embedded_credential screens ASCII values with one substring search before its three
+# patterns; the screen must never change an answer. The reference runs the patterns alone.
+_PIECES = [
+    "://",
+    "http",
+    "user:",
+    "pw@",
+    "@",
+    "Authorization",
+    "AUTHORIZATION",
+    "api-key",
+    "X-Api-Key",
+    "x-auth-token",
+    "X-ACCESS-TOKEN",
+    "Cookie",
+    "cookie=",
+    "Bearer ",
+    "bearer\t",
+    "basic ",
+    ": ",
+    "=",
+    '"',
+    "'",
+    "${T}",
+    "${T:-x}",
+    "abcdefgh12345678",
+    " ",
+    "\u0130",
+    "\u017f",
+    "K",
+]
+
+
+def _embedded_unscreened(value: str) -> str | None:
+    from tierctl import credentials as c
+
+    for pattern, kind in (
+        (c._URL_PASSWORD, "a password in a URL"),
+        (c._HEADER_CREDENTIAL, "a credential header"),
+        (c._BEARER, "a bearer token"),
+    ):
+        for m in pattern.finditer(value):
+            if c._literal_part(m.group("v")):
+                return kind
+    return None
+
+
+@settings(max_examples=400)
+@given(st.lists(st.sampled_from(_PIECES) | st.text(max_size=4), max_size=10).map("".join))
+def test_the_screen_before_the_credential_patterns_changes_no_answer(value: str) -> None:
+    from tierctl.credentials import embedded_credential
+
+    assert embedded_credential(value) == _embedded_unscreened(value)

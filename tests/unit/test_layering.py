@@ -55,6 +55,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"adopt", "kube"}),  # import; Kubernetes manifests (render, contracts below)
     STEPS,
     frozenset({"agent"}),  # serves rollout's API on a host: its requests, dry-run reading
+    frozenset({"testhosts"}),  # simulated hosts: namespaces, their dockerds and agents
     frozenset({"fidelity", "whatif"}),  # measure with bench, predict with sim; judge what-ifs
     frozenset({"progress"}),
     frozenset({"demo", "realtier"}),

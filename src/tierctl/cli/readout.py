@@ -39,9 +39,51 @@ def parse_duration(text: str, option: str) -> float:
 
 
 @click.command()
-@click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
-    "--prometheus", required=True, help="Prometheus base URL, e.g. http://127.0.0.1:9090."
+    "--spec",
+    "spec_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Tier spec: the arms (its control and canary replicas) and the engine.",
+)
+@click.option(
+    "--prometheus",
+    help="Prometheus base URL, e.g. http://127.0.0.1:9090 (with --fleet: for the hosts that "
+    "name none of their own).",
+)
+@click.option(
+    "--fleet",
+    "fleet_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Read out across this fleet file's hosts: canary hosts vs control hosts, host as a "
+    "blocking factor (docs/fleet.md).",
+)
+@click.option(
+    "--design",
+    type=click.Choice(["between-hosts", "within-host"]),
+    default="between-hosts",
+    show_default=True,
+    help="With --fleet: canary hosts vs control hosts, each against its own baseline; or the "
+    "spec's canary vs control replica inside every host.",
+)
+@click.option(
+    "--journal",
+    "journal_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --fleet: the fleet journal that dates the canary wave [FLEET.journal.jsonl].",
+)
+@click.option(
+    "--since",
+    "since_s",
+    type=float,
+    help="With --fleet: when the canary hosts changed, Unix seconds [the journal's wave 1].",
+)
+@click.option(
+    "--baseline",
+    help="With --fleet: the baseline window before the change [as long as --window].",
+)
+@click.option(
+    "--canary-hosts",
+    help="With --fleet: the canary hosts, comma-separated [the fleet's first wave].",
 )
 @click.option("--control", help="Control replica (default: the one with role control).")
 @click.option("--canary", help="Canary replica (default: the one with role canary).")
@@ -70,8 +112,14 @@ def parse_duration(text: str, option: str) -> float:
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table")
 def readout(
-    spec_path: Path,
-    prometheus: str,
+    spec_path: Path | None,
+    prometheus: str | None,
+    fleet_path: Path | None,
+    design: str,
+    journal_path: Path | None,
+    since_s: float | None,
+    baseline: str | None,
+    canary_hosts: str | None,
     control: str | None,
     canary: str | None,
     window: str,
@@ -84,7 +132,20 @@ def readout(
     min_requests: float,
     fmt: str,
 ) -> ExitCode:
-    """Compare canary and control over a window; exit 0 pass, 1 fail, 3 inconclusive."""
+    """Compare canary and control over a window; exit 0 pass, 1 fail, 3 inconclusive.
+
+    With --fleet FLEET: canary hosts vs control hosts, per host and pooled.
+    """
+    ctx = click.get_current_context()
+    if fleet_path is not None:
+        from tierctl.cli.readout_fleet import FleetAsk, fleet_readout
+
+        p = ctx.params
+        ask = FleetAsk(**{k: p[k] for k in FleetAsk.__dataclass_fields__})
+        return fleet_readout(ask)
+    _one_tier(ctx)
+    assert spec_path is not None
+    assert prometheus is not None
     from tierctl.readout import PrometheusClient, arms_from_tier, run_readout
     from tierctl.readout.analysis import Arm
     from tierctl.readout.report import print_readout, readout_markdown
@@ -117,3 +178,17 @@ def readout(
         console = Console()
         print_readout(result, Console(width=None if console.is_terminal else 150))
     return VERDICT_EXIT[result.verdict]
+
+
+def _one_tier(ctx: click.Context) -> None:
+    """A one-host readout: --spec and --prometheus, no fleet-only option."""
+    fleet_only = ("design", "journal_path", "since_s", "baseline", "canary_hosts")
+    given = [
+        "--" + n.replace("_path", "").replace("_s", "").replace("_", "-")
+        for n in fleet_only
+        if ctx.get_parameter_source(n) is click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: only with --fleet FLEET", ctx=ctx)
+    if ctx.params["spec_path"] is None or ctx.params["prometheus"] is None:
+        raise click.UsageError("give --spec and --prometheus (one tier), or --fleet FLEET", ctx=ctx)

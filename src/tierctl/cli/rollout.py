@@ -7,18 +7,31 @@ from pathlib import Path
 
 import click
 
+from tierctl.cli.fleet import (
+    FLEET_ONLY,
+    ONE_HOST_ONLY,
+    FleetRun,
+    fleet_run_options,
+    refuse_with_fleet,
+    run_fleet_rollout,
+    show_fleet_plan,
+    write_fleet_runbook,
+)
 from tierctl.cli.profiles import chosen_profiles, profile_option
+from tierctl.errors import ExitCode
 from tierctl.paths import write_owned
 from tierctl.rollout.entrypoints import DriverConfig, execute_plan, make_plan, make_runbook
-from tierctl.rollout.executor import RolloutOptions
+from tierctl.rollout.executor import RolloutOptions, RolloutResult
 from tierctl.rollout.gates import GATE_DEFS, GateSettings, gate_names
 from tierctl.rollout.plan_schema import Plan, is_plan
 from tierctl.rollout.runbook import is_runbook
 
 
-def _one_file(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> str:
+def _one_file(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> str | None:
     """One file per side: a second ``--from`` would otherwise silently replace the first
     (click keeps the last), planning from an override file alone."""
+    if not value:
+        return None
     if len(value) > 1:
         raise click.BadParameter(
             f"given {len(value)} times ({', '.join(value)}): a plan reads one compose file per "
@@ -34,7 +47,6 @@ _common = [
     click.option(
         "--from",
         "old",
-        required=True,
         multiple=True,
         callback=_one_file,
         help="OLD: compose file or git:REF:PATH.",
@@ -42,7 +54,6 @@ _common = [
     click.option(
         "--to",
         "new",
-        required=True,
         multiple=True,
         callback=_one_file,
         help="NEW: compose file or git:REF:PATH.",
@@ -55,7 +66,30 @@ _common = [
         "--protect", multiple=True, help="Never recreate this service (adds to the spec's)."
     ),
     click.option("--repo", type=click.Path(path_type=Path), help="Repository for git:REF:PATH."),
+    click.option(
+        "--fleet",
+        "fleet_path",
+        type=click.Path(path_type=Path),
+        help="Every host of this fleet file, in waves, instead of --from/--to (docs/fleet.md).",
+    ),
 ]
+
+
+def _sides(
+    ctx: click.Context,
+    old: str | None,
+    new: str | None,
+    fleet_path: Path | None,
+    only: tuple[str, ...],
+) -> tuple[str, str] | None:
+    """The two sides of a one-host plan, or None for a fleet (whose files the fleet file names);
+    options of the other kind are refused."""
+    if fleet_path is not None:
+        refuse_with_fleet(ctx, ("old", "new", *only), "the fleet file names each host's files")
+        return None
+    if old is None or new is None:
+        raise click.UsageError("give --from OLD and --to NEW (one host), or --fleet FLEET", ctx=ctx)
+    return old, new
 
 
 def _with_common(f: click.decorators.FC) -> click.decorators.FC:
@@ -100,12 +134,13 @@ def format_plan(plan: Plan) -> str:
 @profile_option
 @click.option("--force", is_flag=True, help="With -o: replace a file that is not a tierctl plan.")
 def plan(
-    old: str,
-    new: str,
+    old: str | None,
+    new: str | None,
     spec: Path | None,
     allow: tuple[str, ...],
     protect: tuple[str, ...],
     repo: Path | None,
+    fleet_path: Path | None,
     as_json: bool,
     output: Path | None,
     profile: tuple[str, ...],
@@ -114,7 +149,17 @@ def plan(
     """Plan a rollout between two compose files: which services change, in what order.
 
     With --profile (or COMPOSE_PROFILES), only the services those profiles run are planned.
+    With --fleet FLEET, every host of the fleet file is planned and the waves are shown.
     """
+    ctx = click.get_current_context()
+    sides = _sides(
+        ctx, old, new, fleet_path, ("allow", "protect", "repo", "output", "profile", "force")
+    )
+    if sides is None:
+        assert fleet_path is not None
+        show_fleet_plan(fleet_path, spec, as_json)
+        return
+    old, new = sides
     result = make_plan(
         old,
         new,
@@ -137,11 +182,16 @@ def plan(
 @click.option(
     "--plan",
     "plan_path",
-    required=True,
     type=click.Path(path_type=Path),
-    help="Plan JSON from `tierctl plan -o`.",
+    help="Plan JSON from `tierctl plan -o` (one host).",
 )
-@click.option("--driver", required=True, type=click.Choice(["compose-manager", "docker", "local"]))
+@click.option(
+    "--fleet",
+    "fleet_path",
+    type=click.Path(path_type=Path),
+    help="Roll out over this fleet file's hosts in waves, each through its agent (docs/fleet.md).",
+)
+@click.option("--driver", type=click.Choice(["compose-manager", "docker", "local"]))
 @click.option(
     "--journal",
     "journal_path",
@@ -258,9 +308,11 @@ def plan(
     + ".",
     type=click.Choice(gate_names()),
 )
+@fleet_run_options
 def rollout(
-    plan_path: Path,
-    driver: str,
+    plan_path: Path | None,
+    fleet_path: Path | None,
+    driver: str | None,
     journal_path: Path | None,
     resume: bool,
     dry_run: bool,
@@ -290,8 +342,25 @@ def rollout(
     max_error_rate: float,
     proxy_drain: bool,
     skip_gate: tuple[str, ...],
-) -> None:
-    """Execute a plan one service at a time: dry run, apply, gates, rollback on failure."""
+    spec: Path | None,
+    approve_wave: int | None,
+    note: str,
+    pause_s: float | None,
+    approval: bool | None,
+    max_parallel: int | None,
+    on_failure: str | None,
+) -> ExitCode | None:
+    """Execute a plan one service at a time: dry run, apply, gates, rollback on failure.
+
+    With --fleet FLEET: every host, in waves; exit 0 done, 1 a host failed (the fleet
+    halted), 4 stopped before a wave awaiting its approval (--resume --approve-wave N).
+    """
+    ctx = click.get_current_context()
+    if fleet_path is not None:
+        return _rollout_fleet(ctx)
+    _one_host(ctx)
+    assert plan_path is not None
+    assert driver is not None
     tags = {k: v for k, v in (("old", tag_old), ("new", tag_new)) if v}
     config = DriverConfig(
         name=driver,  # type: ignore[arg-type]
@@ -338,6 +407,11 @@ def rollout(
             log=lambda m: click.echo(m, err=True),
             progress=waits,
         )
+    _print_outcomes(result)
+    return ExitCode.OK
+
+
+def _print_outcomes(result: RolloutResult) -> None:
     if result.already_completed:
         click.echo(f"already completed: {len(result.outcomes)} step(s), nothing run")
     else:
@@ -347,6 +421,38 @@ def rollout(
         click.echo(f"journal: {result.journal}")
 
 
+def _rollout_fleet(ctx: click.Context) -> ExitCode:
+    """``rollout --fleet``: the one-host options refused, the rest handed to the fleet run."""
+    refuse_with_fleet(ctx, ONE_HOST_ONLY, "each host's agent and files come from the fleet file")
+    p = ctx.params
+    gates = ("prometheus_url", "health_timeout_s", "metrics_timeout_s", "soak_s", "max_error_rate")
+    run = FleetRun(
+        fleet_path=p["fleet_path"], journal_path=p["journal_path"], resume=p["resume"],
+        dry_run=p["dry_run"], spec=p["spec"], approve_wave=p["approve_wave"], note=p["note"],
+        pause_s=p["pause_s"], approval=p["approval"], max_parallel=p["max_parallel"],
+        on_failure=p["on_failure"], pass_env=p["pass_env"],
+        agent_timeout_s=p["agent_timeout_s"], agent_attempts=p["agent_attempts"],
+        gates={**{g: p[g] for g in gates}, "skip": frozenset(p["skip_gate"])},
+        proxy_drain=p["proxy_drain"],
+    )  # fmt: skip
+    return run_fleet_rollout(run)
+
+
+def _one_host(ctx: click.Context) -> None:
+    """A one-host rollout: --plan and --driver given, no fleet-only option."""
+    given = [
+        "--" + name.replace("_", "-")
+        for name in FLEET_ONLY
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: only with --fleet FLEET", ctx=ctx)
+    if ctx.params["plan_path"] is None or ctx.params["driver"] is None:
+        raise click.UsageError(
+            "give --plan PLAN and --driver (one host), or --fleet FLEET", ctx=ctx
+        )
+
+
 @click.command("runbook")
 @_with_common
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the Markdown here.")
@@ -354,16 +460,24 @@ def rollout(
     "--force", is_flag=True, help="With -o: replace a file that is not a tierctl runbook."
 )
 def runbook(
-    old: str,
-    new: str,
+    old: str | None,
+    new: str | None,
     spec: Path | None,
     allow: tuple[str, ...],
     protect: tuple[str, ...],
     repo: Path | None,
+    fleet_path: Path | None,
     output: Path | None,
     force: bool,
 ) -> None:
-    """Write the Markdown runbook of the rollout from OLD to NEW."""
+    """Write the Markdown runbook of the rollout from OLD to NEW (with --fleet FLEET: the
+    fleet's, wave by wave and host by host)."""
+    sides = _sides(click.get_current_context(), old, new, fleet_path, ("allow", "protect", "repo"))
+    if sides is None:
+        assert fleet_path is not None
+        write_fleet_runbook(fleet_path, spec, output, force)
+        return
+    old, new = sides
     text = make_runbook(
         old, new, spec=spec, allow=frozenset(allow), protect=frozenset(protect), repo=repo
     )

@@ -81,13 +81,20 @@ def cost_line(name: str, source: str) -> str:
     return f"cost model: {name} ({source})"
 
 
-def not_completed_lines(arms: dict[str, Any]) -> list[str]:
+def not_completed_lines(
+    arms: dict[str, Any], counts: dict[str, tuple[dict[str, int], int]] | None = None
+) -> list[str]:
     """Per arm, how many requests did not complete and why (one line for both arms when
-    they agree): what a completion below 1 is made of."""
+    they agree): what a completion below 1 is made of. ``counts`` (reasons, requests) per
+    arm stands for results that kept no requests (a streamed trace)."""
     from tierctl.sim.result import not_completed
 
-    counted = {arm: not_completed(result.requests) for arm, result in arms.items()}
-    totals = {arm: len(result.requests) for arm, result in arms.items()}
+    if counts is not None:
+        counted = {arm: c[0] for arm, c in counts.items()}
+        totals = {arm: c[1] for arm, c in counts.items()}
+    else:
+        counted = {arm: not_completed(result.requests) for arm, result in arms.items()}
+        totals = {arm: len(result.requests) for arm, result in arms.items()}
     names = list(arms)
     if len(names) > 1 and all(counted[n] == counted[names[0]] for n in names):
         names = [names[0]]
@@ -122,6 +129,28 @@ def _warn_step_cost(flags: tuple[str, ...]) -> None:
             "effect out; measure it (`tierctl bench ab`) or fit a cost model at each setting",
             err=True,
         )
+
+
+def _transfer_options(f: Any) -> Any:
+    """The hand-off of a disaggregated arm (prefill and decode replicas)."""
+    opts = [
+        click.option("--transfer-slots", type=click.IntRange(1, 4096),
+                     help="Disaggregated arms: KV transfers one prefill replica sends at once "
+                     "(default: the engine's, from its profile: SGLang's 4 transfer queues)."),
+        click.option("--kv-transfer-gb-per-s", "kv_transfer_gb_per_s",
+                     type=click.FloatRange(min=0.0, min_open=True, max=3600.0),
+                     help="Disaggregated arms: the KV link's bandwidth, GB/s (default: the "
+                     "cost model's stated one)."),
+    ]  # fmt: skip
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def _transfer(kw: dict[str, Any]) -> Any:
+    from tierctl.sim.disagg_config import TransferSettings
+
+    return TransferSettings(kw.pop("transfer_slots"), kw.pop("kv_transfer_gb_per_s"))
 
 
 def _workload_options(f: Any) -> Any:
@@ -188,16 +217,29 @@ def _sim_bar() -> Iterator[Callable[[float, float], None]]:
 
 @sim.command(context_settings={"ignore_unknown_options": True})
 @click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec to take the argv from.")
-@click.option("--replica", help="Replica of --spec to simulate.")
+@click.option(
+    "--replica",
+    help="Replica of --spec to simulate; several, comma-separated (p1,d1), for a "
+    "disaggregated arm: a prefill and a decode pool.",
+)
+@click.option(
+    "--pool-argv",
+    "pool_argv",
+    multiple=True,
+    help="Another replica of a disaggregated arm, beside the argv after `--` (one string; "
+    "repeat for each; prefix prefill:/decode: where its flags leave the side open).",
+)
 @_ENGINE
 @_PRESET
 @_workload_options
+@_transfer_options
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @click.option("--per-request", is_flag=True, help="Also print one line per request.")
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def run(
     spec: str | None,
     replica: str | None,
+    pool_argv: tuple[str, ...],
     engine: str | None,
     engine_version: str | None,
     as_json: bool,
@@ -206,40 +248,59 @@ def run(
     **kw: Any,
 ) -> None:
     """Simulate one replica: `tierctl sim run [--spec S --replica R] [-- ENGINE ARGV...]`."""
-    from tierctl.sim.sources import EngineSource, run_sim
+    import shlex
+
+    from tierctl.sim.sources import EngineSource, run_sim, run_trace_streamed
 
     if spec is not None and replica is None:
         raise click.UsageError("--spec needs --replica")
     source = _cost_source(kw)
     cost = _cost(kw)
+    more = tuple(tuple(shlex.split(a)) for a in pool_argv)
+    engine_source = EngineSource(
+        argv, spec, replica, engine, engine_version, more=more, transfer=_transfer(kw)
+    )
+    workload = _workload(kw)
+    counts = None
     with _sim_bar() as tick:
-        result = run_sim(
-            EngineSource(argv, spec, replica, engine, engine_version),
-            _workload(kw),
-            cost,
-            progress=tick,
-        )
+        # Only the summary is printed: a trace is simulated streamed, in bounded memory.
+        streamed = None if as_json or per_request else run_trace_streamed(
+            engine_source, workload, cost, progress=tick
+        )  # fmt: skip
+        if streamed is not None:
+            result, reasons, _exact = streamed
+            counts = {"run": (reasons, result.summary.requests)}
+        else:
+            result = run_sim(engine_source, workload, cost, progress=tick)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=1))
         return
     click.echo(_render_run(result, per_request))
+    for line in handoff_lines("", result):
+        click.echo(line)
     if result.stopped:
         click.echo(result.stopped)
-    for line in not_completed_lines({"run": result}):
+    for line in not_completed_lines({"run": result}, counts):
         click.echo(line)
     click.echo(cost_line(result.preset, source))
 
 
 @sim.command()
-@click.option("--control", "control_argv", default="", help="Control engine argv (one string).")
-@click.option("--candidate", "candidate_argv", default="", help="Candidate engine argv.")
+@click.option("--control", "control_argv", multiple=True,
+              help="Control engine argv (one string; repeat for each replica of a "
+              "disaggregated arm).")  # fmt: skip
+@click.option("--candidate", "candidate_argv", multiple=True,
+              help="Candidate engine argv (repeat as --control).")  # fmt: skip
 @click.option("--spec", type=click.Path(dir_okay=False), help="Tier spec for both replicas.")
-@click.option("--control-replica", help="Control replica of --spec.")
-@click.option("--candidate-replica", help="Candidate replica of --spec.")
+@click.option("--control-replica",
+              help="Control replica of --spec (several, comma-separated: a prefill and a "
+              "decode pool).")  # fmt: skip
+@click.option("--candidate-replica", help="Candidate replica(s) of --spec.")
 @click.option("--focus", help="Only requests whose id starts with this (e.g. 'dec', 'burst').")
 @_ENGINE
 @_PRESET
 @_workload_options
+@_transfer_options
 @click.option(
     "--draws",
     type=click.IntRange(1, 500),
@@ -259,8 +320,8 @@ def run(
 )
 @click.option("--json", "as_json", is_flag=True)
 def compare(
-    control_argv: str,
-    candidate_argv: str,
+    control_argv: tuple[str, ...],
+    candidate_argv: tuple[str, ...],
     spec: str | None,
     control_replica: str | None,
     candidate_replica: str | None,
@@ -280,7 +341,7 @@ def compare(
 
     a, b = _arms(
         control_argv, candidate_argv, spec, control_replica, candidate_replica, engine,
-        engine_version,
+        engine_version, _transfer(kw),
     )  # fmt: skip
     aa_floor = _aa_floor(aa_floor_text)
     source = _cost_source(kw)
@@ -331,28 +392,33 @@ def _aa_floor(text: str) -> float | dict[str, float]:
 
 
 def _arms(
-    control_argv: str,
-    candidate_argv: str,
+    control_argv: tuple[str, ...] | str,
+    candidate_argv: tuple[str, ...] | str,
     spec: str | None,
     control_replica: str | None,
     candidate_replica: str | None,
     engine: str | None,
     engine_version: str | None,
+    transfer: Any = None,
 ) -> tuple[Any, Any]:
-    """The two arms of a comparison: argv strings, or two replicas of one spec."""
+    """The two arms of a comparison: argv strings (several for a disaggregated arm), or
+    replicas of one spec."""
     import shlex
 
     from tierctl.sim.sources import EngineSource
 
     if spec is not None and not (control_replica and candidate_replica):
         raise click.UsageError("--spec needs --control-replica and --candidate-replica")
-    a = EngineSource(
-        tuple(shlex.split(control_argv)), spec, control_replica, engine, engine_version
-    )
-    b = EngineSource(
-        tuple(shlex.split(candidate_argv)), spec, candidate_replica, engine, engine_version
-    )
-    return a, b
+
+    def source(argvs: tuple[str, ...] | str, replica: str | None) -> EngineSource:
+        given = (argvs,) if isinstance(argvs, str) else argvs
+        split = [tuple(shlex.split(a)) for a in given] or [()]
+        return EngineSource(
+            split[0], spec, replica, engine, engine_version, more=tuple(split[1:]),
+            transfer=transfer,
+        )  # fmt: skip
+
+    return source(control_argv, control_replica), source(candidate_argv, candidate_replica)
 
 
 def _compare_doc(wi: Any, focus: str | None, source: str) -> dict[str, Any]:
@@ -368,6 +434,11 @@ def _compare_doc(wi: Any, focus: str | None, source: str) -> dict[str, Any]:
         "not_modelled": list(cmp.not_modelled),
         "step_cost_not_modelled": list(cmp.step_cost),
         "stopped": {"control": cmp.control.stopped, "candidate": cmp.candidate.stopped},
+        "preemptions": {
+            "control": cmp.control.summary.preemptions,
+            "candidate": cmp.candidate.summary.preemptions,
+        },
+        "handoff": {"control": cmp.control.handoff, "candidate": cmp.candidate.handoff},
         "cost_model": {"name": cmp.control.preset, "source": source},
         "not_completed": {
             "control": not_completed(cmp.control.requests),
@@ -410,12 +481,42 @@ def _render_compare(wi: Any, focus: str | None, source: str) -> str:
     if cmp.step_cost:
         flags = ", ".join(f"--{n}" for n in cmp.step_cost)
         lines.append(f"step cost held fixed (the ratios leave them out): {flags}")
+    pre = (cmp.control.summary.preemptions, cmp.candidate.summary.preemptions)
+    if any(pre):
+        lines.append(
+            f"preemptions under KV pressure (vLLM: recompute; SGLang: retract_decode): "
+            f"control {pre[0]}, candidate {pre[1]}"
+        )
     for arm, res in (("control", cmp.control), ("candidate", cmp.candidate)):
         if res.stopped:
             lines.append(f"{arm}: {res.stopped}")
     lines += not_completed_lines({"control": cmp.control, "candidate": cmp.candidate})
+    lines += handoff_lines("control: ", cmp.control) + handoff_lines("candidate: ", cmp.candidate)
     lines.append(cost_line(cmp.control.preset, source))
     return "\n".join(lines)
+
+
+def handoff_lines(label: str, result: SimResult) -> list[str]:
+    """A disaggregated arm's pools and hand-off, in words (none for one replica)."""
+    h = result.handoff
+    if not h:
+        return []
+    link = h["kv_transfer"]
+    if link["gb_per_s"]:
+        cost = (
+            f"{link['bytes_per_token']:,.0f} B of KV a token over {link['gb_per_s']:g} GB/s "
+            f"+ {link['base_s'] * 1e3:g} ms (stated by the cost model)"
+        )
+    else:
+        cost = "no link stated by the cost model: transfers take only their fixed latency"
+    return [
+        f"{label}disaggregated: {h['prefill_replicas']} prefill + {h['decode_replicas']} decode "
+        f"replicas, {h['transfers']} KV transfers (at most {h['peak_concurrent_transfers']} at "
+        f"once of {h['transfer_slots']} slots per prefill replica), transfer p50 "
+        f"{_fmt(h['transfer_p50_s'])} s, hand-off wait p50 {_fmt(h['handoff_wait_p50_s'])} s "
+        f"max {_fmt(h['handoff_wait_max_s'])} s",
+        f"{label}KV transfer: {cost}",
+    ]
 
 
 @sim.command("fit-plan")
@@ -488,13 +589,26 @@ def fit_plan_cmd(
 @click.option(
     "--from",
     "kind",
-    type=click.Choice(["auto", "steps", "bench", "sglang-log", "vllm-log"]),
+    type=click.Choice(["auto", "steps", "bench", "sglang-log", "vllm-log", "spec-metrics"]),
     default="auto",
     show_default=True,
     help="What SOURCE is: a step log (JSONL, one line per engine step), a `tierctl bench "
     "run/ab` results.json (request timings only), an SGLang scheduler log ('Decode batch' "
-    "lines: decode coefficients only) or a vLLM log with --enable-logging-iteration-details "
-    "('Iteration(N): ...' lines); auto tells them apart by content.",
+    "lines: decode coefficients only), a vLLM log with --enable-logging-iteration-details "
+    "('Iteration(N): ...' lines) or an engine's /metrics (a dump, or its http:// URL: "
+    "speculative decoding's acceptance only); auto tells them apart by content.",
+)
+@click.option(
+    "--acceptance",
+    "acceptance",
+    help="Also fit speculative decoding's acceptance from the engine's counters: a /metrics "
+    "dump or its http:// URL, taken after the measured run.",
+)
+@click.option(
+    "--acceptance-baseline",
+    "acceptance_baseline",
+    help="The same engine's /metrics (dump or URL) before the run: its counters are "
+    "subtracted (vLLM's are totals since start).",
 )
 @click.option(
     "--timings",
@@ -511,6 +625,8 @@ def fit_plan_cmd(
 def fit(
     source: str,
     kind: str,
+    acceptance: str | None,
+    acceptance_baseline: str | None,
     timings: str | None,
     engine: str | None,
     engine_version: str | None,
@@ -537,7 +653,21 @@ def fit(
         raise click.UsageError(f"{out} exists; pass --force to overwrite it")
     base = _cost(kw)
     config = EngineConfig.from_argv(list(argv), engine=engine, version=engine_version, strict=True)
-    model, prov = fit_source(source, kind, base, config, timings=timings)
+    from tierctl.runtime.metrics_source import is_url
+    from tierctl.sim.accept_fit import acceptance_from
+
+    if is_url(source) and kind in ("auto", "spec-metrics"):
+        model, entry = acceptance_from(source, base, config, baseline=acceptance_baseline)
+        prov = {"fitted_on": [source], "method": "speculative decoding acceptance from the "
+                "engine's live counters; the step coefficients kept from the base",
+                "base": base.name, "engine": config.engine, "engine_argv": list(config.argv),
+                "acceptance": entry}  # fmt: skip
+    else:
+        model, prov = fit_source(source, kind, base, config, timings=timings)
+    if acceptance is not None:
+        model, prov["acceptance"] = acceptance_from(
+            acceptance, model, config, baseline=acceptance_baseline
+        )
     if out is not None:
         write_cost_model(out, model, prov)
         click.echo(f"wrote {out}", err=True)
@@ -550,6 +680,13 @@ def fit(
         click.echo(f"{k:<24}{v:.4g}" if isinstance(v, float) else f"{k:<24}{v}")
     for k, v in (prov.get("residuals") or {}).items():
         click.echo(f"residual {k:<15}{v:.4g}" if isinstance(v, float) else f"residual {k:<15}{v}")
+    acc = prov.get("acceptance")
+    if acc:
+        dist = ", ".join(f"{p:.3f}" for p in acc["distribution"]) or "not exported"
+        click.echo(
+            f"acceptance ({acc['engine']}): {acc['mean_length']:.3f} tokens per verify round; "
+            f"accepted-drafts distribution P(0..n) {dist}; {acc['method']}"
+        )
 
 
 @sim.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -120,6 +120,8 @@ def format_flag_value(value: FlagValue) -> str:
 
 
 def _is_number(token: str) -> bool:
+    if token.startswith("--"):
+        return False  # float() never reads two signs; most tokens are flags
     try:
         float(token)
     except ValueError:

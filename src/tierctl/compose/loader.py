@@ -139,6 +139,30 @@ def _error(source: str, text: str, path: PathKey, message: str, **kw: Any) -> Co
     )
 
 
+def _project_directory(
+    folder: Path, spec: dict[str, Any], source: str, text: str, at: tuple[Any, ...]
+) -> Path | None:
+    """An include's ``project_directory`` under ``folder`` (None: not given)."""
+    if not spec.get("project_directory"):
+        return None
+    return _named_path(folder, spec["project_directory"], source, text, (*at, "project_directory"))
+
+
+def _named_path(folder: Path, name: object, source: str, text: str, at: tuple[Any, ...]) -> Path:
+    """``name`` (an include's or extends' file, a project directory) under ``folder``; a NUL
+    byte is refused here (``Path.resolve`` raised ValueError on it)."""
+    if "\x00" in str(name):
+        raise _error(
+            source,
+            text,
+            at,
+            "the path holds a NUL byte",
+            rule="a file name has no NUL byte",
+            fix="remove the NUL from the path",
+        )
+    return folder / str(name)
+
+
 def _read_file(path: Path, reading: _Reading, source: str, text: str, at: PathKey) -> str:
     try:
         return read_text(path, what="included compose", error=ComposeInputError)
@@ -208,10 +232,10 @@ def _apply_include(
                 fix="read the file by its path",
             )
         paths = spec["path"] if isinstance(spec["path"], list) else [spec["path"]]
-        project = folder / str(spec["project_directory"]) if spec.get("project_directory") else None
+        project = _project_directory(folder, spec, source, text, at)
         merged: dict[str, Any] = {}
         for p in paths:
-            target = (folder / str(p)).resolve()
+            target = _named_path(folder, p, source, text, (*at, "path")).resolve()
             key = str(target)
             if key in reading.chain or key == str(Path(source).resolve()):
                 raise _error(
@@ -326,7 +350,7 @@ def _extended(
                 rule="extends needs the file's location",
                 fix="read the file by its path",
             )
-        target = (where.folder / str(file)).resolve()
+        target = _named_path(where.folder, file, where.source, where.text, at).resolve()
         other_text = _read_file(target, reading, where.source, where.text, at)
         other = _parse(other_text, str(target))
         other = _interpolate_tree(
@@ -369,8 +393,9 @@ def _parse(text: str, source: str) -> dict[str, Any]:
         source,
         error=ComposeInputError,
         loader=FastComposeYamlLoader,
-        duplicates=False,  # _check_keys refuses them with compose's own wording
-        node_check=lambda node: _check_keys(node, source),
+        # Refused in the reader's one bounded walk over the nodes, in compose's own wording.
+        duplicates=lambda key, node, first: _duplicate(source, key, node, first),
+        recursion=lambda node: _recursive(source, node),
         line_depth=0,  # ComposeFile.lines maps lines only when a message needs them
     ).data
     if not isinstance(data, dict):
@@ -399,50 +424,25 @@ class _Where:
     mode: Interpolation | None
 
 
-def _check_keys(root: yaml.Node, source: str) -> None:
-    """Refuse a key given twice in one mapping (go-yaml refuses it, so compose does) and an
-    anchor that contains its own alias; each node is visited once (aliases are shared)."""
-    done: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    open_: set[int] = set()
-    while stack:
-        node, leaving = stack.pop()
-        if leaving:
-            open_.discard(id(node))
-            done.add(id(node))
-            continue
-        if id(node) in open_:
-            raise ComposeInputError(
-                "an anchor contains an alias of itself",
-                location=Location(file=source, line=node.start_mark.line + 1),
-                rule="yaml-recursive-anchor",
-                fix="an alias may only name an anchor defined before it, outside itself",
-            )
-        if id(node) in done:
-            continue
-        open_.add(id(node))
-        stack.append((node, True))
-        if isinstance(node, yaml.MappingNode):
-            seen: dict[str, int] = {}
-            for key_node, value_node in node.value:
-                key = str(key_node.value)
-                if key in seen and key != "<<":
-                    raise ComposeInputError(
-                        f"mapping key {key!r} already defined at line {seen[key]}",
-                        location=Location(file=source, line=key_node.start_mark.line + 1),
-                        rule="duplicate-key (compose refuses a key given twice)",
-                        value=key,
-                        fix="keep one of them: YAML readers disagree on which one wins",
-                    )
-                seen[key] = key_node.start_mark.line + 1
-                if not isinstance(value_node, yaml.ScalarNode):  # a scalar holds no key
-                    stack.append((value_node, False))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(
-                (item, False)
-                for item in reversed(node.value)
-                if not isinstance(item, yaml.ScalarNode)
-            )
+def _duplicate(source: str, key: str, node: yaml.Node, first: int) -> ComposeInputError:
+    """A key given twice in one mapping (go-yaml refuses it, so compose does)."""
+    return ComposeInputError(
+        f"mapping key {key!r} already defined at line {first + 1}",
+        location=Location(file=source, line=node.start_mark.line + 1),
+        rule="duplicate-key (compose refuses a key given twice)",
+        value=key,
+        fix="keep one of them: YAML readers disagree on which one wins",
+    )
+
+
+def _recursive(source: str, node: yaml.Node) -> ComposeInputError:
+    """An anchor that contains its own alias."""
+    return ComposeInputError(
+        "an anchor contains an alias of itself",
+        location=Location(file=source, line=node.start_mark.line + 1),
+        rule="yaml-recursive-anchor",
+        fix="an alias may only name an anchor defined before it, outside itself",
+    )
 
 
 def _interpolate_tree(node: Any, path: PathKey, where: _Where) -> Any:

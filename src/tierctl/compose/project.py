@@ -46,6 +46,7 @@ from tierctl.compose.long_forms import (
 )
 from tierctl.compose.merge import merge_data, strip_tags
 from tierctl.compose.tags import Override, Reset
+from tierctl.compose.unique_items import UniqueLists, duplicates
 from tierctl.errors import ComposeInputError, Location
 from tierctl.readers import read_text
 
@@ -135,15 +136,39 @@ def project_config(
         for f in files
     ]
     merged: dict[str, Any] = {}
+    unique = UniqueLists()
     for compose in read:
         if check is not None:
             check(compose)
+        for service, key, j, i in unique.add_file(compose.tagged.get("services")):
+            raise _equal_items(compose, service, key, j, i)
         merged = merge_data(merged, canonical_document(compose.tagged, compose))
     data = strip_tags(merged)
     texts = tuple(t for c in read for t in c.texts)
     where = _Where(texts, str(files[-1]))
     name = _project_name(options.project_name or data.get("name"), folder)
     return _finish(data, name, folder, env, options, where)
+
+
+def _equal_items(compose: ComposeFile, service: str, key: str, j: int, i: int) -> ComposeInputError:
+    """Compose's schema check refusing two items of a merged list as equal."""
+    how = (
+        " (a number equals an earlier string holding it)"
+        if key == "ports"
+        else "; Compose keeps no key for this list, so a repeat is refused, not dropped"
+    )
+    return _refuse(
+        f"{key} items {j} and {i} of the merged list are equal as Compose's schema check "
+        f"compares them once this file is merged{how}",
+        compose.location("services", service, key),
+        f"compose-spec schema: {key} items are unique (docker compose validates each merged file)",
+        f"give each {key} entry once"
+        + (
+            ", writing published the same way (a string, or a number) each time"
+            if key == "ports"
+            else ""
+        ),
+    )
 
 
 def json_form(config: dict[str, Any]) -> dict[str, Any]:
@@ -466,6 +491,15 @@ def _depends_on(value: Any) -> Any:
 def _extra_hosts(value: Any) -> list[str]:
     if isinstance(value, dict):
         return [f"{k}={x}" for k, v in value.items() for x in (v if isinstance(v, list) else [v])]
+    if isinstance(value, list):
+        pair = duplicates(value)
+        if pair is not None:  # the schema's uniqueItems: neither of its forms then matches
+            raise FormError(
+                f"extra_hosts must be a mapping (items {pair[0]} and {pair[1]} of the list are "
+                "equal, which its list form does not allow)",
+                rule="compose-spec schema: extra_hosts is a list of unique entries or a mapping",
+                fix="give each host once",
+            )
     out = []
     for entry in value if isinstance(value, list) else [value]:
         text = str(entry)
@@ -526,7 +560,7 @@ def _canonical_key(key: str, value: Any) -> Any:
     if key == "ports":
         _ports(value)  # refused here, in its file; read in long form once merged (_finish)
         return [scalar_text(p) if isinstance(p, int) else p for p in value]
-    if key == "expose":
+    if key in ("expose", "group_add"):  # both lists of strings to Compose
         return [scalar_text(v) for v in value] if isinstance(value, list) else value
     if key == "volumes":
         return _volumes(value)

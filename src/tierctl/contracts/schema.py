@@ -122,11 +122,32 @@ def _wrong_type(error: Any) -> bool:
 def _json_shaped(node: Any) -> Any:
     """The document as JSON holds it: mapping keys as strings (YAML allows ``1: x`` and
     ``null: x``; compose reads every key as a string), so the validators never meet a key
-    type JSON has not. Depth is bounded by the reader (tierctl.readers)."""
+    type JSON has not. Depth is bounded by the reader (tierctl.readers). A document whose
+    keys are all strings already (what the compose reader gives) is returned as it is."""
+    return _with_str_keys(node) if _foreign_key(node) else node
+
+
+def _foreign_key(node: Any) -> bool:
+    """Whether any mapping in ``node`` has a key that is not a string (walked, not copied)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if not isinstance(k, str):
+                    return True
+                if isinstance(v, dict | list):
+                    stack.append(v)
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, dict | list))
+    return False
+
+
+def _with_str_keys(node: Any) -> Any:
     if isinstance(node, dict):
-        return {str(k) if not isinstance(k, str) else k: _json_shaped(v) for k, v in node.items()}
+        return {str(k) if not isinstance(k, str) else k: _with_str_keys(v) for k, v in node.items()}
     if isinstance(node, list):
-        return [_json_shaped(v) for v in node]
+        return [_with_str_keys(v) for v in node]
     return node
 
 

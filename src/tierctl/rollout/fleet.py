@@ -19,11 +19,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -46,6 +49,12 @@ class FleetHost(_Model):
     token_env: str = Field(default="TIERCTL_AGENT_TOKEN", description="Variable with its token.")
     token_file: str | None = Field(default=None, description="File with its token (wins).")
     gate_host: str | None = Field(default=None, description="Where gates reach its engines.")
+    prometheus: str | None = Field(
+        default=None, description="The Prometheus that scrapes it (gates, readout --fleet)."
+    )
+    host_label: str | None = Field(
+        default=None, description="Its host_machine label value there (default: its name)."
+    )
     labels: dict[str, str] = Field(default_factory=dict, description="region, zone, role, ...")
 
     @field_validator("agent_url")
@@ -64,6 +73,15 @@ class FleetWaves(_Model):
     )
     size: int | str = Field(default=1, description="Hosts per later wave: a count or 'N%'.")
     max_parallel: int = Field(default=1, ge=1, description="Hosts changing at once at most.")
+    pause_s: float = Field(default=0.0, ge=0, description="Pause after a wave before the next.")
+    approval: bool = Field(
+        default=False, description="Each wave after the first waits for a manual approval."
+    )
+    on_failure: Literal["rollback-wave", "halt"] = Field(
+        default="rollback-wave",
+        description="A failed host halts the fleet; rollback-wave also returns the wave's "
+        "finished hosts to OLD.",
+    )
 
     @field_validator("size")
     @classmethod
@@ -129,6 +147,7 @@ def load_fleet(path: Path) -> Fleet:
             rule="each host is in the fleet once (two entries would change it twice at once)",
             fix="remove the duplicate entries",
         )
+    _same_machine(path, doc, spec)
     unknown = sorted(set(spec.waves.canary or ()) - set(names))
     if unknown:
         raise InputError(
@@ -138,6 +157,36 @@ def load_fleet(path: Path) -> Fleet:
             fix="name hosts from the hosts list",
         )
     return Fleet(spec=spec, path=path, repo=(path.parent / spec.repo).resolve())
+
+
+def _agent_key(url: str) -> tuple[str, int | None]:
+    """An agent URL as the machine it reaches: its host name (lower case) and port."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return ((parts.hostname or "").lower(), port)
+
+
+def _same_machine(path: Path, doc: Any, spec: FleetFile) -> None:
+    """Refuse two host entries reaching one agent: one machine listed twice would have two of
+    its replicas changing at once (each entry's rollout is one service at a time only on its
+    own)."""
+    seen: dict[tuple[str, int | None], str] = {}
+    for index, host in enumerate(spec.hosts):
+        key = _agent_key(host.agent_url)
+        if key in seen:
+            raise InputError(
+                f"hosts {seen[key]} and {host.name} reach the same agent {host.agent_url}",
+                location=Location(
+                    file=str(path),
+                    line=doc.lines.line(("hosts", index, "agent_url")),
+                    path=f"hosts.{index}.agent_url",
+                ),
+                rule="each machine is in the fleet once: two entries for one agent would change "
+                "two of its replicas at once",
+                value=host.agent_url,
+                fix="list the machine once (one agent per host), or give each entry its own agent",
+            )
+        seen[key] = host.name
 
 
 def plan_waves(hosts: list[FleetHost], waves: FleetWaves) -> list[list[str]]:
@@ -176,6 +225,9 @@ class FleetPlan:
             "old": self.fleet.spec.old,
             "new": self.fleet.spec.new,
             "max_parallel": self.fleet.spec.waves.max_parallel,
+            "pause_s": self.fleet.spec.waves.pause_s,
+            "approval": self.fleet.spec.waves.approval,
+            "on_failure": self.fleet.spec.waves.on_failure,
             "waves": [
                 [
                     {
@@ -203,29 +255,73 @@ def plan_fleet(fleet: Fleet, plan_host: Callable[[str, str, Path], Plan]) -> Fle
 
 @dataclass
 class FleetResult:
-    """What a fleet run did: each host's status (done, failed, skipped: done before)."""
+    """What a fleet run did.
+
+    Attributes:
+        status: Each host's status: ``done``, ``failed``, ``skipped`` (done before),
+            ``rolled-back`` (its wave failed; returned to OLD), ``rollback-failed``.
+        errors: Each failed host's error.
+        halted: A host failed: no further host was started.
+        awaiting: The wave waiting for a manual approval (the run stopped before it).
+    """
 
     status: dict[str, str] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     halted: bool = False
+    awaiting: int | None = None
 
 
 #: Runs one host's rollout: (host, its plan, resume its journal?) -> its result.
 HostRunner = Callable[[FleetHost, Plan, bool], RolloutResult]
+#: Returns one host to OLD (its NEW -> OLD rollout, journaled on its own).
+HostRollback = Callable[[FleetHost], RolloutResult]
+
+
+@dataclass(frozen=True)
+class Approval:
+    """An operator's approval of one wave: who (from the environment, never argv) and why."""
+
+    wave: int
+    by: str
+    note: str = ""
+
+
+def approver() -> str:
+    """Who approves: ``TIERCTL_APPROVER``, else the login name (``USER``, ``LOGNAME``).
+
+    Raises:
+        InputError: neither names anyone.
+    """
+    import getpass
+
+    name = os.environ.get("TIERCTL_APPROVER", "").strip()
+    if not name:
+        try:
+            name = getpass.getuser().strip()
+        except (KeyError, OSError):
+            name = ""
+    if not name:
+        raise InputError(
+            "cannot tell who approves: TIERCTL_APPROVER, USER and LOGNAME are all empty",
+            rule="an approval is recorded with who gave it",
+            fix="export TIERCTL_APPROVER=your-name",
+        )
+    return name
 
 
 class FleetJournal:
-    """The fleet's journal: one JSON line per event, appended."""
+    """The fleet's journal: one JSON line per event, appended and fsynced."""
 
     def __init__(self, path: Path) -> None:
         """Open (create) it."""
         self.path = path
 
     def write(self, event: str, **fields: Any) -> None:
-        """Append one event."""
+        """Append one event, stamped with the time (UTC)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
         with self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps({"event": event, **fields}, sort_keys=True) + "\n")
+            out.write(json.dumps({"event": event, "at": stamp, **fields}, sort_keys=True) + "\n")
             out.flush()
             os.fsync(out.fileno())
 
@@ -242,6 +338,75 @@ class FleetJournal:
         return out
 
 
+@dataclass(frozen=True)
+class FleetPolicy:
+    """How a run moves between waves (the fleet file's ``waves``, overridable per run)."""
+
+    max_parallel: int = 1
+    pause_s: float = 0.0
+    approval: bool = False
+    on_failure: Literal["rollback-wave", "halt"] = "rollback-wave"
+
+    @classmethod
+    def of(cls, waves: FleetWaves, **override: Any) -> FleetPolicy:
+        """The fleet file's policy, with the given fields (not None) replaced."""
+        base: dict[str, Any] = {
+            "max_parallel": waves.max_parallel,
+            "pause_s": waves.pause_s,
+            "approval": waves.approval,
+            "on_failure": waves.on_failure,
+        }
+        base.update({k: v for k, v in override.items() if v is not None})
+        return cls(**base)
+
+
+@dataclass(frozen=True)
+class FleetJournalState:
+    """What a fleet journal says so far."""
+
+    records: list[dict[str, Any]]
+
+    @property
+    def done(self) -> set[str]:
+        """Hosts that finished NEW and were not rolled back since."""
+        out: set[str] = set()
+        for r in self.records:
+            if r.get("event") == "host-done":
+                out.add(r["host"])
+            elif r.get("event") == "host-rolled-back":
+                out.discard(r["host"])
+        return out
+
+    @property
+    def begun(self) -> set[str]:
+        """Hosts whose rollout began (their own journal may hold finished steps)."""
+        return {r["host"] for r in self.records if r.get("event") == "host-begin"}
+
+    @property
+    def approved(self) -> set[int]:
+        """Waves approved so far."""
+        return {int(r["wave"]) for r in self.records if r.get("event") == "approved"}
+
+    @property
+    def awaiting(self) -> int | None:
+        """The wave the journal stopped before, waiting for its approval (None: none)."""
+        waiting = [int(r["wave"]) for r in self.records if r.get("event") == "awaiting-approval"]
+        if waiting and waiting[-1] not in self.approved:
+            return waiting[-1]
+        return None
+
+    @property
+    def waves(self) -> list[list[str]] | None:
+        """The waves the journal was begun with."""
+        starts = [r for r in self.records if r.get("event") == "start"]
+        return starts[0].get("waves") if starts else None
+
+    @property
+    def last(self) -> str | None:
+        """The last event."""
+        return self.records[-1].get("event") if self.records else None
+
+
 def run_fleet(
     plan: FleetPlan,
     journal_path: Path,
@@ -249,40 +414,152 @@ def run_fleet(
     *,
     resume: bool = False,
     log: Callable[[str], None] = lambda _m: None,
+    policy: FleetPolicy | None = None,
+    approve: Approval | None = None,
+    rollback_host: HostRollback | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> FleetResult:
-    """Run the waves; halt at the first host that fails (:class:`FleetResult.halted`).
+    """Run the waves; halt at the first host that fails (:class:`FleetResult.halted`), and
+    with ``policy.approval`` stop before each later wave until it is approved
+    (:class:`FleetResult.awaiting`).
+
+    A failed wave's hosts that finished are returned to OLD with ``rollback_host`` when the
+    policy says ``rollback-wave``. ``approve`` records an approval of the wave the journal
+    awaits (with ``resume``); ``sleep`` waits out ``policy.pause_s`` between waves.
 
     Raises:
-        InputError: a fleet journal exists and ``resume`` is not set.
+        InputError: a fleet journal exists and ``resume`` is not set; the journal was begun
+            with other waves; an approval of a wave the journal does not await.
     """
+    policy = policy or FleetPolicy.of(plan.fleet.spec.waves)
     journal = FleetJournal(journal_path)
-    records = journal.records()
-    if records and not resume:
-        raise InputError(
-            f"fleet journal {journal_path} already exists",
-            rule="a fleet run continues its journal only when asked",
-            fix="pass `resume` to continue, or choose another `journal_path`",
-            params=("resume", "journal_path"),
-        )
-    done = {r["host"] for r in records if r.get("event") == "host-done"}
-    begun = {r["host"] for r in records if r.get("event") == "host-begin"}
-    journal.write("start", fleet=plan.fleet.spec.fleet, waves=plan.waves, resume=resume)
+    state = FleetJournalState(journal.records())
+    _check_resume(state, plan, journal_path, resume, approve)
     result = FleetResult()
-    cap = plan.fleet.spec.waves.max_parallel
+    if approve is None and state.awaiting is not None:
+        if not policy.approval:
+            raise InputError(
+                f"wave {state.awaiting} awaits approval in {journal_path}; turning approvals "
+                "off does not skip it",
+                location=Location(file=str(journal_path)),
+                rule="an awaited wave runs only once approved (the approval is on record)",
+                fix=f"approve it (`approve_wave` {state.awaiting}); with approvals off the "
+                "later waves then run without stopping",
+                params=("approve_wave",),
+            )
+        result.awaiting = state.awaiting  # still waiting: nothing is written, nothing runs
+        result.status.update({h: "skipped" for h in state.done})
+        log(f"still awaiting approval for wave {state.awaiting}")
+        return result
+    if approve is not None:
+        journal.write("approved", wave=approve.wave, by=approve.by, note=approve.note)
+        log(f"wave {approve.wave} approved by {approve.by}")
+    journal.write(
+        "start", fleet=plan.fleet.spec.fleet, old=plan.fleet.spec.old, new=plan.fleet.spec.new,
+        waves=plan.waves, resume=resume, max_parallel=policy.max_parallel,
+        pause_s=policy.pause_s, approval=policy.approval, on_failure=policy.on_failure,
+    )  # fmt: skip
+    approved = state.approved | ({approve.wave} if approve else set())
+    done, begun = state.done, state.begun
+    started_any = False
     for number, wave in enumerate(plan.waves, 1):
         todo = [h for h in wave if h not in done]
         result.status.update({h: "skipped" for h in wave if h in done})
         if not todo:
             continue
+        if started_any and policy.pause_s > 0:
+            journal.write("pause", before_wave=number, seconds=policy.pause_s)
+            log(f"pause of {policy.pause_s:g} s before wave {number}")
+            sleep(policy.pause_s)
+        if number > 1 and policy.approval and number not in approved:
+            journal.write("awaiting-approval", wave=number, hosts=todo)
+            log(f"awaiting approval for wave {number}: {', '.join(todo)}")
+            result.awaiting = number
+            return result
+        started_any = True
         log(f"wave {number} of {len(plan.waves)}: {', '.join(todo)}")
         journal.write("wave-begin", wave=number, hosts=todo)
-        _run_wave(plan, todo, cap, run_host, begun, journal, result, log)
+        _run_wave(plan, todo, policy.max_parallel, run_host, begun, journal, result, log)
         if result.halted:
+            journal.write("wave-failed", wave=number, failed=sorted(result.errors))
+            if policy.on_failure == "rollback-wave" and rollback_host is not None:
+                finished = [h for h in wave if result.status.get(h) in ("done", "skipped")]
+                _roll_back(plan, finished, policy.max_parallel, rollback_host, journal, result, log)
             journal.write("halted", wave=number, failed=sorted(result.errors))
             return result
         journal.write("wave-done", wave=number)
     journal.write("completed")
     return result
+
+
+def _check_resume(
+    state: FleetJournalState,
+    plan: FleetPlan,
+    journal_path: Path,
+    resume: bool,
+    approve: Approval | None,
+) -> None:
+    """Refuse a run the journal does not allow: an existing journal without ``resume``, other
+    waves than the journal's, an approval of a wave it does not await."""
+    where = Location(file=str(journal_path))
+    if state.records and not resume:
+        raise InputError(
+            f"fleet journal {journal_path} already exists",
+            location=where,
+            rule="a fleet run continues its journal only when asked",
+            fix="pass `resume` to continue, or choose another `journal_path`",
+            params=("resume", "journal_path"),
+        )
+    if state.waves is not None and state.waves != plan.waves:
+        raise InputError(
+            f"the fleet's waves are not the ones its journal began with ({state.waves})",
+            location=where,
+            rule="a journal resumes the same waves (approvals and finished hosts are theirs)",
+            value=plan.waves,
+            fix="restore the fleet file, or start a new `journal_path` for the new waves",
+            params=("journal_path",),
+        )
+    rolled = sorted({r["host"] for r in state.records if r.get("event") == "host-rolled-back"})
+    if resume and rolled:
+        raise InputError(
+            f"the fleet halted and its failed wave was rolled back to OLD ({', '.join(rolled)}): "
+            "its journal cannot be resumed",
+            location=where,
+            rule="a rolled-back wave is rolled out again only by a new run, after the cause is "
+            "fixed (each host's own journal refuses to repeat a rolled-back step)",
+            fix="fix the cause (a new NEW ref), then run with a new `journal_path`",
+            params=("journal_path",),
+        )
+    if approve is None:
+        return
+    if not resume:
+        raise InputError(
+            f"wave {approve.wave} can be approved only in a run that continues its journal",
+            rule="an approval continues the journal that awaits it",
+            fix="pass `resume` with `approve_wave`",
+            params=("resume", "approve_wave"),
+        )
+    awaiting = state.awaiting
+    if awaiting is None:
+        said = f"its last event is {state.last}" if state.last else "it is empty"
+        raise InputError(
+            f"nothing awaits approval in {journal_path}: {said}",
+            location=where,
+            rule="an approval answers a wave the journal stopped before",
+            value=approve.wave,
+            fix="leave `approve_wave` out to resume; approve a wave when the run stops for it",
+            params=("approve_wave",),
+        )
+    if approve.wave != awaiting:
+        raise InputError(
+            f"wave {approve.wave} cannot be approved: the fleet awaits approval for wave "
+            f"{awaiting}",
+            location=where,
+            rule="waves are approved one at a time, in order, each when the run stops before it",
+            value=approve.wave,
+            fix=f"approve wave {awaiting} (`approve_wave` {awaiting})",
+            params=("approve_wave",),
+        )
 
 
 def _run_wave(
@@ -296,15 +573,76 @@ def _run_wave(
     log: Callable[[str], None],
 ) -> None:
     """Run one wave's hosts, ``cap`` at a time; no new host starts once one has failed."""
+
+    def start(name: str) -> Callable[[], RolloutResult]:
+        journal.write("host-begin", host=name)
+        host = plan.fleet.host(name)
+        return lambda: run_host(host, plan.plans[name], name in begun)
+
+    def finish(name: str, error: TierctlError | None) -> None:
+        if error is not None:
+            result.status[name] = "failed"
+            result.errors[name] = error.message
+            result.halted = True
+            journal.write("host-failed", host=name, error=error.message)
+            log(f"{name}: failed: {error.message}")
+        else:
+            result.status[name] = "done"
+            journal.write("host-done", host=name)
+            log(f"{name}: done")
+
+    _capped(hosts, cap, start, finish, stop=lambda: result.halted)
+
+
+def _roll_back(
+    plan: FleetPlan,
+    hosts: list[str],
+    cap: int,
+    rollback_host: HostRollback,
+    journal: FleetJournal,
+    result: FleetResult,
+    log: Callable[[str], None],
+) -> None:
+    """Return the failed wave's finished hosts to OLD, ``cap`` at a time (every one is
+    tried, whatever another's rollback does)."""
+    if hosts:
+        log(f"rolling back the wave's finished hosts to OLD: {', '.join(hosts)}")
+
+    def start(name: str) -> Callable[[], RolloutResult]:
+        journal.write("host-rollback-begin", host=name)
+        host = plan.fleet.host(name)
+        return lambda: rollback_host(host)
+
+    def finish(name: str, error: TierctlError | None) -> None:
+        if error is not None:
+            result.status[name] = "rollback-failed"
+            result.errors[name] = error.message
+            journal.write("host-rollback-failed", host=name, error=error.message)
+            log(f"{name}: rollback failed: {error.message}")
+        else:
+            result.status[name] = "rolled-back"
+            journal.write("host-rolled-back", host=name)
+            log(f"{name}: rolled back to OLD")
+
+    _capped(hosts, cap, start, finish, stop=lambda: False)
+
+
+def _capped(
+    hosts: list[str],
+    cap: int,
+    start: Callable[[str], Callable[[], RolloutResult]],
+    finish: Callable[[str, TierctlError | None], None],
+    stop: Callable[[], bool],
+) -> None:
+    """Run ``start(host)()`` for each host, at most ``cap`` at once, in order; ``finish``
+    gets each outcome as it comes; no further host starts once ``stop()`` holds."""
     queue = list(hosts)
     with ThreadPoolExecutor(max_workers=cap) as pool:
         running: dict[Future[RolloutResult], str] = {}
         while queue or running:
-            while queue and len(running) < cap and not result.halted:
+            while queue and len(running) < cap and not stop():
                 name = queue.pop(0)
-                journal.write("host-begin", host=name)
-                host = plan.fleet.host(name)
-                running[pool.submit(run_host, host, plan.plans[name], name in begun)] = name
+                running[pool.submit(start(name))] = name
             if not running:
                 break
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -313,12 +651,6 @@ def _run_wave(
                 try:
                     future.result()
                 except TierctlError as exc:
-                    result.status[name] = "failed"
-                    result.errors[name] = exc.message
-                    result.halted = True
-                    journal.write("host-failed", host=name, error=exc.message)
-                    log(f"{name}: failed: {exc.message}")
+                    finish(name, exc)
                 else:
-                    result.status[name] = "done"
-                    journal.write("host-done", host=name)
-                    log(f"{name}: done")
+                    finish(name, None)

@@ -124,6 +124,10 @@ class Journal:
                 begun.discard(step)
             elif event in ("gate-failed", "failed", "rollback-failed"):
                 failed[step] = event if event != "failed" else failed.get(step, event)
+            elif event == "unreachable":
+                # The host stopped answering (its agent or the network): the step's outcome is
+                # unknown, not failed; it stays begun, so a resume re-runs it.
+                failed.pop(step, None)
             elif event == "rolled-back":
                 # A failed gate or a failed apply, rolled back: the plan's premise did not hold
                 # (docs/rollout.md), so the journal is never resumed past it.

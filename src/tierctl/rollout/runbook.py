@@ -89,6 +89,17 @@ def render_runbook(
     return "\n".join(out)
 
 
+def step_sections(plan: Plan, host: str | None, agent_url: str, level: int = 3) -> list[str]:
+    """Each step of ``plan`` as the runbook writes it (dry run, apply, gates, rollback), its
+    headings at ``level``: the one-host runbook's steps, for another document (the fleet's)."""
+    out: list[str] = []
+    for step in plan.steps:
+        _step(out.append, plan, step, host, agent_url)
+    if level != 3:
+        out = [("#" * level + line[3:]) if line.startswith("### ") else line for line in out]
+    return out
+
+
 def _changes(w: Any, plan: Plan) -> None:
     """What changes and why: one row per changed service, then each one's details."""
     w("## What changes and why")

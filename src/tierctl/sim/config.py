@@ -88,6 +88,23 @@ def _speculative_json(v: str) -> str:
     return v
 
 
+def _kv_transfer_json(v: str) -> str:
+    """vLLM's ``--kv-transfer-config`` JSON, kept as written once it is an object whose
+    ``kv_role`` (when given) is a string."""
+    import json
+
+    try:
+        doc = json.loads(v)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"is not JSON: {exc.msg}") from None
+    if not isinstance(doc, dict):
+        raise ValueError("must be a JSON object")
+    role = doc.get("kv_role")
+    if role is not None and not isinstance(role, str):
+        raise ValueError("kv_role must be a string")
+    return v
+
+
 # Flags both engines share in meaning.
 _COMMON: dict[str, tuple[str, Any]] = {
     "served-model-name": ("served_model_name", _str),
@@ -125,6 +142,9 @@ _MODELLED: dict[str, tuple[str, Any]] = {
     "speculative-eagle-topk": ("speculative_eagle_topk", _INT),
     "enable-priority-scheduling": ("enable_priority_scheduling", _bool_flag),
     "schedule-low-priority-values-first": ("schedule_low_priority_values_first", _bool_flag),
+    "schedule-conservativeness": ("schedule_conservativeness", _FLOAT),
+    "disaggregation-mode": ("disaggregation_mode", _str),
+    "disaggregation-transfer-backend": ("disaggregation_transfer_backend", _str),
     "enable-dp-attention": ("enable_dp_attention", _bool_flag),
     "dp-size": ("dp_size", _INT),
     "data-parallel-size": ("dp_size", _INT),
@@ -147,6 +167,7 @@ _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
     "disable-log-stats": ("disable_log_stats", _bool_flag),
     "speculative-config": ("speculative_config", _speculative_json),
     "scheduling-policy": ("scheduling_policy", _str),
+    "kv-transfer-config": ("kv_transfer_config", _kv_transfer_json),
 }
 
 _TABLES = {"sglang": _MODELLED, "vllm": _MODELLED_VLLM}
@@ -213,6 +234,9 @@ class EngineConfig:
     schedule_low_priority_values_first: bool = _sglang(False)
     enable_dp_attention: bool = _sglang(False)
     dp_size: int = _sglang(1)
+    schedule_conservativeness: float = _sglang(1.0)
+    disaggregation_mode: str = _sglang("null")
+    disaggregation_transfer_backend: str = _sglang("mooncake")
     max_num_batched_tokens: int | None = _vllm(None)
     max_num_seqs: int | None = _vllm(None)
     long_prefill_token_threshold: int = _vllm(0)
@@ -225,6 +249,7 @@ class EngineConfig:
     disable_log_stats: bool = _vllm(False)
     speculative_config: str | None = _vllm(None)
     scheduling_policy: str = _vllm("fcfs")
+    kv_transfer_config: str | None = _vllm(None)
     extra_args: tuple[tuple[str, Any], ...] = field(default=())
     argv: tuple[str, ...] = field(default=())
     # The release whose rules apply (the spec's pinned version, else the simulated one).
@@ -265,6 +290,15 @@ class EngineConfig:
             return None
         steps = self.speculative_num_steps or 3
         return steps, self.speculative_num_draft_tokens or steps + 1
+
+    @property
+    def disaggregation_role(self) -> str | None:
+        """This replica's side of a prefill/decode disaggregated pair, as the pinned release
+        reads it (its profile's ``SimRules.disaggregation``): ``"prefill"``, ``"decode"``,
+        ``"either"`` (vLLM ``kv_both``: the router decides), or None when colocated."""
+        from tierctl.sim.disagg_config import role_of
+
+        return role_of(self)
 
     @property
     def model_name(self) -> str:
@@ -383,6 +417,17 @@ class EngineConfig:
             assert value is not None
             if value < low:
                 raise _bad(name, value, f"must be >= {low}", source, self.engine)
+        if self.schedule_conservativeness < 0:
+            raise _bad(
+                "schedule-conservativeness",
+                self.schedule_conservativeness,
+                "must be >= 0",
+                source,
+                self.engine,
+            )
+        from tierctl.sim.disagg_config import check_role
+
+        check_role(self, source)
         if self.scheduling_policy not in ("fcfs", "priority"):
             raise _bad(
                 "scheduling-policy",

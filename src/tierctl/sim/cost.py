@@ -57,6 +57,26 @@ class CostModel:
     spec_draft_step_s: float = 0.0
     spec_verify_per_token_s: float = 0.0
     spec_draft_extend_frac: float = 0.0
+    # The conditional acceptance of each draft position (position k accepted given every one
+    # before it was), fitted from an engine's per-position counters (tierctl.sim.accept_fit);
+    # positions past the tuple take spec_accept_rate. Empty: spec_accept_rate everywhere.
+    spec_accept_by_position: tuple[float, ...] = ()
+    # Prefill/decode disaggregation (tierctl.sim.disagg): one prompt's KV crosses from the
+    # prefill replica to the decode replica in kv_transfer_base_s plus its bytes
+    # (kv_bytes_per_token a token) over kv_transfer_gb_per_s. 0 bandwidth: transfer is free
+    # (said so). Stated per preset (the link and the model's KV layout), never fitted: the
+    # engines export no per-transfer timing this tree reads.
+    kv_bytes_per_token: float = 0.0
+    kv_transfer_gb_per_s: float = 0.0
+    kv_transfer_base_s: float = 0.0
+
+    def kv_transfer_s(self, tokens: int) -> float:
+        """How long one prompt's KV of ``tokens`` takes to cross to the decode replica."""
+        if self.kv_transfer_gb_per_s <= 0:
+            return self.kv_transfer_base_s
+        return self.kv_transfer_base_s + tokens * self.kv_bytes_per_token / (
+            self.kv_transfer_gb_per_s * 1e9
+        )
 
     def spec_round_s(self, batch_size: int, draft_steps: int, draft_tokens: int) -> float:
         """What a speculative round adds to a decode step of ``batch_size`` sequences."""
@@ -101,6 +121,12 @@ GLM53_FLASH_W4AFP8_TP4_H200 = CostModel(
     kv_pool_tokens=3_000_000,
     max_running_requests=64,
     chunked_prefill_size=8192,
+    # Disaggregation, stated: MLA-compressed KV of ~576 values x 61 layers in FP8 (~35 KB a
+    # token), over 4 x 400 Gb/s RDMA NICs (one per GPU of the TP4 replica) at ~80 %: 160 GB/s;
+    # 2 ms per transfer for the bootstrap handshake and the completion poll.
+    kv_bytes_per_token=35_000.0,
+    kv_transfer_gb_per_s=160.0,
+    kv_transfer_base_s=0.002,
 )
 
 # The same GPUs plus the host side the ingestion incident was about (tierctl.sim.host): the
@@ -131,6 +157,11 @@ DENSE_8B_H100 = CostModel(
     kv_pool_tokens=460_000,
     max_running_requests=256,
     chunked_prefill_size=8192,
+    # Disaggregation, stated: 128 KB of KV a token (above) over one 400 Gb/s RDMA NIC at
+    # ~80 %: 40 GB/s; 2 ms per transfer.
+    kv_bytes_per_token=131_072.0,
+    kv_transfer_gb_per_s=40.0,
+    kv_transfer_base_s=0.002,
 )
 
 # DeepSeek-V4.1 with MTP speculative decoding on 4 x H200 (TP4), stated for sglang PR #40443's
@@ -162,6 +193,10 @@ DEEPSEEK_V41_MTP_TP4_H200 = CostModel(
     spec_draft_step_s=2.5e-4,
     spec_verify_per_token_s=1.0e-5,
     spec_draft_extend_frac=0.02,
+    # Disaggregation, stated as for the GLM preset: MLA KV ~35 KB a token in FP8, 160 GB/s.
+    kv_bytes_per_token=35_000.0,
+    kv_transfer_gb_per_s=160.0,
+    kv_transfer_base_s=0.002,
 )
 
 PRESETS: dict[str, CostModel] = {

@@ -105,6 +105,9 @@ def read_cost_model(path: str | Path) -> tuple[CostModel, dict[str, Any]]:
         if key == "name":
             continue
         v = values[key]
+        if key in _RATE_LISTS:
+            values[key] = _rates(v, p, key)
+            continue
         most = _most(key)
         ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= most
         if key in _INT_FIELDS:
@@ -121,6 +124,27 @@ def read_cost_model(path: str | Path) -> tuple[CostModel, dict[str, Any]]:
         values[key] = int(v) if key in _INT_FIELDS else float(v)
     values["name"] = str(values["name"])
     return CostModel(**values), prov if isinstance(prov, dict) else {}
+
+
+#: Fields that are lists of probabilities (the acceptance of each draft position).
+_RATE_LISTS = ("spec_accept_by_position",)
+
+
+def _rates(v: Any, p: Path, key: str) -> tuple[float, ...]:
+    """A list of probabilities, each in [0, 1] (at most 64: a draft is no longer)."""
+    ok = isinstance(v, list | tuple) and len(v) <= 64
+    ok = ok and all(
+        isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x <= 1 for x in v
+    )
+    if not ok:
+        raise InputError(
+            f"cost model field {key!r} must be a list of at most 64 probabilities",
+            location=Location(file=str(p), path=f"model.{key}"),
+            rule=f"{key} is [p0, p1, ...] with each 0 <= p <= 1",
+            value=v if not isinstance(v, list) else v[:8],
+            fix="write it with `tierctl sim fit` from an engine's /metrics, or give probabilities",
+        )
+    return tuple(float(x) for x in v)
 
 
 #: The largest coefficient in seconds (one hour a token, a sequence or a step: a model past

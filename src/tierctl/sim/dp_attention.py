@@ -29,7 +29,7 @@ import dataclasses
 
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
-from tierctl.sim.engine import Emission, Round, Scheduler
+from tierctl.sim.engine import Emission, Round, Scheduler, make_scheduler
 from tierctl.sim.workload import SimRequest
 
 
@@ -39,7 +39,7 @@ class DpAttentionScheduler(Scheduler):
     def __init__(self, config: EngineConfig, cost: CostModel, seed: int = 0) -> None:
         super().__init__(config, cost, seed)
         one = dataclasses.replace(config, enable_dp_attention=False, dp_size=1)
-        self.ranks = [Scheduler(one, cost, seed * 131 + r) for r in range(config.dp_size)]
+        self.ranks = [make_scheduler(one, cost, seed * 131 + r) for r in range(config.dp_size)]
         self._next = 0
         self.global_interval = config.rules.interval_global_under_dp
 
@@ -124,6 +124,17 @@ class DpAttentionScheduler(Scheduler):
         st.prompt_tokens = sum(r.prompt_tokens for r in ranks)
         st.cached_tokens = sum(r.cached_tokens for r in ranks)
         st.preemptions = sum(r.preemptions for r in ranks)
+        st.recomputed_tokens = sum(r.recomputed_tokens for r in ranks)
+        st.spec_drafts = sum(r.spec_drafts for r in ranks)
+        width = max((len(r.spec_accepted_by_position) for r in ranks), default=0)
+        st.spec_accepted_by_position = [
+            sum(
+                r.spec_accepted_by_position[k]
+                for r in ranks
+                if k < len(r.spec_accepted_by_position)
+            )
+            for k in range(width)
+        ]
         st.itl_hist = [sum(col) for col in zip(*(r.itl_hist for r in ranks), strict=True)]
         st.max_step_tokens = max(r.max_step_tokens for r in ranks)
         st.max_position = max(r.max_position for r in ranks)

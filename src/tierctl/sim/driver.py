@@ -188,6 +188,7 @@ class EngineDriver:
                 sched.context_tokens,
             )
             self.metrics.set_preemptions(sched.stats.preemptions)
+            self.metrics.set_spec(sched.stats.spec_drafts, sched.stats.spec_accepted_by_position)
         # Finished requests' bookkeeping is not needed by the server; keep memory flat.
         sched.done.clear()
 

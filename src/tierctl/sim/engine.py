@@ -105,6 +105,12 @@ class SchedulerStats:
     cached_tokens: int = 0
     kv_waits: int = 0
     preemptions: int = 0
+    # Prompt and output tokens computed again after a preemption or retraction (recompute).
+    recomputed_tokens: int = 0
+    # Speculative decoding, as the engines count it: verify rounds (one per sequence per
+    # round) and, per draft position, the rounds that accepted it (tierctl.sim.accept_fit).
+    spec_drafts: int = 0
+    spec_accepted_by_position: list[int] = field(default_factory=list)
     itl_hist: list[int] = field(default_factory=lambda: [0] * _ITL_BUCKETS)
     # The largest step shapes run (what a fitted cost model is asked about; sim.domain).
     max_step_tokens: int = 0
@@ -169,7 +175,8 @@ class Scheduler:
         self.stats = SchedulerStats()
         # Speculative decoding: (draft steps, draft tokens) when the argv turns it on and the
         # cost model has its terms; its acceptance draws come from their own seeded stream.
-        self.spec = config.speculative if cost.spec_accept_rate > 0 else None
+        on = cost.spec_accept_rate > 0 or any(cost.spec_accept_by_position)
+        self.spec = config.speculative if on else None
         self._spec_rng = random.Random(seed * 7919 + 17)
 
     # -- intake -------------------------------------------------------------------------
@@ -309,12 +316,18 @@ class Scheduler:
                 tuple(emitted),
             )
         if self.running:
+            self._before_decode(now_s)
+        if self.running:
             b, k = len(self.running), self.context_tokens
             self.stats.note_decode(b, k)
             dur = self.jittered(cost.round_overhead_s + self.decode_round_s(b, k))
             emitted = self._decode_tokens(self.running, now_s + dur, in_burst)
             return Round(now_s, dur, "decode", (), b, k, tuple(emitted))
         return Round(now_s, cost.round_overhead_s, "idle", (), 0, 0)
+
+    def _before_decode(self, now_s: float) -> None:
+        """Policy work before a decode round runs the running batch (SGLang's retraction when
+        the KV pool cannot hold the next tokens: :mod:`tierctl.sim.sglang_retract`)."""
 
     def extend_s(self, chunks: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> float:
         """An extend step's cost: the target's prefill, plus the draft model over the same
@@ -337,10 +350,17 @@ class Scheduler:
         if self.spec is None or left <= 1:
             return 1
         rate, rng = self.cost.spec_accept_rate, self._spec_rng
+        by_position = self.cost.spec_accept_by_position
+        stats = self.stats
+        counts = stats.spec_accepted_by_position
+        if len(counts) < self.spec[0]:
+            counts.extend([0] * (self.spec[0] - len(counts)))
+        stats.spec_drafts += 1
         n = 1
-        for _ in range(self.spec[0]):
-            if rng.random() >= rate:
+        for k in range(self.spec[0]):
+            if rng.random() >= (by_position[k] if k < len(by_position) else rate):
                 break
+            counts[k] += 1
             n += 1
         return min(n, left)
 
@@ -640,6 +660,10 @@ def make_scheduler(
         from tierctl.sim.vllm_policy import VllmScheduler
 
         return VllmScheduler(config, cost, seed)
+    if config.rules.retract_decode and not config.disable_radix_cache:
+        from tierctl.sim.sglang_retract import RetractingScheduler
+
+        return RetractingScheduler(config, cost, seed)
     return Scheduler(config, cost, seed)
 
 

@@ -280,7 +280,50 @@ def _bootstrap_steps(
 
 
 #: The sources in the order ``auto`` tries them (the step log last: it takes anything).
-FIT_SOURCES: tuple[FitSource, ...] = (BenchTimingsFit(), SglangLogFit(), VllmLogFit(), StepLogFit())
+class SpecMetricsFit(FitSource):
+    """An engine's ``/metrics`` dump: speculative decoding's acceptance only
+    (:mod:`tierctl.sim.accept_fit`); every other coefficient stays the base's."""
+
+    kind = "spec-metrics"
+
+    def recognises(self, path: Path) -> bool:
+        """A speculative decoding family of either engine's profile in the first lines."""
+        names = [
+            prof.prefix + prof.metrics.extra[key]
+            for prof, key in (
+                (VLLM, "spec_drafts"),
+                (SGLANG, "spec_accept_length"),
+            )
+        ]
+        return any(n in line for line in _head_lines(path, 20_000) for n in names)
+
+    def fit(
+        self, path: Path, base: CostModel, config: EngineConfig, timings: Path | None
+    ) -> tuple[CostModel, dict[str, Any]]:
+        """The acceptance; ``timings`` is not used."""
+        from tierctl.sim.accept_fit import acceptance_from
+
+        model, entry = acceptance_from(str(path), base, config)
+        model = dataclasses.replace(model, name=f"fitted:{path.name}")
+        prov = {
+            "fitted_on": [str(path)],
+            "method": "speculative decoding acceptance from the engine's counters; the step "
+            "coefficients kept from the base",
+            "base": base.name,
+            "engine": config.engine,
+            "engine_argv": list(config.argv),
+            "acceptance": entry,
+        }
+        return model, prov
+
+
+FIT_SOURCES: tuple[FitSource, ...] = (
+    BenchTimingsFit(),
+    SglangLogFit(),
+    VllmLogFit(),
+    SpecMetricsFit(),
+    StepLogFit(),
+)
 
 
 def fit_source(

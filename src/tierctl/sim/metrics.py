@@ -111,6 +111,19 @@ class SimMetrics:
             buckets=E2E_BUCKETS_S,
             registry=reg,
         )
+        # Retraction under KV pressure (retract_decode), as the profile names it.
+        self.num_retracted = Counter(
+            _sg(_SGM.extra["retractions"]),
+            "Number of retracted requests.",
+            sched,
+            registry=reg,
+        )
+        self._retracted = 0
+        self.spec_accept_length = gauge(
+            _sg(_SGM.extra["spec_accept_length"]),
+            "The average acceptance length of speculative decoding.",
+        )
+        self._spec_seen = (0, 0)
         for g in (self.num_running_reqs, self.num_queue_reqs, self.token_usage):
             g.labels(**self.sched_labels).set(0)
 
@@ -164,7 +177,20 @@ class SimMetrics:
         ).set(epoch_s)
 
     def set_preemptions(self, total: int) -> None:
-        """SGLang exports no preemption counter."""
+        """Bring SGLang's retraction counter up to the scheduler's total."""
+        if total > self._retracted:
+            self.num_retracted.labels(**self.sched_labels).inc(total - self._retracted)
+            self._retracted = total
+
+    def set_spec(self, drafts: int, accepted_by_position: list[int]) -> None:
+        """SGLang's acceptance gauge: the mean tokens per verify round (accepted drafts plus
+        the bonus token) since the last update, as its scheduler logs it per batch."""
+        accepted = sum(accepted_by_position)
+        d0, a0 = self._spec_seen
+        if drafts > d0:
+            value = 1.0 + (accepted - a0) / (drafts - d0)
+            self.spec_accept_length.labels(**self.sched_labels).set(value)
+            self._spec_seen = (drafts, accepted)
 
     def aborted(self) -> None:
         """Count one aborted request."""
@@ -238,6 +264,16 @@ class VllmMetrics(SimMetrics):
                              labels, buckets=VLLM_ITL_BUCKETS_S, registry=reg)  # fmt: skip
         self.e2e = Histogram(name(m.e2e), "Histogram of e2e request latency in seconds.",
                              labels, buckets=VLLM_E2E_BUCKETS_S, registry=reg)  # fmt: skip
+        self.spec_drafts = Counter(name(m.extra["spec_drafts"]),
+                                   "Number of spec decoding drafts.", labels, registry=reg)  # fmt: skip
+        self.spec_draft_tokens = Counter(name(m.extra["spec_draft_tokens"]),
+                                         "Number of draft tokens.", labels, registry=reg)  # fmt: skip
+        self.spec_accepted = Counter(name(m.extra["spec_accepted_tokens"]),
+                                     "Number of accepted tokens.", labels, registry=reg)  # fmt: skip
+        self.spec_per_pos = Counter(name(m.extra["spec_accepted_per_position"]),
+                                    "Accepted tokens per draft position.",
+                                    [*labels, prof.spec_position_label], registry=reg)  # fmt: skip
+        self._spec_counted: tuple[int, list[int]] = (0, [])
         info = dict(cache_info or {})
         Gauge(name(m.extra["cache_config_info"]), "Information of the LLMEngine CacheConfig",
               sorted(info), registry=reg).labels(**info).set(1)  # fmt: skip
@@ -255,6 +291,24 @@ class VllmMetrics(SimMetrics):
 
     def set_rates(self, gen_tokens_per_s: float, cache_hit_rate: float) -> None:
         """vLLM exports no throughput gauges (it logs them)."""
+
+    def set_spec(self, drafts: int, accepted_by_position: list[int]) -> None:
+        """Bring the speculative decoding counters up to the scheduler's totals (vLLM counts
+        a draft of ``len(accepted_by_position)`` tokens per verify round)."""
+        d0, pos0 = self._spec_counted
+        if drafts <= d0:
+            return
+        lab = self.lab
+        width = len(accepted_by_position)
+        self.spec_drafts.labels(**lab).inc(drafts - d0)
+        self.spec_draft_tokens.labels(**lab).inc((drafts - d0) * width)
+        prev = pos0 + [0] * (width - len(pos0))
+        for k, (now, before) in enumerate(zip(accepted_by_position, prev, strict=True)):
+            self.spec_per_pos.labels(**lab, position=str(k))  # every position, 0 included
+            if now > before:
+                self.spec_per_pos.labels(**lab, position=str(k)).inc(now - before)
+                self.spec_accepted.labels(**lab).inc(now - before)
+        self._spec_counted = (drafts, list(accepted_by_position))
 
     def set_preemptions(self, total: int) -> None:
         """Bring the preemption counter up to the scheduler's total."""

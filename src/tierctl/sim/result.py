@@ -145,6 +145,9 @@ class SimResult:
     stopped: str = ""
     # The largest step shapes the run produced (sim.domain.StepDomain's fields).
     domain: dict[str, int] = field(default_factory=dict)
+    # A disaggregated arm's hand-off figures (tierctl.sim.disagg: pools, transfers, their
+    # waits); empty for one replica.
+    handoff: dict[str, Any] = field(default_factory=dict)
 
     def subset(self, prefix: str) -> SimSummary:
         """The summary over the requests whose id starts with ``prefix``."""

@@ -11,6 +11,7 @@ from typing import Any
 from tierctl.latency import percentile
 from tierctl.sim.config import EngineConfig, step_cost_differences, unmodelled_differences
 from tierctl.sim.cost import CostModel, preset
+from tierctl.sim.disagg_config import ArmConfig, DisaggTier, arm_flags
 from tierctl.sim.engine import Round, Scheduler, itl_quantile, make_scheduler
 from tierctl.sim.host import has_host_costs, plan_host, probe_latencies, tokenizes_on_loop
 from tierctl.sim.result import RatioRow, RequestResult, SimResult, ratio_table, summarize_results
@@ -61,7 +62,7 @@ def _flips(latencies: list[float], timeout_s: float, misses_to_mark: int = 3) ->
 
 
 def simulate(
-    config: EngineConfig,
+    config: ArmConfig,
     workload: Workload,
     cost: CostModel | str = "glm53-flash-w4afp8-tp4-h200",
     *,
@@ -82,7 +83,9 @@ def simulate(
     generator.
 
     Args:
-        config: the replica's engine flags (see :meth:`EngineConfig.from_argv`).
+        config: the replica's engine flags (see :meth:`EngineConfig.from_argv`), or a
+            disaggregated prefill and decode pool (:mod:`tierctl.sim.disagg`; the step
+            options below other than ``seed`` and ``max_steps`` apply to one replica only).
         workload: the requests, in arrival order.
         cost: a cost model or a preset name.
         seed: draws the step jitter of a cost model that has one.
@@ -97,6 +100,10 @@ def simulate(
             requests in flight are unfinished and ``SimResult.stopped`` says why.
     """
     model = preset(cost) if isinstance(cost, str) else cost
+    if isinstance(config, DisaggTier):
+        from tierctl.sim.disagg import simulate_disagg
+
+        return simulate_disagg(config, workload, model, seed=seed, max_steps=max_steps)
     sched = make_scheduler(config, model, seed, ranks=True)
     host = plan_host(workload.requests, model, tokenizes_on_loop(config))
     if has_host_costs(model):
@@ -220,8 +227,8 @@ class Comparison:
 
 
 def compare(
-    control: EngineConfig,
-    candidate: EngineConfig,
+    control: ArmConfig,
+    candidate: ArmConfig,
     workload: Workload,
     cost: CostModel | str = "glm53-flash-w4afp8-tp4-h200",
     *,
@@ -236,10 +243,11 @@ def compare(
     b = simulate(candidate, workload, cost, seed=seed)
     sa = a.subset(focus) if focus else a.summary
     sb = b.subset(focus) if focus else b.summary
-    blind = tuple(unmodelled_differences(control, candidate))
-    costly = tuple(step_cost_differences(control, candidate))
+    ca, cb = arm_flags(control), arm_flags(candidate)
+    blind = tuple(unmodelled_differences(ca, cb))
+    costly = tuple(step_cost_differences(ca, cb))
     model = preset(cost) if isinstance(cost, str) else cost
-    costly += tuple(n for n in _speculation_unpriced(control, candidate, model) if n not in costly)
+    costly += tuple(n for n in _speculation_unpriced(ca, cb, model) if n not in costly)
     return Comparison(a, b, ratio_table(sa, sb), focus, blind, costly)
 
 
@@ -249,7 +257,7 @@ def _speculation_unpriced(
     """The speculative-decoding flag, when the arms differ in it and the cost model has no
     acceptance (``spec_accept_rate`` 0: the simulator then decodes one token a round, so the
     ratio would be a silent 1.00 for a change that moves every decode step)."""
-    if cost.spec_accept_rate > 0:
+    if cost.spec_accept_rate > 0 or cost.spec_accept_by_position:
         return []
     fa, fb = control.flag_map(), candidate.flag_map()
     names = ("speculative-config", "speculative-algorithm")

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierctl.quantity import Direction, judge_ratio
-from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
+from tierctl.sim.disagg_config import ArmConfig
 from tierctl.sim.domain import StepDomain
 from tierctl.sim.result import COMPARE_METRICS, RatioRow
 from tierctl.sim.simulate import Comparison, compare, simulate
@@ -127,8 +127,8 @@ class WhatIf:
 
 
 def what_if(
-    control: EngineConfig,
-    candidate: EngineConfig,
+    control: ArmConfig,
+    candidate: ArmConfig,
     workload: Workload,
     cost: CostModel,
     fit: FitUncertainty | None = None,
@@ -184,9 +184,7 @@ def _floor_for(aa_floor: float | Mapping[str, float], metric: str) -> float:
     return float(aa_floor)
 
 
-def _summary(
-    cfg: EngineConfig, wl: Workload, model: CostModel, seed: int, focus: str | None
-) -> Any:
+def _summary(cfg: ArmConfig, wl: Workload, model: CostModel, seed: int, focus: str | None) -> Any:
     res = simulate(cfg, wl, model, seed=seed)
     return res.subset(focus) if focus else res.summary
 

@@ -347,6 +347,7 @@ class VllmScheduler(Scheduler):
         live.status = "waiting"
         live.preemptions += 1
         self.stats.preemptions += 1
+        self.stats.recomputed_tokens += live.req.input_tokens + live.generated
         self.waiting.appendleft(live)
         self._order_waiting()
 

@@ -33,6 +33,7 @@ def test_the_codes_are_the_documented_numbers() -> None:
         "FAILURE": 1,
         "USAGE": 2,
         "INCONCLUSIVE": 3,
+        "AWAITING_APPROVAL": 4,
         "INTERRUPTED": 130,
     }
 

@@ -147,7 +147,7 @@ def test_the_first_failed_host_halts_the_fleet_and_resume_skips_the_done(tmp_pat
     assert hosts.calls == [("gpu00", False), ("gpu01", False), ("gpu02", False)]
     assert result.status == {"gpu00": "done", "gpu01": "done", "gpu02": "failed"}
     events = [json.loads(x)["event"] for x in journal.read_text().splitlines()]
-    assert events[-2:] == ["host-failed", "halted"]
+    assert events[-3:] == ["host-failed", "wave-failed", "halted"]
     with pytest.raises(InputError, match="pass `resume`"):
         run_fleet(plan, journal, hosts)
     hosts = Hosts(fail=set())

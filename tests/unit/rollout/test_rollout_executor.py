@@ -11,8 +11,9 @@ import httpx
 import pytest
 from rollout_examples import COLLECTOR, R1, R2, render_variant, without_ingestion
 
-from tierctl.errors import ContractViolation, GateFailed
+from tierctl.errors import ContractViolation, GateFailed, InputError
 from tierctl.rollout.deployment import Deployment
+from tierctl.rollout.drivers.base import HostUnreachable
 from tierctl.rollout.dryrun import DryRunResult
 from tierctl.rollout.entrypoints import make_plan
 from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
@@ -283,3 +284,60 @@ def test_resume_announces_the_skipped_steps_once(
     assert not any(line.startswith(f"01-recreate-{R2}") for line in lines)
     assert lines[0].startswith("resuming ")
     assert "1 of 3 step(s) done in an earlier run are skipped" in lines[0]
+
+
+class Unreachable(RecordingDriver):
+    """A host that stops answering at the second step's apply; ``rollback_answers``: it
+    answers again by the time of the rollback (a blip), else it stays away."""
+
+    def __init__(self, journal: Path, rollback_answers: bool) -> None:
+        super().__init__(journal)
+        self.rollback_answers = rollback_answers
+
+    def apply(self, dep: Deployment, services: list[str]) -> None:
+        if services == [R1] and (dep.side == "new" or not self.rollback_answers):
+            super().apply(dep, services)
+            raise HostUnreachable("the agent at http://h:1 never answered")
+        super().apply(dep, services)
+
+
+def test_a_host_that_stops_answering_is_not_rolled_back_over_and_a_resume_re_runs_its_step(
+    tmp_path: Path, ingestion: tuple[Plan, Deployment, Deployment]
+) -> None:
+    """Its apply and its rollback get no answer: the journal says ``unreachable`` (not a
+    failed rollback), the error names the host's state as unknown and says resume, and the
+    resume re-runs that step from its dry run and finishes the plan."""
+    plan, old, new = ingestion
+    journal = tmp_path / "j.jsonl"
+    with pytest.raises(HostUnreachable) as info:
+        run_rollout(plan, Unreachable(journal, False), old, new, RolloutOptions(journal, gates=NO_GATES))  # fmt: skip
+    err = info.value
+    assert "then the host stopped answering" in err.message
+    assert "state there is unknown" in err.message
+    assert "resume re-runs this step" in (err.fix or "")
+    events = [json.loads(x)["event"] for x in journal.read_text().splitlines()]
+    assert events[-2:] == ["failed", "unreachable"], events
+    driver = RecordingDriver(journal)
+    result = run_rollout(
+        plan, driver, old, new, RolloutOptions(journal, resume=True, gates=NO_GATES)
+    )
+    assert [o.status for o in result.outcomes] == ["skipped", "done", "done"]
+    assert driver.calls[:2] == [
+        ("dry_run", "new", R1, f"begin:02-recreate-{R1}"),
+        ("apply", "new", R1, f"begin:02-recreate-{R1}"),
+    ]
+
+
+def test_a_host_that_answers_again_by_the_rollback_is_rolled_back_as_before(
+    tmp_path: Path, ingestion: tuple[Plan, Deployment, Deployment]
+) -> None:
+    """Mutation guard: only a rollback with no answer is ``unreachable``; one that succeeds
+    leaves the usual rolled-back journal, which resume refuses."""
+    plan, old, new = ingestion
+    journal = tmp_path / "j.jsonl"
+    with pytest.raises(HostUnreachable, match="rolled back to OLD"):
+        run_rollout(plan, Unreachable(journal, True), old, new, RolloutOptions(journal, gates=NO_GATES))  # fmt: skip
+    events = [json.loads(x)["event"] for x in journal.read_text().splitlines()]
+    assert events[-2:] == ["failed", "rolled-back"], events
+    with pytest.raises(InputError, match="rolled back after a failed apply"):
+        run_rollout(plan, RecordingDriver(journal), old, new, RolloutOptions(journal, resume=True, gates=NO_GATES))  # fmt: skip

@@ -5,9 +5,16 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from tierctl.errors import InputError
+from tierctl.errors import InputError, RuntimeFailure
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.dryrun import DryRunResult
+
+
+class HostUnreachable(RuntimeFailure):
+    """The host gave no answer at all (no connection, a time-out, a stream cut off) through
+    every retry: what it did with the call is unknown, and it says nothing about NEW. The
+    executor then neither rolls back (nothing can reach the host) nor marks the step failed:
+    resuming re-runs the step, whose calls are idempotent, once the host answers."""
 
 
 class Driver(Protocol):

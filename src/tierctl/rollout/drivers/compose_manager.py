@@ -25,7 +25,7 @@ import httpx
 from tierctl.credentials import mask
 from tierctl.errors import InputError, RuntimeFailure
 from tierctl.rollout.deployment import Deployment
-from tierctl.rollout.drivers.base import require_services
+from tierctl.rollout.drivers.base import HostUnreachable, require_services
 from tierctl.rollout.dryrun import DryRunResult, parse_dry_run
 
 #: The agent's rule for environment keys (shell-safe names).
@@ -127,7 +127,10 @@ class CallResult:
 
 
 class _Retryable(Exception):
-    pass
+    def __init__(self, message: str, *, answered: bool = True) -> None:
+        super().__init__(message)
+        # False: no HTTP answer at all (a connection error, a time-out, a cut stream).
+        self.answered = answered
 
 
 class ComposeManagerDriver:
@@ -244,11 +247,13 @@ class ComposeManagerDriver:
         self.calls.append({"path": path, **{k: v for k, v in body.items() if k != "env"}})
         delay = self._backoff_s
         last = ""
+        answered = False  # did any try get an HTTP answer?
         for attempt in range(1, self._attempts + 1):
             try:
                 return self._once(path, body)
             except _Retryable as exc:
                 last = str(exc)
+                answered = answered or exc.answered
                 if not idempotent or attempt == self._attempts:
                     break
                 if self._log is not None:
@@ -262,11 +267,16 @@ class ComposeManagerDriver:
                 delay *= 2
         tries = "once (not idempotent)" if not idempotent else f"{self._attempts} times"
         slow = "call deadline" in last
-        raise RuntimeFailure(
-            f"compose-manager {path} for {', '.join(body['services'])} failed {tries}: {last}",
+        # No answer at all to any try: the host or the network to it is down, and what it did
+        # with the call is unknown (the executor treats that apart from a failure).
+        error = RuntimeFailure if answered else HostUnreachable
+        raise error(
+            f"compose-manager {path} for {', '.join(body['services'])} failed {tries}: {last}"
+            + ("" if answered else f"; the agent at {self._client.base_url} never answered"),
             rule="the agent must answer with an exit event of code 0"
             + (f", within the {self._timeout_s:g} s `agent_timeout_s` of a call" if slow else ""),
             fix="check the agent's log on the host"
+            + ("" if answered else " (is the agent up? does its address answer from here?)")
             + (
                 " (a stalled agent needs a restart; a slow pull, a longer `agent_timeout_s`)"
                 if slow
@@ -313,7 +323,8 @@ class ComposeManagerDriver:
                 for raw in resp.iter_lines():
                     if time.monotonic() > deadline:
                         raise _Retryable(
-                            f"no exit event within the {self._timeout_s:g} s call deadline"
+                            f"no exit event within the {self._timeout_s:g} s call deadline",
+                            answered=False,
                         )
                     if len(raw) > _MAX_EVENT_CHARS:
                         raise _Retryable(f"an event line over {_MAX_EVENT_CHARS:,} characters")
@@ -331,11 +342,13 @@ class ComposeManagerDriver:
         except httpx.TimeoutException as exc:
             # Connected and then silence (or no connection at all): say which deadline passed.
             raise _Retryable(
-                f"no answer within the {self._timeout_s:g} s call deadline ({type(exc).__name__})"
+                f"no answer within the {self._timeout_s:g} s call deadline ({type(exc).__name__})",
+                answered=False,
             ) from None
         except httpx.TransportError as exc:
-            raise _Retryable(f"{type(exc).__name__}: {exc}") from None
+            raise _Retryable(f"{type(exc).__name__}: {exc}", answered=False) from None
         if exit_code is None:
+            # An answer (a 200 whose body was no event stream: a proxy's page, a wrong server).
             raise _Retryable("event stream ended without an exit event")
         if exit_code != 0:
             tail = "; ".join(lines[-5:])
