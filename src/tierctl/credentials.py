@@ -316,7 +316,8 @@ def mask(text: str, secrets: Sequence[str], replacement: str = "***") -> str:
     return "".join(out)
 
 
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s:@]*):([^/\s@]+)@")
+# ``:/+``: a URL taken as a path (``repo: http://u:pw@host``) is printed with one slash.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:/+)([^/\s:@]*):([^/\s@]+)@")
 
 
 def mask_userinfo(text: str, replacement: str = "***") -> str:

@@ -18,6 +18,7 @@ how it knows) unless ``force``; whatever ``force`` says, it never replaces a fil
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
@@ -152,6 +153,7 @@ def write_owned(
                 rule="no-clobber: tierctl never replaces its own input",
                 fix="point the output at another file",
             )
+    _regular_or_absent(path, what)
     try:
         current: str | None = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -189,6 +191,30 @@ def write_owned(
         Path(tmp).unlink(missing_ok=True)
         raise
     return current
+
+
+def _regular_or_absent(path: Path, what: str) -> None:
+    """Refuse a target that exists and is not a regular file: a device is never read (``-o
+    /dev/full`` read zeros until MemoryError) nor renamed over (``/dev/null`` would become a
+    regular file), a FIFO would block, a folder cannot be replaced."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            f"cannot write the {what} there: {exc}",
+            location=Location(file=str(path)),
+            fix="point the output at a regular file in an existing folder",
+        ) from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a device, FIFO or socket)"
+        raise InputError(
+            f"refusing to write the {what}: the path is {kind}",
+            location=Location(file=str(path)),
+            rule="tierctl writes regular files only (atomically: a new file renamed over the old)",
+            fix="point the output at a regular file",
+        )
 
 
 def _same_file(a: Path, b: Path) -> bool:

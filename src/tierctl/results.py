@@ -72,6 +72,30 @@ def _finite(value: Any) -> float:
     return x
 
 
+#: The longest a measured latency may be (about 11.6 days): a ``ttft_s`` of 1e308 is finite,
+#: and a fit on it made the simulated inter-token gap inf (``int(inf)`` in the ITL histogram).
+MAX_SAMPLE_S = 1e6
+
+#: The most tokens a request sample may count (far above any context window).
+MAX_SAMPLE_TOKENS = 2**31
+
+
+def _seconds(value: Any) -> float:
+    """A sample's duration: finite, 0 to :data:`MAX_SAMPLE_S`."""
+    x = _finite(value)
+    if not 0.0 <= x <= MAX_SAMPLE_S:
+        raise ValueError(f"a duration of {value!r} s is outside 0..{MAX_SAMPLE_S:g}")
+    return x
+
+
+def _tokens(value: Any) -> int:
+    """A sample's token count: 0 to :data:`MAX_SAMPLE_TOKENS`."""
+    x = _finite(value)
+    if not 0 <= x <= MAX_SAMPLE_TOKENS:
+        raise ValueError(f"a token count of {value!r} is outside 0..{MAX_SAMPLE_TOKENS}")
+    return int(x)
+
+
 @dataclass(frozen=True)
 class ResultsRun:
     """One run (or one block of an A/B): its counts and its raw request samples."""
@@ -97,11 +121,11 @@ class ResultsRun:
                 out.append(
                     MeasuredRequest(
                         sent_s=_finite(r["sent_s"]),
-                        input_tokens=int(_finite(r["input_tokens"])),
-                        output_tokens=int(_finite(r["output_tokens"])),
-                        ttft_s=_finite(r["ttft_s"]),
-                        tpot_s=None if tpot is None else _finite(tpot),
-                        itl_s=tuple(_finite(g) for g in r.get("itl_s", ())),
+                        input_tokens=_tokens(r["input_tokens"]),
+                        output_tokens=_tokens(r["output_tokens"]),
+                        ttft_s=_seconds(r["ttft_s"]),
+                        tpot_s=None if tpot is None else _seconds(tpot),
+                        itl_s=tuple(_seconds(g) for g in r.get("itl_s", ())),
                     )
                 )
             except (KeyError, TypeError, ValueError) as exc:

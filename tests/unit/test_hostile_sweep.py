@@ -60,3 +60,82 @@ def test_a_nul_in_an_extends_file_is_refused(tmp_path: Path, run_cli: RunCli) ->
         'services:\n  a:\n    image: x\n    extends:\n      file: "b\\0"\n      service: a\n'
     )
     _refused(run_cli("compose", "config", str(path)), "NUL")
+
+
+def test_a_non_string_service_key_does_not_crash_import(tmp_path: Path, run_cli: RunCli) -> None:
+    # TypeError: '<' not supported between 'float' and 'str' (spec/semantic_diff.py: the
+    # round trip sorted a service's keys, one of them the YAML float -.inf)
+    text = (SMALL / "compose.yaml").read_text()
+    at = text.index("  qwen-r2:\n") + len("  qwen-r2:\n")
+    path = tmp_path / "compose.yaml"
+    path.write_text(text[:at] + "    .inf: 1\n" + text[at:])
+    result = run_cli("import", "--engine", "sglang==0.5.23", str(path))
+    assert result.code in (0, 1, 2), result
+    assert "Traceback" not in result.err
+    assert "inf" in result.out + result.err  # the key is named, not dropped
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("ttft_s", 1e308), ("tpot_s", 1e300), ("ttft_s", -1.0), ("input_tokens", 1e300)],
+)
+def test_bench_samples_outside_plausible_ranges_are_refused(
+    tmp_path: Path, run_cli: RunCli, field: str, value: float
+) -> None:
+    # OverflowError: cannot convert float infinity to integer (sim/engine.py _itl_bucket: a
+    # fit on a 1e308 s TTFT made the simulated inter-token gap inf)
+    import json
+
+    from tests.fuzzing import load_seeds
+
+    doc = json.loads(load_seeds(tmp_path / "seeds").by_kind["results"][0])
+    doc["run"]["requests"][3][field] = value
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(doc))
+    _refused(run_cli("sim", "fit", str(path), "--from", "bench", "--json"), "requests[3]")
+
+
+def test_a_url_given_as_a_fleet_repo_path_is_printed_masked(
+    tmp_path: Path, run_cli: RunCli
+) -> None:
+    # The sentinel password came back in `fleet plan`'s error: the path read `http:/u:pw@`
+    # (one slash), which the userinfo mask did not match.
+    path = tmp_path / "fleet.yaml"
+    path.write_text(
+        "fleet: f\nrepo: 'http://admin:hunter2pw@127.0.0.1:1/v1'\nold: v1\nnew: v2\nhosts:\n"
+        "- {name: gpu01, file: gpu01/compose.yaml, agent_url: 'http://127.0.0.1:1'}\n"
+    )
+    result = run_cli("fleet", "plan", str(path))
+    assert result.code != 0
+    assert "Traceback" not in result.err
+    assert "hunter2pw" not in result.out + result.err
+    assert "***" in result.err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--workload", "hammer", "--rate", "1", "--duration-s", "9" * 400],  # inf: never ended
+        ["--workload", "hammer", "--rate", "inf", "--duration-s", "5"],
+        ["--workload", "hammer", "--rate", "1", "--duration-s", "1e12"],
+        ["--workload", "burst", "--count", "1000000000000", "--input-tokens", "10"],
+        ["--workload", "day", "--hours", "1e308"],
+        ["--workload", "burst", "--count", "2", "--input-tokens", "-5"],
+    ],
+)
+def test_unbounded_generated_workloads_are_refused(run_cli: RunCli, argv: list[str]) -> None:
+    _refused(run_cli("sim", "run", *argv), "out of range")
+
+
+@pytest.mark.parametrize("target", ["/dev/full", "/dev/null", "DIR"])
+def test_outputs_are_regular_files_only(tmp_path: Path, run_cli: RunCli, target: str) -> None:
+    # MemoryError in paths.write_owned: `runbook -o /dev/full` read the "existing file" (zeros
+    # without end); /dev/null would have been renamed over with --force.
+    import stat
+
+    out = str(tmp_path) if target == "DIR" else target
+    small = str(SMALL / "compose.yaml")
+    result = run_cli("runbook", "--from", small, "--to", small, "-o", out, "--force")
+    _refused(result, "regular file" if target != "DIR" else "folder")
+    if target.startswith("/dev/"):
+        assert stat.S_ISCHR(Path(target).stat().st_mode)

@@ -6,6 +6,7 @@ read into workloads by :mod:`tierctl.sim.workload_traces`.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
@@ -206,6 +207,52 @@ def ingestion(rng: random.Random, *, minutes: float = 25.0) -> Workload:
     return Workload.of("ingestion", [*reqs, *background.requests])
 
 
+#: The most requests a built-in generator makes (a hammer's rate x duration, a burst's count):
+#: ``--duration-s 1e400`` read as inf and the hammer never ended.
+MAX_GENERATED = 1_000_000
+
+#: The longest ``day`` trace, in hours.
+MAX_DAY_HOURS = 24.0 * 31
+
+
+def _check_sizes(
+    kind: str,
+    count: int,
+    input_tokens: int,
+    output_tokens: int,
+    rate_per_s: float,
+    duration_s: float,
+    hours: float,
+) -> None:
+    """Refuse generator parameters that are not finite or would make an unbounded workload."""
+    from tierctl.errors import InputError
+
+    def bad(option: str, value: object, rule: str) -> InputError:
+        return InputError(
+            f"{option} {value!r} is out of range", rule=rule, value=str(value)[:80],
+            fix=f"pass {option} within the rule, or replay a trace file instead",
+        )  # fmt: skip
+
+    if not 1 <= count <= MAX_GENERATED:
+        raise bad("--count", count, f"a burst has 1 to {MAX_GENERATED:,} requests")
+    for option, tokens in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens)):
+        if not 1 <= tokens <= 2**31:
+            raise bad(option, tokens, "a request has 1 to 2**31 tokens")
+    if not (math.isfinite(rate_per_s) and rate_per_s > 0):
+        raise bad("--rate", rate_per_s, "a rate is a finite number of requests/s above 0")
+    if not (math.isfinite(duration_s) and duration_s >= 0):
+        raise bad("--duration-s", duration_s, "a duration is finite and >= 0")
+    if kind in ("hammer", "both", "field+hammer") and rate_per_s * duration_s > MAX_GENERATED:
+        raise bad(
+            "--duration-s", duration_s,
+            f"a hammer makes at most {MAX_GENERATED:,} requests (--rate x --duration-s)",
+        )  # fmt: skip
+    if not (math.isfinite(hours) and 0 < hours <= MAX_DAY_HOURS):
+        raise bad(
+            "--hours", hours, f"a day trace lasts more than 0 and at most {MAX_DAY_HOURS:g} h"
+        )
+
+
 def generate(
     kind: str,
     seed: int = 0,
@@ -227,6 +274,7 @@ def generate(
     """
     from tierctl.errors import InputError
 
+    _check_sizes(kind, count, input_tokens, output_tokens, rate_per_s, duration_s, hours)
     rng = random.Random(seed)
     if kind == "burst":
         return burst(rng, count=count, input_tokens=input_tokens, output_tokens=output_tokens)

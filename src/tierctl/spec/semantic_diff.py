@@ -34,7 +34,7 @@ def semantic_diff(a: ComposeFile, b: ComposeFile) -> list[str]:
         left, right = a.data.get(key) or {}, b.data.get(key) or {}
         if left != right:
             out.append(f"{key}: {_show(left)} != {_show(right)}")
-    for name in sorted(set(a.services) | set(b.services)):
+    for name in sorted(set(a.services) | set(b.services), key=str):
         if name not in b.services:
             out.append(f"services.{name}: only in {a.source}")
             continue
@@ -45,7 +45,7 @@ def semantic_diff(a: ComposeFile, b: ComposeFile) -> list[str]:
             canonical_service(a.services[name]),
             canonical_service(b.services[name]),
         )
-        for key in sorted(set(left_svc) | set(right_svc)):
+        for key in sorted(set(left_svc) | set(right_svc), key=str):  # a YAML key may be -.inf
             lv, rv = left_svc.get(key), right_svc.get(key)
             if lv != rv:
                 out.append(f"services.{name}.{key}: {_show(lv)} != {_show(rv)}")
