@@ -497,13 +497,16 @@ def main(args: argparse.Namespace) -> int:
     model_file = save / "cost-model.json"
     fit_model(log_text, [MeasuredRequest(**r) for r in fit_reqs], fit_flags, model_file,
               None if args.fit_one_run else save)  # fmt: skip
+    models = {c: spec_model(model_file, plan, f, c, save, args, note) for c, f in arms.items()}
+    if args.spec_calibration_only:
+        return 0
     preds = {}
     if args.reuse_predictions and (save / "predictions.json").exists():
         preds = json.loads((save / "predictions.json").read_text())
     for change in [c for c in arms if c not in ("F0", "A/A")]:
         for wl, pl in plans.items():
             if f"{change} | {wl}" not in preds:
-                preds[f"{change} | {wl}"] = predict(model_file, pl, arms[change], args.draws,
+                preds[f"{change} | {wl}"] = predict(models[change], pl, arms[change], args.draws,
                                                     save)  # fmt: skip
     (save / "predictions.json").write_text(json.dumps(preds, indent=1))
     print(f"predicted {len(preds)} what-ifs ({time.monotonic() - t_start:.0f} s so far)")
@@ -528,7 +531,7 @@ def main(args: argparse.Namespace) -> int:
     for change in [c for c in arms if c not in ("F0", "A/A")]:
         for wl, pl in plans.items():
             text = ",".join(f"{m}={f:.4f}" for m, f in floors[wl].items() if f is not None)
-            preds_aa[f"{change} | {wl}"] = predict(model_file, pl, arms[change], args.draws,
+            preds_aa[f"{change} | {wl}"] = predict(models[change], pl, arms[change], args.draws,
                                                    save, text or "0")  # fmt: skip
     (save / "predictions-aa.json").write_text(json.dumps(preds_aa, indent=1))
     print("\n#### 2. sim compare --aa-floor with the A/A arm's measured floor per figure")
@@ -538,6 +541,68 @@ def main(args: argparse.Namespace) -> int:
     print(f"\n{len(arms)} arms x {rounds} rounds; total {time.monotonic() - t_start:.0f} s; "
           f"{load()}; measurements in {save}")  # fmt: skip
     return 0 if ok or ok_aa or args.no_bar else 1
+
+
+def spec_model(
+    model_file: Path, plan: Any, flags: tuple[str, ...], name: str, save: Path,
+    args: argparse.Namespace, note: list[str],
+) -> Path:  # fmt: skip
+    """The cost model an arm is predicted with: the F0 fit, and for an arm that turns
+    speculative decoding on, the acceptance fitted from the engine's own counters
+    (``tierctl.sim.accept_fit``) on a calibration run: the fit trace played on an engine with
+    that arm's ``--speculative-config`` (a fit that covers the question: an F0 engine has no
+    acceptance to count). Neither measured workload is played there."""
+    if "--speculative-config" not in flags:
+        return model_file
+    from tierctl.sim.accept_fit import apply_acceptance, fit_acceptance
+    from tierctl.sim.config import EngineConfig
+    from tierctl.sim.costfile import read_cost_model, write_cost_model
+
+    slug = "".join(ch if ch.isalnum() else "-" for ch in name)
+    before, after = save / f"spec-{slug}.before.prom", save / f"spec-{slug}.after.prom"
+    if not after.exists():
+        if args.replay:
+            note.append(f"{name}: no acceptance calibration in {save}; predicted without it")
+            return model_file
+        texts = calibrate(flags, fit_sends(plan), args, note)
+        before.write_text(texts[0])
+        after.write_text(texts[1])
+    cfg = EngineConfig.from_argv(sim_argv(flags), engine="vllm", version=VERSION)
+    fit = fit_acceptance(after.read_text(), "vllm", draft_steps=cfg.speculative[0],
+                         baseline=before.read_text(), source=str(after))  # fmt: skip
+    model, prov = read_cost_model(model_file)
+    out = save / f"cost-model-{slug}.json"
+    write_cost_model(out, apply_acceptance(model, fit), {**prov, "acceptance": fit.provenance(
+        str(after))})  # fmt: skip
+    print(f"{name}: acceptance from the calibration run's counters: {fit.mean_length:.2f} "
+          f"tokens a round, by position {[round(c, 3) for c in fit.by_position]}")  # fmt: skip
+    return out
+
+
+def calibrate(
+    flags: tuple[str, ...], sends: list[Any], args: argparse.Namespace, note: list[str]
+) -> tuple[str, str]:
+    """Play ``sends`` on an engine with ``flags``; its ``/metrics`` text before and after."""
+    import urllib.request
+
+    from tierctl.fidelity import burst_plan, measure
+    from tierctl.realengine.engine import SERVED_NAME, VllmEngine
+
+    def metrics(url: str) -> str:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:  # loopback only
+            return str(resp.read().decode())
+
+    log = Path(tempfile.mkdtemp(prefix="sim-whatif-spec-")) / "vllm.log"
+    with VllmEngine(log, flags=flags, name="whatif-spec") as engine:
+        engine.start()
+        assert engine.pid is not None
+        raise_priority(engine.pid, args.nice, note)
+        ready = engine.wait_ready(args.start_timeout_s)
+        print(f"calibration engine ready in {ready:.0f} s: {' '.join(flags)} ({load()})")
+        asyncio.run(measure(engine.url, SERVED_NAME, burst_plan(2, 64, 8), seed=9))
+        first = metrics(engine.url)
+        asyncio.run(measure(engine.url, SERVED_NAME, sends, seed=1))
+        return first, metrics(engine.url)
 
 
 def measured_floors(runs: dict[str, Any], rounds: int) -> dict[str, dict[str, float | None]]:
@@ -605,7 +670,7 @@ if __name__ == "__main__":
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="two changes, smaller workloads, 2 rounds (about 12 min here)",
+        help="two changes, smaller workloads, 2 rounds (657 s here at load 13-21)",
     )
     ap.add_argument(
         "--rounds",
@@ -636,6 +701,11 @@ if __name__ == "__main__":
         "--also",
         action="append",
         help="with --replay: another --save folder of the same fit and arms, judged together",
+    )
+    ap.add_argument(
+        "--spec-calibration-only",
+        action="store_true",
+        help="with --save: run the speculative arms' acceptance calibration into it and stop",
     )
     ap.add_argument(
         "--reuse-predictions",
