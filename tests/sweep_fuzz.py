@@ -405,6 +405,10 @@ def add_seeds(seeds: Seeds, work: Path) -> Seeds:
     seeds.by_kind["enginelog"] = [_log_seed()]
     seeds.by_kind["kube"] = list(seeds.by_kind["spec"])
     seeds.by_kind["cli"] = [b"{}"]
+    # The CLI kind's fixed inputs (written now: a --kinds selection drops the other seeds).
+    (work / "sweep-plan.json").write_bytes(seeds.by_kind["plan"][0])
+    (work / "sweep-fleet.yaml").write_bytes(seeds.by_kind["fleet"][0])
+    (work / "sweep-steps.jsonl").write_bytes(seeds.by_kind["steplog"][0])
     return seeds
 
 
@@ -867,10 +871,6 @@ def _cli_command(
         "{steps}": str(work / "sweep-steps.jsonl"),
         "{work}": str(work / "cli"),
     }
-    if not (work / "sweep-plan.json").exists():
-        (work / "sweep-plan.json").write_bytes(seeds.by_kind["plan"][0])
-        (work / "sweep-fleet.yaml").write_bytes(seeds.by_kind["fleet"][0])
-        (work / "sweep-steps.jsonl").write_bytes(seeds.by_kind["steplog"][0])
 
     def fill(s: str) -> str:
         s = s.replace("{V}", value)

@@ -153,6 +153,7 @@ def write_owned(
                 rule="no-clobber: tierctl never replaces its own input",
                 fix="point the output at another file",
             )
+    check_output_path(path, what)
     _regular_or_absent(path, what)
     try:
         current: str | None = path.read_text(encoding="utf-8")
@@ -191,6 +192,26 @@ def write_owned(
         Path(tmp).unlink(missing_ok=True)
         raise
     return current
+
+
+def check_output_path(path: Path, what: str = "file") -> None:
+    """Refuse an output path no file system takes: a NUL byte, a name over 255 bytes, a path
+    over 4,096 bytes (``Path.exists`` raised ``OSError: File name too long`` on 300 ``é``)."""
+    text = str(path)
+    problem = ""
+    if "\x00" in text:
+        problem = "holds a NUL byte"
+    elif len(text.encode("utf-8", "surrogatepass")) > 4096:
+        problem = "is over 4,096 bytes long"
+    elif any(len(part.encode("utf-8", "surrogatepass")) > 255 for part in path.parts):
+        problem = "has a name over 255 bytes long"
+    if problem:
+        raise InputError(
+            f"cannot write the {what} there: the path {problem}",
+            location=Location(file=text[:200]),
+            rule="a path names files a file system can hold",
+            fix="pass a shorter path without NUL bytes",
+        )
 
 
 def _regular_or_absent(path: Path, what: str) -> None:

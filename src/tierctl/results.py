@@ -76,15 +76,21 @@ def _finite(value: Any) -> float:
 #: and a fit on it made the simulated inter-token gap inf (``int(inf)`` in the ITL histogram).
 MAX_SAMPLE_S = 1e6
 
+#: The shortest non-zero latency a clock measures (1 ns): a ``tpot_s`` of 5e-324 (a denormal)
+#: overflowed the fit's log ratio to inf ("Residuals are not finite", scipy).
+MIN_SAMPLE_S = 1e-9
+
 #: The most tokens a request sample may count (far above any context window).
 MAX_SAMPLE_TOKENS = 2**31
 
 
 def _seconds(value: Any) -> float:
-    """A sample's duration: finite, 0 to :data:`MAX_SAMPLE_S`."""
+    """A sample's duration: 0, or :data:`MIN_SAMPLE_S` to :data:`MAX_SAMPLE_S`."""
     x = _finite(value)
-    if not 0.0 <= x <= MAX_SAMPLE_S:
-        raise ValueError(f"a duration of {value!r} s is outside 0..{MAX_SAMPLE_S:g}")
+    if not (x == 0.0 or MIN_SAMPLE_S <= x <= MAX_SAMPLE_S):
+        raise ValueError(
+            f"a duration of {value!r} s is neither 0 nor within {MIN_SAMPLE_S:g}..{MAX_SAMPLE_S:g}"
+        )
     return x
 
 

@@ -77,7 +77,15 @@ def test_a_non_string_service_key_does_not_crash_import(tmp_path: Path, run_cli:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("ttft_s", 1e308), ("tpot_s", 1e300), ("ttft_s", -1.0), ("input_tokens", 1e300)],
+    [
+        ("ttft_s", 1e308),
+        ("tpot_s", 1e300),
+        ("ttft_s", -1.0),
+        ("input_tokens", 1e300),
+        # ValueError: Residuals are not finite in the initial point (scipy, in
+        # sim/timing_fit.py: the fit's log ratio over a denormal TPOT overflowed)
+        ("tpot_s", 5e-324),
+    ],
 )
 def test_bench_samples_outside_plausible_ranges_are_refused(
     tmp_path: Path, run_cli: RunCli, field: str, value: float
@@ -139,3 +147,44 @@ def test_outputs_are_regular_files_only(tmp_path: Path, run_cli: RunCli, target:
     _refused(result, "regular file" if target != "DIR" else "folder")
     if target.startswith("/dev/"):
         assert stat.S_ISCHR(Path(target).stat().st_mode)
+
+
+@pytest.mark.parametrize("command", ["import", "sim-fit", "runbook"])
+def test_an_output_name_over_255_bytes_is_refused(
+    tmp_path: Path, run_cli: RunCli, command: str
+) -> None:
+    # OSError: [Errno 36] File name too long, from Path.exists() in `import -o` (cli/adopt.py)
+    out = str(tmp_path / ("é" * 300))
+    small = str(SMALL / "compose.yaml")
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text(
+        '{"kind": "decode", "batch_size": 1, "context_tokens": 9, "duration_s": 0.01}\n'
+    )
+    argv = {
+        "import": ["import", small, "-o", out],
+        "sim-fit": ["sim", "fit", str(steps), "--from", "steps", "--out", out],
+        "runbook": ["runbook", "--from", small, "--to", small, "-o", out],
+    }[command]
+    _refused(run_cli(*argv), "255 bytes")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # OSError: File name too long (catalog/store.py resolve_catalog: Path.is_file)
+        ["catalog", "show", "9" * 400],
+        ["catalog", "diff", "é" * 300, "sglang==0.5.23"],
+        ["import", str(SMALL / "compose.yaml"), "--engine", "é" * 300],
+        # ValueError: Invalid IPv6 URL (bench/execute.py check_url: urlsplit)
+        ["bench", "run", "--url", "http://[::1", "--burst", "1x10", "--no-probe"],
+        ["bench", "run", "--url", "http://127.0.0.1:99999", "--burst", "1x10", "--no-probe"],
+        # OverflowError: bind(): port must be 0-65535 (sim serve; --time-scale nan passed too)
+        ["sim", "serve", "--time-scale", "nan", "--port", "1"],
+        ["sim", "serve", "--", "--port", "70000"],
+    ],
+)
+def test_hostile_option_values_are_refused(run_cli: RunCli, argv: list[str]) -> None:
+    result = run_cli(*argv)
+    assert result.code == 2, result
+    assert "Traceback" not in result.err
+    assert result.err.strip()

@@ -65,8 +65,12 @@ def check_url(url: str, param: str = "url") -> str:
     Raises:
         InputError: not an http(s) URL with a host.
     """
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        hostname, _ = parts.hostname, parts.port  # a bad port or IPv6 bracket is a ValueError
+    except ValueError:
+        hostname = None
+    if hostname is None or parts.scheme not in ("http", "https"):
         raise InputError(
             f"`{param}` must be an http(s) base URL",
             value=mask_userinfo(url),

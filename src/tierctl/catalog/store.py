@@ -79,8 +79,12 @@ def resolve_catalog(ref_or_path: str) -> Catalog:
         engine, version = parse_ref(ref_or_path)
         return load_catalog(engine, version)
     path = Path(ref_or_path)
-    if not path.is_file():
-        raise InputError(f"{ref_or_path}: neither ENGINE==VERSION nor a catalog file")
+    try:
+        is_file = path.is_file()
+    except (OSError, ValueError):  # a name too long for a path, a NUL: not a file either
+        is_file = False
+    if not is_file:
+        raise InputError(f"{ref_or_path[:200]}: neither ENGINE==VERSION nor a catalog file")
     try:
         return with_profile(Catalog.from_path(path))
     except ValueError as exc:

@@ -55,8 +55,10 @@ def adopt_cmd(
     """
     from tierctl.adopt import adopt
     from tierctl.cli.validate import _kubernetes_input
+    from tierctl.paths import check_output_path
 
     target = out or Path("tier.yaml")
+    check_output_path(target, "spec")
     if out is not None and out.exists() and not force:
         raise InputError(
             "refusing to overwrite an existing file",

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -645,10 +646,13 @@ def fit(
     """
     from pathlib import Path
 
+    from tierctl.paths import check_output_path
     from tierctl.sim.config import EngineConfig
     from tierctl.sim.costfile import write_cost_model
     from tierctl.sim.fitting import fit_source
 
+    if out is not None:
+        check_output_path(Path(out), "cost model")
     if out is not None and Path(out).exists() and not force:
         raise click.UsageError(f"{out} exists; pass --force to overwrite it")
     base = _cost(kw)
@@ -778,6 +782,10 @@ def serve(
 
     cost = _cost(kw)
     config = EngineConfig.from_argv(list(argv), engine=engine, version=engine_version)
+    if not math.isfinite(time_scale):  # FloatRange lets NaN and inf through
+        raise click.BadParameter(f"{time_scale} is not a finite number", param_hint="--time-scale")
+    if not 0 <= config.port <= 65535:  # bind() raised OverflowError on 70000
+        raise click.UsageError(f"--port {config.port} is not a port (0 to 65535)")
     opts = ServeOptions(
         time_scale=time_scale,
         queue_full_status=queue_full_status,
