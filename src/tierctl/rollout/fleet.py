@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tierctl.errors import InputError, Location, TierctlError
 from tierctl.readers import load_yaml, read_text
+from tierctl.rollout.drivers.base import HostUnreachable
 from tierctl.rollout.executor import RolloutResult
 from tierctl.rollout.plan_schema import Plan
 
@@ -261,12 +262,15 @@ class FleetResult:
         status: Each host's status: ``done``, ``failed``, ``skipped`` (done before),
             ``rolled-back`` (its wave failed; returned to OLD), ``rollback-failed``.
         errors: Each failed host's error.
+        unreachable: The failed hosts that stopped answering (their agent never answered):
+            nothing says NEW is bad there, so their wave is not rolled back for them.
         halted: A host failed: no further host was started.
         awaiting: The wave waiting for a manual approval (the run stopped before it).
     """
 
     status: dict[str, str] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    unreachable: set[str] = field(default_factory=set)
     halted: bool = False
     awaiting: int | None = None
 
@@ -482,9 +486,18 @@ def run_fleet(
         _run_wave(plan, todo, policy.max_parallel, run_host, begun, journal, result, log)
         if result.halted:
             journal.write("wave-failed", wave=number, failed=sorted(result.errors))
-            if policy.on_failure == "rollback-wave" and rollback_host is not None:
+            # A wave goes back to OLD when NEW failed somewhere in it. Hosts that only stopped
+            # answering say nothing about NEW: the others keep it, and a resume converges the
+            # silent ones once they answer (their own journals say `unreachable`).
+            judged = set(result.errors) - result.unreachable
+            if policy.on_failure == "rollback-wave" and rollback_host is not None and judged:
                 finished = [h for h in wave if result.status.get(h) in ("done", "skipped")]
                 _roll_back(plan, finished, policy.max_parallel, rollback_host, journal, result, log)
+            elif result.unreachable and not judged:
+                log(
+                    f"{', '.join(sorted(result.unreachable))}: stopped answering; the wave is "
+                    "not rolled back (nothing says NEW is bad): --resume once they answer"
+                )
             journal.write("halted", wave=number, failed=sorted(result.errors))
             return result
         journal.write("wave-done", wave=number)
@@ -584,7 +597,10 @@ def _run_wave(
             result.status[name] = "failed"
             result.errors[name] = error.message
             result.halted = True
-            journal.write("host-failed", host=name, error=error.message)
+            silent = isinstance(error, HostUnreachable)
+            if silent:
+                result.unreachable.add(name)
+            journal.write("host-failed", host=name, error=error.message, unreachable=silent)
             log(f"{name}: failed: {error.message}")
         else:
             result.status[name] = "done"

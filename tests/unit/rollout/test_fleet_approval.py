@@ -16,6 +16,7 @@ from tests.conftest import CliResult
 from tests.unit.rollout.test_fleet import Hosts, _plan
 
 from tierctl.errors import GateFailed, InputError
+from tierctl.rollout.drivers.base import HostUnreachable
 from tierctl.rollout.executor import RolloutResult
 from tierctl.rollout.fleet import (
     Approval,
@@ -142,6 +143,48 @@ def test_a_failed_wave_returns_its_finished_hosts_to_old(tmp_path: Path) -> None
     # A rolled-back wave is not resumed (its hosts' journals say done; they are on OLD).
     with pytest.raises(InputError, match="rolled back to OLD"):
         run_fleet(plan, journal, Hosts(fail=set()), resume=True)
+
+
+class Silent(Hosts):
+    """A host runner whose ``silent`` hosts stop answering (their agent never answers)."""
+
+    def __init__(self, silent: set[str], fail: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        super().__init__(set(fail))
+        self.silent = silent
+
+    def __call__(self, host: FleetHost, plan: Any, resume: bool) -> RolloutResult:
+        if host.name in self.silent:
+            raise HostUnreachable(f"{host.name}: the agent never answered")
+        return super().__call__(host, plan, resume)
+
+
+def test_a_host_that_stopped_answering_halts_without_rolling_its_wave_back(
+    tmp_path: Path,
+) -> None:
+    """Nothing says NEW is bad on a host whose agent never answered: the wave's other hosts
+    keep NEW, the fleet halts naming the host, and a resume (once it answers) converges it."""
+    plan = _plan(tmp_path, 5, max_parallel=2)  # waves: [gpu00], [gpu01, gpu02], [gpu03, gpu04]
+    journal = tmp_path / "j.jsonl"
+    back = Rollbacks()
+    result = run_fleet(plan, journal, Silent({"gpu02"}), rollback_host=back)
+    assert result.halted
+    assert back.hosts == []
+    assert result.status == {"gpu00": "done", "gpu01": "done", "gpu02": "failed"}
+    assert result.unreachable == {"gpu02"}
+    failed = [e for e in _events(journal) if e["event"] == "host-failed"]
+    assert [(e["host"], e["unreachable"]) for e in failed] == [("gpu02", True)]
+    again = Hosts(fail=set())
+    resumed = run_fleet(plan, journal, again, resume=True, rollback_host=back)
+    assert not resumed.halted
+    assert [h for h, _ in again.calls] == ["gpu02", "gpu03", "gpu04"]
+    # A host that answered and failed beside a silent one: NEW was judged, the wave goes back.
+    back = Rollbacks()
+    mixed = run_fleet(
+        plan, tmp_path / "k.jsonl", Silent({"gpu02"}, fail={"gpu01"}), rollback_host=back
+    )
+    assert mixed.halted
+    assert mixed.unreachable == {"gpu02"}
+    assert mixed.status["gpu01"] == "failed"
 
 
 def test_halt_only_keeps_the_wave_and_a_failed_rollback_is_reported(tmp_path: Path) -> None:
