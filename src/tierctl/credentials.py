@@ -73,6 +73,7 @@ def is_switch(value: str) -> bool:
     return value.strip().lower() in _SWITCH or not value.strip()
 
 
+@functools.lru_cache(maxsize=8192)
 def literal_secret(name: str, value: str) -> bool:
     """Whether ``name=value`` puts a literal credential in a file.
 
@@ -108,6 +109,7 @@ _SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
 _SCREEN = re.compile("://|authorization|api-key|x-auth-token|x-access-token|cookie|bearer")
 
 
+@functools.lru_cache(maxsize=8192)
 def embedded_credential(value: str) -> str | None:
     """What credential ``value`` carries inside it, or None: ``"an Authorization header"``
     (a header with a credential: ``EXTRA_HEADERS="Authorization: Bearer ..."``), ``"a bearer

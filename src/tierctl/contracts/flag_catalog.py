@@ -28,11 +28,14 @@ def check(ctx: Context) -> Iterator[Violation]:
     catalog = ctx.catalog
     if catalog is None:
         return
+    # The replicas' argvs mostly repeat each other's flags; one memo for this check's one
+    # catalog (a finding reads only the catalog, the token and its values: see flag_findings).
+    memo: _Memo = {}
     for view in ctx.replicas.values():
         if view.service is None:
             continue
         yield from check_uses(
-            catalog, ctx.compose, view.expected.service, view.uses, view.command_offset
+            catalog, ctx.compose, view.expected.service, view.uses, view.command_offset, memo=memo
         )
 
 
@@ -44,11 +47,12 @@ def check_uses(
     offset: int = 0,
     *,
     at: int | None = None,
+    memo: _Memo | None = None,
 ) -> Iterator[Violation]:
     """TC004 on one service's parsed flags (with or without a spec); ``offset``: how many argv
     tokens come before ``command[0]`` (an image's entrypoint); ``at``: the command token every
-    flag sits in (a shell script), instead."""
-    for finding in flag_findings(catalog, uses):
+    flag sits in (a shell script), instead; ``memo``: as :func:`flag_findings`."""
+    for finding in flag_findings(catalog, uses, memo):
         use = finding.use
         index = at if at is not None else use.index - offset
         # Located only when reported: the line map costs a second YAML pass over the file.
@@ -72,38 +76,57 @@ class FlagFinding:
     fix: str | None
 
 
-def flag_findings(catalog: Catalog, uses: Iterable[FlagUse]) -> Iterator[FlagFinding]:
+#: (token, values) -> what :func:`_use_finding` said of a flag use, for one catalog.
+_Memo = dict[tuple[str, tuple[str, ...]], "tuple[str, str | None, str | None] | None"]
+
+
+def flag_findings(
+    catalog: Catalog, uses: Iterable[FlagUse], memo: _Memo | None = None
+) -> Iterator[FlagFinding]:
     """TC004's findings on parsed flags, wherever they were read from (a compose command, a
     Kubernetes container's args, an env string of extra flags): stray values, unknown flags
-    (with the nearest known ones), values of the wrong type or outside the choices."""
+    (with the nearest known ones), values of the wrong type or outside the choices.
+
+    ``memo``: findings already made with this same ``catalog`` (unchanged in between), keyed
+    by the use's token and values, the only parts of a use a finding reads; a caller passes
+    one dict for several argvs checked against one catalog, never across catalogs.
+    """
     for use in uses:
-        if not use.token:
-            yield FlagFinding(
-                use,
-                f"stray value {use.values[0]!r} before any flag",
-                None,
-                "put the value after its flag, or drop it",
-            )
-            continue
-        flag = catalog.lookup(use.token)
-        if flag is None:
-            yield FlagFinding(
-                use,
-                unknown_flag(catalog.engine, catalog.version, use.token)
-                + _ambiguity(catalog, use.token),
-                use.token,
-                did_you_mean(catalog, use.token),
-            )
-            continue
-        if "." in use.token and catalog.resolve(use.token)[1] == "json key":
-            continue  # one key of a JSON flag (vLLM): any text, the engine types it
-        problem = value_problem(flag, use)
-        if problem and (is_secret_flag(flag.name) or any(map(looks_secret_value, use.values))):
-            problem = "value rejected (a credential: not shown)"
-        if problem:
-            yield FlagFinding(
-                use, f"{use.token}: {problem} ({catalog.ref})", None, _value_fix(flag)
-            )
+        key = (use.token, use.values)
+        if memo is not None and key in memo:
+            found = memo[key]
+        else:
+            found = _use_finding(catalog, use)
+            if memo is not None:
+                memo[key] = found
+        if found is not None:
+            yield FlagFinding(use, *found)
+
+
+def _use_finding(catalog: Catalog, use: FlagUse) -> tuple[str, str | None, str | None] | None:
+    """(message, found, fix) of one flag use the catalog refuses, or None."""
+    if not use.token:
+        return (
+            f"stray value {use.values[0]!r} before any flag",
+            None,
+            "put the value after its flag, or drop it",
+        )
+    flag = catalog.lookup(use.token)
+    if flag is None:
+        return (
+            unknown_flag(catalog.engine, catalog.version, use.token)
+            + _ambiguity(catalog, use.token),
+            use.token,
+            did_you_mean(catalog, use.token),
+        )
+    if "." in use.token and catalog.resolve(use.token)[1] == "json key":
+        return None  # one key of a JSON flag (vLLM): any text, the engine types it
+    problem = value_problem(flag, use)
+    if problem and (is_secret_flag(flag.name) or any(map(looks_secret_value, use.values))):
+        problem = "value rejected (a credential: not shown)"
+    if problem:
+        return f"{use.token}: {problem} ({catalog.ref})", None, _value_fix(flag)
+    return None
 
 
 def _ambiguity(catalog: Catalog, token: str) -> str:
