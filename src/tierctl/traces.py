@@ -57,7 +57,8 @@ class _Raw:
     hash_ids: tuple[int, ...] = ()
 
 
-_Reader = Callable[[Iterator[str], str, tuple[str, str, str]], Iterator[_Raw]]
+# (lines, file, keys, share): ``share`` makes equal block hashes one int object across rows.
+_Reader = Callable[[Iterator[str], str, tuple[str, str, str], bool], Iterator[_Raw]]
 
 
 class _BadRow(ValueError):
@@ -130,12 +131,16 @@ def _format(fmt: str) -> _Format:
     return spec
 
 
-def iter_trace(path: str | Path, fmt: str = "jsonl") -> Generator[TraceRow, None, None]:
+def iter_trace(
+    path: str | Path, fmt: str = "jsonl", *, share_hashes: bool = True
+) -> Generator[TraceRow, None, None]:
     """The rows of a trace file in file order, checked one at a time, read as a stream (one
     line in memory at a time): what :func:`read_trace` sorts, and what a consumer that can
     take rows as they come (``tierctl sim run --trace``) reads in bounded memory.
 
     Arrivals are as written (not rebased, not sorted); a file with no rows yields nothing.
+    ``share_hashes`` makes equal block hashes one object across rows (what rows held together
+    save); a consumer that drops each row passes False and keeps no table of them.
 
     Raises:
         InputError: unreadable file, unknown format, or a bad row (``file:line``).
@@ -144,7 +149,7 @@ def iter_trace(path: str | Path, fmt: str = "jsonl") -> Generator[TraceRow, None
     spec = _format(fmt)
     lines = text_lines(file, what="trace", limits=Limits.trace())
     try:
-        for raw in spec.read(lines, str(file), spec.keys):
+        for raw in spec.read(lines, str(file), spec.keys, share_hashes):
             try:
                 row = _row(raw)
             except _BadRow as exc:
@@ -213,7 +218,9 @@ def _count(value: Any, what: str, *, minimum: int) -> int:
 def _jsonl(divisor: float) -> _Reader:
     """A JSON-lines reader whose arrival field is in seconds times ``divisor``."""
 
-    def read(lines: Iterator[str], file: str, keys: tuple[str, str, str]) -> Iterator[_Raw]:
+    def read(
+        lines: Iterator[str], file: str, keys: tuple[str, str, str], share: bool
+    ) -> Iterator[_Raw]:
         limits = Limits.trace()  # once: reading the environment per line was most of the time
         # Block hashes repeat across rows (shared prompt prefixes are what they encode): each
         # distinct id is kept once, not once per row (28 bytes an int). The table stops
@@ -258,7 +265,7 @@ def _jsonl(divisor: float) -> _Reader:
                 obj[keys[1]],
                 obj[keys[2]],
                 None if rid is None else str(rid),
-                _intern(hashes, interned),
+                _intern(hashes, interned) if share else tuple(hashes),
             )
 
     return read
@@ -278,7 +285,9 @@ def _intern(hashes: list[int], table: dict[int, int]) -> tuple[int, ...]:
 def _csv(arrival: Callable[[str | None], float]) -> _Reader:
     """A CSV reader (header row naming the columns) with an arrival parser."""
 
-    def read(lines: Iterator[str], file: str, keys: tuple[str, str, str]) -> Iterator[_Raw]:
+    def read(
+        lines: Iterator[str], file: str, keys: tuple[str, str, str], share: bool
+    ) -> Iterator[_Raw]:
         header, records = csv_rows(lines, file)
         missing = [k for k in keys if k not in header]
         if missing:

@@ -181,7 +181,7 @@ def trace_requests(path: str | Path, fmt: str) -> Iterator[SimRequest]:
     stem = Path(path).stem
     t0 = None
     last = -math.inf
-    for i, row in enumerate(iter_trace(path, fmt)):
+    for i, row in enumerate(iter_trace(path, fmt, share_hashes=False)):
         if row.arrival_s < last:
             raise _Unsorted
         last = row.arrival_s
@@ -207,6 +207,7 @@ class _Lazy:
         self.base = 0  # the index of buffer[0]
         self.ended = False
         self.last_arrival_s = 0.0
+        self.seen = -1  # the highest index asked for
 
     def _fill(self, i: int) -> None:
         if self.base > i:
@@ -221,6 +222,7 @@ class _Lazy:
             self.last_arrival_s = req.arrival_s
 
     def __getitem__(self, i: int) -> SimRequest:
+        self.seen = max(self.seen, i)
         while self.base < i and self.buffer:
             self.buffer.popleft()
             self.base += 1
@@ -228,9 +230,10 @@ class _Lazy:
         return self.buffer[i - self.base]
 
     def __len__(self) -> int:
-        # One more than the last index known to exist: `nxt < len` is "is there a request at
-        # nxt", which pulls it from the stream if need be.
-        self._fill(self.base + len(self.buffer))
+        # `nxt < len(reqs)` asks "is there a request at nxt", and nxt is at most one past the
+        # highest index asked for: pull up to there, no further (each call pulling one more
+        # row held the whole trace in the buffer).
+        self._fill(self.seen + 1)
         return self.base + len(self.buffer)
 
 

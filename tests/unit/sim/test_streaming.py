@@ -137,17 +137,45 @@ def test_a_folded_series_stays_within_its_bucket_of_the_order_statistics(
 
 
 def test_streaming_does_not_hold_the_requests(tmp_path: Path) -> None:
-    """Traced allocations: the in-memory path holds every request (workload, scheduler and
-    results); the streamed one only those in flight and 24 bytes a request of percentiles."""
-    path = _mooncake(tmp_path / "t.jsonl", 3000)
+    """Traced allocations as the trace grows 4x: the in-memory path holds every request
+    (workload, scheduler, results); the streamed one grows by its 24 bytes a request of
+    percentiles and nothing else."""
     config = EngineConfig.from_argv([])
-    tracemalloc.start()
-    try:
-        simulate(config, read_workload(path, "mooncake"), PRESET)
-        held = tracemalloc.get_traced_memory()[1]
-        tracemalloc.reset_peak()
-        simulate_trace_stream(config, path, "mooncake", PRESET)
-        streamed = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert streamed * 4 < held, (streamed, held)
+
+    def peaks(rows: int) -> tuple[int, int]:
+        path = _mooncake(tmp_path / f"t{rows}.jsonl", rows)
+        tracemalloc.start()
+        try:
+            simulate(config, read_workload(path, "mooncake"), PRESET)
+            held = tracemalloc.get_traced_memory()[1]
+            tracemalloc.reset_peak()
+            simulate_trace_stream(config, path, "mooncake", PRESET)
+            streamed = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        return held, streamed
+
+    peaks(200)  # caches and first imports out of the way
+    held_1, streamed_1 = peaks(1000)
+    held_4, streamed_4 = peaks(4000)
+    assert (streamed_4 - streamed_1) * 4 < held_4 - held_1, (streamed_1, streamed_4, held_1, held_4)
+
+
+def test_the_stream_buffers_only_the_next_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows pulled from the file and not yet submitted stay a handful whatever the trace's
+    length (a `len()` that pulled one more row per call once buffered the whole trace)."""
+    from tierctl.sim import streaming
+
+    most = [0]
+
+    class Watched(streaming._Lazy):
+        def _fill(self, i: int) -> None:
+            super()._fill(i)
+            most[0] = max(most[0], len(self.buffer))
+
+    monkeypatch.setattr(streaming, "_Lazy", Watched)
+    path = _mooncake(tmp_path / "t.jsonl", 2000)
+    assert simulate_trace_stream(EngineConfig.from_argv([]), path, "mooncake", PRESET)
+    assert 1 <= most[0] <= 3, most[0]
