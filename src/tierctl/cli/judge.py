@@ -48,6 +48,7 @@ def serve(
             value=listen,
             fix="write 127.0.0.1:8090 (0.0.0.0:8090 inside a pod)",
         )
+    _check_bindable(host, int(port), listen)
     tier = resolve_tier(load_spec(spec_path))
     settings = JudgeSettings(
         prometheus=prometheus,
@@ -59,3 +60,21 @@ def serve(
     )
     web.run_app(judge_app(tier, settings), host=host, port=int(port), print=None)
     return ExitCode.OK
+
+
+def _check_bindable(host: str, port: int, listen: str) -> None:
+    """Refuse a --listen whose host does not resolve or whose port is out of range, before the
+    server starts (aiohttp would end in a traceback: socket.gaierror, OverflowError)."""
+    import socket
+
+    try:
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port {port} is out of range")
+        socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except (OSError, ValueError, UnicodeError) as exc:
+        raise InputError(
+            f"--listen {listen!r}: cannot bind there ({exc})",
+            rule="--listen is HOST:PORT with a host this machine resolves and a port 0-65535",
+            value=listen,
+            fix="write 127.0.0.1:8090 (0.0.0.0:8090 inside a pod)",
+        ) from None

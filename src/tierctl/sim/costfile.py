@@ -45,10 +45,15 @@ def cost_model_doc(model: CostModel, provenance: dict[str, Any]) -> dict[str, An
 
 
 def write_cost_model(path: str | Path, model: CostModel, provenance: dict[str, Any]) -> Path:
-    """Write a cost model file (refuses nothing: the CLI asks before overwriting)."""
+    """Write a cost model file through the checked writer (atomic; a device, a folder or an
+    unwritable place is refused with a located message); it replaces an existing file: the CLI
+    asks (``--force``) before overwriting."""
+    from tierctl.paths import write_owned
+
     p = Path(path)
     doc = cost_model_doc(model, provenance)
-    p.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    write_owned(p, json.dumps(doc, indent=1) + "\n", ours=lambda _text: True, force=True,
+                what="cost model")  # fmt: skip
     return p
 
 

@@ -124,3 +124,18 @@ def test_judge_serve_refuses_a_listen_address_that_is_no_host_and_port(
     )
     assert result.code == 2
     assert "is not HOST:PORT" in result.err
+
+
+@pytest.mark.parametrize("listen", ["no-such-host.invalid:8090", "127.0.0.1:70000"])
+def test_judge_serve_refuses_a_listen_address_it_cannot_bind_before_serving(
+    run_cli: Callable[..., CliResult], tier: Path, listen: str
+) -> None:
+    """A reproducer of the hostile sweep: an unknown host ended in socket.gaierror (and a port
+    past 65535 in OverflowError) from inside the server's start."""
+    result = run_cli(
+        "judge", "serve", "--spec", str(tier), "--prometheus", "http://127.0.0.1:1",
+        "--listen", listen,
+    )  # fmt: skip
+    assert result.code == 2, result.err
+    assert "cannot bind there" in result.err
+    assert "Traceback" not in result.err

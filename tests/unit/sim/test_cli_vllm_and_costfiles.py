@@ -349,3 +349,27 @@ def test_compare_says_when_speculation_is_unpriced(run_cli: Callable[..., Any]) 
     assert res.code == 0, res.err
     assert "warning: --speculative-config differs between the arms and changes" in res.err
     assert "step cost held fixed (the ratios leave them out): --speculative-config" in res.out
+
+
+def test_sim_fit_out_goes_through_the_checked_writer(
+    run_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A reproducer of the hostile sweep: `--out` into a folder that does not exist raised
+    FileNotFoundError (the cost-model writer wrote the file directly); `--out /dev/full` is a
+    device, refused with a message, never written into."""
+    cfg = EngineConfig.from_argv(["vllm", "serve", "/m", "--max-num-batched-tokens", "2048"])
+    reqs = [
+        {"sent_s": m.sent_s, "ttft_s": m.ttft_s, "tpot_s": m.tpot_s, "e2e_s": 1.0, "itl_s": [],
+         "input_tokens": m.input_tokens, "output_tokens": m.output_tokens, "outcome": "completed"}
+        for m in _measured(cfg, DENSE_8B_H100)
+    ]  # fmt: skip
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"kind": "run", "run": {"requests": reqs}}))
+    argv = ["--", "vllm", "serve", "/m", "--max-num-batched-tokens", "2048"]
+    out = tmp_path / "new" / "folder" / "fitted.json"
+    res = run_cli("sim", "fit", str(results), "--preset", "dense-8b-h100", "--out", str(out), *argv)
+    assert res.code == 0, res.err
+    assert read_cost_model(out)[1]["engine"] == "vllm"
+    dev = run_cli("sim", "fit", str(results), "--out", "/dev/full", "--force", *argv)
+    assert dev.code == 2, dev.err
+    assert "Traceback" not in dev.err
