@@ -27,6 +27,7 @@ __all__ = [
     "looks_secret_name",
     "looks_secret_value",
     "mask",
+    "mask_credentials",
     "mask_tree",
     "mask_userinfo",
     "redact_argv",
@@ -329,6 +330,22 @@ def mask_userinfo(text: str, replacement: str = "***") -> str:
     through this before it is printed or written.
     """
     return _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{replacement}@", text)
+
+
+def mask_credentials(text: str, replacement: str = "***") -> str:
+    """``text`` with every credential it carries in plain sight replaced: a URL's password
+    (:func:`mask_userinfo`), a credential header's value (``Authorization: Bearer ***``,
+    ``X-Api-Key=***``) and a bearer token. For text built from what the operator wrote (an
+    error naming a field's value): a value that holds a credential is never echoed whole."""
+
+    def hide(m: re.Match[str]) -> str:
+        start, end = m.span("v")
+        return m.string[m.start() : start] + replacement + m.string[end : m.end()]
+
+    text = mask_userinfo(text, replacement)
+    for pattern in (_HEADER_CREDENTIAL, _BEARER):
+        text = pattern.sub(hide, text)
+    return text
 
 
 def url_password(url: str) -> str | None:

@@ -12,6 +12,8 @@ import base64
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 from hypothesis import assume, given, settings
@@ -183,3 +185,43 @@ def test_the_screen_before_the_credential_patterns_changes_no_answer(value: str)
     from tierctl.credentials import embedded_credential
 
     assert embedded_credential(value) == _embedded_unscreened(value)
+
+
+@given(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789-_.", min_size=8),
+    st.sampled_from(
+        [
+            "Authorization: Bearer {}",
+            "X-Api-Key={}",
+            "bearer {}",
+            "http://u:{}@h/x",
+            '{{"Authorization": "Basic {}"}}',
+        ]
+    ),
+)
+def test_mask_credentials_never_leaves_the_credential(secret: str, form: str) -> None:
+    from tierctl.credentials import mask_credentials
+
+    text = f"error: path 'git:v1:{form.format(secret)}' does not exist"
+    assert secret not in mask_credentials(text)
+
+
+def test_an_error_echoing_a_credential_from_a_fleet_file_masks_it(
+    run_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The hostile sweep's input 6002: a fleet host's `file:` holding a header line with a
+    bearer token was echoed whole in `plan --fleet`'s error."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        f"fleet: f\nrepo: {repo}\nold: v1\nnew: v2\nhosts:\n- name: gpu01\n"
+        '  file: "Authorization: Bearer hunter2-s3cr3t-0xC0FFEE"\n'
+        "  agent_url: http://127.0.0.1:1\n  labels:\n    role: canary\n"
+    )
+    result = run_cli("plan", "--fleet", str(fleet))
+    assert result.code == 2, result.err
+    assert "hunter2" not in result.err + result.out

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from tierctl.credentials import mask_userinfo
+from tierctl.credentials import mask_credentials
 from tierctl.errors import ExitCode, TierctlError
 
 # name -> (module, attribute, one-line help). Order is the lifecycle order shown in --help.
@@ -200,8 +200,9 @@ def main(argv: list[str] | None = None) -> Any:
     except TierctlError as exc:
         if debug:
             raise
-        # A URL the operator gave may carry a password (http://u:pw@host): never printed.
-        click.echo(f"error: {mask_userinfo(exc.format(option_labels(args)))}", err=True)
+        # A value the operator gave may carry a credential (http://u:pw@host, a header line
+        # with a bearer token, in any field): never printed.
+        click.echo(f"error: {mask_credentials(exc.format(option_labels(args)))}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
