@@ -236,6 +236,8 @@ OWN_READS = {
     "agent/oplog.py": "the agent's own operation log, read at start to mark interrupted calls",
     "paths.py": "the existing output file, compared before it is replaced (not an input)",
     "testhosts/dockerd.py": "/proc/self/mounts, to unmount what a dockerd of its own left",
+    "demo/fleet.py": "the fleet journal the demo's own rollout wrote a step before",
+    "demo/fleet_hosts.py": "the pid files of the dockerds the demo started; /proc/self/mounts",
 }
 
 
