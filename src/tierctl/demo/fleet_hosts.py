@@ -14,7 +14,6 @@ manager; this one needs nothing but root and docker.io.)
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
@@ -26,14 +25,9 @@ from pathlib import Path
 from tierctl.errors import RuntimeFailure
 from tierctl.runtime.polling import wait_until
 from tierctl.runtime.process import ServerProcess, free_port, http_ready, stop_group
+from tierctl.testhosts.dockerd import busybox, tiny_rootfs_tar
 
 TINY_IMAGE = "tierctl-tiny:1"
-_APPLETS = ("sh", "sleep", "cat", "true", "echo", "wget")
-
-
-def busybox() -> Path | None:
-    """busybox-static's binary (the tiny image's root filesystem), if installed."""
-    return next((p for p in (Path("/usr/bin/busybox"), Path("/bin/busybox")) if p.exists()), None)
 
 
 def missing_parts() -> list[str]:
@@ -121,26 +115,12 @@ class LoopbackHost:
 
     def _import_tiny_image(self) -> None:
         """``docker import`` busybox in a folder (a few MB, no registry)."""
-        box = busybox()
-        if box is None:
+        if busybox() is None:
             raise RuntimeFailure("no busybox", fix="run scripts/ensure-docker")
-        rootfs = self.root / "rootfs"
-        for sub in ("bin", "tmp", "etc", "proc", "sys", "dev", "usr", "root"):
-            (rootfs / sub).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(box, rootfs / "bin" / "busybox")
-        for applet in _APPLETS:
-            with contextlib.suppress(FileExistsError):
-                (rootfs / "bin" / applet).symlink_to("busybox")
-        # /lib -> usr/lib as on merged-/usr Debian: a bind-mounted /usr brings the libc.
-        for link in ("lib", "lib64"):
-            with contextlib.suppress(FileExistsError):
-                (rootfs / link).symlink_to(f"usr/{link}")
-        (rootfs / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
-        tar = subprocess.run(
-            ["tar", "-C", str(rootfs), "-c", "."], capture_output=True, check=True, timeout=60
-        )
+        # The same root filesystem the multi-host tests' engines import.
+        tar = tiny_rootfs_tar(self.root / "rootfs")
         subprocess.run(
-            ["docker", "import", "-", TINY_IMAGE], input=tar.stdout, env=self.env(),
+            ["docker", "import", "-", TINY_IMAGE], input=tar, env=self.env(),
             capture_output=True, check=True, timeout=120,
         )  # fmt: skip
 
