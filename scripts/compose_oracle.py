@@ -80,6 +80,12 @@ def main() -> int:
         "--generated-only", action="store_true", help="skip repository files, tables, fixtures"
     )
     parser.add_argument("--save", action="store_true", help="keep disagreements as fixtures")
+    parser.add_argument(
+        "--keep",
+        metavar="NOTE",
+        help="with --case: keep those projects as fixtures whatever they read to now (a "
+        "disagreement found before the fix landed), NOTE saying what it was",
+    )
     parser.add_argument("--show", type=int, default=3, help="disagreements to print per area")
     args = parser.parse_args()
     binary = find_compose_binary()
@@ -122,6 +128,11 @@ def main() -> int:
         if shown.get(o.area, 0) < args.show:
             shown[o.area] = shown.get(o.area, 0) + 1
             print(f"--- {o.case.name}: {o.area}\n{o.detail[:800]}")
+    if args.keep and args.case:
+        for o in generated:
+            found = o if not o.agree else Outcome(o.case, False, "fixed", args.keep)
+            print(f"kept {save_fixture(binary, found).relative_to(ROOT)}")
+        return 1 if failed else 0
     if args.save:
         for o in generated:
             if not o.agree:

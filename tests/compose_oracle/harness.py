@@ -67,7 +67,10 @@ def _select(config: dict[str, Any], prefix: str) -> dict[str, Any]:
         "services": {
             k: v for k, v in (config.get("services") or {}).items() if k.startswith(prefix)
         },
-        "volumes": {k: v for k, v in (config.get("volumes") or {}).items() if k.startswith(prefix)},
+        **{
+            kind: {k: v for k, v in (config.get(kind) or {}).items() if k.startswith(prefix)}
+            for kind in ("volumes", "networks", "secrets", "configs")
+        },
         # The project's top-level x-* extensions (anchors' homes): printed as Compose prints them.
         # (A kept fixture's reading is already selected: its "extensions" are kept as they are.)
         "extensions": {
@@ -336,6 +339,11 @@ def replay(folder: Path) -> Outcome:
         theirs = ComposeInputError(expected["refused"])
     else:
         theirs = json.loads(json.dumps(expected["config"]).replace("{DIR}", str(folder)))
+        if isinstance(mine, dict):
+            # Kept before networks, secrets and configs were compared: those not compared.
+            theirs.update(
+                {k: mine.get(k) for k in ("networks", "secrets", "configs") if k not in theirs}
+            )
     return compare(case, mine, theirs, "")
 
 

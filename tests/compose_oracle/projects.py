@@ -16,6 +16,7 @@ with nothing when a case is written as a fixture.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +80,22 @@ _REFS = [
     "${UNSET:-${SET}}",
     "${SET:?need SET}",
     "${EMPTY?unset only}",
+    # alternatives (":+" set and non-empty, "+" set), nested defaults, "$$" escapes
+    "${EMPTY:+alt}",
+    "${EMPTY+alt}",
+    "${UNSET+alt}",
+    "${SET:+${UNSET:-nested}}",
+    "${UNSET:-${EMPTY:-deep}}",
+    "${UNSET:-${SET:+inner}}",
+    "${SET+$$lit}",
+    "${UNSET:-$$}",
+    "$${SET}",
+    "$$$$",
+    "a$$$${SET}",
+    "${UNSET:-a:b}",
+    "${UNSET:-}",
+    "${SET:-}",
+    "${PORT:+${TAG}}",
 ]
 _BAD_REFS = ["${UNSET:?set UNSET}", "${EMPTY:?not empty}", "${UNSET?boom}", "${ A}", "${A!}"]
 
@@ -271,7 +288,110 @@ commands = st.one_of(
     st.lists(st.sampled_from(["python", "-m", "app", "--flag", "${SET}", "8000"]), max_size=4),
 )
 
+#: Networks every project declares (top level, drawn in :func:`top_networks`); services
+#: attach to them in short (list) or long (map) syntax.
+NETWORKS = ("{P}front", "{P}back", "{P}ext")
+service_networks = st.one_of(
+    st.lists(st.sampled_from(NETWORKS[:2]), min_size=1, max_size=2, unique=True),
+    st.dictionaries(
+        st.sampled_from(NETWORKS),
+        st.one_of(
+            st.none(),
+            st.just({}),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "aliases": st.lists(
+                        st.sampled_from(["a", "b", "${SET}", "api"]), max_size=2, unique=True
+                    ),
+                    "priority": st.sampled_from([0, 10]),
+                    "ipv6_address": st.just("2001:db8::5"),
+                },
+            ),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    st.just({"{P}back": {"ipv4_address": "172.28.1.5", "aliases": ["db"]}}),
+)
+#: Top-level networks: empty, null, driver/ipam/labels (both forms)/options, named, external.
+network_bodies = st.one_of(
+    st.sampled_from([{}, None, {"driver": "bridge"}, {"internal": True, "attachable": True}]),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "driver": st.just("bridge"),
+            "ipam": st.just({"config": [{"subnet": "172.28.0.0/16"}]}),
+            "labels": labels(),
+            "driver_opts": st.sampled_from([{"com.example.mtu": "1400"}, {"n": 1}]),
+            "name": st.sampled_from(["{P}named", "{P}net-${SET}"]),
+            "enable_ipv6": st.booleans(),
+        },
+    ),
+)
+
+_ULIMIT = st.one_of(
+    st.sampled_from([1024, 0, -1, 65535, "2048", "${PORT}"]),
+    st.fixed_dictionaries(
+        {
+            "soft": st.sampled_from([1024, 0, "512", "${PORT}"]),
+            "hard": st.sampled_from([2048, 0, "4096"]),
+        }
+    ),
+)
+ulimits = st.dictionaries(
+    st.sampled_from(["nofile", "nproc", "memlock", "core"]), _ULIMIT, min_size=1, max_size=3
+)
+
+SECRETS = ("{P}s_file", "{P}s_env", "{P}s_ext")
+CONFIGS = ("{P}c_file", "{P}c_content", "{P}c_env")
+
+
+def _refs(names: tuple[str, ...], targets: list[str]) -> st.SearchStrategy[Any]:
+    """``secrets``/``configs`` of a service: names, or long syntax with target/uid/gid/mode."""
+    long = st.fixed_dictionaries(
+        {"source": st.sampled_from(names)},
+        optional={
+            "target": st.sampled_from(targets),
+            "uid": st.sampled_from(["1000", "0"]),
+            "gid": st.sampled_from(["1000"]),
+            "mode": st.sampled_from([288, 0o644, "0440", "440", 420]),
+        },
+    )
+    return st.lists(st.one_of(st.sampled_from(names), long), min_size=1, max_size=3)
+
+
+builds = st.one_of(
+    st.sampled_from([".", "./app", "sub"]),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "context": st.sampled_from([".", "./app", "${UNSET:-./ctx}"]),
+            "dockerfile": st.sampled_from(["Dockerfile.dev", "../Dockerfile"]),
+            "args": st.one_of(
+                st.lists(
+                    st.sampled_from(["A=1", "SET", "UNSET", "EMPTY", "B=", "V=${SET}", "A=2"]),
+                    max_size=3,
+                ),
+                st.dictionaries(
+                    st.sampled_from(["A", "SET", "UNSET", "V"]),
+                    st.one_of(st.none(), scalars),
+                    max_size=3,
+                ),
+            ),
+            "labels": labels(),
+            "target": st.sampled_from(["prod", "dev"]),
+            "cache_from": st.lists(st.sampled_from(["app:cache", "type=local,src=/c"]), max_size=2),
+        },
+    ),
+)
+
 _FIELDS = {
+    "networks": service_networks,
+    "ulimits": ulimits,
+    "secrets": _refs(SECRETS, ["/run/secrets/x", "tgt", "/abs/s"]),
+    "configs": _refs(CONFIGS, ["/etc/c", "rel/c"]),
+    "build": builds,
     "ports": st.lists(ports, max_size=4),
     "expose": st.lists(st.sampled_from(["3000", 3001, "4000-4001"]), max_size=2),
     "volumes": st.lists(volumes, max_size=4),
@@ -305,6 +425,11 @@ _BAD_FIELDS = {
     "healthcheck": st.just({"test": "true", "interval": "soon"}),
     "extra_hosts": st.just(["nocolon"]),
     "ipc": st.just(7),
+    "networks": st.sampled_from([["{P}nonet"], {"{P}nonet": None}, {"{P}front": {"aliases": "a"}}]),
+    "ulimits": st.sampled_from([{"nofile": "many"}, {"nofile": {"soft": 1}}]),
+    "secrets": st.sampled_from([["{P}nosecret"], [{"target": "/x"}]]),
+    "configs": st.just(["{P}noconfig"]),
+    "build": st.sampled_from([{"args": "A=1"}, 5]),
 }
 NAMES = ["web", "db", "worker"]
 
@@ -342,6 +467,33 @@ def _block(body: dict[str, Any], indent: str, tags: dict[str, str]) -> list[str]
         else:
             lines.append(f"{indent}{key}: {_j(value)}")
     return lines
+
+
+@st.composite
+def top_level(draw: st.DrawFn) -> str:
+    """The base file's top-level networks, secrets and configs (what services refer to)."""
+    nets = {n: draw(network_bodies) for n in NETWORKS[:2]}
+    nets["{P}ext"] = draw(st.sampled_from([{"external": True}, {"external": True, "name": "x"}]))
+    secrets = {
+        "{P}s_file": {"file": draw(st.sampled_from(["./{P}s.txt", "{P}sub/s.txt", "/abs/s"]))},
+        "{P}s_env": {"environment": draw(st.sampled_from(["SET", "EMPTY"]))},
+        "{P}s_ext": draw(
+            st.sampled_from(
+                [{"external": True}, {"name": "{P}s-${SET}", "environment": "SET"}] * 6
+                + [{"name": "{P}s-${SET}"}]  # no source: refused
+            )
+        ),
+    }
+    configs = {
+        "{P}c_file": {"file": draw(st.sampled_from(["./{P}c.txt", "{P}sub/c.txt"]))},
+        "{P}c_content": {"content": draw(st.sampled_from(["plain", "v=${SET}", "$$HOME"]))},
+        "{P}c_env": {"environment": "SET"},
+    }
+    out = []
+    for key, defs in (("networks", nets), ("secrets", secrets), ("configs", configs)):
+        out.append(f"{key}:")
+        out += [f"  {name}: {_j(body)}" for name, body in defs.items()]
+    return "\n".join(out) + "\n"
 
 
 @st.composite
@@ -390,16 +542,24 @@ def projects(draw: st.DrawFn) -> Project:
         if top_anchor and draw(st.booleans()):
             base.append("    <<: *{P}common")
         base += _block(body, "    ", {})
-    if draw(st.integers(0, 3)) == 0:
+    if draw(st.integers(0, 2)) == 0:
         features.append("extends")
         src_body = draw(_body(override=False, bad=False))
         own = draw(_body(override=True, bad=False))
-        if draw(st.booleans()):
+        if draw(st.integers(0, 2)):
             # In a subfolder half the time: its relative paths are from its own folder.
             common = draw(st.sampled_from(["{P}common.yml", "{P}sub/common.yml"]))
-            files[common] = (
-                "\n".join(["services:", "  {P}base:", *_block(src_body, "    ", {})]) + "\n"
-            )
+            lines = ["services:", "  {P}base:", *_block(src_body, "    ", {})]
+            if draw(st.booleans()):
+                # ... and that service extends another of its own file (a chain of two).
+                features.append("extends-chain")
+                root = draw(_body(override=False, bad=False))
+                lines += ['    extends: {service: "{P}root"}', "  {P}root:"]
+                lines += _block(root, "    ", {})
+            # Its top-level resources, as a file Compose could also read on its own.
+            lines.append(draw(top_level()).rstrip("\n"))
+            lines.append("volumes:\n  {P}data: {}\n  {P}cache: {}")
+            files[common] = "\n".join(lines) + "\n"
             base += ["  {P}ext:", f'    extends: {{file: "{common}", service: "{{P}}base"}}']
         else:
             base += ["  {P}tmpl:", *_block(src_body, "    ", {}), '    profiles: ["off"]']
@@ -408,7 +568,8 @@ def projects(draw: st.DrawFn) -> Project:
     if draw(st.integers(0, 4)) == 0:
         features.append("include")
         inc_body = draw(_body(override=False, bad=False))
-        inc_body.pop("env_file", None)
+        for key in ("env_file", "networks", "secrets", "configs"):
+            inc_body.pop(key, None)  # the included project is read on its own
         inc = draw(st.sampled_from(["{P}inc.yml", "{P}sub/inc.yml"]))
         if inc != "{P}inc.yml" and draw(st.booleans()):
             inc_body["env_file"] = "inc.env"
@@ -420,7 +581,7 @@ def projects(draw: st.DrawFn) -> Project:
     base_volumes = "volumes:\n  {P}data: {}\n  {P}cache: {}\n"
     if "include" in features:
         base_volumes = "volumes:\n  {P}cache: {}\n"
-    files["{P}base.yml"] = "\n".join(base) + "\n" + base_volumes
+    files["{P}base.yml"] = "\n".join(base) + "\n" + base_volumes + draw(top_level())
     for i in range(draw(st.integers(0, 2))):
         features.append("override")
         over = ["services:"]
@@ -438,6 +599,9 @@ def projects(draw: st.DrawFn) -> Project:
                 over += [f"  {{P}}{name}:", *_block(body, "    ", tags)]
             else:
                 over.append(f"  {{P}}{name}: {{}}")
+        if draw(st.integers(0, 5)) == 0:
+            features.append("networks-override")
+            over += ["networks:", f"  {{P}}front: {_j(draw(network_bodies))}"]
         name_i = f"{{P}}over{i}.yml"
         files[name_i] = "\n".join(over) + "\n"
         order.append(name_i)
@@ -445,8 +609,19 @@ def projects(draw: st.DrawFn) -> Project:
     for key in ("ports", "volumes", "environment", "env_file", "labels", "devices", "deploy"):
         if f"{key}:" in text:
             features.append(key)
+    for key in ("networks", "ulimits", "secrets", "configs", "build"):
+        if f"\n    {key}:" in text:
+            features.append(key)
     if "${" in text or "$" in text:
         features.append("interpolation")
+    if re.search(r"\$\{\w+:?\+", text):
+        features.append("interpolation-alt")
+    if re.search(r"\$\{[^}]*\$\{", text):
+        features.append("interpolation-nested")
+    if "$$" in text:
+        features.append("interpolation-escape")
+    if "extends: {file:" in text:
+        features.append("extends-file")
     if bad_file:
         features.append("invalid")
     for name, content in ENV_FILES.items():

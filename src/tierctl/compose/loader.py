@@ -370,7 +370,7 @@ def _extended(
         base_where = _File(str(target), other_text, target.parent)
         base = _extended(ref, other_services, base_where, reading, (*seen, (where.source, name)))
         if reading.rebase and isinstance(base, dict):
-            base = rebase_service(base, str(target.parent))
+            base = rebase_service(base, str(target.parent), default_context=False)
     else:
         if ref not in services:
             raise _error(

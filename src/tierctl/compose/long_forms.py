@@ -469,12 +469,19 @@ def _relative(path: str) -> bool:
 
 
 def rebase_service(
-    service: dict[str, Any], folder: str, move: Callable[[str], str] | None = None
+    service: dict[str, Any],
+    folder: str,
+    move: Callable[[str], str] | None = None,
+    *,
+    default_context: bool = True,
 ) -> dict[str, Any]:
     """A service from an included or extended file, its relative paths (bind mounts,
     ``env_file``, ``build``) made absolute from that file's folder, as Compose resolves them
     before the service joins the including project; ``move``: what to make of each relative
-    path instead (``tierctl import`` rewrites them relative to the spec's folder)."""
+    path instead (``tierctl import`` rewrites them relative to the spec's folder).
+    ``default_context``: a ``build`` that names no context builds in ``folder`` (an included
+    file's); False for ``extends``, whose service builds in the project's folder unless its
+    own file names a context (as Compose reads them)."""
 
     def moved(path: str) -> str:
         return absolute(path, folder) if move is None else move(path)
@@ -518,6 +525,10 @@ def rebase_service(
     build = out.get("build")
     if isinstance(build, str):
         out["build"] = maybe(build)
-    elif isinstance(build, dict) and isinstance(build.get("context", "."), str):
+    elif (
+        isinstance(build, dict)
+        and isinstance(build.get("context", "."), str)
+        and (default_context or "context" in build)
+    ):
         out["build"] = {**build, "context": maybe(str(build.get("context", ".")))}
     return out

@@ -11,7 +11,8 @@ The rules are compose-go's (``override/merge.go`` and ``override/uncity.go``):
 - other lists are appended, then made unique by their key: a mount by its target (so an
   override that re-points ``/models`` replaces the mount instead of adding a second one),
   ``configs``/``secrets`` by target, ``ports`` by their text, ``devices`` by target,
-  ``profiles``, ``cap_add``, ``dns`` by value;
+  ``profiles``, ``cap_add``, ``dns``, a network's ``aliases`` by value, a top-level
+  network's ``ipam.config`` by subnet;
 - a value tagged ``!reset`` removes the key from what came before, ``!override`` replaces it
   without merging (:mod:`tierctl.compose.tags`).
 
@@ -142,7 +143,21 @@ def _merge_extra_hosts(base: Any, over: Any, _: Path) -> Any:
     return left + [v for v in seq(over) if v not in left]
 
 
+def _merge_build(base: Any, over: Any, path: Path) -> Any:
+    """``build`` in either form: a string is the context (``build: ./app`` over a long form
+    keeps its args and dockerfile; a long form over ``build: .`` keeps that context)."""
+
+    def long(value: Any) -> Any:
+        return {"context": value} if isinstance(value, str) else value
+
+    base, over = long(base), long(over)
+    if isinstance(base, dict) and isinstance(over, dict):
+        return _merge_maps(base, over, path)
+    return over
+
+
 _SPECIALS: list[tuple[Path, Callable[[Any, Any, Path], Any]]] = [
+    (("services", "*", "build"), _merge_build),
     (("services", "*", "command"), _replace),
     (("services", "*", "entrypoint"), _replace),
     (("services", "*", "healthcheck", "test"), _replace),
@@ -256,6 +271,11 @@ _UNIQUE: list[tuple[Path, Callable[[Any], str]]] = [
     (("services", "*", "links"), _value_key),
     (("services", "*", "env_file"), lambda e: str(e.get("path") if isinstance(e, dict) else e)),
     (("services", "*", "build", "args"), _value_key),
+    (("services", "*", "networks", "*", "aliases"), str),
+    (
+        ("networks", "*", "ipam", "config"),
+        lambda c: str(c.get("subnet") if isinstance(c, dict) else c),
+    ),
 ]
 
 

@@ -523,12 +523,13 @@ def _networks(value: Any) -> Any:
 
 
 def _build(value: Any) -> Any:
+    """One file's ``build`` as a map; the defaults (context ``.``, ``Dockerfile``) are the
+    merged project's (:func:`_finish_build`): an override's ``build: {args: ...}`` keeps the
+    base's context and dockerfile."""
     if isinstance(value, str):
-        return {"context": value, "dockerfile": "Dockerfile"}
+        return {"context": value}
     if isinstance(value, dict):
         out = dict(value)
-        out.setdefault("context", ".")
-        out.setdefault("dockerfile", "Dockerfile")
         if "args" in out:
             out["args"] = _mapping(out["args"], "build.args", bare=None)
         if "labels" in out:
@@ -539,7 +540,61 @@ def _build(value: Any) -> Any:
 
 def _refs(value: Any) -> Any:
     if isinstance(value, list):
-        return [{"source": str(v)} if not isinstance(v, dict) else dict(v) for v in value]
+        return [{"source": str(v)} if not isinstance(v, dict) else _ref(v) for v in value]
+    return value
+
+
+def _ref(entry: dict[str, Any]) -> dict[str, Any]:
+    """A long ``secrets``/``configs`` entry with its ``mode`` as Compose prints it."""
+    out = dict(entry)
+    if "mode" in out and out["mode"] is not None:
+        out["mode"] = file_mode(out["mode"])
+    return out
+
+
+def file_mode(value: Any) -> str:
+    """A file mode as Compose prints it: octal with a leading 0 (``288`` and ``"440"`` are
+    ``"0440"``, ``0`` is ``"00"``); a string is read as octal digits."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        number = None
+    elif isinstance(value, str):
+        number = int(value, 8) if re.fullmatch(r"[0-7]+", value.strip()) else None
+    else:
+        number = int(value) if float(value).is_integer() and value >= 0 else None
+    if number is None:
+        raise FormError(
+            f"invalid file mode {value!r}",
+            rule="a secret's or config's mode is a file mode (0440, or the number 288)",
+            fix="write mode: 0440",
+        )
+    return f"0{number:o}"
+
+
+def _ulimits(value: Any) -> Any:
+    """``ulimits`` with every limit a number (a string is cast, as interpolation casts it);
+    a zero is left out, as Compose's JSON leaves it out (``core: 0`` prints as ``{}``)."""
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for name, limit in value.items():
+        if isinstance(limit, dict):
+            out[name] = {k: n for k, v in limit.items() if (n := _limit(v, f"{name}.{k}")) != 0}
+        else:
+            number = _limit(limit, str(name))
+            out[name] = number if number != 0 else {}
+    return out
+
+
+def _limit(value: Any, where: str) -> Any:
+    if isinstance(value, str):
+        text = value.strip()
+        if not re.fullmatch(r"[+-]?\d+", text):
+            raise FormError(
+                f"ulimits.{where}: failed to cast to expected type: {value!r} is not an integer",
+                rule="a ulimit is an integer (or soft/hard integers)",
+                fix=f"write ulimits: {{{where.split('.')[0]}: 65535}}",
+            )
+        return int(text)
     return value
 
 
@@ -588,6 +643,8 @@ def _canonical_key(key: str, value: Any) -> Any:
         return _build(value)
     if key in ("secrets", "configs"):
         return _refs(value)
+    if key == "ulimits":
+        return _ulimits(value)
     if key == "profiles":
         return [scalar_text(v) for v in value] if isinstance(value, list) else value
     return value
@@ -645,10 +702,17 @@ def _finish(
         if not svc["volumes"]:
             del svc["volumes"]
         if "build" in svc and isinstance(svc["build"], dict):
-            svc["build"] = {
-                **svc["build"],
-                "context": absolute(str(svc["build"]["context"]), folder),
-            }
+            svc["build"] = _finish_build(svc["build"], folder, env)
+        if isinstance(svc.get("secrets"), list):
+            svc["secrets"] = [
+                {**r, "target": f"/run/secrets/{r.get('source')}"}
+                if isinstance(r, dict) and not r.get("target")
+                else r
+                for r in svc["secrets"]
+            ]
+        _refuse_undefined_refs(svc, sname, data, where)
+        if isinstance(svc.get("networks"), dict):
+            svc["networks"] = {n: _attachment(v) for n, v in svc["networks"].items()}
         if "network_mode" not in svc and not svc.get("networks"):
             svc["networks"] = {"default": None}
         if "default" in (svc.get("networks") or {}):
@@ -659,8 +723,9 @@ def _finish(
     # every service, active or not: Compose decodes the whole model before profiles apply
     _check_durations({n: s for n, s in services_in.items() if isinstance(s, dict)}, where)
     _check_spaced_keys({n: s for n, s in services_in.items() if isinstance(s, dict)}, where)
+    _refuse_unsourced(data, where)
     out: dict[str, Any] = {"name": name}
-    networks = dict(data.get("networks") or {})
+    networks = {n: _network(v) for n, v in (data.get("networks") or {}).items()}
     if uses_default:
         networks.setdefault("default", {})
     used_networks = {n for s in out_services.values() for n in s.get("networks") or {}}
@@ -697,6 +762,101 @@ def _finish(
     out.update({k: v for k, v in data.items() if isinstance(k, str) and k.startswith("x-")})
     escaped: dict[str, Any] = _escape(out)
     return escaped
+
+
+def _finish_build(build: dict[str, Any], folder: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """The merged ``build`` as Compose prints it: context (absolute) and dockerfile defaulted,
+    a bare arg resolved from the environment (left out when unset), empty lists left out."""
+    out = {k: v for k, v in build.items() if v != [] and v != {}}
+    out["context"] = absolute(str(build.get("context", ".")), folder)
+    out.setdefault("dockerfile", "Dockerfile")
+    args = out.get("args")
+    if isinstance(args, dict):
+        resolved = {k: env.get(k) if v is None else v for k, v in args.items()}
+        out["args"] = {k: v for k, v in resolved.items() if v is not None}
+        if not out["args"]:
+            del out["args"]
+    return out
+
+
+def _refuse_undefined_refs(
+    svc: dict[str, Any], sname: str, data: dict[str, Any], where: _Where
+) -> None:
+    """Compose refuses a service that names a network, secret or config the project does not
+    define, and one with both ``network_mode`` and ``networks``."""
+    if svc.get("network_mode") and svc.get("networks"):
+        raise _refuse(
+            f"service {sname} declares mutually exclusive `network_mode` and `networks`: "
+            "invalid compose project",
+            where.at("services", sname, "networks"),
+            "a service joins networks, or uses another's network stack (network_mode), not both",
+            f"remove network_mode or networks from {sname}",
+        )
+    for kind in ("networks", "secrets", "configs"):
+        value = svc.get(kind)
+        found = data.get(kind)
+        defined: dict[str, Any] = found if isinstance(found, dict) else {}
+        if isinstance(value, dict):
+            names = [str(n) for n in value if n != "default"]
+        elif isinstance(value, list):
+            names = [str(r.get("source")) for r in value if isinstance(r, dict)]
+        else:
+            continue
+        for ref in names:
+            if ref not in defined:
+                raise _refuse(
+                    f'service "{sname}" refers to undefined {kind[:-1]} {ref}: invalid compose '
+                    "project",
+                    where.at("services", sname, kind),
+                    f"a service's {kind} are defined under the top-level {kind}:",
+                    f"add {kind}: {{{ref}: ...}} at the top level, or drop it from {sname}",
+                    ref,
+                )
+
+
+def _attachment(value: Any) -> Any:
+    """A service's network entry as Compose prints it (empty aliases, priority 0 left out)."""
+    if not isinstance(value, dict):
+        return value
+    return {k: v for k, v in value.items() if v not in ([], 0, "", False) or v is True}
+
+
+def _network(value: Any) -> Any:
+    """A top-level network as Compose prints it: labels a map, driver options strings, both
+    left out when empty."""
+    if not isinstance(value, dict):
+        return value
+    out = dict(value)
+    if "labels" in out:
+        out["labels"] = _mapping(out["labels"], "labels", bare="")
+    if isinstance(out.get("driver_opts"), dict):
+        out["driver_opts"] = {k: scalar_text(v) for k, v in out["driver_opts"].items()}
+    for key in ("labels", "driver_opts"):
+        if not out.get(key) and key in out:
+            del out[key]
+    return out
+
+
+#: What a top-level secret or config reads its content from, one of which it needs (unless
+#: it is external).
+_SOURCES = {"secrets": ("file", "environment"), "configs": ("file", "environment", "content")}
+
+
+def _refuse_unsourced(data: dict[str, Any], where: _Where) -> None:
+    """Compose refuses a secret or config that names none of its sources."""
+    for kind, sources in _SOURCES.items():
+        defined = data.get(kind)
+        for name, body in (defined if isinstance(defined, dict) else {}).items():
+            spec = body if isinstance(body, dict) else {}
+            if spec.get("external") or any(spec.get(k) for k in sources):
+                continue
+            raise _refuse(
+                f"{kind}.{name}: one of {'|'.join(sources)} must be set",
+                where.at(kind, name),
+                f"a {kind[:-1]} is read from its {' or '.join(sources)}, or is external",
+                f"write {name}: {{file: ./{name}.txt}} (or external: true)",
+                name,
+            )
 
 
 def _refuse_shared_container_names(services: dict[str, Any], where: _Where) -> None:
