@@ -46,7 +46,7 @@ from tierctl.compose.long_forms import (
 )
 from tierctl.compose.merge import merge_data, strip_tags
 from tierctl.compose.tags import Override, Reset
-from tierctl.compose.unique_items import UniqueLists, duplicates
+from tierctl.compose.unique_items import UniqueLists, duplicates, equal_items_text
 from tierctl.errors import ComposeInputError, Location
 from tierctl.readers import read_text
 
@@ -152,23 +152,8 @@ def project_config(
 
 def _equal_items(compose: ComposeFile, service: str, key: str, j: int, i: int) -> ComposeInputError:
     """Compose's schema check refusing two items of a merged list as equal."""
-    how = (
-        " (a number equals an earlier string holding it)"
-        if key == "ports"
-        else "; Compose keeps no key for this list, so a repeat is refused, not dropped"
-    )
-    return _refuse(
-        f"{key} items {j} and {i} of the merged list are equal as Compose's schema check "
-        f"compares them once this file is merged{how}",
-        compose.location("services", service, key),
-        f"compose-spec schema: {key} items are unique (docker compose validates each merged file)",
-        f"give each {key} entry once"
-        + (
-            ", writing published the same way (a string, or a number) each time"
-            if key == "ports"
-            else ""
-        ),
-    )
+    message, rule, fix = equal_items_text(key, j, i)
+    return _refuse(message, compose.location("services", service, key), rule, fix)
 
 
 def json_form(config: dict[str, Any]) -> dict[str, Any]:

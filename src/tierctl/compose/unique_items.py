@@ -182,3 +182,24 @@ class UniqueLists:
             return
         cast = [_cast_target(p) for p in value] if where[1] == "ports" else list(value)
         lists[where] = [*lists.get(where, []), *cast]
+
+
+def equal_items_text(key: str, j: int, i: int) -> tuple[str, str, str]:
+    """What is said when Compose's schema check refuses items ``j`` and ``i`` of a service's
+    merged ``key`` list as equal: (message, rule, fix)."""
+    how = (
+        " (a number equals an earlier string holding it)"
+        if key == "ports"
+        else "; Compose keeps no key for this list, so a repeat is refused, not dropped"
+    )
+    return (
+        f"{key} items {j} and {i} of the merged list are equal as Compose's schema check "
+        f"compares them once this file is merged{how}",
+        f"compose-spec schema: {key} items are unique (docker compose validates each merged file)",
+        f"give each {key} entry once"
+        + (
+            ", writing published the same way (a string, or a number) each time"
+            if key == "ports"
+            else ""
+        ),
+    )

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from typing import Any
 
 import jsonschema
 
 from tierctl.compose import ComposeFile
+from tierctl.compose.unique_items import UniqueLists, equal_items_text
 from tierctl.contracts.context import Context
 from tierctl.contracts.report import Violation
 from tierctl.errors import ComposeInputError
@@ -80,6 +81,33 @@ def check_document(compose: ComposeFile) -> Iterator[Violation]:
             service=None,
             message=f"... and {len(errors) - MAX_PER_FILE} more schema errors",
         )
+
+
+def equal_items(
+    files: Sequence[ComposeFile], reported: Sequence[Violation] = ()
+) -> Iterator[Violation]:
+    """TC007's ``uniqueItems`` as Compose v2 enforces it, file by file as it merges them
+    (:class:`tierctl.compose.unique_items.UniqueLists`): two ports it calls equal only one
+    way round (``published: "8000"`` then ``published: 8000``), or a repeated entry of a list
+    it keeps no key for, possibly across files. Each is located in the file whose merge makes
+    the list refused; a list ``reported`` already names (the schema's own ``uniqueItems`` on
+    the merged document) is not reported twice."""
+    seen = {v.message.split(":", 1)[0] for v in reported if v.rule == "TC007"}
+    unique = UniqueLists()
+    for compose in files:
+        for service, key, j, i in unique.add_file(compose.tagged.get("services")):
+            dotted = f"services.{service}.{key}"
+            if dotted in seen:
+                continue
+            seen.add(dotted)
+            message, rule, fix = equal_items_text(key, j, i)
+            yield Violation(
+                rule="TC007",
+                service=service,
+                message=f"{dotted}: {message} ({rule})",
+                location=compose.location("services", service, key),
+                fix=fix,
+            )
 
 
 def type_errors(compose: ComposeFile) -> Iterator[Violation]:

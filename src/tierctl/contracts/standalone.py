@@ -221,6 +221,7 @@ def validate_files(
     violations: list[Violation] = []
     warnings: list[Violation] = []
     violations.extend(schema.check_document(merged))
+    violations.extend(schema.equal_items(files, violations))
     violations.extend(undeclared_references(merged))
     violations.extend(hygiene.container_names(merged, scope))
     violations.extend(hygiene.dependencies(merged, scope))

@@ -67,6 +67,7 @@ def validate(
     violations: list[Violation] = []
     for check in _CHECKS:
         violations.extend(check(ctx))
+    violations.extend(schema.equal_items(compose_files, violations))
     # TP x PP x DP against the GPUs each engine service is given (as without a spec). The
     # replicas' flags are already read (with the pinned catalog); only other services are
     # searched for engines.

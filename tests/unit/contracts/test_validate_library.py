@@ -125,3 +125,23 @@ def test_a_cpu_replica_reserves_no_gpu_and_a_reservation_added_by_hand_is_caught
     assert found[0].service == "tiny-r1"
     assert "none (gpu_count: 0, a CPU replica)" in found[0].message
     assert found[0].found == "0"
+
+
+def test_with_a_spec_compose_refusing_equal_ports_is_a_located_tc007() -> None:
+    """The spec contracts' schema check reports the ``uniqueItems`` refusal Compose makes
+    only one way round (``published: "9100"``, then ``published: 9100``), at the override."""
+    spec = load_spec(GLM_SPEC)
+    compose = load_compose(render_compose(spec, spec_path=GLM_SPEC), source="rendered.yaml")
+    name = next(iter(compose.services))
+    over = load_compose(
+        f"services:\n  {name}:\n    ports:\n"
+        '      - {target: 9100, published: "9100"}\n'
+        "      - {target: 9100, published: 9100}\n",
+        source="over.yaml",
+    )
+    report = validate(spec, [compose, over])
+    [v] = [v for v in report.violations if v.rule == "TC007"]
+    assert v.message.startswith(f"services.{name}.ports: ports items")
+    assert v.location is not None
+    assert v.location.file == "over.yaml"
+    assert v.location.line == 3

@@ -253,3 +253,53 @@ def test_a_default_credential_is_reported_as_a_default(tmp_path: Path) -> None:
     assert "reference belongs" not in violation.message
     assert "${PG_PASS:?set PG_PASS}" in (violation.fix or "")
     assert "admin-pw-2024" not in report.text()
+
+
+def _ports_file(tmp_path: Path, name: str, ports: str, image: bool = True) -> Path:
+    body = "    image: busybox\n" if image else ""
+    return _file(tmp_path, f"services:\n  web:\n{body}    ports: {ports}\n", name)
+
+
+def test_compose_refusing_two_ports_as_equal_one_way_round_is_a_located_tc007(
+    tmp_path: Path,
+) -> None:
+    """``published: "8000"`` then ``published: 8000``: Compose's schema check calls them equal
+    (only in that order); validate reports it under TC007 at the ports key, without a binary."""
+    path = _ports_file(
+        tmp_path, "compose.yaml", '[{target: 80, published: "8000"}, {target: 80, published: 8000}]'
+    )
+    report = validate_files([path])
+    [v] = [v for v in report.violations if v.rule == "TC007"]
+    assert v.message.startswith("services.web.ports: ports items 0 and 1")
+    assert "a number equals an earlier string" in v.message
+    assert v.location is not None
+    assert v.location.line == 4
+    assert v.location.file == str(path)
+    assert v.fix
+    assert "published the same way" in v.fix
+    # The other order is two ports to Compose: nothing to report.
+    other = _ports_file(
+        tmp_path, "other.yaml", '[{target: 80, published: 8000}, {target: 80, published: "8000"}]'
+    )
+    assert not [v for v in validate_files([other]).violations if v.rule == "TC007"]
+
+
+def test_an_override_that_makes_the_merged_ports_equal_is_located_in_the_override(
+    tmp_path: Path,
+) -> None:
+    base = _ports_file(tmp_path, "compose.yaml", '[{target: 80, published: "8000"}]')
+    over = _ports_file(tmp_path, "over.yaml", "[{target: 80, published: 8000}]", image=False)
+    [v] = [v for v in validate_files([base, over]).violations if v.rule == "TC007"]
+    assert v.location is not None
+    assert v.location.file == str(over)
+    assert "ports items 0 and 1" in v.message
+
+
+def test_a_list_the_schema_already_reports_is_reported_once(tmp_path: Path) -> None:
+    path = _file(
+        tmp_path,
+        "services:\n  web:\n    image: busybox\n    security_opt: [a, a]\n",
+    )
+    found = [v for v in validate_files([path]).violations if v.rule == "TC007"]
+    assert len(found) == 1, [v.message for v in found]
+    assert found[0].message.startswith("services.web.security_opt")
