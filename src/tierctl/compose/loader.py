@@ -384,6 +384,13 @@ def _extended(
             )
         base = _extended(ref, services, where, reading, (*seen, (where.source, name)))
     own = {k: v for k, v in service.items() if k != "extends"}
+    if file is not None and reading.rebase and where.folder is not None and "env_file" in own:
+        # The base's env files are absolute now (rebased from its file); the service's own are
+        # made absolute too, so that one file named both ways is one entry once merged (as
+        # Compose, which resolves every path before merging, keeps it).
+        own["env_file"] = rebase_service({"env_file": own["env_file"]}, str(where.folder))[
+            "env_file"
+        ]
     return merge_service(strip_tags(base) if isinstance(base, dict) else {}, own)
 
 
