@@ -185,6 +185,28 @@ def written_port_key(entry: Any) -> str:
     return str(entry)
 
 
+def long_ports(data: dict[str, Any]) -> dict[str, Any]:
+    """A project's short ports in their long forms, made unique again, as compose-go's loader
+    leaves them after each file (merge, unicity, schema, canonical, unicity) and after an
+    included project: the next file's ports then meet these long forms (a short ``80`` there
+    and a long ``{target: 80, mode: host}`` of the same file both replace the earlier long
+    ``80``, the short one last). A port that does not parse is left for its located refusal."""
+    services = data.get("services")
+    if not isinstance(services, dict):
+        return data
+    out = dict(services)
+    for name, svc in services.items():
+        ports = svc.get("ports") if isinstance(svc, dict) else None
+        if not isinstance(ports, list) or all(isinstance(p, dict) for p in ports):
+            continue
+        try:
+            longs = [p for e in ports for p in ([e] if isinstance(e, dict) else parse_port(e))]
+        except (FormError, TypeError, ValueError):
+            continue
+        out[name] = {**svc, "ports": unique_by(longs, written_port_key)}
+    return {**data, "services": out}
+
+
 def is_windows_path(text: str) -> bool:
     """``C:\\x`` or ``c:/x``: a drive letter is not a ``:`` separator."""
     return len(text) >= 3 and text[0].isalpha() and text[1] == ":" and text[2] in "\\/"

@@ -36,15 +36,14 @@ from tierctl.compose.long_forms import (
     PUBLISHED_INT,
     absolute,
     format_duration,
+    long_ports,
     parse_bytes,
     parse_device,
     parse_duration_ns,
     parse_port,
     parse_volume,
     read_dotenv,
-    unique_by,
     unique_ports,
-    written_port_key,
 )
 from tierctl.compose.merge import merge_data, strip_tags
 from tierctl.compose.tags import Override, Reset
@@ -144,33 +143,12 @@ def project_config(
             check(compose)
         for service, key, j, i in unique.add_file(compose.tagged.get("services")):
             raise _equal_items(compose, service, key, j, i)
-        merged = _long_ports(merge_data(merged, canonical_document(compose.tagged, compose)))
+        merged = long_ports(merge_data(merged, canonical_document(compose.tagged, compose)))
     data = strip_tags(merged)
     texts = tuple(t for c in read for t in c.texts)
     where = _Where(texts, str(files[-1]))
     name = _project_name(options.project_name or data.get("name"), folder)
     return _finish(data, name, folder, env, options, where)
-
-
-def _long_ports(merged: dict[str, Any]) -> dict[str, Any]:
-    """The merged project's short ports in their long forms, made unique again, after each
-    file, as compose-go's loader does (merge, unicity, schema, canonical, unicity): the next
-    file's ports then meet these long forms (a short ``80`` there and a long ``{target: 80,
-    mode: host}`` of the same file both replace the earlier long ``80``, the short one last)."""
-    services = merged.get("services")
-    if not isinstance(services, dict):
-        return merged
-    out = dict(services)
-    for name, svc in services.items():
-        ports = svc.get("ports") if isinstance(svc, dict) else None
-        if not isinstance(ports, list) or all(isinstance(p, dict) for p in ports):
-            continue
-        try:
-            longs = [p for e in ports for p in ([e] if isinstance(e, dict) else parse_port(e))]
-        except FormError:
-            continue  # refused, located, once merged (_finish)
-        out[name] = {**svc, "ports": unique_by(longs, written_port_key)}
-    return {**merged, "services": out}
 
 
 def _equal_items(compose: ComposeFile, service: str, key: str, j: int, i: int) -> ComposeInputError:
