@@ -76,11 +76,6 @@ OPEN: dict[str, str] = {
     "049": "deliberate: an override's `build: 5` over a long build is refused by tierctl "
     "(located, the compose-spec schema); Compose's merge keeps the earlier mapping and the "
     "merged project validates",
-    # Not fixed yet (seed 307, 1 of 10,000): an included file's ports "8000:80" and
-    # {target: 80, published: 8000} are two ports to the included project, written back from
-    # its types as two equal items, which the including file's schema check refuses (its own
-    # unicity does not apply to included services); tierctl dedupes them and reads one port.
-    "051": "compose refuses an include whose ports its types write back as equal items",
 }
 
 

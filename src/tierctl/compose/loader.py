@@ -26,7 +26,7 @@ from tierctl.compose.interpolation import (
     interpolate,
 )
 from tierctl.compose.lines import locate, merged_lines
-from tierctl.compose.long_forms import rebase_service
+from tierctl.compose.long_forms import included_ports, rebase_service
 from tierctl.compose.merge import enforce_file_unicity, merge_data, merge_service, strip_tags
 from tierctl.compose.tags import FastComposeYamlLoader, Override, Reset
 from tierctl.errors import ComposeInputError, Location
@@ -257,7 +257,9 @@ def _apply_include(
                 child_text, str(target), project or target.parent, child
             )
             if reading.rebase:
-                child_data = _rebased(child_data, str(project or target.parent))
+                # As Compose hands an included project over: paths resolved, ports long with
+                # their defaults (loadYamlModel's SetDefaultValues).
+                child_data = included_ports(_rebased(child_data, str(project or target.parent)))
             merged = merge_data(merged, child_data)
             texts = texts + child_texts
         for kind in _IMPORTED:

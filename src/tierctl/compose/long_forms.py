@@ -207,6 +207,30 @@ def long_ports(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "services": out}
 
 
+def included_ports(data: dict[str, Any]) -> dict[str, Any]:
+    """An included project's ports as Compose hands them to the including file: in long form
+    (:func:`long_ports`) with compose-go's defaults set on every mapping (``protocol: tcp``,
+    ``mode: ingress``), ``published`` kept as written. So ``"8000:80"`` and ``{target: 80,
+    published: 8000}`` in an included file are two ports (their unicity keys differ) that the
+    including file's schema check calls equal, and Compose refuses the project."""
+    data = long_ports(data)
+    services = data.get("services")
+    if not isinstance(services, dict):
+        return data
+    out = dict(services)
+    for name, svc in services.items():
+        ports = svc.get("ports") if isinstance(svc, dict) else None
+        if isinstance(ports, list):
+            out[name] = {
+                **svc,
+                "ports": [
+                    {"protocol": "tcp", "mode": "ingress", **p} if isinstance(p, dict) else p
+                    for p in ports
+                ],
+            }
+    return {**data, "services": out}
+
+
 def is_windows_path(text: str) -> bool:
     """``C:\\x`` or ``c:/x``: a drive letter is not a ``:`` separator."""
     return len(text) >= 3 and text[0].isalpha() and text[1] == ":" and text[2] in "\\/"
