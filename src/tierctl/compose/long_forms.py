@@ -200,7 +200,10 @@ def long_ports(data: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(ports, list) or all(isinstance(p, dict) for p in ports):
             continue
         try:
-            longs = [p for e in ports for p in ([e] if isinstance(e, dict) else parse_port(e))]
+            # Unique as written first (two equal short texts are one, in the first's place),
+            # then in long form: compose-go's unicity, canonical, unicity.
+            written = unique_by(ports, written_port_key)
+            longs = [p for e in written for p in ([e] if isinstance(e, dict) else parse_port(e))]
         except (FormError, TypeError, ValueError):
             continue
         out[name] = {**svc, "ports": unique_by(longs, written_port_key)}
