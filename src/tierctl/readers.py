@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from tierctl.errors import InputError, Location
-from tierctl.yaml12 import Yaml12Loader
+from tierctl.yaml12 import FastConstructor, OutOfBounds, Yaml12Loader
 
 __all__ = [
     "CONFIG_LIMITS",
@@ -595,9 +595,42 @@ def load_yaml(
         node = parser.get_single_node()
         if node is None:
             return YamlDoc(None, lines)
+        if line_depth == 0 and isinstance(parser, FastConstructor):
+            # No lines to record: check and build in one walk. Anything it refuses or cannot
+            # build is read again below, the reference way, for the reference's message.
+            try:
+                data = parser.build_bounded(
+                    node,
+                    max_depth=lim.max_depth,
+                    max_nodes=lim.max_nodes,
+                    refused_tags=_REFUSED_TAGS,
+                    duplicates=bool(duplicates),
+                )
+                return YamlDoc(data, lines)
+            except (
+                OutOfBounds,
+                yaml.YAMLError,
+                ValueError,
+                OverflowError,
+                TypeError,
+                RecursionError,
+            ):
+                parser.dispose()
+                parser = loader(text)
+                node = parser.get_single_node()
         _check_graph(node, source, lim, error, duplicates, recursion)
         _record_lines(node, lines, line_depth)
-        data = parser.construct_document(node)
+        try:
+            data = parser.construct_document(node)
+        except (yaml.YAMLError, ValueError, OverflowError, TypeError):
+            if not isinstance(parser, FastConstructor):
+                raise
+            # The fast constructor builds depth-first; PyYAML defers nested containers, so
+            # of two values that cannot be built it may name another one. Read again with
+            # PyYAML's own order, for PyYAML's message.
+            parser.dispose()
+            parser = loader(text)
+            data = parser.construct_document_as_pyyaml(parser.get_single_node())
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise error(
