@@ -553,6 +553,43 @@ def _record_lines(root: yaml.Node, lines: LineMap, max_depth: int | None) -> Non
                 stack.append((item, (*path, i), item.start_mark.line))
 
 
+_NOT_BUILT = object()
+
+
+def _build_fused(parser: FastConstructor, node: yaml.Node, lim: Limits, duplicates: bool) -> Any:
+    """The value from the fast loader's one checking walk, or ``_NOT_BUILT`` when it meets
+    anything the reference path refuses (or cannot build)."""
+    try:
+        return parser.build_bounded(
+            node,
+            max_depth=lim.max_depth,
+            max_nodes=lim.max_nodes,
+            refused_tags=_REFUSED_TAGS,
+            duplicates=duplicates,
+        )
+    except (OutOfBounds, yaml.YAMLError, ValueError, OverflowError, TypeError, RecursionError):
+        return _NOT_BUILT
+
+
+def _construct(parser: Any, node: yaml.Node, loader: type[Any], text: str) -> Any:
+    """The checked document's value; PyYAML's own error when a value cannot be built.
+
+    The fast constructor builds depth-first while PyYAML defers nested containers, so of two
+    values that cannot be built they may name different ones: the text is read again with
+    PyYAML's own order, for PyYAML's message.
+    """
+    try:
+        return parser.construct_document(node)
+    except (yaml.YAMLError, ValueError, OverflowError, TypeError):
+        if not isinstance(parser, FastConstructor):
+            raise
+    again = loader(text)
+    try:
+        return again.construct_document_as_pyyaml(again.get_single_node())
+    finally:
+        again.dispose()
+
+
 def load_yaml(
     text: str,
     source: str,
@@ -598,39 +635,15 @@ def load_yaml(
         if line_depth == 0 and isinstance(parser, FastConstructor):
             # No lines to record: check and build in one walk. Anything it refuses or cannot
             # build is read again below, the reference way, for the reference's message.
-            try:
-                data = parser.build_bounded(
-                    node,
-                    max_depth=lim.max_depth,
-                    max_nodes=lim.max_nodes,
-                    refused_tags=_REFUSED_TAGS,
-                    duplicates=bool(duplicates),
-                )
+            data = _build_fused(parser, node, lim, bool(duplicates))
+            if data is not _NOT_BUILT:
                 return YamlDoc(data, lines)
-            except (
-                OutOfBounds,
-                yaml.YAMLError,
-                ValueError,
-                OverflowError,
-                TypeError,
-                RecursionError,
-            ):
-                parser.dispose()
-                parser = loader(text)
-                node = parser.get_single_node()
-        _check_graph(node, source, lim, error, duplicates, recursion)
-        _record_lines(node, lines, line_depth)
-        try:
-            data = parser.construct_document(node)
-        except (yaml.YAMLError, ValueError, OverflowError, TypeError):
-            if not isinstance(parser, FastConstructor):
-                raise
-            # The fast constructor builds depth-first; PyYAML defers nested containers, so
-            # of two values that cannot be built it may name another one. Read again with
-            # PyYAML's own order, for PyYAML's message.
             parser.dispose()
             parser = loader(text)
-            data = parser.construct_document_as_pyyaml(parser.get_single_node())
+            node = parser.get_single_node()
+        _check_graph(node, source, lim, error, duplicates, recursion)
+        _record_lines(node, lines, line_depth)
+        data = _construct(parser, node, loader, text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise error(
