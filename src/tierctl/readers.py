@@ -38,7 +38,7 @@ from typing import Any
 import yaml
 
 from tierctl.errors import InputError, Location
-from tierctl.yaml12 import Yaml12Loader
+from tierctl.yaml12 import FastConstructor, OutOfBounds, Yaml12Loader
 
 __all__ = [
     "CONFIG_LIMITS",
@@ -553,6 +553,43 @@ def _record_lines(root: yaml.Node, lines: LineMap, max_depth: int | None) -> Non
                 stack.append((item, (*path, i), item.start_mark.line))
 
 
+_NOT_BUILT = object()
+
+
+def _build_fused(parser: FastConstructor, node: yaml.Node, lim: Limits, duplicates: bool) -> Any:
+    """The value from the fast loader's one checking walk, or ``_NOT_BUILT`` when it meets
+    anything the reference path refuses (or cannot build)."""
+    try:
+        return parser.build_bounded(
+            node,
+            max_depth=lim.max_depth,
+            max_nodes=lim.max_nodes,
+            refused_tags=_REFUSED_TAGS,
+            duplicates=duplicates,
+        )
+    except (OutOfBounds, yaml.YAMLError, ValueError, OverflowError, TypeError, RecursionError):
+        return _NOT_BUILT
+
+
+def _construct(parser: Any, node: yaml.Node, loader: type[Any], text: str) -> Any:
+    """The checked document's value; PyYAML's own error when a value cannot be built.
+
+    The fast constructor builds depth-first while PyYAML defers nested containers, so of two
+    values that cannot be built they may name different ones: the text is read again with
+    PyYAML's own order, for PyYAML's message.
+    """
+    try:
+        return parser.construct_document(node)
+    except (yaml.YAMLError, ValueError, OverflowError, TypeError):
+        if not isinstance(parser, FastConstructor):
+            raise
+    again = loader(text)
+    try:
+        return again.construct_document_as_pyyaml(again.get_single_node())
+    finally:
+        again.dispose()
+
+
 def load_yaml(
     text: str,
     source: str,
@@ -595,9 +632,18 @@ def load_yaml(
         node = parser.get_single_node()
         if node is None:
             return YamlDoc(None, lines)
+        if line_depth == 0 and isinstance(parser, FastConstructor):
+            # No lines to record: check and build in one walk. Anything it refuses or cannot
+            # build is read again below, the reference way, for the reference's message.
+            data = _build_fused(parser, node, lim, bool(duplicates))
+            if data is not _NOT_BUILT:
+                return YamlDoc(data, lines)
+            parser.dispose()
+            parser = loader(text)
+            node = parser.get_single_node()
         _check_graph(node, source, lim, error, duplicates, recursion)
         _record_lines(node, lines, line_depth)
-        data = parser.construct_document(node)
+        data = _construct(parser, node, loader, text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise error(
