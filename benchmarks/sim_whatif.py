@@ -234,7 +234,9 @@ def run_fit(
                             seed=9))  # fmt: skip
         mark = log.stat().st_size
         t = time.monotonic()
+        metrics_before = _metrics_text(engine.url)
         reqs = asyncio.run(measure(engine.url, SERVED_NAME, sends, seed=1))
+        FIT_METRICS.append((metrics_before, _metrics_text(engine.url)))
 
         def text() -> str:
             with log.open("rb") as fh:
@@ -244,6 +246,18 @@ def run_fit(
         wait_until(lambda: iteration_log_complete(text(), reqs), 30, poll_s=0.05)
         print(f"  fit trace: {len(reqs)} requests in {time.monotonic() - t:.0f} s ({load()})")
         return text(), reqs
+
+
+#: Each fit run's ``/metrics`` text before and after its trace (the engine's own request
+#: histograms: e2e against queue, prefill and decode time, for the API server's share).
+FIT_METRICS: list[tuple[str, str]] = []
+
+
+def _metrics_text(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:  # loopback only
+        return str(resp.read().decode())
 
 
 def fit_sends(plan: Any, ladder_only: bool = False) -> list[Any]:
@@ -487,10 +501,14 @@ def main(args: argparse.Namespace) -> int:
         fit_reqs = [dataclasses.asdict(r) for r in fit_on]
         (save / "fit.log").write_text(log_text)
         (save / "fit.json").write_text(json.dumps(fit_reqs))
+        (save / "fit.before.prom").write_text(FIT_METRICS[-1][0])
+        (save / "fit.after.prom").write_text(FIT_METRICS[-1][1])
         if not args.quick:
             f0_log, f0_on = run_fit(F0, fit_sends(plan, ladder_only=True), args, note)
             (save / "fit-f0.log").write_text(f0_log)
             (save / "fit-f0.json").write_text(json.dumps([dataclasses.asdict(r) for r in f0_on]))
+            (save / "fit-f0.before.prom").write_text(FIT_METRICS[-1][0])
+            (save / "fit-f0.after.prom").write_text(FIT_METRICS[-1][1])
         runs, rounds = {}, args.rounds * args.reps
     from tierctl.results import MeasuredRequest
 
@@ -564,7 +582,7 @@ def spec_model(
         if args.replay:
             note.append(f"{name}: no acceptance calibration in {save}; predicted without it")
             return model_file
-        texts = calibrate(flags, fit_sends(plan), args, note)
+        texts = calibrate(flags, fit_sends(plan), args, note, keep=save / f"spec-{slug}")
         before.write_text(texts[0])
         after.write_text(texts[1])
     cfg = EngineConfig.from_argv(sim_argv(flags), engine="vllm", version=VERSION)
@@ -580,9 +598,15 @@ def spec_model(
 
 
 def calibrate(
-    flags: tuple[str, ...], sends: list[Any], args: argparse.Namespace, note: list[str]
+    flags: tuple[str, ...],
+    sends: list[Any],
+    args: argparse.Namespace,
+    note: list[str],
+    keep: Path | None = None,
 ) -> tuple[str, str]:
-    """Play ``sends`` on an engine with ``flags``; its ``/metrics`` text before and after."""
+    """Play ``sends`` on an engine with ``flags`` (and the iteration log); its ``/metrics``
+    text before and after. With ``keep`` (a path stem) the run's iteration log and measured
+    requests are kept beside it (``.log``, ``.json``: the draft and verify cost's fit)."""
     import urllib.request
 
     from tierctl.fidelity import burst_plan, measure
@@ -593,7 +617,7 @@ def calibrate(
             return str(resp.read().decode())
 
     log = Path(tempfile.mkdtemp(prefix="sim-whatif-spec-")) / "vllm.log"
-    with VllmEngine(log, flags=flags, name="whatif-spec") as engine:
+    with VllmEngine(log, flags=(*flags, LOG_FLAG), name="whatif-spec") as engine:
         engine.start()
         assert engine.pid is not None
         raise_priority(engine.pid, args.nice, note)
@@ -601,8 +625,15 @@ def calibrate(
         print(f"calibration engine ready in {ready:.0f} s: {' '.join(flags)} ({load()})")
         asyncio.run(measure(engine.url, SERVED_NAME, burst_plan(2, 64, 8), seed=9))
         first = metrics(engine.url)
-        asyncio.run(measure(engine.url, SERVED_NAME, sends, seed=1))
-        return first, metrics(engine.url)
+        mark = log.stat().st_size
+        reqs = asyncio.run(measure(engine.url, SERVED_NAME, sends, seed=1))
+        last = metrics(engine.url)
+        if keep is not None:
+            with log.open("rb") as fh:
+                fh.seek(mark)
+                keep.with_suffix(".log").write_text(fh.read().decode(errors="replace"))
+            keep.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(r) for r in reqs]))
+        return first, last
 
 
 def measured_floors(runs: dict[str, Any], rounds: int) -> dict[str, dict[str, float | None]]:
