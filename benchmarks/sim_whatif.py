@@ -301,8 +301,9 @@ def fit_model(
           f"{res.get('replay_mismatched_steps')}; jitter sigma {model.step_jitter:.3f}; "
           f"domain {prov['domain']}")  # fmt: skip
     for f in ("prefill_base_s", "prefill_per_token_s", "prefill_attn_pair_s", "decode_base_s",
-              "decode_per_seq_s", "decode_per_ctx_token_s", "round_overhead_s",
-              "request_overhead_s", "detokenize_per_token_s"):  # fmt: skip
+              "decode_per_seq_s", "decode_per_ctx_token_s", "prefill_per_ctx_token_s",
+              "round_overhead_s", "request_overhead_s", "detokenize_per_token_s",
+              "step_jitter_slow", "step_jitter_block"):  # fmt: skip
         print(f"  {f:<24}{getattr(model, f):>12.4g}")
     return model
 
@@ -590,10 +591,27 @@ def spec_model(
                          baseline=before.read_text(), source=str(after))  # fmt: skip
     model, prov = read_cost_model(model_file)
     out = save / f"cost-model-{slug}.json"
-    write_cost_model(out, apply_acceptance(model, fit), {**prov, "acceptance": fit.provenance(
-        str(after))})  # fmt: skip
+    model = apply_acceptance(model, fit)
+    prov = {**prov, "acceptance": fit.provenance(str(after))}
     print(f"{name}: acceptance from the calibration run's counters: {fit.mean_length:.2f} "
           f"tokens a round, by position {[round(c, 3) for c in fit.by_position]}")  # fmt: skip
+    spec_log = save / f"spec-{slug}.log"
+    if spec_log.exists() and not args.no_spec_cost:
+        # The draft and verify cost, from the same calibration run's iteration log.
+        from tierctl.sim.iteration_fit import fit_spec_step_cost, parse_vllm_iterations
+
+        reqs = json.loads(spec_log.with_suffix(".json").read_text())
+        ctx = sum(r["input_tokens"] + r["output_tokens"] / 2 for r in reqs) / max(1, len(reqs))
+        model, spec_prov = fit_spec_step_cost(
+            parse_vllm_iterations(spec_log.read_text()), model, cfg.speculative[0], ctx
+        )
+        prov["spec_step_cost"] = spec_prov
+        print(f"  draft {model.spec_draft_step_s * 1e3:.3f} ms a step, verify "
+              f"{model.spec_verify_per_token_s * 1e3:.3f} ms a draft token "
+              f"({spec_prov['decode_steps']} decode steps)")  # fmt: skip
+    else:
+        note.append(f"{name}: no calibration iteration log; draft and verify cost 0")
+    write_cost_model(out, model, prov)
     return out
 
 
@@ -747,6 +765,11 @@ if __name__ == "__main__":
         "--keep-untrusted",
         action="store_true",
         help="judge runs whose client fell behind too (default: left out of the pairs)",
+    )
+    ap.add_argument(
+        "--no-spec-cost",
+        action="store_true",
+        help="leave the draft and verify cost at 0 (the model before session 8)",
     )
     ap.add_argument(
         "--fit-one-run",
