@@ -146,7 +146,11 @@ def fit_iteration_runs(runs: Sequence[LoggedRun], base: CostModel, *, name: str)
     ok = (pred > 0) & (y > 0)
     logs = np.log(y[ok] / pred[ok])
     jitter = float(1.4826 * np.median(np.abs(logs - np.median(logs)))) if logs.size else 0.0
-    slow, block = slow_stretches(logs)
+    # Drift only: each step shape's own median residual (prefill steps; decode steps per
+    # batch size) is a misfit of the model, not host drift, and a fit trace plays its shapes
+    # in stretches (the ladder, then each decode batch), so it is taken out first.
+    kinds = [("p", 0.0) if row[0] else ("d", float(row[4])) for row in x[ok]]
+    slow, block = slow_stretches(logs - _group_medians(logs, kinds))
     return dataclasses.replace(
         base,
         name=name,
@@ -161,6 +165,17 @@ def fit_iteration_runs(runs: Sequence[LoggedRun], base: CostModel, *, name: str)
         step_jitter_slow=slow,
         step_jitter_block=block,
     )
+
+
+def _group_medians(values: Any, keys: Sequence[tuple[str, float]]) -> Any:
+    """Each value's group median (groups by ``keys``, one per value)."""
+    import numpy as np
+
+    out = np.zeros(len(values))
+    for key in set(keys):
+        idx = [i for i, k in enumerate(keys) if k == key]
+        out[idx] = float(np.median(values[idx]))
+    return out
 
 
 def slow_stretches(logs: Any, block: int | None = None) -> tuple[float, int]:
