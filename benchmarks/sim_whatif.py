@@ -234,7 +234,9 @@ def run_fit(
                             seed=9))  # fmt: skip
         mark = log.stat().st_size
         t = time.monotonic()
+        metrics_before = _metrics_text(engine.url)
         reqs = asyncio.run(measure(engine.url, SERVED_NAME, sends, seed=1))
+        FIT_METRICS.append((metrics_before, _metrics_text(engine.url)))
 
         def text() -> str:
             with log.open("rb") as fh:
@@ -244,6 +246,18 @@ def run_fit(
         wait_until(lambda: iteration_log_complete(text(), reqs), 30, poll_s=0.05)
         print(f"  fit trace: {len(reqs)} requests in {time.monotonic() - t:.0f} s ({load()})")
         return text(), reqs
+
+
+#: Each fit run's ``/metrics`` text before and after its trace (the engine's own request
+#: histograms: e2e against queue, prefill and decode time, for the API server's share).
+FIT_METRICS: list[tuple[str, str]] = []
+
+
+def _metrics_text(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:  # loopback only
+        return str(resp.read().decode())
 
 
 def fit_sends(plan: Any, ladder_only: bool = False) -> list[Any]:
@@ -287,8 +301,9 @@ def fit_model(
           f"{res.get('replay_mismatched_steps')}; jitter sigma {model.step_jitter:.3f}; "
           f"domain {prov['domain']}")  # fmt: skip
     for f in ("prefill_base_s", "prefill_per_token_s", "prefill_attn_pair_s", "decode_base_s",
-              "decode_per_seq_s", "decode_per_ctx_token_s", "round_overhead_s",
-              "request_overhead_s", "detokenize_per_token_s"):  # fmt: skip
+              "decode_per_seq_s", "decode_per_ctx_token_s", "prefill_per_ctx_token_s",
+              "round_overhead_s", "request_overhead_s", "detokenize_per_token_s",
+              "step_jitter_slow", "step_jitter_block"):  # fmt: skip
         print(f"  {f:<24}{getattr(model, f):>12.4g}")
     return model
 
@@ -487,10 +502,14 @@ def main(args: argparse.Namespace) -> int:
         fit_reqs = [dataclasses.asdict(r) for r in fit_on]
         (save / "fit.log").write_text(log_text)
         (save / "fit.json").write_text(json.dumps(fit_reqs))
+        (save / "fit.before.prom").write_text(FIT_METRICS[-1][0])
+        (save / "fit.after.prom").write_text(FIT_METRICS[-1][1])
         if not args.quick:
             f0_log, f0_on = run_fit(F0, fit_sends(plan, ladder_only=True), args, note)
             (save / "fit-f0.log").write_text(f0_log)
             (save / "fit-f0.json").write_text(json.dumps([dataclasses.asdict(r) for r in f0_on]))
+            (save / "fit-f0.before.prom").write_text(FIT_METRICS[-1][0])
+            (save / "fit-f0.after.prom").write_text(FIT_METRICS[-1][1])
         runs, rounds = {}, args.rounds * args.reps
     from tierctl.results import MeasuredRequest
 
@@ -564,7 +583,7 @@ def spec_model(
         if args.replay:
             note.append(f"{name}: no acceptance calibration in {save}; predicted without it")
             return model_file
-        texts = calibrate(flags, fit_sends(plan), args, note)
+        texts = calibrate(flags, fit_sends(plan), args, note, keep=save / f"spec-{slug}")
         before.write_text(texts[0])
         after.write_text(texts[1])
     cfg = EngineConfig.from_argv(sim_argv(flags), engine="vllm", version=VERSION)
@@ -572,17 +591,40 @@ def spec_model(
                          baseline=before.read_text(), source=str(after))  # fmt: skip
     model, prov = read_cost_model(model_file)
     out = save / f"cost-model-{slug}.json"
-    write_cost_model(out, apply_acceptance(model, fit), {**prov, "acceptance": fit.provenance(
-        str(after))})  # fmt: skip
+    model = apply_acceptance(model, fit)
+    prov = {**prov, "acceptance": fit.provenance(str(after))}
     print(f"{name}: acceptance from the calibration run's counters: {fit.mean_length:.2f} "
           f"tokens a round, by position {[round(c, 3) for c in fit.by_position]}")  # fmt: skip
+    spec_log = save / f"spec-{slug}.log"
+    if spec_log.exists() and not args.no_spec_cost:
+        # The draft and verify cost, from the same calibration run's iteration log.
+        from tierctl.sim.iteration_fit import fit_spec_step_cost, parse_vllm_iterations
+
+        reqs = json.loads(spec_log.with_suffix(".json").read_text())
+        ctx = sum(r["input_tokens"] + r["output_tokens"] / 2 for r in reqs) / max(1, len(reqs))
+        model, spec_prov = fit_spec_step_cost(
+            parse_vllm_iterations(spec_log.read_text()), model, cfg.speculative[0], ctx
+        )
+        prov["spec_step_cost"] = spec_prov
+        print(f"  draft {model.spec_draft_step_s * 1e3:.3f} ms a step, verify "
+              f"{model.spec_verify_per_token_s * 1e3:.3f} ms a draft token "
+              f"({spec_prov['decode_steps']} decode steps)")  # fmt: skip
+    else:
+        note.append(f"{name}: no calibration iteration log; draft and verify cost 0")
+    write_cost_model(out, model, prov)
     return out
 
 
 def calibrate(
-    flags: tuple[str, ...], sends: list[Any], args: argparse.Namespace, note: list[str]
+    flags: tuple[str, ...],
+    sends: list[Any],
+    args: argparse.Namespace,
+    note: list[str],
+    keep: Path | None = None,
 ) -> tuple[str, str]:
-    """Play ``sends`` on an engine with ``flags``; its ``/metrics`` text before and after."""
+    """Play ``sends`` on an engine with ``flags`` (and the iteration log); its ``/metrics``
+    text before and after. With ``keep`` (a path stem) the run's iteration log and measured
+    requests are kept beside it (``.log``, ``.json``: the draft and verify cost's fit)."""
     import urllib.request
 
     from tierctl.fidelity import burst_plan, measure
@@ -593,7 +635,7 @@ def calibrate(
             return str(resp.read().decode())
 
     log = Path(tempfile.mkdtemp(prefix="sim-whatif-spec-")) / "vllm.log"
-    with VllmEngine(log, flags=flags, name="whatif-spec") as engine:
+    with VllmEngine(log, flags=(*flags, LOG_FLAG), name="whatif-spec") as engine:
         engine.start()
         assert engine.pid is not None
         raise_priority(engine.pid, args.nice, note)
@@ -601,8 +643,15 @@ def calibrate(
         print(f"calibration engine ready in {ready:.0f} s: {' '.join(flags)} ({load()})")
         asyncio.run(measure(engine.url, SERVED_NAME, burst_plan(2, 64, 8), seed=9))
         first = metrics(engine.url)
-        asyncio.run(measure(engine.url, SERVED_NAME, sends, seed=1))
-        return first, metrics(engine.url)
+        mark = log.stat().st_size
+        reqs = asyncio.run(measure(engine.url, SERVED_NAME, sends, seed=1))
+        last = metrics(engine.url)
+        if keep is not None:
+            with log.open("rb") as fh:
+                fh.seek(mark)
+                keep.with_suffix(".log").write_text(fh.read().decode(errors="replace"))
+            keep.with_suffix(".json").write_text(json.dumps([dataclasses.asdict(r) for r in reqs]))
+        return first, last
 
 
 def measured_floors(runs: dict[str, Any], rounds: int) -> dict[str, dict[str, float | None]]:
@@ -716,6 +765,11 @@ if __name__ == "__main__":
         "--keep-untrusted",
         action="store_true",
         help="judge runs whose client fell behind too (default: left out of the pairs)",
+    )
+    ap.add_argument(
+        "--no-spec-cost",
+        action="store_true",
+        help="leave the draft and verify cost at 0 (the model before session 8)",
     )
     ap.add_argument(
         "--fit-one-run",

@@ -40,12 +40,27 @@ class CostModel:
     # to the step that emits it: the engine's next step waits for the outputs to be handed
     # on. Zero in the GPU presets (where it hides under the step); a CPU host's fit sees it.
     detokenize_per_token_s: float = 0.0
+    # A prefill chunk's read of its already-computed context: each chunk ``c`` tokens deep at
+    # ``p`` costs this times ``p`` besides the attended pairs (the KV of ``p`` tokens read once
+    # per chunk, whatever its size, as a decode row reads its context). Small chunks deep in
+    # a prompt pay it once each (``--long-prefill-token-threshold``). 0 in the presets; an
+    # iteration-log fit whose chunks vary in size at depth measures it.
+    prefill_per_ctx_token_s: float = 0.0
     # A step's own variability: its time is the model's times exp(sigma * z), z standard
     # normal, drawn per step from the run's seed (the median step is the model's). 0 (the
     # presets) keeps the simulator deterministic; a fit on a real engine's step log measures
     # it (~0.2 on a shared CPU host), and it is what widens simulated tails (TTFT and ITL p90)
     # to the measured ones.
     step_jitter: float = 0.0
+    # Slow stretches: on a shared host a step's speed also drifts, in stretches of many steps
+    # (the fit's log residuals of consecutive steps are correlated: same-shape steps 2-4x
+    # slower for seconds). The simulator multiplies every step by exp(step_jitter_slow * z),
+    # z standard normal, redrawn every step_jitter_block working steps (0: never), on top of
+    # the per-step jitter. This is the run-to-run noise one real run carries and independent
+    # per-step jitter averages away; an iteration-log fit measures it (block means of the
+    # residuals beyond what the per-step spread explains).
+    step_jitter_slow: float = 0.0
+    step_jitter_block: int = 0
     # Speculative decoding (EAGLE/MTP/NGRAM; 0 = the cost model has no speculative terms and
     # a speculative argv decodes one token per round). A round of S draft steps and a verify
     # of N draft tokens per sequence costs the decode step, plus S * spec_draft_step_s, plus
@@ -88,7 +103,13 @@ class CostModel:
         total = self.prefill_base_s
         for c, p in chunks:
             total += self.prefill_per_token_s * c + self.prefill_attn_pair_s * c * (p + c / 2)
+            total += self.prefill_per_ctx_token_s * p
         return total
+
+    @property
+    def jittery(self) -> bool:
+        """Whether steps are drawn (per-step jitter or slow stretches): no closed form."""
+        return self.step_jitter > 0 or self.step_jitter_slow > 0
 
     def decode_s(self, batch_size: int, context_tokens: int) -> float:
         """Time of one decode step for ``batch_size`` sequences over ``context_tokens``."""

@@ -35,7 +35,12 @@ _FIELDS = {f.name: f.type for f in dataclasses.fields(CostModel)}
 _DEFAULTS = {
     f.name: f.default for f in dataclasses.fields(CostModel) if f.default is not dataclasses.MISSING
 }
-_INT_FIELDS = ("kv_pool_tokens", "max_running_requests", "chunked_prefill_size")
+_INT_FIELDS = (
+    "kv_pool_tokens",
+    "max_running_requests",
+    "chunked_prefill_size",
+    "step_jitter_block",
+)
 
 
 def cost_model_doc(model: CostModel, provenance: dict[str, Any]) -> dict[str, Any]:
@@ -161,7 +166,7 @@ MAX_JITTER = 5.0
 
 def _most(key: str) -> float:
     """The largest value cost model field ``key`` takes."""
-    if key == "step_jitter":
+    if key in ("step_jitter", "step_jitter_slow"):
         return MAX_JITTER
     return MAX_SECONDS if key.endswith("_s") else float(MAX_COUNT)
 

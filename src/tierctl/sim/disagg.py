@@ -209,7 +209,7 @@ def _stuck(state: _State) -> str:
 def _fast_forward(state: _State, rep: _Replica, now: float, horizon: float) -> bool:
     """Run a decode replica's pure-decode stretch in closed form up to the next event."""
     sched = rep.sched
-    if sched.cost.step_jitter or not sched.running:
+    if sched.cost.jittery or not sched.running:
         return False
     if any(x.req.rid in state.first_pending for x in sched.running):
         return False

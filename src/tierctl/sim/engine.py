@@ -147,6 +147,11 @@ class Scheduler:
         self.config = config
         self.cost = cost
         self._jitter_rng = random.Random(seed)
+        # The slow stretches' own draws (CostModel.step_jitter_slow), apart from the per-step
+        # jitter's so a model without them keeps its draws.
+        self._slow_rng = random.Random(seed * 7919 + 17)
+        self._slow_z = 0.0
+        self._slow_left = 0
         chunk = config.chunked_prefill_size
         if chunk is None:
             chunk = cost.chunked_prefill_size
@@ -259,7 +264,15 @@ class Scheduler:
     def jittered(self, dur_s: float) -> float:
         """A working round's time with the cost model's step jitter drawn (none at 0)."""
         sigma = self.cost.step_jitter
-        return dur_s * math.exp(sigma * self._jitter_rng.gauss(0.0, 1.0)) if sigma > 0 else dur_s
+        log_f = sigma * self._jitter_rng.gauss(0.0, 1.0) if sigma > 0 else 0.0
+        slow = self.cost.step_jitter_slow
+        if slow > 0:
+            if self._slow_left <= 0:
+                self._slow_z = self._slow_rng.gauss(0.0, 1.0)
+                self._slow_left = self.cost.step_jitter_block or 1 << 62
+            self._slow_left -= 1
+            log_f += slow * self._slow_z
+        return dur_s * math.exp(log_f) if log_f else dur_s
 
     # -- one round ----------------------------------------------------------------------
 

@@ -139,13 +139,18 @@ def fit_iteration_runs(runs: Sequence[LoggedRun], base: CostModel, *, name: str)
     _enough_iterations([s for its, _, _ in runs for s in its], "iterations")
     x, y = runs_design(runs)
     coefs = _solve(x, y)
-    a_p, b, attn, a_d, d, k_ctx = coefs
+    a_p, b, attn, a_d, d, k_ctx, h_ctx = coefs
     # What the model leaves unexplained step by step: the robust spread (1.4826 MAD) of the
     # log ratios, which the simulator draws per step (CostModel.step_jitter).
     pred = x @ np.array(coefs)
     ok = (pred > 0) & (y > 0)
     logs = np.log(y[ok] / pred[ok])
     jitter = float(1.4826 * np.median(np.abs(logs - np.median(logs)))) if logs.size else 0.0
+    # Drift only: each step shape's own median residual (prefill steps; decode steps per
+    # batch size) is a misfit of the model, not host drift, and a fit trace plays its shapes
+    # in stretches (the ladder, then each decode batch), so it is taken out first.
+    kinds = [("p", 0.0) if row[0] else ("d", float(row[4])) for row in x[ok]]
+    slow, block = slow_stretches(logs - _group_medians(logs, kinds))
     return dataclasses.replace(
         base,
         name=name,
@@ -155,11 +160,46 @@ def fit_iteration_runs(runs: Sequence[LoggedRun], base: CostModel, *, name: str)
         decode_base_s=a_d,
         decode_per_seq_s=d,
         decode_per_ctx_token_s=k_ctx,
+        prefill_per_ctx_token_s=h_ctx,
         step_jitter=jitter,
+        step_jitter_slow=slow,
+        step_jitter_block=block,
     )
 
 
-#: The six step coefficients an iteration-log fit sets, in its design matrix's column order.
+def _group_medians(values: Any, keys: Sequence[tuple[str, float]]) -> Any:
+    """Each value's group median (groups by ``keys``, one per value)."""
+    import numpy as np
+
+    out = np.zeros(len(values))
+    for key in set(keys):
+        idx = [i for i, k in enumerate(keys) if k == key]
+        out[idx] = float(np.median(values[idx]))
+    return out
+
+
+def slow_stretches(logs: Any, block: int | None = None) -> tuple[float, int]:
+    """The slow stretches in a fit's step residuals (``CostModel.step_jitter_slow`` and
+    ``step_jitter_block``): the log residuals of consecutive steps, in blocks of ``block``
+    (default ~sqrt(n), as the bootstrap's), have block means that spread more than
+    independent per-step noise allows (its variance over the block length) when the host's
+    speed drifts. The excess variance is the slow factor's; (0, 0) when there is none or
+    fewer than 4 blocks."""
+    import numpy as np
+
+    r = np.asarray(logs, dtype=float)
+    m = block or max(2, round(len(r) ** 0.5))
+    n = len(r) // m
+    if n < 4:
+        return 0.0, 0
+    blocks = r[: n * m].reshape(n, m)
+    within = float(np.mean(np.var(blocks, axis=1, ddof=1)))
+    between = float(np.var(blocks.mean(axis=1), ddof=1))
+    excess = between - within / m
+    return (float(excess**0.5), m) if excess > 1e-12 else (0.0, 0)
+
+
+#: The seven step coefficients an iteration-log fit sets, in its design matrix's column order.
 STEP_COEFFICIENTS = (
     "prefill_base_s",
     "prefill_per_token_s",
@@ -167,6 +207,7 @@ STEP_COEFFICIENTS = (
     "decode_base_s",
     "decode_per_seq_s",
     "decode_per_ctx_token_s",
+    "prefill_per_ctx_token_s",
 )
 
 
@@ -179,16 +220,56 @@ def _design(shapes: list[StepShape], its: list[IterationSample]) -> tuple[Any, A
     for sh in shapes:
         g, k = float(sh.decoders), float(sh.decode_context_tokens)
         if not sh.chunks:
-            rows.append([0.0, 0.0, 0.0, 1.0, g, k])
+            rows.append([0.0, 0.0, 0.0, 1.0, g, k, 0.0])
         else:
             c = sum(n for n, _ in sh.chunks)
             pairs = sum(n * (p + n / 2) for n, p in sh.chunks)
-            rows.append([1.0, float(c), pairs, 0.0, g, k])
+            depth = float(sum(p for _, p in sh.chunks))
+            rows.append([1.0, float(c), pairs, 0.0, g, k, depth])
     return np.array(rows), np.array([s.elapsed_s for s in its])
 
 
+def _log_refine(x: Any, y: Any, start: Any) -> Any:
+    """The step coefficients refined to least squares of the log ratios (the maximum
+    likelihood fit under the simulator's log-normal step jitter), from the relative fit's
+    ``start``, each kept >= 0.
+
+    Weighting by the logged time itself biases the fit low when steps are noisy (a slow
+    step's error counts less than a fast one's: on a shared host the fitted decode step came
+    out at 0.55x the median logged one). The simulator draws a step as the model's time
+    times a log-normal of median 1, so the model should be the steps' median: least squares
+    of the logs is that. ``start`` is returned when scipy is missing or the refit fails."""
+    import numpy as np
+
+    ok = y > 0
+    x, y = x[ok], y[ok]
+    scale = np.where(start > 0, start, np.maximum(np.median(y) / np.maximum(x.sum(0), 1e-30), 0))
+    scale = np.where(scale > 0, scale, 1.0)
+    ly = np.log(y)
+
+    def fun(v: Any) -> Any:
+        return np.log(np.maximum(x @ (v * scale), 1e-12)) - ly
+
+    def jac(v: Any) -> Any:
+        pred = np.maximum(x @ (v * scale), 1e-12)
+        return x * scale / pred[:, None]
+
+    try:
+        from scipy.optimize import least_squares
+
+        v0 = np.where(start > 0, 1.0, 1e-9)  # strictly inside the bounds
+        fit = least_squares(
+            fun, v0, jac=jac, bounds=(0.0, np.inf), max_nfev=200, ftol=1e-12, xtol=1e-12
+        )
+    except (ImportError, ValueError):  # pragma: no cover - scipy ships with the bench extra
+        return start
+    if not fit.success or float(np.sum(fit.fun**2)) >= float(np.sum(fun(v0) ** 2)):
+        return start
+    return fit.x * scale
+
+
 def _solve(x: Any, y: Any) -> tuple[float, ...]:
-    """Relative non-negative least squares of ``y`` on ``x``'s six columns.
+    """Relative non-negative least squares of ``y`` on ``x``'s seven columns.
 
     Each row is weighted by its own time: a 5 ms decode step counts as much as a 150 ms
     chunk, as the figures compared later are relative errors; plain least squares would fit
@@ -197,10 +278,17 @@ def _solve(x: Any, y: Any) -> tuple[float, ...]:
 
     from tierctl.sim.lstsq import nnls_n
 
+    # Columns no step exercises (no decode context known; no chunk deep in a prompt) are
+    # left out and come back 0.
+    used = [j for j in range(x.shape[1]) if j < 5 or x[:, j].any()]
+    xu = x[:, used]
     w = 1.0 / np.maximum(y, 1e-6)
-    if not x[:, 5].any():
-        return (*nnls_n(x[:, :5] * w[:, None], y * w), 0.0)
-    return nnls_n(x * w[:, None], y * w)
+    got = nnls_n(xu * w[:, None], y * w)
+    got = _log_refine(xu, y, np.asarray(got, dtype=float))
+    out = [0.0] * x.shape[1]
+    for j, v in zip(used, got, strict=True):
+        out[j] = float(v)
+    return tuple(out)
 
 
 def bootstrap_iterations(
@@ -541,11 +629,17 @@ def _request_host_time(
     the one that sampled its first token (their logged elapsed times, plus the time between
     steps at ``round_overhead_s`` and ``detokenize_per_token_s`` per token emitted). What is
     left is the wait: the host's time for the request, plus any queueing behind a step already
-    running or a full batch. The request that waited least had no queue, so the smallest wait
-    is the host time. None when no request has a non-negative wait.
+    running or a full batch. A request admitted alone into a step that ran nothing else (no
+    decoder, no other prompt: it found the engine idle) had no queue, so its wait is the
+    host time; the median over those is taken, as the least of them is one host's luckiest
+    request and under-states what a request costs (10 ms where lone requests waited 6-25 ms
+    on the real engine). Without any lone request, the least wait of all. None when no
+    request has a non-negative wait.
     """
+    import statistics
+
     emitted = _emitted(len(its), replayed)
-    waits = []
+    waits, lone = [], []
     for m, r in zip(reqs, replayed, strict=True):
         if r.admitted_at < 0 or not r.steps:
             continue
@@ -553,8 +647,14 @@ def _request_host_time(
             its[j].elapsed_s + round_overhead_s + detokenize_per_token_s * emitted[j]
             for j in range(r.admitted_at, r.steps[0] + 1)
         )
-        if m.ttft_s - span >= 0:
-            waits.append(m.ttft_s - span)
+        if m.ttft_s - span < 0:
+            continue
+        waits.append(m.ttft_s - span)
+        first = its[r.admitted_at]
+        if first.context_requests == 1 and first.generation_requests == 0:
+            lone.append(m.ttft_s - span)
+    if lone:
+        return float(statistics.median(lone))
     return min(waits) if waits else None
 
 
@@ -682,3 +782,78 @@ def fit_overheads(
     res["detokenize_per_token_s"] = fitted.detokenize_per_token_s
     res["request_overhead_s"] = fitted.request_overhead_s
     return fitted, res
+
+
+def fit_spec_step_cost(
+    its: list[IterationSample],
+    model: CostModel,
+    draft_steps: int,
+    context_per_request: float = 0.0,
+) -> tuple[CostModel, dict[str, Any]]:
+    """The speculative round's draft and verify cost (``spec_draft_step_s``,
+    ``spec_verify_per_token_s``) from the iteration log of a run with speculative decoding on
+    (a calibration run: the fit trace on an engine with the arm's ``--speculative-config``).
+
+    A decode-only step of ``B`` requests costs the fitted decode step plus
+    ``draft_steps * spec_draft_step_s + spec_verify_per_token_s * draft_steps * B``
+    (:meth:`CostModel.spec_round_s`): the log's decode steps at several batch sizes separate
+    the two (the intercept and the slope on ``B``), fitted on the log of the step times
+    (robust, both >= 0) with ``model``'s decode coefficients fixed. The log does not give the
+    decoders' contexts; ``context_per_request`` tokens each stand for them (the fit trace's
+    mean prompt plus half its output). Mixed steps are left out (their chunks' cost is the
+    target's, the draft's share of them is not told apart).
+
+    Raises:
+        InputError: fewer than 3 decode steps, or all at one batch size.
+    """
+    import numpy as np
+
+    dec = [s for s in its if s.context_requests == 0 and s.generation_requests > 0]
+    sizes = {s.generation_requests for s in dec}
+    if len(dec) < 3 or len(sizes) < 2 or draft_steps < 1:
+        raise InputError(
+            "not enough speculative decode steps to fit the draft and verify cost",
+            rule="at least 3 decode-only steps at 2 or more batch sizes are needed",
+            value={"decode_steps": len(dec), "batch_sizes": sorted(sizes)},
+            fix="play a fit trace with decode batches of several sizes on the speculative engine",
+        )
+    b = np.array([float(s.generation_requests) for s in dec])
+    y = np.array([s.elapsed_s for s in dec])
+    base = np.array([model.decode_s(int(n), int(n * context_per_request)) for n in b])
+    x = np.column_stack([np.full_like(b, float(draft_steps)), draft_steps * b])
+    extra = np.maximum(y - base, 0.0)
+    start = np.array(
+        [
+            max(float(np.median(extra[b == b.min()])) / draft_steps, 1e-6),
+            max(float(np.median(extra)) / (draft_steps * float(np.median(b))), 1e-7),
+        ]
+    )
+    coefs = start
+    try:
+        from scipy.optimize import least_squares
+
+        def fun(v: Any) -> Any:
+            return np.log(base + x @ (v * start)) - np.log(np.maximum(y, 1e-9))
+
+        fit = least_squares(
+            fun, np.ones(2), bounds=(0.0, np.inf), loss="soft_l1", f_scale=0.25, max_nfev=200
+        )
+        if fit.success:
+            coefs = fit.x * start
+    except ImportError:  # pragma: no cover - scipy ships with the bench extra
+        pass
+    draft, verify = float(coefs[0]), float(coefs[1])
+    fitted = dataclasses.replace(model, spec_draft_step_s=draft, spec_verify_per_token_s=verify)
+    pred = base + x @ coefs
+    logs = np.log(y / pred)
+    prov = {
+        "method": "vLLM iteration log of a speculative run: decode-only steps' time beyond the "
+        "fitted decode step, on (draft steps, draft steps x batch), log least squares",
+        "decode_steps": len(dec),
+        "batch_sizes": sorted(int(v) for v in sizes),
+        "context_per_request": context_per_request,
+        "spec_draft_step_s": draft,
+        "spec_verify_per_token_s": verify,
+        "median_log_residual": float(np.median(logs)),
+    }
+    return fitted, prov

@@ -188,7 +188,7 @@ def _run(
                 now = spun
                 continue
         # Jittered steps have no closed form: they are stepped one by one.
-        if fast_forward and steps is None and not model.step_jitter and sched.decode_only(now):
+        if fast_forward and steps is None and not model.jittery and sched.decode_only(now):
             now, _ = sched.fast_forward(now, min(upcoming, horizon_s))
             continue
         deferred = sched.stats.deferred_rounds

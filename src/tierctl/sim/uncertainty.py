@@ -157,7 +157,7 @@ def what_if(
     """
     fit = fit or FitUncertainty()
     point = compare(control, candidate, workload, cost, focus=focus, seed=seed)
-    random_model = cost.step_jitter > 0 or bool(fit.samples)
+    random_model = cost.jittery or bool(fit.samples)
     n = max(1, draws) if random_model else 0
     ab: list[list[float | None]] = []
     aa: list[list[float | None]] = []
@@ -250,7 +250,13 @@ def _source(cost: CostModel, fit: FitUncertainty, n: int) -> str:
     if fit.samples:
         return (
             f"intervals: {n} draws of the fit's {len(fit.samples)} bootstrap refits "
-            f"({fit.method or 'over its steps'}) and the step jitter (sigma {cost.step_jitter:.2f})"
+            f"({fit.method or 'over its steps'}) and the step jitter (sigma {cost.step_jitter:.2f}"
+            + (
+                f"; slow stretches sigma {cost.step_jitter_slow:.2f} every "
+                f"{cost.step_jitter_block} steps)"
+                if cost.step_jitter_slow > 0
+                else ")"
+            )
         )
     if cost.step_jitter > 0:
         return (
