@@ -654,56 +654,11 @@ def _finish(
 ) -> dict[str, Any]:
     services_in = data.get("services") or {}
     services = {n: s for n, s in services_in.items() if _active(s, options.profiles)}
-    volumes = data.get("volumes") or {}
-    out_services: dict[str, Any] = {}
-    uses_default = False
-    for sname in sorted(services):
-        svc = dict(services[sname])
-        for dep, spec in (svc.get("depends_on") or {}).items():
-            if dep not in services and (not isinstance(spec, dict) or spec.get("required", True)):
-                raise _refuse(
-                    f'service "{sname}" depends on undefined service "{dep}": invalid compose '
-                    "project",
-                    where.at("services", sname, "depends_on"),
-                    "depends_on names a service of the project (in an active profile)",
-                    f"define {dep}, enable its profile, or mark it required: false",
-                    dep,
-                )
-        if not svc.get("image") and not svc.get("build"):
-            raise _refuse(
-                f'service "{sname}" has neither an image nor a build context specified: '
-                "invalid compose project",
-                where.at("services", sname),
-                "every service names an image or a build",
-                f"add image: to {sname} (or build:), or merge this file over the one that does",
-            )
-        if isinstance(svc.get("ports"), list):
-            svc["ports"] = unique_ports(_ports(svc["ports"]))
-        svc.setdefault("command", None)
-        svc.setdefault("entrypoint", None)
-        svc = _environment(svc, sname, folder, env, where)
-        svc["volumes"] = [
-            _mount(v, sname, folder, volumes, where) for v in svc.get("volumes") or []
-        ]
-        if not svc["volumes"]:
-            del svc["volumes"]
-        if "build" in svc and isinstance(svc["build"], dict):
-            svc["build"] = _finish_build(svc["build"], folder, env)
-        if isinstance(svc.get("secrets"), list):
-            svc["secrets"] = [
-                {**r, "target": f"/run/secrets/{r.get('source')}"}
-                if isinstance(r, dict) and not r.get("target")
-                else r
-                for r in svc["secrets"]
-            ]
-        _refuse_undefined_refs(svc, sname, data, where)
-        if isinstance(svc.get("networks"), dict):
-            svc["networks"] = {n: _attachment(v) for n, v in svc["networks"].items()}
-        if "network_mode" not in svc and not svc.get("networks"):
-            svc["networks"] = {"default": None}
-        if "default" in (svc.get("networks") or {}):
-            uses_default = True
-        out_services[sname] = _omit_empty(svc)
+    out_services = {
+        sname: _finish_service(sname, services, data, folder, env, where)
+        for sname in sorted(services)
+    }
+    uses_default = any("default" in (s.get("networks") or {}) for s in out_services.values())
     _refuse_cycles(out_services, where)
     _refuse_shared_container_names(out_services, where)
     # every service, active or not: Compose decodes the whole model before profiles apply
@@ -722,6 +677,71 @@ def _finish(
             for n, v in kept.items()
         }
     out["services"] = out_services
+    out.update(_used_resources(data, out_services, name, folder))
+    out.update({k: v for k, v in data.items() if isinstance(k, str) and k.startswith("x-")})
+    escaped: dict[str, Any] = _escape(out)
+    return escaped
+
+
+def _finish_service(
+    sname: str,
+    services: dict[str, Any],
+    data: dict[str, Any],
+    folder: str,
+    env: dict[str, str],
+    where: _Where,
+) -> dict[str, Any]:
+    """One active service as Compose prints it, refusing what Compose refuses of it."""
+    svc = dict(services[sname])
+    volumes = data.get("volumes") or {}
+    for dep, spec in (svc.get("depends_on") or {}).items():
+        if dep not in services and (not isinstance(spec, dict) or spec.get("required", True)):
+            raise _refuse(
+                f'service "{sname}" depends on undefined service "{dep}": invalid compose project',
+                where.at("services", sname, "depends_on"),
+                "depends_on names a service of the project (in an active profile)",
+                f"define {dep}, enable its profile, or mark it required: false",
+                dep,
+            )
+    if not svc.get("image") and not svc.get("build"):
+        raise _refuse(
+            f'service "{sname}" has neither an image nor a build context specified: '
+            "invalid compose project",
+            where.at("services", sname),
+            "every service names an image or a build",
+            f"add image: to {sname} (or build:), or merge this file over the one that does",
+        )
+    if isinstance(svc.get("ports"), list):
+        svc["ports"] = unique_ports(_ports(svc["ports"]))
+    svc.setdefault("command", None)
+    svc.setdefault("entrypoint", None)
+    svc = _environment(svc, sname, folder, env, where)
+    svc["volumes"] = [_mount(v, sname, folder, volumes, where) for v in svc.get("volumes") or []]
+    if not svc["volumes"]:
+        del svc["volumes"]
+    if "build" in svc and isinstance(svc["build"], dict):
+        svc["build"] = _finish_build(svc["build"], folder, env)
+    if isinstance(svc.get("secrets"), list):
+        svc["secrets"] = [
+            {**r, "target": f"/run/secrets/{r.get('source')}"}
+            if isinstance(r, dict) and not r.get("target")
+            else r
+            for r in svc["secrets"]
+        ]
+    _refuse_undefined_refs(svc, sname, data, where)
+    if isinstance(svc.get("networks"), dict):
+        svc["networks"] = {n: _attachment(v) for n, v in svc["networks"].items()}
+    if "network_mode" not in svc and not svc.get("networks"):
+        svc["networks"] = {"default": None}
+    finished: dict[str, Any] = _omit_empty(svc)
+    return finished
+
+
+def _used_resources(
+    data: dict[str, Any], out_services: dict[str, Any], name: str, folder: str
+) -> dict[str, Any]:
+    """The top-level volumes, configs and secrets the services use, as Compose prints them."""
+    out: dict[str, Any] = {}
     used_volumes = {
         str(m.get("source"))
         for s in out_services.values()
@@ -745,9 +765,7 @@ def _finish(
             out[kind] = {
                 n: _resource(v, f"{name}_{n}", folder) for n, v in defined.items() if n in used
             }
-    out.update({k: v for k, v in data.items() if isinstance(k, str) and k.startswith("x-")})
-    escaped: dict[str, Any] = _escape(out)
-    return escaped
+    return out
 
 
 def _finish_build(build: dict[str, Any], folder: str, env: Mapping[str, str]) -> dict[str, Any]:
