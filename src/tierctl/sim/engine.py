@@ -487,6 +487,18 @@ class Scheduler:
         self.stats.preemptions += 1
         self.stats.recomputed_tokens += live.req.input_tokens + live.generated
 
+    def _ff_slot_cap(self) -> int:
+        """Fast-forward rounds the free pool holds at one KV slot per running request a round
+        (engines that take KV as tokens are computed, not reserved up front)."""
+        b = max(1, len(self.running))
+        return max(1, (self.kv_pool_tokens - self.kv_used_tokens) // b)
+
+    def _ff_take_slots(self, rounds: int) -> None:
+        """Account ``rounds`` fast-forwarded decode rounds at one KV slot per request each."""
+        for live in self.running:
+            live.kv_tokens += rounds
+        self.kv_used_tokens += rounds * len(self.running)
+
     def _resume_decoding(self, live: Live, end_s: float) -> Emission:
         """A preempted request recomputed its prompt and outputs: the step samples its next
         token (the gap since its last one counts as one inter-token gap) and it decodes on."""

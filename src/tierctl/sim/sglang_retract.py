@@ -214,11 +214,8 @@ class RetractingScheduler(Scheduler):
         return not self.waiting or len(self.running) >= self.max_running
 
     def _ff_round_cap(self) -> int:
-        b = max(1, len(self.running))
-        return max(1, (self.kv_pool_tokens - self.kv_used_tokens) // b)
+        return self._ff_slot_cap()
 
     def _ff_account(self, rounds: int) -> None:
-        for live in self.running:
-            live.kv_tokens += rounds
-        self.kv_used_tokens += rounds * len(self.running)
+        self._ff_take_slots(rounds)
         self.new_token_ratio = max(self.new_token_ratio - rounds * self.ratio_decay, self.min_ratio)

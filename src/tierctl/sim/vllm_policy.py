@@ -357,13 +357,10 @@ class VllmScheduler(Scheduler):
         return blocked
 
     def _ff_round_cap(self) -> int:
-        b = max(1, len(self.running))
-        return max(1, (self.kv_pool_tokens - self.kv_used_tokens) // b)
+        return self._ff_slot_cap()
 
     def _ff_account(self, rounds: int) -> None:
-        for live in self.running:
-            live.kv_tokens += rounds
-        self.kv_used_tokens += rounds * len(self.running)
+        self._ff_take_slots(rounds)
 
     def _finish(self, live: Live, end_s: float) -> None:
         if live in self.order:
