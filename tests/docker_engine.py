@@ -13,36 +13,34 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import ssl
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tierctl.runtime.polling import wait_until
+from tierctl.testhosts.dockerd import SLEEPER, TINY_IMAGE, HostDockerd, dockerd_missing
+from tierctl.testhosts.dockerd import python_mounts as host_python_mounts
+
+__all__ = [
+    "SLEEPER",
+    "TINY_IMAGE",
+    "AgentProcess",
+    "DockerEngine",
+    "commit_tag",
+    "python_mounts",
+    "require_docker",
+    "running_engine",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY_IMAGE = "tierctl-tiny:1"
-#: A container command that stops at once on SIGTERM (a shell as pid 1 ignores it otherwise,
-#: and every stop would wait out the 10 s grace period).
-SLEEPER = ["/bin/sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait", "--"]
-_BUSYBOX = next((p for p in (Path("/usr/bin/busybox"), Path("/bin/busybox")) if p.exists()), None)
-
-
-def docker_missing() -> str | None:
-    """Why no dockerd can run here, or None."""
-    if sys.platform != "linux" or os.geteuid() != 0:
-        return "dockerd needs root on Linux"
-    if shutil.which("dockerd") is None or shutil.which("docker") is None:
-        return "no dockerd (scripts/ensure-docker installs Debian's docker.io)"
-    if _BUSYBOX is None:
-        return "no busybox (scripts/ensure-docker installs busybox-static)"
-    return None
+#: One dockerd of the tests' own: the one implementation, in :mod:`tierctl.testhosts.dockerd`.
+DockerEngine = HostDockerd
+docker_missing = dockerd_missing
 
 
 def require_docker() -> None:
@@ -54,169 +52,22 @@ def require_docker() -> None:
         pytest.skip(why)
 
 
-class DockerEngine:
-    """One dockerd of the tests' own."""
-
-    def __init__(self, name: str = "d", netns: str | None = None) -> None:
-        """Describe it; nothing starts until :meth:`start`.
-
-        Args:
-            name: A short name for its folder.
-            netns: A network namespace to run it in (its containers on host networking share
-                that namespace: one simulated host).
-        """
-        # Short: a unix socket path has ~100 characters at most.
-        self.root = Path(tempfile.mkdtemp(prefix=f"tierctl-{name}-", dir="/tmp"))
-        self.sock = self.root / "sock"
-        self.netns = netns
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def host(self) -> str:
-        """The DOCKER_HOST of this engine."""
-        return f"unix://{self.sock}"
-
-    def env(self) -> dict[str, str]:
-        """This environment, pointed at this engine."""
-        return {**os.environ, "DOCKER_HOST": self.host}
-
-    def start(self, timeout_s: float = 60.0) -> None:
-        """Start dockerd and wait until it answers."""
-        argv = [
-            "dockerd", "--storage-driver=vfs", "--iptables=false", "--bridge=none",
-            "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
-            "--pidfile", str(self.root / "pid"), "-H", self.host,
-        ]  # fmt: skip
-        if self.netns:
-            argv = ["ip", "netns", "exec", self.netns, *argv]
-        with (self.root / "dockerd.log").open("wb") as log:
-            self.proc = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        ok = wait_until(
-            lambda: (
-                self.proc is not None
-                and (
-                    self.proc.poll() is not None
-                    or self.docker("version", check=False).returncode == 0
-                )
-            ),
-            timeout_s,
-            poll_s=0.2,
-        )
-        if not ok or self.proc.poll() is not None:
-            tail = (self.root / "dockerd.log").read_text(errors="replace")[-2000:]
-            self.stop()
-            raise RuntimeError(f"dockerd did not start: {tail}")
-
-    def docker(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run the docker CLI against this engine."""
-        return subprocess.run(
-            ["docker", *args], env=self.env(), capture_output=True, text=True, check=check,
-            timeout=300,
-        )  # fmt: skip
-
-    def compose(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run the real Compose v2 against this engine."""
-        from tierctl.compose.binary import find_compose_binary
-
-        found = find_compose_binary()
-        assert found is not None, "no Docker Compose v2 (the compose extra ships it)"
-        return subprocess.run(
-            [*found.argv, *args], env=self.env(), capture_output=True, text=True, check=check,
-            timeout=300,
-        )  # fmt: skip
-
-    def build_tiny_image(self) -> None:
-        """``docker import`` busybox in a folder as :data:`TINY_IMAGE` (no registry)."""
-        assert _BUSYBOX is not None
-        rootfs = self.root / "rootfs"
-        for sub in ("bin", "tmp", "etc", "proc", "sys", "dev", "usr", "root"):
-            (rootfs / sub).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(_BUSYBOX, rootfs / "bin" / "busybox")
-        for applet in ("sh", "sleep", "cat", "true", "echo", "wget"):
-            with contextlib.suppress(FileExistsError):
-                (rootfs / "bin" / applet).symlink_to("busybox")
-        # /lib -> usr/lib as on merged-/usr Debian: a bind-mounted /usr brings the libc.
-        for link in ("lib", "lib64"):
-            with contextlib.suppress(FileExistsError):
-                (rootfs / link).symlink_to(f"usr/{link}")
-        (rootfs / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
-        tar = subprocess.run(["tar", "-C", str(rootfs), "-c", "."], capture_output=True, check=True)
-        subprocess.run(
-            ["docker", "import", "-", TINY_IMAGE], input=tar.stdout, env=self.env(),
-            capture_output=True, check=True, timeout=120,
-        )  # fmt: skip
-
-    def containers(self) -> list[str]:
-        """Every container's name (running or not)."""
-        out = self.docker("ps", "-a", "--format", "{{.Names}}").stdout
-        return sorted(line for line in out.splitlines() if line)
-
-    def remove_all_containers(self) -> None:
-        """Remove every container of this engine (a test's leftovers)."""
-        ids = self.docker("ps", "-aq").stdout.split()
-        if ids:
-            self.docker("rm", "-f", *ids, check=False)
-
-    def stop(self) -> None:
-        """Remove the containers, SIGTERM dockerd by its pid (SIGKILL after 30 s), and
-        delete its folder."""
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(subprocess.SubprocessError, OSError):
-                self.remove_all_containers()
-            pid = _dockerd_pid(self.root / "pid") or self.proc.pid
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        _unmount_below(self.root)
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _dockerd_pid(pidfile: Path) -> int | None:
-    try:
-        return int(pidfile.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _unmount_below(root: Path) -> None:
-    """Unmount what dockerd may have left mounted under its folder (after a crash)."""
-    try:
-        mounts = Path("/proc/self/mounts").read_text().splitlines()
-    except OSError:
-        return
-    points = [m.split()[1] for m in mounts if len(m.split()) > 1]
-    for point in sorted((p for p in points if p.startswith(str(root))), reverse=True):
-        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
-
-
 @contextlib.contextmanager
 def running_engine(name: str = "d", netns: str | None = None) -> Iterator[DockerEngine]:
     """A started engine with the tiny image, stopped (by pid) and deleted after."""
     engine = DockerEngine(name, netns)
     try:
         engine.start()
-        engine.build_tiny_image()
+        engine.import_tiny()
         yield engine
     finally:
         engine.stop()
 
 
 def python_mounts() -> list[str]:
-    """Read-only bind mounts that let a tiny-image container run this checkout's tierctl:
-    /usr (the libc), the base interpreter, the venv and the source, at their own paths."""
-    paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix), ROOT / "src"}
-    mounts = ["/usr:/usr:ro"]
-    for path in sorted(paths):
-        if not str(path).startswith("/usr/"):
-            mounts.append(f"{path}:{path}:ro")
-    return mounts
+    """Read-only bind mounts that let a tiny-image container run this checkout's tierctl
+    (:func:`tierctl.testhosts.dockerd.python_mounts` for ``src``)."""
+    return host_python_mounts(ROOT / "src")
 
 
 def commit_tag(repo: Path, tag: str, files: dict[str, str]) -> None:

@@ -237,7 +237,6 @@ OWN_READS = {
     "paths.py": "the existing output file, compared before it is replaced (not an input)",
     "testhosts/dockerd.py": "/proc/self/mounts, to unmount what a dockerd of its own left",
     "demo/fleet.py": "the fleet journal the demo's own rollout wrote a step before",
-    "demo/fleet_hosts.py": "the pid files of the dockerds the demo started; /proc/self/mounts",
 }
 
 

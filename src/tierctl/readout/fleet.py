@@ -277,18 +277,11 @@ def _between_hosts(
             rows[h.name][m.key] = _relative_change(h, hosts, changes[m.key])
     pooled = []
     for m in metrics:
-        by_host = changes[m.key]
-        group = {
-            role: np.mean([by_host[h.name] for h in hosts if h.role == role], axis=0)
-            for role in ("canary", "control")
-        }
-        row = _row(m, np.exp(group["control"]), np.exp(group["canary"]), tolerance, seed)
+        group = {role: _role_per_step(hosts, role, changes[m.key]) for role in _ROLES}
+        row = _row(m, group["control"], group["canary"], tolerance, seed)
         # The medians shown are the groups' own levels after the change (geometric mean over
         # their hosts, median over steps), in the metric's unit; the ratio is the blocked one.
-        levels = {
-            role: _median(np.exp(np.mean([raw[m.key][h.name] for h in hosts if h.role == role], 0)))
-            for role in ("canary", "control")
-        }
+        levels = {role: _median(_role_per_step(hosts, role, raw[m.key])) for role in _ROLES}
         pooled.append(
             replace(row, control_median=levels["control"], canary_median=levels["canary"])
         )
@@ -314,6 +307,22 @@ def _relative_change(
     return float(np.exp(finite.mean())) if finite.size else math.nan
 
 
+_ROLES = ("canary", "control")
+
+
+def _geomean(logs: list[np.ndarray]) -> np.ndarray:
+    """Per step, the geometric mean over hosts of a series given as its logs."""
+    out: np.ndarray = np.exp(np.mean(logs, axis=0))
+    return out
+
+
+def _role_per_step(
+    hosts: list[FleetReadoutHost], role: str, logs: dict[str, np.ndarray]
+) -> np.ndarray:
+    """Per step, the geometric mean over the ``role`` hosts of ``logs`` (host -> log series)."""
+    return _geomean([logs[h.name] for h in hosts if h.role == role])
+
+
 def _median(values: np.ndarray) -> float:
     return float(np.nanmedian(values)) if np.isfinite(values).any() else math.nan
 
@@ -330,9 +339,9 @@ def _row(
         tolerance=tolerance,
         seed=seed,
     )
-    med_c = float(np.nanmedian(control)) if np.isfinite(control).any() else math.nan
-    med_k = float(np.nanmedian(canary)) if np.isfinite(canary).any() else math.nan
-    return MetricReadout(m.key, m.title, m.guard, med_c, med_k, result, m.quantity.unit)
+    return MetricReadout(
+        m.key, m.title, m.guard, _median(control), _median(canary), result, m.quantity.unit
+    )
 
 
 def _within_host(
@@ -366,13 +375,7 @@ def _within_host(
             ratios[m.key], verdicts[m.key] = one.ratio, one.verdict
         host_rows.append(HostRow(h.name, "both", ratios, verdicts, int(usable.sum())))
     pooled = [
-        _row(
-            m,
-            np.exp(np.mean(logs[m.key]["control"], axis=0)),
-            np.exp(np.mean(logs[m.key]["canary"], axis=0)),
-            tolerance,
-            seed,
-        )
+        _row(m, _geomean(logs[m.key]["control"]), _geomean(logs[m.key]["canary"]), tolerance, seed)
         for m in metrics
     ]
     aborts = _aborts_within(hosts, replicas, profile, prefix, window)

@@ -482,6 +482,58 @@ class Scheduler:
         self.context_tokens += live.req.input_tokens + 1
         return Emission(live.req.rid, 1, False)
 
+    # -- preemption by recompute (the engines' policies choose whom, when and where to) ---
+
+    def _free_for_recompute(self, live: Live) -> None:
+        """Free a scheduled request's KV for recompute: out of the running batch (when it
+        decodes), its outputs so far to be computed again with its prompt, counted as a
+        preemption. The engine's policy chose the victim and puts it back in the queue."""
+        if live.status == "decoding":
+            self.running.remove(live)
+            self.context_tokens -= live.req.input_tokens + live.generated
+        self.kv_used_tokens -= live.kv_tokens
+        live.kv_tokens = 0
+        live.resumed_tokens = live.generated
+        live.prefilled_tokens = 0
+        live.status = "waiting"
+        live.preemptions += 1
+        self.stats.preemptions += 1
+        self.stats.recomputed_tokens += live.req.input_tokens + live.generated
+
+    def _ff_slot_cap(self) -> int:
+        """Fast-forward rounds the free pool holds at one KV slot per running request a round
+        (engines that take KV as tokens are computed, not reserved up front)."""
+        b = max(1, len(self.running))
+        return max(1, (self.kv_pool_tokens - self.kv_used_tokens) // b)
+
+    def _ff_take_slots(self, rounds: int) -> None:
+        """Account ``rounds`` fast-forwarded decode rounds at one KV slot per request each."""
+        for live in self.running:
+            live.kv_tokens += rounds
+        self.kv_used_tokens += rounds * len(self.running)
+
+    def _resume_decoding(self, live: Live, end_s: float) -> Emission:
+        """A preempted request recomputed its prompt and outputs: the step samples its next
+        token (the gap since its last one counts as one inter-token gap) and it decodes on."""
+        gap = end_s - live.last_token_s
+        live.itl_max_s = max(live.itl_max_s, gap)
+        live.burst_gap_sum_s += gap
+        live.burst_gaps += 1
+        live.burst_tokens += 1
+        live.epoch = self.prefill_epoch
+        live.generated += 1
+        live.last_token_s = end_s
+        live.resumed_tokens = 0
+        live.prefilled_tokens = 0
+        done = live.generated >= live.req.output_tokens
+        if done:
+            self._finish(live, end_s)
+        else:
+            live.status = "decoding"
+            self.running.append(live)
+            self.context_tokens += live.req.input_tokens + live.generated
+        return Emission(live.req.rid, live.generated, done)
+
     def _decode_tokens(self, batch: list[Live], end_s: float, in_burst: bool) -> list[Emission]:
         """One token for each of ``batch`` at ``end_s``.
 

@@ -147,24 +147,7 @@ class RetractingScheduler(Scheduler):
         if live.generated == 0:
             return super()._first_token(live, end_s)
         # A retracted request recomputed its prompt and outputs: it decodes on from here.
-        gap = end_s - live.last_token_s
-        live.itl_max_s = max(live.itl_max_s, gap)
-        live.burst_gap_sum_s += gap
-        live.burst_gaps += 1
-        live.burst_tokens += 1
-        live.epoch = self.prefill_epoch
-        live.generated += 1
-        live.last_token_s = end_s
-        live.resumed_tokens = 0
-        live.prefilled_tokens = 0
-        done = live.generated >= live.req.output_tokens
-        if done:
-            self._finish(live, end_s)
-        else:
-            live.status = "decoding"
-            self.running.append(live)
-            self.context_tokens += live.req.input_tokens + live.generated
-        return Emission(live.req.rid, live.generated, done)
+        return self._resume_decoding(live, end_s)
 
     def _decode_tokens(self, batch: list[Live], end_s: float, in_burst: bool) -> list[Emission]:
         before = {id(x): x.generated for x in batch}
@@ -215,14 +198,8 @@ class RetractingScheduler(Scheduler):
 
     def _retract(self, live: Live) -> None:
         """Free a decoding request's KV and put it at the back of the waiting queue."""
-        self._drop_running(live)
-        live.resumed_tokens = live.generated
-        live.prefilled_tokens = 0
+        self._free_for_recompute(live)
         live.cached_tokens = 0
-        live.status = "waiting"
-        live.preemptions += 1
-        self.stats.preemptions += 1
-        self.stats.recomputed_tokens += live.req.input_tokens + live.generated
         self.waiting.append(live)
 
     # -- fast-forward (offline only) ----------------------------------------------------
@@ -237,11 +214,8 @@ class RetractingScheduler(Scheduler):
         return not self.waiting or len(self.running) >= self.max_running
 
     def _ff_round_cap(self) -> int:
-        b = max(1, len(self.running))
-        return max(1, (self.kv_pool_tokens - self.kv_used_tokens) // b)
+        return self._ff_slot_cap()
 
     def _ff_account(self, rounds: int) -> None:
-        for live in self.running:
-            live.kv_tokens += rounds
-        self.kv_used_tokens += rounds * len(self.running)
+        self._ff_take_slots(rounds)
         self.new_token_ratio = max(self.new_token_ratio - rounds * self.ratio_decay, self.min_ratio)

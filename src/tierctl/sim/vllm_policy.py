@@ -314,40 +314,13 @@ class VllmScheduler(Scheduler):
         if live.generated == 0:
             return self._first_token(live, end_s)
         # A preempted request recomputed its prompt and outputs: it decodes on from here.
-        gap = end_s - live.last_token_s
-        live.itl_max_s = max(live.itl_max_s, gap)
-        live.burst_gap_sum_s += gap
-        live.burst_gaps += 1
-        live.burst_tokens += 1
-        live.epoch = self.prefill_epoch
-        live.generated += 1
-        live.last_token_s = end_s
-        live.resumed_tokens = 0
-        live.prefilled_tokens = 0
         live.cached_tokens = 0
-        done = live.generated >= live.req.output_tokens
-        if done:
-            self._finish(live, end_s)
-        else:
-            live.status = "decoding"
-            self.running.append(live)
-            self.context_tokens += live.req.input_tokens + live.generated
-        return Emission(live.req.rid, live.generated, done)
+        return self._resume_decoding(live, end_s)
 
     def _preempt(self, live: Live, now_s: float) -> None:
         """Free a running request's KV and put it back at the head of the queue."""
         self.order.remove(live)
-        if live.status == "decoding":
-            self.running.remove(live)
-            self.context_tokens -= live.req.input_tokens + live.generated
-        self.kv_used_tokens -= live.kv_tokens
-        live.kv_tokens = 0
-        live.resumed_tokens = live.generated
-        live.prefilled_tokens = 0
-        live.status = "waiting"
-        live.preemptions += 1
-        self.stats.preemptions += 1
-        self.stats.recomputed_tokens += live.req.input_tokens + live.generated
+        self._free_for_recompute(live)
         self.waiting.appendleft(live)
         self._order_waiting()
 
@@ -384,13 +357,10 @@ class VllmScheduler(Scheduler):
         return blocked
 
     def _ff_round_cap(self) -> int:
-        b = max(1, len(self.running))
-        return max(1, (self.kv_pool_tokens - self.kv_used_tokens) // b)
+        return self._ff_slot_cap()
 
     def _ff_account(self, rounds: int) -> None:
-        for live in self.running:
-            live.kv_tokens += rounds
-        self.kv_used_tokens += rounds * len(self.running)
+        self._ff_take_slots(rounds)
 
     def _finish(self, live: Live, end_s: float) -> None:
         if live in self.order:

@@ -208,7 +208,10 @@ def tiny_rootfs_tar(rootfs: Path) -> bytes:
     """busybox in a folder as a tarball: /bin's applets, /lib -> usr/lib (a bind-mounted /usr
     brings the libc, as on merged-/usr Debian), a root user."""
     found = busybox()
-    assert found is not None, "dockerd_missing() first"
+    if found is None:
+        raise RuntimeFailure(
+            "no busybox", rule="the tiny image is busybox", fix="run scripts/ensure-docker"
+        )
     for sub in ("bin", "tmp", "etc", "proc", "sys", "dev", "usr", "root"):
         (rootfs / sub).mkdir(parents=True, exist_ok=True)
     shutil.copy2(found, rootfs / "bin" / "busybox")
@@ -235,10 +238,16 @@ def unmount_below(root: Path) -> None:
         subprocess.run(["umount", "-l", point], capture_output=True, check=False, timeout=30)
 
 
-def python_mounts(src: Path) -> list[str]:
+def tierctl_src() -> Path:
+    """The folder this tierctl is imported from (a checkout's ``src``)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def python_mounts(src: Path | None = None) -> list[str]:
     """Read-only bind mounts that let a tiny-image container run this machine's Python (the
-    interpreter, the venv) and tierctl's source ``src``, at their own paths; /usr for the libc."""
-    paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix), src}
+    interpreter, the venv) and tierctl's source ``src`` (default: :func:`tierctl_src`), at
+    their own paths; /usr for the libc."""
+    paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix), src or tierctl_src()}
     mounts = ["/usr:/usr:ro"]
     for path in sorted(paths):
         if not str(path).startswith("/usr/"):
