@@ -1,0 +1,73 @@
+"""Reproducers of the sweep generator's seed 4411931 (issue #22, session 8), rebuilt by
+``benchmarks/fuzz.py --generator all --seed 4411931 --only N``.
+
+Inputs 6785 (a spec) and 6830 (the same spec, as a kube input) give one replica an unknown
+flag repeated 200,000 times (``x: {repeat: [1, 1, ...]}``, a 600 KB file). ``render`` and
+``show`` took 15-22 s of CPU and ``render --target kubernetes`` 72 s: every use of the flag
+scanned the catalog again (the abbreviation scan of ``Catalog.resolve``, and, in the
+Kubernetes check, the did-you-mean scan per finding), and the warning named the replica once
+per use (a 1.4 MB line). The tests count the scans, not the seconds: a repeated unknown flag
+costs one of each however many times it is repeated, and is reported naming its replica once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import EXAMPLES, CliResult
+
+RunCli = Callable[..., CliResult]
+REPEATS = 400
+
+
+def _spec_with_repeated_flag(tmp_path: Path) -> Path:
+    doc = yaml.safe_load((EXAMPLES / "small-model" / "tier.yaml").read_text())
+    # The reproducer's shape: the unknown flag on replica r1, given as {repeat: [...]}.
+    doc["replicas"]["r1"]["args"] = {"x": {"repeat": [1] * REPEATS}}
+    path = tmp_path / "tier.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["render", "{p}"],
+        ["show", "{p}"],
+        ["render", "{p}", "--target", "kubernetes"],
+        ["show", "--json", "{p}"],
+    ],
+)
+def test_a_flag_repeated_many_times_is_looked_up_once(
+    tmp_path: Path, run_cli: RunCli, monkeypatch: pytest.MonkeyPatch, argv: list[str]
+) -> None:
+    import tierctl.contracts.flag_catalog as flag_catalog
+    from tierctl.engine_catalog import Catalog
+
+    spec = _spec_with_repeated_flag(tmp_path)
+    calls = {"resolve": 0, "did_you_mean": 0}
+    resolve_new, did_you_mean = getattr(Catalog, "_resolve_new", None), flag_catalog.did_you_mean
+
+    def counted_resolve(self: Catalog, token: str, underscores: bool) -> object:
+        calls["resolve"] += token == "--x"
+        assert resolve_new is not None
+        return resolve_new(self, token, underscores)
+
+    def counted_did_you_mean(catalog: Catalog, token: str) -> str:
+        calls["did_you_mean"] += token == "--x"
+        return did_you_mean(catalog, token)
+
+    monkeypatch.setattr(Catalog, "_resolve_new", counted_resolve, raising=False)
+    monkeypatch.setattr(flag_catalog, "did_you_mean", counted_did_you_mean)
+    result = run_cli(*[a.replace("{p}", str(spec)) for a in argv])
+    assert "Traceback" not in result.err
+    assert "--x is not a flag" in result.out + result.err, result
+    # A handful per command (each catalog instance and check once), never one per use.
+    assert calls["resolve"] <= 8, calls
+    assert calls["did_you_mean"] <= 8, calls
+    assert not re.search(r"qwen-r1, qwen-r1", result.out + result.err)
