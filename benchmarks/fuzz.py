@@ -26,8 +26,9 @@ the next input.
 
 Prints a line every ``--every`` inputs (inputs, runs, exceptions, hangs, peak RSS, rate), and
 the full figures at the end: the exit-code histogram per command, every distinct unhandled
-exception (type, place, count), hangs, peak RSS. With ``--save DIR`` every failing input is
-written as it is found: ``DIR/<seed>-<n>-<kind>.<ext>`` and a ``.txt`` beside it (what failed,
+exception (type, place, count), hangs, peak RSS. Every failing input is written as it is
+found (``--save DIR``; by default ``$TMPDIR/tierctl-fuzz-repro/SEED``; ``--no-save``: none):
+``DIR/<seed>-<n>-<kind>.<ext>`` and a ``.txt`` beside it (what failed,
 and the command that re-runs it). ``--replay FILE --kind KIND`` runs one file.
 
 Run: PYTHONPATH=src python benchmarks/fuzz.py [--count 10000] [--seed 1] [--generator both]
@@ -68,6 +69,9 @@ from tests.fuzzing import (  # noqa: E402
 from tests.schema_fuzz import input_at  # noqa: E402
 from tests.sweep_fuzz import SWEEP_KINDS, add_seeds  # noqa: E402
 
+#: Where reproducers go unless ``--save DIR`` or ``--no-save`` (one folder per seed).
+DEFAULT_SAVE = Path(tempfile.gettempdir()) / "tierctl-fuzz-repro"
+
 _EXT = {"jsonl": "jsonl", "mooncake": "jsonl", "azure": "csv", "burstgpt": "csv"}
 _EXT.update({"plan": "json", "steplog": "jsonl", "results": "json", "costmodel": "json"})
 _EXT.update({"catalog": "json", "promtext": "prom", "enginelog": "log", "cli": "json"})
@@ -85,12 +89,16 @@ def _save(
         return
     save.mkdir(parents=True, exist_ok=True)
     stem = save / f"{args.seed}-{n}-{kind}"
-    stem.with_suffix("." + _EXT.get(kind, "yaml")).write_bytes(data)
+    data_path = stem.with_suffix("." + _EXT.get(kind, "yaml"))
+    data_path.write_bytes(data)
     again = (
         f"PYTHONPATH=src python benchmarks/fuzz.py --generator {args.generator} "
         f"--seed {args.seed} --only {n}"
     )
-    stem.with_suffix(".txt").write_text(f"{what}\nrebuild and re-run: {again}\n")
+    replay = f"PYTHONPATH=src python benchmarks/fuzz.py --replay {data_path} --kind {kind}"
+    # Appended: one input may fail through several commands.
+    with stem.with_suffix(".txt").open("a") as fh:
+        fh.write(f"{what}\nrebuild and re-run: {again}\nre-run this file: {replay}\n\n")
 
 
 def _selected(seeds: Seeds, kinds: set[str]) -> Seeds:
@@ -372,7 +380,13 @@ def main() -> int:
     parser.add_argument(
         "--max-seconds", type=float, default=0.0, help="stop after this long, with the figures"
     )
-    parser.add_argument("--save", type=Path, default=None, help="write reproducers here")
+    parser.add_argument(
+        "--save",
+        type=Path,
+        default=DEFAULT_SAVE,
+        help=f"write reproducers here (default {DEFAULT_SAVE}/SEED)",
+    )
+    parser.add_argument("--no-save", action="store_true", help="keep no reproducers")
     parser.add_argument("--kinds", default=",".join(SWEEP_KINDS))
     parser.add_argument("--memory-limit-mib", type=int, default=6144)
     parser.add_argument("--replay", type=Path, default=None, help="run this file alone")
@@ -382,6 +396,13 @@ def main() -> int:
         return replay(args)
     if args.only is not None:
         args.start, args.inputs, args.workers = args.only, 1, 1
+    if args.no_save:
+        args.save = None
+    elif args.save == DEFAULT_SAVE:
+        # Never lose a reproducer again (seed 4411931's 10 hangs were found without --save).
+        args.save = DEFAULT_SAVE / str(args.seed)
+    if args.save is not None:
+        print(f"reproducers of every exception and hang: {args.save}/", flush=True)
     tally = run(args)
     return 0 if tally.clean else 1
 
