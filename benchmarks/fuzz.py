@@ -314,7 +314,9 @@ def run(args: argparse.Namespace) -> Tally:
         elif msg and msg[0] == "exit":
             procs.pop(msg[1]).join()
         for w, cur in list(current.items()):
-            if cur is None or w not in procs:
+            # A stop signal reaches the workers too (`timeout` signals its process group): a
+            # worker that dies of it then is the stop, not a crash (was counted as one).
+            if cur is None or w not in procs or stop["why"]:
                 continue
             verdict = _watch(procs[w], cur, args)
             if verdict is None:
