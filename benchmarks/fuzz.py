@@ -77,6 +77,15 @@ _EXT.update({"plan": "json", "steplog": "jsonl", "results": "json", "costmodel":
 _EXT.update({"catalog": "json", "promtext": "prom", "enginelog": "log", "cli": "json"})
 
 
+def _cpu_s() -> float:
+    """CPU seconds this worker and its children (the Compose binary) have used."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -139,7 +148,7 @@ def _worker(
                         f"{o.exception} {o.detail!r}, hang {o.hang}\nstderr: {o.stderr[-2000:]}"
                     )
                     _save(save, args, n, kind, data, what)
-            results.put(("done", wid, n, kind, form, rows, _rss_mib(), traced))
+            results.put(("done", wid, n, kind, form, rows, _rss_mib(), traced, _cpu_s()))
     results.put(("exit", wid))
 
 
@@ -158,6 +167,10 @@ class Tally:
     hangs: list[str] = field(default_factory=list)
     bad_messages: int = 0
     peak_rss: dict[int, float] = field(default_factory=dict)
+    # CPU seconds per worker process (a replaced worker's last figure is kept in cpu_done):
+    # inputs per CPU second is the harness's own speed, whatever the machine's load.
+    cpu_s: dict[int, float] = field(default_factory=dict)
+    cpu_done: float = 0.0
     traced_peak: float = 0.0
     slowest: list[tuple[float, str, int]] = field(default_factory=list)
     starved_s: float = 0.0  # seconds runs waited for a CPU others held (not counted to hangs)
@@ -195,7 +208,8 @@ class Tally:
             f"[{wall:6.0f} s] inputs {self.inputs}  runs {self.runs}  exceptions "
             f"{sum(self.exceptions.values())}  hangs {len(self.hangs)}  peak RSS "
             f"{max(self.peak_rss.values(), default=0):.0f} MiB  "
-            f"{self.inputs / max(wall, 1e-9):.1f} inputs/s, {self.runs / max(wall, 1e-9):.1f} runs/s"
+            f"{self.inputs / max(wall, 1e-9):.1f} inputs/s, {self.runs / max(wall, 1e-9):.1f} runs/s, "
+            f"{self.inputs / max(self.cpu, 1e-9):.1f} inputs/CPU-s"
         )
 
     def report(self, started: float, args: argparse.Namespace) -> None:
@@ -204,6 +218,11 @@ class Tally:
         print(f"generator: {args.generator}  seed: {args.seed}  workers: {args.workers}")
         print(f"inputs: {self.inputs}  runs: {self.runs}  wall: {wall:.0f} s")
         print(f"throughput: {self.inputs / wall:.2f} inputs/s, {self.runs / wall:.2f} runs/s")
+        print(
+            f"CPU: {self.cpu:.0f} s in the workers (with the Compose binary): "
+            f"{self.inputs / max(self.cpu, 1e-9):.2f} inputs/CPU-s, "
+            f"{self.runs / max(self.cpu, 1e-9):.2f} runs/CPU-s"
+        )
         print("exit codes by input kind and command (@form: through a special path):")
         for key in sorted(self.histogram):
             counts = ", ".join(
@@ -232,6 +251,11 @@ class Tally:
         print("slowest runs: " + "; ".join(f"{k} #{i} {t:.2f} s" for t, k, i in self.slowest))
         if args.tracemalloc:
             print(f"peak traced Python allocations in one input: {self.traced_peak:.0f} MiB")
+
+    @property
+    def cpu(self) -> float:
+        """CPU seconds the workers have used so far."""
+        return self.cpu_done + sum(self.cpu_s.values())
 
     @property
     def clean(self) -> bool:
@@ -303,7 +327,8 @@ def run(args: argparse.Namespace) -> Tally:
             _, w, n, t = msg
             current[w] = (n, t, runqueue_wait_s(procs[w].pid) if w in procs else 0.0)
         elif msg and msg[0] == "done":
-            _, w, n, kind, form, rows, rss, traced = msg
+            _, w, n, kind, form, rows, rss, traced, cpu = msg
+            tally.cpu_s[w] = cpu
             current[w] = None
             tally.add(n, kind, form, rows)
             tally.peak_rss[w] = max(tally.peak_rss.get(w, 0.0), rss)
@@ -323,6 +348,7 @@ def run(args: argparse.Namespace) -> Tally:
                 continue
             n = cur[0]
             procs.pop(w).kill()
+            tally.cpu_done += tally.cpu_s.pop(w, 0.0)
             tally.inputs += 1
             if verdict.startswith("died"):
                 tally.exceptions[f"worker {verdict}"] += 1
