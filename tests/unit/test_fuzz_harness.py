@@ -54,3 +54,30 @@ def test_cpu_seconds_survive_a_replaced_worker(fuzz: ModuleType) -> None:
     tally.cpu_s[0] = 2.0
     tally.cpu_s[1] = 3.0
     assert tally.cpu == 10.0
+
+
+def test_a_run_waiting_on_a_starved_child_is_not_counted_as_its_own_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run blocked on the Compose binary is off the CPU by its own doing only as far as the
+    binary itself ran: the binary's wait for a CPU is taken off too (a false hang at load 10)."""
+    import subprocess
+
+    import tests.fuzzing as fuzzing
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        waits = {str(child.pid): 42.0}
+        real = fuzzing.runqueue_wait_s
+        monkeypatch.setattr(
+            fuzzing,
+            "runqueue_wait_s",
+            lambda pid="self": waits.get(str(pid), 0.0) if pid != "self" else real(),
+        )
+        assert fuzzing.children_runqueue_wait_s() == 42.0
+        budget = fuzzing._WallBudget(60.0)
+        budget.own_s()
+        assert budget.starved_s >= 42.0
+    finally:
+        child.kill()
+        child.wait()
