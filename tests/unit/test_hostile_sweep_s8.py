@@ -77,3 +77,27 @@ def test_a_flag_repeated_many_times_is_looked_up_once(
     assert calls["resolve"] <= 8, calls
     assert calls["did_you_mean"] <= 8, calls
     assert not re.search(r"qwen-r1, qwen-r1", result.out + result.err)
+
+
+FLEET_NUL = FIXTURES / "fuzz" / "90210817-6794-fleet-nul-repo.yaml"
+
+
+@pytest.mark.parametrize("field", ["repo", "file", "token_file"])
+@pytest.mark.parametrize("with_spec", [False, True])
+def test_a_nul_in_a_fleet_path_is_refused_with_its_line(
+    tmp_path: Path, run_cli: RunCli, field: str, with_spec: bool
+) -> None:
+    """Seed 90210817 input 6794: ``repo: "\\0"`` was ``ValueError: embedded null byte``."""
+    doc = yaml.safe_load(FLEET_NUL.read_text())
+    if field != "repo":
+        doc["repo"] = str(tmp_path)
+        doc["hosts"][0][field] = "gpu01/\0compose.yaml"
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    spec = Path(__file__).resolve().parents[2] / "examples" / "small-model" / "tier.yaml"
+    argv = ["fleet", "plan", str(path), *(["--spec", str(spec)] if with_spec else [])]
+    result = run_cli(*argv)
+    assert result.code == 2, result
+    assert "Traceback" not in result.err
+    assert "NUL" in result.err
+    assert "fleet.yaml:" in result.err
