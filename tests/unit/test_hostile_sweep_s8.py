@@ -101,3 +101,28 @@ def test_a_nul_in_a_fleet_path_is_refused_with_its_line(
     assert "Traceback" not in result.err
     assert "NUL" in result.err
     assert "fleet.yaml:" in result.err
+
+
+def test_stray_values_after_a_flag_are_attached_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 90210817 input 2803: ``watchdog-timeout: [1, 1, ...]`` (200,000 values of a
+    one-value flag) rebuilt the flag's tuple per stray value: ``render --target kubernetes``
+    ran past 165 s. The flag keeps every value (reported there), built once."""
+    import tierctl.compose.argv as argv_mod
+    from tierctl.catalog.store import load_catalog
+
+    catalog = load_catalog("sglang", "0.5.23")  # --watchdog-timeout: one float value
+    made = {"n": 0}
+    real = argv_mod.FlagUse
+
+    def counted(*args: object, **kwargs: object) -> object:
+        made["n"] += 1
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(argv_mod, "FlagUse", counted)
+    argv = ("--watchdog-timeout", *["1"] * 2000, "--port", "1", "2")
+    uses = argv_mod.parse_flags(argv, 0, catalog)
+    assert [(u.token, len(u.values)) for u in uses] == [
+        ("--watchdog-timeout", 2000),
+        ("--port", 2),
+    ]
+    assert made["n"] <= 4, made
