@@ -26,8 +26,9 @@ the next input.
 
 Prints a line every ``--every`` inputs (inputs, runs, exceptions, hangs, peak RSS, rate), and
 the full figures at the end: the exit-code histogram per command, every distinct unhandled
-exception (type, place, count), hangs, peak RSS. With ``--save DIR`` every failing input is
-written as it is found: ``DIR/<seed>-<n>-<kind>.<ext>`` and a ``.txt`` beside it (what failed,
+exception (type, place, count), hangs, peak RSS. Every failing input is written as it is
+found (``--save DIR``; by default ``$TMPDIR/tierctl-fuzz-repro/SEED``; ``--no-save``: none):
+``DIR/<seed>-<n>-<kind>.<ext>`` and a ``.txt`` beside it (what failed,
 and the command that re-runs it). ``--replay FILE --kind KIND`` runs one file.
 
 Run: PYTHONPATH=src python benchmarks/fuzz.py [--count 10000] [--seed 1] [--generator both]
@@ -68,9 +69,21 @@ from tests.fuzzing import (  # noqa: E402
 from tests.schema_fuzz import input_at  # noqa: E402
 from tests.sweep_fuzz import SWEEP_KINDS, add_seeds  # noqa: E402
 
+#: Where reproducers go unless ``--save DIR`` or ``--no-save`` (one folder per seed).
+DEFAULT_SAVE = Path(tempfile.gettempdir()) / "tierctl-fuzz-repro"
+
 _EXT = {"jsonl": "jsonl", "mooncake": "jsonl", "azure": "csv", "burstgpt": "csv"}
 _EXT.update({"plan": "json", "steplog": "jsonl", "results": "json", "costmodel": "json"})
 _EXT.update({"catalog": "json", "promtext": "prom", "enginelog": "log", "cli": "json"})
+
+
+def _cpu_s() -> float:
+    """CPU seconds this worker and its children (the Compose binary) have used."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _rss_mib() -> float:
@@ -85,12 +98,16 @@ def _save(
         return
     save.mkdir(parents=True, exist_ok=True)
     stem = save / f"{args.seed}-{n}-{kind}"
-    stem.with_suffix("." + _EXT.get(kind, "yaml")).write_bytes(data)
+    data_path = stem.with_suffix("." + _EXT.get(kind, "yaml"))
+    data_path.write_bytes(data)
     again = (
         f"PYTHONPATH=src python benchmarks/fuzz.py --generator {args.generator} "
         f"--seed {args.seed} --only {n}"
     )
-    stem.with_suffix(".txt").write_text(f"{what}\nrebuild and re-run: {again}\n")
+    replay = f"PYTHONPATH=src python benchmarks/fuzz.py --replay {data_path} --kind {kind}"
+    # Appended: one input may fail through several commands.
+    with stem.with_suffix(".txt").open("a") as fh:
+        fh.write(f"{what}\nrebuild and re-run: {again}\nre-run this file: {replay}\n\n")
 
 
 def _selected(seeds: Seeds, kinds: set[str]) -> Seeds:
@@ -131,7 +148,7 @@ def _worker(
                         f"{o.exception} {o.detail!r}, hang {o.hang}\nstderr: {o.stderr[-2000:]}"
                     )
                     _save(save, args, n, kind, data, what)
-            results.put(("done", wid, n, kind, form, rows, _rss_mib(), traced))
+            results.put(("done", wid, n, kind, form, rows, _rss_mib(), traced, _cpu_s()))
     results.put(("exit", wid))
 
 
@@ -150,6 +167,10 @@ class Tally:
     hangs: list[str] = field(default_factory=list)
     bad_messages: int = 0
     peak_rss: dict[int, float] = field(default_factory=dict)
+    # CPU seconds per worker process (a replaced worker's last figure is kept in cpu_done):
+    # inputs per CPU second is the harness's own speed, whatever the machine's load.
+    cpu_s: dict[int, float] = field(default_factory=dict)
+    cpu_done: float = 0.0
     traced_peak: float = 0.0
     slowest: list[tuple[float, str, int]] = field(default_factory=list)
     starved_s: float = 0.0  # seconds runs waited for a CPU others held (not counted to hangs)
@@ -187,7 +208,8 @@ class Tally:
             f"[{wall:6.0f} s] inputs {self.inputs}  runs {self.runs}  exceptions "
             f"{sum(self.exceptions.values())}  hangs {len(self.hangs)}  peak RSS "
             f"{max(self.peak_rss.values(), default=0):.0f} MiB  "
-            f"{self.inputs / max(wall, 1e-9):.1f} inputs/s, {self.runs / max(wall, 1e-9):.1f} runs/s"
+            f"{self.inputs / max(wall, 1e-9):.1f} inputs/s, {self.runs / max(wall, 1e-9):.1f} runs/s, "
+            f"{self.inputs / max(self.cpu, 1e-9):.1f} inputs/CPU-s"
         )
 
     def report(self, started: float, args: argparse.Namespace) -> None:
@@ -196,6 +218,11 @@ class Tally:
         print(f"generator: {args.generator}  seed: {args.seed}  workers: {args.workers}")
         print(f"inputs: {self.inputs}  runs: {self.runs}  wall: {wall:.0f} s")
         print(f"throughput: {self.inputs / wall:.2f} inputs/s, {self.runs / wall:.2f} runs/s")
+        print(
+            f"CPU: {self.cpu:.0f} s in the workers (with the Compose binary): "
+            f"{self.inputs / max(self.cpu, 1e-9):.2f} inputs/CPU-s, "
+            f"{self.runs / max(self.cpu, 1e-9):.2f} runs/CPU-s"
+        )
         print("exit codes by input kind and command (@form: through a special path):")
         for key in sorted(self.histogram):
             counts = ", ".join(
@@ -224,6 +251,11 @@ class Tally:
         print("slowest runs: " + "; ".join(f"{k} #{i} {t:.2f} s" for t, k, i in self.slowest))
         if args.tracemalloc:
             print(f"peak traced Python allocations in one input: {self.traced_peak:.0f} MiB")
+
+    @property
+    def cpu(self) -> float:
+        """CPU seconds the workers have used so far."""
+        return self.cpu_done + sum(self.cpu_s.values())
 
     @property
     def clean(self) -> bool:
@@ -295,7 +327,8 @@ def run(args: argparse.Namespace) -> Tally:
             _, w, n, t = msg
             current[w] = (n, t, runqueue_wait_s(procs[w].pid) if w in procs else 0.0)
         elif msg and msg[0] == "done":
-            _, w, n, kind, form, rows, rss, traced = msg
+            _, w, n, kind, form, rows, rss, traced, cpu = msg
+            tally.cpu_s[w] = cpu
             current[w] = None
             tally.add(n, kind, form, rows)
             tally.peak_rss[w] = max(tally.peak_rss.get(w, 0.0), rss)
@@ -306,13 +339,16 @@ def run(args: argparse.Namespace) -> Tally:
         elif msg and msg[0] == "exit":
             procs.pop(msg[1]).join()
         for w, cur in list(current.items()):
-            if cur is None or w not in procs:
+            # A stop signal reaches the workers too (`timeout` signals its process group): a
+            # worker that dies of it then is the stop, not a crash (was counted as one).
+            if cur is None or w not in procs or stop["why"]:
                 continue
             verdict = _watch(procs[w], cur, args)
             if verdict is None:
                 continue
             n = cur[0]
             procs.pop(w).kill()
+            tally.cpu_done += tally.cpu_s.pop(w, 0.0)
             tally.inputs += 1
             if verdict.startswith("died"):
                 tally.exceptions[f"worker {verdict}"] += 1
@@ -372,7 +408,13 @@ def main() -> int:
     parser.add_argument(
         "--max-seconds", type=float, default=0.0, help="stop after this long, with the figures"
     )
-    parser.add_argument("--save", type=Path, default=None, help="write reproducers here")
+    parser.add_argument(
+        "--save",
+        type=Path,
+        default=DEFAULT_SAVE,
+        help=f"write reproducers here (default {DEFAULT_SAVE}/SEED)",
+    )
+    parser.add_argument("--no-save", action="store_true", help="keep no reproducers")
     parser.add_argument("--kinds", default=",".join(SWEEP_KINDS))
     parser.add_argument("--memory-limit-mib", type=int, default=6144)
     parser.add_argument("--replay", type=Path, default=None, help="run this file alone")
@@ -382,6 +424,13 @@ def main() -> int:
         return replay(args)
     if args.only is not None:
         args.start, args.inputs, args.workers = args.only, 1, 1
+    if args.no_save:
+        args.save = None
+    elif args.save == DEFAULT_SAVE:
+        # Never lose a reproducer again (seed 4411931's 10 hangs were found without --save).
+        args.save = DEFAULT_SAVE / str(args.seed)
+    if args.save is not None:
+        print(f"reproducers of every exception and hang: {args.save}/", flush=True)
     tally = run(args)
     return 0 if tally.clean else 1
 

@@ -127,6 +127,9 @@ class Catalog(BaseModel):
     _by_spelling: dict[str, Flag] = PrivateAttr(default_factory=dict)
     # The engine parser's underscore mapping where ``underscores`` is None (see with_parser).
     _parser_underscores: bool = PrivateAttr(default=False)
+    # Tokens that are not a spelling, resolved once each: the abbreviation scan walks every
+    # spelling, and an argv may repeat one unknown flag 200,000 times (sweep seed 4411931).
+    _resolved: dict[tuple[str, bool], tuple[Flag | None, str]] = PrivateAttr(default_factory=dict)
 
     def model_post_init(self, context: Any, /) -> None:
         """Index every spelling once: validation looks flags up per argv token."""
@@ -149,12 +152,24 @@ class Catalog(BaseModel):
     def resolve(self, token: str) -> tuple[Flag | None, str]:
         """(flag, how): how a token that is not a spelling reaches a flag, for messages:
         "underscores", "abbreviation", "ambiguous: --a, --b" or "" when it reaches none."""
-        index: dict[str, Flag] = self.__pydantic_private__["_by_spelling"]  # type: ignore[index]
+        private = self.__pydantic_private__
+        index: dict[str, Flag] = private["_by_spelling"]  # type: ignore[index]
         if token in index:
             return index[token], "spelling"
         underscores = self.underscores
         if underscores is None:
-            underscores = self.__pydantic_private__["_parser_underscores"]  # type: ignore[index]
+            underscores = private["_parser_underscores"]  # type: ignore[index]
+        memo: dict[tuple[str, bool], tuple[Flag | None, str]] = private["_resolved"]  # type: ignore[index]
+        key = (token, bool(underscores))
+        if key not in memo:
+            if len(memo) > 4096:
+                memo.clear()
+            memo[key] = self._resolve_new(token, bool(underscores))
+        return memo[key]
+
+    def _resolve_new(self, token: str, underscores: bool) -> tuple[Flag | None, str]:
+        """:meth:`resolve` of a token that is not a spelling, uncached."""
+        index: dict[str, Flag] = self.__pydantic_private__["_by_spelling"]  # type: ignore[index]
         if underscores and "." in token:
             # vLLM: --compilation-config.level 3 sets one key of a JSON-valued flag.
             base, _, _ = token.partition(".")

@@ -89,16 +89,19 @@ def flag_findings(
 
     ``memo``: findings already made with this same ``catalog`` (unchanged in between), keyed
     by the use's token and values, the only parts of a use a finding reads; a caller passes
-    one dict for several argvs checked against one catalog, never across catalogs.
+    one dict for several argvs checked against one catalog, never across catalogs. Without
+    one, a memo for this call: an argv may repeat one flag 200,000 times, and each finding on
+    an unknown flag costs a did-you-mean scan of the catalog (sweep seed 4411931, input 6830).
     """
+    if memo is None:
+        memo = {}
     for use in uses:
         key = (use.token, use.values)
-        if memo is not None and key in memo:
+        if key in memo:
             found = memo[key]
         else:
             found = _use_finding(catalog, use)
-            if memo is not None:
-                memo[key] = found
+            memo[key] = found
         if found is not None:
             yield FlagFinding(use, *found)
 

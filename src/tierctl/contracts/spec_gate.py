@@ -151,7 +151,10 @@ def collapse(violations: list[Violation], spec: TierSpec) -> list[Violation]:
         message = v.message
         key = (v.rule, where, message) if shared else (v.rule, f"{where}|{v.service}", message)
         if key in index:
-            services[index[key]].append(v.service or "")
+            names = services[index[key]]
+            # A flag repeated in one replica's argv is one finding per use: name it once.
+            if (v.service or "") not in names:
+                names.append(v.service or "")
             continue
         index[key] = len(out)
         services[len(out)] = [v.service or ""]

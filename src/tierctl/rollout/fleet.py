@@ -41,6 +41,14 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _no_nul(value: str | None) -> str | None:
+    """A path field holds no NUL byte (no file system path can: ``Path.resolve`` raised
+    ``ValueError: embedded null byte`` on ``repo: "\\0"``, sweep seed 90210817 input 6794)."""
+    if value is not None and "\0" in value:
+        raise ValueError("a path holds no NUL byte")
+    return value
+
+
 class FleetHost(_Model):
     """One host of the fleet."""
 
@@ -57,6 +65,8 @@ class FleetHost(_Model):
         default=None, description="Its host_machine label value there (default: its name)."
     )
     labels: dict[str, str] = Field(default_factory=dict, description="region, zone, role, ...")
+
+    _paths = field_validator("file", "token_file")(_no_nul)
 
     @field_validator("agent_url")
     @classmethod
@@ -105,6 +115,8 @@ class FleetFile(_Model):
     new: str = Field(description="The NEW ref.")
     hosts: list[FleetHost] = Field(min_length=1)
     waves: FleetWaves = Field(default_factory=FleetWaves)
+
+    _repo = field_validator("repo")(_no_nul)
 
 
 @dataclass(frozen=True)
