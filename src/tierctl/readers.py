@@ -108,6 +108,14 @@ class Limits:
         )
 
     @classmethod
+    def tokenizer(cls) -> Limits:
+        """Limits for a Hugging Face ``tokenizer.json`` (tens of MiB for large vocabularies)."""
+        return cls(
+            max_bytes=_env_int("TIERCTL_MAX_TOKENIZER_MB", 256) * _MIB,
+            bytes_env="TIERCTL_MAX_TOKENIZER_MB",
+        )
+
+    @classmethod
     def trace(cls) -> Limits:
         """Limits for request traces (large files, shallow rows)."""
         return cls(

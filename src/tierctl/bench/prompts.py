@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tierctl.errors import InputError, Location
+from tierctl.readers import Limits, read_text
 
 _WORDS_TEXT = (
     "the of and to in is was for on that with as by at from his it an were are which this be "
@@ -127,8 +128,12 @@ class TokenizerPrompts:
                 "the `tokenizers` package is needed to load a tokenizer.json",
                 fix="in the tierctl checkout: pip install -e '.[bench]'",
             ) from exc
+        # Read through the bounded reader, not Tokenizer.from_file: that reads whatever the path
+        # is (a FIFO, /dev/zero) to the end, gigabytes before any error (fuzz seed 90210817
+        # input 12715: `--tokenizer /dev/full` took 4.2 GB).
+        text = read_text(path, what="tokenizer", limits=Limits.tokenizer())
         try:
-            tok = Tokenizer.from_file(str(path))
+            tok = Tokenizer.from_str(text)
         except Exception as exc:
             raise InputError(
                 f"cannot load tokenizer: {exc}",
