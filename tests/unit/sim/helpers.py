@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
+from tierctl.sim.engine import Round
+from tierctl.sim.iteration_fit import IterationSample
 from tierctl.sim.workload import SimRequest, Workload
 
 # Round numbers so expected times can be worked out by hand.
@@ -34,3 +38,26 @@ def decoders_and_prompt(
     reqs = [SimRequest(f"dec-{i}", 0.0, 100, decode_out) for i in range(n_decoders)]
     reqs.append(SimRequest("long", 1.0, prompt_tokens, 2))
     return Workload.of("decoders+prompt", reqs)
+
+
+#: The log-replay tests' vLLM engine (budget 512) and the cost model that wrote its logs.
+LOG_BUDGET = 512
+LOG_CONFIG = EngineConfig.from_argv(
+    ["vllm", "serve", "m", "--max-num-seqs", "8", "--max-num-batched-tokens", str(LOG_BUDGET),
+     "--num-gpu-blocks-override", "65536"]
+)  # fmt: skip
+LOG_TRUTH = dataclasses.replace(
+    FLAT, prefill_base_s=0.011, prefill_per_token_s=9e-5, prefill_attn_pair_s=1.4e-7,
+    decode_base_s=0.005, decode_per_seq_s=4e-4, decode_per_ctx_token_s=1.2e-6,
+    round_overhead_s=0.0, kv_pool_tokens=1_000_000,
+)  # fmt: skip
+
+
+def logged_sample(cost: CostModel, r: Round) -> IterationSample:
+    """One simulated round as vLLM logs it: counts and the model's time."""
+    decoders = r.batch_size - len(r.chunks)
+    if r.chunks:
+        t = cost.prefill_s(r.chunks) + cost.decode_marginal_s(decoders, r.context_tokens)
+    else:
+        t = cost.decode_s(decoders, r.context_tokens)
+    return IterationSample(len(r.chunks), sum(c for c, _ in r.chunks), decoders, t)

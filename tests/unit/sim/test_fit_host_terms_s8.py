@@ -33,31 +33,11 @@ from tierctl.sim.simulate import simulate
 from tierctl.sim.uncertainty import what_if
 from tierctl.sim.workload import SimRequest, Workload
 
-from .helpers import FLAT
-
-BUDGET = 512
-CONFIG = EngineConfig.from_argv(
-    ["vllm", "serve", "m", "--max-num-seqs", "8", "--max-num-batched-tokens", str(BUDGET),
-     "--num-gpu-blocks-override", "65536"]
-)  # fmt: skip
-TRUTH = dataclasses.replace(
-    FLAT, prefill_base_s=0.011, prefill_per_token_s=9e-5, prefill_attn_pair_s=1.4e-7,
-    decode_base_s=0.005, decode_per_seq_s=4e-4, decode_per_ctx_token_s=1.2e-6,
-    round_overhead_s=0.0, kv_pool_tokens=1_000_000,
-)  # fmt: skip
-
-
-def _logged(cost: CostModel, r: Round) -> IterationSample:
-    decoders = r.batch_size - len(r.chunks)
-    if r.chunks:
-        t = cost.prefill_s(r.chunks) + cost.decode_marginal_s(decoders, r.context_tokens)
-    else:
-        t = cost.decode_s(decoders, r.context_tokens)
-    return IterationSample(len(r.chunks), sum(c for c, _ in r.chunks), decoders, t)
+from .helpers import FLAT, LOG_BUDGET, LOG_CONFIG, LOG_TRUTH, logged_sample
 
 
 def _run(
-    truth: CostModel, seed: int, config: EngineConfig = CONFIG, count: int = 40
+    truth: CostModel, seed: int, config: EngineConfig = LOG_CONFIG, count: int = 40
 ) -> tuple[list[Round], list[IterationSample], list[MeasuredRequest]]:
     rng = random.Random(seed)
     t, reqs = 0.0, []
@@ -69,32 +49,32 @@ def _run(
     rounds = [r for r in rounds if r.kind != "idle"]
     measured = [MeasuredRequest(r.arrival_s, r.input_tokens, r.output_tokens, 0.0, None, ())
                 for r in reqs]  # fmt: skip
-    return rounds, [_logged(truth, r) for r in rounds], measured
+    return rounds, [logged_sample(truth, r) for r in rounds], measured
 
 
 # -- a prefill chunk's read of its cached context -----------------------------------------
 
 
 def test_a_chunk_deep_in_its_prompt_pays_the_context_read_once_per_chunk() -> None:
-    model = dataclasses.replace(TRUTH, prefill_per_ctx_token_s=2e-6)
-    assert model.prefill_s([(128, 2600)]) - TRUTH.prefill_s([(128, 2600)]) == pytest.approx(
+    model = dataclasses.replace(LOG_TRUTH, prefill_per_ctx_token_s=2e-6)
+    assert model.prefill_s([(128, 2600)]) - LOG_TRUTH.prefill_s([(128, 2600)]) == pytest.approx(
         2e-6 * 2600
     )
     # The same 512 tokens at the same depth in 4 chunks read the context 4 times.
-    one = model.prefill_s([(512, 2048)]) - TRUTH.prefill_s([(512, 2048)])
+    one = model.prefill_s([(512, 2048)]) - LOG_TRUTH.prefill_s([(512, 2048)])
     four = sum(
-        model.prefill_s([(128, 2048 + 128 * i)]) - TRUTH.prefill_s([(128, 2048 + 128 * i)])
+        model.prefill_s([(128, 2048 + 128 * i)]) - LOG_TRUTH.prefill_s([(128, 2048 + 128 * i)])
         for i in range(4)
     )
     assert four > 4 * one * 0.99
 
 
 def test_the_context_read_is_fitted_from_chunks_of_several_sizes_at_depth() -> None:
-    truth = dataclasses.replace(TRUTH, prefill_per_ctx_token_s=3e-6)
+    truth = dataclasses.replace(LOG_TRUTH, prefill_per_ctx_token_s=3e-6)
     # Budget 512 with decoders riding along: chunks of every size, deep in their prompts.
     _, its, reqs = _run(truth, 1)
-    assert replay_iterations(its, reqs, BUDGET)[1] == 0
-    model = fit_iteration_runs([(its, BUDGET, reqs)], FLAT, name="t")
+    assert replay_iterations(its, reqs, LOG_BUDGET)[1] == 0
+    model = fit_iteration_runs([(its, LOG_BUDGET, reqs)], FLAT, name="t")
     assert model.prefill_per_ctx_token_s == pytest.approx(3e-6, rel=0.05)
     assert model.prefill_attn_pair_s == pytest.approx(truth.prefill_attn_pair_s, rel=0.05)
 
@@ -117,16 +97,16 @@ def test_slow_stretches_are_the_block_means_spread_beyond_independent_noise() ->
 
 
 def test_a_fit_of_a_drifting_log_sets_the_slow_stretches() -> None:
-    _, its, reqs = _run(TRUTH, 3, count=60)
+    _, its, reqs = _run(LOG_TRUTH, 3, count=60)
     rng = random.Random(9)
     drifting = []
     for i, s in enumerate(its):
         if i % 20 == 0:
             z = rng.gauss(0, 0.5)
         drifting.append(dataclasses.replace(s, elapsed_s=s.elapsed_s * 2.718281828**z))
-    steady = fit_iterations(its, FLAT, name="t", budget_tokens=BUDGET, requests=reqs)
+    steady = fit_iterations(its, FLAT, name="t", budget_tokens=LOG_BUDGET, requests=reqs)
     assert steady.step_jitter_slow == 0.0
-    model = fit_iterations(drifting, FLAT, name="t", budget_tokens=BUDGET, requests=reqs)
+    model = fit_iterations(drifting, FLAT, name="t", budget_tokens=LOG_BUDGET, requests=reqs)
     assert model.step_jitter_slow > 0.25
     assert model.step_jitter_block > 1
 
@@ -134,10 +114,10 @@ def test_a_fit_of_a_drifting_log_sets_the_slow_stretches() -> None:
 def test_slow_stretches_widen_the_simulated_aa_floor_beyond_per_step_jitter() -> None:
     reqs = [SimRequest(f"r{i}", 0.2 * i, 300 + 50 * i, 40) for i in range(12)]
     wl = Workload.of("w", reqs)
-    iid = dataclasses.replace(TRUTH, step_jitter=0.2)
+    iid = dataclasses.replace(LOG_TRUTH, step_jitter=0.2)
     slow = dataclasses.replace(iid, step_jitter_slow=0.3, step_jitter_block=20)
-    a = what_if(CONFIG, CONFIG, wl, iid, draws=16)
-    b = what_if(CONFIG, CONFIG, wl, slow, draws=16)
+    a = what_if(LOG_CONFIG, LOG_CONFIG, wl, iid, draws=16)
+    b = what_if(LOG_CONFIG, LOG_CONFIG, wl, slow, draws=16)
     tpot_a = next(r for r in a.rows if r.metric == "TPOT p50")
     tpot_b = next(r for r in b.rows if r.metric == "TPOT p50")
     assert tpot_b.floor > 2 * tpot_a.floor
@@ -149,9 +129,9 @@ def test_slow_stretches_widen_the_simulated_aa_floor_beyond_per_step_jitter() ->
 def test_without_slow_stretches_the_per_step_draws_are_unchanged() -> None:
     reqs = [SimRequest(f"r{i}", 0.1 * i, 200, 20) for i in range(6)]
     wl = Workload.of("w", reqs)
-    m = dataclasses.replace(TRUTH, step_jitter=0.2)
-    one = simulate(CONFIG, wl, m, seed=4).summary
-    two = simulate(CONFIG, wl, dataclasses.replace(m, step_jitter_block=30), seed=4).summary
+    m = dataclasses.replace(LOG_TRUTH, step_jitter=0.2)
+    one = simulate(LOG_CONFIG, wl, m, seed=4).summary
+    two = simulate(LOG_CONFIG, wl, dataclasses.replace(m, step_jitter_block=30), seed=4).summary
     assert one == two
 
 
@@ -159,14 +139,14 @@ def test_without_slow_stretches_the_per_step_draws_are_unchanged() -> None:
 
 
 def test_a_noisy_log_is_fitted_at_its_median_step_not_below_it() -> None:
-    _, its, reqs = _run(TRUTH, 7, count=60)
+    _, its, reqs = _run(LOG_TRUTH, 7, count=60)
     rng = random.Random(3)
     noisy = [dataclasses.replace(s, elapsed_s=s.elapsed_s * 2.718281828 ** rng.gauss(0, 0.6))
              for s in its]  # fmt: skip
-    model = fit_iterations(noisy, FLAT, name="t", budget_tokens=BUDGET, requests=reqs)
+    model = fit_iterations(noisy, FLAT, name="t", budget_tokens=LOG_BUDGET, requests=reqs)
     # The model's step against the true one, over the run's steps: a relative least
     # squares (weights 1 / logged time) puts them at ~0.6-0.8x.
-    shapes = iteration_shapes(its, BUDGET, reqs)
+    shapes = iteration_shapes(its, LOG_BUDGET, reqs)
     ratios = sorted(
         (
             model.prefill_s(sh.chunks)
@@ -192,11 +172,11 @@ def test_the_host_time_is_the_median_wait_of_requests_that_found_the_engine_idle
         its += [IterationSample(1, 100, 0, 0.02), IterationSample(0, 0, 1, 0.004)]
         reqs.append(MeasuredRequest(t, 100, 2, h + 0.02, None, (0.004,)))
         t += 1.0 + i
-    replayed = replay_iterations(its, reqs, BUDGET)
+    replayed = replay_iterations(its, reqs, LOG_BUDGET)
     assert replayed[1] == 0
     from tierctl.sim.iteration_fit import _explained
 
-    explained = _explained(its, reqs, BUDGET)
+    explained = _explained(its, reqs, LOG_BUDGET)
     assert explained is not None
     got = _request_host_time(its, reqs, explained[1], 0.0, 0.0)
     assert got == pytest.approx(0.015)
@@ -206,7 +186,7 @@ def test_the_host_time_is_the_median_wait_of_requests_that_found_the_engine_idle
 
 
 def test_the_draft_and_verify_cost_are_fitted_from_a_speculative_runs_decode_steps() -> None:
-    model = dataclasses.replace(TRUTH, decode_per_ctx_token_s=0.0)
+    model = dataclasses.replace(LOG_TRUTH, decode_per_ctx_token_s=0.0)
     truth = dataclasses.replace(model, spec_draft_step_s=4e-4, spec_verify_per_token_s=2e-4)
     its = []
     for b in (1, 2, 4, 8, 1, 3, 6):
@@ -219,7 +199,11 @@ def test_the_draft_and_verify_cost_are_fitted_from_a_speculative_runs_decode_ste
     assert prov["decode_steps"] == 35
     # And the simulator charges it: a speculative decode round costs more than a plain one.
     spec = EngineConfig.from_argv(
-        [*CONFIG.argv, "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}'],
+        [
+            *LOG_CONFIG.argv,
+            "--speculative-config",
+            '{"method": "ngram", "num_speculative_tokens": 3}',
+        ],
         engine="vllm",
     )
     wl = Workload.of("w", [SimRequest("a", 0.0, 50, 40)])
@@ -236,4 +220,4 @@ def test_one_batch_size_cannot_separate_draft_from_verify() -> None:
 
     its = [IterationSample(0, 0, 4, 0.01) for _ in range(10)]
     with pytest.raises(InputError, match="batch sizes"):
-        fit_spec_step_cost(its, TRUTH, 3)
+        fit_spec_step_cost(its, LOG_TRUTH, 3)
