@@ -191,22 +191,37 @@ def long_ports(data: dict[str, Any]) -> dict[str, Any]:
     included project: the next file's ports then meet these long forms (a short ``80`` there
     and a long ``{target: 80, mode: host}`` of the same file both replace the earlier long
     ``80``, the short one last). A port that does not parse is left for its located refusal."""
+
+    def longs(ports: list[Any]) -> list[Any] | None:
+        if all(isinstance(p, dict) for p in ports):
+            return None
+        try:
+            # Unique as written first (two equal short texts are one, in the first's place),
+            # then in long form: compose-go's unicity, canonical, unicity.
+            written = unique_by(ports, written_port_key)
+            out = [p for e in written for p in ([e] if isinstance(e, dict) else parse_port(e))]
+        except (FormError, TypeError, ValueError):
+            return None
+        return unique_by(out, written_port_key)
+
+    return _with_ports(data, longs)
+
+
+def _with_ports(
+    data: dict[str, Any], change: Callable[[list[Any]], list[Any] | None]
+) -> dict[str, Any]:
+    """``data`` with each service's ``ports`` list replaced by ``change(ports)`` (kept when
+    that is None); everything else, and ``data`` itself, left as it is."""
     services = data.get("services")
     if not isinstance(services, dict):
         return data
     out = dict(services)
     for name, svc in services.items():
         ports = svc.get("ports") if isinstance(svc, dict) else None
-        if not isinstance(ports, list) or all(isinstance(p, dict) for p in ports):
-            continue
-        try:
-            # Unique as written first (two equal short texts are one, in the first's place),
-            # then in long form: compose-go's unicity, canonical, unicity.
-            written = unique_by(ports, written_port_key)
-            longs = [p for e in written for p in ([e] if isinstance(e, dict) else parse_port(e))]
-        except (FormError, TypeError, ValueError):
-            continue
-        out[name] = {**svc, "ports": unique_by(longs, written_port_key)}
+        if isinstance(ports, list):
+            changed = change(ports)
+            if changed is not None:
+                out[name] = {**svc, "ports": changed}
     return {**data, "services": out}
 
 
@@ -216,22 +231,12 @@ def included_ports(data: dict[str, Any]) -> dict[str, Any]:
     ``mode: ingress``), ``published`` kept as written. So ``"8000:80"`` and ``{target: 80,
     published: 8000}`` in an included file are two ports (their unicity keys differ) that the
     including file's schema check calls equal, and Compose refuses the project."""
-    data = long_ports(data)
-    services = data.get("services")
-    if not isinstance(services, dict):
-        return data
-    out = dict(services)
-    for name, svc in services.items():
-        ports = svc.get("ports") if isinstance(svc, dict) else None
-        if isinstance(ports, list):
-            out[name] = {
-                **svc,
-                "ports": [
-                    {"protocol": "tcp", "mode": "ingress", **p} if isinstance(p, dict) else p
-                    for p in ports
-                ],
-            }
-    return {**data, "services": out}
+    return _with_ports(
+        long_ports(data),
+        lambda ports: [
+            {"protocol": "tcp", "mode": "ingress", **p} if isinstance(p, dict) else p for p in ports
+        ],
+    )
 
 
 def is_windows_path(text: str) -> bool:
