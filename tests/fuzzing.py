@@ -637,15 +637,17 @@ def runqueue_wait_s(pid: int | str = "self") -> float:
         return 0.0
 
 
-def children_runqueue_wait_s() -> float:
-    """Seconds this process's live children (the Compose binary a run is waiting on) have
-    spent runnable but waiting for a CPU: a run blocked on a starved child is slow, not hung."""
-    total = 0.0
+def children_runqueue_wait_s() -> dict[int, float]:
+    """Per live child of this process (the Compose binary a run is waiting on), the seconds it
+    has spent runnable but waiting for a CPU: a run blocked on a starved child is slow, not
+    hung. Absolute figures: a caller takes off what a child had before the run began."""
+    waits: dict[int, float] = {}
     with contextlib.suppress(OSError):
         for tid in os.listdir("/proc/self/task"):
             with contextlib.suppress(OSError), open(f"/proc/self/task/{tid}/children") as fh:
-                total += sum(runqueue_wait_s(pid) for pid in fh.read().split())
-    return total
+                for pid in fh.read().split():
+                    waits[int(pid)] = runqueue_wait_s(pid)
+    return waits
 
 
 def _alarm(signum: int, frame: FrameType | None) -> None:
@@ -665,12 +667,18 @@ class _WallBudget:
         self.wall_s = wall_s
         self.t0 = time.monotonic()
         self.q0 = runqueue_wait_s()
+        # Children alive before the run (a test's own servers, a pool) are not what it waits
+        # on: only their wait since now counts, and a child born later counts from zero.
+        self.children0 = children_runqueue_wait_s()
         self.starved_s = 0.0
 
     def own_s(self) -> float:
         """Elapsed seconds less those spent waiting for a CPU, by this process or by the live
         child it waits on (at load 10 a nice-10 Compose binary waited 60 s: a false hang)."""
-        children = children_runqueue_wait_s()
+        children = sum(
+            max(0.0, w - self.children0.get(pid, 0.0))
+            for pid, w in children_runqueue_wait_s().items()
+        )
         mine = max(0.0, runqueue_wait_s() - self.q0)
         # Kept at its largest: a child's figure is gone once it has exited.
         self.starved_s = max(self.starved_s, mine + children)
@@ -678,9 +686,11 @@ class _WallBudget:
 
     def on_alarm(self, signum: int, frame: FrameType | None) -> None:
         own = self.own_s()
-        if own >= self.wall_s or time.monotonic() - self.t0 >= self.wall_s * STARVED_CAP:
+        to_cap = self.wall_s * STARVED_CAP - (time.monotonic() - self.t0)
+        if own >= self.wall_s or to_cap <= 0:
             raise Hang
-        signal.setitimer(signal.ITIMER_REAL, max(0.2, self.wall_s - own))
+        # Never past the cap: a starved figure that keeps growing must not push the check out.
+        signal.setitimer(signal.ITIMER_REAL, min(max(0.2, self.wall_s - own), to_cap))
 
 
 #: What the input path may be instead of a regular file holding the input: a symlink to it,

@@ -67,17 +67,44 @@ def test_a_run_waiting_on_a_starved_child_is_not_counted_as_its_own_time(
 
     child = subprocess.Popen(["sleep", "30"])
     try:
-        waits = {str(child.pid): 42.0}
+        waits = {str(child.pid): 5.0}
         real = fuzzing.runqueue_wait_s
         monkeypatch.setattr(
             fuzzing,
             "runqueue_wait_s",
             lambda pid="self": waits.get(str(pid), 0.0) if pid != "self" else real(),
         )
-        assert fuzzing.children_runqueue_wait_s() == 42.0
+        assert fuzzing.children_runqueue_wait_s() == {child.pid: 5.0}
+        budget = fuzzing._WallBudget(60.0)
+        waits[str(child.pid)] = 47.0  # it waited 42 s for a CPU during the run
+        budget.own_s()
+        assert 42.0 <= budget.starved_s < 47.0
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_child_alive_before_the_run_counts_only_its_wait_since(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child the worker had before the run (a test's server, a dockerd) has waited for a CPU
+    for all its life: that history is not the run's starvation (it hid a 2 s sleep's hang
+    behind a dockerd's 31 s under the whole suite)."""
+    import subprocess
+
+    import tests.fuzzing as fuzzing
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        real = fuzzing.runqueue_wait_s
+        monkeypatch.setattr(
+            fuzzing,
+            "runqueue_wait_s",
+            lambda pid="self": 1000.0 if str(pid) == str(child.pid) else real(),
+        )
         budget = fuzzing._WallBudget(60.0)
         budget.own_s()
-        assert budget.starved_s >= 42.0
+        assert budget.starved_s < 1.0
     finally:
         child.kill()
         child.wait()
