@@ -20,7 +20,7 @@ from tierctl.cli.fleet import (
     write_fleet_runbook,
 )
 from tierctl.cli.profiles import chosen_profiles, profile_option
-from tierctl.errors import ExitCode
+from tierctl.errors import ExitCode, InputError
 from tierctl.paths import write_owned
 from tierctl.rollout.entrypoints import DriverConfig, execute_plan, make_plan, make_runbook
 from tierctl.rollout.executor import RolloutOptions, RolloutResult
@@ -407,7 +407,7 @@ def rollout(
         agent_attempts=agent_attempts,
     )
     options = RolloutOptions(
-        journal_path=journal_path or plan_path.with_suffix(".journal.jsonl"),
+        journal_path=journal_path or _journal_beside(plan_path),
         resume=resume,
         dry_run=dry_run,
         gates=GateSettings(
@@ -513,3 +513,18 @@ def runbook(
         )  # fmt: skip
     else:
         click.echo(text)
+
+
+def _journal_beside(plan_path: Path) -> Path:
+    """The default journal, ``PLAN.journal.jsonl`` beside the plan; a plan path with no file
+    name (``""``, ``.``, ``/``) is refused here (sweep seed 5150301 input 12953, ``--plan ""``:
+    ``Path.with_suffix`` raised ValueError)."""
+    if not plan_path.name or plan_path.name == "..":
+        raise InputError(
+            "the plan path names a folder, not a plan file",
+            rule="plan-file",
+            value=str(plan_path),
+            fix="pass the plan file `tierctl plan` wrote, e.g. --plan plan.json",
+            params=("plan",),
+        )
+    return plan_path.with_suffix(".journal.jsonl")

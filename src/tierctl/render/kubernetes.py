@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from tierctl.compose.forms import FormError
 from tierctl.compose.long_forms import parse_duration_ns
 from tierctl.engines import EngineProfile
 from tierctl.errors import InputError, Location
@@ -131,7 +132,9 @@ def load_budget_s(spec: TierSpec) -> int:
     if isinstance(period, str):
         try:
             seconds = parse_duration_ns(period) // 1_000_000_000
-        except InputError:
+        except (InputError, FormError):
+            # Not a duration (sweep seed 5150301 input 14414: `start_period: -1.0e999`): the
+            # compose checks report it; the manifest keeps the default budget.
             return DEFAULT_LOAD_S
         return max(int(seconds), STARTUP_PERIOD_S)
     return DEFAULT_LOAD_S

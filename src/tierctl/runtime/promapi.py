@@ -61,6 +61,18 @@ class PrometheusClient:
                 fix="pass e.g. `prometheus` http://127.0.0.1:9090",
                 params=("prometheus",),
             )
+        try:
+            httpx.URL(base_url)
+        except httpx.InvalidURL as exc:
+            # Refused here, not by the first query (httpx.InvalidURL is no HTTPError): sweep
+            # seed 5150301 input 15622, `readout --prometheus 'http://[::1'`.
+            raise InputError(
+                f"the Prometheus URL is not a valid URL: {exc}",
+                rule="prometheus-url",
+                value=mask_userinfo(base_url),
+                fix="pass e.g. `prometheus` http://127.0.0.1:9090",
+                params=("prometheus",),
+            ) from None
         self.base_url = base_url.rstrip("/")
         self._owned = http is None
         self._client = http or httpx.Client(transport=transport, timeout=timeout_s)
