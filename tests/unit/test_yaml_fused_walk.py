@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.unit.compose.test_compose_fast_loader import _typed
 from tierctl.compose.tags import ComposeYamlLoader, FastComposeYamlLoader
 from tierctl.errors import ComposeInputError
 from tierctl.readers import Limits, load_yaml
@@ -70,17 +71,6 @@ def documents(draw: st.DrawFn) -> str:
     lines.append("  s:")
     block(4, 0)
     return "\n".join(lines) + "\n"
-
-
-def _typed(value: Any) -> Any:
-    """The value with each scalar's type beside it (1 == True == 1.0 in Python)."""
-    if isinstance(value, dict):
-        return {repr(_typed(k)): _typed(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_typed(v) for v in value]
-    if isinstance(value, float) and value != value:
-        return ("nan", float)
-    return (repr(value), type(value))
 
 
 def _outcome(text: str, loader: type[Any], line_depth: int | None, limits: Limits) -> Any:

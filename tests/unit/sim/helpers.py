@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
+from tierctl.results import MeasuredRequest
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.engine import Round
 from tierctl.sim.iteration_fit import IterationSample
+from tierctl.sim.simulate import simulate
 from tierctl.sim.workload import SimRequest, Workload
 
 # Round numbers so expected times can be worked out by hand.
@@ -61,3 +64,21 @@ def logged_sample(cost: CostModel, r: Round) -> IterationSample:
     else:
         t = cost.decode_s(decoders, r.context_tokens)
     return IterationSample(len(r.chunks), sum(c for c, _ in r.chunks), decoders, t)
+
+
+def logged_run(
+    truth: CostModel, seed: int, config: EngineConfig = LOG_CONFIG, count: int = 30
+) -> tuple[list[Round], list[IterationSample], list[MeasuredRequest]]:
+    """A seeded Poisson run of ``count`` requests simulated under ``truth``: its busy rounds,
+    their log lines (:func:`logged_sample`) and the requests as a bench measured them."""
+    rng = random.Random(seed)
+    t, reqs = 0.0, []
+    for i in range(count):
+        reqs.append(SimRequest(f"r{i}", t, rng.randint(20, 2500), rng.randint(2, 120)))
+        t += rng.expovariate(3.0)
+    rounds: list[Round] = []
+    simulate(config, Workload.of("w", reqs), truth, steps=rounds)
+    rounds = [r for r in rounds if r.kind != "idle"]
+    measured = [MeasuredRequest(r.arrival_s, r.input_tokens, r.output_tokens, 0.0, None, ())
+                for r in reqs]  # fmt: skip
+    return rounds, [logged_sample(truth, r) for r in rounds], measured

@@ -33,23 +33,13 @@ from tierctl.sim.simulate import simulate
 from tierctl.sim.uncertainty import what_if
 from tierctl.sim.workload import SimRequest, Workload
 
-from .helpers import FLAT, LOG_BUDGET, LOG_CONFIG, LOG_TRUTH, logged_sample
+from .helpers import FLAT, LOG_BUDGET, LOG_CONFIG, LOG_TRUTH, logged_run
 
 
 def _run(
     truth: CostModel, seed: int, config: EngineConfig = LOG_CONFIG, count: int = 40
 ) -> tuple[list[Round], list[IterationSample], list[MeasuredRequest]]:
-    rng = random.Random(seed)
-    t, reqs = 0.0, []
-    for i in range(count):
-        reqs.append(SimRequest(f"r{i}", t, rng.randint(20, 2500), rng.randint(2, 120)))
-        t += rng.expovariate(3.0)
-    rounds: list[Round] = []
-    simulate(config, Workload.of("w", reqs), truth, steps=rounds)
-    rounds = [r for r in rounds if r.kind != "idle"]
-    measured = [MeasuredRequest(r.arrival_s, r.input_tokens, r.output_tokens, 0.0, None, ())
-                for r in reqs]  # fmt: skip
-    return rounds, [logged_sample(truth, r) for r in rounds], measured
+    return logged_run(truth, seed, config, count)
 
 
 # -- a prefill chunk's read of its cached context -----------------------------------------

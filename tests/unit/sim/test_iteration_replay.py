@@ -35,23 +35,13 @@ from tierctl.sim.iteration_fit import (
 from tierctl.sim.simulate import simulate
 from tierctl.sim.workload import SimRequest, Workload
 
-from .helpers import FLAT, LOG_BUDGET, LOG_CONFIG, LOG_TRUTH, logged_sample
+from .helpers import FLAT, LOG_BUDGET, LOG_CONFIG, LOG_TRUTH, logged_run, logged_sample
 
 
 def _run(
     seed: int, count: int = 30
 ) -> tuple[list[Round], list[IterationSample], list[MeasuredRequest]]:
-    rng = random.Random(seed)
-    t, reqs = 0.0, []
-    for i in range(count):
-        reqs.append(SimRequest(f"r{i}", t, rng.randint(20, 2500), rng.randint(2, 120)))
-        t += rng.expovariate(3.0)
-    rounds: list[Round] = []
-    simulate(LOG_CONFIG, Workload.of("w", reqs), LOG_TRUTH, steps=rounds)
-    rounds = [r for r in rounds if r.kind != "idle"]
-    measured = [MeasuredRequest(r.arrival_s, r.input_tokens, r.output_tokens, 0.0, None, ())
-                for r in reqs]  # fmt: skip
-    return rounds, [logged_sample(LOG_TRUTH, r) for r in rounds], measured
+    return logged_run(LOG_TRUTH, seed, count=count)
 
 
 def _timed(truth: CostModel, seed: int) -> tuple[list[IterationSample], list[MeasuredRequest]]:
