@@ -74,7 +74,11 @@ def test_a_run_waiting_on_a_starved_child_is_not_counted_as_its_own_time(
             "runqueue_wait_s",
             lambda pid="self": waits.get(str(pid), 0.0) if pid != "self" else real(),
         )
-        assert fuzzing.children_runqueue_wait_s() == {child.pid: 5.0}
+        # Other children of this process (the suite's own dockerd, servers) may be alive too:
+        # only this one's figure is under test, the others read 0 through the stand-in.
+        seen = fuzzing.children_runqueue_wait_s()
+        assert seen[child.pid] == 5.0
+        assert all(w == 0.0 for pid, w in seen.items() if pid != child.pid)
         budget = fuzzing._WallBudget(60.0)
         waits[str(child.pid)] = 47.0  # it waited 42 s for a CPU during the run
         budget.own_s()
