@@ -9,7 +9,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,9 @@ from tierctl.sim.result import SimResult, SimSummary
 from tierctl.sim.surface import ENGINES
 from tierctl.sim.workload import GENERATORS
 from tierctl.traces import TRACE_FORMATS
+
+if TYPE_CHECKING:
+    from tierctl.sim.config import EngineConfig
 
 _PRESET_OPT = click.option(
     "--preset",
@@ -782,6 +785,7 @@ def serve(
 
     cost = _cost(kw)
     config = EngineConfig.from_argv(list(argv), engine=engine, version=engine_version)
+    _refuse_own_options_in_argv(argv, config)
     if not math.isfinite(time_scale):  # FloatRange lets NaN and inf through
         raise click.BadParameter(f"{time_scale} is not a finite number", param_hint="--time-scale")
     if not 0 <= config.port <= 65535:  # bind() raised OverflowError on 70000
@@ -799,6 +803,22 @@ def serve(
         health_generation=_health_generation(health_generation),
     )
     asyncio.run(run_server(config, cost, opts, announce=lambda s: click.echo(s, nl=True)))
+
+
+def _refuse_own_options_in_argv(argv: tuple[str, ...], config: EngineConfig) -> None:
+    """After the engine argv begins (its first token, ``--`` or not) every token is the
+    engine's: one of ``sim serve``'s own options there would be kept verbatim as an engine
+    flag and silently not applied (``sim serve --port 0 --time-scale nan`` served at scale 1
+    for ever). Refused when the pinned release has no flag of that name, as it would."""
+    own = {o for p in serve.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")}
+    for token in argv:
+        name = token.split("=", 1)[0]
+        if name in own and config.release_lacks(name):
+            raise click.UsageError(
+                f"{name} is among the engine's arguments, and {config.engine} {config.release} "
+                f"has no such flag: it is tierctl's own option and goes before the engine argv "
+                f"(`tierctl sim serve {name} ... -- --port ...`)"
+            )
 
 
 def _health_generation(flag: bool | None) -> bool:

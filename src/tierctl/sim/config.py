@@ -268,6 +268,12 @@ class EngineConfig:
         """The engine release whose rules the model applies."""
         return self.engine_version or surface(self.engine).version
 
+    def release_lacks(self, flag: str) -> bool:
+        """Whether the pinned release's own catalog has no flag ``flag`` (``--name``); False
+        when there is no such catalog to say so."""
+        cat = _release_catalog(self.engine, self.release)
+        return cat is not None and cat.version == self.release and cat.lookup(flag) is None
+
     @property
     def rules(self) -> SimRules:
         """The pinned release's scheduler and start-up rules (its engine profile's)."""

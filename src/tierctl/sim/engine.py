@@ -637,19 +637,21 @@ class Scheduler:
 
         n_finish = min(live.req.output_tokens - live.generated for live in run)
         n = min(n_finish, self._ff_round_cap())
-        if until_s < math.inf:
-            horizon = until_s - now_s
+        horizon = until_s - now_s
+        if until_s < math.inf and t_after(n) >= horizon:
             # Smallest n with t_after(n) >= horizon, from the quadratic, then nudged exact.
+            # Only searched below the rounds to the first finish: a horizon 1e308 s away put
+            # the estimate where adding 1 no longer changes a float, and the nudge never ended.
             if s > 0:
                 n_est = (-(c0 - s / 2) + math.sqrt((c0 - s / 2) ** 2 + 2 * s * horizon)) / s
             else:
                 n_est = horizon / c0
-            n_until = max(1, math.ceil(n_est))
+            n_until = min(n, max(1, math.ceil(n_est)))
             while n_until > 1 and t_after(n_until - 1) >= horizon:
                 n_until -= 1
-            while t_after(n_until) < horizon:
+            while n_until < n and t_after(n_until) < horizon:
                 n_until += 1
-            n = min(n, n_until)
+            n = n_until
         n = max(n, 1)
         if n == 1:
             rnd = self.step(now_s)
