@@ -40,6 +40,7 @@ import json
 import os
 import random
 import subprocess
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -807,12 +808,21 @@ def _no_leak(
     holds :data:`SWEEP_SECRET` raw, URL-encoded, base64 or hex."""
 
     def wrapped() -> tuple[int, str, str]:
+        # Only what this run wrote: an earlier input's file (``import -o`` to a path that is
+        # the secret URL, whose spec names its output after it) was blamed on later runs.
+        started_ns = time.time_ns() - 1_000_000
         code, out, err = run()
         text = out + err
         if where is not None and where.is_dir():
             for f in where.rglob("*"):
                 with contextlib.suppress(OSError):
-                    if f.is_file() and not f.is_symlink() and f.stat().st_size < 4_000_000:
+                    st = f.stat()
+                    if (
+                        f.is_file()
+                        and not f.is_symlink()
+                        and st.st_size < 4_000_000
+                        and st.st_mtime_ns >= started_ns
+                    ):
                         text += f.read_text(errors="replace")
         for form in _secret_forms():
             if form in text:

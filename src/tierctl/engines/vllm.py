@@ -54,7 +54,7 @@ CACHE_CONFIG_INFO = "cache_config_info"
 # One engine step of --enable-logging-iteration-details (0.32+); dummy (warm-up) steps aside.
 _ITERATION_LINE = re.compile(
     r"Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, (\d+) generation "
-    r"requests, (\d+) generation tokens, iteration elapsed time: ([\d.]+) ms(?! \(dummy\))"
+    r"requests, (\d+) generation tokens, iteration elapsed time: (\d+(?:\.\d+)?) ms(?! \(dummy\))"
 )
 
 

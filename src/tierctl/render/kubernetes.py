@@ -236,7 +236,13 @@ def _volumes(spec: TierSpec, r: ResolvedReplica) -> tuple[list[Any], list[Any], 
     volumes: list[Any] = []
     mounts: list[Any] = []
     dropped: list[str] = []
-    for item in fragment.get("volumes") or []:
+    listed = fragment.get("volumes") or []
+    if not isinstance(listed, list):
+        # validate's TC007 names it; the pod carries none (``volumes: 99...9`` raised
+        # TypeError here, fresh sweep seed 2026120209 input 18407)
+        dropped.append(f"volumes {str(listed)[:60]!r} (not a list)")
+        listed = []
+    for item in listed:
         parts = str(item).split(":") if isinstance(item, str) else []
         if len(parts) < 2 or not parts[0].startswith("/"):
             dropped.append(f"volume {str(item)[:60]!r} (not an absolute host path)")

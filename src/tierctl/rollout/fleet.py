@@ -49,6 +49,20 @@ def _no_nul(value: str | None) -> str | None:
     return value
 
 
+def _no_credential(value: str) -> str:
+    """A name holds no credential: it is printed, journalled and written into runbooks as
+    it is (``fleet: "http://admin:PW@host/v1"`` was echoed whole by ``fleet plan``, fresh
+    sweep seed 2026120209 input 43589)."""
+    from tierctl.credentials import mask_credentials
+
+    if mask_credentials(value) != value:
+        raise ValueError(
+            "a fleet's name is a name, and this one holds a credential (a URL's password, a "
+            "token or an authorization header): name the fleet, keep secrets in the environment"
+        )
+    return value
+
+
 class FleetHost(_Model):
     """One host of the fleet."""
 
@@ -117,6 +131,7 @@ class FleetFile(_Model):
     waves: FleetWaves = Field(default_factory=FleetWaves)
 
     _repo = field_validator("repo")(_no_nul)
+    _name = field_validator("fleet")(_no_credential)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,30 @@ def read_vllm_iterations(path: str | Path) -> list[IterationSample]:
     """
     p = Path(path)
     its = parse_vllm_iterations(read_log(p))
+    _real_sizes(its, str(p))
     _enough_iterations(its, str(p))
     return its
+
+
+#: The most requests or tokens one logged step may hold (a vLLM step's counts are int32s).
+MAX_STEP_COUNT = 2**31
+
+
+def _real_sizes(its: list[IterationSample], where: str) -> None:
+    """Refuse a step no engine logs: a count past an int32 (a 200-digit token count made the
+    fit's design matrix raise OverflowError, fresh sweep seed 2026120209 input 1013) or an
+    elapsed time that is not a finite number of milliseconds."""
+    for n, s in enumerate(its, 1):
+        counts = (s.context_requests, s.context_tokens, s.generation_requests)
+        if max(counts) > MAX_STEP_COUNT or not math.isfinite(s.elapsed_s):
+            raise InputError(
+                f"iteration line {n:,} logs a step no engine runs",
+                location=Location(file=where),
+                rule="a step's request and token counts are at most 2**31 "
+                "and its elapsed time is finite",
+                value=str(max(counts))[:40] if max(counts) > MAX_STEP_COUNT else s.elapsed_s,
+                fix="fit on the log vLLM wrote, not an edited one",
+            )
 
 
 def _enough_iterations(its: list[IterationSample], where: str) -> None:
