@@ -40,7 +40,6 @@ import json
 import os
 import random
 import subprocess
-import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -807,23 +806,28 @@ def _no_leak(
     """``run``, then fail (``SecretLeak``) if its output, or a file it wrote under ``where``,
     holds :data:`SWEEP_SECRET` raw, URL-encoded, base64 or hex."""
 
-    def wrapped() -> tuple[int, str, str]:
-        # Only what this run wrote: an earlier input's file (``import -o`` to a path that is
-        # the secret URL, whose spec names its output after it) was blamed on later runs.
-        started_ns = time.time_ns() - 1_000_000
-        code, out, err = run()
-        text = out + err
+    def files() -> dict[Path, tuple[int, int]]:
+        """Every plain file under ``where``, with its (mtime, size)."""
+        found: dict[Path, tuple[int, int]] = {}
         if where is not None and where.is_dir():
             for f in where.rglob("*"):
                 with contextlib.suppress(OSError):
-                    st = f.stat()
-                    if (
-                        f.is_file()
-                        and not f.is_symlink()
-                        and st.st_size < 4_000_000
-                        and st.st_mtime_ns >= started_ns
-                    ):
-                        text += f.read_text(errors="replace")
+                    if f.is_file() and not f.is_symlink():
+                        st = f.stat()
+                        found[f] = (st.st_mtime_ns, st.st_size)
+        return found
+
+    def wrapped() -> tuple[int, str, str]:
+        # Only what this run wrote or changed: an earlier input's file (``import -o`` to a
+        # path that is the secret URL, whose spec names its output after it) was blamed on
+        # every later run. A snapshot, not a time cut: file times tick coarser than the clock.
+        before = files()
+        code, out, err = run()
+        text = out + err
+        for f, stamp in files().items():
+            if before.get(f) != stamp and stamp[1] < 4_000_000:
+                with contextlib.suppress(OSError):
+                    text += f.read_text(errors="replace")
         for form in _secret_forms():
             if form in text:
                 raise SecretLeak(f"the sentinel secret appears ({form[:12]}...)")

@@ -271,8 +271,7 @@ class EngineConfig:
     def release_lacks(self, flag: str) -> bool:
         """Whether the pinned release's own catalog has no flag ``flag`` (``--name``); False
         when there is no such catalog to say so."""
-        cat = _release_catalog(self.engine, self.release)
-        return cat is not None and cat.version == self.release and cat.lookup(flag) is None
+        return _lacks(_release_catalog(self.engine, self.release), self.release, flag)
 
     @property
     def rules(self) -> SimRules:
@@ -523,14 +522,20 @@ def _release_catalog(kind: str, version: str) -> Catalog | None:
         return default_catalog(kind)
 
 
+def _lacks(cat: Catalog | None, version: str, token: str) -> bool:
+    """Whether ``version``'s own catalog has no flag ``token``. Only the pinned release's
+    own catalog can say so: without one (or with another release's), nothing is lacking."""
+    return cat is not None and cat.version == version and cat.lookup(token) is None
+
+
 def _refuse_unknown(
     use: FlagUse, cat: Catalog | None, kind: str, version: str, source: str
 ) -> None:
     """Refuse a flag the pinned release's catalog lacks, as that release's parser refuses it
-    at start-up (a simulator that modelled it would answer for an engine that never runs).
-    Only the pinned release's own catalog can say so: without one, nothing is refused."""
-    if cat is None or cat.version != version or cat.lookup(use.token) is not None:
+    at start-up (a simulator that modelled it would answer for an engine that never runs)."""
+    if not _lacks(cat, version, use.token):
         return
+    assert cat is not None  # _lacks says so only from a catalog
     from tierctl.catalog.store import did_you_mean, unknown_flag
 
     raise InputError(
