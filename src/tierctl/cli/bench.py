@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,12 @@ def _workload_options(f: _F) -> _F:
             help="Write results.json, report.md and PNG plots here.",
         ),
         click.option("--no-plots", is_flag=True, help="Skip the PNG plots."),
+        click.option(
+            "--realtime",
+            is_flag=True,
+            help="Run the client's event loop real-time (SCHED_FIFO; root or CAP_SYS_NICE): "
+            "on a busy host its tokens are then stamped when they land (docs/bench.md).",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -107,6 +114,21 @@ def _workload(opts: dict[str, Any]) -> Any:
 
     names = WorkloadFlags.__dataclass_fields__
     return workload_from_flags(WorkloadFlags(**{k: v for k, v in opts.items() if k in names}))
+
+
+@contextlib.contextmanager
+def _client_priority(opts: dict[str, Any], console: Console) -> Iterator[None]:
+    """The client real-time for the block when ``--realtime`` asked (and a note when it
+    could not be: the run goes on at ordinary priority)."""
+    if not opts.get("realtime"):
+        yield
+        return
+    from tierctl.bench.clientcheck import realtime
+
+    with realtime() as why:
+        if why is not None:
+            console.print(f"[yellow]note:[/yellow] --realtime: {escape(why)}")
+        yield
 
 
 def _console() -> Console:
@@ -323,7 +345,7 @@ def run(url: str, **opts: Any) -> ExitCode:
 
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None
-    with BenchBars() as bars:
+    with BenchBars() as bars, _client_priority(opts, _console()):
         outcome = eventloop.run(
             bench_run(
                 url,
@@ -417,7 +439,7 @@ def ab(
 
     workload = _workload(opts)
     out = Path(opts["out_dir"]) if opts["out_dir"] else None
-    with BenchBars() as bars:
+    with BenchBars() as bars, _client_priority(opts, _console()):
         outcome = eventloop.run(
             bench_ab(
                 a_url,

@@ -620,6 +620,21 @@ def fit_plan_cmd(
     help="With a vLLM iteration log: the same run's `tierctl bench` results.json, to fit the "
     "time between steps (scheduling, output handling) that the log does not cover.",
 )
+@click.option(
+    "--spec-timings",
+    "spec_timings",
+    type=click.Path(dir_okay=False, exists=True),
+    help="With an acceptance fit: `tierctl bench run` results.json of the speculative engine "
+    "(the argv after --) on the fit trace, to fit the round's time beyond the forwards.",
+)
+@click.option(
+    "--spec-reference",
+    "spec_reference",
+    type=click.Path(dir_okay=False, exists=True),
+    help="With --spec-timings: results.json of the same trace on an engine without "
+    "speculation (its argv: --spec-reference-argv); the ratio is fitted, not the host's bias.",
+)
+@click.option("--spec-reference-argv", "spec_reference_argv", help="The reference engine's argv.")
 @_ENGINE
 @_PRESET
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the fitted cost model here.")
@@ -632,6 +647,9 @@ def fit(
     acceptance: str | None,
     acceptance_baseline: str | None,
     timings: str | None,
+    spec_timings: str | None,
+    spec_reference: str | None,
+    spec_reference_argv: str | None,
     engine: str | None,
     engine_version: str | None,
     out: str | None,
@@ -675,6 +693,11 @@ def fit(
         model, prov["acceptance"] = acceptance_from(
             acceptance, model, config, baseline=acceptance_baseline
         )
+    if spec_timings is not None:
+        model, prov["spec_round_time"] = _spec_round_time(
+            model, config, spec_timings, spec_reference, spec_reference_argv, engine,
+            engine_version,
+        )  # fmt: skip
     if out is not None:
         write_cost_model(out, model, prov)
         click.echo(f"wrote {out}", err=True)
@@ -694,6 +717,51 @@ def fit(
             f"acceptance ({acc['engine']}): {acc['mean_length']:.3f} tokens per verify round; "
             f"accepted-drafts distribution P(0..n) {dist}; {acc['method']}"
         )
+    rt = prov.get("spec_round_time")
+    if rt:
+        click.echo(
+            f"speculative round: +{rt['extra_per_round_s'] * 1e3:.3f} ms beyond the forwards "
+            f"(TPOT p50 measured {rt['tpot_measured_p50_s'] * 1e3:.2f} ms, simulated "
+            f"{rt['tpot_simulated_p50_s_before'] * 1e3:.2f} -> "
+            f"{rt['tpot_simulated_p50_s_after'] * 1e3:.2f} ms over {rt['requests']} requests)"
+        )
+
+
+def _spec_round_time(
+    model: Any,
+    config: Any,
+    timings: str,
+    reference: str | None,
+    reference_argv: str | None,
+    engine: str | None,
+    version: str | None,
+) -> tuple[Any, dict[str, Any]]:
+    """``sim fit --spec-timings``: the speculative round's time from a bench results file
+    (and a reference run of the same trace without speculation)."""
+    import shlex
+
+    from tierctl.errors import InputError
+    from tierctl.results import read_results
+    from tierctl.sim.config import EngineConfig
+    from tierctl.sim.spec_timing import fit_spec_round_time
+
+    def measured(path: str) -> list[Any]:
+        res = read_results(path)
+        return [r for run in res.runs for r in run.completed_requests(res.source)]
+
+    ref = None
+    if reference is not None or reference_argv is not None:
+        if reference is None or not reference_argv:
+            raise InputError(
+                "--spec-reference and --spec-reference-argv go together",
+                rule="the reference run's results and the argv its engine ran with",
+                fix="pass both, or neither (the speculative run alone is then fitted)",
+            )
+        ref_cfg = EngineConfig.from_argv(
+            shlex.split(reference_argv), engine=engine, version=version, strict=True
+        )
+        ref = (ref_cfg, measured(reference))
+    return fit_spec_round_time(model, config, measured(timings), ref)
 
 
 @sim.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

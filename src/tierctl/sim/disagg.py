@@ -117,9 +117,14 @@ def simulate_disagg(
     cost: CostModel,
     *,
     seed: int = 0,
-    max_steps: int = 50_000_000,
+    max_steps: int | None = None,
 ) -> SimResult:
-    """Simulate ``workload`` on a disaggregated arm (see the module's docstring)."""
+    """Simulate ``workload`` on a disaggregated arm (see the module's docstring); at most
+    ``max_steps`` steps (default :func:`tierctl.sim.budget.runtime_bound`)."""
+    if max_steps is None:
+        from tierctl.sim.budget import runtime_bound
+
+        max_steps = runtime_bound()
     prefills = [
         _Replica(f"prefill[{i}]", make_scheduler(c, cost, seed * 31 + i, ranks=True))
         for i, c in enumerate(tier.prefill)

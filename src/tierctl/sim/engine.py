@@ -184,6 +184,10 @@ class Scheduler:
         self.spec = config.speculative if on else None
         self._spec_rng = random.Random(seed * 7919 + 17)
 
+    def prefill_budget(self) -> int | None:
+        """The most prompt tokens one step prefills (the chunk), ``None`` when unchunked."""
+        return self.chunk_tokens
+
     # -- intake -------------------------------------------------------------------------
 
     def submit(self, req: SimRequest, now_s: float) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierctl.latency import percentile
+from tierctl.sim import budget
 from tierctl.sim.config import EngineConfig, step_cost_differences, unmodelled_differences
 from tierctl.sim.cost import CostModel, preset
 from tierctl.sim.disagg_config import ArmConfig, DisaggTier, arm_flags
@@ -17,10 +18,10 @@ from tierctl.sim.host import has_host_costs, plan_host, probe_latencies, tokeniz
 from tierctl.sim.result import RatioRow, RequestResult, SimResult, ratio_table, summarize_results
 from tierctl.sim.workload import SimRequest, Workload
 
-#: The most scheduler steps one simulation runs: a bound, so no configuration or workload can
-#: loop for ever (the 24-hour day trace takes ~2-5 M; pure-decode stretches run in closed form
-#: and count one each).
-MAX_STEPS = 50_000_000
+#: The most scheduler steps one simulation runs when the caller gives no bound of its own: the
+#: backstop behind the work estimate (:mod:`tierctl.sim.budget`), whose default bound it is
+#: four times; pure-decode stretches run in closed form and count one each.
+MAX_STEPS = budget.RUNTIME_FACTOR * budget.DEFAULT_MAX_STEPS
 
 
 def _with_host_wait(r: RequestResult, arrived: dict[str, float]) -> RequestResult:
@@ -73,7 +74,8 @@ def simulate(
     probe_interval_s: float = 5.0,
     probe_timeout_s: float = 3.0,
     progress: Callable[[float], None] | None = None,
-    max_steps: int = MAX_STEPS,
+    max_steps: int | None = None,
+    check_work: bool = True,
 ) -> SimResult:
     """Simulate ``workload`` on one replica configured by ``config``.
 
@@ -97,9 +99,22 @@ def simulate(
         progress: called now and then with the simulated time reached (for a progress bar;
             the simulation itself never draws anything).
         max_steps: a hard bound on the scheduler steps; past it the simulation stops, the
-            requests in flight are unfinished and ``SimResult.stopped`` says why.
+            requests in flight are unfinished and ``SimResult.stopped`` says why (default:
+            :func:`tierctl.sim.budget.runtime_bound`, four times the work bound).
+        check_work: refuse up front a workload whose estimated work is past the bound
+            (:mod:`tierctl.sim.budget`; a caller that checked the sum of several runs passes
+            False).
+
+    Raises:
+        InputError: the simulation's estimated work is past the bound (``check_work``).
     """
     model = preset(cost) if isinstance(cost, str) else cost
+    if max_steps is None:
+        max_steps = budget.runtime_bound()
+    if check_work:
+        # A disaggregated arm's prompts are prefilled by its prefill pool: that pool's work.
+        arm = config.prefill[0] if isinstance(config, DisaggTier) else config
+        budget.check(budget.estimate(arm, workload.requests, model))
     if isinstance(config, DisaggTier):
         from tierctl.sim.disagg import simulate_disagg
 

@@ -32,12 +32,13 @@ from pathlib import Path
 
 from tierctl.errors import InputError, Location
 from tierctl.latency import percentile
+from tierctl.sim import budget
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel, preset
 from tierctl.sim.engine import Live, itl_quantile, make_scheduler
 from tierctl.sim.host import has_host_costs
 from tierctl.sim.result import RequestResult, SimResult, SimSummary
-from tierctl.sim.simulate import MAX_STEPS, _run, probe_figures
+from tierctl.sim.simulate import _run, probe_figures
 from tierctl.sim.workload import SimRequest
 from tierctl.traces import iter_trace, wall_clock
 
@@ -197,6 +198,36 @@ def trace_requests(path: str | Path, fmt: str) -> Iterator[SimRequest]:
         )
 
 
+def _metered(requests: Iterator[SimRequest], meter: budget.Meter) -> Iterator[SimRequest]:
+    """``requests`` as they are read, each charged to the work bound.
+
+    A row is the user's own input, so each brings an allowance of
+    :data:`~tierctl.sim.budget.ROW_ALLOWANCE` units (a 400 MB trace replays whole); what rows
+    amplify beyond it (one row of 2**31 prompt tokens is 131,072 chunk steps) is charged.
+
+    Raises:
+        InputError: the rows read so far amplify past the bound.
+    """
+    bound = budget.limit()
+    n = prompt = out = 0
+    chunk = meter.chunk or 0
+    for r in requests:
+        n += 1
+        if r.input_tokens + r.output_tokens > meter.fits:
+            yield r  # refused at submit: no work beyond the row
+            continue
+        prompt += max(1, r.input_tokens)
+        out += max(0, r.output_tokens - 1) if meter.stepped else 0
+        prefill = prompt // chunk if chunk else 0
+        work = prefill + out // meter.per_round + out // budget.TOKENS_PER_UNIT
+        if work > bound + budget.ROW_ALLOWANCE * n:
+            total = budget.WorkEstimate(n, prefill, -(-out // meter.per_round), out, 1, False)
+            budget.check(
+                total, bound + budget.ROW_ALLOWANCE * n, what=f"replaying the trace (to row {n:,})"
+            )
+        yield r
+
+
 class _Lazy:
     """Requests as :func:`tierctl.sim.simulate._run` indexes them (``reqs[nxt]``, ``nxt <
     len(reqs)``, ``nxt`` only growing), pulled from a stream: a submitted request is dropped."""
@@ -254,7 +285,9 @@ def simulate_trace_stream(
     sched = make_scheduler(config, model, seed, ranks=True)
     if has_host_costs(model) or hasattr(sched, "ranks"):
         return None
-    lazy = _Lazy(trace_requests(path, fmt))
+    # A trace's own rows are the user's input (linear work); what a row amplifies (a prompt
+    # of 2**31 tokens is 131,072 chunk steps) is charged against the bound as it is read.
+    lazy = _Lazy(_metered(trace_requests(path, fmt), budget.Meter(config, model)))
     acc = _Summary(cap)
 
     def drain(lives: list[Live]) -> None:
@@ -268,7 +301,8 @@ def simulate_trace_stream(
             progress(now, lazy.last_arrival_s)
 
     try:
-        now, stopped = _run(sched, lazy, model, math.inf, True, None, tick, MAX_STEPS)  # type: ignore[arg-type]
+        bound = budget.runtime_bound()
+        now, stopped = _run(sched, lazy, model, math.inf, True, None, tick, bound)  # type: ignore[arg-type]
     except _Unsorted:
         return None
     if not lazy.base and not lazy.buffer:

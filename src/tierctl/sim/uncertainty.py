@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierctl.quantity import Direction, judge_ratio
+from tierctl.sim import budget
 from tierctl.sim.cost import CostModel
-from tierctl.sim.disagg_config import ArmConfig
+from tierctl.sim.disagg_config import ArmConfig, DisaggTier
 from tierctl.sim.domain import StepDomain
 from tierctl.sim.result import COMPARE_METRICS, RatioRow
 from tierctl.sim.simulate import Comparison, compare, simulate
@@ -156,9 +157,11 @@ def what_if(
         focus: only requests whose id starts with it.
     """
     fit = fit or FitUncertainty()
-    point = compare(control, candidate, workload, cost, focus=focus, seed=seed)
     random_model = cost.jittery or bool(fit.samples)
     n = max(1, draws) if random_model else 0
+    # Every draw simulates three runs: their sum is checked before the first one starts.
+    _check_work(((control, 1 + 2 * n), (candidate, 1 + n)), workload, cost)
+    point = compare(control, candidate, workload, cost, focus=focus, seed=seed)
     ab: list[list[float | None]] = []
     aa: list[list[float | None]] = []
     for i in range(n):
@@ -175,6 +178,21 @@ def what_if(
         for j, r in enumerate(point.table)
     )
     return WhatIf(point, rows, max(n, 1), _source(cost, fit, n), _extrapolation(point, fit.domain))
+
+
+def _check_work(arms: Sequence[tuple[ArmConfig, int]], workload: Workload, cost: CostModel) -> None:
+    """Refuse a comparison whose runs together are past the work bound (a disaggregated arm
+    is bounded by its own step limit instead)."""
+    total: budget.WorkEstimate | None = None
+    runs = 0
+    for arm, k in arms:
+        runs += k
+        if isinstance(arm, DisaggTier):
+            continue
+        est = budget.estimate(arm, workload.requests, cost, runs=k)
+        total = est if total is None else total.plus(est)
+    if total is not None:
+        budget.check(total, what=f"the comparison ({runs} simulated runs)")
 
 
 def _floor_for(aa_floor: float | Mapping[str, float], metric: str) -> float:

@@ -85,6 +85,11 @@ class VllmScheduler(Scheduler):
         # This step's tokens scheduled per decoding request (1 + drafts when speculative).
         self._decode_takes: dict[int, int] = {}
 
+    def prefill_budget(self) -> int | None:
+        """The step's token budget (``--max-num-batched-tokens``): the most prompt tokens
+        one step prefills (without chunking a prompt must fit it whole)."""
+        return self.token_budget
+
     # -- intake -------------------------------------------------------------------------
 
     def submit(self, req: SimRequest, now_s: float) -> str:

@@ -247,9 +247,26 @@ def _check_sizes(
             "--duration-s", duration_s,
             f"a hammer makes at most {MAX_GENERATED:,} requests (--rate x --duration-s)",
         )  # fmt: skip
+    if kind == "ingestion" and duration_s != 600.0:
+        # 50 multi-MB prompts every 5 minutes over a short-request hammer at 0.5/s.
+        made = 50 * (duration_s // 300) + 0.5 * duration_s
+        if made > MAX_GENERATED:
+            raise bad(
+                "--duration-s", duration_s,
+                f"the ingestion workload makes at most {MAX_GENERATED:,} requests "
+                f"(40 a minute: at most {MAX_GENERATED // 40:,} minutes)",
+            )  # fmt: skip
     if not (math.isfinite(hours) and 0 < hours <= MAX_DAY_HOURS):
         raise bad(
             "--hours", hours, f"a day trace lasts more than 0 and at most {MAX_DAY_HOURS:g} h"
+        )
+    if kind == "day":
+        # Refused before it is built (a 744-hour trace is 518,000 requests and 1.9 GB): its
+        # requests alone, ~680 an hour, against the simulation's work bound.
+        from tierctl.sim import budget
+
+        budget.check(
+            budget.WorkEstimate(requests=int(hours * 680)), what=f"a {hours:g}-hour day trace"
         )
 
 
