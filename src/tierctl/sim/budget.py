@@ -118,16 +118,15 @@ class WorkEstimate:
         )  # fmt: skip
 
     def plus(self, other: WorkEstimate) -> WorkEstimate:
-        """Both estimates' work together, as one run's figures (the runs summed)."""
-        a, b = self.times(1), other.times(1)
-        ra, rb = self.runs, other.runs
+        """Both estimates' work together, as one run's figures (each side's runs summed)."""
+        a, b = self, other
         return WorkEstimate(
-            a.requests * ra + b.requests * rb,
-            a.prefill_steps * ra + b.prefill_steps * rb,
-            a.decode_rounds * ra + b.decode_rounds * rb,
-            a.decode_tokens * ra + b.decode_tokens * rb,
+            a.requests * a.runs + b.requests * b.runs,
+            a.prefill_steps * a.runs + b.prefill_steps * b.runs,
+            a.decode_rounds * a.runs + b.decode_rounds * b.runs,
+            a.decode_tokens * a.runs + b.decode_tokens * b.runs,
             1,
-            self.count_requests or other.count_requests,
+            a.count_requests or b.count_requests,
         )
 
     def describe(self) -> str:

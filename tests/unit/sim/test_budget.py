@@ -191,3 +191,10 @@ def test_a_streamed_trace_is_charged_for_what_a_row_amplifies(
         r = run_cli("sim", "run", "--trace", str(trace), "--trace-format", "mooncake")
     assert r.code == 0, r.err
     assert "exceed the KV pool" in r.out
+
+
+def test_two_arms_work_adds_up_over_their_runs() -> None:
+    a = budget.WorkEstimate(requests=2, prefill_steps=10).times(3)
+    b = budget.WorkEstimate(requests=1, prefill_steps=5, decode_rounds=7).times(2)
+    assert a.plus(b).units == a.units + b.units
+    assert a.plus(b).runs == 1
