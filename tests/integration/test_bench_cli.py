@@ -242,3 +242,22 @@ def test_workload_strings_print_as_written_not_as_markup(node_url, tmp_path, cap
     assert "sent 4 = completed 4" in stdout
     lanes = {line.split("│")[1].strip() for line in stdout.splitlines() if line.count("│") > 3}
     assert {"[/]", "[fp8]"} <= lanes, stdout
+
+
+def test_realtime_runs_the_client_fifo_and_restores_it(node_url, tmp_path, capsys):
+    """``--realtime``: the run completes with the client's loop real-time (root here, as in
+    CI); the process is back at its own class after the run."""
+    import os
+
+    before = os.sched_getscheduler(0)
+    main(
+        ["bench", "run", "--url", node_url, "--hammer-rate", "50", "--hammer-count", "20",
+         "--realtime", "--no-plots", "--out", str(tmp_path / "out")]
+    )  # fmt: skip
+    stdout = capsys.readouterr().out
+    assert "sent 20 = completed 20 + failed 0 + timed out 0" in stdout
+    if os.geteuid() == 0:
+        assert "--realtime:" not in stdout  # it took effect: no note
+    else:
+        assert "CAP_SYS_NICE" in stdout
+    assert os.sched_getscheduler(0) == before

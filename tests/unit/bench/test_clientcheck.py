@@ -117,3 +117,36 @@ def test_a_lagging_client_that_was_mostly_idle_is_called_starved_with_advice() -
     assert not busy.starved  # busy itself: lower the rate, not the host's scheduling
     assert "starved" not in verdict_line(busy)
     assert not _judge().starved
+
+
+def test_realtime_runs_the_block_fifo_and_its_children_ordinary() -> None:
+    """--realtime: SCHED_FIFO for the client's block, restored after; a process started in
+    the block (an engine) is reset to the ordinary class. Without the permission the block
+    still runs, told why."""
+    import os
+    import subprocess
+    import sys
+
+    from tierctl.bench.clientcheck import REALTIME_PRIORITY, realtime
+
+    before = os.sched_getscheduler(0)
+    with realtime() as why:
+        if why is not None:
+            assert os.geteuid() != 0, why  # root may always set it
+            assert "CAP_SYS_NICE" in why
+            return
+        assert os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK == os.SCHED_FIFO
+        assert os.sched_getparam(0).sched_priority == REALTIME_PRIORITY
+        child = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert int(child.stdout) == os.SCHED_OTHER
+    assert os.sched_getscheduler(0) == before
+
+
+def test_the_starved_advice_names_the_realtime_option() -> None:
+    from tierctl.bench.clientcheck import STARVED_ADVICE
+
+    assert "--realtime" in STARVED_ADVICE
+    assert "setsid" in STARVED_ADVICE
