@@ -36,6 +36,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 
+#: The most characters of an offending value an error prints (the rest is counted).
+FOUND_MAX_CHARS = 400
+
+
 class ExitCode(enum.IntEnum):
     """Every status the ``tierctl`` command exits with."""
 
@@ -141,7 +145,11 @@ class TierctlError(Exception):
         if self.rule:
             lines.append(f"  rule: {self._words(self.rule, labels)}")
         if self.value is not None:
-            lines.append(f"  found: {self.value!r}")
+            shown = repr(self.value)
+            if len(shown) > FOUND_MAX_CHARS:
+                # A 5,000-digit number or a 100 KB string is named, not printed whole.
+                shown = f"{shown[:FOUND_MAX_CHARS]}... ({len(shown):,} characters)"
+            lines.append(f"  found: {shown}")
         if self.fix:
             lines.append(f"  fix: {self._words(self.fix, labels)}")
         return "\n".join(lines)

@@ -188,10 +188,12 @@ def read_results(path: str | Path) -> BenchResults:
     text = read_text(path, what="bench results", limits=Limits.trace())
     doc = load_json(text, source, limits=Limits.trace(), constants=True)
     if isinstance(doc, dict) and doc.get("kind") == "run" and isinstance(doc.get("run"), dict):
-        return BenchResults("run", (_run(doc["run"]),), source)
+        return BenchResults("run", (_run(doc["run"], source, "run"),), source)
     if isinstance(doc, dict) and doc.get("kind") == "ab":
         blocks = [b for b in doc.get("blocks", []) if isinstance(b, dict)]
-        return BenchResults("ab", tuple(_run(b) for b in blocks), source)
+        return BenchResults(
+            "ab", tuple(_run(b, source, f"blocks[{i}]") for i, b in enumerate(blocks)), source
+        )
     raise InputError(
         "not a tierctl bench results file",
         location=Location(file=source),
@@ -201,18 +203,33 @@ def read_results(path: str | Path) -> BenchResults:
     )
 
 
-def _run(run: dict[str, Any]) -> ResultsRun:
+def _run(run: dict[str, Any], source: str, where: str) -> ResultsRun:
     requests = run.get("requests", [])
     return ResultsRun(
-        sent=_count(run, "sent"),
-        completed=_count(run, "completed"),
-        failed=_count(run, "failed"),
-        timed_out=_count(run, "timed_out"),
+        sent=_count(run, "sent", source, where),
+        completed=_count(run, "completed", source, where),
+        failed=_count(run, "failed", source, where),
+        timed_out=_count(run, "timed_out", source, where),
         # Not a list: kept as one sample, which the reader then calls malformed.
         requests=tuple(requests) if isinstance(requests, list) else (requests,),
     )
 
 
-def _count(run: dict[str, Any], key: str) -> int:
+def _count(run: dict[str, Any], key: str, source: str, where: str) -> int:
+    """A run's count: absent or not a number reads 0 (as before); a number must be a count
+    (``"failed": -Infinity`` was ``int(-inf)``, an OverflowError, in ``sim fit --from bench``).
+
+    Raises:
+        InputError: a non-finite, negative or fractional count, or one past 2**53.
+    """
     value = run.get(key, 0)
-    return int(value) if isinstance(value, int | float) else 0
+    if not isinstance(value, int | float):
+        return 0
+    if not (math.isfinite(value) and 0 <= value <= 2**53 and value == int(value)):
+        raise InputError(
+            f"{key} is not a count: {value!r}",
+            location=Location(file=source, path=f"{where}.{key}"),
+            rule="a run's counts are whole numbers from 0 to 2**53",
+            fix="pass an unmodified results.json",
+        )
+    return int(value)

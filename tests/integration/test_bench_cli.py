@@ -258,6 +258,9 @@ def test_realtime_runs_the_client_fifo_and_restores_it(node_url, tmp_path, capsy
     assert "sent 20 = completed 20 + failed 0 + timed out 0" in stdout
     if os.geteuid() == 0:
         assert "--realtime:" not in stdout  # it took effect: no note
+        assert "real-time (SCHED_FIFO)" in stdout  # the client check says so
+        doc = orjson.loads((tmp_path / "out" / "results.json").read_bytes())
+        assert doc["run"]["client_check"]["realtime"] is True
     else:
         assert "CAP_SYS_NICE" in stdout
     assert os.sched_getscheduler(0) == before

@@ -165,6 +165,8 @@ class ClientCheck:
         reasons: one line per signal past its limit; empty when the client kept up.
         event_loop: the loop implementation the run was driven by (``uvloop`` or
             ``asyncio``; ``None``: not recorded).
+        realtime: whether the client ran real-time (``SCHED_FIFO``, ``--realtime``) when
+            the run was judged (``None``: not known on this platform).
     """
 
     pacing_lag_p99_s: float | None
@@ -176,6 +178,7 @@ class ClientCheck:
     backlog_max_bytes: int
     reasons: tuple[str, ...] = field(default_factory=tuple)
     event_loop: str | None = None
+    realtime: bool | None = None
 
     @property
     def client_bound(self) -> bool:
@@ -212,6 +215,7 @@ class ClientCheck:
             "reasons": list(self.reasons),
             "starved": self.starved,
             "event_loop": self.event_loop,
+            "realtime": self.realtime,
         }
 
 
@@ -262,7 +266,17 @@ def judge_client(
         backlog_max_bytes=backlog_bytes,
         reasons=tuple(reasons),
         event_loop=event_loop,
+        realtime=_is_realtime(),
     )
+
+
+def _is_realtime() -> bool | None:
+    """Whether the calling thread runs under SCHED_FIFO or SCHED_RR now."""
+    get = getattr(os, "sched_getscheduler", None)
+    if get is None:
+        return None
+    policy = get(0) & ~getattr(os, "SCHED_RESET_ON_FORK", 0)
+    return policy in (os.SCHED_FIFO, os.SCHED_RR)
 
 
 def verdict_line(check: ClientCheck | None) -> str:
@@ -284,4 +298,6 @@ def verdict_line(check: ClientCheck | None) -> str:
     parts.append(f"max backlog {check.backlog_max_bytes / 1024:.0f} KiB")
     if check.event_loop is not None:
         parts.append(f"{check.event_loop} event loop")
+    if check.realtime:
+        parts.append("real-time (SCHED_FIFO)")
     return "client kept up: " + ", ".join(parts)

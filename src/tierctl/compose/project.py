@@ -580,8 +580,25 @@ def _limit(value: Any, where: str) -> Any:
                 rule="a ulimit is an integer (or soft/hard integers)",
                 fix=f"write ulimits: {{{where.split('.')[0]}: 65535}}",
             )
-        return int(text)
+        # Compose casts with Go's strconv.Atoi (int64): a longer number is out of range, and
+        # Python's int() of over 4,300 digits raised ValueError before any check could run.
+        sign = -1 if text.startswith("-") else 1
+        digits = text.lstrip("+-").lstrip("0") or "0"
+        number = sign * int(digits) if len(digits) <= 19 else None
+        if number is None or not -(2**63) <= number < 2**63:
+            raise FormError(
+                f"ulimits.{where}: failed to cast to expected type: parsing "
+                f"{_short(text)!r}: value out of range",
+                rule="a ulimit is a 64-bit integer (what Compose's strconv.Atoi reads)",
+                fix=f"write ulimits: {{{where.split('.')[0]}: 65535}}",
+            )
+        return number
     return value
+
+
+def _short(text: str, keep: int = 40) -> str:
+    """``text`` cut to ``keep`` characters for a message (a 5,000-digit value stays readable)."""
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text):,} characters)"
 
 
 def _canonical_key(key: str, value: Any) -> Any:

@@ -204,8 +204,8 @@ def check(est: WorkEstimate, max_steps: int | None = None, *, what: str = "the s
         rule="one command simulates at most the bound's scheduler steps (about 15-30 s of CPU "
         f"at the default {DEFAULT_MAX_STEPS:,}), so no workload or flag runs for minutes",
         value=f"{est.units:,} steps",
-        fix="simulate a shorter workload (fewer requests, a lower --rate or --duration-s, "
-        "shorter prompts or outputs), fewer --draws, or raise the bound for this command: "
+        fix="simulate a shorter workload (fewer requests, a lower rate or duration, shorter "
+        "prompts or outputs), fewer draws, or raise the bound for this command: "
         f"{ENV}={_suggest(est.units)} (about {math.ceil(est.units * SECONDS_PER_UNIT):,} s here)",
     )
 

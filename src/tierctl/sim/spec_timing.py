@@ -88,7 +88,7 @@ def fit_spec_round_time(
         raise InputError(
             "the speculative round time needs an arm with speculative decoding and a model "
             "with its acceptance",
-            rule="fit the acceptance first (sim fit --from spec-metrics) on the same run",
+            rule="the acceptance is fitted first, from the engine's counters on the same run",
             fix="pass the speculative arm's argv and the cost model with its acceptance",
         )
     if len(usable) < 3:

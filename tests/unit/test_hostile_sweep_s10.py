@@ -1,0 +1,104 @@
+"""Reproducers of the fresh seed 2026120610's exceptions (issue #22, session 10), rebuilt by
+``benchmarks/fuzz.py --generator all --seed 2026120610 --only N``.
+
+- input 8495 (results): ``"failed": -Infinity`` in a bench results file's run counts was
+  ``int(-inf)``, an OverflowError, in ``sim fit --from bench`` and the request reader;
+- input 9004 (compose): a ulimit given as a 5,000-digit string was ``int()`` past Python's
+  4,300-digit limit (ValueError) in ``validate`` and ``compose config``; Compose itself
+  refuses it as out of int64 range (``strconv.Atoi``), and so does tierctl now.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult
+from tierctl.errors import FOUND_MAX_CHARS, InputError
+from tierctl.results import read_results
+
+RunCli = Callable[..., CliResult]
+
+
+def _results(path: Path, **counts: object) -> Path:
+    req = {"outcome": "completed", "sent_s": 0.1, "input_tokens": 800, "output_tokens": 32,
+           "ttft_s": 0.05, "tpot_s": 0.01, "itl_s": [0.01] * 31, "e2e_s": 0.4}  # fmt: skip
+    run = {"sent": 1, "completed": 1, "failed": 0, "timed_out": 0, **counts, "requests": [req]}
+    path.write_text(json.dumps({"schema_version": 1, "kind": "run", "run": run}))
+    return path
+
+
+@pytest.mark.parametrize("bad", [float("-inf"), float("inf"), float("nan"), -1, 0.5, 2.0**60])
+def test_a_run_count_that_is_no_count_is_refused_naming_it(tmp_path: Path, bad: float) -> None:
+    path = tmp_path / "results.json"
+    path.write_text(
+        json.dumps({"kind": "run", "run": {"sent": 1, "failed": bad, "requests": []}}).replace(
+            "Infinity", "Infinity"
+        )
+    )
+    with pytest.raises(InputError) as info:
+        read_results(path)
+    text = info.value.format()
+    assert "failed is not a count" in text
+    assert "run.failed" in text
+
+
+def test_input_8495_sim_fit_from_bench_exits_2(run_cli: RunCli, tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    _results(path)
+    path.write_text(path.read_text().replace('"failed": 0', '"failed": -Infinity'))
+    r = run_cli("sim", "fit", str(path), "--from", "bench", "--", "vllm", "serve", "m")
+    assert r.code == 2, r.err
+    assert "failed is not a count" in r.err
+    assert "Traceback" not in r.err
+    # whole counts (and absent ones, and non-numbers, as before) still read
+    ok = read_results(_results(tmp_path / "ok.json", failed=3, timed_out="n/a"))
+    assert (ok.runs[0].failed, ok.runs[0].timed_out) == (3, 0)
+
+
+def _ulimit_file(tmp_path: Path, soft: str) -> Path:
+    path = tmp_path / "compose.yaml"
+    path.write_text(
+        "services:\n  a:\n    image: x\n    ulimits:\n      nofile:\n"
+        f'        soft: "{soft}"\n        hard: 5\n'
+    )
+    return path
+
+
+@pytest.mark.parametrize("command", [("compose", "config")])
+def test_input_9004_a_5000_digit_ulimit_is_out_of_range(
+    run_cli: RunCli, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    path = _ulimit_file(tmp_path, "9" * 5000)
+    r = run_cli(*command, str(path))
+    assert r.code == 2, r.out + r.err
+    assert "value out of range" in r.err
+    assert "Traceback" not in r.err
+    assert "(5,000 characters)" in r.err
+    # the offending value is named, not printed whole
+    assert max(len(line) for line in r.err.splitlines()) < FOUND_MAX_CHARS + 200
+
+
+@pytest.mark.parametrize(
+    ("soft", "want"),
+    [
+        ("9223372036854775807", 9223372036854775807),
+        ("-0009223372036854775808", -9223372036854775808),
+        ("0" * 5000 + "7", 7),
+    ],
+)
+def test_int64_ulimits_read_as_compose_reads_them(
+    run_cli: RunCli, tmp_path: Path, soft: str, want: int
+) -> None:
+    r = run_cli("compose", "config", str(_ulimit_file(tmp_path, soft)), "--format", "json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["services"]["a"]["ulimits"]["nofile"]["soft"] == want
+
+
+def test_9223372036854775808_is_past_int64(run_cli: RunCli, tmp_path: Path) -> None:
+    r = run_cli("compose", "config", str(_ulimit_file(tmp_path, "9223372036854775808")))
+    assert r.code == 2
+    assert "value out of range" in r.err
