@@ -35,7 +35,6 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-
 #: The most characters of an offending value an error prints (the rest is counted).
 FOUND_MAX_CHARS = 400
 
