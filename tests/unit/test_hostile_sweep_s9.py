@@ -9,36 +9,18 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import CliResult
-from tests.unit.sim.helpers import FLAT, cfg
+from tests.unit.sim.helpers import FLAT, cfg, cpu_budget
 from tierctl.sim.engine import Scheduler
 from tierctl.sim.simulate import simulate
 from tierctl.sim.workload import SimRequest, Workload
 
 RunCli = Callable[..., CliResult]
-
-
-@contextlib.contextmanager
-def _cpu_budget(seconds: float) -> Iterator[None]:
-    """Fail (not hang) when the block runs past ``seconds`` of CPU: the old code never ended."""
-
-    def expired(signum: int, frame: object) -> None:
-        raise AssertionError(f"still running after {seconds} s of CPU")
-
-    old = signal.signal(signal.SIGVTALRM, expired)
-    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-        signal.signal(signal.SIGVTALRM, old)
 
 
 @pytest.mark.parametrize("horizon", [1e308, 1e200, 1e30, 12.0])
@@ -53,7 +35,7 @@ def test_a_far_horizon_fast_forwards_to_the_first_finish(horizon: float) -> None
         rnd = sched.step(now)
         assert rnd is not None
         now += rnd.duration_s
-    with _cpu_budget(5.0):
+    with cpu_budget(5.0):
         end, rounds = sched.fast_forward(now, horizon)
     assert rounds == 40 - 1  # to r0's last token (its prefill gave it the first)
     assert end < horizon
@@ -62,7 +44,7 @@ def test_a_far_horizon_fast_forwards_to_the_first_finish(horizon: float) -> None
 def test_a_request_sent_at_1e308_is_simulated_in_bounded_time() -> None:
     reqs = [SimRequest(f"r{i}", t, 200, 32) for i, t in enumerate((0.0, 0.5, 1.0))]
     reqs.append(SimRequest("far", 1e308, 200, 32))
-    with _cpu_budget(10.0):
+    with cpu_budget(10.0):
         result = simulate(cfg(), Workload.of("far", reqs), FLAT, fast_forward=True)
     assert [r.status for r in result.requests].count("completed") == 4
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
+import signal
+from collections.abc import Iterator
 
 from tierctl.results import MeasuredRequest
 from tierctl.sim.config import EngineConfig
@@ -82,3 +85,20 @@ def logged_run(
     measured = [MeasuredRequest(r.arrival_s, r.input_tokens, r.output_tokens, 0.0, None, ())
                 for r in reqs]  # fmt: skip
     return rounds, [logged_sample(truth, r) for r in rounds], measured
+
+
+@contextlib.contextmanager
+def cpu_budget(seconds: float) -> Iterator[None]:
+    """Fail (not hang) when the block runs past ``seconds`` of this process's CPU: a
+    reproducer of a hang must fail on the old code, never run for ever."""
+
+    def expired(signum: int, frame: object) -> None:
+        raise AssertionError(f"still running after {seconds} s of CPU")
+
+    old = signal.signal(signal.SIGVTALRM, expired)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, old)

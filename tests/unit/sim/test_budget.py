@@ -9,11 +9,9 @@ estimate, the bound and the variable that raises it; the estimate's laws are pro
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import CliResult
-from tests.unit.sim.helpers import FLAT, cfg
+from tests.unit.sim.helpers import FLAT, cfg, cpu_budget
 from tierctl.errors import InputError
 from tierctl.sim import budget
 from tierctl.sim.costfile import write_cost_model
@@ -29,22 +27,6 @@ from tierctl.sim.simulate import simulate
 from tierctl.sim.workload import SimRequest, Workload
 
 RunCli = Callable[..., CliResult]
-
-
-@contextlib.contextmanager
-def _cpu_budget(seconds: float) -> Iterator[None]:
-    """Fail (not hang) when the block runs past ``seconds`` of CPU."""
-
-    def expired(signum: int, frame: object) -> None:
-        raise AssertionError(f"still running after {seconds} s of CPU")
-
-    old = signal.signal(signal.SIGVTALRM, expired)
-    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-        signal.signal(signal.SIGVTALRM, old)
 
 
 def _reqs(*shapes: tuple[int, int]) -> list[SimRequest]:
@@ -143,7 +125,7 @@ def test_the_estimate_is_a_lower_bound_on_the_steps_run(
     ],
 )
 def test_sim_run_refuses_a_long_simulation_at_once(run_cli: RunCli, argv: tuple[str, ...]) -> None:
-    with _cpu_budget(15.0):
+    with cpu_budget(15.0):
         r = run_cli("sim", "run", *argv)
     assert r.code == 2, r.err
     assert "Traceback" not in r.err
@@ -180,14 +162,14 @@ def test_a_streamed_trace_is_charged_for_what_a_row_amplifies(
     rows = [{"timestamp": i * 100, "input_length": 2_000_000_000, "output_length": 4}
             for i in range(2)]  # fmt: skip
     trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    with _cpu_budget(15.0):
+    with cpu_budget(15.0):
         r = run_cli("sim", "run", "--trace", str(trace), "--trace-format", "mooncake", "--",
                     "python", "-m", "sglang.launch_server", "--max-total-tokens", "4000000000",
                     "--chunked-prefill-size", "512")  # fmt: skip
     assert r.code == 2, r.out + r.err
     assert "replaying the trace (to row 1)" in r.err
     # The default pool refuses such a prompt at submit: no work, and it runs at once.
-    with _cpu_budget(15.0):
+    with cpu_budget(15.0):
         r = run_cli("sim", "run", "--trace", str(trace), "--trace-format", "mooncake")
     assert r.code == 0, r.err
     assert "exceed the KV pool" in r.out
