@@ -5,7 +5,11 @@
   ``int(-inf)``, an OverflowError, in ``sim fit --from bench`` and the request reader;
 - input 9004 (compose): a ulimit given as a 5,000-digit string was ``int()`` past Python's
   4,300-digit limit (ValueError) in ``validate`` and ``compose config``; Compose itself
-  refuses it as out of int64 range (``strconv.Atoi``), and so does tierctl now.
+  refuses it as out of int64 range (``strconv.Atoi``), and so does tierctl now;
+- input 35654 (compose): a service named ``-.inf`` (a YAML float key): sorting the names was a
+  TypeError; refused as Compose refuses it ("non-string key in services: -Inf");
+- input 45650 (compose): a secret's ``mode`` of 105 digits was ``float()`` of the int, an
+  OverflowError; a mode past int64 is refused, as Compose refuses it.
 """
 
 from __future__ import annotations
@@ -102,3 +106,47 @@ def test_9223372036854775808_is_past_int64(run_cli: RunCli, tmp_path: Path) -> N
     r = run_cli("compose", "config", str(_ulimit_file(tmp_path, "9223372036854775808")))
     assert r.code == 2
     assert "value out of range" in r.err
+
+
+@pytest.mark.parametrize(
+    ("key", "shown"),
+    [("5", "5"), ("-.inf", "-Inf"), ("1.5", "1.5"), ("true", "true"), ("~", "<nil>")],
+)
+def test_input_35654_a_service_named_by_a_number_is_refused_as_compose_does(
+    run_cli: RunCli, tmp_path: Path, key: str, shown: str
+) -> None:
+    """``-.inf:`` as a service name: sorting the names was a TypeError (float against str);
+    Compose says "non-string key in services: -Inf"."""
+    path = tmp_path / "compose.yaml"
+    path.write_text(f"services:\n  a:\n    image: x\n  {key}:\n    image: y\n")
+    r = run_cli("compose", "config", str(path))
+    assert r.code == 2, r.out + r.err
+    assert f"non-string key in services: {shown}" in r.err
+    path.write_text(f"services:\n  a:\n    image: x\nnetworks:\n  {key}: {{}}\n")
+    r = run_cli("compose", "config", str(path))
+    assert r.code == 2, r.out + r.err
+    assert "non-string key in networks" in r.err
+
+
+@pytest.mark.parametrize(
+    ("mode", "want"),
+    [("9" * 105, None), (str(2**63), None), (str(2**63 - 1), "0" + f"{2**63 - 1:o}")],
+)
+def test_input_45650_a_105_digit_file_mode(
+    run_cli: RunCli, tmp_path: Path, mode: str, want: str | None
+) -> None:
+    """``mode: 999...9`` (105 digits) was ``float()`` of the int, an OverflowError; Compose
+    decodes an int64 mode and refuses a larger one."""
+    path = tmp_path / "compose.yaml"
+    path.write_text(
+        "services:\n  a:\n    image: x\n    secrets:\n      - source: s\n"
+        f"        mode: {mode}\nsecrets:\n  s:\n    file: ./compose.yaml\n"
+    )
+    r = run_cli("compose", "config", str(path), "--format", "json")
+    if want is None:
+        assert r.code == 2, r.out + r.err
+        assert "invalid file mode" in r.err
+        assert "Traceback" not in r.err
+    else:
+        assert r.code == 0, r.err
+        assert json.loads(r.out)["services"]["a"]["secrets"][0]["mode"] == want

@@ -15,6 +15,7 @@ Where Compose refuses a project this module raises a located
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -545,11 +546,15 @@ def file_mode(value: Any) -> str:
         number = None
     elif isinstance(value, str):
         number = int(value, 8) if re.fullmatch(r"[0-7]+", value.strip()) else None
+    elif isinstance(value, int):
+        # Compose decodes an int64 (past it: "unexpected value type uint64"); float() of a
+        # 105-digit int was an OverflowError here.
+        number = value if 0 <= value < 2**63 else None
     else:
-        number = int(value) if float(value).is_integer() and value >= 0 else None
+        number = int(value) if value.is_integer() and value >= 0 else None
     if number is None:
         raise FormError(
-            f"invalid file mode {value!r}",
+            f"invalid file mode {_short(repr(value))}",
             rule="a secret's or config's mode is a file mode (0440, or the number 288)",
             fix="write mode: 0440",
         )
@@ -661,6 +666,40 @@ def _active(service: dict[str, Any], profiles: tuple[str, ...]) -> bool:
     return not own or "*" in profiles or any(p in profiles for p in own)
 
 
+def _refuse_non_string_keys(data: dict[str, Any], where: _Where) -> None:
+    """A service, network, volume, secret or config named by a YAML number, boolean or null
+    (``5:``, ``-.inf:``) is refused as Compose refuses it ("non-string key in services: 5");
+    sorting the names was a TypeError (float against str)."""
+    for section in ("services", "networks", "volumes", "secrets", "configs"):
+        block = data.get(section)
+        if not isinstance(block, dict):
+            continue
+        for key in block:
+            if not isinstance(key, str):
+                raise _refuse(
+                    f"non-string key in {section}: {_go_text(key)}",
+                    where.at(section),
+                    f"a name in {section} is a string",
+                    f'quote the name: "{_go_text(key)}":',
+                    key,
+                )
+
+
+def _go_text(value: Any) -> str:
+    """``value`` as Go's ``%v`` prints a decoded YAML scalar (``-Inf``, ``true``, ``<nil>``)."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "+Inf" if value > 0 else "-Inf"
+        return f"{value:g}" if value.is_integer() and abs(value) < 1e21 else repr(value)
+    return str(value)
+
+
 def _finish(
     data: dict[str, Any],
     name: str,
@@ -669,6 +708,7 @@ def _finish(
     options: ProjectOptions,
     where: _Where,
 ) -> dict[str, Any]:
+    _refuse_non_string_keys(data, where)
     services_in = data.get("services") or {}
     services = {n: s for n, s in services_in.items() if _active(s, options.profiles)}
     out_services = {
