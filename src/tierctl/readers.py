@@ -490,6 +490,17 @@ def _check_graph(
         if depth > lim.max_depth:
             raise _too_deep(where(node), lim, error)
         check_tag(node)
+        if isinstance(node, yaml.MappingNode):
+            for key_node, _ in node.value:
+                if not isinstance(key_node, scalar):
+                    # `? [a]: x` or `!reset []: x`: Compose says "invalid map key"; a tagged
+                    # one built a hashable object that JSON output then failed on.
+                    raise error(
+                        "a mapping key is a sequence or a mapping (invalid map key)",
+                        location=where(key_node),
+                        rule="a mapping's keys are strings, numbers or booleans",
+                        fix="write the key as a plain string",
+                    )
         if duplicates and isinstance(node, yaml.MappingNode):
             _check_duplicates(node, source, error, duplicates)
         kids = _children(node)

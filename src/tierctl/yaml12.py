@@ -260,6 +260,8 @@ class _BoundedWalk:
         written = node.value  # the children as written (flatten_mapping replaces the list)
         if kind is _MAPPING_NODE:
             kids = [n for pair in written for n in pair]
+            if any(type(key_node) is not _SCALAR_NODE for key_node, _ in written):
+                raise OutOfBounds  # a sequence or mapping as a key: the reference path says so
             if self.dup:
                 seen: set[str] = set()
                 for key_node, _ in written:

@@ -9,7 +9,10 @@
 - input 35654 (compose): a service named ``-.inf`` (a YAML float key): sorting the names was a
   TypeError; refused as Compose refuses it ("non-string key in services: -Inf");
 - input 45650 (compose): a secret's ``mode`` of 105 digits was ``float()`` of the int, an
-  OverflowError; a mode past int64 is refused, as Compose refuses it.
+  OverflowError; a mode past int64 is refused, as Compose refuses it;
+- seed 2026120611 input 5870 (compose, the second fresh seed): ``!reset []`` as a mapping key
+  built a hashable object that JSON output failed on; a sequence or mapping as a key is
+  refused by the YAML reader, as Compose refuses it ("invalid map key").
 """
 
 from __future__ import annotations
@@ -150,3 +153,24 @@ def test_input_45650_a_105_digit_file_mode(
     else:
         assert r.code == 0, r.err
         assert json.loads(r.out)["services"]["a"]["secrets"][0]["mode"] == want
+
+
+@pytest.mark.parametrize(
+    "key", ["!reset []", "? [a, b]\n       ", "? {a: 1}\n       ", "!override {b: 2}"]
+)
+def test_seed_2026120611_input_5870_a_collection_as_a_mapping_key(
+    run_cli: RunCli, tmp_path: Path, key: str
+) -> None:
+    """``!reset []: value`` as a logging option's key built a hashable ``Reset`` key, and
+    ``compose config`` failed writing JSON (TypeError); Compose says "invalid map key". A
+    sequence or mapping key is refused by the reader, located, for every file it reads."""
+    path = tmp_path / "compose.yaml"
+    path.write_text(
+        f"services:\n  a:\n    image: x\n    logging:\n      options:\n       {key}: v\n"
+    )
+    for command in (("compose", "config"), ("validate", "--no-compose-binary")):
+        r = run_cli(*command, str(path))
+        assert r.code == 2, r.out + r.err
+        assert "invalid map key" in r.err
+        assert "compose.yaml:6" in r.err
+        assert "Traceback" not in r.err

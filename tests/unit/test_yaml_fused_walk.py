@@ -7,7 +7,7 @@ with PyYAML's own constructor (:class:`~tierctl.compose.tags.ComposeYamlLoader`)
 checks the whole graph first (``_check_graph``) and then builds. The law: the same value,
 types included, or the same refusal (message, file, line, rule, fix), on generated documents
 holding every kind of problem the walk decides (duplicate keys, recursive and fanned-out
-aliases, nesting, refused and unknown tags, unhashable keys, bad merges), under small limits
+aliases, nesting, refused and unknown tags, collection keys, bad merges), under small limits
 as well as the defaults, and on every compose file of the repository.
 """
 
@@ -110,7 +110,7 @@ def test_fused_walk_refuses_each_problem_at_the_reference_line() -> None:
         "a: !!binary aGk=\n": "!!binary",
         "a:\n  b:\n    c: !bad 1\nd: !bad2 2\n": "!bad2",  # PyYAML builds d before a.b.c
         "a:\n  - !bad 1\n  - [!bad2 2]\n": "!bad'",
-        "? [1, 2]\n: v\n": "unhashable",
+        "? [1, 2]\n: v\n": "invalid map key",
         "a: &x 1\nb:\n  <<: *x\n": "merging",
         "a: [[[[[[[[1]]]]]]]]\n": "deeper",
         "a: &x [1, 1, 1, 1]\nb: [*x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x]\n": "nodes",
