@@ -12,7 +12,9 @@
   OverflowError; a mode past int64 is refused, as Compose refuses it;
 - seed 2026120611 input 5870 (compose, the second fresh seed): ``!reset []`` as a mapping key
   built a hashable object that JSON output failed on; a sequence or mapping as a key is
-  refused by the YAML reader, as Compose refuses it ("invalid map key").
+  refused by the YAML reader, as Compose refuses it ("invalid map key");
+- seed 2026120612 input 25862 (compose, the third fresh seed; a hang): a flow list of 200,000
+  wrong items made validate compute every schema error; at most 1,000 are drawn now.
 """
 
 from __future__ import annotations
@@ -174,3 +176,42 @@ def test_seed_2026120611_input_5870_a_collection_as_a_mapping_key(
         assert "invalid map key" in r.err
         assert "compose.yaml:6" in r.err
         assert "Traceback" not in r.err
+
+
+def test_seed_2026120612_input_25862_a_long_wrong_list_is_not_every_error_computed(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """``device_write_bps: [1, 1, ...]`` (200,000 items, each "must be a mapping") made
+    validate compute, sort and count 200,000 schema errors to print 20: 9 s of tierctl's own
+    reading, 20 s with the Compose cross-check (the harness's hang). At most 1,000 are drawn;
+    the count says "at least". The test counts the errors the validator yields, not seconds."""
+    from tierctl.contracts import schema
+
+    items = ", ".join(["1"] * 5000)
+    path = tmp_path / "compose.yaml"
+    path.write_text(
+        f"services:\n  a:\n    image: x\n    blkio_config:\n      device_write_bps: [{items}]\n"
+    )
+    drawn = 0
+    real = schema._validator
+
+    def counting() -> object:
+        v = real()
+
+        class Counting:
+            def iter_errors(self, data: object) -> object:
+                nonlocal drawn
+                for e in v.iter_errors(data):
+                    drawn += 1
+                    yield e
+
+        return Counting()
+
+    schema._validator = counting  # type: ignore[assignment]
+    try:
+        r = run_cli("validate", "--no-compose-binary", str(path))
+    finally:
+        schema._validator = real  # type: ignore[assignment]
+    assert r.code == 1, r.err
+    assert "and at least 980 more schema errors" in r.out
+    assert drawn == schema.MAX_COLLECTED + 1

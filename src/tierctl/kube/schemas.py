@@ -12,6 +12,7 @@ their published APIs (``kube/crds/``; each says which fields it checks in
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ CORE_SCHEMAS = "kubernetes_validate"
 _CRDS = Path(__file__).with_name("crds")
 #: At most this many schema errors per object (a wrong indentation breaks everything below).
 MAX_ERRORS = 20
+
+#: The most schema errors drawn from the validator for one manifest.
+MAX_DRAWN = 1000
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,9 @@ def schema_findings(version: str, manifest: Manifest) -> Iterator[SchemaFinding]
     validator = _validator(version, manifest.api_version, manifest.kind)
     if validator is None:
         return
-    errors = sorted(validator.iter_errors(manifest.data), key=lambda e: list(map(str, e.path)))
+    # At most MAX_DRAWN errors are computed (a long list of wrong items is one error each).
+    drawn = itertools.islice(validator.iter_errors(manifest.data), MAX_DRAWN)
+    errors = sorted(drawn, key=lambda e: list(map(str, e.path)))
     for error in errors[:MAX_ERRORS]:
         best = _best(error)
         path = tuple(best.absolute_path)
