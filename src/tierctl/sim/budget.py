@@ -169,17 +169,34 @@ class Meter:
         that can never fit the KV pool (or vLLM's context) is refused at once and counts
         only as a request.
         """
-        n = prompt = out = 0
+        tally = Tally(self)
         for r in requests:
-            n += 1
-            if r.input_tokens + r.output_tokens > self.fits:
-                continue
-            prompt += max(1, r.input_tokens)
-            out += max(0, r.output_tokens - 1)
-        prefill = 0 if self.chunk is None else -(-prompt // self.chunk)
-        rounds = -(-out // self.per_round) if self.stepped else 0
-        tokens = out if self.stepped else 0
-        return WorkEstimate(n, prefill, rounds, tokens, 1, count_requests)
+            tally.add(r)
+        return tally.estimate(count_requests=count_requests)
+
+
+class Tally:
+    """Running counts of the requests charged to one arm's :class:`Meter` (a streamed trace
+    adds its rows one at a time; :meth:`Meter.of` adds a whole workload)."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+        self.requests = self.prompt = self.out = 0
+
+    def add(self, r: SimRequest) -> None:
+        """Charge one request (one that can never fit counts only as a request)."""
+        self.requests += 1
+        if r.input_tokens + r.output_tokens <= self.meter.fits:
+            self.prompt += max(1, r.input_tokens)
+            self.out += max(0, r.output_tokens - 1)
+
+    def estimate(self, *, count_requests: bool = True) -> WorkEstimate:
+        """The work charged so far."""
+        m = self.meter
+        prefill = 0 if m.chunk is None else -(-self.prompt // m.chunk)
+        rounds = -(-self.out // m.per_round) if m.stepped else 0
+        tokens = self.out if m.stepped else 0
+        return WorkEstimate(self.requests, prefill, rounds, tokens, 1, count_requests)
 
 
 def estimate(
@@ -222,6 +239,7 @@ __all__ = [
     "ENV",
     "ROW_ALLOWANCE",
     "Meter",
+    "Tally",
     "WorkEstimate",
     "check",
     "estimate",

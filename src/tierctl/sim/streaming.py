@@ -209,22 +209,13 @@ def _metered(requests: Iterator[SimRequest], meter: budget.Meter) -> Iterator[Si
         InputError: the rows read so far amplify past the bound.
     """
     bound = budget.limit()
-    n = prompt = out = 0
-    chunk = meter.chunk or 0
+    tally = budget.Tally(meter)
     for r in requests:
-        n += 1
-        if r.input_tokens + r.output_tokens > meter.fits:
-            yield r  # refused at submit: no work beyond the row
-            continue
-        prompt += max(1, r.input_tokens)
-        out += max(0, r.output_tokens - 1) if meter.stepped else 0
-        prefill = prompt // chunk if chunk else 0
-        work = prefill + out // meter.per_round + out // budget.TOKENS_PER_UNIT
-        if work > bound + budget.ROW_ALLOWANCE * n:
-            total = budget.WorkEstimate(n, prefill, -(-out // meter.per_round), out, 1, False)
-            budget.check(
-                total, bound + budget.ROW_ALLOWANCE * n, what=f"replaying the trace (to row {n:,})"
-            )
+        tally.add(r)
+        allowed = bound + budget.ROW_ALLOWANCE * tally.requests
+        total = tally.estimate(count_requests=False)
+        if total.units > allowed:
+            budget.check(total, allowed, what=f"replaying the trace (to row {tally.requests:,})")
         yield r
 
 
