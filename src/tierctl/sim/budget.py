@@ -169,13 +169,13 @@ class Meter:
         that can never fit the KV pool (or vLLM's context) is refused at once and counts
         only as a request.
         """
-        tally = Tally(self)
+        tally = WorkTally(self)
         for r in requests:
             tally.add(r)
         return tally.estimate(count_requests=count_requests)
 
 
-class Tally:
+class WorkTally:
     """Running counts of the requests charged to one arm's :class:`Meter` (a streamed trace
     adds its rows one at a time; :meth:`Meter.of` adds a whole workload)."""
 
@@ -239,7 +239,7 @@ __all__ = [
     "ENV",
     "ROW_ALLOWANCE",
     "Meter",
-    "Tally",
+    "WorkTally",
     "WorkEstimate",
     "check",
     "estimate",

@@ -209,7 +209,7 @@ def _metered(requests: Iterator[SimRequest], meter: budget.Meter) -> Iterator[Si
         InputError: the rows read so far amplify past the bound.
     """
     bound = budget.limit()
-    tally = budget.Tally(meter)
+    tally = budget.WorkTally(meter)
     for r in requests:
         tally.add(r)
         allowed = bound + budget.ROW_ALLOWANCE * tally.requests
