@@ -39,6 +39,14 @@ from dataclasses import dataclass
 FOUND_MAX_CHARS = 400
 
 
+def shortened(shown: str, limit: int = FOUND_MAX_CHARS) -> str:
+    """``shown`` cut to its first ``limit`` characters, the cut counted (a value printed in a
+    message is named, not printed whole)."""
+    if len(shown) <= limit:
+        return shown
+    return f"{shown[:limit]}... ({len(shown):,} characters)"
+
+
 class ExitCode(enum.IntEnum):
     """Every status the ``tierctl`` command exits with."""
 
@@ -144,11 +152,8 @@ class TierctlError(Exception):
         if self.rule:
             lines.append(f"  rule: {self._words(self.rule, labels)}")
         if self.value is not None:
-            shown = repr(self.value)
-            if len(shown) > FOUND_MAX_CHARS:
-                # A 5,000-digit number or a 100 KB string is named, not printed whole.
-                shown = f"{shown[:FOUND_MAX_CHARS]}... ({len(shown):,} characters)"
-            lines.append(f"  found: {shown}")
+            # A 5,000-digit number or a 100 KB string is named, not printed whole.
+            lines.append(f"  found: {shortened(repr(self.value))}")
         if self.fix:
             lines.append(f"  fix: {self._words(self.fix, labels)}")
         return "\n".join(lines)

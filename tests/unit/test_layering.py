@@ -32,6 +32,7 @@ LEAVES = frozenset(
         "engine_catalog",
         "credentials",
         "paths",
+        "bounded_schema",
     }
 )
 #: The lifecycle steps that talk to servers; none of them imports another.

@@ -15,17 +15,21 @@ from typing import Any
 
 import jsonschema
 
+from tierctl.bounded_schema import bounded
 from tierctl.compose import ComposeFile
 from tierctl.compose.unique_items import UniqueLists, equal_items_text
 from tierctl.contracts.context import Context
 from tierctl.contracts.report import Violation
-from tierctl.errors import ComposeInputError
+from tierctl.errors import FOUND_MAX_CHARS, ComposeInputError, shortened
 
 MAX_PER_FILE = 20
 
 #: The most schema errors drawn from the validator for one document (the rest are not
 #: computed: each costs a walk of its part of the schema).
 MAX_COLLECTED = 1000
+
+#: The longest schema message printed (past the value it names, which is cut on its own).
+MAX_MESSAGE_CHARS = 2000
 
 
 @functools.cache
@@ -54,16 +58,29 @@ def _schema() -> Any:
 def _validator() -> Any:
     schema = _schema()
     # The file declares draft-07 as "https://json-schema.org/draft-07/schema" (no trailing
-    # "#"), which jsonschema does not recognise; name the draft explicitly.
-    return jsonschema.Draft7Validator(schema)
+    # "#"), which jsonschema does not recognise; name the draft explicitly. anyOf and oneOf
+    # are replaced by versions whose work is bounded by the document, not by its errors.
+    return bounded(jsonschema.Draft7Validator)(schema)
 
 
 def _explain(error: Any) -> str:
     """jsonschema's message, reworded where it is cryptic (unknown keys)."""
     if "does not match any of the regexes: '^x-'" in error.message:
         key = error.message.split("'")[1]
-        return f"unknown key {key!r} (not a compose key; extensions must start with x-)"
-    return str(error.message)
+        return (
+            f"unknown key {shortened(repr(key))} (not a compose key; extensions must start with x-)"
+        )
+    return _message(error)
+
+
+def _message(error: Any) -> str:
+    """jsonschema's message with the offending value cut to FOUND_MAX_CHARS (its messages
+    print the whole value: a 200,000-item list made a 600 KB line)."""
+    message = str(error.message)
+    shown = repr(error.instance)
+    if len(shown) > FOUND_MAX_CHARS and shown in message:
+        message = message.replace(shown, shortened(shown), 1)
+    return shortened(message, MAX_MESSAGE_CHARS)
 
 
 def check(ctx: Context) -> Iterator[Violation]:
@@ -129,7 +146,7 @@ def type_errors(compose: ComposeFile) -> Iterator[Violation]:
         return
     for error in itertools.islice(_validator().iter_errors(data), MAX_COLLECTED):
         if _wrong_type(error):
-            yield _violation(compose, error, str(error.message))
+            yield _violation(compose, error, _message(error))
 
 
 def _violation(compose: ComposeFile, error: Any, why: str) -> Violation:
@@ -200,7 +217,7 @@ def _without_unique_items(node: Any) -> Any:
 def _compose_validator() -> Any:
     """The schema as Compose v2 applies it: it does not enforce ``uniqueItems`` (a list that
     repeats an entry is read, its repeats dropped), found by the differential suite."""
-    return jsonschema.Draft7Validator(_without_unique_items(_schema()))
+    return bounded(jsonschema.Draft7Validator)(_without_unique_items(_schema()))
 
 
 def refuse_invalid(compose: ComposeFile) -> None:

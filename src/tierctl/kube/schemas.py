@@ -113,7 +113,9 @@ def _validator(version: str, api_version: str, kind: str) -> Any:
             return None
         schema = json.loads(path.read_text(encoding="utf-8"))
         # The core files' own apiVersion enum also allows null: a kind is only that kind.
-    return jsonschema.Draft202012Validator(schema, registry=_registry(version))
+    from tierctl.bounded_schema import bounded
+
+    return bounded(jsonschema.Draft202012Validator)(schema, registry=_registry(version))
 
 
 def has_schema(version: str, manifest: Manifest) -> bool:
