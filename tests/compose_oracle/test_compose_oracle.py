@@ -64,7 +64,8 @@ def test_repository_files_read_as_compose_reads_them(
 
 @pytest.mark.parametrize("case", table_cases(), ids=lambda c: c.name)
 def test_compose_go_tables_read_as_compose_reads_them(binary: ComposeBinary, case: Case) -> None:
-    """compose-go's test cases, as restated in tests/unit/compose, against the binary."""
+    """compose-go's test cases, as restated in tests/unit/compose, and the fuzzer's compose
+    finds (``tables.HOSTILE``), against the binary."""
     [outcome] = run_cases(binary, [case], workers=1)
     assert outcome.agree, (outcome.area, outcome.detail)
 
