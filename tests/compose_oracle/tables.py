@@ -88,6 +88,17 @@ HOSTILE: list[tuple[str, str]] = [
     ("a ulimit at int64's bottom", _ulimit("-0009223372036854775808")),
     ("a ulimit past int64", _ulimit("9223372036854775808")),
     ("a ulimit of leading zeros", _ulimit("0" * 5000 + "7")),
+    *[
+        (
+            f"a ulimit of int {value}",
+            f"services:\n  a:\n    image: x\n    ulimits:\n      nofile: {value}\n",
+        )
+        for value in (2**63 - 1, 2**63, 2**64, -(2**63), -(2**63) - 1, 10**30)
+    ],
+    (
+        "a soft ulimit of int 2**63 (Compose panics)",
+        "services:\n  a:\n    image: x\n    ulimits:\n      nofile: {soft: 9223372036854775808, hard: 5}\n",
+    ),
     ("a mode of 105 digits", _mode("9" * 105)),
     ("a mode past int64", _mode(str(2**63))),
     ("a mode at int64's top", _mode(str(2**63 - 1))),

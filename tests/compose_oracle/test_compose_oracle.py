@@ -70,6 +70,20 @@ def test_compose_go_tables_read_as_compose_reads_them(binary: ComposeBinary, cas
     assert outcome.agree, (outcome.area, outcome.detail)
 
 
+def test_typed_values_read_as_compose_reads_them(binary: ComposeBinary) -> None:
+    """Every path Compose casts a string at, and every numeric or boolean service key, with
+    good, odd and bad values (tests/compose_oracle/typed.py): the same reading or refusal,
+    but for the disagreements kept on purpose, which must still disagree."""
+    from tests.compose_oracle.typed import KNOWN, known, typed_cases
+
+    outcomes = run_cases(binary, typed_cases(), workers=2)
+    bad = [o for o in outcomes if not o.agree and not known(o.case.name)]
+    assert len(outcomes) > 800
+    assert not bad, [(o.case.name, o.area, o.detail[:200]) for o in bad[:5]]
+    kept = {p for p in KNOWN if any(o.case.name.startswith(p) and not o.agree for o in outcomes)}
+    assert kept == set(KNOWN), "a kept disagreement is fixed: remove it from typed.KNOWN"
+
+
 #: Kept disagreements not fixed (a deliberate difference, or not fixed yet), each with what
 #: Compose does; strict, so a change makes the test fail until its line is removed.
 OPEN: dict[str, str] = {

@@ -14,6 +14,7 @@ Where Compose refuses a project this module raises a located
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tierctl.compose.casts import cast_strings, float32, go_field_path, negative_unsigned
 from tierctl.compose.compose_file import ComposeFile
 from tierctl.compose.forms import (
     FormError,
@@ -55,7 +57,19 @@ from tierctl.readers import read_text
 #: A check run on each file as read (the CLI passes the compose-spec schema's).
 FileCheck = Callable[[ComposeFile], None]
 
-_SIZES = ("shm_size", "mem_limit", "memswap_limit", "mem_reservation")
+# mem_swappiness is a byte size to compose-go too (UnitBytes): ``60`` prints as "60", ``1g``
+# as "1073741824" (found by a sweep of every numeric service key against the binary).
+_SIZES = ("shm_size", "mem_limit", "memswap_limit", "mem_reservation", "mem_swappiness")
+#: Service keys compose-go decodes into a Go int64: an int past int64 is converted as Go
+#: converts what YAML decoded (a uint64 wraps, a float64 becomes the smallest int64).
+_INT64 = (
+    "cpu_count", "cpu_shares", "cpu_quota", "cpu_period", "cpu_rt_period", "cpu_rt_runtime",
+    "pids_limit", "scale",
+)  # fmt: skip
+#: Numeric service keys Compose leaves out when 0 (``omitempty``; ``scale`` is a pointer).
+_ZERO_OMITTED = (
+    *_SIZES, *_INT64[:-1], "cpu_percent", "cpus", "oom_score_adj",
+)  # fmt: skip
 _DURATIONS = ("stop_grace_period",)
 _HEALTH_DURATIONS = ("interval", "timeout", "start_period", "start_interval")
 _ONE_OR_MANY = ("dns", "dns_search", "dns_opt", "tmpfs")
@@ -140,16 +154,32 @@ def project_config(
     merged: dict[str, Any] = {}
     unique = UniqueLists()
     for compose in read:
+        # Compose casts while it interpolates, and validates the cast document: `cpu_percent:
+        # "1.5"` is refused as the float it becomes, not passed as the string it was.
+        typed = cast_strings(compose.tagged, functools.partial(_cast_refused, compose))
         if check is not None:
-            check(compose)
+            check(dataclasses.replace(compose, data=strip_tags(typed), raw=typed))
         for service, key, j, i in unique.add_file(compose.tagged.get("services")):
             raise _equal_items(compose, service, key, j, i)
-        merged = long_ports(merge_data(merged, canonical_document(compose.tagged, compose)))
+        merged = long_ports(merge_data(merged, canonical_document(typed, compose)))
     data = strip_tags(merged)
     texts = tuple(t for c in read for t in c.texts)
     where = _Where(texts, str(files[-1]))
     name = _project_name(options.project_name or data.get("name"), folder)
     return _finish(data, name, folder, env, options, where)
+
+
+def _cast_refused(
+    compose: ComposeFile, error: FormError, path: tuple[str | int, ...]
+) -> ComposeInputError:
+    """A string at a typed key that Compose's interpolation cannot cast, located."""
+    dotted = ".".join(str(p) for p in path)
+    return _refuse(
+        f"error while interpolating {dotted}: {error}",
+        compose.location(*path),
+        error.rule,
+        error.fix,
+    )
 
 
 def _equal_items(compose: ComposeFile, service: str, key: str, j: int, i: int) -> ComposeInputError:
@@ -360,6 +390,9 @@ def _health(value: Any) -> Any:
     for key in _HEALTH_DURATIONS:
         if isinstance(out.get(key), str):
             out[key] = _duration_or_raw(out[key])
+    retries = out.get("retries")
+    if isinstance(retries, float):  # a uint64 in compose-go: truncated (2.5 is 2)
+        out["retries"] = _go_int64(retries)
     return out
 
 
@@ -371,6 +404,34 @@ def _duration_or_raw(value: str) -> str:
         return format_duration(parse_duration_ns(value))
     except FormError:
         return value
+
+
+def _check_unsigned(services: dict[str, Any], where: _Where) -> None:
+    """Refuse a negative value at a key compose-go decodes as unsigned (retries, parallelism,
+    max_attempts, max_replicas_per_node, a port's target) and negative deploy replicas, in
+    Compose's words."""
+    for name, svc in services.items():
+        deploy = svc.get("deploy")
+        replicas = deploy.get("replicas") if isinstance(deploy, dict) else None
+        if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas < 0:
+            raise _refuse(
+                f"services.{name}.deploy.replicas: must be greater than or equal to 0",
+                where.at("services", name, "deploy", "replicas"),
+                "deploy.replicas is a count of containers",
+                "write replicas: 1",
+                replicas,
+            )
+        found = negative_unsigned(svc)
+        if found is not None:
+            path, kind, value = found
+            raise _refuse(
+                f"{go_field_path(name, path)!r} cannot parse value as {kind!r}: "
+                f"{value} overflows uint",
+                where.at("services", name, *path),
+                "a count or a port here is not negative",
+                "write 0 or more",
+                value,
+            )
 
 
 def _check_durations(services: dict[str, Any], where: _Where) -> None:
@@ -460,6 +521,12 @@ def _deploy(value: Any) -> Any:
     out = dict(value)
     out["resources"] = _resources(out.get("resources") or {})
     out.setdefault("placement", {})
+    for part in ("update_config", "rollback_config"):
+        config = out.get(part)
+        ratio = config.get("max_failure_ratio") if isinstance(config, dict) else None
+        if isinstance(ratio, int | float) and not isinstance(ratio, bool):
+            # a float32 in compose-go's model
+            out[part] = {**config, "max_failure_ratio": float32(float(ratio))}  # type: ignore[dict-item]
     return out
 
 
@@ -598,7 +665,37 @@ def _limit(value: Any, where: str) -> Any:
                 fix=f"write ulimits: {{{where.split('.')[0]}: 65535}}",
             )
         return number
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        # YAML decodes an int past int64 as uint64 (up to 2**64) or float64, which Compose
+        # refuses for a ulimit ("invalid type uint64 for external"); under soft/hard, Compose
+        # v2.40.3 panics on it (an interface conversion).
+        kind = "uint64" if 0 <= value < 2**64 else "float64"
+        raise FormError(
+            f"ulimits.{where}: invalid type {kind} for external ({_short(str(value))})",
+            rule="a ulimit is a 64-bit integer (what Compose decodes it into)",
+            fix=f"write ulimits: {{{where.split('.')[0]}: 65535}}",
+        )
     return value
+
+
+def _in_int64(value: int) -> bool:
+    return -(2**63) <= value < 2**63
+
+
+def _go_int64(value: int | float) -> int:
+    """``value`` (a YAML number) as compose-go's int64: Go decodes a YAML int past int64 as a
+    uint64 (which the conversion wraps) or, past that, a float64; a float64 converts by
+    truncation (``1.7`` is 1), and one out of range (or not finite) becomes the smallest
+    int64, as on amd64."""
+    if isinstance(value, float):
+        if math.isfinite(value) and -(2.0**63) <= value < 2.0**63:
+            return math.trunc(value)
+        return -(2**63)
+    if _in_int64(value):
+        return value
+    if 0 <= value < 2**64:
+        return value - 2**64
+    return -(2**63)
 
 
 def _short(text: str, keep: int = 40) -> str:
@@ -638,11 +735,23 @@ def _canonical_key(key: str, value: Any) -> Any:
     if key == "deploy":
         return _deploy(value)
     if key in _SIZES:
+        if isinstance(value, float) or (isinstance(value, int) and not _in_int64(value)):
+            return "0"  # UnitBytes decodes neither a float64 nor a uint64: 0, left out
         return str(parse_bytes(value))
+    if key in _INT64 and isinstance(value, int | float) and not isinstance(value, bool):
+        number = _go_int64(value)
+        if key == "scale" and number < 0:
+            raise FormError(
+                "scale: must be greater than or equal to 0",
+                rule="scale is a count of containers"
+                + ("" if number == value else f" ({_short(str(value))} is past int64)"),
+                fix="write scale: 1",
+            )
+        return number
     if key in _DURATIONS and isinstance(value, str):
         return _duration_or_raw(value)
     if key == "cpus":
-        return _number(value, "cpus")
+        return float32(_number(value, "cpus"))
     if key == "extra_hosts":
         return _extra_hosts(value)
     if key == "networks":
@@ -720,6 +829,7 @@ def _finish(
     _refuse_shared_container_names(out_services, where)
     # every service, active or not: Compose decodes the whole model before profiles apply
     _check_durations({n: s for n, s in services_in.items() if isinstance(s, dict)}, where)
+    _check_unsigned({n: s for n, s in services_in.items() if isinstance(s, dict)}, where)
     _check_spaced_keys({n: s for n, s in services_in.items() if isinstance(s, dict)}, where)
     _refuse_unsourced(data, where)
     out: dict[str, Any] = {"name": name}
@@ -975,8 +1085,15 @@ def _escape(node: Any) -> Any:
     return node
 
 
+#: Numbers inside deploy that Compose leaves out when 0 (found against the binary).
+_DEPLOY_ZERO_OMITTED = (
+    ("update_config", "max_failure_ratio"),
+    ("rollback_config", "max_failure_ratio"),
+    ("placement", "max_replicas_per_node"),
+)
+
 #: Service keys Compose prints even when empty (not ``omitempty`` in compose-go's types).
-_PRINTED_EMPTY = ("command", "entrypoint", "init", "networks")
+_PRINTED_EMPTY = ("attach", "command", "entrypoint", "init", "networks")
 
 
 def _omit_empty(svc: dict[str, Any]) -> dict[str, Any]:
@@ -986,7 +1103,11 @@ def _omit_empty(svc: dict[str, Any]) -> dict[str, Any]:
     def empty(value: Any) -> bool:
         return value is False or value == "" or value == [] or value == {}
 
-    out = {k: v for k, v in svc.items() if k in _PRINTED_EMPTY or not empty(v)}
+    out = {
+        k: v
+        for k, v in svc.items()
+        if k in _PRINTED_EMPTY or not (empty(v) or (k in _ZERO_OMITTED and v in (0, "0")))
+    }
     for key in ("volumes", "ports"):
         if isinstance(out.get(key), list):
             out[key] = [
@@ -998,6 +1119,19 @@ def _omit_empty(svc: dict[str, Any]) -> dict[str, Any]:
     health = out.get("healthcheck")
     if isinstance(health, dict):
         out["healthcheck"] = {k: v for k, v in health.items() if v is not False}
+    for entry in out.get("ports") or []:
+        if isinstance(entry, dict) and entry.get("target") == 0:
+            del entry["target"]
+    for entry in out.get("volumes") or []:
+        options = entry.get("volume") if isinstance(entry, dict) else None
+        if isinstance(options, dict) and options.get("nocopy") is False:
+            del options["nocopy"]
+    deploy = out.get("deploy")
+    if isinstance(deploy, dict):
+        for part, key in _DEPLOY_ZERO_OMITTED:
+            block = deploy.get(part)
+            if isinstance(block, dict) and block.get(key) == 0:
+                deploy[part] = {k: v for k, v in block.items() if k != key}
     deploy = out.get("deploy")
     resources = deploy.get("resources") if isinstance(deploy, dict) else None
     if isinstance(resources, dict):

@@ -39,7 +39,7 @@ from tierctl.compose.profiles import ProfileScope, enabled
 from tierctl.compose.project import ProjectOptions, project_config
 from tierctl.contracts.credentials import looks_secret_name, looks_secret_value
 from tierctl.contracts.report import Violation
-from tierctl.contracts.schema import refuse_invalid
+from tierctl.contracts.schema import refuse_invalid, unset_required
 from tierctl.errors import ComposeInputError, InputError, RuntimeFailure
 
 #: What the report says when no binary ran.
@@ -139,7 +139,7 @@ def cross_check(
         if theirs is not None and ours is not None:
             violations.extend(compare_documents(merged, name, ours, theirs, where, compared))
         elif their_error is not None and our_error is not None:
-            if _missing_variable(their_error):
+            if unset_required(their_error):
                 as_written.append(label or "the project")
         elif their_error is not None and not refused:
             violations.append(
@@ -206,10 +206,6 @@ def _ours(
         return project_config(paths, options, check=refuse_invalid), None
     except ComposeInputError as exc:
         return None, exc.message
-
-
-def _missing_variable(message: str) -> bool:
-    return "required variable" in message or "missing a value" in message
 
 
 def compare_documents(

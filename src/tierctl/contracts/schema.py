@@ -11,12 +11,14 @@ import itertools
 import json
 from collections.abc import Iterator, Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 
 from tierctl.bounded_schema import bounded
 from tierctl.compose import ComposeFile
+from tierctl.compose.project import ProjectOptions, project_config
 from tierctl.compose.unique_items import UniqueLists, equal_items_text
 from tierctl.contracts.context import Context
 from tierctl.contracts.report import Violation
@@ -134,6 +136,42 @@ def equal_items(
                 location=compose.location("services", service, key),
                 fix=fix,
             )
+
+
+def project_refusals(
+    paths: Sequence[str | Path],
+    reported: Sequence[Violation] = (),
+    profiles: Sequence[str] | None = None,
+) -> Iterator[Violation]:
+    """TC007 for a project that tierctl's whole reading (:func:`project_config`, as
+    ``tierctl compose config`` reads: interpolation, merge, the Go types Compose decodes into)
+    refuses although its files pass the schema: a ulimit or a file mode past int64, say.
+    ``validate`` said "ok" to such a file and Compose then refused it. Nothing when a schema
+    error is ``reported`` already (the reading stops at it), or when the refusal is only an
+    unset required variable (a generated file holds ``${VAR:?required}`` for the host's
+    environment). ``profiles``: the active ones (None: the default set)."""
+    if any(v.rule == "TC007" for v in reported):
+        return
+    try:
+        project_config(paths, ProjectOptions(profiles=tuple(profiles or ())), check=refuse_invalid)
+    except ComposeInputError as exc:
+        if unset_required(exc.message):
+            return
+        yield Violation(
+            rule="TC007",
+            service=None,
+            message=f"Compose would refuse the project: {exc.message}",
+            location=exc.location,
+            found=None if exc.value is None else shortened(repr(exc.value)),
+            expected=exc.rule,
+            fix=exc.fix or "fix the value named",
+        )
+
+
+def unset_required(message: str) -> bool:
+    """Whether a reader's refusal (tierctl's or the Compose binary's) is only a required
+    variable (``${VAR:?...}``) unset in this environment."""
+    return "required variable" in message or "missing a value" in message
 
 
 def type_errors(compose: ComposeFile) -> Iterator[Violation]:

@@ -259,6 +259,8 @@ def validate_files(
         + ", ".join(f"{r} {RULES[r]}" for r in SPEC_ONLY)
         + "): need a tier spec; `tierctl import` writes one from this file"
     )
+    # Last: the whole reading stops at the first refusal, which the checks above may name.
+    violations.extend(schema.project_refusals(paths, violations, profiles))
     checked = (compose_check or ComposeCheck(enabled=False)).run(
         merged, paths, scope, refused=any(v.rule == "TC007" for v in violations)
     )

@@ -130,6 +130,8 @@ def validate_paths(
     files = [load_compose(Path(p)) for p in paths]
     chosen = resolve_catalog(catalog) if catalog else None
     report = validate(spec, files, catalog=chosen, spec_source=str(spec_path), profiles=profiles)
+    refusals = tuple(schema.project_refusals(paths, report.violations, profiles))
+    report = replace(report, violations=report.violations + refusals)
     merged = merge_compose(files)
     checked = (compose_check or ComposeCheck(enabled=False)).run(
         merged,
