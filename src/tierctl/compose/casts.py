@@ -212,6 +212,8 @@ UNSIGNED: dict[tuple[str, ...], str] = {
     ("deploy", "restart_policy", "max_attempts"): "uint64",
     ("deploy", "placement", "max_replicas_per_node"): "uint64",
     ("ports", ANY, "target"): "uint32",
+    ("blkio_config", "weight"): "uint16",
+    ("blkio_config", "weight_device", ANY, "weight"): "uint16",
 }
 
 

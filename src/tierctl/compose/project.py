@@ -202,9 +202,29 @@ def json_form(config: dict[str, Any]) -> dict[str, Any]:
         elif key in _NAMED_BODIES and isinstance(value, dict):
             kinds = _SERVICE_PARTS if key == "services" else {}
             out[key] = {n: _typed(body, kinds) for n, body in value.items()}
+            if key == "services":
+                out[key] = {n: _blkio_json(body) for n, body in out[key].items()}
         else:
             out[key] = value
     return out
+
+
+def _blkio_json(service: Any) -> Any:
+    """compose-go's blkio device entries have no JSON names: its JSON prints their Go field
+    names (``Path``, ``Rate``, ``Weight``); its YAML keeps ``path``/``rate``/``weight``."""
+    blkio = service.get("blkio_config") if isinstance(service, dict) else None
+    if not isinstance(blkio, dict):
+        return service
+    fixed = {
+        key: [
+            {k[:1].upper() + k[1:]: v for k, v in e.items()} if isinstance(e, dict) else e
+            for e in entries
+        ]
+        if key in (*_BLKIO_RATES, "weight_device") and isinstance(entries, list)
+        else entries
+        for key, entries in blkio.items()
+    }
+    return {**service, "blkio_config": fixed}
 
 
 #: Top-level maps of name -> typed body (their bodies' x-* keys are extensions).
@@ -492,8 +512,19 @@ def _resources(value: Any) -> Any:
         if not isinstance(block, dict):
             continue
         block = dict(block)
-        if "cpus" in block and block["cpus"] is not None:
-            block["cpus"] = _number(block["cpus"], "cpus")
+        cpus = block.get("cpus")
+        if isinstance(cpus, int) and not isinstance(cpus, bool) and not _in_int64(cpus):
+            raise FormError(
+                f"deploy.resources.{part}.cpus: unexpected value type "
+                f"{'uint64' if 0 <= cpus < 2**64 else 'float64'} for cpus",
+                rule="cpus is a number of CPUs (a float32 to Compose)",
+                fix="write cpus: 0.5",
+            )
+        if cpus is not None:
+            block["cpus"] = float32(_number(cpus, "cpus"))
+        pids = block.get("pids")
+        if isinstance(pids, int | float) and not isinstance(pids, bool):
+            block["pids"] = _go_int64(pids)
         if "memory" in block and block["memory"] is not None:
             block["memory"] = str(parse_bytes(block["memory"]))
         devices = block.get("devices")
@@ -521,6 +552,9 @@ def _deploy(value: Any) -> Any:
     out = dict(value)
     out["resources"] = _resources(out.get("resources") or {})
     out.setdefault("placement", {})
+    replicas = out.get("replicas")
+    if isinstance(replicas, int | float) and not isinstance(replicas, bool):
+        out["replicas"] = _go_int64(replicas)  # so that 2**63 is refused as negative
     for part in ("update_config", "rollback_config"):
         config = out.get(part)
         ratio = config.get("max_failure_ratio") if isinstance(config, dict) else None
@@ -588,8 +622,24 @@ def _build(value: Any) -> Any:
             out["args"] = _mapping(out["args"], "build.args", bare=None)
         if "labels" in out:
             out["labels"] = _mapping(out["labels"], "build.labels", bare="")
+        if "secrets" in out:  # the service's short and long forms
+            out["secrets"] = _refs(out["secrets"])
+        for key in ("provenance", "sbom"):  # strings to compose-go: true prints as "true"
+            if isinstance(out.get(key), bool):
+                out[key] = "true" if out[key] else "false"
+        size = out.get("shm_size")
+        if isinstance(size, int | float | str) and not isinstance(size, bool):
+            out["shm_size"] = _size(size)
         return out
     return value
+
+
+def _size(value: int | float | str) -> str:
+    """A byte size as compose-go's UnitBytes holds it: a string of bytes; a float or an int
+    past int64 decodes to 0 (left out)."""
+    if isinstance(value, float) or (isinstance(value, int) and not _in_int64(value)):
+        return "0"
+    return str(parse_bytes(value))
 
 
 def _refs(value: Any) -> Any:
@@ -678,6 +728,29 @@ def _limit(value: Any, where: str) -> Any:
     return value
 
 
+_BLKIO_RATES = ("device_read_bps", "device_read_iops", "device_write_bps", "device_write_iops")
+
+
+def _blkio(value: Any) -> Any:
+    """``blkio_config`` with each device rate as compose-go holds it: a byte size, printed
+    as a string of bytes (``12mb`` is "12582912", ``30`` is "30")."""
+    if not isinstance(value, dict):
+        return value
+    out = dict(value)
+    for key in _BLKIO_RATES:
+        entries = out.get(key)
+        if isinstance(entries, list):
+            out[key] = [
+                {**e, "rate": str(parse_bytes(e["rate"]))}
+                if isinstance(e, dict)
+                and isinstance(e.get("rate"), int | str)
+                and not isinstance(e.get("rate"), bool)
+                else e
+                for e in entries
+            ]
+    return out
+
+
 def _in_int64(value: int) -> bool:
     return -(2**63) <= value < 2**63
 
@@ -735,9 +808,7 @@ def _canonical_key(key: str, value: Any) -> Any:
     if key == "deploy":
         return _deploy(value)
     if key in _SIZES:
-        if isinstance(value, float) or (isinstance(value, int) and not _in_int64(value)):
-            return "0"  # UnitBytes decodes neither a float64 nor a uint64: 0, left out
-        return str(parse_bytes(value))
+        return _size(value)
     if key in _INT64 and isinstance(value, int | float) and not isinstance(value, bool):
         number = _go_int64(value)
         if key == "scale" and number < 0:
@@ -762,6 +833,8 @@ def _canonical_key(key: str, value: Any) -> Any:
         return _refs(value)
     if key == "ulimits":
         return _ulimits(value)
+    if key == "blkio_config":
+        return _blkio(value)
     if key == "profiles":
         return [scalar_text(v) for v in value] if isinstance(value, list) else value
     return value
@@ -928,6 +1001,13 @@ def _used_resources(
             for r in s.get(kind) or []
             if isinstance(r, dict)
         }
+        if kind == "secrets":  # a build's secrets are used too
+            used |= {
+                str(r.get("source") if isinstance(r, dict) else r)
+                for s in out_services.values()
+                if isinstance(s.get("build"), dict)
+                for r in s["build"].get("secrets") or []
+            }
         if isinstance(defined, dict) and any(n in used for n in defined):
             out[kind] = {
                 n: _resource(v, f"{name}_{n}", folder) for n, v in defined.items() if n in used
@@ -1126,7 +1206,25 @@ def _omit_empty(svc: dict[str, Any]) -> dict[str, Any]:
         options = entry.get("volume") if isinstance(entry, dict) else None
         if isinstance(options, dict) and options.get("nocopy") is False:
             del options["nocopy"]
+    build = out.get("build")
+    if isinstance(build, dict):
+        out["build"] = {
+            k: v
+            for k, v in build.items()
+            if not (k in ("no_cache", "pull", "privileged") and v is False)
+            and not (k == "shm_size" and v == "0")
+        }
+    blkio = out.get("blkio_config")
+    if isinstance(blkio, dict) and blkio.get("weight") == 0:
+        out["blkio_config"] = {k: v for k, v in blkio.items() if k != "weight"}
     deploy = out.get("deploy")
+    resources = deploy.get("resources") if isinstance(deploy, dict) else None
+    for part in ("limits", "reservations"):
+        block = resources.get(part) if isinstance(resources, dict) else None
+        if isinstance(block, dict):
+            for key in ("cpus", "pids"):
+                if block.get(key) == 0:
+                    del block[key]
     if isinstance(deploy, dict):
         for part, key in _DEPLOY_ZERO_OMITTED:
             block = deploy.get(part)

@@ -36,7 +36,7 @@ from tierctl.compose.forms import (
 )
 from tierctl.compose.long_forms import parse_port
 from tierctl.compose.profiles import ProfileScope, enabled
-from tierctl.compose.project import ProjectOptions, project_config
+from tierctl.compose.project import ProjectOptions, json_form, project_config
 from tierctl.contracts.credentials import looks_secret_name, looks_secret_value
 from tierctl.contracts.report import Violation
 from tierctl.contracts.schema import refuse_invalid, unset_required
@@ -203,7 +203,8 @@ def _ours(
         # The schema as Compose applies it first, as `tierctl compose config` reads: the
         # normalising reader relies on the shapes it guarantees.
         options = ProjectOptions(profiles=tuple(active), environ=env)
-        return project_config(paths, options, check=refuse_invalid), None
+        # in the shape the binary's JSON has (what it is compared with)
+        return json_form(project_config(paths, options, check=refuse_invalid)), None
     except ComposeInputError as exc:
         return None, exc.message
 
