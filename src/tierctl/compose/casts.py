@@ -78,7 +78,10 @@ def go_float(text: str, bits: int = 64) -> float:
         if plain is not None and _FLOAT.fullmatch(plain):
             value = float(plain)
         elif plain is not None and _HEX_FLOAT.fullmatch(plain):
-            value = float.fromhex(plain)
+            try:
+                value = float.fromhex(plain)
+            except OverflowError:  # 0x1p99999
+                raise _syntax("ParseFloat", text, "value out of range") from None
         else:
             raise _syntax("ParseFloat", text, "invalid syntax")
         if math.isinf(value) or abs(value) > (_FLOAT32_MAX if bits == 32 else math.inf):

@@ -140,8 +140,11 @@ def _long_port(entry: dict[str, Any]) -> dict[str, Any]:
         if isinstance(out["published"], int) and not isinstance(out["published"], bool):
             out[PUBLISHED_INT] = True
         out["published"] = str(out["published"])
-    if isinstance(out.get("target"), str) and out["target"].isdigit():
-        out["target"] = int(out["target"])
+    target = out.get("target")
+    if isinstance(target, str) and target.isdigit() and len(target.lstrip("0")) <= 19:
+        # a longer one is past any port (and int() of 4,300+ digits raised); Compose's cast
+        # refuses it, as tierctl.compose.casts does
+        out["target"] = int(target)
     return out
 
 
@@ -384,7 +387,12 @@ def parse_bytes(value: Any) -> int:
             rule="a size is a number with an optional unit b, k, m, g",
             fix="write 512m or 1g",
         )
-    return int(float(match.group(1)) * _BYTE_UNITS[match.group(2).lower()])
+    size = float(match.group(1)) * _BYTE_UNITS[match.group(2).lower()]
+    if not -(2.0**63) <= size < 2.0**63:
+        # Compose computes in float64 and converts to int64: past its range (a 5,000-digit
+        # size is infinite as a float, and int() of it raised) that is the smallest int64.
+        return -(2**63)
+    return int(size)
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
+from tierctl.compose.casts import go_int
 from tierctl.compose.forms import FormError
 from tierctl.compose.long_forms import parse_port, unique_by, written_port_key
 from tierctl.compose.tags import Override, Reset
@@ -117,9 +118,10 @@ def _long_forms(entries: Iterable[Any]) -> list[Any]:
 def _cast_target(entry: Any) -> Any:
     """Interpolation's type cast: a port's ``target`` written as a string is an integer."""
     if isinstance(entry, dict) and isinstance(entry.get("target"), str):
-        text = entry["target"].strip()
-        if re.fullmatch(r"[+-]?\d+", text):
-            return {**entry, "target": int(text)}
+        try:
+            return {**entry, "target": go_int(entry["target"])}
+        except FormError:  # refused by the cast itself (tierctl.compose.casts), not here
+            return entry
     return entry
 
 

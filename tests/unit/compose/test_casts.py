@@ -176,3 +176,35 @@ def test_negative_counts_are_refused_as_compose_refuses_them(
     with pytest.raises(ComposeInputError) as info:
         project_config([path], None)
     assert message in info.value.format()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "mem_limit: '" + "9" * 5000 + "'",  # float('9' * 5000) is inf: int() of it raised
+        "build: {context: ., shm_size: '" + "9" * 5000 + "'}",
+        "blkio_config: {device_read_bps: [{path: /dev/sda, rate: '" + "9" * 5000 + "'}]}",
+        "cpus: '0x1p99999'",  # float.fromhex overflowed
+        "ports: [{target: '" + "9" * 5000 + "'}]",  # int() of 5,000 digits (two places)
+    ],
+    ids=["mem_limit", "build.shm_size", "blkio.rate", "cpus-hex", "ports.target"],
+)
+def test_hostile_sizes_and_numbers_exit_2_or_read(
+    run_cli: object, tmp_path: Path, body: str
+) -> None:
+    """Found by hand after the casts (session 11): each was an unhandled exception in
+    ``compose config`` or ``validate``. Compose reads a size past int64 as the smallest
+    int64 (float64 arithmetic, then the conversion) and refuses the rest."""
+    path = tmp_path / "compose.yaml"
+    path.write_text(f"services:\n  a:\n    image: x\n    {body}\n")
+    for command in (("compose", "config"), ("validate", "--no-compose-binary")):
+        r = run_cli(*command, str(path))  # type: ignore[operator]
+        assert "Traceback" not in r.err
+        assert r.code in (0, 1, 2), (command, r.err)
+        if command[0] == "compose":
+            assert r.code in (0, 2), r.err
+
+
+def test_a_size_past_int64_is_the_smallest_int64(tmp_path: Path) -> None:
+    svc = _config(tmp_path, "services:\n  a:\n    image: x\n    mem_limit: '" + "9" * 30 + "'\n")
+    assert svc["services"]["a"]["mem_limit"] == str(-(2**63))  # type: ignore[index]
