@@ -130,7 +130,9 @@ def _counts(data: dict[str, Any]) -> list[str]:
     resources = deploy.get("resources") if isinstance(deploy, dict) else None
     reservations = resources.get("reservations") if isinstance(resources, dict) else None
     devices = reservations.get("devices") if isinstance(reservations, dict) else None
-    return [str(d["count"]) for d in devices or [] if isinstance(d, dict) and "count" in d]
+    if not isinstance(devices, list):  # `devices: true` is TC007's to report, not a crash
+        return []
+    return [str(d["count"]) for d in devices if isinstance(d, dict) and "count" in d]
 
 
 class _Missing:
