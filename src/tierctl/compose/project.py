@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tierctl.compose.casts import cast_strings, float32, go_field_path, negative_unsigned
+from tierctl.compose.casts import (
+    cast_strings,
+    float32,
+    go_field_path,
+    go_int,
+    negative_unsigned,
+)
 from tierctl.compose.compose_file import ComposeFile
 from tierctl.compose.forms import (
     FormError,
@@ -702,18 +708,16 @@ def _limit(value: Any, where: str) -> Any:
                 rule="a ulimit is an integer (or soft/hard integers)",
                 fix=f"write ulimits: {{{where.split('.')[0]}: 65535}}",
             )
-        # Compose casts with Go's strconv.Atoi (int64): a longer number is out of range, and
-        # Python's int() of over 4,300 digits raised ValueError before any check could run.
-        sign = -1 if text.startswith("-") else 1
-        digits = text.lstrip("+-").lstrip("0") or "0"
-        number = sign * int(digits) if len(digits) <= 19 else None
-        if number is None or not -(2**63) <= number < 2**63:
+        # Compose casts with Go's strconv.Atoi (int64): casts.go_int, which also never
+        # int()s 4,300+ digits (Python's limit raised ValueError before any check ran)
+        try:
+            number = go_int(text)
+        except FormError as exc:
             raise FormError(
-                f"ulimits.{where}: failed to cast to expected type: parsing "
-                f"{_short(text)!r}: value out of range",
+                f"ulimits.{where}: {exc}",
                 rule="a ulimit is a 64-bit integer (what Compose's strconv.Atoi reads)",
                 fix=f"write ulimits: {{{where.split('.')[0]}: 65535}}",
-            )
+            ) from None
         return number
     if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
         # YAML decodes an int past int64 as uint64 (up to 2**64) or float64, which Compose
