@@ -140,6 +140,19 @@ def run_fleet_rollout(run: FleetRun) -> ExitCode:
     for host, status in result.status.items():
         error = f": {result.errors[host]}" if host in result.errors else ""
         click.echo(f"{host}: {status}{error}")
+    if run.dry_run:
+        # Nothing a real run reads was written: the real run starts at wave 1, canary first.
+        click.echo(f"dry run: nothing applied, no journal written ({journal} is the real run's)")
+        if result.halted:
+            click.echo("dry run halted: fix the failing host before the real run", err=True)
+            return ExitCode.FAILURE
+        again = f"tierctl rollout --fleet {run.fleet_path}"
+        if journal.exists():
+            again += " --resume"
+        if run.journal_path is not None:
+            again += f" --journal {run.journal_path}"
+        click.echo(f"to roll out: {again}")
+        return ExitCode.OK
     click.echo(f"journal: {journal}")
     if result.halted:
         click.echo("fleet halted: no further host was started", err=True)

@@ -365,4 +365,5 @@ def execute_fleet(
     return run_fleet(
         plan, journal_path, run_host, resume=options.resume, log=log, policy=policy,
         approve=approve, rollback_host=None if options.dry_run else rollback_host,
+        dry_run=options.dry_run,
     )  # fmt: skip

@@ -341,16 +341,26 @@ def approver() -> str:
 
 
 class FleetJournal:
-    """The fleet's journal: one JSON line per event, appended and fsynced."""
+    """The fleet's journal: one JSON line per event, appended and fsynced.
 
-    def __init__(self, path: Path) -> None:
+    With ``in_memory`` (a dry run) the events are kept in :attr:`events` and nothing is read
+    from or written to ``path``: a dry run must never leave what a real run reads (a dry run's
+    ``host-done`` once made the real run skip the canary host).
+    """
+
+    def __init__(self, path: Path, *, in_memory: bool = False) -> None:
         """Open (create) it."""
         self.path = path
+        self.in_memory = in_memory
+        self.events: list[dict[str, Any]] = []
 
     def write(self, event: str, **fields: Any) -> None:
         """Append one event, stamped with the time (UTC)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        if self.in_memory:
+            self.events.append({"event": event, "at": stamp, **fields})
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps({"event": event, "at": stamp, **fields}, sort_keys=True) + "\n")
             out.flush()
@@ -358,6 +368,8 @@ class FleetJournal:
 
     def records(self) -> list[dict[str, Any]]:
         """Its events so far (a torn last line skipped)."""
+        if self.in_memory:
+            return list(self.events)
         if not self.path.exists():
             return []
         out = []
@@ -449,6 +461,7 @@ def run_fleet(
     approve: Approval | None = None,
     rollback_host: HostRollback | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    dry_run: bool = False,
 ) -> FleetResult:
     """Run the waves; halt at the first host that fails (:class:`FleetResult.halted`), and
     with ``policy.approval`` stop before each later wave until it is approved
@@ -458,11 +471,17 @@ def run_fleet(
     policy says ``rollback-wave``. ``approve`` records an approval of the wave the journal
     awaits (with ``resume``); ``sleep`` waits out ``policy.pause_s`` between waves.
 
+    ``dry_run`` (``run_host`` then only dry-runs each step) checks every host of every wave in
+    order and reads and writes no journal: approvals and pauses are said, not waited for, and
+    a host that fails its dry run halts the check. Each host checked is ``checked``.
+
     Raises:
         InputError: a fleet journal exists and ``resume`` is not set; the journal was begun
             with other waves; an approval of a wave the journal does not await.
     """
     policy = policy or FleetPolicy.of(plan.fleet.spec.waves)
+    if dry_run:
+        return _dry_run_fleet(plan, journal_path, run_host, policy, approve, log)
     journal = FleetJournal(journal_path)
     state = FleetJournalState(journal.records())
     _check_resume(state, plan, journal_path, resume, approve)
@@ -529,6 +548,41 @@ def run_fleet(
             return result
         journal.write("wave-done", wave=number)
     journal.write("completed")
+    return result
+
+
+def _dry_run_fleet(
+    plan: FleetPlan,
+    journal_path: Path,
+    run_host: HostRunner,
+    policy: FleetPolicy,
+    approve: Approval | None,
+    log: Callable[[str], None],
+) -> FleetResult:
+    """Every wave's hosts dry-run in order, as the real run would take them; nothing read from
+    or written to the journal (its events stay in memory), nothing waited for."""
+    if approve is not None:
+        raise InputError(
+            f"wave {approve.wave} cannot be approved by a dry run",
+            location=Location(file=str(journal_path)),
+            rule="an approval is recorded in the journal a real run continues; a dry run "
+            "writes no journal",
+            fix="leave `approve_wave` out of the dry run, or approve in the real run",
+            params=("approve_wave", "dry_run"),
+        )
+    journal = FleetJournal(journal_path, in_memory=True)
+    result = FleetResult()
+    for number, wave in enumerate(plan.waves, 1):
+        if number > 1 and policy.approval:
+            log(f"dry run: the real run stops before wave {number} for its approval")
+        if number > 1 and policy.pause_s > 0:
+            log(f"dry run: the real run pauses {policy.pause_s:g} s before wave {number}")
+        log(f"dry run, wave {number} of {len(plan.waves)}: {', '.join(wave)}")
+        _run_wave(plan, wave, policy.max_parallel, run_host, set(), journal, result, log)
+        if result.halted:
+            log(f"dry run halted in wave {number}: nothing was applied anywhere")
+            break
+    result.status = {h: "checked" if s == "done" else s for h, s in result.status.items()}
     return result
 
 

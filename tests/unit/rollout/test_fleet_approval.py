@@ -423,3 +423,45 @@ def test_readout_refuses_fleet_options_without_fleet(run_cli: Callable[..., CliR
     bare = run_cli("readout")
     assert bare.code == 2
     assert "or --fleet FLEET" in bare.err
+
+
+def test_rollout_fleet_dry_run_writes_no_journal_and_the_real_run_starts_with_the_canary(
+    fleet_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_cli: Callable[..., CliResult],
+) -> None:
+    """The severe #37 case: a fleet dry run wrote `host-done` for the canary into the real
+    journal, the real run was refused, and `--resume` then skipped the canary host."""
+    calls: list[tuple[str, bool]] = []
+
+    def run_rollout(plan: Any, driver: Any, _old: Any, _new: Any, options: Any, **_k: Any) -> Any:
+        calls.append((str(driver._client.base_url).rstrip("/"), options.dry_run))
+        return RolloutResult(outcomes=(), journal=None)
+
+    monkeypatch.setattr("tierctl.rollout.entrypoints.run_rollout", run_rollout)
+    monkeypatch.setenv("TIERCTL_APPROVER", "ana")
+    journal = fleet_file.with_suffix(".journal.jsonl")
+    dry = run_cli("rollout", "--fleet", str(fleet_file), "--dry-run")
+    assert dry.code == 0, dry.err
+    assert not journal.exists()
+    assert "h1: checked" in dry.out and "h3: checked" in dry.out
+    assert "the real run stops before wave 2 for its approval" in dry.err
+    assert f"to roll out: tierctl rollout --fleet {fleet_file}\n" in dry.out
+    # Every host was dry-run, the canary first (wave 2's two run at once), nothing for real.
+    assert calls[0] == ("http://127.0.0.1:9000", True)
+    assert sorted(calls[1:]) == [(f"http://127.0.0.1:{p}", True) for p in (9001, 9002)]
+    calls.clear()
+    real = run_cli("rollout", "--fleet", str(fleet_file))  # no --resume: no journal was left
+    assert real.code == 4, real.err
+    assert calls == [("http://127.0.0.1:9000", False)]
+    # A dry run in the middle of the real run leaves its journal as it was.
+    before = journal.read_bytes()
+    again = run_cli("rollout", "--fleet", str(fleet_file), "--dry-run")
+    assert again.code == 0, again.err
+    assert journal.read_bytes() == before
+    assert "--resume" in again.out
+    refused = run_cli(
+        "rollout", "--fleet", str(fleet_file), "--dry-run", "--resume", "--approve-wave", "2"
+    )
+    assert refused.code == 2
+    assert "cannot be approved by a dry run" in refused.err
