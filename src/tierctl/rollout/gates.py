@@ -313,10 +313,29 @@ def gate_metrics_variant(ctx: GateContext) -> None:
             fix="re-render NEW so every place carries the same variant",
         )
     ctx.notes.append(
-        f"metrics-variant: {profile.kind} metrics exported, variant {scraped or ctx.step.variant}"
+        f"metrics-variant: {profile.kind} metrics exported, {_variant_said(ctx, scraped)}"
     )
     if ctx.settings.prometheus_url and not ctx.collector_pending and ctx.step.variant:
         _await_variants(ctx, {container: ctx.step.variant})
+
+
+def _variant_said(ctx: GateContext, scraped: str | None) -> str:
+    """What the variant half of the gate compared, in words: never a variant it did not see
+    (a fleet's gate once printed "variant None" and had compared nothing)."""
+    label, labelled = ctx.variant_label, ctx.step.variant
+    if labelled is not None and scraped is not None:
+        return f"variant {labelled} (its labels and the collector's scrape config agree)"
+    if labelled is not None:
+        return (
+            f"variant {labelled} in its labels; not compared: the collector's scrape config "
+            "in this file names no such container"
+        )
+    if scraped is not None:
+        return (
+            f"variant not compared: the service has no {label} label; the collector's scrape "
+            f"config says {scraped}"
+        )
+    return f"variant not checked: neither its labels nor a scrape config carry {label}"
 
 
 def gate_prometheus_variants(ctx: GateContext) -> None:

@@ -444,7 +444,8 @@ def test_rollout_fleet_dry_run_writes_no_journal_and_the_real_run_starts_with_th
     dry = run_cli("rollout", "--fleet", str(fleet_file), "--dry-run")
     assert dry.code == 0, dry.err
     assert not journal.exists()
-    assert "h1: checked" in dry.out and "h3: checked" in dry.out
+    assert "h1: checked" in dry.out
+    assert "h3: checked" in dry.out
     assert "the real run stops before wave 2 for its approval" in dry.err
     assert f"to roll out: tierctl rollout --fleet {fleet_file}\n" in dry.out
     # Every host was dry-run, the canary first (wave 2's two run at once), nothing for real.

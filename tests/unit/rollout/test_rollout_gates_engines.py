@@ -195,3 +195,50 @@ def test_vllm_running_args_accept_what_the_driver_changed_on_purpose_and_say_it(
     ctx.launched = lambda: ([*VL, "--host", "127.0.0.1"], (note,))
     with pytest.raises(GateFailed, match="--port: rendered 8003"):
         gate_running_args(ctx)
+
+
+@pytest.mark.parametrize(
+    ("labelled", "scraped", "said"),
+    [
+        ("v2", "v2", "variant v2 (its labels and the collector's scrape config agree)"),
+        ("v2", None, "variant v2 in its labels; not compared: the collector's scrape config"),
+        (None, "v2", "variant not compared: the service has no config_variant label"),
+        (None, None, "variant not checked: neither its labels nor a scrape config carry"),
+    ],
+)
+def test_the_variant_note_says_what_was_compared_never_none(
+    labelled: str | None, scraped: str | None, said: str
+) -> None:
+    """A fleet gate printed "variant None": that half of the check had compared nothing."""
+    from dataclasses import replace
+
+    from tierctl.rollout.deployment import Deployment
+    from tierctl.rollout.normalise import CONFIGS_KEY
+    from tierctl.rollout.source import SourceRef
+
+    collector = {
+        "image": "prom/prometheus",
+        CONFIGS_KEY: {
+            "scrape": {
+                "content": {
+                    "scrape_configs": [
+                        {"static_configs": [{"labels": {"container_name": "eng",
+                                                        "config_variant": scraped}}]}
+                    ]
+                }
+            }
+        },
+    }  # fmt: skip
+    services: dict[str, dict[str, object]] = {"eng": {"image": "e"}}
+    if scraped is not None:
+        services["prometheus"] = collector
+    dep = Deployment("new", SourceRef(spec="n", path="n", sha256="0" * 64), "", services)
+
+    def handler(_r: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text="sglang:num_running_reqs 0\n")
+
+    ctx = _ctx(SG, handler)
+    ctx = replace(ctx, new=dep, step=ctx.step.model_copy(update={"variant": labelled}))
+    gate_metrics_variant(ctx)
+    assert said in ctx.notes[-1]
+    assert "None" not in ctx.notes[-1]
