@@ -8,7 +8,13 @@ API (every call but ``GET /health`` carries ``Authorization: Bearer TOKEN``):
   create or recreate, and remove), and an ``exit`` event with compose's exit code;
 - ``POST /compose/ps`` ``{tag, file}``: the project's containers, their state and health;
 - ``POST /compose/logs`` ``{tag, file, service, tail}``: the last lines of a service's log;
-- ``GET /files?tag=T&file=F``: the file at that tag, its commit and sha256.
+- ``GET /files?tag=T&file=F``: the file at that tag, its commit and sha256;
+- ``GET /health``: ``{"status": "ok", "heartbeat_s": N}``, unauthenticated.
+
+While an up or down runs, its stream carries a ``heartbeat`` event every ``heartbeat_s`` (5 s)
+whatever compose prints, so a client can tell a silent compose (a pull, a health wait) from a
+host that stopped answering: the driver gives up on a stream idle for a few heartbeats
+(``--agent-idle-timeout-s``) instead of the whole call deadline.
 
 One up or down runs at a time per compose project (another gets 409 at once); bodies are
 bounded (413), read within a deadline (408), and each compose run is killed past its deadline
@@ -69,6 +75,7 @@ class AgentConfig:
         body_timeout_s: How long a client may take to send its body.
         max_body_bytes: The largest request body.
         compose_env: The environment compose runs in (default: the agent's, less the token).
+        heartbeat_s: Seconds between an operation stream's ``heartbeat`` events.
     """
 
     projects_dir: Path
@@ -80,6 +87,7 @@ class AgentConfig:
     body_timeout_s: float = 30.0
     max_body_bytes: int = 1024 * 1024
     compose_env: Mapping[str, str] | None = None
+    heartbeat_s: float = 5.0
 
 
 @dataclass
@@ -142,7 +150,10 @@ async def _body(request: web.Request) -> Any:
 
 
 async def _health(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    # heartbeat_s tells the driver that operation streams beat (docs/agent.md).
+    return web.json_response(
+        {"status": "ok", "heartbeat_s": request.app[_STATE].config.heartbeat_s}
+    )
 
 
 async def _up(request: web.Request) -> web.StreamResponse:
@@ -187,7 +198,11 @@ async def _compose(request: web.Request, parse: Any) -> web.StreamResponse:
     task = asyncio.ensure_future(_operation(state, call, checkout, op_id, sink, request.remote))
     state.tasks.add(task)
     task.add_done_callback(state.tasks.discard)
-    code = await asyncio.shield(task)
+    beat = asyncio.ensure_future(_heartbeats(sink, state.config.heartbeat_s, time.monotonic()))
+    try:
+        code = await asyncio.shield(task)
+    finally:
+        beat.cancel()
     await sink.send({"type": "exit", "code": code})
     with contextlib.suppress(ConnectionError, RuntimeError):
         await resp.write_eof()
@@ -239,20 +254,30 @@ async def _operation(
         state.busy.pop(checkout.project, None)
 
 
+async def _heartbeats(sink: _Sink, every_s: float, since: float) -> None:
+    """A ``heartbeat`` event every ``every_s`` until cancelled (the operation ended)."""
+    while not sink.gone:
+        await asyncio.sleep(every_s)
+        await sink.send({"type": "heartbeat", "s": round(time.monotonic() - since, 1)})
+
+
 class _Sink:
-    """Writes events to the response until the client is gone, then drops them."""
+    """Writes events to the response until the client is gone, then drops them (one event
+    at a time: compose's lines and the heartbeats share the stream)."""
 
     def __init__(self, resp: web.StreamResponse) -> None:
         self._resp = resp
+        self._lock = asyncio.Lock()
         self.gone = False
 
     async def send(self, event: dict[str, Any]) -> None:
         if self.gone:
             return
-        try:
-            await self._resp.write((json.dumps(event) + "\n").encode())
-        except (ConnectionError, RuntimeError):
-            self.gone = True
+        async with self._lock:
+            try:
+                await self._resp.write((json.dumps(event) + "\n").encode())
+            except (ConnectionError, RuntimeError):
+                self.gone = True
 
 
 def _base_env(config: AgentConfig) -> dict[str, str]:

@@ -55,6 +55,13 @@ def agent() -> None:
     help="The longest one compose run may take before it is killed.",
 )
 @click.option(
+    "--heartbeat-s",
+    type=click.FloatRange(min=0.5, max=60.0),
+    default=5.0,
+    show_default=True,
+    help="Seconds between the heartbeat events of an operation's stream.",
+)
+@click.option(
     "--max-body-kib",
     type=click.IntRange(min=1),
     default=1024,
@@ -71,6 +78,7 @@ def serve(
     tls_key: Path | None,
     compose_binary: str | None,
     operation_timeout_s: float,
+    heartbeat_s: float,
     max_body_kib: int,
 ) -> None:
     """Serve the compose-manager API over PROJECTS_DIR, running the real docker compose
@@ -103,6 +111,7 @@ def serve(
         token_env=token_env,
         operation_timeout_s=operation_timeout_s,
         max_body_bytes=max_body_kib * 1024,
+        heartbeat_s=heartbeat_s,
     )
     serve_agent(
         config,

@@ -85,6 +85,7 @@ class FleetRun:
     on_failure: str | None = None
     pass_env: tuple[str, ...] = ()
     agent_timeout_s: float = 600.0
+    agent_idle_timeout_s: float = 15.0
     agent_attempts: int = 4
     gates: dict[str, Any] = field(default_factory=dict)
     proxy_drain: bool = True
@@ -114,6 +115,7 @@ def run_fleet_rollout(run: FleetRun) -> ExitCode:
         name="compose-manager",
         pass_env=run.pass_env,
         agent_timeout_s=run.agent_timeout_s,
+        agent_idle_timeout_s=run.agent_idle_timeout_s,
         agent_attempts=run.agent_attempts,
     )
     waves = load_fleet(run.fleet_path).spec.waves

@@ -284,6 +284,14 @@ def plan(
     help="Deadline of one compose-manager call, answer stream included (pulls can be slow).",
 )
 @click.option(
+    "--agent-idle-timeout-s",
+    type=click.FloatRange(min=0),
+    default=15.0,
+    show_default=True,
+    help="With an agent whose streams beat (tierctl agent): a stream silent this long is a "
+    "host that stopped answering (0: wait the whole --agent-timeout-s).",
+)
+@click.option(
     "--agent-attempts",
     type=click.IntRange(min=1, max=20),
     default=4,
@@ -358,6 +366,7 @@ def rollout(
     start_timeout_s: float,
     gate_host: str,
     agent_timeout_s: float,
+    agent_idle_timeout_s: float,
     agent_attempts: int,
     prometheus_url: str | None,
     host_label: str | None,
@@ -404,6 +413,7 @@ def rollout(
         start_timeout_s=start_timeout_s,
         gate_host=gate_host,
         agent_timeout_s=agent_timeout_s,
+        agent_idle_timeout_s=agent_idle_timeout_s,
         agent_attempts=agent_attempts,
     )
     options = RolloutOptions(
@@ -457,6 +467,7 @@ def _rollout_fleet(ctx: click.Context) -> ExitCode:
         pause_s=p["pause_s"], approval=p["approval"], max_parallel=p["max_parallel"],
         on_failure=p["on_failure"], pass_env=p["pass_env"],
         agent_timeout_s=p["agent_timeout_s"], agent_attempts=p["agent_attempts"],
+        agent_idle_timeout_s=p["agent_idle_timeout_s"],
         gates={**{g: p[g] for g in gates}, "skip": frozenset(p["skip_gate"])},
         proxy_drain=p["proxy_drain"],
     )  # fmt: skip

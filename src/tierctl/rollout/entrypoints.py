@@ -64,6 +64,8 @@ class DriverConfig:
         start_timeout_s: How long the local driver gives an engine to become ready.
         gate_host: The host the gates reach engines on (compose-manager, docker).
         agent_timeout_s: Deadline of one compose-manager call, its answer stream included.
+        agent_idle_timeout_s: A beating agent's stream silent this long: the host stopped
+            answering (0: only the call deadline).
         agent_attempts: Tries of an idempotent compose-manager call.
         docker_host: The docker driver's engine (``DOCKER_HOST``).
         docker_context: The docker driver's Docker context (``DOCKER_CONTEXT``).
@@ -84,6 +86,7 @@ class DriverConfig:
     start_timeout_s: float = 420.0
     gate_host: str = "127.0.0.1"
     agent_timeout_s: float = 600.0
+    agent_idle_timeout_s: float = 15.0
     agent_attempts: int = 4
     docker_host: str | None = None
     docker_context: str | None = None
@@ -191,6 +194,7 @@ def make_driver(
         project=config.project,
         log=log,
         timeout_s=config.agent_timeout_s,
+        idle_timeout_s=config.agent_idle_timeout_s,
         attempts=config.agent_attempts,
     )
 

@@ -46,6 +46,9 @@ class AgentState:
     requests: list[dict[str, Any]] = field(default_factory=list)
     auth_headers: list[str] = field(default_factory=list)
     slow_s: float = 2.0
+    #: Said at ``GET /health`` (as ``tierctl agent`` says it); None: an agent that does not
+    #: beat (its ``/health`` names no heartbeat).
+    heartbeat_s: float | None = None
 
 
 class StandinAgent:
@@ -73,6 +76,7 @@ class StandinAgent:
         def serve() -> None:
             asyncio.set_event_loop(loop)
             app = web.Application()
+            app.router.add_get("/health", self._health)
             app.router.add_post("/compose/up", self._up)
             app.router.add_post("/compose/down", self._down)
             runner = web.AppRunner(app)
@@ -106,6 +110,12 @@ class StandinAgent:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    async def _health(self, _request: web.Request) -> web.Response:
+        said: dict[str, Any] = {"status": "ok"}
+        if self.state.heartbeat_s is not None:
+            said["heartbeat_s"] = self.state.heartbeat_s
+        return web.json_response(said)
 
     async def _auth(self, request: web.Request) -> web.Response | None:
         header = request.headers.get("Authorization", "")

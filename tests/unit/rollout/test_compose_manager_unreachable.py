@@ -17,6 +17,8 @@ BODY = {"tag": "v2", "file": "c.yaml", "services": ["r1"], "env": {}, "volumes":
 
 def _driver(answers: list[Callable[[httpx.Request], httpx.Response]]) -> ComposeManagerDriver:
     def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/health":  # the driver asks once whether streams beat
+            return httpx.Response(200, json={"status": "ok", "heartbeat_s": 5})
         return answers.pop(0)(request)
 
     return ComposeManagerDriver(
@@ -63,3 +65,19 @@ def test_an_answer_to_any_try_is_an_ordinary_failure(
         _driver(list(answers))._call("/compose/down", BODY, idempotent=True)
     assert not isinstance(info.value, HostUnreachable)
     assert "never answered" not in info.value.message
+
+
+def test_a_host_that_answered_no_try_is_tried_once_per_call_until_it_answers() -> None:
+    """The rollback after a step its host never answered: one more try, not another round
+    (a cut host halts its fleet in seconds after the step's own tries, #37)."""
+    ok = lambda _r: httpx.Response(200, text='{"type": "exit", "code": 0}\n')  # noqa: E731
+    answers = [_refused, _refused, _refused, _refused, ok, _refused, _refused, ok]
+    driver = _driver(answers)
+    with pytest.raises(HostUnreachable, match="failed 3 times"):
+        driver._call("/compose/down", BODY, idempotent=True)
+    with pytest.raises(HostUnreachable, match="it answered no try of the call before"):
+        driver._call("/compose/down", BODY, idempotent=True)
+    assert len(answers) == 4
+    driver._call("/compose/down", BODY, idempotent=True)  # it answers again
+    driver._call("/compose/down", BODY, idempotent=True)  # the full round of tries again
+    assert answers == []

@@ -14,6 +14,7 @@ sent. The services list is never empty: the agent reads empty as "every service"
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -148,6 +149,7 @@ class ComposeManagerDriver:
         gate_host: str = "127.0.0.1",
         project: str | None = None,
         timeout_s: float = 600.0,
+        idle_timeout_s: float = 15.0,
         attempts: int = 4,
         backoff_s: float = 1.0,
         transport: httpx.BaseTransport | None = None,
@@ -166,6 +168,10 @@ class ComposeManagerDriver:
             timeout_s: Deadline of one call: connecting, every read, and the whole answer
                 stream (an agent that trickles lines, or accepts and never answers, is given
                 up on after this long; compose pulls can be slow).
+            idle_timeout_s: With an agent whose streams beat (its ``GET /health`` says
+                ``heartbeat_s``: ``tierctl agent``), a stream silent this long is a host that
+                stopped answering, given up on at once (at least three heartbeats; 0: off).
+                An agent that does not beat gets the whole ``timeout_s`` of silence.
             attempts: Tries for an idempotent call.
             backoff_s: First back-off; doubled per retry.
             transport: Injected HTTP transport (tests).
@@ -179,13 +185,16 @@ class ComposeManagerDriver:
         self._project = project
         self._attempts = max(1, attempts)
         self._timeout_s = timeout_s
+        self._idle_timeout_s = idle_timeout_s
+        self._idle_s: float | None = None  # known once the agent said it beats
+        self._silent = False  # the last call got no answer to any try
         self._backoff_s = backoff_s
         self._sleep = sleep
         self._log = log
         self._client = httpx.Client(
             base_url=base_url,
             transport=transport,
-            timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
+            timeout=httpx.Timeout(timeout_s, connect=min(_CONNECT_S, timeout_s)),
             headers={"Authorization": f"Bearer {token}"},
         )
         self.calls: list[dict[str, Any]] = []
@@ -248,13 +257,19 @@ class ComposeManagerDriver:
         delay = self._backoff_s
         last = ""
         answered = False  # did any try get an HTTP answer?
-        for attempt in range(1, self._attempts + 1):
+        # A host that gave no answer to every try of the last call (cut off, its agent dead) is
+        # tried once per call until it answers again: the rollback that follows a step it
+        # never answered says so in seconds, not in another round of tries.
+        attempts = 1 if self._silent else self._attempts
+        for attempt in range(1, attempts + 1):
             try:
-                return self._once(path, body)
+                result = self._once(path, body)
+                self._silent = False
+                return result
             except _Retryable as exc:
                 last = str(exc)
                 answered = answered or exc.answered
-                if not idempotent or attempt == self._attempts:
+                if not idempotent or attempt == attempts:
                     break
                 if self._log is not None:
                     self._log(
@@ -265,7 +280,10 @@ class ComposeManagerDriver:
                 # runtime.polling.wait_until is, at a fixed interval).
                 self._sleep(delay)
                 delay *= 2
-        tries = "once (not idempotent)" if not idempotent else f"{self._attempts} times"
+        self._silent = not answered
+        tries = "once (not idempotent)" if not idempotent else f"{attempts} times"
+        if attempts == 1 and idempotent:
+            tries = "once (it answered no try of the call before)"
         slow = "call deadline" in last
         # No answer at all to any try: the host or the network to it is down, and what it did
         # with the call is unknown (the executor treats that apart from a failure).
@@ -286,9 +304,24 @@ class ComposeManagerDriver:
             params=("agent_timeout_s",),
         )
 
+    def _silence_s(self) -> float:
+        """How long a stream may stay silent: a few heartbeats where the agent beats (asked
+        once, at its unauthenticated ``GET /health``), else the whole call deadline."""
+        if self._idle_s is None:
+            self._idle_s = (
+                _heartbeat_idle_s(self._client, self._idle_timeout_s)
+                if self._idle_timeout_s > 0
+                else self._timeout_s
+            )
+        return min(self._idle_s, self._timeout_s)
+
     def _once(self, path: str, body: dict[str, Any]) -> CallResult:
+        silence = self._silence_s()
+        timeout = httpx.Timeout(
+            self._timeout_s, connect=min(_CONNECT_S, self._timeout_s), read=silence
+        )
         try:
-            with self._client.stream("POST", path, json=body) as resp:
+            with self._client.stream("POST", path, json=body, timeout=timeout) as resp:
                 if resp.status_code in (401, 403):
                     raise RuntimeFailure(
                         f"compose-manager refused the token ({resp.status_code})",
@@ -331,6 +364,8 @@ class ComposeManagerDriver:
                     if not raw.strip():
                         continue
                     event = _event(raw)
+                    if event[0] == "heartbeat":
+                        continue
                     if event[0] == "exit":
                         exit_code = int(event[1])
                     elif event[0] == "changes":
@@ -341,6 +376,12 @@ class ComposeManagerDriver:
                         lines.append(mask(event[1], self.secrets()))
         except httpx.TimeoutException as exc:
             # Connected and then silence (or no connection at all): say which deadline passed.
+            if isinstance(exc, httpx.ReadTimeout) and silence < self._timeout_s:
+                raise _Retryable(
+                    f"the agent's stream went silent: no event, not even its heartbeat, for "
+                    f"{silence:g} s (`agent_idle_timeout_s`)",
+                    answered=False,
+                ) from None
             raise _Retryable(
                 f"no answer within the {self._timeout_s:g} s call deadline ({type(exc).__name__})",
                 answered=False,
@@ -361,6 +402,30 @@ class ComposeManagerDriver:
             changes = DryRunResult(changes.changed, changes.removed, tuple(lines))
         return CallResult(exit_code, tuple(lines), changes)
 
+
+def _heartbeat_idle_s(client: httpx.Client, idle_timeout_s: float) -> float:
+    """How long a stream of this agent may stay silent, asked once at its ``GET /health``:
+    ``idle_timeout_s`` (at least three beats) where it says ``heartbeat_s``; the whole call
+    deadline (infinity here) where it answers without one (an agent whose streams do not beat).
+
+    An agent that cannot be reached now gets ``idle_timeout_s``: its calls fail at connecting
+    anyway, and a host cut off later is then found within the idle time-out, not the deadline.
+    """
+    try:
+        resp = client.get("/health", timeout=httpx.Timeout(5.0))
+    except httpx.HTTPError:
+        return idle_timeout_s
+    try:
+        beat = resp.json().get("heartbeat_s") if resp.status_code == 200 else None
+    except (ValueError, AttributeError):
+        beat = None
+    if isinstance(beat, bool) or not isinstance(beat, int | float) or not 0 < beat <= 60:
+        return math.inf
+    return max(float(idle_timeout_s), 3.0 * float(beat))
+
+
+# Connecting to a host's agent: milliseconds on a working network; past this it is not there.
+_CONNECT_S = 5.0
 
 # One NDJSON event is a line of compose output; a longer one is a broken or hostile stream.
 _MAX_EVENT_CHARS = 1_000_000
