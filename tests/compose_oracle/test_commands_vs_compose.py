@@ -10,6 +10,7 @@ services compared with the binary's for the same files and profiles.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -167,10 +168,9 @@ def test_plan_sees_a_change_made_only_in_the_override(
     assert changed == (["worker-green"] if profiles == ["green"] else [])
 
 
-def test_a_plan_of_several_files_is_not_rolled_out_from_its_first_file(
-    run_cli, tmp_path: Path
-) -> None:
-    """rollout applies one file per side: a merged plan is refused (exit 2), not half-applied."""
+def test_a_plan_of_several_files_is_rolled_out_with_every_file(run_cli, tmp_path: Path) -> None:
+    """A plan of a base and an override per side rolls out (#37: it was refused): the rollout
+    reads both files again, merged, and checks each is the file planned."""
     old = _project(tmp_path / "old")
     new = _project(tmp_path / "new", variant="green-3")
     sides = [a for f in old for a in ("--from", str(f))] + [
@@ -179,16 +179,44 @@ def test_a_plan_of_several_files_is_not_rolled_out_from_its_first_file(
     out = tmp_path / "plan.json"
     assert run_cli("plan", *sides, "--profile", "green", "-o", str(out)).code == 0
     result = run_cli("rollout", "--plan", str(out), "--driver", "local", "--dry-run")
-    assert result.code == 2, result.out + result.err
-    assert "several files per side" in result.err
+    assert result.code == 0, result.out + result.err
+    assert "01-recreate-worker-green: checked" in result.out
+    # The override changed after planning: refused, naming it.
+    new[1].write_text(new[1].read_text() + "  extra:\n    image: nginx:1.27\n")
+    changed = run_cli("rollout", "--plan", str(out), "--driver", "local", "--dry-run")
+    assert changed.code == 2
+    assert f"{new[1]} changed since the plan was made" in changed.err
 
 
-def test_runbook_refuses_a_second_file_per_side(run_cli, tmp_path: Path) -> None:
-    """A runbook runs one file per side: two --from files are refused (exit 2, both named)."""
-    files = _project(tmp_path)
-    result = run_cli(
-        "runbook", "--from", str(files[0]), "--from", str(files[1]), "--to", str(files[0])
+def test_the_runbook_of_several_files_runs_compose_on_every_file(
+    run_cli, tmp_path: Path, compose_binary: ComposeBinary
+) -> None:
+    """The runbook's `docker compose` commands name the base and the override, in order: run
+    as `config` by the real Compose they read what compose reads from both files."""
+    sides, new = [], []
+    for side, variant in (("old", "a"), ("new", "b")):
+        folder = tmp_path / side
+        folder.mkdir()
+        (folder / "compose.yaml").write_text(
+            "services:\n  worker:\n    image: nginx:1.27\n    labels: {variant: a}\n"
+        )
+        (folder / "override.yaml").write_text(
+            f"services:\n  worker:\n    labels: {{variant: {variant}}}\n"
+            "  spare:\n    image: nginx:1.27\n"
+        )
+        files = [folder / "compose.yaml", folder / "override.yaml"]
+        sides += [a for f in files for a in (f"--{'from' if side == 'old' else 'to'}", str(f))]
+        new = files
+    result = run_cli("runbook", *sides)
+    assert result.code == 0, result.err
+    line = next(x for x in result.out.splitlines() if x.startswith("# or: docker compose ") and
+                "--dry-run" in x)  # fmt: skip
+    head = line.removeprefix("# or: docker compose ").split(" --dry-run")[0]
+    assert head == f"-f {new[0]} -f {new[1]}"
+    assert f'"overrides": ["{new[1]}"]' in result.out  # the agent's call names it too
+    argv = [*compose_binary.argv, *shlex.split(head), "config", "--format", "json"]
+    theirs = json.loads(
+        subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout
     )
-    assert result.code == 2
-    assert "given 2 times" in result.err
-    assert str(files[1]) in result.err
+    assert theirs["services"]["worker"]["labels"] == {"variant": "b"}
+    assert "spare" in theirs["services"]

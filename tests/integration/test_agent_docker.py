@@ -437,3 +437,35 @@ def test_the_agent_speaks_tls_with_its_certificate(
             httpx.get(h.agent.url.replace("https://", "http://") + "/health", timeout=5)
     finally:
         h.close()
+
+
+def test_an_override_file_is_merged_over_the_file_on_a_real_engine(host: Host) -> None:
+    """#37: base + override. The override relabels `a` and names its container; the dry run
+    reads the container name from the merged files (`changes` names `a`), the up runs both
+    files, and the container carries the override's label."""
+    override = yaml.safe_dump(
+        {"services": {"a": {"labels": {"layer": "override"}, "container_name": "agenttest-over-a"}}}
+    )
+    host.tag("v1", {"a": _service(labels={"layer": "base"})}, **{"override.yaml": override})
+    host.agent.start()
+    layered = {"overrides": ["override.yaml"]}
+    dry = host.up("v1", ["a"], dry_run=True, force_recreate=True, **layered)
+    assert _exit(dry) == 0
+    assert [e for e in dry if e["type"] == "changes"] == [
+        {"type": "changes", "services": ["a"], "removed": []}
+    ]
+    assert _exit(host.up("v1", ["a"], **layered)) == 0
+    assert host.engine.containers() == ["agenttest-over-a"]
+    label = host.engine.docker(
+        "inspect", "-f", '{{index .Config.Labels "layer"}}', "agenttest-over-a"
+    )
+    assert label.stdout.strip() == "override"
+    assert [r.get("overrides") for r in host.agent.records() if r["event"] == "begin"] == [
+        ["override.yaml"],
+        ["override.yaml"],
+    ]
+    bad = host.post("/compose/up", {"tag": "v1", "file": "compose.yaml", "services": ["a"],
+                                    "env": {}, "force_recreate": False, "dry_run": False,
+                                    "overrides": ["missing.yaml"]})  # fmt: skip
+    assert bad.status_code == 404, bad.text
+    host.engine.docker("rm", "-f", "agenttest-over-a", check=False)

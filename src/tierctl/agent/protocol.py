@@ -1,7 +1,8 @@
 """The agent's requests: which keys each call takes, and what each value may be.
 
 The bodies are the ones :mod:`tierctl.rollout.drivers.compose_manager` sends (``up_request``,
-``down_request``); ``ps`` and ``logs`` take the same ``tag``/``file``. A body with a key too
+``down_request``); ``ps`` and ``logs`` take the same ``tag``/``file``; any call may add
+``overrides``, the files merged over ``file``. A body with a key too
 many or too few, a service name that could reach compose's command line as an option, an empty
 service list (compose reads it as every service) or an environment key the agent keeps for
 itself is refused with 400 before anything runs.
@@ -28,6 +29,11 @@ UP_KEYS = frozenset({"tag", "file", "services", "env", "force_recreate", "dry_ru
 DOWN_KEYS = frozenset({"tag", "file", "services", "env", "volumes"})
 PS_KEYS = frozenset({"tag", "file"})
 LOGS_KEYS = frozenset({"tag", "file", "service", "tail"})
+#: A key every call may add: the override files merged over ``file`` (``-f`` order), paths
+#: in the repository at the same tag.
+OVERRIDES_KEY = "overrides"
+#: The most override files one call names.
+MAX_OVERRIDES = 16
 
 #: The most log lines one ``logs`` call returns.
 MAX_TAIL = 10_000
@@ -45,14 +51,30 @@ class ComposeCall:
     force_recreate: bool = False
     dry_run: bool = False
     volumes: bool = False
+    overrides: tuple[str, ...] = ()
+
+
+def overrides_of(body: dict[str, Any]) -> tuple[str, ...]:
+    """A checked body's override files (none where it names none)."""
+    value = body.get(OVERRIDES_KEY, [])
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(f, str) and f for f in value)
+        or len(value) > MAX_OVERRIDES
+    ):
+        raise AgentRefusal(
+            f"`{OVERRIDES_KEY}` must be a list of at most {MAX_OVERRIDES} file paths",
+            rule="override files are paths in the repository, merged over `file` in order",
+        )
+    return tuple(value)
 
 
 def _keys(body: Any, keys: frozenset[str]) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise AgentRefusal("the body must be a JSON object")
-    if set(body) != keys:
+    if set(body) - {OVERRIDES_KEY} != keys:
         missing = sorted(keys - set(body))
-        extra = sorted(set(body) - keys)
+        extra = sorted(set(body) - keys - {OVERRIDES_KEY})
         raise AgentRefusal(
             f"keys must be {sorted(keys)} (missing {missing}, unknown {extra})",
             rule="each call takes exactly its keys",
@@ -117,6 +139,7 @@ def up_call(body: Any, reserved: frozenset[str] = frozenset()) -> ComposeCall:
         check_env(body["env"], reserved),
         force_recreate=_flag(body, "force_recreate"),
         dry_run=_flag(body, "dry_run"),
+        overrides=overrides_of(body),
     )
 
 
@@ -130,6 +153,7 @@ def down_call(body: Any, reserved: frozenset[str] = frozenset()) -> ComposeCall:
         _services(body["services"]),
         check_env(body["env"], reserved),
         volumes=_flag(body, "volumes"),
+        overrides=overrides_of(body),
     )
 
 
@@ -150,10 +174,18 @@ def logs_target(body: Any) -> tuple[str, str, str, int]:
 
 
 def compose_argv(
-    compose: tuple[str, ...], project: str, path: str, project_dir: str, call: ComposeCall
+    compose: tuple[str, ...],
+    project: str,
+    path: str,
+    project_dir: str,
+    call: ComposeCall,
+    overrides: tuple[str, ...] = (),
 ) -> list[str]:
-    """The compose command line of one call (services come last, after ``--``)."""
+    """The compose command line of one call (services come last, after ``--``); the
+    ``overrides`` (checked-out paths) follow ``path`` as further ``-f`` files, in order."""
     argv = [*compose, "--progress", "plain", "-p", project, "-f", path]
+    for extra in overrides:
+        argv += ["-f", extra]
     argv += ["--project-directory", project_dir]
     if call.operation == "up":
         if call.dry_run:

@@ -54,7 +54,7 @@ from tierctl.agent.protocol import (
 )
 from tierctl.errors import InputError
 from tierctl.rollout.dryrun import CONFIG_COPY_NOTE, parse_dry_run, stopped_at_config_copy
-from tierctl.rollout.normalise import load_services
+from tierctl.rollout.normalise import load_merged_services
 from tierctl.runtime.process import _die_with_parent
 
 #: The environment variable the agent's token is read from (or ``token_file``).
@@ -171,6 +171,7 @@ async def _compose(request: web.Request, parse: Any) -> web.StreamResponse:
     try:
         call: ComposeCall = parse(await _body(request), frozenset({state.config.token_env}))
         checkout = await asyncio.to_thread(state.store.resolve, call.tag, call.file)
+        layers = [await asyncio.to_thread(state.store.resolve, call.tag, f) for f in call.overrides]
     except (AgentRefusal, InputError) as exc:
         return _refusal(exc)
     held = state.busy.get(checkout.project)
@@ -195,7 +196,9 @@ async def _compose(request: web.Request, parse: Any) -> web.StreamResponse:
     sink = _Sink(resp)
     # The run is its own task, shielded: a client that hangs up cancels (at most) this
     # handler, never the compose run, which ends, is logged and frees its project on its own.
-    task = asyncio.ensure_future(_operation(state, call, checkout, op_id, sink, request.remote))
+    task = asyncio.ensure_future(
+        _operation(state, call, checkout, op_id, sink, request.remote, tuple(layers))
+    )
     state.tasks.add(task)
     task.add_done_callback(state.tasks.discard)
     beat = asyncio.ensure_future(_heartbeats(sink, state.config.heartbeat_s, time.monotonic()))
@@ -216,10 +219,16 @@ async def _operation(
     op_id: str,
     sink: _Sink,
     remote: str | None,
+    layers: tuple[Checkout, ...] = (),
 ) -> int:
     """One logged compose run: ``begin``, compose, ``end``; the project is freed after."""
     argv = compose_argv(
-        state.config.compose, checkout.project, str(checkout.path), str(checkout.project_dir), call
+        state.config.compose,
+        checkout.project,
+        str(checkout.path),
+        str(checkout.project_dir),
+        call,
+        tuple(str(layer.path) for layer in layers),
     )
     record = {
         "op_id": op_id,
@@ -230,6 +239,7 @@ async def _operation(
         "tag": call.tag,
         "commit": checkout.commit,
         "file": checkout.file,
+        "overrides": list(call.overrides),
         "services": list(call.services),
         "env_keys": sorted(call.env),  # the names only: values may be secrets
         "remote": remote,
@@ -238,7 +248,9 @@ async def _operation(
     try:
         state.log.append({"event": "begin", **record})
         env = {**_base_env(state.config), **call.env}
-        code, timed_out = await _run_compose(argv, env, checkout, state, sink, dry_run=call.dry_run)
+        code, timed_out = await _run_compose(
+            argv, env, (checkout, *layers), state, sink, dry_run=call.dry_run
+        )
         state.log.append(
             {
                 "event": "end",
@@ -305,14 +317,16 @@ async def _spawn(
 async def _run_compose(
     argv: list[str],
     env: dict[str, str],
-    checkout: Checkout,
+    files: tuple[Checkout, ...],
     state: RunningAgent,
     sink: _Sink,
     *,
     dry_run: bool,
 ) -> tuple[int, bool]:
     """Run compose, streaming its lines; (exit code, timed out). 124 when killed at the
-    deadline, 127 when compose cannot be started."""
+    deadline, 127 when compose cannot be started. ``files``: the checkout of ``-f`` and its
+    override files'."""
+    checkout = files[0]
     try:
         proc = await _spawn(argv, env, checkout)
     except OSError as exc:
@@ -353,16 +367,18 @@ async def _run_compose(
         await sink.send({"type": "stderr", "line": CONFIG_COPY_NOTE})
         code = 0
     if dry_run and code == 0:
-        await sink.send({"type": "changes", **_changes(lines, checkout)})
+        await sink.send({"type": "changes", **_changes(lines, files)})
     return code, timed_out
 
 
-def _changes(lines: list[str], checkout: Checkout) -> dict[str, list[str]]:
+def _changes(lines: list[str], files: tuple[Checkout, ...]) -> dict[str, list[str]]:
+    """The services a dry run would change, read back from compose's lines with the
+    project's container names (every file merged: an override may name a container)."""
     try:
-        services = load_services(checkout.text, checkout.file).services
+        services = load_merged_services([(f.text, f.file, None) for f in files]).services
     except InputError:
         services = {}
-    found = parse_dry_run(lines, services, checkout.project)
+    found = parse_dry_run(lines, services, files[0].project)
     return {"services": sorted(found.changed), "removed": sorted(found.removed)}
 
 

@@ -53,7 +53,8 @@ def show_fleet_plan(fleet_path: Path, spec: Path | None, as_json: bool) -> None:
         click.echo(f"wave {number}:")
         for host in wave:
             steps = ", ".join(host["steps"]) or "nothing to change"
-            click.echo(f"  {host['host']} ({host['file']}): {steps}")
+            files = " + ".join([host["file"], *host["overrides"]])
+            click.echo(f"  {host['host']} ({files}): {steps}")
 
 
 def between_waves(summary: dict[str, Any]) -> str:

@@ -29,40 +29,20 @@ from tierctl.rollout.plan_schema import Plan, is_plan
 from tierctl.rollout.runbook import is_runbook
 
 
-def _one_file(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> str | None:
-    """One file per side: a second ``--from`` would otherwise silently replace the first
-    (click keeps the last), planning from an override file alone."""
-    if not value:
-        return None
-    if len(value) > 1:
-        raise click.BadParameter(
-            f"given {len(value)} times ({', '.join(value)}): a plan reads one compose file per "
-            "side (with its include: and extends:); write the override's changes into that "
-            "file",
-            ctx=ctx,
-            param=param,
-        )
-    return value[0]
-
-
-def _side_options(several: bool) -> list[Callable[[click.decorators.FC], click.decorators.FC]]:
-    """--from/--to: several files per side (merged as compose merges ``-f a -f b``) for a
-    plan; one for a runbook, which runs the plan's one file per side."""
-    how = " (repeat to merge override files over it, as docker compose -f does)" if several else ""
-    callback = None if several else _one_file
+def _side_options() -> list[Callable[[click.decorators.FC], click.decorators.FC]]:
+    """--from/--to: several files per side, merged as compose merges ``-f a -f b``."""
+    how = " (repeat to merge override files over it, as docker compose -f does)"
     return [
         click.option(
             "--from",
             "old",
             multiple=True,
-            callback=callback,
             help=f"OLD: compose file or git:REF:PATH{how}.",
         ),
         click.option(
             "--to",
             "new",
             multiple=True,
-            callback=callback,
             help=f"NEW: compose file or git:REF:PATH{how}.",
         ),
     ]
@@ -106,14 +86,8 @@ def _sides(
     return old, new
 
 
-def _with_common(f: click.decorators.FC) -> click.decorators.FC:
-    for option in reversed([*_side_options(False), *_common]):
-        f = option(f)
-    return f
-
-
 def _with_common_several(f: click.decorators.FC) -> click.decorators.FC:
-    for option in reversed([*_side_options(True), *_common]):
+    for option in reversed([*_side_options(), *_common]):
         f = option(f)
     return f
 
@@ -490,14 +464,14 @@ def _one_host(ctx: click.Context) -> None:
 
 
 @click.command("runbook")
-@_with_common
+@_with_common_several
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the Markdown here.")
 @click.option(
     "--force", is_flag=True, help="With -o: replace a file that is not a tierctl runbook."
 )
 def runbook(
-    old: str | None,
-    new: str | None,
+    old: tuple[str, ...],
+    new: tuple[str, ...],
     spec: Path | None,
     allow: tuple[str, ...],
     protect: tuple[str, ...],

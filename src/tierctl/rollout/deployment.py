@@ -15,19 +15,26 @@ DEFAULT_ENGINE_PORT = 30000
 
 @dataclass(frozen=True)
 class Deployment:
-    """A compose file on one side of a plan.
+    """A compose file (and the override files merged over it) on one side of a plan.
 
     Attributes:
         side: ``old`` or ``new``.
-        ref: Where it was read from (path or git ref), with its digest.
-        text: The file's text.
-        services: The normalised services.
+        ref: Where the first file was read from (path or git ref), with its digest.
+        text: The first file's text.
+        services: The normalised services, every file merged (``docker compose -f A -f B``).
+        overrides: The override files after the first, in ``-f`` order: (ref, text) each.
     """
 
     side: Side
     ref: SourceRef
     text: str
     services: dict[str, dict[str, Any]]
+    overrides: tuple[tuple[SourceRef, str], ...] = ()
+
+    @property
+    def files(self) -> tuple[tuple[SourceRef, str], ...]:
+        """Every file of the side, in ``-f`` order: the first, then the overrides."""
+        return ((self.ref, self.text), *self.overrides)
 
     def argv(self, service: str) -> list[str]:
         """The full command of a service as it runs (entrypoint then command; without an

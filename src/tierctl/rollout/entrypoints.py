@@ -35,7 +35,7 @@ from tierctl.rollout.fleet import (
     plan_fleet,
     run_fleet,
 )
-from tierctl.rollout.plan_schema import Plan
+from tierctl.rollout.plan_schema import Plan, SourceRef
 from tierctl.rollout.planner import PlanOptions, plan_files
 from tierctl.rollout.progress import RolloutProgress
 from tierctl.rollout.runbook import compose_host, render_runbook
@@ -134,6 +134,23 @@ def load_plan(path: Path) -> Plan:
         ) from None
 
 
+def _paths(refs: Sequence[SourceRef]) -> tuple[str, ...]:
+    return tuple(r.path for r in refs)
+
+
+def _same_ref(side: str, refs: Sequence[SourceRef]) -> None:
+    """An agent applies one commit per side: every file of the side is at the first's ref."""
+    first = refs[0].git_ref
+    other = [r.spec for r in refs[1:] if r.git_ref is not None and r.git_ref != first]
+    if other:
+        raise InputError(
+            f"the {side} side's files are at different refs ({', '.join(other)} vs {refs[0].spec})",
+            location=Location(file=other[0]),
+            rule="compose-manager applies a side's files from one tag of the deployment repository",
+            fix="plan the override files at the same git ref as the first file",
+        )
+
+
 def make_driver(
     config: DriverConfig,
     plan: Plan,
@@ -171,10 +188,14 @@ def make_driver(
         )
     token = _token(config)
     targets: dict[str, Target] = {}
-    for side, ref in (("old", plan.source), ("new", plan.target)):
-        tag = config.tags.get(side) or ref.git_ref
+    for side, refs in (
+        ("old", (plan.source, *plan.source_overrides)),
+        ("new", (plan.target, *plan.target_overrides)),
+    ):
+        tag = config.tags.get(side) or refs[0].git_ref
         if tag:
-            targets[side] = Target(tag=tag, file=ref.path)
+            _same_ref(side, refs)
+            targets[side] = Target(tag=tag, file=refs[0].path, overrides=_paths(refs[1:]))
     env: dict[str, str] = {}
     for name in config.pass_env:
         if name not in os.environ:
@@ -273,17 +294,21 @@ def execute_plan(
 
 
 def make_runbook(
-    old: str,
-    new: str,
+    old: str | Sequence[str],
+    new: str | Sequence[str],
     *,
     spec: Path | None = None,
     allow: frozenset[str] = frozenset(),
     protect: frozenset[str] = frozenset(),
     repo: Path | None = None,
 ) -> str:
-    """Plan OLD -> NEW and write its Markdown runbook."""
+    """Plan OLD -> NEW (each a file, or a file and its override files) and write its Markdown
+    runbook."""
     plan = make_plan(old, new, spec=spec, allow=allow, protect=protect, repo=repo)
-    host = compose_host(read_source(new, repo).text)
+    files = [new] if isinstance(new, str) else list(new)
+    # The host label as compose would read it: the last file that says one wins.
+    hosts = [compose_host(read_source(f, repo).text) for f in files]
+    host = next((h for h in reversed(hosts) if h), None)
     return render_runbook(plan, host=host, spec=str(spec) if spec else None)
 
 
@@ -360,9 +385,8 @@ def execute_fleet(
         # The host's NEW -> OLD rollout: the same steps' services back to OLD, gated.
         spec_ = plan.fleet.spec
         back = make_plan(
-            f"git:{spec_.new}:{host.file}", f"git:{spec_.old}:{host.file}", spec=spec,
-            repo=plan.fleet.repo,
-        )  # fmt: skip
+            host.sources(spec_.new), host.sources(spec_.old), spec=spec, repo=plan.fleet.repo
+        )
         journal = journal_path.with_name(f"{journal_path.stem}.{host.name}.rollback.jsonl")
         return run(host, back, journal, journal.exists())
 

@@ -28,13 +28,13 @@ from tierctl.rollout.gates import (
     step_profile,
 )
 from tierctl.rollout.journal import Journal
-from tierctl.rollout.normalise import load_services
-from tierctl.rollout.plan_schema import Plan, Step, plan_digest
+from tierctl.rollout.normalise import load_merged_services, load_services
+from tierctl.rollout.plan_schema import Plan, SourceRef, Step, plan_digest
 from tierctl.rollout.progress import NoProgress, RolloutProgress
 from tierctl.rollout.proxy_drain import Drained, find_admin
 from tierctl.rollout.proxy_drain import drain as drain_replica
 from tierctl.rollout.proxy_drain import restore as restore_replica
-from tierctl.rollout.source import read_source
+from tierctl.rollout.source import LoadedSource, read_source
 
 Status = Literal["done", "skipped", "checked", "rolled-back"]
 
@@ -78,37 +78,49 @@ class RolloutResult:
 
 
 def load_sides(plan: Plan, repo: Path | None = None) -> tuple[Deployment, Deployment]:
-    """Read both files of a plan again and check they are the files that were planned.
+    """Read every file of a plan again (each side's first file and its override files) and
+    check they are the files that were planned; each side's services are its files merged as
+    ``docker compose -f A -f B`` merges them.
 
     Raises:
         InputError: A file changed since the plan was made.
     """
-    if plan.source_overrides or plan.target_overrides:
-        extra = [r.spec for r in (*plan.source_overrides, *plan.target_overrides)]
-        raise InputError(
-            f"this plan was made from several files per side ({', '.join(extra)} over the "
-            "first): a rollout applies one compose file per side",
-            location=Location(file=plan.target.spec),
-            rule="tierctl rollout runs `docker compose -f FILE` with the plan's one file per side",
-            fix="write the override files' changes into one compose file per side, then plan "
-            "and roll out those files",
-        )
     sides: list[Deployment] = []
-    for side, ref in (("old", plan.source), ("new", plan.target)):
-        loaded = read_source(ref.spec, repo)
-        if loaded.ref.sha256 != ref.sha256:
-            raise InputError(
-                f"{ref.spec} changed since the plan was made",
-                location=Location(file=ref.spec),
-                rule="a rollout applies the files its plan was made from",
-                value=loaded.ref.sha256[:12],
-                fix="make the plan again with tierctl plan",
+    for side, refs in (
+        ("old", (plan.source, *plan.source_overrides)),
+        ("new", (plan.target, *plan.target_overrides)),
+    ):
+        loaded = [_read_planned(ref, repo) for ref in refs]
+        if len(loaded) == 1:
+            services = load_services(loaded[0].text, refs[0].spec, base_dir=loaded[0].folder)
+        else:
+            services = load_merged_services(
+                [(f.text, ref.spec, f.folder) for f, ref in zip(loaded, refs, strict=True)]
             )
-        services = load_services(loaded.text, ref.spec, base_dir=loaded.folder).services
         sides.append(
-            Deployment("old" if side == "old" else "new", loaded.ref, loaded.text, services)
+            Deployment(
+                "old" if side == "old" else "new",
+                loaded[0].ref,
+                loaded[0].text,
+                services.services,
+                tuple((f.ref, f.text) for f in loaded[1:]),
+            )
         )
     return sides[0], sides[1]
+
+
+def _read_planned(ref: SourceRef, repo: Path | None) -> LoadedSource:
+    """One planned file read again, refused if it changed since the plan."""
+    loaded = read_source(ref.spec, repo)
+    if loaded.ref.sha256 != ref.sha256:
+        raise InputError(
+            f"{ref.spec} changed since the plan was made",
+            location=Location(file=ref.spec),
+            rule="a rollout applies the files its plan was made from",
+            value=loaded.ref.sha256[:12],
+            fix="make the plan again with tierctl plan",
+        )
+    return loaded
 
 
 def run_rollout(

@@ -68,6 +68,11 @@ class FleetHost(_Model):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="The host's name.")
     file: str = Field(description="Its compose file, a path in the deployment repository.")
+    overrides: list[str] = Field(
+        default_factory=list,
+        description="Override files merged over `file` (`docker compose -f file -f ...`), in "
+        "order, paths in the deployment repository.",
+    )
     agent_url: str = Field(description="Its agent's URL (http or https).")
     token_env: str = Field(default="TIERCTL_AGENT_TOKEN", description="Variable with its token.")
     token_file: str | None = Field(default=None, description="File with its token (wins).")
@@ -81,6 +86,17 @@ class FleetHost(_Model):
     labels: dict[str, str] = Field(default_factory=dict, description="region, zone, role, ...")
 
     _paths = field_validator("file", "token_file")(_no_nul)
+
+    @field_validator("overrides")
+    @classmethod
+    def _override_paths(cls, value: list[str]) -> list[str]:
+        for path in value:
+            _no_nul(path)
+        return value
+
+    def sources(self, ref: str) -> list[str]:
+        """Its files at ``ref`` as plan sources, in ``-f`` order."""
+        return [f"git:{ref}:{path}" for path in (self.file, *self.overrides)]
 
     @field_validator("agent_url")
     @classmethod
@@ -261,6 +277,7 @@ class FleetPlan:
                     {
                         "host": h,
                         "file": self.fleet.host(h).file,
+                        "overrides": list(self.fleet.host(h).overrides),
                         "steps": [s.id for s in self.plans[h].steps],
                     }
                     for h in wave
@@ -270,13 +287,12 @@ class FleetPlan:
         }
 
 
-def plan_fleet(fleet: Fleet, plan_host: Callable[[str, str, Path], Plan]) -> FleetPlan:
-    """Plan each host (``plan_host(old_source, new_source, repo)``, as ``tierctl plan``
-    does for one host) and lay out the waves."""
+def plan_fleet(fleet: Fleet, plan_host: Callable[[list[str], list[str], Path], Plan]) -> FleetPlan:
+    """Plan each host (``plan_host(old_sources, new_sources, repo)``, as ``tierctl plan``
+    does for one host: its file and override files at each ref) and lay out the waves."""
     spec = fleet.spec
     plans = {
-        h.name: plan_host(f"git:{spec.old}:{h.file}", f"git:{spec.new}:{h.file}", fleet.repo)
-        for h in spec.hosts
+        h.name: plan_host(h.sources(spec.old), h.sources(spec.new), fleet.repo) for h in spec.hosts
     }
     return FleetPlan(fleet=fleet, waves=plan_waves(spec.hosts, spec.waves), plans=plans)
 

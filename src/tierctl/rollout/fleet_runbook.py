@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierctl.rollout.fleet import FleetPlan
+from tierctl.rollout.fleet import FleetHost, FleetPlan
 from tierctl.rollout.runbook import step_sections
 
 #: The line that says a Markdown file is a fleet runbook tierctl wrote.
@@ -67,7 +67,7 @@ def render_fleet_runbook(
         for name in wave:
             host = plan.fleet.host(name)
             host_plan = plan.plans[name]
-            w(f"### Wave {number}, {name}: `{host.file}`")
+            w(f"### Wave {number}, {name}: {_files(host)}")
             w("")
             token = f"`${host.token_env}`" if host.token_file is None else f"`{host.token_file}`"
             w(f"Agent `{host.agent_url}`, token from {token}.")
@@ -111,7 +111,7 @@ def _hosts(w: Any, plan: FleetPlan) -> None:
     for h in plan.fleet.spec.hosts:
         labels = ", ".join(f"{k}={v}" for k, v in sorted(h.labels.items())) or "-"
         steps = len(plan.plans[h.name].steps)
-        w(f"| {h.name} | {wave_of[h.name]} | `{h.file}` | {h.agent_url} | {labels} | {steps} |")
+        w(f"| {h.name} | {wave_of[h.name]} | {_files(h)} | {h.agent_url} | {labels} | {steps} |")
     w("")
 
 
@@ -242,3 +242,8 @@ def _readout(w: Any, plan: FleetPlan, fleet_arg: str, spec: str | None) -> None:
     )
     w("```")
     w("")
+
+
+def _files(host: FleetHost) -> str:
+    """A host's compose files as the runbook names them: the file, then ``+`` each override."""
+    return " + ".join(f"`{f}`" for f in (host.file, *host.overrides))

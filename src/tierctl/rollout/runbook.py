@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
 import shlex
 from typing import Any
 
@@ -228,6 +229,7 @@ def _before(w: Any, plan: Plan, agent_url: str) -> None:
         "`export TIERCTL_AGENT_TOKEN=$(cat /path/to/token)` (never on a command line) |"
     )
     w("| `$PROMETHEUS` | the Prometheus that scrapes this tier, e.g. `http://prometheus:9090` |")
+    every = (*_side(plan, "old"), *_side(plan, "new"))
     untagged = [ref for ref in (plan.source, plan.target) if ref.git_ref is None]
     if untagged:
         files = " and ".join(f"`{ref.path}`" for ref in untagged)
@@ -237,10 +239,24 @@ def _before(w: Any, plan: Plan, agent_url: str) -> None:
             "which they are published (`git tag --points-at`; compose-manager only applies tags "
             "older than its minimum age). Plan from `git:REF:PATH` sources to have it filled in |"
         )
+    trees = sorted(
+        {
+            git_ref
+            for refs in (_side(plan, "old"), _side(plan, "new"))
+            if len(refs) > 1 and (git_ref := refs[0].git_ref) is not None
+        }
+    )
+    for git_ref in trees:
+        w(
+            f"| `${tree_variable(git_ref)}` | the deployment repository's tree at `{git_ref}`, "
+            "whose files this side merges with `-f`: "
+            f"`export {tree_variable(git_ref)}=$(mktemp -d) && git archive "
+            f'{shlex.quote(git_ref)} | tar -x -C "${tree_variable(git_ref)}"` |'
+        )
     w("")
     where = (
         "the repository's root (a `git:` side is read with `git show REF:PATH`)"
-        if any(ref.git_ref for ref in (plan.source, plan.target))
+        if any(ref.git_ref for ref in every)
         else "the directory holding the file"
     )
     w(
@@ -250,8 +266,18 @@ def _before(w: Any, plan: Plan, agent_url: str) -> None:
     w("")
 
 
-def _target(ref: SourceRef) -> Target:
-    return Target(tag=ref.git_ref or "<TAG>", file=ref.path)
+def _side(plan: Plan, side: str) -> tuple[SourceRef, ...]:
+    """A side's files in ``-f`` order: its first file, then its override files."""
+    if side == "old":
+        return (plan.source, *plan.source_overrides)
+    return (plan.target, *plan.target_overrides)
+
+
+def _target(refs: tuple[SourceRef, ...]) -> Target:
+    first = refs[0]
+    return Target(
+        tag=first.git_ref or "<TAG>", file=first.path, overrides=tuple(r.path for r in refs[1:])
+    )
 
 
 def _agent(agent_url: str, call: tuple[str, dict[str, Any]]) -> str:
@@ -263,27 +289,41 @@ def _agent(agent_url: str, call: tuple[str, dict[str, Any]]) -> str:
     )
 
 
-def docker_compose(ref: SourceRef) -> str:
-    """The ``docker compose`` invocation that reads one side of the plan.
+def docker_compose(ref: SourceRef | tuple[SourceRef, ...]) -> str:
+    """The ``docker compose`` invocation that reads one side of the plan (its first file and
+    its override files, in ``-f`` order).
 
-    A file path is run as it is. A ``git:REF:PATH`` side is the file at REF, piped in with
-    ``git show`` (the working copy holds one of the sides, or neither, so ``-f PATH`` would run
-    whatever is checked out: NEW, for a rollback to a ``git:`` OLD), with PATH's folder as the
-    project directory, so relative paths and the project name are the ones ``-f PATH`` gives.
+    File paths are run as they are. A one-file ``git:REF:PATH`` side is the file at REF, piped
+    in with ``git show`` (the working copy holds one of the sides, or neither, so ``-f PATH``
+    would run whatever is checked out: NEW, for a rollback to a ``git:`` OLD), with PATH's
+    folder as the project directory, so relative paths and the project name are the ones
+    ``-f PATH`` gives. Several ``git:`` files are read from REF's tree extracted once into
+    ``$TREE_<REF>`` (``git archive``, set in "Before you start"): only one file can be piped.
     """
-    if ref.git_ref is None:
-        return f"docker compose -f {shlex.quote(ref.path)}"
-    folder = posixpath.dirname(ref.path) or "."
-    source = shlex.quote(f"{ref.git_ref}:{ref.path}")
-    return f"git show {source} | docker compose --project-directory {shlex.quote(folder)} -f -"
+    refs = (ref,) if isinstance(ref, SourceRef) else ref
+    first = refs[0]
+    if first.git_ref is None:
+        return "docker compose " + " ".join(f"-f {shlex.quote(r.path)}" for r in refs)
+    folder = posixpath.dirname(first.path) or "."
+    if len(refs) == 1:
+        source = shlex.quote(f"{first.git_ref}:{first.path}")
+        return f"git show {source} | docker compose --project-directory {shlex.quote(folder)} -f -"
+    tree = tree_variable(first.git_ref)
+    files = " ".join(f'-f "${tree}"/{shlex.quote(r.path)}' for r in refs)
+    return f'docker compose --project-directory "${tree}"/{shlex.quote(folder)} {files}'
+
+
+def tree_variable(git_ref: str) -> str:
+    """The shell variable a runbook extracts ``git_ref``'s tree into (a name of its own)."""
+    return "TREE_" + re.sub(r"[^A-Za-z0-9]", "_", git_ref).upper()
 
 
 def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> None:
-    ref = plan.source if step.side == "old" else plan.target
-    target = _target(ref)
-    old = _target(plan.source)
+    refs = _side(plan, step.side)
+    target = _target(refs)
+    old = _target(_side(plan, "old"))
     svc = [step.service]
-    compose = docker_compose(ref)
+    compose = docker_compose(refs)
     w(f"### {step.id}: {step.action} `{step.service}` ({step.role})")
     w("")
     w(f"Why: {step.why}.")
@@ -334,6 +374,9 @@ def _step(w: Any, plan: Plan, step: Step, host: str | None, agent_url: str) -> N
     if step.action == "up":
         w(f"# or: {compose} rm -s -f {step.service}")
     else:
-        w(f"# or: {docker_compose(plan.source)} up -d --no-deps --force-recreate {step.service}")
+        w(
+            f"# or: {docker_compose(_side(plan, 'old'))} up -d --no-deps --force-recreate "
+            f"{step.service}"
+        )
     w("```")
     w("")

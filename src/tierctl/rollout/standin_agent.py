@@ -31,7 +31,7 @@ from urllib.parse import quote, quote_plus
 from aiohttp import web
 
 from tierctl.rollout.drivers.compose_manager import ENV_KEY
-from tierctl.rollout.normalise import load_services
+from tierctl.rollout.normalise import load_merged_services
 from tierctl.runtime.polling import wait_until_async
 
 
@@ -127,8 +127,11 @@ class StandinAgent:
     async def _body(self, request: web.Request, keys: set[str]) -> dict[str, Any] | web.Response:
         body = await request.json()
         self.state.requests.append({"path": request.path, **body})
-        if set(body) != keys:
+        if set(body) - {"overrides"} != keys:
             return web.json_response({"error": f"keys must be {sorted(keys)}"}, status=400)
+        for extra in body.get("overrides", []):
+            if (body["tag"], extra) not in self.state.files:
+                return web.json_response({"error": "unknown tag or override file"}, status=404)
         if not body["services"]:
             return web.json_response(
                 {"error": "empty services would mean every service"}, status=400
@@ -158,8 +161,9 @@ class StandinAgent:
         early = await self._early_fault(fault, request)
         if early is not None:
             return early
-        services = load_services(
-            self.state.files[(body["tag"], body["file"])], body["file"]
+        named = [body["file"], *body.get("overrides", [])]
+        services = load_merged_services(
+            [(self.state.files[(body["tag"], f)], f, None) for f in named]
         ).services
         return body, fault, services
 

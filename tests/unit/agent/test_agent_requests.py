@@ -137,3 +137,23 @@ def test_a_dry_run_stopped_at_the_config_copy_is_read_as_its_plan() -> None:
 )
 def test_any_other_dry_run_failure_stays_a_failure(lines: list[str]) -> None:
     assert not stopped_at_config_copy(lines)
+
+
+def test_override_files_ride_in_the_body_and_follow_the_file_on_compose_s_line() -> None:
+    """#37: base + override projects. The key is sent only when there are overrides, so an
+    agent that knows one file per side never sees it."""
+    target = Target("v2", "gpu02/compose.yaml", ("gpu02/override.yaml",))
+    _, body = up_request(target, ["r2"], {}, force_recreate=False, dry_run=True)
+    assert body["overrides"] == ["gpu02/override.yaml"]
+    call = up_call(body)
+    assert call.overrides == ("gpu02/override.yaml",)
+    argv = compose_argv(("docker", "compose"), "p", "/c/a.yaml", "/c", call, ("/c/b.yaml",))
+    assert argv[argv.index("-f") : argv.index("--project-directory")] == [
+        "-f", "/c/a.yaml", "-f", "/c/b.yaml",
+    ]  # fmt: skip
+    _, plain = up_request(TARGET, ["r2"], {}, force_recreate=False, dry_run=True)
+    assert "overrides" not in plain
+    assert down_call(down_request(target, ["r2"], {})[1]).overrides == ("gpu02/override.yaml",)
+    for bad in ("gpu02/override.yaml", [1], [""], ["x"] * 17):
+        with pytest.raises(AgentRefusal, match="`overrides` must be a list"):
+            up_call({**body, "overrides": bad})

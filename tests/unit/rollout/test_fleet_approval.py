@@ -466,3 +466,46 @@ def test_rollout_fleet_dry_run_writes_no_journal_and_the_real_run_starts_with_th
     )
     assert refused.code == 2
     assert "cannot be approved by a dry run" in refused.err
+
+
+def test_a_fleet_host_with_an_override_file_plans_and_rolls_out_both_files(
+    fleet_file: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., CliResult]
+) -> None:
+    """#37: base + override projects in a fleet. Only h2 merges an override, which relabels
+    its r1 between o1 and o2: its plan sees the change, its agent calls name both files."""
+    repo = fleet_file.parent / "deploy"
+    for tag, label in (("o1", "a"), ("o2", "b")):
+        (repo / "h2" / "override.yaml").write_text(
+            f"services:\n  r1:\n    labels: {{v: {label}}}\n"
+        )
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-qm", tag)
+        _git(repo, "tag", tag)
+    doc = yaml.safe_load(fleet_file.read_text())
+    doc.update(old="o1", new="o2")
+    doc["hosts"][1]["overrides"] = ["h2/override.yaml"]
+    doc["waves"]["approval"] = False
+    fleet_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+    shown = run_cli("plan", "--fleet", str(fleet_file))
+    assert shown.code == 0, shown.err
+    assert "h2 (h2/compose.yaml + h2/override.yaml): 01-recreate-r1" in shown.out
+    assert "h1 (h1/compose.yaml): nothing to change" in shown.out
+    book = run_cli("runbook", "--fleet", str(fleet_file)).out
+    assert "### Wave 2, h2: `h2/compose.yaml` + `h2/override.yaml`" in book
+    assert '"file": "h2/compose.yaml", "overrides": ["h2/override.yaml"]' in book
+    seen: list[dict[str, Any]] = []
+
+    def run_rollout(plan: Any, driver: Any, old: Any, new: Any, *_a: Any, **_k: Any) -> Any:
+        seen.append({"target": driver._targets["new"].body(), "services": new.services})
+        return RolloutResult(outcomes=(), journal=None)
+
+    monkeypatch.setattr("tierctl.rollout.entrypoints.run_rollout", run_rollout)
+    done = run_cli("rollout", "--fleet", str(fleet_file))
+    assert done.code == 0, done.err
+    h2 = next(s for s in seen if s["target"]["file"] == "h2/compose.yaml")
+    assert h2["target"] == {
+        "tag": "o2",
+        "file": "h2/compose.yaml",
+        "overrides": ["h2/override.yaml"],
+    }
+    assert h2["services"]["r1"]["labels"] == {"v": "b"}  # the side as both files merge it

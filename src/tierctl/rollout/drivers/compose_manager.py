@@ -59,10 +59,20 @@ def validate_env(env: Mapping[str, str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Target:
-    """What the agent needs to find a file: the deployment repository's tag and the path."""
+    """What the agent needs to find a side's files: the deployment repository's tag, the path
+    of the first file and those of the override files merged over it (``-f`` order)."""
 
     tag: str
     file: str
+    overrides: tuple[str, ...] = ()
+
+    def body(self) -> dict[str, Any]:
+        """The request keys naming the files (``overrides`` only where there are some: an
+        agent that knows one file per side never sees the key)."""
+        named: dict[str, Any] = {"tag": self.tag, "file": self.file}
+        if self.overrides:
+            named["overrides"] = list(self.overrides)
+        return named
 
 
 def up_request(
@@ -76,8 +86,7 @@ def up_request(
     """The agent call (path, body) of a scoped ``up``; the runbook prints the same bodies."""
     require_services(services)
     return "/compose/up", {
-        "tag": target.tag,
-        "file": target.file,
+        **target.body(),
         "services": list(services),
         "env": dict(env),
         "force_recreate": force_recreate,
@@ -91,8 +100,7 @@ def down_request(
     """The agent call (path, body) of a scoped ``down``; volumes are kept."""
     require_services(services)
     return "/compose/down", {
-        "tag": target.tag,
-        "file": target.file,
+        **target.body(),
         "services": list(services),
         "env": dict(env),
         "volumes": False,

@@ -23,6 +23,7 @@ from tierctl.errors import RuntimeFailure
 from tierctl.rollout.deployment import Deployment
 from tierctl.rollout.drivers.base import require_services
 from tierctl.rollout.dryrun import DryRunResult, parse_dry_run, stopped_at_config_copy
+from tierctl.rollout.plan_schema import SourceRef
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,11 @@ class DockerDriver:
         return f"http://{self._gate_host}:{dep.engine_port(service)}"
 
     def base_argv(self, dep: Deployment) -> list[str]:
-        """``docker compose -f FILE [--project-directory D] [-p P]`` for one side."""
-        argv = [*self._compose, "-f", str(self._file(dep))]
+        """``docker compose -f FILE [-f OVERRIDE ...] [--project-directory D] [-p P]`` for
+        one side (its override files merged over it, in order, as the plan read them)."""
+        argv = [*self._compose]
+        for ref, text in dep.files:
+            argv += ["-f", str(self._file(dep.side, ref, text))]
         if dep.ref.git_ref is not None:
             argv += ["--project-directory", str((self._repo_root / dep.ref.path).parent)]
         if self._project:
@@ -184,14 +188,15 @@ class DockerDriver:
     def _up_args(services: list[str]) -> list[str]:
         return ["up", "-d", "--no-deps", "--force-recreate", *services]
 
-    def _file(self, dep: Deployment) -> Path:
-        if dep.ref.git_ref is None:
-            return Path(dep.ref.path)
-        digest = hashlib.sha256(dep.text.encode()).hexdigest()[:16]
-        path = self._workdir / f"{dep.side}-{digest}-{Path(dep.ref.path).name}"
+    def _file(self, side: str, ref: SourceRef, text: str) -> Path:
+        """The file on disk: itself, or a ``git:`` file's text written once to the workdir."""
+        if ref.git_ref is None:
+            return Path(ref.path)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        path = self._workdir / f"{side}-{digest}-{Path(ref.path).name}"
         if not path.exists():
             self._workdir.mkdir(parents=True, exist_ok=True)
-            path.write_text(dep.text)
+            path.write_text(text)
         return path
 
     def _run(self, argv: list[str]) -> RunResult:
