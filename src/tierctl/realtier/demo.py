@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.rule import Rule
 
 from tierctl.errors import TierctlError
+from tierctl.progress import RolloutWaits
 from tierctl.results import RESULTS_NAME, read_results
 from tierctl.runtime.local_prom import wait_for_scrape
 
@@ -79,13 +80,46 @@ def run_demo(
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, terminated)
+    times = (start_timeout_s, live_s, soak_s)
     try:
-        return _demo(console, workdir, (start_timeout_s, live_s, soak_s), stage, t0)
+        return _demo(console, workdir, times, stage, t0)
+    except DemoStopped as stop:
+        _stopped(console, stop, t0)
+        return stop.code
     except TierctlError as exc:
-        console.print(f"[red]error:[/] {exc.format()}")
+        _stopped(console, DemoStopped(exc.format(), _again(workdir, times), int(exc.exit_code)), t0)
         return int(exc.exit_code)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class DemoStopped(Exception):
+    """The demo cannot go on to its verdict: where it stopped, why, and what to run next."""
+
+    def __init__(self, reason: str, next_command: str, code: int = 1) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.next_command = next_command
+        self.code = code
+
+
+def _stopped(console: Console, stop: DemoStopped, t0: float) -> None:
+    """The last lines of a demo that did not reach its verdict: a located reason, the next
+    command (an operator is never left with one red line, #37)."""
+    console.print(
+        Rule(f"verdict: not reached  [dim](total {time.monotonic() - t0:.0f} s)[/]", style="red")
+    )
+    console.print(f"[red]stopped:[/] {stop.reason}")
+    console.print(f"next: {stop.next_command}")
+
+
+def _again(workdir: Path, times_s: tuple[float, float, float], **more: float) -> str:
+    """The demo's own command line again, with ``more`` options changed."""
+    start_timeout_s, live_s, soak_s = times_s
+    opts = {"start-timeout-s": start_timeout_s, "live-s": live_s, "soak-s": soak_s}
+    opts.update({k.replace("_", "-"): v for k, v in more.items()})
+    flags = " ".join(f"--{k} {v:g}" for k, v in opts.items())
+    return f"tierctl real-engine demo --workdir {workdir} {flags}"
 
 
 def _demo(
@@ -98,7 +132,7 @@ def _demo(
     from tierctl.realengine import env as realenv
     from tierctl.realtier.tier import RealTier
 
-    start_timeout_s, live_s, soak_s = times_s
+    start_timeout_s, live_s, _soak_s = times_s
     stage("1/7 the real engine")
     with console.status("vLLM CPU virtualenv (scripts/ensure-vllm; ~3.4 GB the first time)"):
         python = realenv.ensure_vllm()
@@ -118,7 +152,11 @@ def _demo(
 
         stage("3/7 validate NEW against the spec and vLLM 0.32.0's own flag catalog")
         if not _valid(console, spec, new):
-            return 1
+            raise DemoStopped(
+                f"stage 3/7: {new} breaks the contracts above (the bundled example renders "
+                "a valid file: was the spec edited?)",
+                f"tierctl validate --spec {spec} {new}",
+            )
 
         stage("4/7 start the tier as OLD: r1, r2, sglang-router, Prometheus")
         times = tier.start()
@@ -126,20 +164,35 @@ def _demo(
             console.print(f"{service}: healthy after {seconds:.0f} s")
 
         stage("5/7 plan and roll out r2, clients going through the router all along")
-        if not _roll_out(console, tier, workdir, (old, new, spec), (start_timeout_s, soak_s)):
-            return 1
+        lost = _roll_out(console, tier, workdir, (old, new, spec), times_s)
 
         stage("6/7 paired A/B r1 vs r2 around the router, then live traffic through it")
         code, live_start = _bench(console, tier, workdir, live_s)
         if code is not None:
-            return code
+            raise DemoStopped(
+                f"stage 6/7: the bench exited {code} (its lines above say why); the rollout "
+                "itself had finished",
+                _again(workdir, times_s),
+                code,
+            )
 
         stage("7/7 readout r2 (canary) vs r1 (control) from the real Prometheus")
         if tier.prometheus is None:
-            console.print("[yellow]prometheus is not installed: no readout[/]")
-            return 0
+            raise DemoStopped(
+                "stage 7/7: Debian's prometheus is not installed, so there is nothing to read "
+                "the canary out of (the rollout and the A/B above stand)",
+                "./scripts/ensure-prometheus && make demo-real",
+            )
         code = _readout(console, tier.prometheus.url, spec, live_start, live_s, t0)
         console.print(CPU_LIMITS)
+        if lost:
+            # The verdict stands; the rollout's promise (no client loses a request) did not.
+            console.print(f"[red]but the rollout lost requests:[/] {lost}")
+            console.print(
+                "next: on a loaded machine give the restart more room and the clients fewer "
+                f"requests at once: {_again(workdir, times_s, start_timeout_s=2 * start_timeout_s)}"
+            )
+            return 1
         return 0 if code in (0, 1, 3) else code
     finally:
         with console.status("stopping the tier (engines, router, Prometheus)"):
@@ -163,10 +216,14 @@ def _roll_out(
     tier: RealTier,
     workdir: Path,
     sides: tuple[Path, Path, Path],
-    times_s: tuple[float, float],
-) -> bool:
-    """Stage 5: roll r2 out with every gate on while traffic goes through the router; whether
-    no client saw a failure and r1 was left alone."""
+    times_s: tuple[float, float, float],
+) -> str:
+    """Stage 5: roll r2 out with every gate on while traffic goes through the router. Returns
+    what the clients lost ("" when nothing: the demo goes on to its verdict either way).
+
+    Raises:
+        DemoStopped: the rollout failed (its step rolled back), or r1 was touched.
+    """
     from tierctl.realtier.traffic import Traffic
     from tierctl.rollout.entrypoints import make_plan
     from tierctl.rollout.executor import RolloutOptions, load_sides, run_rollout
@@ -177,7 +234,7 @@ def _roll_out(
     for step in plan.steps:
         console.print(f"  {step.id}  gates: {', '.join(step.gates) or '-'}")
     o, n = load_sides(plan)
-    start_timeout_s, soak_s = times_s
+    start_timeout_s, _live_s, soak_s = times_s
     # Every gate on: health, running args, metrics-variant, the soak (judged with r2 back in
     # the router, serving the clients' requests) and, with the tier's Prometheus, the variant
     # in the live series (the tier's driver reloads it with NEW's scrape config in the
@@ -193,16 +250,22 @@ def _roll_out(
     assert tier.router is not None
     before = tier.router.client.counters()
     rolled = time.monotonic()
-    with Traffic(tier.router.url, concurrency=2) as traffic:
+    journal = workdir / "rollout.journal.jsonl"
+    with Traffic(tier.router.url, concurrency=2) as traffic, RolloutWaits(console) as waits:
         traffic.wait_for(4, timeout_s=300)
-        result = run_rollout(
-            plan,
-            tier.driver,
-            o,
-            n,
-            RolloutOptions(workdir / "rollout.journal.jsonl", gates=gates),
-            log=lambda m: console.print(f"  {m}"),
-        )
+        try:
+            result = run_rollout(
+                plan, tier.driver, o, n, RolloutOptions(journal, gates=gates),
+                log=lambda m: console.print(f"  {m}"), progress=waits,
+            )  # fmt: skip
+        except TierctlError as exc:
+            raise DemoStopped(
+                f"stage 5/7: the rollout of r2 failed and was rolled back: {exc.message}"
+                + (f" (fix: {exc.fix})" if exc.fix else "")
+                + f"; its journal is {journal}, r2's logs are under {tier.state_dir}/logs",
+                _again(workdir, times_s, start_timeout_s=2 * start_timeout_s),
+                int(exc.exit_code),
+            ) from exc
         rollout_s = time.monotonic() - rolled
         tier.router.wait_healthy(2, timeout_s=120)
         traffic.wait_for(traffic.result.sent + 4, timeout_s=300)
@@ -214,7 +277,19 @@ def _roll_out(
         f"through the router {seen.sent} requests, {len(seen.failures)} failed "
         f"(router 5xx: {router_errors:g})"
     )
-    return not seen.failures and tier.pid("r1") == r1_pid
+    if tier.pid("r1") != r1_pid:
+        raise DemoStopped(
+            "stage 5/7: r1, the control, was restarted during r2's rollout (the plan "
+            f"touches r2 only): its log is under {tier.state_dir}/logs",
+            _again(workdir, times_s),
+        )
+    if not seen.failures:
+        return ""
+    kinds = ", ".join(f"{k}: {v}" for k, v in sorted(seen.outcomes.items()) if k != "200")
+    return (
+        f"{len(seen.failures)} of {seen.sent} requests through the router failed during the "
+        f"rollout ({kinds}; router 5xx {router_errors:g}) while r1 carried them alone"
+    )
 
 
 def _bench(
