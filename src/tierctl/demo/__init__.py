@@ -87,7 +87,15 @@ def run_demo(
             ctx.facts.setdefault("skipped", []).append(title)
             continue
         if not stage(ctx):
-            console.print(f"[red]stage {title!r} failed (details above)[/red]")
+            # A located stop and the next command, never one red line alone (#37).
+            console.print(Rule("verdict: not reached", style="red"))
+            console.print(f"[red]stopped at stage {title!r}[/red] (its lines above say why)")
+            console.print(
+                f"files of the run (journal, A/B report, logs): {ctx.workdir}\n"
+                f"next: tierctl demo --spec {spec_path} --debug (the same run, with "
+                f"tracebacks), or tierctl demo --spec {spec_path} --quick (the acts without "
+                "servers)"
+            )
             return False
     console.print(Rule("done"))
     if quick:

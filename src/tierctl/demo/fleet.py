@@ -60,6 +60,14 @@ class FleetDemo:
     workdir: Path
     hosts: dict[str, LoopbackHost]
     ports: dict[str, int]
+    #: Why the story stopped before its end (empty while it goes on).
+    stopped: str = ""
+
+    def stop(self, reason: str) -> bool:
+        """Record and print why the story cannot go on; False, for ``return demo.stop(...)``."""
+        self.stopped = reason
+        self.console.print(f"[red]{reason}[/]")
+        return False
 
     @property
     def repo(self) -> Path:
@@ -164,12 +172,13 @@ def _old_everywhere(demo: FleetDemo) -> bool:
             headers={"Authorization": f"Bearer {host.token}"},
         )  # fmt: skip
         if not got.text.strip().endswith('{"type": "exit", "code": 0}'):
-            c.print(f"[red]{name}: compose up failed:[/] {got.text[-400:]}")
-            return False
+            return demo.stop(f"{name}: compose up of v1 failed: {got.text[-400:]}")
     for name in HOSTS:
         if not wait_engine(demo.ports[name], ENGINE_START_S):
-            c.print(f"[red]{name}: the engine did not answer /health in {ENGINE_START_S:g} s[/]")
-            return False
+            return demo.stop(
+                f"{name}: the engine did not answer /health in {ENGINE_START_S:g} s (its "
+                "container's log: docker logs, with that host's DOCKER_HOST)"
+            )
         c.print(f"  {name}: engine {_interval(demo, name)} answering on :{demo.ports[name]}")
     return True
 
@@ -250,6 +259,10 @@ def run_fleet_demo(console: Console, workdir: Path) -> bool:
     missing = missing_parts()
     if missing:
         console.print(f"[red]the fleet demo cannot run here: it needs {'; '.join(missing)}[/]")
+        console.print(
+            "next: `make demo-fleet` as root (it installs Debian's docker.io and prometheus "
+            "first: scripts/ensure-docker, scripts/ensure-prometheus)"
+        )
         return False
     import os
 
@@ -265,8 +278,16 @@ def run_fleet_demo(console: Console, workdir: Path) -> bool:
             return False
         _show_plan(demo)
         ok = _waves(demo)
-    console.print(Rule("done" if ok else "failed"))
+    console.print(Rule("done" if ok else "verdict: not reached", style="" if ok else "red"))
     console.print(f"the fleet demo took {time.monotonic() - started:.0f} s; files in {workdir}")
+    if not ok:
+        # Never one red line alone (#37): where it stopped, what it left, what to run next.
+        console.print(f"stopped: {demo.stopped or 'see the lines above'}")
+        journal = f"the fleet journal {demo.journal}" if demo.journal.exists() else "no journal"
+        console.print(
+            f"next: read {journal} and each host's FLEET.journal.HOST.jsonl beside it; every "
+            "host was stopped; `make demo-fleet` starts three fresh ones"
+        )
     return ok
 
 
@@ -278,23 +299,23 @@ def _waves(demo: FleetDemo) -> bool:
     result = _rollout(demo)
     seen = _journal_tail(demo, 0)
     if result.awaiting != 2:
-        c.print(f"[red]expected to stop before wave 2: {result.status} {result.errors}[/]")
-        return False
+        return demo.stop(
+            f"wave 1 (the canary host) did not stop for wave 2's approval: {result.status} "
+            f"{result.errors}"
+        )
     c.print(
         "[yellow]stopped: awaiting approval for wave 2[/] (exit status 4); "
         f"gpu02 runs {_interval(demo, 'gpu02')}, gpu03 {_interval(demo, 'gpu03')}"
     )
     verdict = _readout(demo)
     if verdict not in ("pass", "skipped"):
-        c.print(f"[red]the readout says {verdict}: wave 2 is not approved[/]")
-        return False
+        return demo.stop(f"the readout says {verdict}: wave 2 is not approved")
     who = approver()
     c.print(Rule(f"approval: tierctl rollout --fleet ... --resume --approve-wave 2 (by {who})"))
     result = _rollout(demo, Approval(2, who, f"fleet readout: {verdict}"))
     _journal_tail(demo, seen)
     if result.halted or result.awaiting is not None:
-        c.print(f"[red]wave 2 did not finish: {result.status} {result.errors}[/]")
-        return False
+        return demo.stop(f"wave 2 did not finish: {result.status} {result.errors}")
     on_new = {h: _interval(demo, h) for h in HOSTS}
     for h, said in on_new.items():
         c.print(f"  {h}: {said}")
