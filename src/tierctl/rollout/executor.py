@@ -261,6 +261,7 @@ def _run_rollout(
                 },
                 variant_label=plan.variant_label,
                 logs=_log_reader(driver, old if step.side == "old" else new, step.service),
+                state=_state_reader(driver, old if step.side == "old" else new, step.service),
                 launched=_launched(driver, old if step.side == "old" else new, step.service),
                 engine_profiles={
                     s.container_name or s.service: step_profile(s.expected_argv)
@@ -291,6 +292,17 @@ def _log_reader(driver: Driver, dep: Deployment, service: str) -> Callable[[], s
     if logs is None:
         return None
     return lambda: logs(dep, service)
+
+
+def _state_reader(
+    driver: Driver, dep: Deployment, service: str
+) -> Callable[[], tuple[str, int | None] | None] | None:
+    """How the health gate asks whether the engine's container still runs, where the driver
+    can say (``container_state(dep, service)``)."""
+    state = getattr(driver, "container_state", None)
+    if state is None:
+        return None
+    return lambda: state(dep, service)
 
 
 def _launched(

@@ -129,6 +129,9 @@ class GateContext:
     engine_profiles: Mapping[str, EngineProfile] = field(default_factory=dict)
     #: Receives every poll of a wait (health, variants, soak) with its elapsed time.
     progress: RolloutProgress = field(default_factory=NoProgress)
+    #: The engine container's state and exit code where the driver can say
+    #: (``container_state``): the health gate fails at once on one that exited.
+    state: Callable[[], tuple[str, int | None] | None] | None = None
 
     @property
     def profile(self) -> EngineProfile:
@@ -162,10 +165,18 @@ def _url(ctx: GateContext, path: str) -> str:
     return ctx.base_url.rstrip("/") + path
 
 
+#: Seconds between two questions to the driver whether the engine's container still runs.
+STATE_EVERY_S = 2.0
+
+
 def gate_health(ctx: GateContext) -> None:
-    """Poll the health path until it answers 200 or the start-up budget is spent."""
+    """Poll the health path until it answers 200 or the start-up budget is spent; an engine
+    whose container exited (a crash on start, a flag its parser refuses) fails at once, with
+    its exit code and the end of its log, instead of at the end of the budget."""
     last = "no answer"
     path = ctx.profile.health_path
+    asked = [-STATE_EVERY_S]
+    exited: list[tuple[str, int | None]] = []
 
     def healthy() -> bool:
         nonlocal last
@@ -173,9 +184,17 @@ def gate_health(ctx: GateContext) -> None:
             resp = ctx.client.get(_url(ctx, path), timeout=ctx.settings.request_timeout_s)
         except httpx.HTTPError as exc:
             last = type(exc).__name__
-            return False
-        last = f"HTTP {resp.status_code}"
-        return resp.status_code == 200
+        else:
+            last = f"HTTP {resp.status_code}"
+            if resp.status_code == 200:
+                return True
+        if ctx.state is not None and ctx.clock() - asked[0] >= STATE_EVERY_S:
+            asked[0] = ctx.clock()
+            found = ctx.state()
+            if found is not None and found[0] in EXITED_STATES:
+                exited.append(found)
+                return True  # ends the wait: judged below
+        return False
 
     if not _poll(ctx, healthy, ctx.settings.health_timeout_s, lambda: f"{path}: {last}"):
         raise GateFailed(
@@ -185,7 +204,28 @@ def gate_health(ctx: GateContext) -> None:
             fix="read the container's log; raise `health_timeout_s` for slow model loads",
             params=("health_timeout_s",),
         )
+    if exited:
+        state, code = exited[0]
+        raise GateFailed(
+            f"{ctx.step.service} exited before it answered {path} (container {state}, exit "
+            f"code {code if code is not None else 'unknown'}){_log_end(ctx)}",
+            rule=f"a recreated engine keeps running and answers {path}",
+            value=code,
+            fix="read the container's log (a flag its release refuses, a model path it cannot "
+            "load); `tierctl validate` checks flags against the release's catalog",
+        )
     ctx.notes.append("health: 200")
+
+
+#: Container states of an engine that stopped (Docker's words; the local driver's too).
+EXITED_STATES = frozenset({"exited", "dead"})
+
+
+def _log_end(ctx: GateContext) -> str:
+    """The last lines of the engine's log, for a message (where the driver can read it)."""
+    text = ctx.logs() if ctx.logs is not None else None
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()][-3:]
+    return ("; its log ends: " + " | ".join(ln.strip()[:200] for ln in lines)) if lines else ""
 
 
 def _poll(

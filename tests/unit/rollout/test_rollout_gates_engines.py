@@ -242,3 +242,51 @@ def test_the_variant_note_says_what_was_compared_never_none(
     gate_metrics_variant(ctx)
     assert said in ctx.notes[-1]
     assert "None" not in ctx.notes[-1]
+
+
+def test_an_engine_whose_container_exited_fails_its_health_gate_at_once() -> None:
+    """A crash on start or a refused flag (#37): the gate asks the driver whether the container
+    still runs and fails on the first answer that it exited, with the code and the log's end,
+    instead of waiting out the whole start-up budget."""
+    from tierctl.rollout import gates as gates_module
+
+    def refused(_r: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused")
+
+    asked: list[float] = []
+    ctx = _ctx(SG, refused, logs="line 1\nerror: unrecognized arguments: --no-such-flag\n",
+               health_timeout_s=600)  # fmt: skip
+
+    def state() -> tuple[str, int | None]:
+        asked.append(ctx.clock())
+        return ("running", None) if len(asked) < 3 else ("exited", 2)
+
+    ctx.state = state
+    with pytest.raises(GateFailed, match="exited before it answered /health") as info:
+        gates_module.gate_health(ctx)
+    assert "exit code 2" in info.value.message
+    assert "unrecognized arguments: --no-such-flag" in info.value.message
+    assert ctx.clock() < 10  # not the 600 s budget
+    # Asked at most once per STATE_EVERY_S of the gate's clock, not at every poll.
+    gaps = [b - a for a, b in zip(asked, asked[1:], strict=False)]
+    assert all(g >= gates_module.STATE_EVERY_S for g in gaps), gaps
+
+
+def test_a_running_container_keeps_the_whole_budget() -> None:
+    from tierctl.rollout import gates as gates_module
+
+    ctx = _ctx(SG, lambda _r: httpx.Response(503), health_timeout_s=30)
+    ctx.state = lambda: ("running", None)
+    with pytest.raises(GateFailed, match="did not answer /health in 30 s"):
+        gates_module.gate_health(ctx)
+
+
+def test_compose_ps_json_of_either_release_gives_the_state() -> None:
+    from tierctl.rollout.drivers.docker import container_state_of
+
+    lines = '{"Service":"r1","State":"running","ExitCode":0}\n{"Service":"r2","State":"exited","ExitCode":2}\n'
+    assert container_state_of(lines, "r2") == ("exited", 2)
+    array = '[{"Service":"r2","State":"running","ExitCode":0}]'
+    assert container_state_of(array, "r2") == ("running", 0)
+    assert container_state_of("not json\n", "r2") is None
+    assert container_state_of(lines, "r3") is None

@@ -219,6 +219,26 @@ class ComposeManagerDriver:
         """``http://GATE_HOST:PORT`` from the service's ``--port``."""
         return f"http://{self._gate_host}:{dep.engine_port(service)}"
 
+    def container_state(self, dep: Deployment, service: str) -> tuple[str, int | None] | None:
+        """The service's container state and exit code, from the agent's ``POST
+        /compose/ps``; None when it cannot say (no answer, an agent without ``ps``)."""
+        target = self._targets.get(dep.side)
+        if target is None:
+            return None
+        try:
+            resp = self._client.post(
+                "/compose/ps", json={"tag": target.tag, "file": target.file},
+                timeout=httpx.Timeout(5.0),
+            )  # fmt: skip
+            rows = resp.json().get("containers") if resp.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        for row in rows if isinstance(rows, list) else []:
+            if isinstance(row, dict) and row.get("service") == service:
+                code = row.get("exit_code")
+                return str(row.get("state", "")), code if isinstance(code, int) else None
+        return None
+
     def dry_run(self, dep: Deployment, services: list[str]) -> DryRunResult:
         """Ask the agent for a dry-run ``up`` of exactly ``services``."""
         ((path, body),) = dry_run_requests(self._target(dep), services, self._env)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tierctl.errors import RuntimeFailure
 from tierctl.rollout.deployment import Deployment
@@ -155,6 +157,14 @@ class DockerDriver:
         res = self._runner(self.logs_argv(dep, service))
         return res.stdout + res.stderr if res.returncode == 0 else None
 
+    def container_state(self, dep: Deployment, service: str) -> tuple[str, int | None] | None:
+        """The service's container state and exit code (``docker compose ps -a``); None when
+        compose cannot say."""
+        res = self._runner([*self.base_argv(dep), "ps", "-a", "--format", "json", service])
+        if res.returncode != 0:
+            return None
+        return container_state_of(res.stdout, service)
+
     def dry_run(self, dep: Deployment, services: list[str]) -> DryRunResult:
         """Run the dry run and parse what it would do."""
         argv = self.dry_run_argv(dep, services)
@@ -238,3 +248,20 @@ def _no_compose_plugin(output: str) -> bool:
         or "'compose' is not a docker command" in text
         or "unknown command: docker compose" in text
     )
+
+
+def container_state_of(text: str, service: str) -> tuple[str, int | None] | None:
+    """``docker compose ps --format json``'s state and exit code of ``service`` (Compose 2.21+
+    prints one JSON object a line, older releases one array); None when it is not listed."""
+    rows: list[Any] = []
+    for line in text.splitlines():
+        try:
+            got = json.loads(line)
+        except ValueError:
+            continue
+        rows.extend(got if isinstance(got, list) else [got])
+    for row in rows:
+        if isinstance(row, dict) and row.get("Service") == service:
+            code = row.get("ExitCode")
+            return str(row.get("State", "")), code if isinstance(code, int) else None
+    return None

@@ -146,6 +146,16 @@ class LocalDriver:
         except OSError:
             return None
 
+    def container_state(self, dep: Deployment, service: str) -> tuple[str, int | None] | None:
+        """``("running", None)`` or ``("exited", CODE)`` for a process this driver started
+        (its child); None when it cannot say (not started here, or by another tierctl)."""
+        entry = self.state().get(service)
+        child = self._children.get(int(entry["pid"])) if entry and entry.get("pid") else None
+        if child is None:
+            return None
+        code = child.poll()
+        return ("running", None) if code is None else ("exited", code)
+
     def dry_run(self, dep: Deployment, services: list[str]) -> DryRunResult:
         """Exactly the requested services would be applied (non-engines as no-ops)."""
         require_services(services)
