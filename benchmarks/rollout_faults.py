@@ -62,6 +62,7 @@ from tierctl.testhosts.dockerd import (  # noqa: E402
     python_mounts,
 )
 from tierctl.testhosts.hostset import HostSet, hosts_missing  # noqa: E402
+from tierctl.testhosts.repo import commit_tag  # noqa: E402
 
 ROUTER = Path(sys.executable).parent / "sglang-router"
 ROUTER_PORT = 30000
@@ -149,20 +150,6 @@ def compose_file(engines: Engines, host: str, tag: str) -> str:
         "model-r2": engines.service(PORTS["model-r2"], 8 if tag == "old" else 2, "canary", fault),
     }
     return yaml.safe_dump({"name": host, "services": services}, sort_keys=False)
-
-
-def commit_tag(repo: Path, tag: str, files: dict[str, str]) -> None:
-    """Write ``files`` into the git repository ``repo``, commit, tag."""
-    if not (repo / ".git").exists():
-        repo.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    for rel, text in files.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    git = ["git", "-C", str(repo), "-c", "user.email=b@example.invalid", "-c", "user.name=b"]
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", tag], check=True)
-    subprocess.run([*git, "tag", tag], check=True)
 
 
 class Bursts:

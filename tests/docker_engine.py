@@ -25,6 +25,7 @@ import pytest
 from tierctl.runtime.polling import wait_until
 from tierctl.testhosts.dockerd import SLEEPER, TINY_IMAGE, HostDockerd, dockerd_missing
 from tierctl.testhosts.dockerd import python_mounts as host_python_mounts
+from tierctl.testhosts.repo import commit_tag as commit_tag
 
 __all__ = [
     "SLEEPER",
@@ -68,20 +69,6 @@ def python_mounts() -> list[str]:
     """Read-only bind mounts that let a tiny-image container run this checkout's tierctl
     (:func:`tierctl.testhosts.dockerd.python_mounts` for ``src``)."""
     return host_python_mounts(ROOT / "src")
-
-
-def commit_tag(repo: Path, tag: str, files: dict[str, str]) -> None:
-    """Write ``files`` into the git repository ``repo`` (created on first use), commit, tag."""
-    if not (repo / ".git").exists():
-        repo.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    for rel, text in files.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    git = ["git", "-C", str(repo), "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", tag], check=True)
-    subprocess.run([*git, "tag", tag], check=True)
 
 
 class AgentProcess:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -43,6 +42,7 @@ from tierctl.demo.fleet_hosts import (
     wait_engine,
 )
 from tierctl.runtime.process import free_port
+from tierctl.testhosts.repo import commit_tag
 
 HOSTS = ("gpu02", "gpu03", "gpu04")
 #: How long an engine container has to answer /health (Python starting on a loaded machine).
@@ -100,19 +100,6 @@ def _engine(port: int, interval: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _commit(repo: Path, tag: str, files: dict[str, str]) -> None:
-    if not (repo / ".git").exists():
-        repo.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
-    for rel, text in files.items():
-        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        (repo / rel).write_text(text)
-    git = ["git", "-C", str(repo), "-c", "user.email=demo@example.invalid", "-c", "user.name=demo"]
-    subprocess.run([*git, "add", "-A"], check=True, timeout=60)
-    subprocess.run([*git, "commit", "-q", "-m", tag], check=True, timeout=60)
-    subprocess.run([*git, "tag", tag], check=True, timeout=60)
-
-
 def _repository(demo: FleetDemo) -> None:
     """v1 (OLD: --prefill-decode-interval 1) and v2 (NEW: 2) of every host's compose file."""
     for tag, interval in (("v1", 1), ("v2", 2)):
@@ -123,7 +110,7 @@ def _repository(demo: FleetDemo) -> None:
             )
             for h in HOSTS
         }
-        _commit(demo.repo, tag, files)
+        commit_tag(demo.repo, tag, files)
 
 
 def _fleet_file(demo: FleetDemo) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 
@@ -268,7 +269,7 @@ def test_an_engine_whose_container_exited_fails_its_health_gate_at_once() -> Non
     assert "unrecognized arguments: --no-such-flag" in info.value.message
     assert ctx.clock() < 10  # not the 600 s budget
     # Asked at most once per STATE_EVERY_S of the gate's clock, not at every poll.
-    gaps = [b - a for a, b in zip(asked, asked[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(asked)]
     assert all(g >= gates_module.STATE_EVERY_S for g in gaps), gaps
 
 
