@@ -111,6 +111,10 @@ class Engines:
                 "environment": {"HOME": "/tmp", "HF_HUB_OFFLINE": "1",
                                 "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"},
                 "shm_size": "1g",
+                # An init as pid 1 reaps vLLM's engine processes: without it a recreated
+                # replica's exited workers stayed zombies, its API server never answered and
+                # the daemon could not stop the container ("PID ... is zombie") (seen here).
+                "init": True,
                 "entrypoint": [str(self.vllm_python), "-m", "vllm.entrypoints.openai.api_server"],
                 "command": ["--model", model, "--served-model-name", MODEL, "--host", "0.0.0.0",
                             "--port", str(port), "--max-model-len", "4096", "--dtype", "float32",
@@ -479,7 +483,9 @@ def main() -> int:
             o = one_rollout(bench, n + 1, scenario)
             outcomes.append(o)
             print(f"rollout {o.number} {o.scenario}: {o.status} in {o.seconds:.0f} s, "
-                  f"{o.failed} of {o.sent} failed", flush=True)  # fmt: skip
+                  f"{o.failed} of {o.sent} failed {o.kinds or ''}", flush=True)  # fmt: skip
+            if o.error:
+                print(f"  {o.error}", flush=True)
     report(outcomes)
     if not args.keep:
         with contextlib.suppress(OSError):
