@@ -127,7 +127,10 @@ def adopt(
     """
     if not paths:
         raise InputError("nothing to import", rule="usage", fix="pass a compose file")
-    files = [load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN) for p in paths]
+    files = [
+        load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN, overlay=i > 0)
+        for i, p in enumerate(paths)
+    ]
     merged = only_active(merge_compose(files), profiles)
     _refuse_schema_errors(merged)
     notes: list[str] = []
