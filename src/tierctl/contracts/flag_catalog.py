@@ -18,6 +18,7 @@ from tierctl.compose.argv import FlagUse
 from tierctl.contracts.context import Context
 from tierctl.contracts.credentials import is_secret_flag, looks_secret_value
 from tierctl.contracts.report import Violation
+from tierctl.credentials import shown_value
 from tierctl.engine_catalog import Catalog, Flag, FlagType
 
 _HUMAN_INT = re.compile(r"^-?\d+(\.\d+)?[kKmMgGtT]?$")
@@ -110,7 +111,7 @@ def _use_finding(catalog: Catalog, use: FlagUse) -> tuple[str, str | None, str |
     """(message, found, fix) of one flag use the catalog refuses, or None."""
     if not use.token:
         return (
-            f"stray value {use.values[0]!r} before any flag",
+            f"stray value {shown_value(use.values[0])} before any flag",
             None,
             "put the value after its flag, or drop it",
         )

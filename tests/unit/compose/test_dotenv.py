@@ -27,7 +27,7 @@ LOOKUP = {"SET": "value"}
         ('A="\\0101\\012\\0\\q"\n', {"A": "A\\12\\\\q"}),
         ("A='multi\nline'\nB=2\n", {"A": "multi\nline", "B": "2"}),
         ("A=\ufeff1\n", {"A": "\ufeff1"}),
-        ("A=${SET}\nB=\"${A}-${UNSET:-d}\"\n", {"A": "value", "B": "value-d"}),
+        ('A=${SET}\nB="${A}-${UNSET:-d}"\n', {"A": "value", "B": "value-d"}),
     ],
 )
 def test_values_as_compose_reads_them(text: str, expected: dict[str, str | None]) -> None:
