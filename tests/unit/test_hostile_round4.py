@@ -86,7 +86,8 @@ def test_a_bad_agent_url_is_a_located_error_that_echoes_no_secret(
     result = run_cli(*argv, str(path))
     assert result.code == 2, (result.out, result.err)
     assert "Traceback" not in result.err
-    assert f"{path}:" in result.err and "hosts.0.agent_url" in result.err
+    assert f"{path}:" in result.err
+    assert "hosts.0.agent_url" in result.err
     written = [p.read_text() for p in (out, journal) if p.exists()]
     assert not holds_any(result.out + result.err + "".join(written), [SECRET])
 
@@ -101,7 +102,8 @@ def test_an_unknown_key_never_echoes_its_value(run_cli: RunCli, repo: Path, tmp_
     path = _fleet(tmp_path, repo, "http://127.0.0.1:1", password=SECRET)
     result = run_cli("fleet", "plan", str(path))
     assert result.code == 2
-    assert "unknown key 'password'" in result.err and "hosts.0.password" in result.err
+    assert "unknown key 'password'" in result.err
+    assert "hosts.0.password" in result.err
     assert not holds_any(result.out + result.err, [SECRET])
 
 
@@ -110,7 +112,8 @@ def test_a_prometheus_url_with_a_bad_port_is_located(
 ) -> None:
     path = _fleet(tmp_path, repo, "http://127.0.0.1:1", prometheus="http://prom:99999")
     result = run_cli("fleet", "plan", str(path))
-    assert result.code == 2 and "Traceback" not in result.err
+    assert result.code == 2
+    assert "Traceback" not in result.err
     assert "hosts.0.prometheus" in result.err
 
 
@@ -151,7 +154,8 @@ def test_an_api_key_inside_one_argument_string_fails_validate(
 ) -> None:
     result = run_cli("validate", str(_manifest(tmp_path, edit)))
     assert result.code == 1, result.out
-    assert "TC006" in result.out and "credential" in result.out
+    assert "TC006" in result.out
+    assert "credential" in result.out
     assert not holds_any(result.out + result.err, [KEY])
 
 

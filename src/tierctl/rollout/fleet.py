@@ -197,11 +197,11 @@ def load_fleet(path: Path) -> Fleet:
         first = exc.errors()[0]
         key: tuple[str | int, ...] = tuple(first["loc"])
         given = first.get("input")
-        unknown = first["type"] == "extra_forbidden"
+        extra = first["type"] == "extra_forbidden"
         raise InputError(
             # The location (file, line, key path) is printed with it.
             f"unknown key {key[-1]!r}"
-            if unknown
+            if extra
             else str(first["msg"]).removeprefix("Value error, "),
             location=Location(
                 file=str(path), line=doc.lines.line(key), path=".".join(map(str, key))
@@ -210,7 +210,7 @@ def load_fleet(path: Path) -> Fleet:
             # An unknown key's value is never echoed (`password: ...`), any other one masked
             # whole before it is cut short (a cut could leave a password without its `@`).
             value=None
-            if unknown or given is None or isinstance(given, dict | list)
+            if extra or given is None or isinstance(given, dict | list)
             else mask_credentials(str(given))[:80],
             fix="see docs/fleet.md for the fields",
         ) from None
