@@ -182,3 +182,44 @@ def test_an_api_key_in_a_compose_entrypoint_string_fails_validate(
     assert result.code == 1
     assert "entrypoint token 2 carries a credential flag's value" in result.out
     assert not holds_any(result.out + result.err, [KEY])
+
+
+# --- names that reach the file system ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("head", "key"),
+    [
+        ("apiVersion: v1\nkind: " + "K" * 300, "kind"),
+        ("apiVersion: apps/v1\nkind: Deployment../../x", "kind"),
+        ("apiVersion: " + "a" * 300 + "/v1\nkind: Deployment", "apiVersion"),
+    ],
+    ids=["300-character kind", "kind with a path", "300-character apiVersion"],
+)
+def test_a_kind_no_object_can_have_is_a_located_error(
+    run_cli: RunCli, tmp_path: Path, head: str, key: str
+) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(head + "\nmetadata: {name: x}\n")
+    result = run_cli("validate", str(path))
+    assert result.code == 2, result.out
+    assert "Traceback" not in result.err
+    assert f"{path}:" in result.err
+    assert f"{key}: {key} " in result.err
+
+
+@pytest.mark.parametrize("output", [".", "out/", "a/..", ".."])
+@pytest.mark.parametrize("target", ["kubernetes", "compose"])
+def test_an_output_that_names_a_folder_is_a_located_error(
+    run_cli: RunCli, tmp_path: Path, output: str, target: str
+) -> None:
+    """#42: ``render --target kubernetes`` with ``output: "."`` was a ValueError."""
+    text = (EXAMPLES / "small-model" / "tier.yaml").read_text()
+    spec = tmp_path / "tier.yaml"
+    spec.write_text(text.replace("output: compose.yaml", f"output: {output!r}"))
+    for extra in ((), ("--write",), ("--check",)):
+        result = run_cli("render", "--target", target, *extra, str(spec))
+        assert result.code == 2, (extra, result.out)
+        assert "Traceback" not in result.err
+        assert f"{spec}:" in result.err
+        assert "names a folder, not a file" in result.err
