@@ -236,6 +236,11 @@ _PROJECT_CASES: dict[str, Inputs] = {
                 b"    volumes:\n      - {type: bind, source: ., target: /x}\n      - {type: bind, source: ./e}\n",
                 b"    devices:\n      - {source: /dev/x}\n",
                 b"    volumes:\n      - {type: bind, source: ., target: /x}\n",
+                # Compose cleans every target with Go's path.Clean.
+                b'    volumes:\n      - {type: bind, source: ., target: ""}\n',
+                b"    volumes:\n      - {type: bind, source: ., target: //x//../y/}\n",
+                b"    volumes:\n      - {type: bind, source: ., target: /..}\n",
+                b"    volumes:\n      - ./d:/x/../y/:ro\n",
             ]
         )
     },

@@ -459,6 +459,29 @@ def _decimal(value: int, unit: int) -> str:
     return f"{whole}.{digits}"
 
 
+def go_path_clean(path: str) -> str:
+    """Go's ``path.Clean`` (slash paths): ``""`` is ``.``, repeated and trailing slashes go,
+    ``.`` and ``..`` are resolved lexically (``/..`` is ``/``). Compose cleans every mount's
+    target with it (``/x/`` is ``/x``, ``/x/../y`` is ``/y``); ``posixpath.normpath`` differs
+    (it keeps a leading ``//``)."""
+    if not path:
+        return "."
+    rooted = path.startswith("/")
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts and parts[-1] != "..":
+                parts.pop()
+            elif not rooted:
+                parts.append("..")
+            continue
+        parts.append(part)
+    joined = "/".join(parts)
+    return "/" + joined if rooted else joined or "."
+
+
 def absolute(path: str, folder: str) -> str:
     """A path as Compose resolves it: ``~`` is the home folder, relative is from ``folder``."""
     if path.startswith("~"):

@@ -46,6 +46,7 @@ from tierctl.compose.long_forms import (
     PUBLISHED_INT,
     absolute,
     format_duration,
+    go_path_clean,
     long_ports,
     parse_bytes,
     parse_device,
@@ -1359,6 +1360,8 @@ def _mount(mount: Any, service: str, folder: str, volumes: dict[str, Any], where
     if not isinstance(mount, dict):
         return mount
     out = dict(mount)
+    if isinstance(out.get("target"), str):
+        out["target"] = go_path_clean(out["target"])  # as compose-go's normalize cleans it
     if out.get("type") == "bind" and isinstance(out.get("source"), str):
         out["source"] = absolute(out["source"], folder)
     if out.get("type") == "volume" and out.get("source") and out["source"] not in volumes:
