@@ -250,8 +250,7 @@ def step_grid(start_s: float, end_s: float, step_s: float) -> np.ndarray:
             f"the window holds {span / step_s:,.0f} steps of {step_s:g} s",
             rule=f"a readout asks for at most {MAX_STEPS:,} steps (Prometheus's points per series)",
             value=f"{span:g} s",
-            fix=f"shorten the window to at most {MAX_STEPS * step_s:g} s, or lengthen `step_s`",
-            params=("step_s",),
+            fix=f"shorten the window to at most {MAX_STEPS * step_s:g} s, or lengthen the step",
         )
     grid: np.ndarray = np.arange(start_s + step_s, end_s + step_s / 2, step_s)
     return grid

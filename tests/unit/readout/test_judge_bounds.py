@@ -151,3 +151,20 @@ async def test_a_malformed_prometheus_answer_is_inconclusive(
     assert doc["verdict"] == "inconclusive"
     resp = await client.post("/flagger", json={"name": "c", "metadata": {"window": "30m"}})
     assert resp.status == 503, await resp.text()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--prometheus", "http://[::1"),
+        ("--prometheus", "http://127.0.0.1:9090", "--window", "10000000h"),
+    ],
+    ids=["bad Prometheus URL", "default window past the step bound"],
+)
+def test_judge_serve_refuses_before_serving(run_cli: Any, argv: tuple[str, ...]) -> None:
+    from pathlib import Path
+
+    spec = Path(__file__).resolve().parents[3] / "examples/glm53-long-context/tier.yaml"
+    result = run_cli("judge", "serve", "--spec", str(spec), "--listen", "127.0.0.1:0", *argv)
+    assert result.code == 2, (result.out, result.err)
+    assert "Traceback" not in result.err
