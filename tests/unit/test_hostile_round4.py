@@ -223,3 +223,49 @@ def test_an_output_that_names_a_folder_is_a_located_error(
         assert "Traceback" not in result.err
         assert f"{spec}:" in result.err
         assert "names a folder, not a file" in result.err
+
+
+# --- any agent URL: accepted, or refused located, never a crash or an echoed secret ----------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tierctl.errors import InputError  # noqa: E402
+from tierctl.rollout.fleet import load_fleet  # noqa: E402
+
+_PORTS = st.one_of(
+    st.integers(-100, 200_000).map(str),
+    st.sampled_from(["", " 1", "1 ", "+1", "0x10", "٣", "1_0", "65535", "65536", "0"]),
+)
+_HOSTS = st.sampled_from(["127.0.0.1", "gpu01", "[::1]", "[::1", "::1]", "", "h h", "xn--d"])
+
+
+@st.composite
+def _agent_urls(draw: st.DrawFn) -> str:
+    scheme = draw(st.sampled_from(["http://", "https://", "ftp://", "http:/", ""]))
+    user = draw(st.sampled_from(["", f"u:{SECRET}@", f"{SECRET}@", f":{SECRET}@"]))
+    port = draw(st.one_of(st.just(""), _PORTS.map(lambda p: ":" + p)))
+    path = draw(st.sampled_from(["", "/", "/agent", "/a b"]))
+    query = draw(st.sampled_from(["", f"?token={SECRET}", f"?a=1&api_key={SECRET}", "#f"]))
+    return scheme + user + draw(_HOSTS) + port + path + query
+
+
+@settings(max_examples=300, deadline=None)
+@given(_agent_urls())
+def test_any_agent_url_is_read_or_refused_located_without_its_secret(url: str) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = _fleet(Path(tmp), Path(tmp), url)
+        refused: InputError | None = None
+        try:
+            fleet = load_fleet(path)
+        except InputError as exc:
+            refused = exc
+    if refused is not None:
+        assert refused.location is not None
+        assert refused.location.path == "hosts.0.agent_url"
+        assert not holds_any(refused.format(), [SECRET])
+        return
+    assert SECRET not in url, url  # a credential in the URL is never accepted
+    assert fleet.spec.hosts[0].agent_url == url

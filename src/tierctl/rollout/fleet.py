@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -211,7 +212,7 @@ def load_fleet(path: Path) -> Fleet:
             # whole before it is cut short (a cut could leave a password without its `@`).
             value=None
             if extra or given is None or isinstance(given, dict | list)
-            else mask_credentials(str(given))[:80],
+            else mask_credentials(_shown_url(str(given)) if key[-1] in _URLS else str(given))[:80],
             fix="see docs/fleet.md for the fields",
         ) from None
     names = [h.name for h in spec.hosts]
@@ -233,6 +234,16 @@ def load_fleet(path: Path) -> Fleet:
             fix="name hosts from the hosts list",
         )
     return Fleet(spec=spec, path=path, repo=(path.parent / spec.repo).resolve())
+
+
+#: The fields that hold a URL: shown in an error without their userinfo, query or fragment
+#: (a user alone is often a token: ``http://TOKEN@host``).
+_URLS = ("agent_url", "prometheus")
+
+
+def _shown_url(url: str) -> str:
+    url = re.sub(r"^((?:[^:/?#@]*:)?/*)[^/?#]*@", r"\1***@", url)
+    return re.sub(r"([?#]).*$", r"\1***", url, flags=re.DOTALL)
 
 
 def _agent_key(url: str) -> tuple[str, int | None]:
