@@ -149,3 +149,40 @@ async def test_compose_ps_printing_json_lines_is_read(agent: tuple[TestClient, P
     resp = await client.post("/compose/ps", json=PS, headers=AUTH)
     assert resp.status == 200, await resp.text()
     assert (await resp.json())["containers"][0]["service"] == "a"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "tag=" + "v" * 4_000 + "&file=h/compose.yaml",
+        "tag=--upload-pack=x&file=h/compose.yaml",
+        "tag=v1&file=h/%00x",
+        "tag=v1&file=../../etc/passwd",
+        "tag=v1&file=" + "a/" * 2_000 + "x",
+        "tag=v1",
+        "",
+    ],
+    ids=["long tag", "option as tag", "NUL in file", "file out", "deep file", "no file", "none"],
+)
+async def test_files_refuses_the_worst_queries_with_a_4xx(
+    agent: tuple[TestClient, Path], query: str
+) -> None:
+    client, _ = agent
+    resp = await client.get(f"/files?{query}", headers=AUTH)
+    assert 400 <= resp.status < 500, await resp.text()
+
+
+async def test_logs_refuses_a_tail_past_its_bound(agent: tuple[TestClient, Path]) -> None:
+    client, _ = agent
+    for tail in (10**12, -1, 0, "5", True):
+        body = {**PS, "service": "a", "tail": tail}
+        resp = await client.post("/compose/logs", json=body, headers=AUTH)
+        assert resp.status == 400, (tail, await resp.text())
+
+
+async def test_health_answers_whatever_it_is_sent(agent: tuple[TestClient, Path]) -> None:
+    client, _ = agent
+    request = (
+        b"GET /health?" + b"q=1&" * 1_000 + b" HTTP/1.1\r\nHost: x\r\nAuthorization: \xff\r\n\r\n"
+    )
+    assert (await _raw(client, request)).startswith(b"HTTP/1.1 200")
