@@ -122,6 +122,8 @@ def judge(tier: Tier, settings: JudgeSettings, window_s: float | None = None) ->
 #: most ``analysis.MAX_STEPS`` steps: each a 400 with its rule.
 MAX_BODY_BYTES = 64 * 1024
 MAX_BODY_DEPTH = 8
+#: How long a client may take to send its body (a slow client holds no handler longer: 408).
+BODY_TIMEOUT_S = 30.0
 
 
 async def _json_body(request: Any) -> dict[str, Any]:
@@ -132,11 +134,18 @@ async def _json_body(request: Any) -> dict[str, Any]:
     """
     import dataclasses
 
+    from aiohttp import web
+
     from tierctl.readers import Limits, load_json
 
     if not request.can_read_body:
         return {}
-    raw = await request.read()
+    try:
+        raw = await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
+    except TimeoutError:
+        raise web.HTTPRequestTimeout(
+            text=f"the body did not arrive within {BODY_TIMEOUT_S:g} s"
+        ) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -168,3 +168,26 @@ def test_judge_serve_refuses_before_serving(run_cli: Any, argv: tuple[str, ...])
     result = run_cli("judge", "serve", "--spec", str(spec), "--listen", "127.0.0.1:0", *argv)
     assert result.code == 2, (result.out, result.err)
     assert "Traceback" not in result.err
+
+
+async def test_a_slow_body_is_408_at_the_deadline(
+    judge: tuple[TestClient, FakeProm], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from tierctl.readout import judge_server
+
+    monkeypatch.setattr(judge_server, "BODY_TIMEOUT_S", 0.5)
+    client, prom = judge
+    assert client.port is not None
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
+    try:
+        writer.write(b"POST /argo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        await writer.drain()
+        started = time.monotonic()
+        status = await asyncio.wait_for(reader.readline(), 10)
+        assert status.startswith(b"HTTP/1.1 408"), status
+        assert time.monotonic() - started < 5
+    finally:
+        writer.close()
+    assert prom.queries == 0
