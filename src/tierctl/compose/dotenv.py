@@ -30,6 +30,11 @@ from tierctl.compose.interpolation import Interpolation, InterpolationError, int
 _GO_SPACE = frozenset("\t\n\v\f\r \x85\xa0")
 #: The parser's own ``isSpace``: white space that is not a line end.
 _INLINE_SPACE = frozenset("\t\v\f\r \x85\xa0")
+#: What Go's ``strings.TrimRightFunc(s, unicode.IsSpace)`` trims (Unicode's White_Space).
+_TRAILING_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 _EXPORT = re.compile(r"export[\t\n\f\r ]+")
 _ESCAPE = re.compile(r"\\(?:[abcfnrtv$\"\\]|0\d{0,3})")
 _SIMPLE_ESCAPES = {
@@ -123,7 +128,7 @@ class _Scanner:
         while i < len(text):
             char = text[i]
             if char in "=:\n":
-                key = text[start:i].rstrip("".join(_GO_SPACE))
+                key = text[start:i].rstrip(_TRAILING_SPACE)
                 self.pos = i + 1
                 while self.pos < len(text) and text[self.pos] in _INLINE_SPACE:
                     self.pos += 1
@@ -154,7 +159,7 @@ class _Scanner:
             end = text.find("\n", self.pos)
             raw = text[self.pos :] if end < 0 else text[self.pos : end]
             self.pos = len(text) if end < 0 else end + 1
-            return raw.split(" #", 1)[0].rstrip("".join(_GO_SPACE)), None
+            return raw.split(" #", 1)[0].rstrip(_TRAILING_SPACE), None
         chars: list[str] = []
         escaped = False
         for i in range(self.pos + 1, len(text)):
