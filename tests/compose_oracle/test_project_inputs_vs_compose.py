@@ -137,6 +137,7 @@ def dotenv_texts(count: int, seed: int = 38) -> list[str]:
 
 
 _HAND = [
+    "export ",
     "A='a\\'b'\n",
     'A="\\$X"\n',
     "KEY\n",
@@ -154,6 +155,20 @@ _HAND = [
 ]
 
 
+_ALPHABET = [
+    "=", ":", "#", " #", "'", '"', "\\", "$", "${", "}", "{", " ", "\t", "\n", "\r\n",
+    "export ", "A", "B", "_", ".", "-", "[", "]", "\ufeff", "é", "1", "SET", "${SET}", "$$",
+    "\\n", "\\$", ":-", "?", "+",
+]  # fmt: skip
+
+
+def raw_dotenv_texts(count: int, seed: int = 42) -> list[str]:
+    """``count`` texts of 1-14 fragments of dotenv syntax in any order (found `export ` at
+    the end of a file, which Compose refuses: "zero length string")."""
+    rng = random.Random(seed)
+    return ["".join(rng.choices(_ALPHABET, k=rng.randint(1, 14))) for _ in range(count)]
+
+
 def _dotenv_compose(text: str) -> bytes:
     names = ["A", "B", "B_1", "KEY", "SET", "EMPTY", "X", "K", "G", "H", "c.d"]
     env = "".join(f"      V_{i}: ${{{n}-unset}}\n" for i, n in enumerate(names))
@@ -162,7 +177,7 @@ def _dotenv_compose(text: str) -> bytes:
 
 def _dotenv_cases() -> list[tuple[str, Inputs]]:
     cases: list[tuple[str, Inputs]] = []
-    for i, text in enumerate([*_HAND, *dotenv_texts(150)]):
+    for i, text in enumerate([*_HAND, *dotenv_texts(150), *raw_dotenv_texts(100)]):
         data = text.encode()
         cases.append((f"dotenv-{i}", Inputs({".env": data, "compose.yaml": _dotenv_compose(text)})))
         env_file = b"services:\n  a:\n    image: x\n    env_file: e.env\n    environment: {S: s}\n"

@@ -124,6 +124,8 @@ class _Scanner:
             self.pos += len("export")
             while self.pos < len(text) and text[self.pos] in _INLINE_SPACE:
                 self.pos += 1
+            if self.pos >= len(text):
+                raise _error(self.line, "zero length string", "remove the lone export")
         start = i = self.pos
         while i < len(text):
             char = text[i]
