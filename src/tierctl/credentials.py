@@ -169,13 +169,18 @@ def _reference_defaults(value: str) -> list[str]:
     return [m.group(1) for m in _DEFAULT.finditer(value) if m.group(1)]
 
 
+def carries_credential(value: str) -> bool:
+    """Whether ``value`` has a credential's shape (``sk-...``, ``hf_...``, a JWT) or carries
+    one inside it (:func:`embedded_credential`): what the hygiene contract flags whatever
+    the value's name."""
+    return looks_secret_value(value) or embedded_credential(value) is not None
+
+
 def shown_value(value: str) -> str:
-    """``value`` quoted for a message, or ``(a credential: not shown)`` when it has a
-    credential's shape or carries one (what the hygiene contract would flag): a check that
-    echoes a value (a stray engine argument) never prints what another one masks."""
-    if looks_secret_value(value) or embedded_credential(value) is not None:
-        return "(a credential: not shown)"
-    return repr(value)
+    """``value`` quoted for a message, or ``(a credential: not shown)`` when it
+    :func:`carries_credential`: a check that echoes a value (a stray engine argument) never
+    prints what another one masks."""
+    return "(a credential: not shown)" if carries_credential(value) else repr(value)
 
 
 def looks_secret_value(value: str) -> bool:

@@ -269,3 +269,15 @@ def test_any_agent_url_is_read_or_refused_located_without_its_secret(url: str) -
         return
     assert SECRET not in url, url  # a credential in the URL is never accepted
     assert fleet.spec.hosts[0].agent_url == url
+
+
+def test_tc004_value_checks_show_no_value_carrying_a_credential(
+    run_cli: RunCli, tmp_path: Path
+) -> None:
+    """A flag value of the wrong type that holds a URL password: TC004 says it is rejected
+    without printing it (it checked only the value's own shape, ``sk-...``)."""
+    url = f"http://u:{SECRET}@h/"
+    result = run_cli("validate", str(_manifest(tmp_path, _extra_args(f"--max-num-seqs {url}"))))
+    assert result.code == 1
+    assert "--max-num-seqs: value rejected (a credential: not shown)" in result.out
+    assert not holds_any(result.out + result.err, [SECRET])
