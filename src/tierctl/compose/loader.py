@@ -418,7 +418,19 @@ def _extended(
         own["env_file"] = rebase_service({"env_file": own["env_file"]}, str(where.folder))[
             "env_file"
         ]
-    return merge_service(strip_tags(base) if isinstance(base, dict) else {}, own)
+    try:
+        return merge_service(strip_tags(base) if isinstance(base, dict) else {}, own)
+    except UnicityError as exc:
+        # A long mount without a target, in the service or the one it extends: at this
+        # service (the unicity walk saw only the pattern `services.*`).
+        raise _error(
+            where.source,
+            where.text,
+            at,
+            str(exc).replace("services.*.", f"services.{name}."),
+            rule=exc.rule,
+            fix=exc.fix.replace("services.*.", f"services.{name}."),
+        ) from None
 
 
 def _parse(text: str, source: str) -> dict[str, Any]:
