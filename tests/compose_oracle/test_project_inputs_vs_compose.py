@@ -241,6 +241,12 @@ _PROJECT_CASES: dict[str, Inputs] = {
         {"compose.yaml": _ONE, "o.yaml": b"services:\n  a: null\n"},
         order=["o.yaml", "compose.yaml"],
     ),
+    "mount without target in an extended file": Inputs(
+        {
+            "compose.yaml": b"services:\n  a:\n    image: x\n    extends: {file: b.yaml, service: b}\n",
+            "b.yaml": b"services:\n  b:\n    image: x\n    volumes: [{type: bind, source: .}]\n",
+        }
+    ),
     **{
         f"mount {i}": Inputs({"compose.yaml": _ONE + body})
         for i, body in enumerate(
