@@ -281,3 +281,73 @@ def test_tc004_value_checks_show_no_value_carrying_a_credential(
     assert result.code == 1
     assert "--max-num-seqs: value rejected (a credential: not shown)" in result.out
     assert not holds_any(result.out + result.err, [SECRET])
+
+
+# --- runbook shell lines: what a fleet file names never runs when the operator pastes them --
+
+_HOSTILE_FILE = "g;id/c'x$(id).yaml"
+_STUBS = (
+    'curl(){ printf "ARG<%s>\\n" "$@"; }\ncat(){ printf "CAT<%s>" "$@"; }\n'
+    "id(){ echo INJECTED; }\ntierctl(){ :; }\ngit(){ :; }\ndocker(){ :; }\n"
+)
+
+
+@pytest.fixture(scope="module")
+def hostile_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fleet-hostile") / "repo"
+    target = root / _HOSTILE_FILE
+    target.parent.mkdir(parents=True)
+    text = (EXAMPLES / "small-model" / "compose.yaml").read_text()
+    target.write_text(text)
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "v1")
+    _git(root, "tag", "v1")
+    at = text.rindex("      - --enable-metrics")
+    target.write_text(text[:at] + "      - --log-requests\n" + text[at:])
+    _git(root, "commit", "-qam", "v2")
+    _git(root, "tag", "v2")
+    return root
+
+
+def test_runbook_curl_lines_quote_what_the_fleet_file_names(
+    run_cli: RunCli, hostile_repo: Path, tmp_path: Path
+) -> None:
+    import re
+
+    host = {"file": _HOSTILE_FILE, "token_file": "t'ok$(id).txt"}
+    path = _fleet(tmp_path, hostile_repo, "http://127.0.0.1:1", **host)
+    text = path.read_text().replace("gpu01/compose.yaml", _HOSTILE_FILE)
+    path.write_text(text)
+    out = tmp_path / "runbook.md"
+    result = run_cli("runbook", "-o", str(out), "--fleet", str(path))
+    assert result.code == 0, result.err
+    blocks = [
+        b
+        for b in re.findall(r"```sh\n(.*?)```", out.read_text(), re.S)
+        if re.search(r"^curl ", b, re.M)
+    ]
+    assert blocks
+    for block in blocks:
+        ran = subprocess.run(["bash", "-c", _STUBS + block], capture_output=True, text=True)
+        assert ran.returncode == 0, ran.stderr
+        assert "INJECTED" not in ran.stdout
+        assert f'"file": "{_HOSTILE_FILE}"' in ran.stdout
+        assert "CAT<t'ok$(id).txt>" in ran.stdout
+
+
+@pytest.mark.parametrize(
+    ("url", "extra"),
+    [
+        ("http://127.0.0.1:1/$(id)`id`;x", {}),
+        ("http://h$(id):1/", {}),
+        ("http://127.0.0.1:1", {"token_env": "X$(id)"}),
+    ],
+    ids=["path", "host", "token_env"],
+)
+def test_a_shell_character_where_a_runbook_writes_a_name_is_refused(
+    run_cli: RunCli, repo: Path, tmp_path: Path, url: str, extra: dict[str, str]
+) -> None:
+    result = run_cli("fleet", "plan", str(_fleet(tmp_path, repo, url, **extra)))
+    assert result.code == 2, result.out
+    assert "hosts.0." in result.err

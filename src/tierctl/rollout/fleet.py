@@ -64,6 +64,12 @@ def _no_credential(value: str) -> str:
     return value
 
 
+_URL_HOST = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?|[0-9A-Fa-f:.]+(?:%[A-Za-z0-9]+)?"
+)
+_URL_PATH = re.compile(r"[A-Za-z0-9._~/%+-]*")
+
+
 def server_url(value: str, key: str, *, credentials: bool) -> str:
     """``value`` if it is an http(s) URL a client can reach: a host, a port in 1-65535 (as
     written: no sign, no space), brackets closed; with ``credentials`` False also no
@@ -82,6 +88,14 @@ def server_url(value: str, key: str, *, credentials: bool) -> str:
         raise ValueError(f"{key} is not a URL ({exc}): write http://HOST:PORT") from None
     if not parts.hostname or any(c.isspace() for c in value):
         raise ValueError(f"{key} names no host, or holds white space: write http://HOST:PORT")
+    # A host name, an IPv4 or a bracketed IPv6 address, and a path of URL characters only:
+    # runbooks print the URL into shell lines (`curl ... http://h$(id):1/...` ran `id`).
+    if not _URL_HOST.fullmatch(parts.hostname) or not _URL_PATH.fullmatch(parts.path):
+        raise ValueError(
+            f"{key} holds a character no host name or URL path has (a shell would read it "
+            "in a runbook's curl line): write http://HOST:PORT[/PATH] with letters, digits "
+            "and . - _ ~ / %"
+        )
     # The port as written (urlsplit takes "+1", "1_0" and "٣" for numbers): ASCII digits.
     written = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
     if written and not (written.isascii() and written.isdigit() and port and port <= 65535):
@@ -105,7 +119,11 @@ class FleetHost(_Model):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="The host's name.")
     file: str = Field(description="Its compose file, a path in the deployment repository.")
     agent_url: str = Field(description="Its agent's URL (http or https).")
-    token_env: str = Field(default="TIERCTL_AGENT_TOKEN", description="Variable with its token.")
+    token_env: str = Field(
+        default="TIERCTL_AGENT_TOKEN",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Variable with its token (a variable name: runbooks write $NAME).",
+    )
     token_file: str | None = Field(default=None, description="File with its token (wins).")
     gate_host: str | None = Field(default=None, description="Where gates reach its engines.")
     prometheus: str | None = Field(
