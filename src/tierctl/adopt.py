@@ -29,7 +29,7 @@ from tierctl.compose.long_forms import rebase_service
 from tierctl.compose.profiles import only_active
 from tierctl.contracts.hygiene import secrets as literal_secrets
 from tierctl.contracts.standalone import EngineService, find_engines
-from tierctl.credentials import literal_secret, secret_positions
+from tierctl.credentials import literal_secret, secret_positions, shown_value
 from tierctl.engine_catalog import Catalog
 from tierctl.engines import profile_for
 from tierctl.errors import InputError, Location
@@ -127,7 +127,10 @@ def adopt(
     """
     if not paths:
         raise InputError("nothing to import", rule="usage", fix="pass a compose file")
-    files = [load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN) for p in paths]
+    files = [
+        load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN, overlay=i > 0)
+        for i, p in enumerate(paths)
+    ]
     merged = only_active(merge_compose(files), profiles)
     _refuse_schema_errors(merged)
     notes: list[str] = []
@@ -536,7 +539,7 @@ def _replica_parts(merged: ComposeFile, e: EngineService, notes: list[str]) -> d
     for use in parse_flags(e.argv, cmd.flags_start, e.catalog):
         if not use.token:
             raise InputError(
-                f"stray value {use.values[0]!r} before any flag in {e.name}'s command",
+                f"stray value {shown_value(use.values[0])} before any flag in {e.name}'s command",
                 location=merged.location("services", e.name, "command"),
                 rule="an engine command is a launcher, then flags",
                 fix="put the value after its flag",

@@ -104,17 +104,32 @@ _HEADER_CREDENTIAL = re.compile(
 )
 _BEARER = re.compile(r"(?i)(?<![\w-])bearer\s+(?P<v>[^\s\"',;}]{8,})")
 _URL_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@]*:(?P<v>[^/\s@]+)@")
+# A URL query parameter named for a credential: ``?token=X``, ``&api_key=X``, ``&sig=X``.
+_QUERY_CREDENTIAL = re.compile(
+    r"(?i)[?&;][a-z0-9_.-]*(?:token|key|secret|passw(?:or)?d|pwd|sig|signature|auth"
+    r"|credential)s?[a-z0-9_.-]*=(?P<v>[^&#\s\"']+)"
+)
+# A credential flag with its value inside one string (``sh -c "... --api-key sk-X"``, an
+# ``EXTRA_ARGS`` value): ``--api-key X``, ``--hf-token=X``.
+_FLAG_CREDENTIAL = re.compile(
+    r"(?i)(?<![\w-])--[a-z0-9-]*(?:token|api-key|secret|password)(?:=|\s+)[\"']?"
+    r"(?P<v>[^\s\"';&|-][^\s\"';&|]*)"
+)
 _SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
-# Text one of the three patterns cannot match without (lower case): an ASCII value holding
-# none of it matches none of them.
-_SCREEN = re.compile("://|authorization|api-key|x-auth-token|x-access-token|cookie|bearer")
+# Text one of the patterns cannot match without (lower case): an ASCII value holding none of
+# it matches none of them.
+_SCREEN = re.compile(
+    "://|authorization|api-key|x-auth-token|x-access-token|cookie|bearer|token|secret|password"
+)
 
 
 @functools.lru_cache(maxsize=8192)
 def embedded_credential(value: str) -> str | None:
     """What credential ``value`` carries inside it, or None: ``"an Authorization header"``
     (a header with a credential: ``EXTRA_HEADERS="Authorization: Bearer ..."``), ``"a bearer
-    token"``, or ``"a password in a URL"`` (``http://user:PASSWORD@host``). A ``${VAR}``
+    token"``, ``"a password in a URL"`` (``http://user:PASSWORD@host``), ``"a credential in a
+    URL's query"`` (``?token=X``), or ``"a credential flag's value"`` (``--api-key X`` inside
+    one string: ``sh -c``, ``EXTRA_ARGS``). A ``${VAR}``
     reference in the credential's place is not one (unless it has a literal default)."""
     # Each pattern needs a literal piece of text to match at all; most values (flag values,
     # paths, numbers) hold none of them, and a substring test is far cheaper than a search.
@@ -124,8 +139,10 @@ def embedded_credential(value: str) -> str | None:
         return None
     for pattern, kind in (
         (_URL_PASSWORD, "a password in a URL"),
+        (_QUERY_CREDENTIAL, "a credential in a URL's query"),
         (_HEADER_CREDENTIAL, "a credential header"),
         (_BEARER, "a bearer token"),
+        (_FLAG_CREDENTIAL, "a credential flag's value"),
     ):
         for m in pattern.finditer(value):
             if _literal_part(m.group("v")):
@@ -150,6 +167,20 @@ def _reference_defaults(value: str) -> list[str]:
     if "${" not in value:
         return []
     return [m.group(1) for m in _DEFAULT.finditer(value) if m.group(1)]
+
+
+def carries_credential(value: str) -> bool:
+    """Whether ``value`` has a credential's shape (``sk-...``, ``hf_...``, a JWT) or carries
+    one inside it (:func:`embedded_credential`): what the hygiene contract flags whatever
+    the value's name."""
+    return looks_secret_value(value) or embedded_credential(value) is not None
+
+
+def shown_value(value: str) -> str:
+    """``value`` quoted for a message, or ``(a credential: not shown)`` when it
+    :func:`carries_credential`: a check that echoes a value (a stray engine argument) never
+    prints what another one masks."""
+    return "(a credential: not shown)" if carries_credential(value) else repr(value)
 
 
 def looks_secret_value(value: str) -> bool:
@@ -335,7 +366,8 @@ def mask_userinfo(text: str, replacement: str = "***") -> str:
 def mask_credentials(text: str, replacement: str = "***") -> str:
     """``text`` with every credential it carries in plain sight replaced: a URL's password
     (:func:`mask_userinfo`), a credential header's value (``Authorization: Bearer ***``,
-    ``X-Api-Key=***``) and a bearer token. For text built from what the operator wrote (an
+    ``X-Api-Key=***``), a bearer token, a URL query's credential (``?token=***``) and a
+    credential flag's value (``--api-key ***``). For text built from what the operator wrote (an
     error naming a field's value): a value that holds a credential is never echoed whole."""
 
     def hide(m: re.Match[str]) -> str:
@@ -343,7 +375,7 @@ def mask_credentials(text: str, replacement: str = "***") -> str:
         return m.string[m.start() : start] + replacement + m.string[end : m.end()]
 
     text = mask_userinfo(text, replacement)
-    for pattern in (_HEADER_CREDENTIAL, _BEARER):
+    for pattern in (_HEADER_CREDENTIAL, _BEARER, _QUERY_CREDENTIAL, _FLAG_CREDENTIAL):
         text = pattern.sub(hide, text)
     return text
 

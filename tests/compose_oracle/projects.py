@@ -232,10 +232,55 @@ def labels(draw: st.DrawFn) -> Any:
 
 
 env_files = st.one_of(
-    st.sampled_from(["{P}a.env", "{P}b.env"]),
-    st.lists(st.sampled_from(["{P}a.env", "{P}b.env"]), min_size=1, max_size=2),
+    st.sampled_from(["{P}a.env", "{P}b.env", "{P}g.env"]),
+    st.lists(st.sampled_from(["{P}a.env", "{P}b.env", "{P}g.env"]), min_size=1, max_size=2),
     st.just([{"path": "{P}missing.env", "required": False}, "{P}a.env"]),
 )
+
+# A generated env file ({P}g.env, issue #38): compose-go's dotenv scanner's shapes, one line
+# in about twelve one that Compose refuses (an unterminated quote, a BOM or space in a name).
+_DOTENV_KEYS = ["G1", "G_2", "g.3", "G-4", "G[5]", "SET", "EMPTY", "UNSET"]
+_DOTENV_VALUES = [
+    "plain",
+    "two words",
+    "x #comment",
+    "x#kept",
+    "'single'",
+    "'a\\'b'",
+    "'multi\nline'",
+    '"double"',
+    '"a\\"b"',
+    '"\\$SET"',
+    '"\\n\\t\\q\\\\"',
+    '"\\0101\\012\\0"',
+    '"${SET}-${UNSET:-d}"',
+    "${SET}",
+    "$$x",
+    "${G1}",
+    '"x" G9=tail',
+    "",
+]
+_DOTENV_BAD = ['G6="open', "G7='open", "\ufeffG8=1", "G 9=1"]
+
+
+@st.composite
+def dotenv_texts(draw: st.DrawFn) -> str:
+    """A dotenv file of 1-5 statements (``export``, YAML-style ``K: v``, bare keys, comments)."""
+    lines = []
+    for _ in range(draw(st.integers(1, 5))):
+        kind = draw(st.integers(0, 11))
+        if kind == 0:
+            lines.append(draw(st.sampled_from(_DOTENV_BAD)))
+        elif kind == 1:
+            lines.append(draw(st.sampled_from([*_DOTENV_KEYS, "# note", "", "export =x"])))
+        else:
+            prefix = draw(st.sampled_from(["", "", "export ", "  "]))
+            sep = draw(st.sampled_from(["=", "=", " = ", ": "]))
+            key, value = draw(st.sampled_from(_DOTENV_KEYS)), draw(st.sampled_from(_DOTENV_VALUES))
+            lines.append(f"{prefix}{key}{sep}{value}")
+    end = draw(st.sampled_from(["\n", "\n", "", "\r\n"]))
+    return end.join(lines) + end
+
 
 resources = st.fixed_dictionaries(
     {},
@@ -633,4 +678,7 @@ def projects(draw: st.DrawFn) -> Project:
     for name, content in ENV_FILES.items():
         if name.replace("{P}", "") in text.replace("{P}", ""):
             files[name] = content
+    if "g.env" in text.replace("{P}", ""):
+        files["{P}g.env"] = draw(dotenv_texts())
+        features.append("dotenv-generated")
     return Project(files=files, order=order, features=sorted(set(features)))

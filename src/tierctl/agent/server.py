@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import hmac
 import json
@@ -53,6 +54,7 @@ from tierctl.agent.protocol import (
     up_call,
 )
 from tierctl.errors import InputError
+from tierctl.readers import Limits, json_line, load_json
 from tierctl.rollout.dryrun import CONFIG_COPY_NOTE, parse_dry_run, stopped_at_config_copy
 from tierctl.rollout.normalise import load_merged_services
 from tierctl.runtime.process import _die_with_parent
@@ -133,20 +135,38 @@ def _refusal(exc: AgentRefusal | InputError) -> web.Response:
 def _authorised(request: web.Request) -> bool:
     token = request.app[_STATE].config.token
     header = request.headers.get("Authorization", "")
-    # Constant time: how much of a guess matched must not show in the answer's timing.
-    return hmac.compare_digest(header.encode(), f"Bearer {token}".encode())
+    # Constant time: how much of a guess matched must not show in the answer's timing. The
+    # header's bytes as they came (a byte that is not UTF-8 arrives as a surrogate, which
+    # .encode() refused with a 500): a header that is no token is simply not this token.
+    sent = header.encode("utf-8", errors="surrogateescape")
+    return hmac.compare_digest(sent, f"Bearer {token}".encode())
+
+
+#: How deep a request body may nest: every request is a flat object (an ``env`` map at most
+#: two levels down), so anything deeper is refused before it is walked.
+MAX_BODY_DEPTH = 8
 
 
 async def _body(request: web.Request) -> Any:
+    """The request's JSON body, bounded: at most ``max_body_bytes`` (aiohttp answers 413
+    past it), within ``body_timeout_s`` (408), UTF-8, nested at most ``MAX_BODY_DEPTH``
+    levels, no number over 400 digits (400 with the rule)."""
     config = request.app[_STATE].config
     try:
         raw = await asyncio.wait_for(request.read(), config.body_timeout_s)
     except TimeoutError:
         raise web.HTTPRequestTimeout(text="the body did not arrive in time") from None
     try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise AgentRefusal("the body is not JSON") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AgentRefusal("the body is not JSON", rule="a request body is UTF-8 JSON") from None
+    limits = dataclasses.replace(Limits.config(), max_depth=MAX_BODY_DEPTH)
+    try:
+        return load_json(text, "request body", limits=limits)
+    except InputError as exc:
+        raise AgentRefusal(
+            f"the body is not JSON the agent reads: {exc.message}", rule=exc.rule
+        ) from None
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -395,19 +415,31 @@ async def _ps(request: web.Request) -> web.Response:
     code, out, err = await _capture(argv, _base_env(state.config), checkout, state)
     if code != 0:
         return web.json_response({"error": f"compose ps exited {code}: {err[-300:]}"}, status=502)
-    containers = [_container(rec) for rec in _json_lines(out)]
+    try:
+        containers = [_container(rec) for rec in _json_lines(out)]
+    except InputError as exc:
+        # Not what `compose ps --format json` prints: the compose binary's fault (502).
+        return web.json_response(
+            {"error": f"compose ps printed what is not JSON: {exc.message}", "rule": exc.rule},
+            status=502,
+        )
     return web.json_response(
         {"project": checkout.project, "commit": checkout.commit, "containers": containers}
     )
 
 
 def _json_lines(out: str) -> list[dict[str, Any]]:
-    """``compose ps --format json``: one object per line (2.21+) or one array (older)."""
+    """``compose ps --format json``: one object per line (2.21+) or one array (older).
+
+    Raises:
+        InputError: a line (or the array) is not JSON, or nests past the readers' bounds.
+    """
     text = out.strip()
     if text.startswith("["):
-        recs = json.loads(text)
-        return [r for r in recs if isinstance(r, dict)]
-    return [r for line in text.splitlines() if isinstance(r := json.loads(line), dict)]
+        recs = load_json(text, "compose ps")
+        return [r for r in recs if isinstance(r, dict)] if isinstance(recs, list) else []
+    lines = enumerate(text.splitlines(), start=1)
+    return [r for n, line in lines if isinstance(r := json_line(line, "compose ps", n), dict)]
 
 
 def _container(rec: dict[str, Any]) -> dict[str, Any]:

@@ -58,6 +58,13 @@ def serve(
         canary=canary,
         label=label,
     )
+    # Refused before serving, not answered 400 on every request: a Prometheus URL that is
+    # none, and a default window past the readout's step bound.
+    from tierctl.readout.analysis import step_grid
+    from tierctl.runtime.promapi import PrometheusClient
+
+    PrometheusClient(prometheus).close()
+    step_grid(0.0, settings.window_s, settings.step_s)
     web.run_app(judge_app(tier, settings), host=host, port=int(port), print=None)
     return ExitCode.OK
 

@@ -142,8 +142,12 @@ class ComposeFile:
         data: dict[str, Any],
         texts: tuple[tuple[str, str], ...],
         raw: dict[str, Any] | None = None,
+        *,
+        overlay: bool = False,
     ) -> ComposeFile:
-        """Normalise every service of ``data`` (already interpolated).
+        """Normalise every service of ``data`` (already interpolated); ``overlay``: an
+        override file, where a ``null`` service is kept in ``data`` (the merge leaves the
+        earlier service as it was) and has no :class:`ComposeService`.
 
         Raises:
             ComposeInputError: a service that is not a mapping, or a command, environment or
@@ -152,9 +156,11 @@ class ComposeFile:
         configs = data.get("configs")
         services: dict[str, ComposeService] = {}
         for name, body in (data.get("services") or {}).items():
+            if body is None and overlay:
+                continue
             if not isinstance(body, dict):
                 raise ComposeInputError(
-                    f"service {name} is not a mapping",
+                    f"services.{name} must be a mapping",
                     location=locate(merged_lines(texts), ("services", str(name)), texts[-1][0]),
                     rule="each service is a mapping of compose keys",
                     value=type(body).__name__,

@@ -77,7 +77,7 @@ def value_at(node: Any, path: Sequence[str]) -> Any:
 def _locate(files: Sequence[str | Path], path: Sequence[str]) -> Location | None:
     """Where a compared key is written (the last file that sets it), when tierctl can tell."""
     try:
-        merged = merge_compose([load_compose(Path(f)) for f in files])
+        merged = merge_compose([load_compose(Path(f), overlay=i > 0) for i, f in enumerate(files)])
     except TierctlError:
         return None
     return merged.location(*(int(p) if p.isdigit() else p for p in path))

@@ -27,7 +27,13 @@ from tierctl.compose.interpolation import (
 )
 from tierctl.compose.lines import locate, merged_lines
 from tierctl.compose.long_forms import included_ports, rebase_service
-from tierctl.compose.merge import enforce_file_unicity, merge_data, merge_service, strip_tags
+from tierctl.compose.merge import (
+    UnicityError,
+    enforce_file_unicity,
+    merge_data,
+    merge_service,
+    strip_tags,
+)
 from tierctl.compose.tags import FastComposeYamlLoader, Override, Reset
 from tierctl.errors import ComposeInputError, Location
 from tierctl.readers import PathKey, load_yaml, read_text
@@ -44,6 +50,7 @@ def load_compose(
     interpolation: Interpolation | None = None,
     base_dir: str | Path | None = None,
     rebase: bool = False,
+    overlay: bool = False,
 ) -> ComposeFile:
     """Read one compose file (a path, or YAML text with ``source`` naming it).
 
@@ -59,6 +66,9 @@ def load_compose(
         rebase: make the relative paths of included and extended services absolute from
             their own file's folder, as Compose does (``compose config``); by default they
             are kept as written.
+        overlay: the file is an override (a later ``-f``): a service written as ``null``
+            adds nothing to the earlier files' service of that name, as Compose merges it
+            (it is refused once the files are merged if no earlier file defines it).
 
     Raises:
         ComposeInputError: unreadable file, malformed YAML, not a mapping, bad interpolation,
@@ -74,7 +84,13 @@ def load_compose(
         name = source or "<compose>"
         folder = base_dir
     return parse_compose(
-        text, source=name, env=env, interpolation=interpolation, base_dir=folder, rebase=rebase
+        text,
+        source=name,
+        env=env,
+        interpolation=interpolation,
+        base_dir=folder,
+        rebase=rebase,
+        overlay=overlay,
     )
 
 
@@ -86,6 +102,7 @@ def parse_compose(
     interpolation: Interpolation | None = None,
     base_dir: str | Path | None = None,
     rebase: bool = False,
+    overlay: bool = False,
 ) -> ComposeFile:
     """Read compose YAML text; arguments and errors as :func:`load_compose`."""
     reading = _Reading(env, interpolation, (), rebase)
@@ -95,11 +112,19 @@ def parse_compose(
     # file's values again (a 100-host fleet read in one process).
     collecting = gc.isenabled()
     gc.disable()
+    texts: tuple[tuple[str, str], ...] = ((source, text),)
     try:
         tagged, texts = _read(text, source, folder, reading)
         # Compose makes keyed lists unique in every file, not only when merging several.
         data = enforce_file_unicity(strip_tags(tagged))
-        return ComposeFile.from_data(source, data, texts, raw=tagged)
+        return ComposeFile.from_data(source, data, texts, raw=tagged, overlay=overlay)
+    except UnicityError as exc:
+        raise ComposeInputError(
+            str(exc),
+            location=locate(merged_lines(texts), exc.path, source),
+            rule=exc.rule,
+            fix=exc.fix,
+        ) from None
     finally:
         if collecting:
             gc.enable()
@@ -393,7 +418,19 @@ def _extended(
         own["env_file"] = rebase_service({"env_file": own["env_file"]}, str(where.folder))[
             "env_file"
         ]
-    return merge_service(strip_tags(base) if isinstance(base, dict) else {}, own)
+    try:
+        return merge_service(strip_tags(base) if isinstance(base, dict) else {}, own)
+    except UnicityError as exc:
+        # A long mount without a target, in the service or the one it extends: at this
+        # service (the unicity walk saw only the pattern `services.*`).
+        raise _error(
+            where.source,
+            where.text,
+            at,
+            str(exc).replace("services.*.", f"services.{name}."),
+            rule=exc.rule,
+            fix=exc.fix.replace("services.*.", f"services.{name}."),
+        ) from None
 
 
 def _parse(text: str, source: str) -> dict[str, Any]:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from tierctl.compose.forms import FormError
-from tierctl.compose.interpolation import Interpolation, InterpolationError, interpolate
 
 _T = TypeVar("_T")
 _PROTOCOLS = ("tcp", "udp", "sctp")
@@ -460,61 +459,27 @@ def _decimal(value: int, unit: int) -> str:
     return f"{whole}.{digits}"
 
 
-def read_dotenv(
-    text: str, source: str, lookup: Mapping[str, str], fallback: Mapping[str, str] | None = None
-) -> dict[str, str | None]:
-    """A dotenv file as Compose reads it: ``KEY=VALUE``, ``export KEY=VALUE``, comments, blank
-    lines; unquoted and double-quoted values interpolated (``${VAR}`` from ``lookup``, then
-    the keys above, then ``fallback``), single-quoted ones literal, ``\\n`` a newline only in double quotes; a bare
-    ``KEY`` takes its value from ``lookup`` (or none).
-
-    Raises:
-        FormError: a key with spaces, or a malformed or missing required reference.
-    """
-    out: dict[str, str | None] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
+def go_path_clean(path: str) -> str:
+    """Go's ``path.Clean`` (slash paths): ``""`` is ``.``, repeated and trailing slashes go,
+    ``.`` and ``..`` are resolved lexically (``/..`` is ``/``). Compose cleans every mount's
+    target with it (``/x/`` is ``/x``, ``/x/../y`` is ``/y``); ``posixpath.normpath`` differs
+    (it keeps a leading ``//``)."""
+    if not path:
+        return "."
+    rooted = path.startswith("/")
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
             continue
-        if line.startswith("export "):
-            line = line[len("export ") :].lstrip()
-        key, sep, value = line.partition("=")
-        key = key.strip() if sep else key
-        if not key or any(c.isspace() for c in key):
-            raise FormError(
-                f"{source}:{number}: unexpected character in variable name {key!r}",
-                rule="an env file line is KEY=VALUE",
-                fix="remove the spaces from the name",
-            )
-        if not sep:
-            out[key] = lookup.get(key)
+        if part == "..":
+            if parts and parts[-1] != "..":
+                parts.pop()
+            elif not rooted:
+                parts.append("..")
             continue
-        value = value.lstrip()
-        # The caller's variables win over the file's own earlier keys, as in Compose.
-        own = {k: v for k, v in out.items() if v is not None}
-        variables = {**(fallback or {}), **own, **lookup}
-        if value[:1] == "'":
-            end = value.find("'", 1)
-            out[key] = value[1:end] if end > 0 else value[1:]
-            continue
-        if value[:1] == '"':
-            end = value.find('"', 1)
-            while end > 0 and value[end - 1] == "\\":
-                end = value.find('"', end + 1)
-            body = value[1:end] if end > 0 else value[1:]
-            body = body.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
-        else:
-            cut = value.find(" #")
-            body = (value[:cut] if cut >= 0 else value).rstrip()
-        try:
-            out[key] = interpolate(body, variables, Interpolation.STRICT)
-        except InterpolationError as exc:
-            raise FormError(
-                f"{source}:{number}: {exc}",
-                rule="env file values are interpolated like the compose file",
-                fix="set the variable, or single-quote the value to keep it literal",
-            ) from None
-    return out
+        parts.append(part)
+    joined = "/".join(parts)
+    return "/" + joined if rooted else joined or "."
 
 
 def absolute(path: str, folder: str) -> str:

@@ -291,31 +291,64 @@ def enforce_file_unicity(data: Any) -> Any:
     """:func:`enforce_unicity` of a whole file, walking only the branches that can hold a
     keyed list; the other branches are the same objects as in ``data`` (a file's freshly
     read values, which nothing else holds)."""
-    return _unique_towards(data, ())
+    return _unique_towards(data, (), ())
 
 
-def _unique_towards(node: Any, pattern: Path) -> Any:
+def _unique_towards(node: Any, pattern: Path, path: Path) -> Any:
     towards = _TOWARDS.get(pattern)
     if towards is None:  # a keyed list's place
-        return enforce_unicity(node, pattern)
+        return enforce_unicity(node, path)
     if not isinstance(node, dict):
         return node
     out = dict(node)
     for k, v in node.items():
         if "*" in towards:
-            out[k] = _unique_towards(v, (*pattern, "*"))
+            out[k] = _unique_towards(v, (*pattern, "*"), (*path, str(k)))
         elif isinstance(k, str) and k in towards:
-            out[k] = _unique_towards(v, (*pattern, k))
+            out[k] = _unique_towards(v, (*pattern, k), (*path, k))
     return out
+
+
+class UnicityError(FormError):
+    """A keyed list's entry without its key (a long mount without a ``target``), at ``path``."""
+
+    def __init__(self, message: str, *, path: tuple[str | int, ...], rule: str, fix: str) -> None:
+        super().__init__(message, rule=rule, fix=fix)
+        self.path = path
+
+
+#: The keyed lists whose long entries Compose keys by a ``target`` it requires (a string).
+_TARGETED = {("services", "*", "volumes"): "volume", ("services", "*", "devices"): "device"}
+
+
+def _require_targets(node: list[Any], path: Path) -> None:
+    for pattern, what in _TARGETED.items():
+        if not _matches(path, pattern):
+            continue
+        for i, entry in enumerate(node):
+            if isinstance(entry, dict) and not isinstance(entry.get("target"), str):
+                dotted = ".".join(path)
+                raise UnicityError(
+                    f"service {what} {dotted}.[{i}] is missing a mount target",
+                    path=(*path, i),
+                    rule=f"a long-form {what} names its container path in target:",
+                    fix=f"add target: /path/in/container to {dotted}[{i}]",
+                )
 
 
 def enforce_unicity(node: Any, path: Path) -> Any:
     """compose-go's EnforceUnicity: in keyed lists a later entry replaces an earlier one with
-    the same key, in the earlier one's place."""
+    the same key, in the earlier one's place.
+
+    Raises:
+        UnicityError: a long mount or device without a string ``target`` (Compose's indexer
+            refuses it before anything is merged).
+    """
     if isinstance(node, dict):
         return {k: enforce_unicity(v, (*path, str(k))) for k, v in node.items()}
     if isinstance(node, list):
         for pattern, key in _UNIQUE:
             if _matches(path, pattern):
+                _require_targets(node, path)
                 return unique_by(node, key)
     return node

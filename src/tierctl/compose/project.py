@@ -32,6 +32,7 @@ from tierctl.compose.casts import (
     negative_unsigned,
 )
 from tierctl.compose.compose_file import ComposeFile
+from tierctl.compose.dotenv import DotenvError, read_dotenv
 from tierctl.compose.forms import (
     FormError,
     normalise_depends_on,
@@ -45,16 +46,17 @@ from tierctl.compose.long_forms import (
     PUBLISHED_INT,
     absolute,
     format_duration,
+    go_path_clean,
     long_ports,
     parse_bytes,
     parse_device,
     parse_duration_ns,
     parse_port,
     parse_volume,
-    read_dotenv,
     unique_ports,
 )
 from tierctl.compose.merge import merge_data, strip_tags
+from tierctl.compose.profiles import active_profiles
 from tierctl.compose.tags import Override, Reset
 from tierctl.compose.unique_items import UniqueLists, duplicates, equal_items_text
 from tierctl.errors import ComposeInputError, Location
@@ -116,9 +118,9 @@ def interpolation_env(options: ProjectOptions, folder: str) -> dict[str, str]:
     for f in files:
         text = read_text(Path(f), what="env file", error=ComposeInputError)
         try:
-            values = read_dotenv(text, f, {**out, **environ})
-        except FormError as exc:
-            raise _refuse(str(exc), Location(file=f), exc.rule, exc.fix) from None
+            values = read_dotenv(text, f, environ, out)
+        except DotenvError as exc:
+            raise _refuse(str(exc), Location(file=f, line=exc.line), exc.rule, exc.fix) from None
         out.update({k: v for k, v in values.items() if v is not None})
     out.update(environ)
     return out
@@ -154,12 +156,15 @@ def project_config(
     )
     env = interpolation_env(options, folder)
     read = [
-        load_compose(Path(f), env=env, interpolation=Interpolation.STRICT, rebase=True)
-        for f in files
+        load_compose(
+            Path(f), env=env, interpolation=Interpolation.STRICT, rebase=True, overlay=i > 0
+        )
+        for i, f in enumerate(files)
     ]
     merged: dict[str, Any] = {}
     unique = UniqueLists()
     for compose in read:
+        compose = _null_services_dropped(compose, merged)
         # Compose casts while it interpolates, and validates the cast document: `cpu_percent:
         # "1.5"` is refused as the float it becomes, not passed as the string it was.
         typed = cast_strings(compose.tagged, functools.partial(_cast_refused, compose))
@@ -171,8 +176,48 @@ def project_config(
     data = strip_tags(merged)
     texts = tuple(t for c in read for t in c.texts)
     where = _Where(texts, str(files[-1]))
-    name = _project_name(options.project_name or data.get("name"), folder)
+    in_file: tuple[Any, bool] = data.get("name"), data.get("name") not in (None, "")
+    if in_file[0] == "" and any(_NAMED.search(text) for _, text in texts):
+        # `name: ${UNSET-}` names the project, with an empty name (refused below); an empty
+        # `name: ""` names none (the folder's name is used), as Compose reads them.
+        in_file = None, True
+    name = _project_name(options.project_name, in_file, folder, env, where)
+    if not options.profiles:
+        # Compose falls back to COMPOSE_PROFILES (the environment or .env) without --profile.
+        options = dataclasses.replace(options, profiles=active_profiles((), env) or ())
     return _finish(data, name, folder, env, options, where)
+
+
+def _null_services_dropped(compose: ComposeFile, merged: dict[str, Any]) -> ComposeFile:
+    """An override's ``name: null`` service adds nothing to the earlier files' service (the
+    schema sees the merged mapping, as Compose validates it); with no earlier service it is
+    refused, as Compose refuses it."""
+    services = compose.tagged.get("services")
+    nulls = (
+        [n for n, body in services.items() if body is None] if isinstance(services, dict) else []
+    )
+    if not nulls:
+        return compose
+    below = merged.get("services")
+    earlier: dict[str, Any] = below if isinstance(below, dict) else {}
+    for name in nulls:
+        if not isinstance(earlier.get(name), dict):
+            raise _refuse(
+                f"validating {compose.source}: services.{name} must be a mapping",
+                compose.location("services", name),
+                "each service is a mapping of compose keys (null only over an earlier "
+                "file's service)",
+                f"write the service as a mapping (services: {{{name}: {{image: ...}}}})",
+            )
+
+    def kept(doc: dict[str, Any]) -> dict[str, Any]:
+        body = doc.get("services")
+        if not isinstance(body, dict):
+            return doc
+        return {**doc, "services": {n: v for n, v in body.items() if n not in nulls}}
+
+    raw = kept(compose.raw) if compose.raw is not None else None
+    return dataclasses.replace(compose, data=kept(compose.data), raw=raw)
 
 
 def _cast_refused(
@@ -279,9 +324,61 @@ class _Where:
         return locate(merged_lines(self.texts), tuple(path), self.default)
 
 
-def _project_name(name: Any, folder: str) -> str:
-    raw = str(name) if name else os.path.basename(folder.rstrip("/"))
-    return re.sub(r"[^a-z0-9_-]", "", raw.lower())
+def normalize_project_name(name: str) -> str:
+    """compose-go's ``NormalizeProjectName``: lower case, only ``a-z 0-9 _ -``, no leading
+    ``_`` or ``-``."""
+    return re.sub(r"[^a-z0-9_-]", "", name.lower()).lstrip("_-")
+
+
+#: A top-level ``name:`` whose written value is not empty (compose-go's "named in YAML").
+_NAMED = re.compile(r"(?m)^name[ \t]*:[ \t]*(?!\"\"|''|#|$)\S")
+_NAME_RULE = (
+    "a project name is lower-case letters, digits, - and _, and starts with a letter or digit"
+)
+
+
+def _project_name(
+    given: str | None,
+    in_file: tuple[Any, bool],
+    folder: str,
+    env: Mapping[str, str],
+    where: _Where,
+) -> str:
+    """The project's name as Compose picks it: ``-p`` (else ``COMPOSE_PROJECT_NAME``) as
+    given, refused unless already normal; else the files' ``name:`` normalised; else the
+    folder's name normalised; an empty result is refused. ``in_file``: the merged ``name:``
+    and whether a file names the project."""
+    where_given = Location(file="(command line)", path="project_name")
+    if not given and env.get("COMPOSE_PROJECT_NAME"):
+        given = env["COMPOSE_PROJECT_NAME"]
+        where_given = Location(file="(environment)", path="COMPOSE_PROJECT_NAME")
+    if given:
+        if normalize_project_name(given) != given:
+            raise _refuse(
+                f"invalid project name {given!r}: must consist only of lowercase alphanumeric "
+                "characters, hyphens, and underscores as well as start with a letter or number",
+                where_given,
+                _NAME_RULE,
+                f"use {normalize_project_name(given) or 'a name like tier-1'!r}",
+                given,
+            )
+        return given
+    written, named = in_file
+    if named:
+        name = normalize_project_name(str(written or ""))
+        location = where.at("name")
+    else:
+        name = normalize_project_name(os.path.basename(folder.rstrip("/")))
+        location = Location(file=folder, path="(the project folder's name)")
+    if not name:
+        raise _refuse(
+            "project name must not be empty",
+            location,
+            _NAME_RULE + " (Compose drops every other character)",
+            "write name: tier-1 in the compose file, or pass a project name",
+            written,
+        )
+    return name
 
 
 # --- one file: short syntaxes to long forms ----------------------------------------------
@@ -1263,6 +1360,8 @@ def _mount(mount: Any, service: str, folder: str, volumes: dict[str, Any], where
     if not isinstance(mount, dict):
         return mount
     out = dict(mount)
+    if isinstance(out.get("target"), str):
+        out["target"] = go_path_clean(out["target"])  # as compose-go's normalize cleans it
     if out.get("type") == "bind" and isinstance(out.get("source"), str):
         out["source"] = absolute(out["source"], folder)
     if out.get("type") == "volume" and out.get("source") and out["source"] not in volumes:
@@ -1304,9 +1403,10 @@ def _environment(
         try:
             earlier = {k: v for k, v in merged.items() if v is not None}
             values = read_dotenv(text, path, lookup, earlier)
-        except FormError as exc:
-            raise _refuse(str(exc), Location(file=path), exc.rule, exc.fix) from None
-        merged.update(values)
+        except DotenvError as exc:
+            raise _refuse(str(exc), Location(file=path, line=exc.line), exc.rule, exc.fix) from None
+        # A bare KEY nothing has a value for is left out, as Compose leaves it.
+        merged.update({k: v for k, v in values.items() if v is not None})
     merged.update(resolved)
     if merged or "environment" in svc:
         svc["environment"] = merged

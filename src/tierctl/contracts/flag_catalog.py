@@ -16,8 +16,9 @@ from tierctl.catalog.store import did_you_mean, unknown_flag
 from tierctl.compose import ComposeFile
 from tierctl.compose.argv import FlagUse
 from tierctl.contracts.context import Context
-from tierctl.contracts.credentials import is_secret_flag, looks_secret_value
+from tierctl.contracts.credentials import is_secret_flag
 from tierctl.contracts.report import Violation
+from tierctl.credentials import carries_credential, shown_value
 from tierctl.engine_catalog import Catalog, Flag, FlagType
 
 _HUMAN_INT = re.compile(r"^-?\d+(\.\d+)?[kKmMgGtT]?$")
@@ -110,7 +111,7 @@ def _use_finding(catalog: Catalog, use: FlagUse) -> tuple[str, str | None, str |
     """(message, found, fix) of one flag use the catalog refuses, or None."""
     if not use.token:
         return (
-            f"stray value {use.values[0]!r} before any flag",
+            f"stray value {shown_value(use.values[0])} before any flag",
             None,
             "put the value after its flag, or drop it",
         )
@@ -125,7 +126,7 @@ def _use_finding(catalog: Catalog, use: FlagUse) -> tuple[str, str | None, str |
     if "." in use.token and catalog.resolve(use.token)[1] == "json key":
         return None  # one key of a JSON flag (vLLM): any text, the engine types it
     problem = value_problem(flag, use)
-    if problem and (is_secret_flag(flag.name) or any(map(looks_secret_value, use.values))):
+    if problem and (is_secret_flag(flag.name) or any(map(carries_credential, use.values))):
         problem = "value rejected (a credential: not shown)"
     if problem:
         return f"{use.token}: {problem} ({catalog.ref})", None, _value_fix(flag)

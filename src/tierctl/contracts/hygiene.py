@@ -10,7 +10,7 @@ may share a GPU or a port.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tierctl.compose import ComposeFile
@@ -331,23 +331,9 @@ def secrets(
             elif literal_secret(key, value):
                 yield _literal_env(compose, name, key, value)
         catalog = (catalogs or {}).get(name)
-        positions = secret_positions(
-            service.command or (), None if catalog is None else _flag_name(catalog)
-        )
-        for i, value in positions:
-            yield Violation(
-                rule="TC006",
-                service=name,
-                message=f"command token {i} is a literal credential ({len(value)} chars); "
-                "pass it through a ${VAR} reference or a secret file",
-                location=compose.location("services", name, "command", i),
-                fix="replace the token with a ${VAR:?message} reference",
-            )
-        flagged = {i for i, _ in positions}
-        for i, token in enumerate(service.command or ()):
-            inside = None if i in flagged else embedded_credential(token)
-            if inside is not None:
-                yield _embedded(compose, name, f"command token {i}", token, inside, "command", i)
+        # The entrypoint too: `entrypoint: [sh, -c, "vllm serve ... --api-key sk-..."]`.
+        for part, argv in (("command", service.command), ("entrypoint", service.entrypoint)):
+            yield from _argv_secrets(compose, name, part, argv or (), catalog)
         for key, value in service.labels.items():
             if value and literal_secret(key, value):
                 yield Violation(
@@ -379,7 +365,33 @@ _EMBEDDED_FIX = {
     '"Authorization: Bearer ${TOKEN}", and set TOKEN where you deploy',
     "a bearer token": 'write the token as a reference, "Bearer ${TOKEN}", and set TOKEN where '
     "you deploy",
+    "a credential in a URL's query": "write the parameter as a reference, ?token=${TOKEN}, "
+    "and set TOKEN where you deploy",
+    "a credential flag's value": "write the flag's value as a reference, --api-key ${API_KEY}, "
+    "and set API_KEY where you deploy",
 }
+
+
+def _argv_secrets(
+    compose: ComposeFile, name: str, part: str, argv: Sequence[str], catalog: Catalog | None
+) -> Iterator[Violation]:
+    """A literal credential in a command's (or entrypoint's) tokens: a credential flag's
+    value, or one token carrying a credential inside it."""
+    positions = secret_positions(argv, None if catalog is None else _flag_name(catalog))
+    for i, value in positions:
+        yield Violation(
+            rule="TC006",
+            service=name,
+            message=f"{part} token {i} is a literal credential ({len(value)} chars); "
+            "pass it through a ${VAR} reference or a secret file",
+            location=compose.location("services", name, part, i),
+            fix="replace the token with a ${VAR:?message} reference",
+        )
+    flagged = {i for i, _ in positions}
+    for i, token in enumerate(argv):
+        inside = None if i in flagged else embedded_credential(token)
+        if inside is not None:
+            yield _embedded(compose, name, f"{part} token {i}", token, inside, part, i)
 
 
 def _config_secrets(compose: ComposeFile) -> Iterator[Violation]:

@@ -214,7 +214,7 @@ def validate_files(
         )
     if engine and "==" in engine:
         parse_ref(engine)  # a clear error for a bad KIND==VERSION before reading files
-    files = [load_compose(Path(p)) for p in paths]
+    files = [load_compose(Path(p), overlay=i > 0) for i, p in enumerate(paths)]
     merged = merge_compose(files)
     scope = ProfileScope.of(merged, profiles)
     engines, unchecked = find_engines(merged, engine)

@@ -127,7 +127,7 @@ def validate_paths(
     """
     spec = load_spec(spec_path)
     paths = list(compose_paths) or [output_path(spec, spec_path)]
-    files = [load_compose(Path(p)) for p in paths]
+    files = [load_compose(Path(p), overlay=i > 0) for i, p in enumerate(paths)]
     chosen = resolve_catalog(catalog) if catalog else None
     report = validate(spec, files, catalog=chosen, spec_source=str(spec_path), profiles=profiles)
     refusals = tuple(schema.project_refusals(paths, report.violations, profiles))

@@ -18,6 +18,12 @@ from tierctl.errors import InputError, Location
 from tierctl.readers import LineMap, PathKey, format_path, load_yaml, read_text
 
 _SEPARATOR = re.compile(r"^---(?:[ \t]|$)")
+#: A kind as Kubernetes names one (CamelCase letters and digits; a kind's plural is a DNS
+#: label, so 63 characters is already generous) and an apiVersion (a DNS-subdomain group, then
+#: a version): a longer or stranger one can be no object's, and naming a schema file with it
+#: ran into the file system ("File name too long" for a 300-character kind).
+_KIND = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}")
+_API_VERSION = re.compile(r"(?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?/)?[a-z0-9]{1,63}")
 _END = re.compile(r"^\.\.\.[ \t]*$")
 #: File names a directory is read for (sorted, recursively).
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -111,14 +117,42 @@ def parse_manifests(text: str, source: str) -> list[Manifest]:
                 rule="each YAML document of a manifest is one object (apiVersion, kind, ...)",
                 fix="separate objects with --- lines, or wrap a list in kind: List",
             )
+        _check_names(data, source, lines, ())
         items = data.get("items")
         if str(data.get("kind", "")).endswith("List") and isinstance(items, list):
             for i, item in enumerate(items):
                 if isinstance(item, dict):
+                    _check_names(item, source, lines, ("items", i))
                     out.append(Manifest(source, item, lines, ("items", i)))
             continue
         out.append(Manifest(source, data, lines))
     return out
+
+
+def _check_names(data: dict[str, Any], source: str, lines: LineMap, at: PathKey) -> None:
+    """Refuse a ``kind`` or ``apiVersion`` no Kubernetes object can have (located)."""
+    for key, pattern, rule, fix in (
+        ("kind", _KIND, "a kind is CamelCase letters and digits, at most 63", "Deployment"),
+        (
+            "apiVersion",
+            _API_VERSION,
+            "an apiVersion is GROUP/VERSION or VERSION (lower-case DNS names)",
+            "apps/v1",
+        ),
+    ):
+        value = data.get(key)
+        if value is None or (isinstance(value, str) and pattern.fullmatch(value)):
+            continue
+        shown = str(value)
+        raise InputError(
+            f"{key} {shown[:40]!r}{'...' if len(shown) > 40 else ''} names no Kubernetes "
+            f"object ({len(shown)} characters)",
+            location=Location(
+                file=source, line=lines.line((*at, key)), path=format_path((*at, key))
+            ),
+            rule=rule,
+            fix=f"write the object's {key}, e.g. {key}: {fix}",
+        )
 
 
 def manifest_files(paths: Sequence[str | Path]) -> list[Path]:

@@ -108,7 +108,10 @@ def _validator(version: str, api_version: str, kind: str) -> Any:
     if crd is not None:
         schema = _crd_schema(crd)
     else:
-        path = _core_dir(version).joinpath(_core_file(api_version, kind))
+        name = _core_file(api_version, kind)
+        if "/" in name or name.startswith(".") or len(name.encode()) > 255:
+            return None  # no schema file is named so (the manifest reader refuses such kinds)
+        path = _core_dir(version).joinpath(name)
         if not path.is_file():
             return None
         schema = json.loads(path.read_text(encoding="utf-8"))

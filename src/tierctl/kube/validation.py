@@ -33,7 +33,12 @@ from tierctl.compose.argv import FlagUse, parse_flags
 from tierctl.contracts.flag_catalog import flag_findings
 from tierctl.contracts.report import RULES, Report, Violation
 from tierctl.contracts.standalone import SPEC_ONLY
-from tierctl.credentials import is_secret_flag, literal_secret, looks_secret_name
+from tierctl.credentials import (
+    embedded_credential,
+    is_secret_flag,
+    literal_secret,
+    looks_secret_name,
+)
 from tierctl.engine_catalog import Catalog
 from tierctl.kube.containers import EngineContainer, engine_containers, pod_sites
 from tierctl.kube.manifests import Manifest, parse_manifests, read_manifests
@@ -385,18 +390,26 @@ def _secrets(m: Manifest, out: _Findings) -> None:
                     and value
                     and not value.startswith("$(")
                     and literal_secret(flag.lstrip("-"), value)
-                ):
+                ) or embedded_credential(token) is not None:
+                    # The second: one token holding the credential with its flag
+                    # (`sh -c "vllm serve ... --api-key sk-..."`).
                     out.violations.append(
                         _v(
                             m,
                             c_path,
                             "TC006",
-                            f"{m.ref}: {flag} carries a literal credential in the argv (value "
-                            "not shown)",
+                            f"{m.ref}: {_argv_place(flag, k)} carries a literal credential in "
+                            "the argv (value not shown)",
                             fix="pass it from a Secret: env valueFrom.secretKeyRef, then "
                             "$(NAME) in args",
                         )
                     )
+
+
+def _argv_place(flag: str, k: int) -> str:
+    """How a message names argv token ``k``: the flag when it is one, else its index (a
+    `sh -c` string holding the credential is never printed)."""
+    return flag if flag.startswith("-") and " " not in flag else f"argument {k}"
 
 
 def _replica_of(e: EngineContainer, spec: TierSpec) -> str | None:

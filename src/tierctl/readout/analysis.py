@@ -224,6 +224,38 @@ def resolve_engine(
     return engine, engine.series_prefix(names)
 
 
+#: The most steps one readout may ask for: Prometheus answers at most 11,000 points per
+#: series, and every step costs each metric's arrays (``judge serve``'s
+#: ``/argo?window=10000000h`` asked for 120 million and took 4.4 GB before any query).
+MAX_STEPS = 11_000
+
+
+def step_grid(start_s: float, end_s: float, step_s: float) -> np.ndarray:
+    """The ends of the steps of ``(start_s, end_s]`` (each value covers ``(t - step, t]``).
+
+    Raises:
+        InputError: an empty or infinite window, or more than :data:`MAX_STEPS` steps.
+    """
+    span = end_s - start_s
+    if not (math.isfinite(span) and math.isfinite(step_s)) or span <= 0 or step_s <= 0:
+        raise InputError(
+            "the window is empty" if span <= 0 or step_s <= 0 else "the window is infinite",
+            rule="readout-window",
+            value=f"{start_s}..{end_s} step {step_s}",
+            fix="give an `end_s` after `start_s` and a positive `step_s`",
+            params=("start_s", "end_s", "step_s"),
+        )
+    if span / step_s > MAX_STEPS:
+        raise InputError(
+            f"the window holds {span / step_s:,.0f} steps of {step_s:g} s",
+            rule=f"a readout asks for at most {MAX_STEPS:,} steps (Prometheus's points per series)",
+            value=f"{span:g} s",
+            fix=f"shorten the window to at most {MAX_STEPS * step_s:g} s, or lengthen the step",
+        )
+    grid: np.ndarray = np.arange(start_s + step_s, end_s + step_s / 2, step_s)
+    return grid
+
+
 def run_readout(
     client: PrometheusClient,
     control: Arm,
@@ -258,17 +290,8 @@ def run_readout(
         tolerance: relative change treated as no change.
         seed: bootstrap seed.
     """
-    if end_s <= start_s or step_s <= 0:
-        raise InputError(
-            "the window is empty",
-            rule="readout-window",
-            value=f"{start_s}..{end_s} step {step_s}",
-            fix="give an `end_s` after `start_s` and a positive `step_s`",
-            params=("start_s", "end_s", "step_s"),
-        )
+    grid = step_grid(start_s, end_s, step_s)
     profile, prefix = resolve_engine(client, engine, prefix)
-    # Steps are labelled by their end: each value covers (t - step, t].
-    grid = np.arange(start_s + step_s, end_s + step_s / 2, step_s)
     q = _Query(client, profile, prefix, grid, step_s)
     arms = (control, canary)
     usable = _usable_steps(q, arms, min_requests_per_step)

@@ -44,6 +44,7 @@ from tierctl.readout.analysis import (
     judge_canary,
     plain_data,
     resolve_engine,
+    step_grid,
 )
 from tierctl.readout.metrics import DEFAULT_METRICS, MetricDef
 from tierctl.readout.stats import ProportionResult, compare_paired
@@ -125,8 +126,7 @@ class _Window:
 
 
 def _grid(start_s: float, end_s: float, step_s: float) -> np.ndarray:
-    grid: np.ndarray = np.arange(start_s + step_s, end_s + step_s / 2, step_s)
-    return grid
+    return step_grid(start_s, end_s, step_s)
 
 
 def run_fleet_readout(

@@ -26,13 +26,16 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierctl.engines import profile_for
 from tierctl.errors import CannotJudge, InputError
 from tierctl.readout.analysis import arms_from_tier, run_readout
 from tierctl.runtime.promapi import PrometheusClient
 from tierctl.spec.effective import Tier
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -67,17 +70,17 @@ class JudgeSettings:
 
 
 def window_seconds(text: str) -> float:
-    """``90s``, ``30m``, ``24h``, ``2d`` -> seconds.
+    """``90s``, ``30m``, ``24h``, ``2d`` -> seconds (the readout then bounds its steps).
 
     Raises:
-        InputError: not a positive duration.
+        InputError: not a positive duration (or longer than 32 characters).
     """
-    match = _DURATION.match(text.strip())
+    match = _DURATION.match(text.strip()) if len(text) <= 32 else None
     if not match or float(match.group(1)) <= 0:
         raise InputError(
-            f"window {text!r} is not a positive duration",
+            f"window {text[:32]!r} is not a positive duration",
             rule="a readout window is a number and a unit",
-            value=text,
+            value=text[:32],
             fix="write 90s, 30m, 24h or 2d",
         )
     return float(match.group(1)) * _UNIT_S[match.group(2)]
@@ -114,6 +117,51 @@ def judge(tier: Tier, settings: JudgeSettings, window_s: float | None = None) ->
     return {**base, **doc, "verdict": str(doc["verdict"])}
 
 
+#: The bounds of a request: a body of at most 64 KiB (413 past it), nested at most 8 levels
+#: (Flagger's payload is two), a window of at most 32 characters, and through the readout at
+#: most ``analysis.MAX_STEPS`` steps: each a 400 with its rule.
+MAX_BODY_BYTES = 64 * 1024
+MAX_BODY_DEPTH = 8
+#: How long a client may take to send its body (a slow client holds no handler longer: 408).
+BODY_TIMEOUT_S = 30.0
+
+
+async def _json_body(request: Any) -> dict[str, Any]:
+    """The request's JSON object (``{}`` without a body), bounded as above.
+
+    Raises:
+        InputError: not UTF-8 JSON, or past the depth or number bounds.
+    """
+    import dataclasses
+
+    from aiohttp import web
+
+    from tierctl.readers import Limits, load_json
+
+    if not request.can_read_body:
+        return {}
+    try:
+        raw = await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
+    except TimeoutError:
+        raise web.HTTPRequestTimeout(
+            text=f"the body did not arrive within {BODY_TIMEOUT_S:g} s"
+        ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("the body is not JSON", rule="a request body is UTF-8 JSON") from None
+    limits = dataclasses.replace(Limits.config(), max_depth=MAX_BODY_DEPTH)
+    doc = load_json(text, "request body", limits=limits)
+    return doc if isinstance(doc, dict) else {}
+
+
+def _refused(exc: InputError) -> web.Response:
+    from aiohttp import web
+
+    body = {"error": exc.message, **({"rule": exc.rule} if exc.rule else {})}
+    return web.json_response(body, status=400)
+
+
 def _window_of(values: dict[str, Any]) -> float | None:
     text = values.get("window")
     return window_seconds(str(text)) if text is not None else None
@@ -127,31 +175,22 @@ def judge_app(tier: Tier, settings: JudgeSettings) -> Any:
         window = _window_of(values)
         return await asyncio.to_thread(judge, tier, settings, window)
 
-    async def body(request: web.Request) -> dict[str, Any]:
-        if request.can_read_body:
-            try:
-                doc = await request.json()
-            except ValueError:
-                raise web.HTTPBadRequest(text="the body is not JSON") from None
-            return doc if isinstance(doc, dict) else {}
-        return {}
-
     async def argo(request: web.Request) -> web.Response:
-        values = {**(await body(request)), **dict(request.query)}
         try:
+            values = {**(await _json_body(request)), **dict(request.query)}
             doc = await verdict(values)
         except InputError as exc:
-            return web.json_response({"error": exc.message}, status=400)
+            return _refused(exc)
         return web.json_response(doc)
 
     async def flagger(request: web.Request) -> web.Response:
-        payload = await body(request)
-        metadata = payload.get("metadata")
-        values = dict(metadata) if isinstance(metadata, dict) else {}
         try:
+            payload = await _json_body(request)
+            metadata = payload.get("metadata")
+            values = dict(metadata) if isinstance(metadata, dict) else {}
             doc = await verdict(values)
         except InputError as exc:
-            return web.json_response({"error": exc.message}, status=400)
+            return _refused(exc)
         doc["phase"] = payload.get("phase")
         doc["canary_name"] = payload.get("name")
         return web.json_response(doc, status=FLAGGER_STATUS[doc["verdict"]])
@@ -159,7 +198,7 @@ def judge_app(tier: Tier, settings: JudgeSettings) -> Any:
     async def healthz(_request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
-    app = web.Application()
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_route("GET", "/argo", argo)
     app.router.add_route("POST", "/argo", argo)
     app.router.add_route("POST", "/flagger", flagger)

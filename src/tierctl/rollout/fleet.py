@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -63,6 +64,55 @@ def _no_credential(value: str) -> str:
     return value
 
 
+_URL_HOST = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?|[0-9A-Fa-f:.]+(?:%[A-Za-z0-9]+)?"
+)
+_URL_PATH = re.compile(r"[A-Za-z0-9._~/%+-]*")
+
+
+def server_url(value: str, key: str, *, credentials: bool) -> str:
+    """``value`` if it is an http(s) URL a client can reach: a host, a port in 1-65535 (as
+    written: no sign, no space), brackets closed; with ``credentials`` False also no
+    password, user or query (an agent's token comes from ``token_env``/``token_file``, and a
+    URL is printed in plans, runbooks and journals).
+
+    Raises:
+        ValueError: what is wrong, without the value's credential.
+    """
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"{key} starts with http:// or https://")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{key} is not a URL ({exc}): write http://HOST:PORT") from None
+    if not parts.hostname or any(c.isspace() for c in value):
+        raise ValueError(f"{key} names no host, or holds white space: write http://HOST:PORT")
+    # A host name, an IPv4 or a bracketed IPv6 address, and a path of URL characters only:
+    # runbooks print the URL into shell lines (`curl ... http://h$(id):1/...` ran `id`).
+    if not _URL_HOST.fullmatch(parts.hostname) or not _URL_PATH.fullmatch(parts.path):
+        raise ValueError(
+            f"{key} holds a character no host name or URL path has (a shell would read it "
+            "in a runbook's curl line): write http://HOST:PORT[/PATH] with letters, digits "
+            "and . - _ ~ / %"
+        )
+    # The port as written (urlsplit takes "+1", "1_0" and "٣" for numbers): ASCII digits.
+    written = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
+    if written and not (written.isascii() and written.isdigit() and port and port <= 65535):
+        raise ValueError(f"{key}'s port is a number from 1 to 65535")
+    if not credentials and (parts.username is not None or "@" in parts.netloc):
+        raise ValueError(
+            f"{key} holds a user or password: the agent's token comes from token_env or "
+            "token_file, never from the URL (which plans, runbooks and journals print)"
+        )
+    if not credentials and (parts.query or parts.fragment):
+        raise ValueError(
+            f"{key} has a query or fragment (a token there would be printed in plans, runbooks "
+            "and journals): write http://HOST:PORT[/PATH] and keep the token in token_env"
+        )
+    return value
+
+
 class FleetHost(_Model):
     """One host of the fleet."""
 
@@ -74,7 +124,11 @@ class FleetHost(_Model):
         "order, paths in the deployment repository.",
     )
     agent_url: str = Field(description="Its agent's URL (http or https).")
-    token_env: str = Field(default="TIERCTL_AGENT_TOKEN", description="Variable with its token.")
+    token_env: str = Field(
+        default="TIERCTL_AGENT_TOKEN",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Variable with its token (a variable name: runbooks write $NAME).",
+    )
     token_file: str | None = Field(default=None, description="File with its token (wins).")
     gate_host: str | None = Field(default=None, description="Where gates reach its engines.")
     prometheus: str | None = Field(
@@ -101,9 +155,12 @@ class FleetHost(_Model):
     @field_validator("agent_url")
     @classmethod
     def _url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("agent_url starts with http:// or https://")
-        return value
+        return server_url(value, "agent_url", credentials=False)
+
+    @field_validator("prometheus")
+    @classmethod
+    def _prometheus(cls, value: str | None) -> str | None:
+        return None if value is None else server_url(value, "prometheus", credentials=True)
 
 
 class FleetWaves(_Model):
@@ -170,16 +227,26 @@ def load_fleet(path: Path) -> Fleet:
     try:
         spec = FleetFile.model_validate(doc.data)
     except ValidationError as exc:
+        from tierctl.credentials import mask_credentials
+
         first = exc.errors()[0]
         key: tuple[str | int, ...] = tuple(first["loc"])
+        given = first.get("input")
+        extra = first["type"] == "extra_forbidden"
         raise InputError(
             # The location (file, line, key path) is printed with it.
-            str(first["msg"]).removeprefix("Value error, "),
+            f"unknown key {key[-1]!r}"
+            if extra
+            else str(first["msg"]).removeprefix("Value error, "),
             location=Location(
                 file=str(path), line=doc.lines.line(key), path=".".join(map(str, key))
             ),
             rule="a fleet file names fleet, old, new, hosts (name, file, agent_url) and waves",
-            value=str(first.get("input"))[:80] if first.get("input") is not None else None,
+            # An unknown key's value is never echoed (`password: ...`), any other one masked
+            # whole before it is cut short (a cut could leave a password without its `@`).
+            value=None
+            if extra or given is None or isinstance(given, dict | list)
+            else mask_credentials(_shown_url(str(given)) if key[-1] in _URLS else str(given))[:80],
             fix="see docs/fleet.md for the fields",
         ) from None
     names = [h.name for h in spec.hosts]
@@ -201,6 +268,16 @@ def load_fleet(path: Path) -> Fleet:
             fix="name hosts from the hosts list",
         )
     return Fleet(spec=spec, path=path, repo=(path.parent / spec.repo).resolve())
+
+
+#: The fields that hold a URL: shown in an error without their userinfo, query or fragment
+#: (a user alone is often a token: ``http://TOKEN@host``).
+_URLS = ("agent_url", "prometheus")
+
+
+def _shown_url(url: str) -> str:
+    url = re.sub(r"^((?:[^:/?#@]*:)?/*)[^/?#]*@", r"\1***@", url)
+    return re.sub(r"([?#]).*$", r"\1***", url, flags=re.DOTALL)
 
 
 def _agent_key(url: str) -> tuple[str, int | None]:

@@ -10,6 +10,7 @@ disagree. Tokens appear only as the names of the variables (or files) that hold 
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from tierctl.rollout.fleet import FleetHost, FleetPlan
@@ -77,7 +78,11 @@ def render_fleet_runbook(
                 w("")
                 continue
             # The host's own token: its variable, or its file read where the command runs.
-            ref = f"${host.token_env}" if host.token_file is None else f"$(cat {host.token_file})"
+            ref = (
+                f"${host.token_env}"
+                if host.token_file is None
+                else f"$(cat {shlex.quote(host.token_file)})"
+            )
             for line in step_sections(host_plan, labels.get(name, name), host.agent_url, 4):
                 w(line.replace("$TIERCTL_AGENT_TOKEN", ref))
     _readout(w, plan, fleet_arg, spec)

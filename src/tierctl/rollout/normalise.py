@@ -85,8 +85,9 @@ def load_merged_services(
             env=env or {},
             interpolation=Interpolation.DEFAULTS,
             base_dir=base_dir,
+            overlay=i > 0,
         )
-        for text, origin, base_dir in files
+        for i, (text, origin, base_dir) in enumerate(files)
     ]
     compose = merge_compose(read)
     origin = " + ".join(f[1] for f in files)

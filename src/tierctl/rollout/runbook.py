@@ -281,11 +281,14 @@ def _target(refs: tuple[SourceRef, ...]) -> Target:
 
 
 def _agent(agent_url: str, call: tuple[str, dict[str, Any]]) -> str:
+    # Quoted for the shell, as the `git show` lines are: the URL and the body come from files
+    # (a fleet's agent_url, a compose file's path and service names) that a `$(...)` or a
+    # `'` must not break out of when the operator pastes the line.
     path, body = call
     return (
-        f"curl -fsS -N -X POST {agent_url}{path} \\\n"
+        f"curl -fsS -N -X POST {shlex.quote(agent_url + path)} \\\n"
         '  -H "Authorization: Bearer $TIERCTL_AGENT_TOKEN" -H "Content-Type: application/json" \\\n'
-        f"  -d '{json.dumps(body)}'"
+        f"  -d {shlex.quote(json.dumps(body))}"
     )
 
 

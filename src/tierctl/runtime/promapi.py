@@ -106,7 +106,7 @@ class PrometheusClient:
             ) from None
         try:
             body = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             body = None
         if not isinstance(body, dict) or body.get("status") not in ("success", "error"):
             if response.status_code >= 500:
@@ -152,18 +152,41 @@ class PrometheusClient:
             "http://127.0.0.1:9090), not a page or a path below it",
         )
 
+    def _malformed(self, path: str, expr: str) -> CannotJudge:
+        """A Prometheus envelope whose data is not the shape the API documents (a result
+        that is no list, a value that is no [time, "number"] pair, labels that are no
+        map): nothing can be judged from it (it was a TypeError and a 500 in ``judge serve``)."""
+        return CannotJudge(
+            f"Prometheus at {mask_userinfo(self.base_url)} answered {path} for {expr!r} with "
+            "data that is not the Prometheus HTTP API's shape",
+            rule="prometheus-malformed",
+            fix="check that the URL is a Prometheus (or a compatible API) and run again; "
+            "nothing was judged",
+        )
+
     def query(self, expr: str, at_s: float | None = None) -> list[tuple[dict[str, str], float]]:
-        """Instant vector query: (labels, value) per series."""
+        """Instant vector query: (labels, value) per series.
+
+        Raises:
+            CannotJudge: unreachable, failing, or an answer of the wrong shape.
+        """
         params = {"query": expr}
         if at_s is not None:
             params["time"] = f"{at_s:.3f}"
         data = self._get("/api/v1/query", params, expr)
-        if data.get("resultType") == "scalar":
-            return [({}, _num(data["result"][1]))]
-        return [(item["metric"], _num(item["value"][1])) for item in data["result"]]
+        try:
+            if data.get("resultType") == "scalar":
+                return [({}, _num(data["result"][1]))]
+            return [(_labels(item["metric"]), _num(item["value"][1])) for item in data["result"]]
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError):
+            raise self._malformed("/api/v1/query", expr) from None
 
     def query_range(self, expr: str, start_s: float, end_s: float, step_s: float) -> list[Series]:
-        """Range query; each series is returned on its own timestamps."""
+        """Range query; each series is returned on its own timestamps.
+
+        Raises:
+            CannotJudge: unreachable, failing, or an answer of the wrong shape.
+        """
         params = {
             "query": expr,
             "start": f"{start_s:.3f}",
@@ -172,18 +195,31 @@ class PrometheusClient:
         }
         data = self._get("/api/v1/query_range", params, expr)
         out = []
-        for item in data["result"]:
-            times = tuple(float(t) for t, _ in item["values"])
-            values = tuple(_num(v) for _, v in item["values"])
-            out.append(Series(item["metric"], times, values))
+        try:
+            for item in data["result"]:
+                times = tuple(float(t) for t, _ in item["values"])
+                values = tuple(_num(v) for _, v in item["values"])
+                out.append(Series(_labels(item["metric"]), times, values))
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError):
+            raise self._malformed("/api/v1/query_range", expr) from None
         return out
 
     def metric_names(self) -> set[str]:
         """Every metric name the server knows (for detecting the engine and its prefix)."""
         data = self._get("/api/v1/label/__name__/values", {}, "__name__ values")
+        if not isinstance(data, list) or not all(isinstance(n, str) for n in data):
+            raise self._malformed("/api/v1/label/__name__/values", "__name__ values")
         return set(data)
 
 
+def _labels(metric: Any) -> dict[str, str]:
+    if not isinstance(metric, dict) or not all(isinstance(v, str) for v in metric.values()):
+        raise TypeError("labels are a map of strings")
+    return metric
+
+
 def _num(text: str) -> float:
+    if not isinstance(text, str | int | float) or isinstance(text, bool):
+        raise TypeError("a sample value is a number's text")
     value = float(text)
     return value if math.isfinite(value) else math.nan

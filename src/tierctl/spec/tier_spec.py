@@ -187,6 +187,22 @@ ReplicaCompose = Annotated[dict[str, Any], AfterValidator(_check_fragment)]
 PathText = Annotated[str, AfterValidator(_no_nul)]
 
 
+def _file_name(value: str) -> str:
+    """Refuse an output that names a folder, not a file (``.``, ``out/``, ``a/..``): the
+    renderings are written to it and beside it (``compose.k8s.yaml``), which needs a name
+    (``output: "."`` ended ``render --target kubernetes`` in a ValueError, issue #42)."""
+    name = value.replace("\\", "/").rstrip().rpartition("/")[2]
+    if value.endswith(("/", "\\")) or name in ("", ".", ".."):
+        raise ValueError(
+            f"output {value[:60]!r} names a folder, not a file: write a file name, e.g. "
+            "compose.yaml or deploy/compose.yaml"
+        )
+    return value
+
+
+OutputPath = Annotated[str, AfterValidator(_no_nul), AfterValidator(_file_name)]
+
+
 class StrictModel(BaseModel):
     """Base for spec models: unknown keys are errors, values are immutable."""
 
@@ -479,7 +495,7 @@ class TierSpec(StrictModel):
     tier: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Tier name (compose project).")
     host: str = Field(description="Host the tier runs on (e.g. gpu02).")
     description: str | None = Field(default=None, description="Free text.")
-    output: PathText = Field(
+    output: OutputPath = Field(
         min_length=1, description="Where `render --write` writes, relative to the spec file."
     )
     engine: Engine = Field(description="The engine all replicas run.")

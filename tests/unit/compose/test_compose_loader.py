@@ -146,7 +146,7 @@ def test_entrypoint_is_tokenised_like_command() -> None:
     ("text", "message", "line"),
     [
         ("services: [a, b]", "must be a mapping of service name", None),
-        ("services:\n  a: [1]\n", "service a is not a mapping", 2),
+        ("services:\n  a: [1]\n", "services.a must be a mapping", 2),
         ("services:\n  a: {command: 'x \"y'}\n", "cannot split", 2),
         ("services:\n  a:\n    command: {x: 1}\n", "must be a string or a list", 3),
         ("services:\n  a:\n    environment: A=1\n", "must be a map or a list", 3),

@@ -228,3 +228,22 @@ def test_a_bad_duration_in_an_inactive_service_is_refused(tmp_path: Path) -> Non
     )
     with pytest.raises(ComposeInputError, match="duration"):
         project_config([path], ProjectOptions(project_name="p", environ={}))
+
+
+@pytest.mark.parametrize(
+    ("path", "clean"),
+    [
+        ("", "."),
+        ("/x/", "/x"),
+        ("/x/../y", "/y"),
+        ("//x//y/", "/x/y"),
+        ("/..", "/"),
+        ("a/../..", ".."),
+        ("rel", "rel"),
+        ("./a/./b", "a/b"),
+    ],
+)
+def test_a_mount_target_is_cleaned_as_go_cleans_it(path: str, clean: str) -> None:
+    from tierctl.compose.long_forms import go_path_clean
+
+    assert go_path_clean(path) == clean
