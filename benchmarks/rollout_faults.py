@@ -108,8 +108,11 @@ class Engines:
                 "image": TINY_IMAGE,
                 "volumes": ["/usr:/usr:ro", f"{base}:{base}:ro", f"{venv}:{venv}:ro",
                             f"{self.model}:/models/tiny:ro"],
+                # One compute thread, not pinned (examples/tiny-vllm says why: a pinned
+                # restarting engine sat on the serving replica's core and never started).
                 "environment": {"HOME": "/tmp", "HF_HUB_OFFLINE": "1",
-                                "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"},
+                                "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
+                                "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"},
                 "shm_size": "1g",
                 # An init as pid 1 reaps vLLM's engine processes: without it a recreated
                 # replica's exited workers stayed zombies, its API server never answered and
