@@ -49,6 +49,18 @@ _DECODE_LINE = re.compile(
 )
 
 
+#: The module the launchers run (``python -m sglang.launch_server``).
+LAUNCH_MODULE = "sglang.launch_server"
+
+#: What SGLang 0.5.23 needs to serve on a host without a GPU (measured on x86 with AVX-512 and
+#: no AMX): ``SGLANG_USE_CPU_ENGINE=1`` selects its CPU platform (``is_cpu()`` is false without
+#: it, whatever ``--device`` says), ``--device cpu`` puts the model and KV cache in host memory,
+#: and ``torch_native`` is the attention backend that runs on any CPU (``intel_amx`` needs
+#: AMX and sgl-kernel's CPU build). CUDA graphs are off by themselves on CPU.
+CPU_HOST_ENV: Mapping[str, str] = MappingProxyType({"SGLANG_USE_CPU_ENGINE": "1"})
+CPU_HOST_FLAGS: tuple[str, ...] = ("--device", "cpu", "--attention-backend", "torch_native")
+
+
 class SGLangProfile(EngineProfile):
     """SGLang's launch, HTTP surface, metrics and logs."""
 

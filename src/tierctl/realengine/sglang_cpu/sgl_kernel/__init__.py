@@ -7,10 +7,12 @@ not published on PyPI: the ``sglang-kernel`` 0.4.10 wheel there is CUDA only (``
 file``). This package takes its name, on the engine's ``PYTHONPATH`` only
 (:func:`tierctl.realengine.sglang.engine_env`), and provides:
 
-- in plain torch, the two bookkeeping ops the real serving path calls:
-  :func:`assign_req_to_token_pool_cpu` (write a batch's new KV-cache slots into the
-  request-to-token table; called on every prefill and decode step) and
-  :func:`copy_all_layer_kv_cache_cpu` (move KV rows inside every layer's buffer);
+- in plain torch, two bookkeeping ops: :func:`assign_req_to_token_pool_cpu` (write a batch's
+  new KV-cache slots into the request-to-token table; SGLang calls it from its
+  speculative-decoding allocator, ``alloc_for_spec_decode``) and
+  :func:`copy_all_layer_kv_cache_cpu` (move KV rows inside every layer's buffer;
+  ``move_kv_cache``). Text serving of the tiny model runs neither (its logs have no stand-in
+  line; the real-engine tests check that): SGLang's own CPU code does the rest;
 - the speculative-decoding and AMX-attention helpers, which their modules import but text
   serving without ``--speculative-algorithm`` never calls, as functions that raise
   :class:`NotImplementedError` naming the op.
