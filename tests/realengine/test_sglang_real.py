@@ -209,3 +209,39 @@ def test_no_op_of_the_sgl_kernel_stand_in_ran(sglang_engine: realsglang.SglangEn
         _generate(client, "one more request before the log is read", 4)
     log = sglang_engine.process.log.read_text(errors="replace")
     assert "tierctl sgl_kernel stand-in:" not in log
+
+
+def test_the_real_router_serves_through_the_real_sglang(
+    sglang_engine: realsglang.SglangEngine, sglang_python: Path, tmp_path: Path
+) -> None:
+    from tierctl.proxies.sglang_router import HealthChecks, RouterSettings, SglangRouter
+
+    settings = RouterSettings(
+        worker_urls=(sglang_engine.url,),
+        health=HealthChecks(interval_s=2, timeout_s=3, failure_threshold=3),
+    )
+    binary = realenv.router_binary(sglang_python)
+    assert binary is not None
+    with SglangRouter(settings, tmp_path / "router.log", binary=binary) as router:
+        router.start(ready_timeout_s=120)
+        assert router.client.health_of() == {sglang_engine.url: True}
+        with httpx.Client(base_url=router.url, timeout=120) as client:
+            native = _generate(client, "through the router", 6)
+            with _client(sglang_engine) as engine_client:
+                direct = _generate(engine_client, "through the router", 6)
+            assert native["output_ids"] == direct["output_ids"]
+            chat = client.post(
+                "/v1/chat/completions",
+                json={
+                    "model": realsglang.SERVED_NAME,
+                    "messages": [{"role": "user", "content": "via the gateway"}],
+                    "max_tokens": 4,
+                },
+            )
+            assert chat.status_code == 200, chat.text
+            assert chat.json()["usage"]["completion_tokens"] == 4
+        # Both went through the router (its own counters; its 503s are /readiness polls
+        # answered before the worker's first health check).
+        counters = router.client.counters()
+        assert counters.requests["/generate"] == 1
+        assert counters.requests["/v1/chat/completions"] == 1
