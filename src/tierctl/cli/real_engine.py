@@ -74,10 +74,22 @@ def serve_cmd(
 
 
 @real_engine.command("model")
-def model_cmd() -> None:
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="vllm",
+    show_default=True,
+    help="Whose virtualenv makes it, when it is not made yet (either has what the maker needs).",
+)
+def model_cmd(engine: str) -> None:
     """Print the tiny model's folder, making it first (deterministic, no hub access)."""
     from tierctl.realengine.env import tiny_model
 
+    if engine == "sglang":
+        from tierctl.realengine.sglang import ensure_sglang
+
+        click.echo(tiny_model(ensure_sglang()))
+        return
     click.echo(tiny_model())
 
 
