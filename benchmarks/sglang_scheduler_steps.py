@@ -24,6 +24,7 @@ import random
 import re
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ import httpx
 
 from tierctl.realengine import env as realenv
 from tierctl.realengine import sglang as realsglang
+from tierctl.runtime.polling import wait_until
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import DENSE_8B_H100
 from tierctl.sim.engine import make_scheduler
@@ -70,6 +72,15 @@ def real_steps(flags: list[str], load: Workload, workdir: Path, name: str) -> li
     ) as engine:
         engine.start()
         engine.wait_ready(600)
+        # /health answers before the server's own warm-up request is done: its steps would
+        # count as the workload's. The server logs this line once the warm-up finished.
+        ready = "The server is fired up and ready to roll!"
+        if not wait_until(lambda: ready in log.read_text(errors="replace"), 300):
+            raise RuntimeError(f"{name}: the server's warm-up did not finish")
+        # SGLang 0.5.23's /health runs a one-token generation when the server is idle (a
+        # `Prefill batch, #new-seq: 1, #new-token: 1` line): the readiness probe's last one
+        # must be in the log before the workload's steps are read from it.
+        time.sleep(2.0)
         start = len(log.read_bytes())
         body = {
             "input_ids": load.prompts,
@@ -81,6 +92,9 @@ def real_steps(flags: list[str], load: Workload, workdir: Path, name: str) -> li
         resp.raise_for_status()
         got = [r["meta_info"]["completion_tokens"] for r in resp.json()]
         assert got == load.outputs, (got, load.outputs)
+        # The scheduler logs a decode round after it has streamed the round's tokens out: the
+        # answer can arrive before the last round's line is written.
+        time.sleep(2.0)
         text = log.read_bytes()[start:].decode(errors="replace")
     steps: list[Step] = []
     for line in text.splitlines():
