@@ -5,8 +5,12 @@ Facts this profile encodes, checked against SGLang's source:
 - every server arg is a flag (no positional arguments); ``store_true`` booleans are bare, a
   few are ``BooleanOptionalAction`` (``--x`` / ``--no-x``, per the catalog);
 - ``/health`` answers 200 once up; ``/health_generate`` runs a one-token generation (503 while
-  starting, draining or stuck); ``/server_info`` (alias ``/get_server_info``) returns every
-  server arg as a top-level key, so the running argv is verified flag by flag;
+  starting, draining or stuck). In 0.5.23 both are one handler, and ``/health`` runs the
+  one-token generation too unless ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0`` (its default
+  is on; ignored while requests are running): seen on the real engine as a ``Prefill batch,
+  #new-seq: 1, #new-token: 1`` line per probe of an idle server. ``/server_info`` (alias
+  ``/get_server_info``) returns every server arg as a top-level key, so the running argv is
+  verified flag by flag;
 - metrics are ``sglang:<name>``, often rewritten to ``sglang_<name>`` by pipelines, labelled
   ``model_name`` and split by ``tp_rank`` / ``pp_rank`` / ``dp_rank`` where enabled.
 """
