@@ -3,8 +3,8 @@
 SGLang's CPU path imports a handful of helpers from ``sgl_kernel`` at module level (behind
 ``if is_cpu():``). Those come from sgl-kernel's CPU build (``sgl-kernel/csrc/cpu``), which is
 not published on PyPI: the ``sglang-kernel`` 0.4.10 wheel there is CUDA only (``sm90``/``sm100``
-``common_ops``; importing it here fails with ``libnvrtc.so.12: cannot open shared object
-file``). This package takes its name, on the engine's ``PYTHONPATH`` only
+``common_ops``; importing it here fails with ``libcuda.so.1: cannot open shared object file``;
+the older ``sgl-kernel`` 0.3.21 with ``libnvrtc.so.12``). This package takes its name, on the engine's ``PYTHONPATH`` only
 (:func:`tierctl.realengine.sglang.engine_env`), and provides:
 
 - in plain torch, two bookkeeping ops: :func:`assign_req_to_token_pool_cpu` (write a batch's
