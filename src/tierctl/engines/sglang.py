@@ -7,8 +7,10 @@ Facts this profile encodes, checked against SGLang's source:
 - ``/health`` answers 200 once up; ``/health_generate`` runs a one-token generation (503 while
   starting, draining or stuck). In 0.5.23 both are one handler, and ``/health`` runs the
   one-token generation too unless ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0`` (its default
-  is on; ignored while requests are running): seen on the real engine as a ``Prefill batch,
-  #new-seq: 1, #new-token: 1`` line per probe of an idle server. ``/server_info`` (alias
+  is on): seen on the real engine as a ``Prefill batch, #new-seq: 1, #new-token: 1`` line per
+  probe of an idle server. It then sleeps in 1 s steps until the scheduler has sent anything
+  since the probe began, so it answers in 1 s at the soonest, 2 s or more during a long
+  prefill (a 3 s probe has little margin on a busy replica). ``/server_info`` (alias
   ``/get_server_info``) returns every server arg as a top-level key, so the running argv is
   verified flag by flag;
 - metrics are ``sglang:<name>``, often rewritten to ``sglang_<name>`` by pipelines, labelled
