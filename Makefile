@@ -37,6 +37,7 @@ test: $(STAMP)
 	./scripts/ensure-prometheus
 	./scripts/ensure-docker
 	./scripts/ensure-vllm >/dev/null
+	./scripts/ensure-sglang >/dev/null
 	PY=$(BIN)/python ./scripts/ensure-engine-wheels
 	$(BIN)/python -m pytest -q
 

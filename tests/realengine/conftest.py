@@ -9,6 +9,7 @@ from __future__ import annotations
 from tests.realengine.fixtures import (  # noqa: F401  (session fixtures of this folder)
     real_router,
     real_tier,
+    sglang_python,
     tiny_model,
     vllm_pair,
     vllm_python,

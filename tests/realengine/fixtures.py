@@ -14,6 +14,8 @@ its end. A test that uses them is marked ``real_engine``.
   ``tiny-llama``. Their flags may differ (a rollout test moves r2 to the canary's
   ``--max-num-seqs``); a test must not assume more than "two healthy vLLM engines".
 - ``real_router``: the tier's :class:`tierctl.proxies.sglang_router.SglangRouter`.
+- ``sglang_python``: the real SGLang's virtualenv python (``scripts/ensure-sglang``), skipped
+  or installed as ``vllm_python`` is.
 """
 
 from __future__ import annotations
@@ -108,6 +110,25 @@ def vllm_python() -> Path:
         return realenv.ensure_vllm()
     except RuntimeFailure as exc:  # in CI an impossible install is a failure, not a skip
         pytest.fail(f"could not install the real engine: {exc.format()}")
+
+
+@pytest.fixture(scope="session")
+def sglang_python() -> Path:
+    """The real SGLang's python, or a skip (outside CI) naming the command that installs it."""
+    from tierctl.realengine import sglang as realsglang
+
+    found = realsglang.sglang_python()
+    if found is not None:
+        return found
+    if not os.environ.get("CI"):
+        pytest.skip(
+            f"SGLang {realsglang.SGLANG_VERSION} is not installed at {realsglang.venv_dir()}: "
+            "run scripts/ensure-sglang (make test does)"
+        )
+    try:
+        return realsglang.ensure_sglang()
+    except RuntimeFailure as exc:  # in CI an impossible install is a failure, not a skip
+        pytest.fail(f"could not install the real SGLang: {exc.format()}")
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from tierctl.catalog import sglang, vllm
@@ -18,7 +21,7 @@ from tierctl.catalog.wheel import (
 )
 from tierctl.engine_catalog import Catalog, CatalogSource, EngineKind
 from tierctl.engines import PROFILES, profile_for, profile_for_distribution
-from tierctl.errors import InputError
+from tierctl.errors import InputError, RuntimeFailure
 
 _REF = re.compile(r"^(?P<dist>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[0-9][0-9A-Za-z.+-]*)$")
 #: How each engine's flags are read out of its wheel, by engine kind.
@@ -61,6 +64,8 @@ def build_catalog(
     cache_dir: Path | None = None,
     runner: Runner = _run,
     parser_python: Path | None = None,
+    installed: bool = False,
+    parser_env: Mapping[str, str] | None = None,
 ) -> Catalog:
     """Build the catalog of ``engine==version`` from its wheel, without importing it; with
     ``parser_python``, then corrected by the engine's real parser built by that interpreter.
@@ -76,10 +81,17 @@ def build_catalog(
             own code builds its parser (heavy packages stood in for, see
             :mod:`tierctl.catalog.parser_dump`), and every flag takes the parser's spellings,
             arity, action, type, choices and default (:func:`tierctl.catalog.parity.refine`).
+        installed: with ``parser_python``: build the parser from the release installed in
+            that interpreter (its own import of the engine, nothing stood in for) instead of
+            the wheel's source over another engine's packages. The installed distribution
+            must be the release asked for.
+        parser_env: the environment the parser is built in (default: this process's, less
+            ``PYTHONPATH``).
 
     Raises:
         InputError: bad reference, unreadable wheel, or a wheel whose layout is not understood.
-        RuntimeFailure: the download failed.
+        RuntimeFailure: the download failed, the parser could not be built, or (``installed``)
+            the interpreter has another release installed.
     """
     engine, distribution, version = parse_build_ref(ref)
     if wheel is None:
@@ -110,9 +122,44 @@ def build_catalog(
     )
     if parser_python is None:
         return catalog
-    root = unpack_sources(wheel, engine, (cache_dir or default_cache_dir()) / "sources")
-    dump = dump_parser(parser_python, engine, root, stub=extractor.PARSER_STUBS)
+    env = dict(os.environ if parser_env is None else parser_env)
+    if parser_env is None:
+        env.pop("PYTHONPATH", None)
+    if installed:
+        found = installed_version(parser_python, distribution, env)
+        if found != version:
+            raise RuntimeFailure(
+                f"{parser_python} has {distribution} {found or '(none)'} installed, not {version}",
+                rule="a catalog built from the installed parser is that release's",
+                fix=f"use the interpreter of an environment with {distribution}=={version}",
+            )
+        dump = dump_parser(parser_python, engine, None, env=env)
+    else:
+        root = unpack_sources(wheel, engine, (cache_dir or default_cache_dir()) / "sources")
+        dump = dump_parser(parser_python, engine, root, stub=extractor.PARSER_STUBS, env=env)
     return refine(catalog, dump)
+
+
+def installed_version(python: Path, distribution: str, env: Mapping[str, str]) -> str | None:
+    """The version of ``distribution`` installed for ``python`` (None when it is not)."""
+    code = (
+        "import importlib.metadata as m, sys\n"
+        "try:\n    print(m.version(sys.argv[1]))\n"
+        "except m.PackageNotFoundError:\n    print('')\n"
+    )
+    proc = subprocess.run(
+        [str(python), "-c", code, distribution],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(env),
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeFailure(
+            f"{python} could not be asked for {distribution}: {proc.stderr[-500:]}"
+        )
+    return proc.stdout.strip() or None
 
 
 def with_profile(catalog: Catalog) -> Catalog:

@@ -225,6 +225,11 @@ def _value(value: Any) -> Any:
     return {"repr": repr(value)[:200]}
 
 
+def _choices(choices: Any) -> Any:
+    """A parser's choices as :func:`_value` takes them: a set stays a set (sorted there)."""
+    return choices if isinstance(choices, set | frozenset) else list(choices)
+
+
 def _type_name(kind: Any) -> Any:
     if kind is None:
         return None
@@ -301,7 +306,9 @@ def describe(parser: argparse.ArgumentParser) -> dict[str, Any]:
                 if action.default == argparse.SUPPRESS
                 else _value(action.default),
                 "type": _type_name(action.type),
-                "choices": None if action.choices is None else _value(list(action.choices)),
+                # A set of choices (SGLang's --sampling-backend) comes out sorted, not in
+                # this run's hash order, so that a catalog built from it is the same each time.
+                "choices": None if action.choices is None else _value(_choices(action.choices)),
                 "required": bool(action.required),
                 # The spellings that set the flag false (--no-x; vLLM 0.33: --disable-x too).
                 "negative": _negative(action),

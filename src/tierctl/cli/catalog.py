@@ -27,11 +27,35 @@ def catalog() -> None:
 )
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="Where downloaded wheels go.")
 @click.option("--force", is_flag=True, help="Replace an --out file that is not a catalog.")
+@click.option(
+    "--parser-python",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Correct every flag by the engine's real parser, built by this interpreter.",
+)
+@click.option(
+    "--installed",
+    is_flag=True,
+    help="With --parser-python: the parser of the release installed there, nothing stubbed "
+    "(e.g. $(tierctl real-engine python --engine sglang)).",
+)
 def build(
-    ref: str, wheel: Path | None, out: Path | None, cache_dir: Path | None, force: bool
+    ref: str,
+    wheel: Path | None,
+    out: Path | None,
+    cache_dir: Path | None,
+    force: bool,
+    parser_python: Path | None,
+    installed: bool,
 ) -> None:
     """Build the catalog of REF (sglang==0.5.23, vllm==0.33.0) from its wheel."""
-    result = build_catalog(ref, wheel=wheel, cache_dir=cache_dir)
+    if installed and parser_python is None:
+        raise InputError(
+            "--installed needs --parser-python (the interpreter the release is installed in)",
+            params=("installed",),
+        )
+    result = build_catalog(
+        ref, wheel=wheel, cache_dir=cache_dir, parser_python=parser_python, installed=installed
+    )
     if out is None:
         click.echo(result.to_json(), nl=False)
         return

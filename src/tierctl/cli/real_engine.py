@@ -1,4 +1,5 @@
-"""``tierctl real-engine``: the real engine on this machine (vLLM on CPU) and its tiny model."""
+"""``tierctl real-engine``: the real engines on this machine (vLLM and SGLang on CPU) and their
+tiny model."""
 
 from __future__ import annotations
 
@@ -6,25 +7,89 @@ from pathlib import Path
 
 import click
 
+from tierctl.errors import ExitCode
+
+ENGINES = ("vllm", "sglang")
+
 
 @click.group("real-engine")
 def real_engine() -> None:
-    """The real engine here: vLLM 0.32 on CPU serving a tiny Llama made locally."""
+    """The real engines here: vLLM 0.32 and SGLang 0.5.23 on CPU, serving a tiny local Llama."""
 
 
 @real_engine.command("python")
-def python_cmd() -> None:
-    """Print the engine virtualenv's python, installing it first (scripts/ensure-vllm)."""
+@click.option("--engine", type=click.Choice(ENGINES), default="vllm", show_default=True)
+def python_cmd(engine: str) -> None:
+    """Print the engine virtualenv's python, installing it first (scripts/ensure-vllm or
+    scripts/ensure-sglang)."""
+    if engine == "sglang":
+        from tierctl.realengine.sglang import ensure_sglang
+
+        click.echo(ensure_sglang())
+        return
     from tierctl.realengine.env import ensure_vllm
 
     click.echo(ensure_vllm())
 
 
+@real_engine.command(
+    "serve", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option("--engine", type=click.Choice(ENGINES), default="sglang", show_default=True)
+@click.option("--port", type=int, default=0, help="Loopback port (default: a free one).")
+@click.option(
+    "--log",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The engine's log (default: ENGINE-PORT.log in the current folder).",
+)
+@click.option(
+    "--start-timeout-s",
+    type=float,
+    default=600.0,
+    show_default=True,
+    help="How long the engine has to answer /health.",
+)
+@click.argument("flags", nargs=-1, type=click.UNPROCESSED)
+def serve_cmd(
+    engine: str, port: int, log: Path | None, start_timeout_s: float, flags: tuple[str, ...]
+) -> ExitCode:
+    """Run one real engine on 127.0.0.1 serving the tiny model until interrupted.
+
+    FLAGS go to the engine after its base flags (`tierctl real-engine serve --engine sglang
+    -- --enable-metrics --prefill-decode-interval 2`). Prints the URL, pid and log once
+    /health answers; Ctrl-C or SIGTERM stops the whole process group.
+    """
+    from tierctl.realengine.serve import serve
+
+    return serve(
+        engine,
+        port=port,
+        log=log,
+        flags=flags,
+        start_timeout_s=start_timeout_s,
+        announce=lambda line: click.echo(line),
+        say=lambda line: click.echo(line, err=True),
+    )
+
+
 @real_engine.command("model")
-def model_cmd() -> None:
+@click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="vllm",
+    show_default=True,
+    help="Whose virtualenv makes it, when it is not made yet (either has what the maker needs).",
+)
+def model_cmd(engine: str) -> None:
     """Print the tiny model's folder, making it first (deterministic, no hub access)."""
     from tierctl.realengine.env import tiny_model
 
+    if engine == "sglang":
+        from tierctl.realengine.sglang import ensure_sglang
+
+        click.echo(tiny_model(ensure_sglang()))
+        return
     click.echo(tiny_model())
 
 

@@ -5,8 +5,14 @@ Facts this profile encodes, checked against SGLang's source:
 - every server arg is a flag (no positional arguments); ``store_true`` booleans are bare, a
   few are ``BooleanOptionalAction`` (``--x`` / ``--no-x``, per the catalog);
 - ``/health`` answers 200 once up; ``/health_generate`` runs a one-token generation (503 while
-  starting, draining or stuck); ``/server_info`` (alias ``/get_server_info``) returns every
-  server arg as a top-level key, so the running argv is verified flag by flag;
+  starting, draining or stuck). In 0.5.23 both are one handler, and ``/health`` runs the
+  one-token generation too unless ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=0`` (its default
+  is on): seen on the real engine as a ``Prefill batch, #new-seq: 1, #new-token: 1`` line per
+  probe of an idle server. It then sleeps in 1 s steps until the scheduler has sent anything
+  since the probe began, so it answers in 1 s at the soonest, 2 s or more during a long
+  prefill (a 3 s probe has little margin on a busy replica). ``/server_info`` (alias
+  ``/get_server_info``) returns every server arg as a top-level key, so the running argv is
+  verified flag by flag;
 - metrics are ``sglang:<name>``, often rewritten to ``sglang_<name>`` by pipelines, labelled
   ``model_name`` and split by ``tp_rank`` / ``pp_rank`` / ``dp_rank`` where enabled.
 """
@@ -47,6 +53,18 @@ _DECODE_LINE = re.compile(
     r"Decode batch[.,].*?#running-req: (\d+), #token: (\d+),.*?gen throughput \(token/s\): "
     r"([\d.]+)"
 )
+
+
+#: The module the launchers run (``python -m sglang.launch_server``).
+LAUNCH_MODULE = "sglang.launch_server"
+
+#: What SGLang 0.5.23 needs to serve on a host without a GPU (measured on x86 with AVX-512 and
+#: no AMX): ``SGLANG_USE_CPU_ENGINE=1`` selects its CPU platform (``is_cpu()`` is false without
+#: it, whatever ``--device`` says), ``--device cpu`` puts the model and KV cache in host memory,
+#: and ``torch_native`` is the attention backend that runs on any CPU (``intel_amx`` needs
+#: AMX and sgl-kernel's CPU build). CUDA graphs are off by themselves on CPU.
+CPU_HOST_ENV: Mapping[str, str] = MappingProxyType({"SGLANG_USE_CPU_ENGINE": "1"})
+CPU_HOST_FLAGS: tuple[str, ...] = ("--device", "cpu", "--attention-backend", "torch_native")
 
 
 class SGLangProfile(EngineProfile):

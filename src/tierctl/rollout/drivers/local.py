@@ -92,7 +92,9 @@ class LocalDriver:
             stop_timeout_s: How long a process group has to exit after SIGTERM.
             sleep: Injected sleep.
             engine: ``sim`` or ``real`` (the engine itself, from a local install).
-            engine_python: The real engine's python (default: the vLLM CPU virtualenv).
+            engine_python: The real engine's python (default: the engine's virtualenv,
+                scripts/ensure-vllm's or scripts/ensure-sglang's by the command's profile;
+                an SGLang gets tierctl's ``sgl_kernel`` stand-in first on its PYTHONPATH).
             extra_env: Set in every engine's environment after the service's own (e.g. a
                 small CPU KV cache); never logged.
         """
@@ -343,6 +345,10 @@ class LocalDriver:
             from tierctl.realengine.env import ensure_vllm
 
             return str(ensure_vllm())
+        if kind == "sglang":
+            from tierctl.realengine.sglang import ensure_sglang
+
+            return str(ensure_sglang())
         return sys.executable
 
     def _start(self, dep: Deployment, service: str) -> None:
@@ -365,6 +371,13 @@ class LocalDriver:
             # never reaches a model hub.
             env.pop("PYTHONPATH", None)
             env.update(OFFLINE_ENV)
+            profile = profile_for_argv(dep.argv(service))
+            if profile is not None and profile.kind == "sglang":
+                # SGLang from scripts/ensure-sglang's virtualenv imports sgl_kernel, whose CPU
+                # build is unpublished: tierctl's stand-in comes first on its PYTHONPATH.
+                from tierctl.realengine.sglang import SHIM_DIR
+
+                env["PYTHONPATH"] = str(SHIM_DIR)
         for key, value in (dep.services[service].get("environment") or {}).items():
             if value is not None and "${" not in value:
                 env[key] = value
