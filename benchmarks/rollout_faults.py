@@ -264,7 +264,11 @@ class Bench:
         return listed if isinstance(listed, list) else []
 
     def converge(self, tag: str) -> None:
-        """Every host runs ``tag`` and its router has both replicas, healthy."""
+        """Every host runs ``tag``, each engine answers its own /health, and its router has
+        both replicas, healthy, a whole probe window later (not measured: the reset between
+        two rollouts recreates replicas without draining them, and a router that had not yet
+        noticed one go down still listed it healthy: seen here, the next rollout's first
+        requests then got a 500)."""
         for h in self.hosts:
             last = self.up(h.name, tag, ["model-r1", "model-r2", "proxy"])
             if last != '{"type": "exit", "code": 0}':
@@ -282,6 +286,18 @@ class Bench:
                 listed = self.workers(name)
                 return len(listed) == 2 and all(w.get("is_healthy") for w in listed)
 
+            def engines_up(address: str = h.address) -> bool:
+                try:
+                    return all(
+                        httpx.get(f"http://{address}:{p}/health", timeout=5).status_code == 200
+                        for p in PORTS.values()
+                    )
+                except httpx.HTTPError:
+                    return False
+
+            if not wait_until(engines_up, 600, poll_s=1.0):
+                raise RuntimeError(f"{h.name}: the engines did not answer /health")
+            time.sleep(PROBE_WINDOW_S + PROBE_INTERVAL_S)  # the router's probes caught up
             if not wait_until(ready, 600, poll_s=1.0):
                 raise RuntimeError(f"{h.name}: the router never had both replicas healthy")
 
