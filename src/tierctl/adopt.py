@@ -169,8 +169,28 @@ def adopt(
     spec = load_spec_text(text, str(out_path))
     rendered = render_compose(spec, spec_path=out_path)
     again = parse_compose(rendered, source="(rendered)", interpolation=Interpolation.AS_WRITTEN)
-    differences = semantic_diff(merged, again)
+    differences = semantic_diff(merged, again) + _argv_differences(merged, again)
     return Adoption(spec, text, rendered, notes, differences, references, rebased)
+
+
+def _argv_differences(merged: ComposeFile, again: ComposeFile) -> list[str]:
+    """Every service's ``entrypoint`` and ``command`` compared token for token: the engine
+    reading two orders alike does not make them the same file (``plan`` compares them so)."""
+    out: list[str] = []
+    for name, service in merged.services.items():
+        other = again.services.get(name)
+        if other is None:
+            continue  # semantic_diff says so
+        for key, mine, theirs in (
+            ("entrypoint", service.entrypoint, other.entrypoint),
+            ("command", service.command, other.command),
+        ):
+            if mine != theirs:
+                out.append(
+                    f"services.{name}.{key}: {list(mine or ())} != {list(theirs or ())} "
+                    "(the rendering writes the tokens in another order or form)"
+                )
+    return out
 
 
 def _version(first: EngineService, notes: list[str], forced: bool) -> str:
@@ -367,7 +387,7 @@ def _spec_document(
     flags = [parts["flags"] for parts in replicas.values()]
     envs = [parts["env"] for parts in replicas.values()]
     fragments = [parts["compose"] for parts in replicas.values()]
-    base_flags = _common(flags)
+    base_flags = _ordered_base(flags)
     base_env = _common(envs)
     base_compose = _common(fragments)
     container = [parts["container_name"] for parts in replicas.values()]
@@ -412,6 +432,9 @@ def _spec_document(
         engine["container_name"] = False
     if equals:
         engine["equals_flags"] = equals
+    positional = _positional(first, launcher, entry, wrapper)
+    if positional is not None:
+        engine["positional"] = positional
     _image_policy(merged, engine, notes)
     replica_docs = _replica_documents(
         replicas, group, base_flags, base_env, base_compose, base_image
@@ -703,6 +726,81 @@ def _drop_devices(compose: dict[str, Any]) -> None:
         compose["deploy"] = rest
     else:
         compose.pop("deploy", None)
+
+
+def _positional(
+    first: EngineService, launcher: list[str], entry: list[str], wrapper: dict[str, Any] | None
+) -> bool | None:
+    """``engine.positional`` where the file writes the positional argument (vLLM's model)
+    otherwise than the rendering would by default; None where the default is the file's."""
+    profile = first.profile
+    if not profile.positional:
+        return None
+    before: tuple[str, ...] = ()
+    if wrapper is None and entry:
+        before = tuple(entry)
+    elif wrapper is None and not launcher:
+        before = profile.image_entrypoint(first.service.image)
+    default = profile.takes_positional([*before, *launcher])
+    written = bool(profile.split_command(first.argv).positional)
+    return None if written == default else written
+
+
+def _ordered_base(maps: list[dict[str, Any]]) -> dict[str, Any]:
+    """The engine's base flags: every replica's flags in one order that agrees with each
+    replica's own (so a replica's argv renders token for token as its file wrote it: a
+    changed flag keeps its place, an absent one is a null override), each with the value
+    most replicas give it. Where the replicas order their flags differently, only the flags
+    every replica gives alike, and only where that keeps every order."""
+    order = _merged_order([list(m) for m in maps])
+    if order is None:
+        alike = _common(maps)
+        ok = all(
+            [k for k in m if k in alike] == list(alike)
+            and all(k in alike for k in list(m)[: len(alike)])
+            for m in maps
+        )
+        return alike if ok else {}
+    # Flags every replica gives are the engine's; a flag only some give is a replica's own
+    # (appended after the base) unless a base flag follows it somewhere.
+    shared = {k for k in order if all(k in m for m in maps)}
+    grown = True
+    while grown:
+        grown = False
+        for m in maps:
+            keys = list(m)
+            last = max((i for i, k in enumerate(keys) if k in shared), default=-1)
+            early = {k for k in keys[:last] if k not in shared}
+            if early:
+                shared |= early
+                grown = True
+    base: dict[str, Any] = {}
+    for key in (k for k in order if k in shared):
+        values = [m[key] for m in maps if key in m]
+        base[key] = max(values, key=lambda v: sum(1 for w in values if w == v))
+    return base
+
+
+def _merged_order(orders: list[list[str]]) -> list[str] | None:
+    """One sequence of all the keys that keeps every list's order (the first list's where
+    free), or None when two lists order two keys differently."""
+    keys: list[str] = []
+    before: dict[str, set[str]] = {}
+    for order in orders:
+        for i, key in enumerate(order):
+            if key not in before:
+                keys.append(key)
+                before[key] = set()
+            before[key].update(order[:i])
+    out: list[str] = []
+    placed: set[str] = set()
+    while len(out) < len(keys):
+        ready = next((k for k in keys if k not in placed and before[k] <= placed), None)
+        if ready is None:
+            return None
+        out.append(ready)
+        placed.add(ready)
+    return out
 
 
 def _common(maps: list[dict[str, Any]]) -> dict[str, Any]:

@@ -158,3 +158,34 @@ def test_validate_reports_only_the_real_problems(project: Project, tmp_path: Pat
     if (spec.engine.kind, spec.engine.version) in shipped():
         checked = validate(spec, [parse_compose(result.rendered, source=str(rendered))])
         assert {(v.rule, v.service) for v in checked.violations} <= project.expected, checked.text()
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=IDS)
+def test_plan_of_the_import_against_the_original_changes_nothing(
+    project: Project, tmp_path: Path
+) -> None:
+    """The spec beside the project, its rendering beside both: ``plan`` OLD (the project)
+    NEW (the rendering) changes nothing but :data:`tierctl.adopt.RENDER_ADDITIONS` (tierctl's
+    labels, the log driver) and the credentials the import turned into references."""
+    import shutil
+
+    from tierctl.rollout.planner import PlanOptions, plan_files
+
+    here = tmp_path / project.name
+    shutil.copytree(CORPUS / project.name, here)
+    files = [here / f.name for f in project.files]
+    result = adopt(files, out=here / "tier.yaml", **project.options)
+    rendered = here / result.spec.output
+    rendered.write_text(result.rendered, encoding="utf-8")
+    moved = {f"env {r.where.split()[1]}: changed" for r in result.references}
+    variables = {r.var for r in result.references if r.where.startswith("command")}
+    plan = plan_files([str(f) for f in files], [str(rendered)], PlanOptions())
+    for change in plan.services:
+        left = [
+            d
+            for d in change.details
+            if not d.startswith(("label tierctl.", "logging"))
+            and d not in moved
+            and not any(f"${{{v}:?" in d for v in variables)
+        ]
+        assert left == [], (change.service, change.details)

@@ -455,11 +455,19 @@ class EngineProfile(ABC):
         launcher: Iterable[str],
         flags: Mapping[str, Any],
         catalog: Catalog | None = None,
+        before: Iterable[str] = (),
+        positional: bool | None = None,
     ) -> list[str]:
-        """The whole command: launcher, positional arguments, then the flags in order."""
+        """The whole command: launcher, positional arguments, then the flags in order.
+
+        ``before``: what runs ahead of the launcher's tokens (the service's entrypoint, or the
+        image's ENTRYPOINT when the command holds only arguments): ``entrypoint: [vllm]``
+        with the launcher ``serve`` takes the model positionally as ``vllm serve`` does.
+        ``positional``: False writes them as flags (``--model X``), True positionally; None:
+        where the launcher takes them."""
         head = list(launcher)
         rest = dict(flags)
-        if self.takes_positional(head):
+        if self.takes_positional([*before, *head]) if positional is None else positional:
             for name in self.positional:
                 if name in rest and isinstance(rest[name], str | int | float):
                     head.append(format_scalar(rest.pop(name)))

@@ -32,7 +32,14 @@ _REFERENCE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 
 # Fields added after the digest was defined: left out while at their default, so that adding
 # them did not make every rendered file on disk stale.
-_LATER_ENGINE_FIELDS = ("entrypoint", "container_name", "equals_flags", "image_policy", "shell")
+_LATER_ENGINE_FIELDS = (
+    "entrypoint",
+    "container_name",
+    "equals_flags",
+    "image_policy",
+    "shell",
+    "positional",
+)
 _LATER_REPLICA_FIELDS = ("gpu_count", "container_name", "gpu_style")
 _LATER_TOP_FIELDS = ("volumes", "networks", "secrets", "configs", "extensions")
 

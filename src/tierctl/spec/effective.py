@@ -146,11 +146,20 @@ def launcher(spec: TierSpec) -> list[str]:
     return list(engine_profile(spec).default_launcher())
 
 
-def replica_argv(spec: TierSpec, flags: dict[str, Any]) -> list[str]:
+def replica_argv(spec: TierSpec, flags: dict[str, Any], image: str | None = None) -> list[str]:
     """The whole command of a replica, in its engine's syntax: the launcher, positional
-    arguments where the launcher takes them (``vllm serve MODEL``), then the flags, with
+    arguments where the launcher takes them (``vllm serve MODEL``, also when the entrypoint
+    or the image's ENTRYPOINT says ``vllm`` or ``vllm serve``), then the flags, with
     ``false`` as ``--no-name`` for a ``boolean_optional`` flag of the pinned catalog."""
-    return engine_profile(spec).render_argv(launcher(spec), flags, engine_catalog(spec))
+    profile = engine_profile(spec)
+    head = launcher(spec)
+    before: tuple[str, ...] = ()
+    shell = spec.engine.shell
+    if shell is None and spec.engine.entrypoint is not None:
+        before = tuple(spec.engine.entrypoint)
+    elif shell is None and not head:
+        before = profile.image_entrypoint(image or spec.engine.image)
+    return profile.render_argv(head, flags, engine_catalog(spec), before, spec.engine.positional)
 
 
 # A token the shell reads as itself (no quoting needed). ``$VAR`` and ``${VAR...}`` are left
@@ -336,7 +345,10 @@ def resolve_replica(spec: TierSpec, name: str) -> ResolvedReplica:
         gpu_count=replica.gpu_count if replica.gpu_count is not None else len(replica.gpus),
         image=replica.image or spec.engine.image,
         flags=flags,
-        argv=equals_form(replica_argv(spec, flags), spec.engine.equals_flags),
+        argv=equals_form(
+            replica_argv(spec, flags, replica.image or spec.engine.image),
+            spec.engine.equals_flags,
+        ),
         env=env,
         variant=render_variant(spec, name, flags, env),
         port=replica_port(spec, flags),

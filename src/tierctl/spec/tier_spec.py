@@ -279,6 +279,15 @@ class Engine(StrictModel):
         default_factory=list,
         description="Flags rendered as one `--name=value` token instead of `--name value`.",
     )
+    positional: bool | None = Field(
+        default=None,
+        description=(
+            "How the engine's positional argument (vLLM's model) is written: null: where the "
+            "launcher takes it (`vllm serve MODEL`, also behind an entrypoint or image "
+            "ENTRYPOINT running `vllm`), else `--model MODEL`; true: positionally; false: "
+            "as `--model MODEL` (files written that way, kept by `tierctl import`)."
+        ),
+    )
     image_policy: Literal["digest", "tag", "as-written"] = Field(
         default="digest",
         description=(

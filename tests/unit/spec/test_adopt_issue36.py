@@ -1,0 +1,104 @@
+"""``tierctl import`` on the defect classes of issue #36 (unseen public compose files).
+
+Each test is one class: it fails on the code before its fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tierctl.adopt import adopt
+from tierctl.compose import Interpolation, parse_compose
+from tierctl.rollout.planner import PlanOptions, plan_files
+
+VLLM = "vllm/vllm-openai:v0.11.0"
+DEV = (
+    "deploy: {{resources: {{reservations: {{devices: [{{driver: nvidia, device_ids: ['{i}'], "
+    "capabilities: [gpu]}}]}}}}}}"
+)
+
+
+def _write(folder: Path, text: str, name: str = "compose.yaml") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _rendered_commands(rendered: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    again = parse_compose(rendered, source="(rendered)", interpolation=Interpolation.AS_WRITTEN)
+    return {name: (svc.entrypoint or (), svc.command or ()) for name, svc in again.services.items()}
+
+
+def _in_place(tmp_path: Path, text: str) -> tuple[Path, Path]:
+    """Import a file into a spec beside it and write the rendering there too."""
+    path = _write(tmp_path, text)
+    result = adopt([path], out=tmp_path / "tier.yaml")
+    assert result.differences == []
+    rendered = tmp_path / result.spec.output
+    rendered.write_text(result.rendered, encoding="utf-8")
+    return path, rendered
+
+
+# --- argv kept token for token, in order ---------------------------------------------------
+
+REORDERED = (
+    "services:\n"
+    "  a:\n"
+    f"    image: {VLLM}\n"
+    "    entrypoint: [vllm]\n"
+    "    command: serve Qwen/Qwen2.5-0.5B-Instruct --port 8000 --max-model-len 4096\n"
+    f"    {DEV.format(i=0)}\n"
+    "  b:\n"
+    f"    image: {VLLM}\n"
+    "    entrypoint: [vllm]\n"
+    "    command: serve Qwen/Qwen2.5-0.5B-Instruct --max-model-len 4096 --port 8001 --seed 1\n"
+    f"    {DEV.format(i=1)}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        REORDERED,
+        # The image's ENTRYPOINT is `vllm serve`: the model stays positional...
+        f"services:\n  a:\n    image: {VLLM}\n    command: Qwen/X --port 8000\n",
+        # ...and a --model stays a flag.
+        f"services:\n  a:\n    image: {VLLM}\n    command: --model Qwen/X --port 8000\n",
+        f"services:\n  a:\n    image: {VLLM}\n    entrypoint: [vllm, serve]\n"
+        "    command: Qwen/X --port 8000\n",
+        # Three replicas, each with its own order and flags of its own.
+        "services:\n"
+        "  a: {image: 'org/llm:1', command: [vllm, serve, --port, '1', --model, m]}\n"
+        "  b: {image: 'org/llm:1', command: [vllm, serve, --model, n, --port, '2', --x]}\n"
+        "  c: {image: 'org/llm:1', command: [vllm, serve, --port, '3', --y, '9', --model, m]}\n",
+    ],
+)
+def test_argv_renders_token_for_token_in_order(tmp_path: Path, text: str) -> None:
+    path = _write(tmp_path, text)
+    result = adopt([path], out=tmp_path / "tier.yaml")
+    assert result.differences == []
+    original = parse_compose(text, source=str(path), interpolation=Interpolation.AS_WRITTEN)
+    mine = {n: (s.entrypoint or (), s.command or ()) for n, s in original.services.items()}
+    assert _rendered_commands(result.rendered) == mine
+
+
+def test_plan_of_the_import_against_the_original_changes_no_command(tmp_path: Path) -> None:
+    path, rendered = _in_place(tmp_path, REORDERED)
+    plan = plan_files(str(path), str(rendered), PlanOptions())
+    for change in plan.services:
+        assert "argv" not in change.reasons, change.details
+        # Only what the rendering adds (RENDER_ADDITIONS): tierctl's labels, the log driver.
+        assert set(change.reasons) <= {"labels", "logging"}, change.details
+
+
+def test_an_order_the_rendering_cannot_keep_is_a_difference_not_equivalent(
+    tmp_path: Path,
+) -> None:
+    # The official image's ENTRYPOINT already runs `vllm serve`: the file's doubled launcher
+    # is dropped by the renderer, so the import must not call the result equivalent.
+    text = f"services:\n  a:\n    image: {VLLM}\n    command: [vllm, serve, --model, m]\n"
+    result = adopt([_write(tmp_path, text)], out=tmp_path / "tier.yaml")
+    assert any("services.a.command" in d for d in result.differences)
