@@ -102,3 +102,18 @@ def test_an_order_the_rendering_cannot_keep_is_a_difference_not_equivalent(
     text = f"services:\n  a:\n    image: {VLLM}\n    command: [vllm, serve, --model, m]\n"
     result = adopt([_write(tmp_path, text)], out=tmp_path / "tier.yaml")
     assert any("services.a.command" in d for d in result.differences)
+
+
+# --- gpus: all read as Compose reads it ------------------------------------------------------
+
+
+def test_validate_of_gpus_all_reports_no_schema_difference(
+    tmp_path: Path, compose_binary: object
+) -> None:
+    from tierctl.contracts.standalone import validate_files
+
+    text = (
+        f"services:\n  a:\n    image: {VLLM}\n    command: --model m --port 8000\n    gpus: all\n"
+    )
+    report = validate_files([_write(tmp_path, text)])
+    assert [v for v in report.violations if v.rule == "TC007"] == [], report.text()
