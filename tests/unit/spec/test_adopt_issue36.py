@@ -11,6 +11,7 @@ import pytest
 
 from tierctl.adopt import adopt
 from tierctl.compose import Interpolation, parse_compose
+from tierctl.compose.binary import ComposeBinary
 from tierctl.rollout.planner import PlanOptions, plan_files
 
 VLLM = "vllm/vllm-openai:v0.11.0"
@@ -108,12 +109,14 @@ def test_an_order_the_rendering_cannot_keep_is_a_difference_not_equivalent(
 
 
 def test_validate_of_gpus_all_reports_no_schema_difference(
-    tmp_path: Path, compose_binary: object
+    tmp_path: Path, compose_binary: ComposeBinary
 ) -> None:
+    from tierctl.contracts.crosscheck import ComposeCheck
     from tierctl.contracts.standalone import validate_files
 
     text = (
         f"services:\n  a:\n    image: {VLLM}\n    command: --model m --port 8000\n    gpus: all\n"
     )
-    report = validate_files([_write(tmp_path, text)])
+    check = ComposeCheck(binary=compose_binary.argv[0], environ={"PATH": "/usr/bin:/bin"})
+    report = validate_files([_write(tmp_path, text)], compose_check=check)
     assert [v for v in report.violations if v.rule == "TC007"] == [], report.text()
