@@ -35,7 +35,7 @@ from tierctl.engines import profile_for
 from tierctl.errors import InputError, Location
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
-from tierctl.spec.effective import ARGV_SLOT, shell_join
+from tierctl.spec.effective import AMD_DEVICES, AMD_VISIBLE, ARGV_SLOT, shell_join
 from tierctl.spec.loader import load_spec_text
 from tierctl.spec.semantic_diff import semantic_diff
 from tierctl.spec.tier_spec import TierSpec
@@ -634,8 +634,15 @@ def _gpus(
                 {"gpu_count": "all"} if visible == "all" else {"gpus": [int(i) for i in ids]}
             )
             return _fit_note(e, {"gpu_style": "runtime", **got}, notes)
-    if compose.get("devices") == ["/dev/kfd", "/dev/dri"]:
+    if compose.get("devices") == list(AMD_DEVICES):
         del compose["devices"]
+        for style, key in AMD_VISIBLE.items():
+            chosen = env.get(key)
+            ids = [v.strip() for v in chosen.split(",")] if isinstance(chosen, str) else []
+            if ids and all(_GPU_INDEX.match(i) for i in ids) and len(set(ids)) == len(ids):
+                # ROCm replicas pick their GPUs with HIP_/ROCR_VISIBLE_DEVICES.
+                del env[key]
+                return _fit_note(e, {"gpu_style": style, "gpus": [int(i) for i in ids]}, notes)
         return _fit_note(e, {"gpu_style": "amd", "gpu_count": "all"}, notes)
     if any(k in compose for k in ("gpus", "runtime", "devices")):
         return _fit_note(e, {"gpu_style": "as-written"}, notes)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from tierctl.compose import ComposeFile
+from tierctl.compose import ComposeFile, ComposeService
 from tierctl.compose.forms import command_cut
 from tierctl.compose.profiles import ProfileScope
 from tierctl.contracts.context import Context, config_content
@@ -110,9 +110,15 @@ def gpus(compose: ComposeFile, scope: ProfileScope | None = None) -> Iterator[Vi
     default: every project the file can run)."""
     scope = scope or ProfileScope.of(compose)
     owners: dict[str, list[str]] = {}
+    claims: dict[str, list[str]] = {}
+    for name, service in compose.services.items():
+        for gpu in service.gpu_ids:
+            claims.setdefault(gpu, []).append(name)
     for name, service in compose.services.items():
         for gpu in service.gpu_ids:
             first = _first_together(scope, owners.setdefault(gpu, []), name)
+            if first is not None and _shared_by_fraction(compose, scope, claims[gpu], name):
+                continue  # engines sharing the GPU, each with its share of the memory
             if first is not None:
                 yield Violation(
                     rule="TC006",
@@ -123,6 +129,39 @@ def gpus(compose: ComposeFile, scope: ProfileScope | None = None) -> Iterator[Vi
                     fix="give each service its own device_ids"
                     + (", or put them in profiles that exclude each other" if scope.named else ""),
                 )
+
+
+def memory_share(service: ComposeService) -> float | None:
+    """The share of a GPU's memory an engine service takes (vLLM's
+    ``--gpu-memory-utilization``, SGLang's ``--mem-fraction-static``), when its command sets
+    one (a number in (0, 1])."""
+    from tierctl.engines import PROFILES, profile_for_argv
+
+    argv = (*(service.entrypoint or ()), *(service.command or ()))
+    profile = profile_for_argv(argv)
+    if profile is None:
+        profile = next((p for p in PROFILES.values() if p.matches_image(service.image)), None)
+        if profile is not None and not service.entrypoint:
+            argv = (*profile.image_entrypoint(service.image), *argv)
+    flag = profile.memory_fraction_flag if profile is not None else None
+    if profile is None or flag is None:
+        return None
+    value = profile.command_flags(argv).get(flag)
+    try:
+        share = float(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return share if share is not None and 0 < share <= 1 else None
+
+
+def _shared_by_fraction(
+    compose: ComposeFile, scope: ProfileScope, claimants: list[str], name: str
+) -> bool:
+    """Whether the services given one GPU that run with ``name`` each set a memory share
+    and the shares fit in the GPU (two engines sharing it, as a tier may plan)."""
+    together = [c for c in claimants if c == name or scope.together(c, name)]
+    shares = [memory_share(compose.services[c]) for c in together]
+    return all(v is not None for v in shares) and sum(v or 0.0 for v in shares) <= 1.0 + 1e-9
 
 
 def _first_together(scope: ProfileScope, claimants: list[str], name: str) -> str | None:

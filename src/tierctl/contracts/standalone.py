@@ -369,7 +369,12 @@ def service_gpus(service: ComposeService) -> tuple[int | None, str | None]:
     if gpus == "all":
         return None, "reserves gpus: all (the host's GPU count is not in the file)"
     env = service.environment
-    for key in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+    for key in (
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+    ):
         value = env.get(key)
         if value and "$" not in value and value != "all":
             return len([v for v in value.split(",") if v.strip()]), None

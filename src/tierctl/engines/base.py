@@ -302,6 +302,9 @@ class EngineProfile(ABC):
     #: loopback, for a Service or a kubelet probe to reach it).
     listen_host_flag: str = "host"
     default_port: int = 8000
+    #: The flag giving the share of a GPU's memory the engine takes (a fraction of 1): two
+    #: replicas that each set it may share a GPU while their shares fit in it.
+    memory_fraction_flag: str | None = None
     #: 200 once the server is up (what proxies probe).
     health_path: str = "/health"
     #: 200 once the server can generate (may run a tiny generation).

@@ -105,6 +105,7 @@ class VLLMProfile(EngineProfile):
         ("dp", ("data-parallel-size-local", "data-parallel-size", "dp")),
     )
     default_port = 8000
+    memory_fraction_flag = "gpu-memory-utilization"
     health_path = "/health"
     readiness_path = "/health"
     metric_prefixes = ("vllm:", "vllm_")

@@ -305,6 +305,12 @@ def fill(template: str, context: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: context.get(m.group(1), m.group(0)), template)
 
 
+#: The ROCm devices a container needs for AMD GPUs (``gpu_style: amd``).
+AMD_DEVICES = ("/dev/kfd", "/dev/dri")
+#: The variable that picks a replica's AMD GPUs, by ``gpu_style``.
+AMD_VISIBLE = {"amd-hip": "HIP_VISIBLE_DEVICES", "amd-rocr": "ROCR_VISIBLE_DEVICES"}
+
+
 def gpu_grant(
     style: str, gpus: tuple[int, ...], count: int | str
 ) -> tuple[dict[str, Any], dict[str, str]]:
@@ -316,7 +322,9 @@ def gpu_grant(
     if style == "gpus":
         return {"gpus": "all"}, {}
     if style == "amd":
-        return {"devices": ["/dev/kfd", "/dev/dri"]}, {}
+        return {"devices": list(AMD_DEVICES)}, {}
+    if style in AMD_VISIBLE:
+        return {"devices": list(AMD_DEVICES)}, {AMD_VISIBLE[style]: ",".join(map(str, gpus))}
     if style == "runtime":
         visible = ",".join(str(g) for g in gpus) if gpus else str(count)
         return {"runtime": "nvidia"}, {"NVIDIA_VISIBLE_DEVICES": visible}

@@ -300,7 +300,7 @@ class Engine(StrictModel):
 
 
 #: How a replica's GPUs are written in its compose service (see ``Replica.gpu_style``).
-GpuStyle = Literal["deploy", "gpus", "runtime", "amd", "as-written"]
+GpuStyle = Literal["deploy", "gpus", "runtime", "amd", "amd-hip", "amd-rocr", "as-written"]
 
 
 class Replica(StrictModel):
@@ -345,7 +345,9 @@ class Replica(StrictModel):
             "deploy.resources.reservations.devices [{driver: nvidia, device_ids|count, "
             "capabilities: [gpu]}]; gpus: compose's `gpus: all`; runtime: `runtime: nvidia` "
             "with NVIDIA_VISIBLE_DEVICES (the ids, or all); amd: the ROCm devices /dev/kfd and "
-            "/dev/dri; as-written: the replica's compose keys grant them as the file wrote "
+            "/dev/dri (every GPU); amd-hip / amd-rocr: those devices with HIP_VISIBLE_DEVICES / "
+            "ROCR_VISIBLE_DEVICES naming the replica's gpus; as-written: the replica's compose "
+            "keys grant them as the file wrote "
             "them (gpus/gpu_count, when known, only tell tierctl how many)."
         ),
     )
@@ -360,6 +362,10 @@ class Replica(StrictModel):
             )
         if self.gpu_style in ("gpus", "amd") and self.gpu_count != "all":
             raise ValueError(f"gpu_style {self.gpu_style} grants every GPU: use gpu_count: all")
+        if self.gpu_style in ("amd-hip", "amd-rocr") and not self.gpus:
+            raise ValueError(
+                f"gpu_style {self.gpu_style} names the replica's GPUs: give gpus (indices)"
+            )
         return self
 
 

@@ -120,3 +120,69 @@ def test_validate_of_gpus_all_reports_no_schema_difference(
     check = ComposeCheck(binary=compose_binary.argv[0], environ={"PATH": "/usr/bin:/bin"})
     report = validate_files([_write(tmp_path, text)], compose_check=check)
     assert [v for v in report.violations if v.rule == "TC007"] == [], report.text()
+
+
+# --- ROCm replicas picking GPUs; engines sharing one GPU by memory fraction ---------------
+
+ROCM = "rocm/vllm:rocm6.3.1_vllm_0.8.5_20250521"
+
+
+@pytest.mark.parametrize("key", ["HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"])
+def test_rocm_replicas_choosing_gpus_import_with_their_gpus(tmp_path: Path, key: str) -> None:
+    body = "    devices: [/dev/kfd, /dev/dri]\n    group_add: [video]\n"
+    text = (
+        "services:\n"
+        f"  r1:\n    image: {ROCM}\n{body}    environment: {{{key}: '0,1'}}\n"
+        "    command: vllm serve m --port 8000 --tensor-parallel-size 2\n"
+        f"  r2:\n    image: {ROCM}\n{body}    environment: {{{key}: '2,3'}}\n"
+        "    command: vllm serve m --port 8001 --tensor-parallel-size 2\n"
+    )
+    result = adopt([_write(tmp_path, text)], out=tmp_path / "tier.yaml")
+    assert result.differences == []
+    style = {"HIP_VISIBLE_DEVICES": "amd-hip", "ROCR_VISIBLE_DEVICES": "amd-rocr"}[key]
+    assert {n: (r.gpu_style, r.gpus) for n, r in result.spec.replicas.items()} == {
+        "r1": (style, [0, 1]),
+        "r2": (style, [2, 3]),
+    }
+    assert f"{key}: \"2,3\"" in result.rendered
+
+
+@pytest.mark.parametrize(
+    ("flag", "image", "command"),
+    [
+        ("--gpu-memory-utilization", VLLM, "--model m{i} --port 800{i}"),
+        (
+            "--mem-fraction-static",
+            "lmsysorg/sglang:v0.5.9-cu126",
+            "python3 -m sglang.launch_server --model-path m{i} --port 3000{i}",
+        ),
+    ],
+)
+def test_two_engines_sharing_a_gpu_by_memory_fraction_import_and_validate(
+    tmp_path: Path, flag: str, image: str, command: str
+) -> None:
+    from tierctl.contracts.standalone import validate_files
+
+    services = "".join(
+        f"  e{i}:\n    image: {image}\n    command: {command.format(i=i)} {flag} 0.45\n"
+        f"    {DEV.format(i=0)}\n"
+        for i in (1, 2)
+    )
+    path = _write(tmp_path, "services:\n" + services)
+    result = adopt([path], out=tmp_path / "tier.yaml")
+    assert result.differences == []
+    assert [r.gpus for r in result.spec.replicas.values()] == [[0], [0]]
+    report = validate_files([path])
+    assert [v for v in report.violations if "GPU 0" in v.message] == [], report.text()
+
+
+def test_shares_past_the_whole_gpu_are_still_an_overlap(tmp_path: Path) -> None:
+    from tierctl.errors import InputError
+
+    services = "".join(
+        f"  e{i}:\n    image: {VLLM}\n    command: --model m --port 800{i}"
+        f" --gpu-memory-utilization 0.6\n    {DEV.format(i=0)}\n"
+        for i in (1, 2)
+    )
+    with pytest.raises(InputError, match="GPU 0 is given also to replica e1"):
+        adopt([_write(tmp_path, "services:\n" + services)], out=tmp_path / "tier.yaml")
