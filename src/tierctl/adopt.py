@@ -32,7 +32,7 @@ from tierctl.contracts.standalone import EngineService, find_engines
 from tierctl.credentials import literal_secret, secret_positions
 from tierctl.engine_catalog import Catalog
 from tierctl.engines import profile_for
-from tierctl.errors import InputError, Location
+from tierctl.errors import ComposeInputError, InputError, Location
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.spec.effective import AMD_DEVICES, AMD_VISIBLE, ARGV_SLOT, shell_join
@@ -127,6 +127,7 @@ def adopt(
     """
     if not paths:
         raise InputError("nothing to import", rule="usage", fix="pass a compose file")
+    _refuse_what_compose_refuses(paths, profiles)
     files = [load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN) for p in paths]
     merged = only_active(merge_compose(files), profiles)
     _refuse_schema_errors(merged)
@@ -185,7 +186,7 @@ def _argv_differences(merged: ComposeFile, again: ComposeFile) -> list[str]:
             ("entrypoint", service.entrypoint, other.entrypoint),
             ("command", service.command, other.command),
         ):
-            if mine != theirs:
+            if tuple(mine or ()) != tuple(theirs or ()):
                 out.append(
                     f"services.{name}.{key}: {list(mine or ())} != {list(theirs or ())} "
                     "(the rendering writes the tokens in another order or form)"
@@ -276,6 +277,32 @@ def _marked(merged: ComposeFile, name: str, engine: str | None) -> EngineService
         tuple(parse_flags(argv, start, catalog)),
         profile.command_flags(argv, catalog),
     )
+
+
+_MISSING = re.compile(r"^required variable ([A-Za-z_][A-Za-z0-9_]*) is missing a value")
+
+
+def _refuse_what_compose_refuses(
+    paths: Sequence[str | Path], profiles: Sequence[str] | None
+) -> None:
+    """Read the project as ``docker compose config`` does (``compose.project``) and raise
+    its refusal, in Compose's words: a service an included file defines redefined here, a
+    container name two services take, a required ``env_file`` that is not there. A required
+    variable (``${HF_TOKEN:?...}``) unset in this shell is not the file's fault: it is read
+    as set, as where the tier runs."""
+    from tierctl.compose.project import ProjectOptions, project_config
+
+    environ = dict(os.environ)
+    active = tuple(profiles) if profiles is not None else ("*",)
+    for _ in range(256):
+        try:
+            project_config(list(paths), ProjectOptions(profiles=active, environ=environ))
+            return
+        except ComposeInputError as exc:
+            missing = _MISSING.match(exc.message)
+            if missing is None or missing.group(1) in environ:
+                raise
+            environ[missing.group(1)] = "set-where-compose-runs"
 
 
 def _refuse_schema_errors(merged: ComposeFile) -> None:

@@ -17,6 +17,7 @@ from tierctl.spec.effective import (
     Tier,
     engine_profile,
     launcher,
+    takes_positional,
     unwrap_command,
 )
 from tierctl.yaml12 import FastYaml12Loader
@@ -96,7 +97,11 @@ def build_context(
         # launcher and the first flag; they are read under their spec names.
         positional: dict[str, str] = {}
         if start == len(spec_launcher):
-            start, positional = profile.positional_span(argv, spec_launcher)
+            here = None
+            if offset == 0:
+                image = service.image if service is not None else None
+                here = takes_positional(tier.spec, image)
+            start, positional = profile.positional_span(argv, spec_launcher, here)
         uses = parse_flags(argv, start, catalog)
         env = {k: v or "" for k, v in (service.environment if service else {}).items()}
         views[name] = ReplicaView(

@@ -514,14 +514,19 @@ class EngineProfile(ABC):
         return LaunchCommand(tuple(tokens[:end]), positional, start)
 
     def positional_span(
-        self, argv: tuple[str, ...] | list[str], launcher: Iterable[str]
+        self,
+        argv: tuple[str, ...] | list[str],
+        launcher: Iterable[str],
+        positional_here: bool | None = None,
     ) -> tuple[int, dict[str, str]]:
         """(index of the first flag, positional arguments) of an argv that starts with
-        ``launcher``; positional arguments are read only where the launcher takes them."""
+        ``launcher``; positional arguments are read only where the launcher takes them (or
+        where ``positional_here`` says, for a launcher behind an entrypoint)."""
         head = tuple(launcher)
         start = len(head)
         positional: dict[str, str] = {}
-        if tuple(argv[:start]) != head or not self.takes_positional(head):
+        takes = self.takes_positional(head) if positional_here is None else positional_here
+        if tuple(argv[:start]) != head or not takes:
             return start, positional
         for name in self.positional:
             if start < len(argv) and not argv[start].startswith("-"):

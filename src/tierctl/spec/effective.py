@@ -153,13 +153,31 @@ def replica_argv(spec: TierSpec, flags: dict[str, Any], image: str | None = None
     ``false`` as ``--no-name`` for a ``boolean_optional`` flag of the pinned catalog."""
     profile = engine_profile(spec)
     head = launcher(spec)
-    before: tuple[str, ...] = ()
-    shell = spec.engine.shell
-    if shell is None and spec.engine.entrypoint is not None:
-        before = tuple(spec.engine.entrypoint)
-    elif shell is None and not head:
-        before = profile.image_entrypoint(image or spec.engine.image)
-    return profile.render_argv(head, flags, engine_catalog(spec), before, spec.engine.positional)
+    return profile.render_argv(
+        head, flags, engine_catalog(spec), launcher_context(spec, image), spec.engine.positional
+    )
+
+
+def launcher_context(spec: TierSpec, image: str | None = None) -> tuple[str, ...]:
+    """What runs before the spec's launcher: the engine's entrypoint, or the image's
+    ENTRYPOINT where the launcher is empty (()) inside a shell script): with it, the
+    launcher ``serve`` behind ``entrypoint: [vllm]`` takes the model positionally."""
+    if spec.engine.shell is not None:
+        return ()
+    if spec.engine.entrypoint is not None:
+        return tuple(spec.engine.entrypoint)
+    if not launcher(spec):
+        return engine_profile(spec).image_entrypoint(image or spec.engine.image)
+    return ()
+
+
+def takes_positional(spec: TierSpec, image: str | None = None) -> bool:
+    """Whether the replicas' commands hold the engine's positional arguments (vLLM's model)
+    positionally: ``engine.positional``, else where the launcher in its context takes them."""
+    if spec.engine.positional is not None:
+        return spec.engine.positional
+    head = (*launcher_context(spec, image), *launcher(spec))
+    return engine_profile(spec).takes_positional(head)
 
 
 # A token the shell reads as itself (no quoting needed). ``$VAR`` and ``${VAR...}`` are left

@@ -144,7 +144,7 @@ def test_rocm_replicas_choosing_gpus_import_with_their_gpus(tmp_path: Path, key:
         "r1": (style, [0, 1]),
         "r2": (style, [2, 3]),
     }
-    assert f"{key}: \"2,3\"" in result.rendered
+    assert f'{key}: "2,3"' in result.rendered
 
 
 @pytest.mark.parametrize(
@@ -186,3 +186,70 @@ def test_shares_past_the_whole_gpu_are_still_an_overlap(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match="GPU 0 is given also to replica e1"):
         adopt([_write(tmp_path, "services:\n" + services)], out=tmp_path / "tier.yaml")
+
+
+# --- import refuses what Compose refuses, with Compose's reason --------------------------
+
+
+@pytest.mark.parametrize(
+    ("files", "reason"),
+    [
+        (
+            {
+                "inc.yml": f"services:\n  vllm:\n    image: {VLLM}\n    command: --model m\n",
+                "compose.yaml": f"include: [inc.yml]\nservices:\n  vllm:\n    image: {VLLM}\n"
+                "    command: --model n\n",
+            },
+            "services.vllm conflicts with imported resource",
+        ),
+        (
+            {
+                "compose.yaml": f"services:\n  a:\n    image: {VLLM}\n    command: --model m\n"
+                "    container_name: llm\n  b:\n    image: nginx:1.27\n    container_name: llm\n"
+            },
+            'container name "llm" is already in use by service a',
+        ),
+        (
+            {
+                "compose.yaml": f"services:\n  a:\n    image: {VLLM}\n    command: --model m\n"
+                "    env_file: missing.env\n"
+            },
+            "missing.env not found",
+        ),
+    ],
+)
+def test_import_refuses_a_project_compose_refuses(
+    tmp_path: Path,
+    run_cli,
+    files: dict[str, str],
+    reason: str,  # type: ignore[no-untyped-def]
+) -> None:
+    for name, text in files.items():
+        _write(tmp_path, text, name)
+    result = run_cli("import", str(tmp_path / "compose.yaml"), "--out", str(tmp_path / "t.yaml"))
+    assert result.code == 2, result.err
+    assert reason in result.err
+    assert "compose.yaml:" in result.err
+    assert "fix:" in result.err
+    assert "Traceback" not in result.err
+    assert not (tmp_path / "t.yaml").exists()
+
+
+def test_an_unset_required_variable_does_not_refuse_the_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    text = (
+        f"services:\n  a:\n    image: {VLLM}\n    command: --model m\n"
+        "    environment: {HF_TOKEN: '${HF_TOKEN:?set HF_TOKEN}'}\n"
+    )
+    result = adopt([_write(tmp_path, text)], out=tmp_path / "t.yaml")
+    assert result.differences == []
+
+
+def test_an_empty_included_file_imports(tmp_path: Path) -> None:
+    _write(tmp_path, "", "empty.yml")
+    text = f"include: [empty.yml]\nservices:\n  a:\n    image: {VLLM}\n    command: --model m\n"
+    result = adopt([_write(tmp_path, text)], out=tmp_path / "t.yaml")
+    assert result.differences == []
+    assert list(result.spec.replicas) == ["a"]
