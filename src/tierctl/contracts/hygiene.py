@@ -470,8 +470,9 @@ def mount_targets(compose: ComposeFile) -> Iterator[Violation]:
             if isinstance(entry, dict):
                 target = entry.get("target")
             elif isinstance(entry, str):
-                # A ${VAR:?message} reference holds colons that are not separators.
-                parts = _REFERENCE.sub("VAR", entry).split(":")
+                # A ${VAR:?message} reference holds colons that are not separators; a target
+                # that is (or holds) one is the variable's value, not in the file.
+                parts = _REFERENCE.sub("${VAR}", entry).split(":")
                 target = parts[1] if len(parts) >= 2 else parts[0]
             else:
                 continue

@@ -253,3 +253,36 @@ def test_an_empty_included_file_imports(tmp_path: Path) -> None:
     result = adopt([_write(tmp_path, text)], out=tmp_path / "t.yaml")
     assert result.differences == []
     assert list(result.spec.replicas) == ["a"]
+
+
+# --- no false positives ----------------------------------------------------------------------
+
+
+def test_no_false_positives_on_measures_variable_mounts_and_builds(tmp_path: Path) -> None:
+    from tierctl.contracts.standalone import validate_files
+
+    text = (
+        "services:\n"
+        f"  a:\n    image: {VLLM}\n    command: --model m --port 8000\n"
+        "    environment:\n      CHARS_PER_TOKEN_ESTIMATE: ${CPT:-2.0}\n      MAX_TOKEN_COUNT: '4096'\n"
+        "    volumes:\n      - ${MODEL_DIR}:${MODEL_DIR}\n"
+        "      - ${HF_HOME:-/root/.cache}:${HF_HOME:-/root/.cache}\n"
+        "  ui:\n    build: ./ui\n    ports: ['3000:3000']\n"
+    )
+    path = _write(tmp_path, text)
+    report = validate_files([path])
+    assert report.violations == (), report.text()
+    assert any("build:" in w.message for w in report.warnings)
+    strict = validate_files([path], strict=True)
+    assert [v.service for v in strict.violations if "build:" in v.message] == ["ui"]
+    result = adopt([path], out=tmp_path / "t.yaml")
+    assert result.differences == []
+    assert result.references == []
+
+
+def test_a_relative_container_path_is_still_reported(tmp_path: Path) -> None:
+    from tierctl.contracts.standalone import validate_files
+
+    text = f"services:\n  a:\n    image: {VLLM}\n    volumes: ['${{D}}:models']\n"
+    report = validate_files([_write(tmp_path, text)])
+    assert "models" in [v.found for v in report.violations]
