@@ -10,7 +10,7 @@ may share a GPU or a port.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tierctl.compose import ComposeFile, ComposeService
@@ -43,6 +43,14 @@ def check(ctx: Context) -> Iterator[Violation]:
         if v.service is not None and v.service.data.get("network_mode") == "host"
     ]
     yield from ports(ctx.compose, host_flags, ctx.scope)
+    yield from healthcheck_ports(
+        ctx.compose,
+        [
+            (v.expected.service, v.expected.port)
+            for v in ctx.replicas.values()
+            if v.service is not None
+        ],
+    )
     yield from container_names(ctx.compose, ctx.scope)
     yield from dependencies(ctx.compose, ctx.scope)
     yield from secrets(ctx.compose)
@@ -162,6 +170,41 @@ def _shared_by_fraction(
     together = [c for c in claimants if c == name or scope.together(c, name)]
     shares = [memory_share(compose.services[c]) for c in together]
     return all(v is not None for v in shares) and sum(v or 0.0 for v in shares) <= 1.0 + 1e-9
+
+
+# A probe of this container itself: localhost, a loopback address or 0.0.0.0, and a port.
+_LOCAL_PROBE = re.compile(
+    r"(?i)(?:https?://)?(?:localhost|127\.\d{1,3}\.\d{1,3}\.\d{1,3}|0\.0\.0\.0|\[::1?\])"
+    r":(?P<port>\d{1,5})\b"
+)
+
+
+def healthcheck_ports(
+    compose: ComposeFile, engines: Sequence[tuple[str, int | None]]
+) -> Iterator[Violation]:
+    """An engine's healthcheck probes the port the engine listens on (its ``--port``, else
+    the engine's default): a probe of another port fails forever, so compose never sees the
+    engine healthy and what depends on it never starts. ``engines``: (service, port; None
+    where the port is a variable's value)."""
+    for name, port in engines:
+        service = compose.services.get(name)
+        health = service.data.get("healthcheck") if service is not None else None
+        test = health.get("test") if isinstance(health, dict) else None
+        if port is None or health is None or not isinstance(health, dict):
+            continue
+        text = " ".join(str(t) for t in test) if isinstance(test, list) else str(test or "")
+        probed = sorted({int(m.group("port")) for m in _LOCAL_PROBE.finditer(text)})
+        if probed and port not in probed:
+            yield Violation(
+                rule="TC006",
+                service=name,
+                message=f"the healthcheck probes port {probed[0]}, but the engine listens on "
+                f"{port}: the service never becomes healthy",
+                location=compose.location("services", name, "healthcheck", "test"),
+                expected=str(port),
+                found=str(probed[0]),
+                fix=f"probe http://localhost:{port}/health (the engine's --port)",
+            )
 
 
 def _first_together(scope: ProfileScope, claimants: list[str], name: str) -> str | None:

@@ -248,6 +248,7 @@ def validate_files(
     violations.extend(
         hygiene.secrets(merged, {e.name: e.catalog for e in engines if e.catalog is not None})
     )
+    violations.extend(hygiene.healthcheck_ports(merged, [_listens(e) for e in engines]))
     violations.extend(hygiene.cut_commands(merged))
     violations.extend(hygiene.mount_targets(merged))
     for finding in hygiene.images(merged):
@@ -351,6 +352,16 @@ def _undeclared(
         found=name,
         fix=f"declare it at the top level: {top}: {{{name}: {{}}}}",
     )
+
+
+def _listens(e: EngineService) -> tuple[str, int | None]:
+    """(service, the port its engine listens on: its --port, else the engine's default; None
+    where the value is not a number written in the file)."""
+    value = e.flags.get("port", e.profile.default_port)
+    try:
+        return e.name, int(value)
+    except (TypeError, ValueError):
+        return e.name, None
 
 
 def service_gpus(service: ComposeService) -> tuple[int | None, str | None]:

@@ -286,3 +286,33 @@ def test_a_relative_container_path_is_still_reported(tmp_path: Path) -> None:
     text = f"services:\n  a:\n    image: {VLLM}\n    volumes: ['${{D}}:models']\n"
     report = validate_files([_write(tmp_path, text)])
     assert "models" in [v.found for v in report.violations]
+
+
+# --- a healthcheck probing another port than the engine's --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "test", "reported"),
+    [
+        ("--model m --port 8000", '["CMD", "curl", "-f", "http://localhost:8080/health"]', True),
+        ("--model m --port 8000", '["CMD", "curl", "-f", "http://localhost:8000/health"]', False),
+        ("--model m", '"curl -f http://127.0.0.1:8001/health || exit 1"', True),  # default 8000
+        ("--model m", '"curl -f http://127.0.0.1:8000/health || exit 1"', False),
+    ],
+)
+def test_a_healthcheck_probing_another_port_is_reported(
+    tmp_path: Path, command: str, test: str, reported: bool
+) -> None:
+    from tierctl.contracts.standalone import validate_files
+
+    text = (
+        f"services:\n  a:\n    image: {VLLM}\n    command: {command}\n"
+        f"    healthcheck:\n      test: {test}\n"
+    )
+    path = _write(tmp_path, text)
+    found = [v for v in validate_files([path]).violations if "healthcheck" in v.message]
+    assert bool(found) is reported
+    if reported:
+        assert found[0].location is not None
+        assert found[0].location.line == 6
+        assert found[0].fix
