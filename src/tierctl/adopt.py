@@ -155,6 +155,24 @@ def adopt(
         )
     engines = _engines(merged, engine, engine_services)
     group = _replica_group(engines, notes)
+    foreign = _foreign_engines(merged)
+    if not group and foreign:
+        seen = "; ".join(f"service {name} runs {what}" for name, what in foreign.items())
+        raise InputError(
+            f"no SGLang or vLLM engine in this project: {seen}, which tierctl has no engine "
+            "profile for (its flags, endpoints and metrics are not known)",
+            location=merged.location("services", next(iter(foreign))),
+            rule="import adopts SGLang or vLLM tiers",
+            value=", ".join(dict.fromkeys(foreign.values())),
+            fix="keep this deployment as it is; a service that does run SGLang or vLLM is "
+            "marked with `engine_services` NAME and `engine` KIND==VERSION",
+            params=("engine_services", "engine"),
+        )
+    notes += [
+        f"{name}: runs {what} (no tierctl engine profile): kept as a service as written"
+        for name, what in foreign.items()
+        if name not in {e.name for e in group}
+    ]
     if not group:
         raise InputError(
             "no engine service found (no SGLang or vLLM image or launcher in any service)",
@@ -303,6 +321,19 @@ def _refuse_what_compose_refuses(
             if missing is None or missing.group(1) in environ:
                 raise
             environ[missing.group(1)] = "set-where-compose-runs"
+
+
+def _foreign_engines(merged: ComposeFile) -> dict[str, str]:
+    """The services that run an inference server tierctl has no profile for (TGI,
+    TensorRT-LLM, llama.cpp, Ollama...), by name: what they run."""
+    from tierctl.engines.foreign import foreign_engine
+
+    out: dict[str, str] = {}
+    for name, svc in merged.services.items():
+        found = foreign_engine(svc.image, (*(svc.entrypoint or ()), *(svc.command or ())))
+        if found is not None:
+            out[name] = found.title
+    return out
 
 
 def _refuse_schema_errors(merged: ComposeFile) -> None:

@@ -264,31 +264,39 @@ def _apply_include(
                 child_data = included_ports(_rebased(child_data, str(project or target.parent)))
             merged = merge_data(merged, child_data)
             texts = texts + child_texts
-        for kind in _IMPORTED:
-            imported = merged.get(kind)
-            if not isinstance(imported, dict):
-                continue
-            local = out.get(kind) if isinstance(out.get(kind), dict) else {}
-            written = raw.get(kind) if isinstance(raw.get(kind), dict) else {}
-            combined = dict(imported)
-            for name, value in (local or {}).items():
-                if name in combined and value != (written or {}).get(name, combined[name]):
-                    # Compose 2.40 refuses a resource defined both here and in an included
-                    # file unless the two are the same (compose-go's importResources).
-                    raise _error(
-                        source,
-                        text,
-                        (kind, str(name)),
-                        f"{kind}.{name} conflicts with imported resource",
-                        rule="a resource an included file defines is not redefined (docker "
-                        "compose refuses it)",
-                        value=str(name),
-                        fix=f"drop {kind}.{name} here and change it in the included file, or "
-                        "use an override file (-f) to change it",
-                    )
-                combined[name] = value
-            out[kind] = combined
+        _import_resources(out, merged, raw, source, text)
     return out, texts
+
+
+def _import_resources(
+    out: dict[str, Any], merged: dict[str, Any], raw: dict[str, Any], source: str, text: str
+) -> None:
+    """An include's resources into ``out`` (the including file's); one defined in both must
+    be the same as the included file wrote it (``raw``), or compose refuses the project."""
+    for kind in _IMPORTED:
+        imported = merged.get(kind)
+        if not isinstance(imported, dict):
+            continue
+        local = out.get(kind) if isinstance(out.get(kind), dict) else {}
+        written = raw.get(kind) if isinstance(raw.get(kind), dict) else {}
+        combined = dict(imported)
+        for name, value in (local or {}).items():
+            if name in combined and value != (written or {}).get(name, combined[name]):
+                # Compose 2.40 refuses a resource defined both here and in an included
+                # file unless the two are the same (compose-go's importResources).
+                raise _error(
+                    source,
+                    text,
+                    (kind, str(name)),
+                    f"{kind}.{name} conflicts with imported resource",
+                    rule="a resource an included file defines is not redefined (docker "
+                    "compose refuses it)",
+                    value=str(name),
+                    fix=f"drop {kind}.{name} here and change it in the included file, or "
+                    "use an override file (-f) to change it",
+                )
+            combined[name] = value
+        out[kind] = combined
 
 
 def _rebased(data: dict[str, Any], folder: str) -> dict[str, Any]:

@@ -166,6 +166,15 @@ def _engine_of(service: ComposeService) -> tuple[EngineProfile | None, tuple[str
                 return candidate, whole, len(entry)
             # The image's ENTRYPOINT runs the launcher; the command is its arguments.
             launcher = candidate.image_launcher
+            sub = launcher[1:]
+            if (
+                sub
+                and not candidate.image_entrypoint(service.image)
+                and tuple(command[: len(sub)]) == sub
+            ):
+                # An image of the engine's own build (myorg/vllm) whose ENTRYPOINT is the
+                # program: `command: serve MODEL ...` runs `vllm serve MODEL ...`.
+                launcher = launcher[:1]
             return candidate, (*launcher, *command), len(launcher)
     return None, whole, 0
 
@@ -256,7 +265,7 @@ def validate_files(
         # the contracts with a spec still refuse it.
         (violations if strict else warnings).append(finding)
     if not engines:
-        unchecked.append("engine checks: no service runs SGLang or vLLM (by image or launcher)")
+        unchecked.append(_no_engine(merged))
     unchecked.append(
         "spec contracts ("
         + ", ".join(f"{r} {RULES[r]}" for r in SPEC_ONLY)
@@ -351,6 +360,21 @@ def _undeclared(
         location=compose.location(*path),
         found=name,
         fix=f"declare it at the top level: {top}: {{{name}: {{}}}}",
+    )
+
+
+def _no_engine(merged: ComposeFile) -> str:
+    """What is not checked in a file without an SGLang or vLLM engine, naming the inference
+    servers it runs that tierctl has no profile for."""
+    from tierctl.engines.foreign import foreign_engine
+
+    seen = [
+        f"{name} runs {found.title}"
+        for name, svc in merged.services.items()
+        if (found := foreign_engine(svc.image, (*(svc.entrypoint or ()), *(svc.command or ()))))
+    ]
+    return "engine checks: no service runs SGLang or vLLM (by image or launcher)" + (
+        f"; {', '.join(seen)}, which tierctl has no engine profile for" if seen else ""
     )
 
 

@@ -316,3 +316,65 @@ def test_a_healthcheck_probing_another_port_is_reported(
         assert found[0].location is not None
         assert found[0].location.line == 6
         assert found[0].fix
+
+
+# --- engines recognised, and the ones tierctl has no profile for named -------------------
+
+
+@pytest.mark.parametrize(
+    ("image", "command"),
+    [
+        ("vllm/vllm-openai-cpu:v0.11.0", "Qwen/Qwen3-0.6B --port 8000 --max-model-len 4096"),
+        ("public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.10.2", "--model m --port 8000"),
+        ("public.ecr.aws/q9t5s3a7/vllm-arm64-cpu-release-repo:v0.10.2", "m --port 8000"),
+        # An image of vLLM's own build whose ENTRYPOINT is `vllm`.
+        ("ghcr.io/acme/vllm:0.11.0-custom", "serve Qwen/Qwen3-0.6B --port 8000 --dtype half"),
+    ],
+)
+def test_vllm_images_are_recognised_and_round_trip(
+    tmp_path: Path, image: str, command: str
+) -> None:
+    text = f"services:\n  llm:\n    image: {image}\n    command: {command}\n"
+    path = _write(tmp_path, text)
+    result = adopt([path], out=tmp_path / "tier.yaml")
+    assert result.differences == []
+    assert result.spec.engine.kind == "vllm"
+    assert list(result.spec.replicas) == ["llm"]
+    original = parse_compose(text, source=str(path), interpolation=Interpolation.AS_WRITTEN)
+    assert _rendered_commands(result.rendered)["llm"][1] == original.services["llm"].command
+
+
+@pytest.mark.parametrize(
+    ("service", "named"),
+    [
+        (
+            "image: ghcr.io/huggingface/text-generation-inference:2.4.0\n"
+            "    command: --model-id m --port 80",
+            "Text Generation Inference",
+        ),
+        (
+            "image: nvcr.io/nvidia/tensorrt-llm/release:0.21.0\n    command: trtllm-serve m",
+            "TensorRT-LLM",
+        ),
+        (
+            "image: ghcr.io/ggml-org/llama.cpp:server-cuda\n    command: -m /m.gguf --port 8080",
+            "llama.cpp",
+        ),
+        ("image: ollama/ollama:0.5.7", "Ollama"),
+        ("image: ubuntu:24.04\n    command: llama-server -m /m.gguf", "llama.cpp"),
+    ],
+)
+def test_a_project_of_another_engine_is_refused_naming_it(
+    tmp_path: Path,
+    run_cli,
+    service: str,
+    named: str,  # type: ignore[no-untyped-def]
+) -> None:
+    text = f"services:\n  llm:\n    {service}\n  ui:\n    image: ghcr.io/open-webui/open-webui:v0.5.0\n"
+    path = _write(tmp_path, text)
+    result = run_cli("import", str(path), "--out", str(tmp_path / "t.yaml"))
+    assert result.code == 2, result.err
+    assert named in result.err
+    assert "service llm runs" in result.err
+    assert "compose.yaml:2" in result.err
+    assert "Traceback" not in result.err
