@@ -153,26 +153,10 @@ def adopt(
             rule="no literal credentials in a spec",
             fix=finding.fix or "use a ${VAR} reference",
         )
-    engines = _engines(merged, engine, engine_services)
-    group = _replica_group(engines, notes)
-    foreign = _foreign_engines(merged)
-    if not group and foreign:
-        seen = "; ".join(f"service {name} runs {what}" for name, what in foreign.items())
-        raise InputError(
-            f"no SGLang or vLLM engine in this project: {seen}, which tierctl has no engine "
-            "profile for (its flags, endpoints and metrics are not known)",
-            location=merged.location("services", next(iter(foreign))),
-            rule="import adopts SGLang or vLLM tiers",
-            value=", ".join(dict.fromkeys(foreign.values())),
-            fix="keep this deployment as it is; a service that does run SGLang or vLLM is "
-            "marked with `engine_services` NAME and `engine` KIND==VERSION",
-            params=("engine_services", "engine"),
-        )
-    notes += [
-        f"{name}: runs {what} (no tierctl engine profile): kept as a service as written"
-        for name, what in foreign.items()
-        if name not in {e.name for e in group}
-    ]
+    tails = _argv_tails(merged)
+    engines = _engines(_without_tails(merged, tails), engine, engine_services)
+    group = _replica_group(engines, notes, tails)
+    _name_foreign_engines(merged, group, notes)
     if not group:
         raise InputError(
             "no engine service found (no SGLang or vLLM image or launcher in any service)",
@@ -184,6 +168,13 @@ def adopt(
         )
     version = _version(group[0], notes, engine is not None and "==" in engine)
     doc = _spec_document(merged, group, version, out_path, tier, host, notes)
+    if group[0].name in tails:
+        doc["engine"]["argv_tail"] = tails[group[0].name]
+        notes.append(
+            f"{group[0].name}: the command ends in {tails[group[0].name]!r}, words compose "
+            "makes only once the variables are set: kept as written after the flags (the "
+            "command is rendered as one string; those words' flags are not checked)"
+        )
     text = _header(files) + dump_yaml(doc)
     spec = load_spec_text(text, str(out_path))
     rendered = render_compose(spec, spec_path=out_path)
@@ -323,6 +314,31 @@ def _refuse_what_compose_refuses(
             environ[missing.group(1)] = "set-where-compose-runs"
 
 
+def _name_foreign_engines(
+    merged: ComposeFile, group: list[EngineService], notes: list[str]
+) -> None:
+    """Refuse a project whose only inference servers have no tierctl profile (TGI,
+    TensorRT-LLM, llama.cpp, Ollama...), naming them; note the ones kept as services."""
+    foreign = _foreign_engines(merged)
+    if not group and foreign:
+        seen = "; ".join(f"service {name} runs {what}" for name, what in foreign.items())
+        raise InputError(
+            f"no SGLang or vLLM engine in this project: {seen}, which tierctl has no engine "
+            "profile for (its flags, endpoints and metrics are not known)",
+            location=merged.location("services", next(iter(foreign))),
+            rule="import adopts SGLang or vLLM tiers",
+            value=", ".join(dict.fromkeys(foreign.values())),
+            fix="keep this deployment as it is; a service that does run SGLang or vLLM is "
+            "marked with `engine_services` NAME and `engine` KIND==VERSION",
+            params=("engine_services", "engine"),
+        )
+    notes += [
+        f"{name}: runs {what} (no tierctl engine profile): kept as a service as written"
+        for name, what in foreign.items()
+        if name not in {e.name for e in group}
+    ]
+
+
 def _foreign_engines(merged: ComposeFile) -> dict[str, str]:
     """The services that run an inference server tierctl has no profile for (TGI,
     TensorRT-LLM, llama.cpp, Ollama...), by name: what they run."""
@@ -357,7 +373,70 @@ def _header(files: Sequence[ComposeFile]) -> str:
     return f"# Imported by `tierctl import` from {names}.\n"
 
 
-def _replica_group(engines: list[EngineService], notes: list[str]) -> list[EngineService]:
+def _argv_tails(merged: ComposeFile) -> dict[str, str]:
+    """The services whose string ``command`` ends in words that are each one whole
+    ``${...}`` reference (``${QUANT:+--quantization ${QUANT}}``, ``${EXTRA_ARGS}``): compose
+    splits the string after interpolation, so these give as many words as their values
+    have. By service: that tail, as written."""
+    out: dict[str, str] = {}
+    for name, svc in merged.services.items():
+        command = svc.data.get("command")
+        if isinstance(command, str):
+            _, tail = _reference_tail(command)
+            if tail:
+                out[name] = tail
+    return out
+
+
+def _reference_tail(line: str) -> tuple[str, str]:
+    """``line`` split before its trailing run of whole-reference words (head, tail)."""
+    end = len(line.rstrip())
+    cut = end
+    while cut > 0 and line[cut - 1] == "}":
+        depth, i = 0, cut - 1
+        while i >= 0:
+            if line[i] == "}":
+                depth += 1
+            elif line[i] == "{" and i > 0 and line[i - 1] == "$":
+                depth -= 1
+                if depth == 0:
+                    break
+            i -= 1
+        start = i - 1  # the '$'
+        inner = line[i + 1 : cut - 1]
+        if (
+            i < 1
+            or any(q in inner for q in "'\"`")
+            or (start > 0 and not line[start - 1].isspace())
+        ):
+            break
+        before = line[:start].split()
+        flag_value = bool(before) and before[-1].startswith("-") and "=" not in before[-1]
+        if flag_value and not any(c.isspace() for c in inner) and "--" not in inner:
+            break  # `--model ${MODEL}`: the flag's value, one word
+        cut = start
+        while cut > 0 and line[cut - 1].isspace():
+            cut -= 1
+    return line[:cut], line[cut:end].strip()
+
+
+def _without_tails(merged: ComposeFile, tails: dict[str, str]) -> ComposeFile:
+    """The file with each tail taken off its service's command (to find the engines and
+    their flags in what is left)."""
+    if not tails:
+        return merged
+    data = dict(merged.data)
+    services = dict(data.get("services") or {})
+    for name in tails:
+        head, _ = _reference_tail(str(services[name]["command"]))
+        services[name] = {**services[name], "command": head}
+    data["services"] = services
+    return ComposeFile.from_data(merged.source, data, merged.texts)
+
+
+def _replica_group(
+    engines: list[EngineService], notes: list[str], tails: dict[str, str] | None = None
+) -> list[EngineService]:
     """The engine services that become replicas: the most common engine with one launcher
     (and one shell script around it, for engines started inside one)."""
     if not engines:
@@ -385,7 +464,8 @@ def _replica_group(engines: list[EngineService], notes: list[str]) -> list[Engin
         )
         # Whether the image's ENTRYPOINT runs the launcher (the command holds only flags).
         by_image = bool(e.command_offset) and not e.service.entrypoint
-        key = (e.profile.kind, tuple(e.service.entrypoint or ()), launcher, shell, by_image)
+        tail = (tails or {}).get(e.name)
+        key = (e.profile.kind, tuple(e.service.entrypoint or ()), launcher, shell, by_image, tail)
         by_key.setdefault(key, []).append(e)
     chosen = max(by_key.values(), key=len)
     for e in usable:

@@ -92,6 +92,9 @@ def build_context(
             and tuple(argv[: len(entry)]) != entry
         ):
             argv, offset = (*entry, *argv), len(entry)
+        if shell is None and tier.spec.engine.argv_tail is not None:
+            # The words the tail's references expand to follow the engine's own (unchecked).
+            argv = argv[: len(expected.argv)]
         start = split_launcher(argv, spec_launcher)
         # The engine's positional arguments (vLLM's `vllm serve MODEL`) sit between the
         # launcher and the first flag; they are read under their spec names.

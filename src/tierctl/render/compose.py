@@ -23,6 +23,7 @@ from tierctl.spec.effective import (
     fill,
     gpu_grant,
     resolve_tier,
+    shell_join,
     wrap_command,
 )
 from tierctl.spec.tier_spec import ScrapeConfig, Service, TierSpec
@@ -39,6 +40,7 @@ _LATER_ENGINE_FIELDS = (
     "image_policy",
     "shell",
     "positional",
+    "argv_tail",
 )
 _LATER_REPLICA_FIELDS = ("gpu_count", "container_name", "gpu_style")
 _LATER_TOP_FIELDS = ("volumes", "networks", "secrets", "configs", "extensions")
@@ -138,6 +140,10 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
         command = command[len(entry) :]
     if shell is not None and shell.in_entrypoint:
         service["entrypoint"] = wrap_command(shell, command)
+    elif shell is None and spec.engine.argv_tail is not None:
+        # One string: compose splits it after interpolation, so the tail's references give
+        # as many words as their values have (a list would make each one word).
+        service["command"] = f"{shell_join(command)} {spec.engine.argv_tail}".lstrip()
     else:
         service["command"] = wrap_command(shell, command)
     service |= {

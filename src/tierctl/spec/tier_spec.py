@@ -279,6 +279,16 @@ class Engine(StrictModel):
         default_factory=list,
         description="Flags rendered as one `--name=value` token instead of `--name value`.",
     )
+    argv_tail: str | None = Field(
+        default=None,
+        max_length=4096,
+        description=(
+            "Words after the engine's flags that compose splits only after interpolation "
+            "(`${QUANT:+--quantization ${QUANT}}`, `${EXTRA_ARGS}`): the command is rendered "
+            "as one string, the flags then this text, so they give as many words as their "
+            "values have. Their flags are not checked."
+        ),
+    )
     positional: bool | None = Field(
         default=None,
         description=(

@@ -378,3 +378,33 @@ def test_a_project_of_another_engine_is_refused_naming_it(
     assert "service llm runs" in result.err
     assert "compose.yaml:2" in result.err
     assert "Traceback" not in result.err
+
+
+# --- ${VAR:+--flag ${VAR}} in a string command -------------------------------------------
+
+
+@pytest.mark.parametrize("quant", [None, "awq"])
+def test_a_reference_that_expands_to_words_round_trips_under_compose(
+    tmp_path: Path, compose_binary: ComposeBinary, quant: str | None
+) -> None:
+    from tierctl.catalog.store import shipped
+    from tierctl.compose.binary import compose_config
+    from tierctl.contracts.validation import validate
+
+    text = (
+        "services:\n  a:\n    image: vllm/vllm-openai:v0.33.0\n"
+        '    command: "--model m --port 8000 ${EXTRA:-} ${QUANT:+--quantization ${QUANT}}"\n'
+    )
+    path = _write(tmp_path, text)
+    result = adopt([path], out=tmp_path / "tier.yaml")
+    assert result.differences == []
+    assert result.spec.engine.argv_tail == "${EXTRA:-} ${QUANT:+--quantization ${QUANT}}"
+    rendered = tmp_path / result.spec.output
+    rendered.write_text(result.rendered, encoding="utf-8")
+    env = {"PATH": "/usr/bin:/bin", **({"QUANT": quant} if quant else {})}
+    original = compose_config([path], binary=compose_binary, env=env)
+    again = compose_config([rendered], binary=compose_binary, env=env)
+    assert again["services"]["a"]["command"] == original["services"]["a"]["command"]
+    if ("vllm", "0.33.0") in shipped():
+        report = validate(result.spec, [parse_compose(result.rendered, source=str(rendered))])
+        assert report.ok, report.text()
