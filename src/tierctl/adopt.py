@@ -592,16 +592,19 @@ def _spec_document(
 
 def _image_policy(merged: ComposeFile, engine: dict[str, Any], notes: list[str]) -> None:
     """``engine.image_policy`` for the file's images: ``tag`` when every image names a
-    release tag, ``as-written`` when one does not (``latest``, ``main``, ``${IMG}``), with one
-    note per image that is not pinned by digest."""
+    release tag, ``as-written`` when one does not (``latest``, ``main``, ``${IMG}``) or a
+    service builds its own, with one note per image that is not pinned by digest."""
     from tierctl.spec.checks import DIGEST_IMAGE, TAGGED_IMAGE
 
     images = {name: svc.image for name, svc in merged.services.items() if svc.image}
     loose = {n: i for n, i in images.items() if not DIGEST_IMAGE.match(i)}
-    if all(DIGEST_IMAGE.match(i) for i in images.values()):
+    # A service that builds its image runs no release at all: as unpinned as `latest`.
+    built = [name for name, svc in merged.services.items() if "build" in svc.data]
+    if all(DIGEST_IMAGE.match(i) for i in images.values()) and not built:
         return
     released = all(TAGGED_IMAGE.match(i) and "$" not in i for i in loose.values())
-    engine["image_policy"] = "tag" if released else "as-written"
+    engine["image_policy"] = "tag" if released and not built else "as-written"
+    notes += [f"{name}: builds its image (build:): kept as written" for name in built]
     for name, image in loose.items():
         if any(n.startswith(f"{name}: image ") for n in notes):
             continue  # said already (the engine's release)

@@ -278,6 +278,10 @@ def test_no_false_positives_on_measures_variable_mounts_and_builds(tmp_path: Pat
     result = adopt([path], out=tmp_path / "t.yaml")
     assert result.differences == []
     assert result.references == []
+    # A built image is no release: the spec keeps every image as written, so validate with
+    # the spec does not refuse the build either.
+    assert result.spec.engine.image_policy == "as-written"
+    assert any(n.startswith("ui: builds its image") for n in result.notes)
 
 
 def test_a_relative_container_path_is_still_reported(tmp_path: Path) -> None:
