@@ -431,7 +431,7 @@ def _without_tails(merged: ComposeFile, tails: dict[str, str]) -> ComposeFile:
         head, _ = _reference_tail(str(services[name]["command"]))
         services[name] = {**services[name], "command": head}
     data["services"] = services
-    return ComposeFile.from_data(merged.source, data, merged.texts)
+    return ComposeFile.from_data(merged.source, data, merged.texts, as_written=merged.as_written)
 
 
 def _replica_group(
@@ -1016,7 +1016,7 @@ def _prepared(
                 }
     if not references and not rebased:
         return merged
-    return ComposeFile.from_data(merged.source, data, merged.texts)
+    return ComposeFile.from_data(merged.source, data, merged.texts, as_written=merged.as_written)
 
 
 def _reference(var: str) -> str:

@@ -99,7 +99,8 @@ def parse_compose(
         tagged, texts = _read(text, source, folder, reading)
         # Compose makes keyed lists unique in every file, not only when merging several.
         data = enforce_file_unicity(strip_tags(tagged))
-        return ComposeFile.from_data(source, data, texts, raw=tagged)
+        as_written = interpolation is Interpolation.AS_WRITTEN
+        return ComposeFile.from_data(source, data, texts, raw=tagged, as_written=as_written)
     finally:
         if collecting:
             gc.enable()

@@ -140,6 +140,8 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
         command = command[len(entry) :]
     if shell is not None and shell.in_entrypoint:
         service["entrypoint"] = wrap_command(shell, command)
+    elif shell is None and not command and spec.engine.argv_tail is None:
+        pass  # no argv at all (a base service for `extends`): the image's CMD, as written
     elif shell is None and spec.engine.argv_tail is not None:
         # One string: compose splits it after interpolation, so the tail's references give
         # as many words as their values have (a list would make each one word).

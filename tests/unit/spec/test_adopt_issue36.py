@@ -412,3 +412,44 @@ def test_a_reference_that_expands_to_words_round_trips_under_compose(
     if ("vllm", "0.33.0") in shipped():
         report = validate(result.spec, [parse_compose(result.rendered, source=str(rendered))])
         assert report.ok, report.text()
+
+
+def test_a_reference_with_a_blank_is_one_word_read_as_written(
+    tmp_path: Path, compose_binary: ComposeBinary
+) -> None:
+    from tierctl.compose.binary import compose_config
+    from tierctl.compose.forms import split_command
+
+    line = "--model ${MODEL:?set MODEL} --port 8000 $${NOT A REF}"
+    assert split_command(line, references=True) == (
+        "--model",
+        "${MODEL:?set MODEL}",
+        "--port",
+        "8000",
+        "$${NOT",
+        "A",
+        "REF}",
+    )
+    assert split_command(line)[:3] == ("--model", "${MODEL:?set", "MODEL}")
+    text = f"services:\n  a:\n    image: {VLLM}\n    command: --model ${{MODEL:?set MODEL}} --port 8000\n"
+    path = _write(tmp_path, text)
+    result = adopt([path], out=tmp_path / "tier.yaml")
+    assert result.differences == []
+    assert result.spec.engine.args["model"] == "${MODEL:?set MODEL}"
+    rendered = tmp_path / result.spec.output
+    rendered.write_text(result.rendered, encoding="utf-8")
+    env = {"PATH": "/usr/bin:/bin", "MODEL": "Qwen/Qwen2.5-7B-Instruct"}
+    original = compose_config([path], binary=compose_binary, env=env)
+    again = compose_config([rendered], binary=compose_binary, env=env)
+    assert again["services"]["a"]["command"] == original["services"]["a"]["command"]
+
+
+def test_a_base_service_without_a_command_renders_none(tmp_path: Path) -> None:
+    text = (
+        f"services:\n  base:\n    image: {VLLM}\n    ipc: host\n    profiles: [never]\n"
+        "  r1:\n    extends: base\n    command: --model m --port 8000\n    profiles: !reset []\n"
+    )
+    result = adopt([_write(tmp_path, text)], out=tmp_path / "tier.yaml")
+    assert result.differences == []
+    assert _rendered_commands(result.rendered)["base"] == ((), ())
+    assert "command: []" not in result.rendered
