@@ -4,8 +4,10 @@ A name says it holds a credential when one of its words (split at ``_``, ``-`` a
 a credential word: ``HF_TOKEN``, ``OPENAI_API_KEY``, ``WEBUI_AUTH_TOKEN``. Words that only
 start like one do not count (``TOKENIZERS_PARALLELISM``), and a name whose last word says it
 holds where a credential is rather than the credential (``HF_TOKEN_PATH``, ``..._FILE``), or
-a measure (``CHARS_PER_TOKEN_ESTIMATE``, ``MAX_TOKEN_COUNT``, ``AUTH_TIMEOUT``), is not one. A switch value (``true``, ``false``, ``0``, ``1``, ``on``, ``off``) is never a
-credential, so ``WEBUI_AUTH=false`` passes. A ``${VAR:-literal}`` default is a literal.
+a measure (``CHARS_PER_TOKEN_ESTIMATE``, ``MAX_TOKEN_COUNT``, ``AUTH_TIMEOUT``), is not one.
+A switch value (``true``, ``false``, ``0``, ``1``, ``on``, ``off``) or a documentation
+placeholder (``<hugging_face_token>``) is never a credential, so ``WEBUI_AUTH=false``
+passes. A ``${VAR:-literal}`` default is a literal.
 """
 
 from __future__ import annotations
@@ -75,9 +77,16 @@ def looks_secret_name(name: str) -> bool:
     return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
 
 
+# A documentation placeholder standing where the operator puts theirs: <secret>,
+# <hugging_face_token>, <your-api-key>.
+_PLACEHOLDER = re.compile(r"^<[A-Za-z0-9 _.-]{1,64}>$")
+
+
 def is_switch(value: str) -> bool:
-    """Whether a value is an on/off switch or empty (never a credential)."""
-    return value.strip().lower() in _SWITCH or not value.strip()
+    """Whether a value is an on/off switch, empty, or a ``<placeholder>`` (never a
+    credential)."""
+    text = value.strip()
+    return text.lower() in _SWITCH or not text or bool(_PLACEHOLDER.match(text))
 
 
 @functools.lru_cache(maxsize=8192)
