@@ -157,6 +157,20 @@ def adopt(
     engines = _engines(_without_tails(merged, tails), engine, engine_services)
     group = _replica_group(engines, notes, tails)
     _name_foreign_engines(merged, group, notes)
+    if not group and engines:
+        e = engines[0]
+        heads = {launcher[0] for launcher in e.profile.launchers}
+        at = next((i for i, t in enumerate(e.argv) if t.rsplit("/", 1)[-1] in heads), 0)
+        raise InputError(
+            f"service {e.name} runs {e.profile.title} inside a shell script whose engine "
+            "command tierctl cannot render back as written (quoted words, or a command over "
+            "several lines), and no other service runs an engine",
+            location=merged.location("services", e.name, "command"),
+            rule="import renders every engine command token for token as the file has it",
+            value=" ".join(e.argv[at:]),
+            fix="write the engine command in the script on one line of plain words (as "
+            f"`{shell_join(e.argv[at:])}`), or keep this file as it is",
+        )
     if not group:
         raise InputError(
             "no engine service found (no SGLang or vLLM image or launcher in any service)",
@@ -501,12 +515,83 @@ def _shell_wrapper(e: EngineService) -> dict[str, Any] | None:
     script = command[i]
     canonical = shell_join(e.argv)
     at = script.find(canonical)
-    if at < 0 or script.find(canonical, at + 1) >= 0:
+    spelling: dict[str, str] = {}
+    if at < 0:
+        # Written with other quoting ("$${MODEL}"): found word by word, its spelling kept.
+        span = _script_span(script, e.argv)
+        if span is None:
+            return None
+        at, end, spelling = span
+    elif script.find(canonical, at + 1) >= 0:
         return None
-    end = at + len(canonical)
+    else:
+        end = at + len(canonical)
     if end < len(script) and not (script[end].isspace() or script[end] in ";&|<>)"):
         return None  # the match stops inside a word
-    return {"command": command[:i], "script": script[:at] + ARGV_SLOT + script[end:], **where}
+    out = {"command": command[:i], "script": script[:at] + ARGV_SLOT + script[end:], **where}
+    return {**out, "spelling": spelling} if spelling else out
+
+
+def _script_span(script: str, argv: tuple[str, ...]) -> tuple[int, int, dict[str, str]] | None:
+    """(start, end, spelling) of the one run of words in ``script`` that the shell reads as
+    ``argv``, with how the script writes each word the renderer would write otherwise;
+    None when there is no such run, or more than one."""
+    from tierctl.compose.shellwords import ShellWordsError, split_shell_words
+
+    found: list[tuple[int, int, dict[str, str]]] = []
+    for segment in _raw_segments(script):
+        for k in range(len(segment) - len(argv) + 1):
+            run = segment[k : k + len(argv)]
+            spelling: dict[str, str] = {}
+            for (start, stop), token in zip(run, argv, strict=True):
+                raw = script[start:stop]
+                try:
+                    words, cut = split_shell_words(raw)
+                except ShellWordsError:
+                    break
+                if words != [token] or cut >= 0 or spelling.get(token, raw) != raw:
+                    break
+                if raw != shell_join([token]) and ("\\" in raw or token != token.strip()):
+                    break  # only quoting is kept, never an escaped blank or newline
+                if raw != shell_join([token]):
+                    spelling[token] = raw
+            else:
+                found.append((run[0][0], run[-1][1], spelling))
+    return found[0] if len(found) == 1 else None
+
+
+def _raw_segments(script: str) -> list[list[tuple[int, int]]]:
+    """The script's words as written ((start, end) of each), in segments a newline or an
+    unquoted ``;&|<>`` ends."""
+    segments: list[list[tuple[int, int]]] = [[]]
+    start: int | None = None
+    quote = ""
+    i = 0
+    while i < len(script):
+        ch = script[i]
+        if quote:
+            if ch == "\\" and quote == '"':
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch == "\\":
+            start = i if start is None else start
+            i += 1
+        elif ch in "'\"":
+            start = i if start is None else start
+            quote = ch
+        elif ch.isspace() or ch in ";&|<>":
+            if start is not None:
+                segments[-1].append((start, i))
+                start = None
+            if ch == "\n" or ch in ";&|<>":
+                segments.append([])
+        elif start is None:
+            start = i
+        i += 1
+    if start is not None and not quote:
+        segments[-1].append((start, len(script)))
+    return [s for s in segments if s]
 
 
 def _spec_document(

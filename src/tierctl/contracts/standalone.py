@@ -140,15 +140,21 @@ def _shell_script_argv(
         # A backslash before a newline continues the line in a shell script (sh removes both).
         rest = token.replace("\\\n", "")
         while rest:
+            # A newline ends a command in a script, as ; does: one line at a time, unless
+            # a quote runs on past the line's end.
+            line, newline, after = rest.partition("\n")
             try:
-                words, cut = split_shell_words(rest)
+                words, cut = split_shell_words(line)
+                rest = (line[cut:] + newline + after) if cut >= 0 else after
             except ShellWordsError:
-                break
+                try:
+                    words, cut = split_shell_words(rest)
+                except ShellWordsError:
+                    break
+                rest = rest[cut:] if cut >= 0 else ""
             if words and profile.matches_command(words):
                 return i, tuple(words)
-            if cut < 0:
-                break
-            rest = rest[cut:].lstrip(";&|<> \t\n")
+            rest = rest.lstrip(";&|<> \t\n")
     return None
 
 

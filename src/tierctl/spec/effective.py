@@ -189,12 +189,14 @@ _SHELL_SAFE = re.compile(
 ARGV_SLOT = "{argv}"
 
 
-def shell_join(argv: list[str] | tuple[str, ...]) -> str:
-    """Tokens as one shell command line: bare where the shell reads them as themselves,
-    single-quoted otherwise."""
+def shell_join(argv: list[str] | tuple[str, ...], spelling: Mapping[str, str] | None = None) -> str:
+    """Tokens as one shell command line: as ``spelling`` writes them, else bare where the
+    shell reads them as themselves, single-quoted otherwise."""
     out = []
     for token in argv:
-        if _SHELL_SAFE.fullmatch(token):
+        if spelling and token in spelling:
+            out.append(spelling[token])
+        elif _SHELL_SAFE.fullmatch(token):
             out.append(token)
         else:
             out.append("'" + token.replace("'", "'\\''") + "'")
@@ -206,7 +208,7 @@ def wrap_command(shell: ShellWrapper | None, argv: list[str]) -> list[str]:
     if shell is None:
         return list(argv)
     head, _, tail = shell.script.partition(ARGV_SLOT)
-    return [*shell.command, head + shell_join(argv) + tail]
+    return [*shell.command, head + shell_join(argv, shell.spelling) + tail]
 
 
 def unwrap_command(shell: ShellWrapper | None, command: tuple[str, ...]) -> tuple[str, ...] | None:

@@ -209,6 +209,12 @@ class ShellWrapper(StrictModel):
         description="The script is the replicas' entrypoint (entrypoint: [bash, -c, SCRIPT], "
         "no command) instead of their command.",
     )
+    spelling: dict[str, str] = Field(
+        default_factory=dict,
+        description="How the script writes some of the engine command's words (`$${MODEL}` "
+        'as `"$${MODEL}"`): a word of the argv found here is written so, any other word '
+        "shell-quoted where it needs it (`tierctl import` keeps the file's quoting).",
+    )
 
 
 class Engine(StrictModel):

@@ -453,3 +453,51 @@ def test_a_base_service_without_a_command_renders_none(tmp_path: Path) -> None:
     assert result.differences == []
     assert _rendered_commands(result.rendered)["base"] == ((), ())
     assert "command: []" not in result.rendered
+
+
+# --- bash -c scripts over several lines, with the author's quoting ------------------------
+
+
+def test_an_engine_on_one_line_of_a_multi_line_script_keeps_its_quoting(
+    tmp_path: Path, compose_binary: ComposeBinary
+) -> None:
+    from tierctl.catalog.store import shipped
+    from tierctl.compose.binary import compose_config
+    from tierctl.contracts.validation import validate
+
+    text = (
+        "services:\n  vllm:\n    image: vllm/vllm-openai:v0.33.0\n"
+        "    environment: {MODEL: Qwen/Qwen2.5-7B-Instruct}\n"
+        "    entrypoint: [/bin/bash, -c]\n"
+        "    command:\n      - |\n        set -e\n        echo starting\n"
+        '        exec vllm serve "$${MODEL}" --port 8000 --max-model-len 8192\n'
+    )
+    path = _write(tmp_path, text)
+    result = adopt([path], out=tmp_path / "tier.yaml")
+    assert result.differences == []
+    shell = result.spec.engine.shell
+    assert shell is not None
+    assert shell.spelling == {"$${MODEL}": '"$${MODEL}"'}
+    rendered = tmp_path / result.spec.output
+    rendered.write_text(result.rendered, encoding="utf-8")
+    env = {"PATH": "/usr/bin:/bin"}
+    original = compose_config([path], binary=compose_binary, env=env)
+    again = compose_config([rendered], binary=compose_binary, env=env)
+    assert again["services"]["vllm"]["command"] == original["services"]["vllm"]["command"]
+    if ("vllm", "0.33.0") in shipped():
+        report = validate(result.spec, [parse_compose(result.rendered, source=str(rendered))])
+        assert report.ok, report.text()
+
+
+def test_a_documentation_placeholder_is_no_credential(tmp_path: Path) -> None:
+    from tierctl.contracts.standalone import validate_files
+    from tierctl.credentials import literal_secret
+
+    assert not literal_secret("HUGGING_FACE_HUB_TOKEN", "<hugging_face_token>")
+    assert literal_secret("HUGGING_FACE_HUB_TOKEN", "hf_abcdefghijklmnopqrstuvwxyz")
+    text = (
+        f"services:\n  a:\n    image: {VLLM}\n    command: --model m\n"
+        "    environment: [HUGGING_FACE_HUB_TOKEN=<hugging_face_token>]\n"
+    )
+    report = validate_files([_write(tmp_path, text)])
+    assert report.violations == (), report.text()
