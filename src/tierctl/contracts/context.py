@@ -20,6 +20,7 @@ from tierctl.spec.effective import (
     takes_positional,
     unwrap_command,
 )
+from tierctl.spec.tier_spec import ShellWrapper
 from tierctl.yaml12 import FastYaml12Loader
 
 
@@ -76,7 +77,7 @@ def build_context(
         else:
             command = service.command or ()
         # An engine run inside a shell script: its argv is the script's engine command.
-        argv = unwrap_command(shell, command) or command
+        argv = unwrap_command(shell, command) or unwrap_command(_read(shell), command) or command
         # The image's ENTRYPOINT runs the launcher (vllm/vllm-openai: `vllm serve`) when the
         # file gives the arguments only, as render writes them for it: the argv as it runs.
         entry = (
@@ -123,6 +124,18 @@ def build_context(
         catalog=catalog,
         replicas=views,
         scope=ProfileScope.of(compose, profiles),
+    )
+
+
+def _read(shell: ShellWrapper | None) -> ShellWrapper | None:
+    """The wrapper as an interpolated file holds it: compose's ``$$`` is a ``$`` there."""
+    if shell is None:
+        return None
+    return shell.model_copy(
+        update={
+            "script": shell.script.replace("$$", "$"),
+            "command": [t.replace("$$", "$") for t in shell.command],
+        }
     )
 
 
