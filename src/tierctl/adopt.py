@@ -137,15 +137,7 @@ def adopt(
     rebased: list[tuple[str, str, str]] = []
     project_dir = Path(paths[0]).resolve().parent
     merged = _prepared(merged, project_dir, out_path.resolve().parent, references, rebased)
-    notes += [
-        f"{r.service}: {r.where} held a literal credential: imported as ${{{r.var}:?...}}; "
-        f"set {r.var} where compose runs (the value is written nowhere)"
-        for r in references
-    ]
-    notes += [
-        f"{who}: relative path {old} rebased to {new} (the spec's folder)"
-        for who, old, new in rebased
-    ]
+    notes += _preparation_notes(references, rebased, project_dir, out_path)
     for finding in literal_secrets(merged):
         raise InputError(
             finding.message,
@@ -195,6 +187,34 @@ def adopt(
     again = parse_compose(rendered, source="(rendered)", interpolation=Interpolation.AS_WRITTEN)
     differences = semantic_diff(merged, again) + _argv_differences(merged, again)
     return Adoption(spec, text, rendered, notes, differences, references, rebased)
+
+
+def _preparation_notes(
+    references: list[SecretReference],
+    rebased: list[tuple[str, str, str]],
+    project_dir: Path,
+    out_path: Path,
+) -> list[str]:
+    """The notes on what the import rewrote before reading the file (credentials, relative
+    paths), and on a project .env the rendering's folder does not have."""
+    out: list[str] = []
+    out += [
+        f"{r.service}: {r.where} held a literal credential: imported as ${{{r.var}:?...}}; "
+        f"set {r.var} where compose runs (the value is written nowhere)"
+        for r in references
+    ]
+    out += [
+        f"{who}: relative path {old} rebased to {new} (the spec's folder)"
+        for who, old, new in rebased
+    ]
+    dotenv = project_dir / ".env"
+    if dotenv.is_file() and out_path.resolve().parent != project_dir:
+        out.append(
+            f"{dotenv}: compose reads the project's .env for the file's ${{...}}, and the "
+            "rendering lives in the spec's folder: copy it there, or run compose with "
+            f"--env-file {dotenv}"
+        )
+    return out
 
 
 def _argv_differences(merged: ComposeFile, again: ComposeFile) -> list[str]:
@@ -634,7 +654,13 @@ def _spec_document(
         launcher = launcher[first.command_offset :]  # the image's ENTRYPOINT runs it
     elif entry:
         launcher = launcher[len(entry) :]
-    equals = sorted({n for parts in replicas.values() for n in parts["equals"]})
+    # The `--name=value` spellings: the engine's are the most common set; a replica that
+    # writes others keeps its own (replicas.R.equals_flags).
+    sets = [sorted(parts["equals"]) for parts in replicas.values()]
+    equals = max(sets, key=sets.count)
+    for parts, own in zip(replicas.values(), sets, strict=True):
+        if set(own) != set(equals) & set(parts["flags"]):
+            parts["own_equals"] = own
     engine: dict[str, Any] = {
         "kind": first.profile.kind,
         "version": version,
@@ -719,6 +745,8 @@ def _replica_documents(
             doc["image"] = e.service.image
         if "compose_container" in parts:
             doc["container_name"] = parts["compose_container"]
+        if "own_equals" in parts:
+            doc["equals_flags"] = parts["own_equals"]
         own = {k: v for k, v in parts["compose"].items() if base_compose.get(k) != v}
         if own:
             doc["compose"] = own

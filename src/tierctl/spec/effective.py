@@ -375,7 +375,7 @@ def resolve_replica(spec: TierSpec, name: str) -> ResolvedReplica:
         flags=flags,
         argv=equals_form(
             replica_argv(spec, flags, replica.image or spec.engine.image),
-            spec.engine.equals_flags,
+            spec.engine.equals_flags if replica.equals_flags is None else replica.equals_flags,
         ),
         env=env,
         variant=render_variant(spec, name, flags, env),

@@ -354,6 +354,11 @@ class Replica(StrictModel):
             "file's container_name, kept by `tierctl import`)."
         ),
     )
+    equals_flags: list[str] | None = Field(
+        default=None,
+        description="This replica's `--name=value` flags, where they are not the engine's "
+        "equals_flags (a file whose replicas spell them differently).",
+    )
     gpu_style: GpuStyle = Field(
         default="deploy",
         description=(

@@ -501,3 +501,28 @@ def test_a_documentation_placeholder_is_no_credential(tmp_path: Path) -> None:
     )
     report = validate_files([_write(tmp_path, text)])
     assert report.violations == (), report.text()
+
+
+def test_replicas_spelling_flags_differently_keep_each_spelling(tmp_path: Path) -> None:
+    text = (
+        "services:\n"
+        f"  a:\n    image: {VLLM}\n    command: [--model, m, --port=8000, --host, 0.0.0.0]\n"
+        f"  b:\n    image: {VLLM}\n    command: [--model, m, --port, '8001', --host=0.0.0.0]\n"
+    )
+    path = _write(tmp_path, text)
+    result = adopt([path], out=tmp_path / "tier.yaml")
+    assert result.differences == []
+    original = parse_compose(text, source=str(path), interpolation=Interpolation.AS_WRITTEN)
+    mine = {n: (s.entrypoint or (), s.command or ()) for n, s in original.services.items()}
+    assert _rendered_commands(result.rendered) == mine
+
+
+def test_a_project_env_file_left_behind_is_said(tmp_path: Path) -> None:
+    _write(tmp_path / "p", "MODEL=m\n", ".env")
+    path = _write(
+        tmp_path / "p", f"services:\n  a:\n    image: {VLLM}\n    command: --model ${{MODEL}}\n"
+    )
+    result = adopt([path], out=tmp_path / "spec" / "tier.yaml")
+    assert any(".env" in n and "--env-file" in n for n in result.notes)
+    beside = adopt([path], out=tmp_path / "p" / "tier.yaml")
+    assert not any(".env" in n for n in beside.notes)
