@@ -750,7 +750,18 @@ def _replica_documents(
         own = {k: v for k, v in parts["compose"].items() if base_compose.get(k) != v}
         if own:
             doc["compose"] = own
-        replica_docs[name] = doc
+        replica = _replica_name(name)
+        if replica != name:
+            doc["service"] = name  # compose allows the name, a replica's is lower-case
+        if replica in replica_docs:
+            raise InputError(
+                f"services {name} and {replica_docs[replica].get('service', replica)} would "
+                f"both be replica {replica}",
+                location=Location(file="(import)"),
+                rule="replica names: lower-case letters, digits, '-' and '_'",
+                fix="rename one of the services",
+            )
+        replica_docs[replica] = doc
     return replica_docs
 
 
@@ -761,7 +772,7 @@ def _carry_the_rest(
     spec carries, into ``doc_out``; a note names the top-level keys it does not carry."""
     services: dict[str, Any] = {}
     for name, svc in merged.services.items():
-        if name in replica_docs:
+        if name in replica_docs or any(d.get("service") == name for d in replica_docs.values()):
             continue
         image = str(svc.image or "")
         role = next((r for key, r in _ROLES if key in image), "other")
@@ -797,9 +808,14 @@ def _tier_name(merged: ComposeFile, tier: str | None, out: Path) -> str:
     return _TIER.sub("", folder.lower()) or "tier"
 
 
+def _replica_name(service: str) -> str:
+    """The replica a service becomes: its name in lower case, ``.`` as ``-``."""
+    return service.lower().replace(".", "-")
+
+
 def _replica_parts(merged: ComposeFile, e: EngineService, notes: list[str]) -> dict[str, Any]:
     """One engine service as spec parts: flags, env, gpus, compose fragment."""
-    if not _REPLICA.match(e.name):
+    if not _REPLICA.match(_replica_name(e.name)):
         raise InputError(
             f"service name {e.name!r} cannot name a replica",
             location=merged.location("services", e.name),

@@ -42,7 +42,7 @@ _LATER_ENGINE_FIELDS = (
     "positional",
     "argv_tail",
 )
-_LATER_REPLICA_FIELDS = ("gpu_count", "container_name", "gpu_style", "equals_flags")
+_LATER_REPLICA_FIELDS = ("gpu_count", "container_name", "gpu_style", "equals_flags", "service")
 _LATER_TOP_FIELDS = ("volumes", "networks", "secrets", "configs", "extensions")
 
 

@@ -25,6 +25,7 @@ from tierctl.spec.effective import (
     engine_catalog,
     flag_path,
     render_variant,
+    service_name,
 )
 from tierctl.spec.tier_spec import HostEnv, SecretRef, TierSpec
 
@@ -381,7 +382,7 @@ def _misspelt_flag(
 
 
 def _check_services(spec: TierSpec) -> Iterator[Problem]:
-    replica_services = {spec.engine.service.replace("{replica}", r) for r in spec.replicas}
+    replica_services = {service_name(spec, r) for r in spec.replicas}
     for name, service in spec.services.items():
         if name in replica_services:
             yield Problem(

@@ -232,7 +232,8 @@ def unwrap_command(shell: ShellWrapper | None, command: tuple[str, ...]) -> tupl
 
 def service_name(spec: TierSpec, replica: str) -> str:
     """The compose service (and container) name of a replica."""
-    return spec.engine.service.replace("{replica}", replica)
+    own = spec.replicas[replica].service if replica in spec.replicas else None
+    return own or spec.engine.service.replace("{replica}", replica)
 
 
 def replica_port(spec: TierSpec, flags: dict[str, Any]) -> int:

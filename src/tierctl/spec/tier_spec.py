@@ -354,6 +354,13 @@ class Replica(StrictModel):
             "file's container_name, kept by `tierctl import`)."
         ),
     )
+    service: str | None = Field(
+        default=None,
+        pattern=r"^[a-zA-Z0-9._-]+$",
+        max_length=128,
+        description="This replica's compose service name where the engine's template cannot "
+        "give it (a hand-written file's `llm-A`, `vllm.main`, kept by `tierctl import`).",
+    )
     equals_flags: list[str] | None = Field(
         default=None,
         description="This replica's `--name=value` flags, where they are not the engine's "

@@ -526,3 +526,15 @@ def test_a_project_env_file_left_behind_is_said(tmp_path: Path) -> None:
     assert any(".env" in n and "--env-file" in n for n in result.notes)
     beside = adopt([path], out=tmp_path / "p" / "tier.yaml")
     assert not any(".env" in n for n in beside.notes)
+
+
+def test_a_service_name_in_capitals_or_with_dots_is_kept_for_its_replica(tmp_path: Path) -> None:
+    text = (
+        f"services:\n  vLLM.Main:\n    image: {VLLM}\n    command: --model m --port 8000\n"
+        "  proxy:\n    image: nginx:1.27\n    depends_on: [vLLM.Main]\n"
+    )
+    result = adopt([_write(tmp_path, text)], out=tmp_path / "tier.yaml")
+    assert result.differences == []
+    assert list(result.spec.replicas) == ["vllm-main"]
+    assert result.spec.replicas["vllm-main"].service == "vLLM.Main"
+    assert "vLLM.Main" in _rendered_commands(result.rendered)
