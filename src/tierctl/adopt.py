@@ -181,6 +181,8 @@ def adopt(
             "makes only once the variables are set: kept as written after the flags (the "
             "command is rendered as one string; those words' flags are not checked)"
         )
+    if _string_commands(merged, group):
+        doc["engine"]["command_string"] = True
     text = _header(files) + dump_yaml(doc)
     spec = load_spec_text(text, str(out_path))
     rendered = render_compose(spec, spec_path=out_path)
@@ -405,6 +407,19 @@ def _refuse_schema_errors(merged: ComposeFile) -> None:
 def _header(files: Sequence[ComposeFile]) -> str:
     names = ", ".join(f.source for f in files)
     return f"# Imported by `tierctl import` from {names}.\n"
+
+
+_REFERENCE_IN = re.compile(r"(?<!\$)(?:\$\$)*\$[{A-Za-z_]")
+
+
+def _string_commands(merged: ComposeFile, group: list[EngineService]) -> bool:
+    """Whether every replica's command is a string with a ``${...}`` in it: compose splits
+    such a string only after interpolating it (an unset variable gives no word), so the
+    rendering keeps the string form (``engine.command_string``)."""
+    if any(e.shell_token is not None for e in group):
+        return False
+    commands = [merged.services[e.name].data.get("command") for e in group]
+    return all(isinstance(c, str) and _REFERENCE_IN.search(c) for c in commands)
 
 
 def _argv_tails(merged: ComposeFile) -> dict[str, str]:

@@ -41,6 +41,7 @@ _LATER_ENGINE_FIELDS = (
     "shell",
     "positional",
     "argv_tail",
+    "command_string",
 )
 _LATER_REPLICA_FIELDS = ("gpu_count", "container_name", "gpu_style", "equals_flags", "service")
 _LATER_TOP_FIELDS = ("volumes", "networks", "secrets", "configs", "extensions")
@@ -142,10 +143,11 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
         service["entrypoint"] = wrap_command(shell, command)
     elif shell is None and not command and spec.engine.argv_tail is None:
         pass  # no argv at all (a base service for `extends`): the image's CMD, as written
-    elif shell is None and spec.engine.argv_tail is not None:
-        # One string: compose splits it after interpolation, so the tail's references give
-        # as many words as their values have (a list would make each one word).
-        service["command"] = f"{shell_join(command)} {spec.engine.argv_tail}".lstrip()
+    elif shell is None and (spec.engine.argv_tail is not None or spec.engine.command_string):
+        # One string: compose splits it after interpolation, so the references give as many
+        # words as their values have (a list would make each one word, an empty one too).
+        tail = spec.engine.argv_tail or ""
+        service["command"] = f"{shell_join(command)} {tail}".strip()
     else:
         service["command"] = wrap_command(shell, command)
     service |= {

@@ -295,6 +295,14 @@ class Engine(StrictModel):
             "values have. Their flags are not checked."
         ),
     )
+    command_string: bool = Field(
+        default=False,
+        description=(
+            "Render the replicas' command as one string, as the file wrote it: compose splits "
+            "it after interpolation, so `--api-key ${KEY}` with KEY unset gives no word "
+            "(a list would give an empty one)."
+        ),
+    )
     positional: bool | None = Field(
         default=None,
         description=(

@@ -538,3 +538,25 @@ def test_a_service_name_in_capitals_or_with_dots_is_kept_for_its_replica(tmp_pat
     assert list(result.spec.replicas) == ["vllm-main"]
     assert result.spec.replicas["vllm-main"].service == "vLLM.Main"
     assert "vLLM.Main" in _rendered_commands(result.rendered)
+
+
+@pytest.mark.parametrize("key", [None, "sk-local"])
+def test_an_unset_reference_in_a_string_command_gives_no_word_either_way(
+    tmp_path: Path, compose_binary: ComposeBinary, key: str | None
+) -> None:
+    from tierctl.compose.binary import compose_config
+
+    text = (
+        f"services:\n  a:\n    image: {VLLM}\n"
+        "    command: --model m --api-key ${VLLM_API_KEY} --port 8000\n"
+    )
+    path = _write(tmp_path, text)
+    result = adopt([path], out=tmp_path / "tier.yaml")
+    assert result.differences == []
+    assert result.spec.engine.command_string is True
+    rendered = tmp_path / result.spec.output
+    rendered.write_text(result.rendered, encoding="utf-8")
+    env = {"PATH": "/usr/bin:/bin", **({"VLLM_API_KEY": key} if key else {})}
+    original = compose_config([path], binary=compose_binary, env=env)
+    again = compose_config([rendered], binary=compose_binary, env=env)
+    assert again["services"]["a"]["command"] == original["services"]["a"]["command"]
