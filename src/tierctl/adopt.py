@@ -128,7 +128,7 @@ def adopt(
     if not paths:
         raise InputError("nothing to import", rule="usage", fix="pass a compose file")
     _refuse_what_compose_refuses(paths, profiles)
-    files = [load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN) for p in paths]
+    files = _read_as_written(paths)
     merged = only_active(merge_compose(files), profiles)
     _refuse_schema_errors(merged)
     notes: list[str] = []
@@ -189,6 +189,51 @@ def adopt(
     again = parse_compose(rendered, source="(rendered)", interpolation=Interpolation.AS_WRITTEN)
     differences = semantic_diff(merged, again) + _argv_differences(merged, again)
     return Adoption(spec, text, rendered, notes, differences, references, rebased)
+
+
+def _read_as_written(paths: Sequence[str | Path]) -> list[ComposeFile]:
+    """The files as written; where an included or extended file lives in another folder (or
+    an include names a project_directory), its services' relative paths are made absolute
+    from that folder, as Compose resolves them (the project's own stay relative)."""
+    files = [load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN) for p in paths]
+    if not any(_reads_other_folders(f) for f in files):
+        return files
+    return [
+        load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN, rebase=True) for p in paths
+    ]
+
+
+def _reads_other_folders(compose: ComposeFile) -> bool:
+    """Whether the file includes or extends a file in another folder, or names an include's
+    project_directory (``raw``: the document before includes and extends were applied is
+    not kept, so each file's text is read for the keys)."""
+    import yaml
+
+    for _, text in compose.texts:
+        if "include" not in text and "extends" not in text:
+            continue
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        named: list[Any] = []
+        for entry in data.get("include") or [] if isinstance(data.get("include"), list) else []:
+            if isinstance(entry, dict):
+                if "project_directory" in entry:
+                    return True
+                entry = entry.get("path")
+            named += entry if isinstance(entry, list) else [entry]
+        for svc in (
+            (data.get("services") or {}).values() if isinstance(data.get("services"), dict) else []
+        ):
+            extends = svc.get("extends") if isinstance(svc, dict) else None
+            if isinstance(extends, dict):
+                named.append(extends.get("file"))
+        if any(isinstance(n, str) and Path(n).parent != Path(".") for n in named):
+            return True
+    return False
 
 
 def _preparation_notes(

@@ -85,6 +85,10 @@ def load_merged_services(
             env=env or {},
             interpolation=Interpolation.DEFAULTS,
             base_dir=base_dir,
+            # An included or extended service's relative paths name places from its own
+            # file's folder, as Compose resolves them: a file that says so in absolute paths
+            # (a rendering of an imported spec) runs the same mounts.
+            rebase=True,
         )
         for text, origin, base_dir in files
     ]
