@@ -146,7 +146,10 @@ def _project_directory(
     """An include's ``project_directory`` under ``folder`` (None: not given)."""
     if not spec.get("project_directory"):
         return None
-    return _named_path(folder, spec["project_directory"], source, text, (*at, "project_directory"))
+    named = _named_path(folder, spec["project_directory"], source, text, (*at, "project_directory"))
+    # Absolute, as Compose holds it: the included services' paths are resolved from it, and
+    # a relative result (the file named by a relative path) would read as a volume name.
+    return named.resolve()
 
 
 def _named_path(folder: Path, name: object, source: str, text: str, at: tuple[Any, ...]) -> Path:

@@ -560,3 +560,19 @@ def test_an_unset_reference_in_a_string_command_gives_no_word_either_way(
     original = compose_config([path], binary=compose_binary, env=env)
     again = compose_config([rendered], binary=compose_binary, env=env)
     assert again["services"]["a"]["command"] == original["services"]["a"]["command"]
+
+
+def test_an_include_project_directory_from_a_relative_path_is_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write(
+        tmp_path / "p" / "eng",
+        f"services:\n  vllm:\n    image: {VLLM}\n    command: --model m\n"
+        "    volumes: ['./cache:/root/.cache']\n",
+        "compose.yaml",
+    )
+    _write(tmp_path / "p", "include:\n  - path: eng/compose.yaml\n    project_directory: eng\n")
+    monkeypatch.chdir(tmp_path)
+    result = adopt([Path("p/compose.yaml")], out=Path("spec/tier.yaml"))
+    assert result.differences == []
+    assert str(tmp_path / "p" / "eng" / "cache") in result.rendered
