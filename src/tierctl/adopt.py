@@ -32,10 +32,10 @@ from tierctl.contracts.standalone import EngineService, find_engines
 from tierctl.credentials import literal_secret, secret_positions, shown_value
 from tierctl.engine_catalog import Catalog
 from tierctl.engines import profile_for
-from tierctl.errors import InputError, Location
+from tierctl.errors import ComposeInputError, InputError, Location
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
-from tierctl.spec.effective import ARGV_SLOT, shell_join
+from tierctl.spec.effective import AMD_DEVICES, AMD_VISIBLE, ARGV_SLOT, shell_join
 from tierctl.spec.loader import load_spec_text
 from tierctl.spec.semantic_diff import semantic_diff
 from tierctl.spec.tier_spec import TierSpec
@@ -127,10 +127,8 @@ def adopt(
     """
     if not paths:
         raise InputError("nothing to import", rule="usage", fix="pass a compose file")
-    files = [
-        load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN, overlay=i > 0)
-        for i, p in enumerate(paths)
-    ]
+    _refuse_what_compose_refuses(paths, profiles)
+    files = _read_as_written(paths)
     merged = only_active(merge_compose(files), profiles)
     _refuse_schema_errors(merged)
     notes: list[str] = []
@@ -139,15 +137,7 @@ def adopt(
     rebased: list[tuple[str, str, str]] = []
     project_dir = Path(paths[0]).resolve().parent
     merged = _prepared(merged, project_dir, out_path.resolve().parent, references, rebased)
-    notes += [
-        f"{r.service}: {r.where} held a literal credential: imported as ${{{r.var}:?...}}; "
-        f"set {r.var} where compose runs (the value is written nowhere)"
-        for r in references
-    ]
-    notes += [
-        f"{who}: relative path {old} rebased to {new} (the spec's folder)"
-        for who, old, new in rebased
-    ]
+    notes += _preparation_notes(references, rebased, project_dir, out_path)
     for finding in literal_secrets(merged):
         raise InputError(
             finding.message,
@@ -155,8 +145,24 @@ def adopt(
             rule="no literal credentials in a spec",
             fix=finding.fix or "use a ${VAR} reference",
         )
-    engines = _engines(merged, engine, engine_services)
-    group = _replica_group(engines, notes)
+    tails = _argv_tails(merged)
+    engines = _engines(_without_tails(merged, tails), engine, engine_services)
+    group = _replica_group(engines, notes, tails)
+    _name_foreign_engines(merged, group, notes)
+    if not group and engines:
+        e = engines[0]
+        heads = {launcher[0] for launcher in e.profile.launchers}
+        at = next((i for i, t in enumerate(e.argv) if t.rsplit("/", 1)[-1] in heads), 0)
+        raise InputError(
+            f"service {e.name} runs {e.profile.title} inside a shell script whose engine "
+            "command tierctl cannot render back as written (quoted words, or a command over "
+            "several lines), and no other service runs an engine",
+            location=merged.location("services", e.name, "command"),
+            rule="import renders every engine command token for token as the file has it",
+            value=" ".join(e.argv[at:]),
+            fix="write the engine command in the script on one line of plain words (as "
+            f"`{shell_join(e.argv[at:])}`), or keep this file as it is",
+        )
     if not group:
         raise InputError(
             "no engine service found (no SGLang or vLLM image or launcher in any service)",
@@ -168,12 +174,119 @@ def adopt(
         )
     version = _version(group[0], notes, engine is not None and "==" in engine)
     doc = _spec_document(merged, group, version, out_path, tier, host, notes)
+    if group[0].name in tails:
+        doc["engine"]["argv_tail"] = tails[group[0].name]
+        notes.append(
+            f"{group[0].name}: the command ends in {tails[group[0].name]!r}, words compose "
+            "makes only once the variables are set: kept as written after the flags (the "
+            "command is rendered as one string; those words' flags are not checked)"
+        )
+    if _string_commands(merged, group):
+        doc["engine"]["command_string"] = True
     text = _header(files) + dump_yaml(doc)
     spec = load_spec_text(text, str(out_path))
     rendered = render_compose(spec, spec_path=out_path)
     again = parse_compose(rendered, source="(rendered)", interpolation=Interpolation.AS_WRITTEN)
-    differences = semantic_diff(merged, again)
+    differences = semantic_diff(merged, again) + _argv_differences(merged, again)
     return Adoption(spec, text, rendered, notes, differences, references, rebased)
+
+
+def _read_as_written(paths: Sequence[str | Path]) -> list[ComposeFile]:
+    """The files as written; where an included or extended file lives in another folder (or
+    an include names a project_directory), its services' relative paths are made absolute
+    from that folder, as Compose resolves them (the project's own stay relative)."""
+    # A file after the first is an override: a `null` service there keeps the earlier one.
+    files = [
+        load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN, overlay=i > 0)
+        for i, p in enumerate(paths)
+    ]
+    if not any(_reads_other_folders(f) for f in files):
+        return files
+    return [
+        load_compose(Path(p), interpolation=Interpolation.AS_WRITTEN, rebase=True, overlay=i > 0)
+        for i, p in enumerate(paths)
+    ]
+
+
+def _reads_other_folders(compose: ComposeFile) -> bool:
+    """Whether the file includes or extends a file in another folder, or names an include's
+    project_directory (``raw``: the document before includes and extends were applied is
+    not kept, so each file's text is read for the keys)."""
+    import yaml
+
+    for _, text in compose.texts:
+        if "include" not in text and "extends" not in text:
+            continue
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        named: list[Any] = []
+        for entry in data.get("include") or [] if isinstance(data.get("include"), list) else []:
+            if isinstance(entry, dict):
+                if "project_directory" in entry:
+                    return True
+                entry = entry.get("path")
+            named += entry if isinstance(entry, list) else [entry]
+        for svc in (
+            (data.get("services") or {}).values() if isinstance(data.get("services"), dict) else []
+        ):
+            extends = svc.get("extends") if isinstance(svc, dict) else None
+            if isinstance(extends, dict):
+                named.append(extends.get("file"))
+        if any(isinstance(n, str) and Path(n).parent != Path(".") for n in named):
+            return True
+    return False
+
+
+def _preparation_notes(
+    references: list[SecretReference],
+    rebased: list[tuple[str, str, str]],
+    project_dir: Path,
+    out_path: Path,
+) -> list[str]:
+    """The notes on what the import rewrote before reading the file (credentials, relative
+    paths), and on a project .env the rendering's folder does not have."""
+    out: list[str] = []
+    out += [
+        f"{r.service}: {r.where} held a literal credential: imported as ${{{r.var}:?...}}; "
+        f"set {r.var} where compose runs (the value is written nowhere)"
+        for r in references
+    ]
+    out += [
+        f"{who}: relative path {old} rebased to {new} (the spec's folder)"
+        for who, old, new in rebased
+    ]
+    dotenv = project_dir / ".env"
+    if dotenv.is_file() and out_path.resolve().parent != project_dir:
+        out.append(
+            f"{dotenv}: compose reads the project's .env for the file's ${{...}}, and the "
+            "rendering lives in the spec's folder: copy it there, or run compose with "
+            f"--env-file {dotenv}"
+        )
+    return out
+
+
+def _argv_differences(merged: ComposeFile, again: ComposeFile) -> list[str]:
+    """Every service's ``entrypoint`` and ``command`` compared token for token: the engine
+    reading two orders alike does not make them the same file (``plan`` compares them so)."""
+    out: list[str] = []
+    for name, service in merged.services.items():
+        other = again.services.get(name)
+        if other is None:
+            continue  # semantic_diff says so
+        for key, mine, theirs in (
+            ("entrypoint", service.entrypoint, other.entrypoint),
+            ("command", service.command, other.command),
+        ):
+            if tuple(mine or ()) != tuple(theirs or ()):
+                out.append(
+                    f"services.{name}.{key}: {list(mine or ())} != {list(theirs or ())} "
+                    "(the rendering writes the tokens in another order or form)"
+                )
+    return out
 
 
 def _version(first: EngineService, notes: list[str], forced: bool) -> str:
@@ -261,6 +374,70 @@ def _marked(merged: ComposeFile, name: str, engine: str | None) -> EngineService
     )
 
 
+_MISSING = re.compile(r"^required variable ([A-Za-z_][A-Za-z0-9_]*) is missing a value")
+
+
+def _refuse_what_compose_refuses(
+    paths: Sequence[str | Path], profiles: Sequence[str] | None
+) -> None:
+    """Read the project as ``docker compose config`` does (``compose.project``) and raise
+    its refusal, in Compose's words: a service an included file defines redefined here, a
+    container name two services take, a required ``env_file`` that is not there. A required
+    variable (``${HF_TOKEN:?...}``) unset in this shell is not the file's fault: it is read
+    as set, as where the tier runs."""
+    from tierctl.compose.project import ProjectOptions, project_config
+
+    environ = dict(os.environ)
+    active = tuple(profiles) if profiles is not None else ("*",)
+    for _ in range(256):
+        try:
+            project_config(list(paths), ProjectOptions(profiles=active, environ=environ))
+            return
+        except ComposeInputError as exc:
+            missing = _MISSING.match(exc.message)
+            if missing is None or missing.group(1) in environ:
+                raise
+            environ[missing.group(1)] = "set-where-compose-runs"
+
+
+def _name_foreign_engines(
+    merged: ComposeFile, group: list[EngineService], notes: list[str]
+) -> None:
+    """Refuse a project whose only inference servers have no tierctl profile (TGI,
+    TensorRT-LLM, llama.cpp, Ollama...), naming them; note the ones kept as services."""
+    foreign = _foreign_engines(merged)
+    if not group and foreign:
+        seen = "; ".join(f"service {name} runs {what}" for name, what in foreign.items())
+        raise InputError(
+            f"no SGLang or vLLM engine in this project: {seen}, which tierctl has no engine "
+            "profile for (its flags, endpoints and metrics are not known)",
+            location=merged.location("services", next(iter(foreign))),
+            rule="import adopts SGLang or vLLM tiers",
+            value=", ".join(dict.fromkeys(foreign.values())),
+            fix="keep this deployment as it is; a service that does run SGLang or vLLM is "
+            "marked with `engine_services` NAME and `engine` KIND==VERSION",
+            params=("engine_services", "engine"),
+        )
+    notes += [
+        f"{name}: runs {what} (no tierctl engine profile): kept as a service as written"
+        for name, what in foreign.items()
+        if name not in {e.name for e in group}
+    ]
+
+
+def _foreign_engines(merged: ComposeFile) -> dict[str, str]:
+    """The services that run an inference server tierctl has no profile for (TGI,
+    TensorRT-LLM, llama.cpp, Ollama...), by name: what they run."""
+    from tierctl.engines.foreign import foreign_engine
+
+    out: dict[str, str] = {}
+    for name, svc in merged.services.items():
+        found = foreign_engine(svc.image, (*(svc.entrypoint or ()), *(svc.command or ())))
+        if found is not None:
+            out[name] = found.title
+    return out
+
+
 def _refuse_schema_errors(merged: ComposeFile) -> None:
     """Refuse a file compose itself would refuse (the compose schema), before any part of it
     is read as a replica: ``deploy.resources: x`` or ``logging: [..]`` are then named with
@@ -282,7 +459,83 @@ def _header(files: Sequence[ComposeFile]) -> str:
     return f"# Imported by `tierctl import` from {names}.\n"
 
 
-def _replica_group(engines: list[EngineService], notes: list[str]) -> list[EngineService]:
+_REFERENCE_IN = re.compile(r"(?<!\$)(?:\$\$)*\$[{A-Za-z_]")
+
+
+def _string_commands(merged: ComposeFile, group: list[EngineService]) -> bool:
+    """Whether every replica's command is a string with a ``${...}`` in it: compose splits
+    such a string only after interpolating it (an unset variable gives no word), so the
+    rendering keeps the string form (``engine.command_string``)."""
+    if any(e.shell_token is not None for e in group):
+        return False
+    commands = [merged.services[e.name].data.get("command") for e in group]
+    return all(isinstance(c, str) and _REFERENCE_IN.search(c) for c in commands)
+
+
+def _argv_tails(merged: ComposeFile) -> dict[str, str]:
+    """The services whose string ``command`` ends in words that are each one whole
+    ``${...}`` reference (``${QUANT:+--quantization ${QUANT}}``, ``${EXTRA_ARGS}``): compose
+    splits the string after interpolation, so these give as many words as their values
+    have. By service: that tail, as written."""
+    out: dict[str, str] = {}
+    for name, svc in merged.services.items():
+        command = svc.data.get("command")
+        if isinstance(command, str):
+            _, tail = _reference_tail(command)
+            if tail:
+                out[name] = tail
+    return out
+
+
+def _reference_tail(line: str) -> tuple[str, str]:
+    """``line`` split before its trailing run of whole-reference words (head, tail)."""
+    end = len(line.rstrip())
+    cut = end
+    while cut > 0 and line[cut - 1] == "}":
+        depth, i = 0, cut - 1
+        while i >= 0:
+            if line[i] == "}":
+                depth += 1
+            elif line[i] == "{" and i > 0 and line[i - 1] == "$":
+                depth -= 1
+                if depth == 0:
+                    break
+            i -= 1
+        start = i - 1  # the '$'
+        inner = line[i + 1 : cut - 1]
+        if (
+            i < 1
+            or any(q in inner for q in "'\"`")
+            or (start > 0 and not line[start - 1].isspace())
+        ):
+            break
+        before = line[:start].split()
+        flag_value = bool(before) and before[-1].startswith("-") and "=" not in before[-1]
+        if flag_value and not any(c.isspace() for c in inner) and "--" not in inner:
+            break  # `--model ${MODEL}`: the flag's value, one word
+        cut = start
+        while cut > 0 and line[cut - 1].isspace():
+            cut -= 1
+    return line[:cut], line[cut:end].strip()
+
+
+def _without_tails(merged: ComposeFile, tails: dict[str, str]) -> ComposeFile:
+    """The file with each tail taken off its service's command (to find the engines and
+    their flags in what is left)."""
+    if not tails:
+        return merged
+    data = dict(merged.data)
+    services = dict(data.get("services") or {})
+    for name in tails:
+        head, _ = _reference_tail(str(services[name]["command"]))
+        services[name] = {**services[name], "command": head}
+    data["services"] = services
+    return ComposeFile.from_data(merged.source, data, merged.texts, as_written=merged.as_written)
+
+
+def _replica_group(
+    engines: list[EngineService], notes: list[str], tails: dict[str, str] | None = None
+) -> list[EngineService]:
     """The engine services that become replicas: the most common engine with one launcher
     (and one shell script around it, for engines started inside one)."""
     if not engines:
@@ -310,7 +563,8 @@ def _replica_group(engines: list[EngineService], notes: list[str]) -> list[Engin
         )
         # Whether the image's ENTRYPOINT runs the launcher (the command holds only flags).
         by_image = bool(e.command_offset) and not e.service.entrypoint
-        key = (e.profile.kind, tuple(e.service.entrypoint or ()), launcher, shell, by_image)
+        tail = (tails or {}).get(e.name)
+        key = (e.profile.kind, tuple(e.service.entrypoint or ()), launcher, shell, by_image, tail)
         by_key.setdefault(key, []).append(e)
     chosen = max(by_key.values(), key=len)
     for e in usable:
@@ -346,12 +600,83 @@ def _shell_wrapper(e: EngineService) -> dict[str, Any] | None:
     script = command[i]
     canonical = shell_join(e.argv)
     at = script.find(canonical)
-    if at < 0 or script.find(canonical, at + 1) >= 0:
+    spelling: dict[str, str] = {}
+    if at < 0:
+        # Written with other quoting ("$${MODEL}"): found word by word, its spelling kept.
+        span = _script_span(script, e.argv)
+        if span is None:
+            return None
+        at, end, spelling = span
+    elif script.find(canonical, at + 1) >= 0:
         return None
-    end = at + len(canonical)
+    else:
+        end = at + len(canonical)
     if end < len(script) and not (script[end].isspace() or script[end] in ";&|<>)"):
         return None  # the match stops inside a word
-    return {"command": command[:i], "script": script[:at] + ARGV_SLOT + script[end:], **where}
+    out = {"command": command[:i], "script": script[:at] + ARGV_SLOT + script[end:], **where}
+    return {**out, "spelling": spelling} if spelling else out
+
+
+def _script_span(script: str, argv: tuple[str, ...]) -> tuple[int, int, dict[str, str]] | None:
+    """(start, end, spelling) of the one run of words in ``script`` that the shell reads as
+    ``argv``, with how the script writes each word the renderer would write otherwise;
+    None when there is no such run, or more than one."""
+    from tierctl.compose.shellwords import ShellWordsError, split_shell_words
+
+    found: list[tuple[int, int, dict[str, str]]] = []
+    for segment in _raw_segments(script):
+        for k in range(len(segment) - len(argv) + 1):
+            run = segment[k : k + len(argv)]
+            spelling: dict[str, str] = {}
+            for (start, stop), token in zip(run, argv, strict=True):
+                raw = script[start:stop]
+                try:
+                    words, cut = split_shell_words(raw)
+                except ShellWordsError:
+                    break
+                if words != [token] or cut >= 0 or spelling.get(token, raw) != raw:
+                    break
+                if raw != shell_join([token]) and ("\\" in raw or token != token.strip()):
+                    break  # only quoting is kept, never an escaped blank or newline
+                if raw != shell_join([token]):
+                    spelling[token] = raw
+            else:
+                found.append((run[0][0], run[-1][1], spelling))
+    return found[0] if len(found) == 1 else None
+
+
+def _raw_segments(script: str) -> list[list[tuple[int, int]]]:
+    """The script's words as written ((start, end) of each), in segments a newline or an
+    unquoted ``;&|<>`` ends."""
+    segments: list[list[tuple[int, int]]] = [[]]
+    start: int | None = None
+    quote = ""
+    i = 0
+    while i < len(script):
+        ch = script[i]
+        if quote:
+            if ch == "\\" and quote == '"':
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch == "\\":
+            start = i if start is None else start
+            i += 1
+        elif ch in "'\"":
+            start = i if start is None else start
+            quote = ch
+        elif ch.isspace() or ch in ";&|<>":
+            if start is not None:
+                segments[-1].append((start, i))
+                start = None
+            if ch == "\n" or ch in ";&|<>":
+                segments.append([])
+        elif start is None:
+            start = i
+        i += 1
+    if start is not None and not quote:
+        segments[-1].append((start, len(script)))
+    return [s for s in segments if s]
 
 
 def _spec_document(
@@ -370,7 +695,7 @@ def _spec_document(
     flags = [parts["flags"] for parts in replicas.values()]
     envs = [parts["env"] for parts in replicas.values()]
     fragments = [parts["compose"] for parts in replicas.values()]
-    base_flags = _common(flags)
+    base_flags = _ordered_base(flags)
     base_env = _common(envs)
     base_compose = _common(fragments)
     container = [parts["container_name"] for parts in replicas.values()]
@@ -394,7 +719,13 @@ def _spec_document(
         launcher = launcher[first.command_offset :]  # the image's ENTRYPOINT runs it
     elif entry:
         launcher = launcher[len(entry) :]
-    equals = sorted({n for parts in replicas.values() for n in parts["equals"]})
+    # The `--name=value` spellings: the engine's are the most common set; a replica that
+    # writes others keeps its own (replicas.R.equals_flags).
+    sets = [sorted(parts["equals"]) for parts in replicas.values()]
+    equals = max(sets, key=sets.count)
+    for parts, own in zip(replicas.values(), sets, strict=True):
+        if set(own) != set(equals) & set(parts["flags"]):
+            parts["own_equals"] = own
     engine: dict[str, Any] = {
         "kind": first.profile.kind,
         "version": version,
@@ -415,6 +746,9 @@ def _spec_document(
         engine["container_name"] = False
     if equals:
         engine["equals_flags"] = equals
+    positional = _positional(first, launcher, entry, wrapper)
+    if positional is not None:
+        engine["positional"] = positional
     _image_policy(merged, engine, notes)
     replica_docs = _replica_documents(
         replicas, group, base_flags, base_env, base_compose, base_image
@@ -434,16 +768,19 @@ def _spec_document(
 
 def _image_policy(merged: ComposeFile, engine: dict[str, Any], notes: list[str]) -> None:
     """``engine.image_policy`` for the file's images: ``tag`` when every image names a
-    release tag, ``as-written`` when one does not (``latest``, ``main``, ``${IMG}``), with one
-    note per image that is not pinned by digest."""
+    release tag, ``as-written`` when one does not (``latest``, ``main``, ``${IMG}``) or a
+    service builds its own, with one note per image that is not pinned by digest."""
     from tierctl.spec.checks import DIGEST_IMAGE, TAGGED_IMAGE
 
     images = {name: svc.image for name, svc in merged.services.items() if svc.image}
     loose = {n: i for n, i in images.items() if not DIGEST_IMAGE.match(i)}
-    if all(DIGEST_IMAGE.match(i) for i in images.values()):
+    # A service that builds its image runs no release at all: as unpinned as `latest`.
+    built = [name for name, svc in merged.services.items() if "build" in svc.data]
+    if all(DIGEST_IMAGE.match(i) for i in images.values()) and not built:
         return
     released = all(TAGGED_IMAGE.match(i) and "$" not in i for i in loose.values())
-    engine["image_policy"] = "tag" if released else "as-written"
+    engine["image_policy"] = "tag" if released and not built else "as-written"
+    notes += [f"{name}: builds its image (build:): kept as written" for name in built]
     for name, image in loose.items():
         if any(n.startswith(f"{name}: image ") for n in notes):
             continue  # said already (the engine's release)
@@ -473,10 +810,23 @@ def _replica_documents(
             doc["image"] = e.service.image
         if "compose_container" in parts:
             doc["container_name"] = parts["compose_container"]
+        if "own_equals" in parts:
+            doc["equals_flags"] = parts["own_equals"]
         own = {k: v for k, v in parts["compose"].items() if base_compose.get(k) != v}
         if own:
             doc["compose"] = own
-        replica_docs[name] = doc
+        replica = _replica_name(name)
+        if replica != name:
+            doc["service"] = name  # compose allows the name, a replica's is lower-case
+        if replica in replica_docs:
+            raise InputError(
+                f"services {name} and {replica_docs[replica].get('service', replica)} would "
+                f"both be replica {replica}",
+                location=Location(file="(import)"),
+                rule="replica names: lower-case letters, digits, '-' and '_'",
+                fix="rename one of the services",
+            )
+        replica_docs[replica] = doc
     return replica_docs
 
 
@@ -487,7 +837,7 @@ def _carry_the_rest(
     spec carries, into ``doc_out``; a note names the top-level keys it does not carry."""
     services: dict[str, Any] = {}
     for name, svc in merged.services.items():
-        if name in replica_docs:
+        if name in replica_docs or any(d.get("service") == name for d in replica_docs.values()):
             continue
         image = str(svc.image or "")
         role = next((r for key, r in _ROLES if key in image), "other")
@@ -523,9 +873,14 @@ def _tier_name(merged: ComposeFile, tier: str | None, out: Path) -> str:
     return _TIER.sub("", folder.lower()) or "tier"
 
 
+def _replica_name(service: str) -> str:
+    """The replica a service becomes: its name in lower case, ``.`` as ``-``."""
+    return service.lower().replace(".", "-")
+
+
 def _replica_parts(merged: ComposeFile, e: EngineService, notes: list[str]) -> dict[str, Any]:
     """One engine service as spec parts: flags, env, gpus, compose fragment."""
-    if not _REPLICA.match(e.name):
+    if not _REPLICA.match(_replica_name(e.name)):
         raise InputError(
             f"service name {e.name!r} cannot name a replica",
             location=merged.location("services", e.name),
@@ -614,8 +969,15 @@ def _gpus(
                 {"gpu_count": "all"} if visible == "all" else {"gpus": [int(i) for i in ids]}
             )
             return _fit_note(e, {"gpu_style": "runtime", **got}, notes)
-    if compose.get("devices") == ["/dev/kfd", "/dev/dri"]:
+    if compose.get("devices") == list(AMD_DEVICES):
         del compose["devices"]
+        for style, key in AMD_VISIBLE.items():
+            chosen = env.get(key)
+            ids = [v.strip() for v in chosen.split(",")] if isinstance(chosen, str) else []
+            if ids and all(_GPU_INDEX.match(i) for i in ids) and len(set(ids)) == len(ids):
+                # ROCm replicas pick their GPUs with HIP_/ROCR_VISIBLE_DEVICES.
+                del env[key]
+                return _fit_note(e, {"gpu_style": style, "gpus": [int(i) for i in ids]}, notes)
         return _fit_note(e, {"gpu_style": "amd", "gpu_count": "all"}, notes)
     if any(k in compose for k in ("gpus", "runtime", "devices")):
         return _fit_note(e, {"gpu_style": "as-written"}, notes)
@@ -708,6 +1070,81 @@ def _drop_devices(compose: dict[str, Any]) -> None:
         compose.pop("deploy", None)
 
 
+def _positional(
+    first: EngineService, launcher: list[str], entry: list[str], wrapper: dict[str, Any] | None
+) -> bool | None:
+    """``engine.positional`` where the file writes the positional argument (vLLM's model)
+    otherwise than the rendering would by default; None where the default is the file's."""
+    profile = first.profile
+    if not profile.positional:
+        return None
+    before: tuple[str, ...] = ()
+    if wrapper is None and entry:
+        before = tuple(entry)
+    elif wrapper is None and not launcher:
+        before = profile.image_entrypoint(first.service.image)
+    default = profile.takes_positional([*before, *launcher])
+    written = bool(profile.split_command(first.argv).positional)
+    return None if written == default else written
+
+
+def _ordered_base(maps: list[dict[str, Any]]) -> dict[str, Any]:
+    """The engine's base flags: every replica's flags in one order that agrees with each
+    replica's own (so a replica's argv renders token for token as its file wrote it: a
+    changed flag keeps its place, an absent one is a null override), each with the value
+    most replicas give it. Where the replicas order their flags differently, only the flags
+    every replica gives alike, and only where that keeps every order."""
+    order = _merged_order([list(m) for m in maps])
+    if order is None:
+        alike = _common(maps)
+        ok = all(
+            [k for k in m if k in alike] == list(alike)
+            and all(k in alike for k in list(m)[: len(alike)])
+            for m in maps
+        )
+        return alike if ok else {}
+    # Flags every replica gives are the engine's; a flag only some give is a replica's own
+    # (appended after the base) unless a base flag follows it somewhere.
+    shared = {k for k in order if all(k in m for m in maps)}
+    grown = True
+    while grown:
+        grown = False
+        for m in maps:
+            keys = list(m)
+            last = max((i for i, k in enumerate(keys) if k in shared), default=-1)
+            early = {k for k in keys[:last] if k not in shared}
+            if early:
+                shared |= early
+                grown = True
+    base: dict[str, Any] = {}
+    for key in (k for k in order if k in shared):
+        values = [m[key] for m in maps if key in m]
+        base[key] = max(values, key=lambda v: sum(1 for w in values if w == v))
+    return base
+
+
+def _merged_order(orders: list[list[str]]) -> list[str] | None:
+    """One sequence of all the keys that keeps every list's order (the first list's where
+    free), or None when two lists order two keys differently."""
+    keys: list[str] = []
+    before: dict[str, set[str]] = {}
+    for order in orders:
+        for i, key in enumerate(order):
+            if key not in before:
+                keys.append(key)
+                before[key] = set()
+            before[key].update(order[:i])
+    out: list[str] = []
+    placed: set[str] = set()
+    while len(out) < len(keys):
+        ready = next((k for k in keys if k not in placed and before[k] <= placed), None)
+        if ready is None:
+            return None
+        out.append(ready)
+        placed.add(ready)
+    return out
+
+
 def _common(maps: list[dict[str, Any]]) -> dict[str, Any]:
     """Keys with the same value in every map, in the first map's order."""
     first, rest = maps[0], maps[1:]
@@ -773,7 +1210,7 @@ def _prepared(
                 }
     if not references and not rebased:
         return merged
-    return ComposeFile.from_data(merged.source, data, merged.texts)
+    return ComposeFile.from_data(merged.source, data, merged.texts, as_written=merged.as_written)
 
 
 def _reference(var: str) -> str:

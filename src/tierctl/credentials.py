@@ -3,9 +3,11 @@
 A name says it holds a credential when one of its words (split at ``_``, ``-`` and ``.``) is
 a credential word: ``HF_TOKEN``, ``OPENAI_API_KEY``, ``WEBUI_AUTH_TOKEN``. Words that only
 start like one do not count (``TOKENIZERS_PARALLELISM``), and a name whose last word says it
-holds where a credential is rather than the credential (``HF_TOKEN_PATH``, ``..._FILE``) is
-not one. A switch value (``true``, ``false``, ``0``, ``1``, ``on``, ``off``) is never a
-credential, so ``WEBUI_AUTH=false`` passes. A ``${VAR:-literal}`` default is a literal.
+holds where a credential is rather than the credential (``HF_TOKEN_PATH``, ``..._FILE``), or
+a measure (``CHARS_PER_TOKEN_ESTIMATE``, ``MAX_TOKEN_COUNT``, ``AUTH_TIMEOUT``), is not one.
+A switch value (``true``, ``false``, ``0``, ``1``, ``on``, ``off``) or a documentation
+placeholder (``<hugging_face_token>``) is never a credential, so ``WEBUI_AUTH=false``
+passes. A ``${VAR:-literal}`` default is a literal.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ _SECRET_WORDS = frozenset(
 _SECRET_PAIRS = frozenset({("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY")})
 # A last word that names where the credential is, not the credential.
 _LOCATION_WORDS = frozenset({"PATH", "FILE", "DIR", "URL", "URI", "ENDPOINT", "HOST", "NAME"})
+# A last word that names a measure of tokens or of a credential's life, not the credential:
+# CHARS_PER_TOKEN_ESTIMATE, MAX_TOKEN_COUNT, AUTH_TIMEOUT, TOKEN_TTL.
+_MEASURE_WORDS = frozenset(
+    {"ESTIMATE", "COUNT", "LIMIT", "LIMITS", "SIZE", "LEN", "LENGTH", "BUDGET", "RATIO"}
+    | {"RATE", "TIMEOUT", "TTL", "EXPIRY", "LIFETIME", "FACTOR", "MULTIPLIER", "THRESHOLD"}
+)
 _SWITCH = frozenset({"true", "false", "yes", "no", "on", "off", "0", "1", "none", "disabled"})
 _WORD_SPLIT = re.compile(r"[_\-.]+")
 # Shapes of real credentials: Hugging Face, OpenAI-style, GitHub, AWS, Slack, JWT.
@@ -62,16 +70,23 @@ _SECRET_FLAG = re.compile(r"^--[a-z0-9-]*(token|api-key|secret|password)$")
 def looks_secret_name(name: str) -> bool:
     """Whether an env var name says it holds a credential (see the module docstring)."""
     words = [w for w in _WORD_SPLIT.split(name.upper()) if w]
-    if not words or words[-1] in _LOCATION_WORDS:
+    if not words or words[-1] in _LOCATION_WORDS or words[-1] in _MEASURE_WORDS:
         return False
     if any(w in _SECRET_WORDS for w in words):
         return True
     return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
 
 
+# A documentation placeholder standing where the operator puts theirs: <secret>,
+# <hugging_face_token>, <your-api-key>.
+_PLACEHOLDER = re.compile(r"^<[A-Za-z0-9 _.-]{1,64}>$")
+
+
 def is_switch(value: str) -> bool:
-    """Whether a value is an on/off switch or empty (never a credential)."""
-    return value.strip().lower() in _SWITCH or not value.strip()
+    """Whether a value is an on/off switch, empty, or a ``<placeholder>`` (never a
+    credential)."""
+    text = value.strip()
+    return text.lower() in _SWITCH or not text or bool(_PLACEHOLDER.match(text))
 
 
 @functools.lru_cache(maxsize=8192)

@@ -12,7 +12,14 @@ it needs, and the violations ``validate`` must report on it (real problems of th
   once :data:`tierctl.adopt.RENDER_ADDITIONS` are taken out; each credential the import
   turned into a reference is set, for the rendered side only, to the value the input had;
 - ``validate`` (without a spec) reports exactly the expected violations, and the rendering
-  validates against the imported spec wherever a catalog of its release is shipped.
+  validates against the imported spec wherever a catalog of its release is shipped;
+- ``plan`` of the project against the rendering (beside it) changes nothing but what the
+  rendering adds and the credentials the import turned into references;
+- a project that runs no SGLang or vLLM engine (``Import refused: ENGINE``: TGI, llama.cpp,
+  Ollama, TensorRT-LLM) is refused cleanly, the refusal naming the engine.
+
+The real Compose reads the command's tokens in order, so "the same config" is argv token for
+token, in order.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from tierctl.compose import parse_compose
 from tierctl.compose.binary import ComposeBinary, compose_config
 from tierctl.contracts.standalone import validate_files
 from tierctl.contracts.validation import validate
+from tierctl.errors import InputError
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "adopt_corpus"
 #: The rows of the import table (issue #23) a project may cover (PROVENANCE ``Rows:``).
@@ -48,6 +56,7 @@ class Project:
     rows: tuple[str, ...]
     options: dict[str, Any]
     expected: set[tuple[str, str]]  # (rule, service) validate must report
+    refused: str = ""  # the engine a clean refusal names (no SGLang or vLLM engine runs)
 
 
 def _field(text: str, name: str) -> str:
@@ -71,15 +80,16 @@ def _project(folder: Path) -> Project:
             rule, service = item.split()[:2]
             expected.add((rule, service))
     rows = tuple(r.strip() for r in _field(note, "Rows").split(",") if r.strip())
-    return Project(folder.name, files, rows, options, expected)
+    refused = _field(note, "Import refused")
+    return Project(folder.name, files, rows, options, expected, refused)
 
 
 PROJECTS = [_project(p) for p in sorted(CORPUS.iterdir()) if p.is_dir()]
 IDS = [p.name for p in PROJECTS]
 
 
-def test_the_corpus_has_forty_projects_covering_every_row() -> None:
-    assert len(PROJECTS) >= 40
+def test_the_corpus_has_eighty_projects_covering_every_row() -> None:
+    assert len(PROJECTS) >= 80
     for project in PROJECTS:
         assert _field((CORPUS / project.name / "PROVENANCE.md").read_text(), "Shaped after")
         assert set(project.rows) <= set(ROWS), project.name
@@ -89,6 +99,16 @@ def test_the_corpus_has_forty_projects_covering_every_row() -> None:
 
 def _profiles(config: dict[str, Any]) -> list[str]:
     return sorted({p for s in config.get("services", {}).values() for p in s.get("profiles", [])})
+
+
+def _refused_cleanly(project: Project, out: Path) -> None:
+    """A project that runs no SGLang or vLLM engine: the import refuses, naming the engine
+    it saw, located, with a fix."""
+    with pytest.raises(InputError) as info:
+        adopt(project.files, out=out, **project.options)
+    assert project.refused in info.value.message, info.value.format()
+    assert info.value.location is not None
+    assert info.value.fix
 
 
 def _imported(project: Project, tmp_path: Path) -> tuple[Adoption, Path]:
@@ -122,6 +142,9 @@ def test_rendering_reads_to_the_same_compose_config(
     first = compose_config(project.files, binary=compose_binary, env=_ENV)
     profiles = _profiles(first)
     first = compose_config(project.files, binary=compose_binary, env=_ENV, profiles=profiles)
+    if project.refused:
+        _refused_cleanly(project, tmp_path / "spec" / "tier.yaml")
+        return
     result, rendered = _imported(project, tmp_path)
     secrets = _secret_env(result, first)
     # The credentials are nowhere in what the import wrote.
@@ -153,8 +176,43 @@ def test_validate_reports_only_the_real_problems(project: Project, tmp_path: Pat
     report = validate_files(project.files, engine=engine)
     found = {(v.rule, v.service) for v in report.violations}
     assert found == project.expected, report.text()
+    if project.refused:
+        return
     result, rendered = _imported(project, tmp_path)
     spec = result.spec
     if (spec.engine.kind, spec.engine.version) in shipped():
         checked = validate(spec, [parse_compose(result.rendered, source=str(rendered))])
         assert {(v.rule, v.service) for v in checked.violations} <= project.expected, checked.text()
+
+
+@pytest.mark.parametrize("project", PROJECTS, ids=IDS)
+def test_plan_of_the_import_against_the_original_changes_nothing(
+    project: Project, tmp_path: Path
+) -> None:
+    """The spec beside the project, its rendering beside both: ``plan`` OLD (the project)
+    NEW (the rendering) changes nothing but :data:`tierctl.adopt.RENDER_ADDITIONS` (tierctl's
+    labels, the log driver) and the credentials the import turned into references."""
+    import shutil
+
+    from tierctl.rollout.planner import PlanOptions, plan_files
+
+    if project.refused:
+        pytest.skip(f"no SGLang or vLLM engine ({project.refused}): the import refuses")
+    here = tmp_path / project.name
+    shutil.copytree(CORPUS / project.name, here)
+    files = [here / f.name for f in project.files]
+    result = adopt(files, out=here / "tier.yaml", **project.options)
+    rendered = here / result.spec.output
+    rendered.write_text(result.rendered, encoding="utf-8")
+    moved = {f"env {r.where.split()[1]}: changed" for r in result.references}
+    variables = {r.var for r in result.references if r.where.startswith("command")}
+    plan = plan_files([str(f) for f in files], [str(rendered)], PlanOptions())
+    for change in plan.services:
+        left = [
+            d
+            for d in change.details
+            if not d.startswith(("label tierctl.", "logging"))
+            and d not in moved
+            and not any(f"${{{v}:?" in d for v in variables)
+        ]
+        assert left == [], (change.service, change.details)

@@ -120,6 +120,9 @@ class ComposeFile:
     services: dict[str, ComposeService]
     texts: tuple[tuple[str, str], ...] = field(repr=False)  # (source, YAML text) in merge order
     raw: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    #: Read as written (``Interpolation.AS_WRITTEN``): a ``${...}`` in a string command is
+    #: one word, as compose splits the string only after interpolating it.
+    as_written: bool = field(default=False, compare=False)
 
     @property
     def tagged(self) -> dict[str, Any]:
@@ -144,6 +147,7 @@ class ComposeFile:
         raw: dict[str, Any] | None = None,
         *,
         overlay: bool = False,
+        as_written: bool = False,
     ) -> ComposeFile:
         """Normalise every service of ``data`` (already interpolated); ``overlay``: an
         override file, where a ``null`` service is kept in ``data`` (the merge leaves the
@@ -166,13 +170,27 @@ class ComposeFile:
                     value=type(body).__name__,
                     fix="write the service as a mapping of compose keys",
                 )
-            services[str(name)] = _service(str(name), body, configs, texts)
-        return cls(source=source, data=data, services=services, texts=texts, raw=raw)
+            services[str(name)] = _service(str(name), body, configs, texts, as_written)
+        return cls(
+            source=source,
+            data=data,
+            services=services,
+            texts=texts,
+            raw=raw,
+            as_written=as_written,
+        )
 
 
 def _service(
-    name: str, raw: dict[str, Any], configs: Any, texts: tuple[tuple[str, str], ...]
+    name: str,
+    raw: dict[str, Any],
+    configs: Any,
+    texts: tuple[tuple[str, str], ...],
+    as_written: bool = False,
 ) -> ComposeService:
+    def argv(value: Any) -> tuple[str, ...] | None:
+        return split_command(value, references=as_written)
+
     def read(key: str, form: Callable[[Any], _T]) -> _T:
         try:
             return form(raw.get(key))
@@ -189,10 +207,10 @@ def _service(
     return ComposeService(
         name=name,
         data=raw,
-        command=read("command", split_command),
+        command=read("command", argv),
         environment=read("environment", normalise_environment),
         labels=read("labels", normalise_labels),
-        entrypoint=read("entrypoint", split_command),
+        entrypoint=read("entrypoint", argv),
         mounted_configs=_mounted(raw.get("configs"), configs),
     )
 

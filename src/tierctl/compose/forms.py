@@ -9,6 +9,7 @@ form of each, and so do these functions. A value of the wrong shape raises
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tierctl.compose.shellwords import ShellWordsError, split_shell_words
@@ -46,14 +47,57 @@ def go_float(value: float) -> str:
     return text
 
 
-def split_command(value: Any) -> tuple[str, ...] | None:
-    """A ``command``/``entrypoint`` as argv tokens; None when absent.
+_HELD = re.compile("\ue000(\\d+)\ue001")
+
+
+def _hold_references(line: str) -> tuple[str, list[str]]:
+    """``line`` with each ``${...}`` that holds a blank replaced by a placeholder word (and
+    the references, by index): compose splits a string command only after interpolation, so
+    a reference read as written is one word (``${MODEL:?set MODEL}``), not two. ``$$`` is
+    compose's escape of a literal ``$``, never a reference."""
+    held: list[str] = []
+    out: list[str] = []
+    i = 0
+    while i < len(line):
+        if line.startswith("$$", i):
+            out.append("$$")
+            i += 2
+            continue
+        if line.startswith("${", i):
+            depth, j = 0, i + 1
+            while j < len(line):
+                depth += {"{": 1, "}": -1}.get(line[j], 0)
+                if depth == 0:
+                    break
+                j += 1
+            ref = line[i : j + 1]
+            if j < len(line) and any(c.isspace() for c in ref):
+                out.append(f"\ue000{len(held)}\ue001")
+                held.append(ref)
+                i = j + 1
+                continue
+        out.append(line[i])
+        i += 1
+    return "".join(out), held
+
+
+def split_command(value: Any, references: bool = False) -> tuple[str, ...] | None:
+    """A ``command``/``entrypoint`` as argv tokens; None when absent. ``references``: the
+    string is read as written (``Interpolation.AS_WRITTEN``), so a ``${...}`` is one word.
 
     Raises:
         FormError: unbalanced quotes in a string (compose refuses it too), or a mapping.
     """
     if value is None:
         return None
+    if isinstance(value, str) and references and "${" in value:
+        line, held = _hold_references(value)
+        try:
+            words = split_shell_words(line)[0]
+        except ShellWordsError:
+            words = None
+        if words is not None:
+            return tuple(_HELD.sub(lambda m: held[int(m.group(1))], w) for w in words)
     if isinstance(value, str):
         try:
             return tuple(split_shell_words(value)[0])

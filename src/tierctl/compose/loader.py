@@ -117,7 +117,10 @@ def parse_compose(
         tagged, texts = _read(text, source, folder, reading)
         # Compose makes keyed lists unique in every file, not only when merging several.
         data = enforce_file_unicity(strip_tags(tagged))
-        return ComposeFile.from_data(source, data, texts, raw=tagged, overlay=overlay)
+        as_written = interpolation is Interpolation.AS_WRITTEN
+        return ComposeFile.from_data(
+            source, data, texts, raw=tagged, overlay=overlay, as_written=as_written
+        )
     except UnicityError as exc:
         raise ComposeInputError(
             str(exc),
@@ -144,7 +147,7 @@ def _read(
     text: str, source: str, folder: Path | None, reading: _Reading
 ) -> tuple[dict[str, Any], tuple[tuple[str, str], ...]]:
     """One file: parsed, interpolated, its includes imported and its extends applied."""
-    data = _parse(text, source)
+    data = _parse(text, source, included=bool(reading.chain))
     data = _interpolate_tree(data, (), _Where(source, text, reading.env, reading.mode))
     texts: tuple[tuple[str, str], ...] = ((source, text),)
     if "include" in data:
@@ -170,7 +173,10 @@ def _project_directory(
     """An include's ``project_directory`` under ``folder`` (None: not given)."""
     if not spec.get("project_directory"):
         return None
-    return _named_path(folder, spec["project_directory"], source, text, (*at, "project_directory"))
+    named = _named_path(folder, spec["project_directory"], source, text, (*at, "project_directory"))
+    # Absolute, as Compose holds it: the included services' paths are resolved from it, and
+    # a relative result (the file named by a relative path) would read as a volume name.
+    return named.resolve()
 
 
 def _named_path(folder: Path, name: object, source: str, text: str, at: tuple[Any, ...]) -> Path:
@@ -207,8 +213,8 @@ def _apply_include(
 ) -> tuple[dict[str, Any], tuple[tuple[str, str], ...]]:
     """compose's ``include``: each entry's files are read as their own project (merged in
     order when several) and their services, volumes, networks, secrets and configs are
-    imported; a resource the including file also defines is merged, the including file
-    winning."""
+    imported; a resource the including file also defines must be the same, or compose
+    refuses the project."""
     entries = data["include"]
     if not isinstance(entries, list):
         raise _error(
@@ -259,6 +265,7 @@ def _apply_include(
         paths = spec["path"] if isinstance(spec["path"], list) else [spec["path"]]
         project = _project_directory(folder, spec, source, text, at)
         merged: dict[str, Any] = {}
+        raw: dict[str, Any] = {}  # as the included files wrote them (compared, not kept)
         for p in paths:
             target = _named_path(folder, p, source, text, (*at, "path")).resolve()
             key = str(target)
@@ -281,27 +288,46 @@ def _apply_include(
             child_data, child_texts = _read(
                 child_text, str(target), project or target.parent, child
             )
+            raw = merge_data(raw, child_data)
             if reading.rebase:
                 # As Compose hands an included project over: paths resolved, ports long with
                 # their defaults (loadYamlModel's SetDefaultValues).
                 child_data = included_ports(_rebased(child_data, str(project or target.parent)))
             merged = merge_data(merged, child_data)
             texts = texts + child_texts
-        for kind in _IMPORTED:
-            imported = merged.get(kind)
-            if not isinstance(imported, dict):
-                continue
-            local = out.get(kind) if isinstance(out.get(kind), dict) else {}
-            combined = dict(imported)
-            for name, value in (local or {}).items():
-                if name in combined:
-                    combined[name] = merge_data(
-                        {kind: {name: combined[name]}}, {kind: {name: value}}
-                    )[kind][name]
-                else:
-                    combined[name] = value
-            out[kind] = combined
+        _import_resources(out, merged, raw, source, text)
     return out, texts
+
+
+def _import_resources(
+    out: dict[str, Any], merged: dict[str, Any], raw: dict[str, Any], source: str, text: str
+) -> None:
+    """An include's resources into ``out`` (the including file's); one defined in both must
+    be the same as the included file wrote it (``raw``), or compose refuses the project."""
+    for kind in _IMPORTED:
+        imported = merged.get(kind)
+        if not isinstance(imported, dict):
+            continue
+        local = out.get(kind) if isinstance(out.get(kind), dict) else {}
+        written = raw.get(kind) if isinstance(raw.get(kind), dict) else {}
+        combined = dict(imported)
+        for name, value in (local or {}).items():
+            if name in combined and value != (written or {}).get(name, combined[name]):
+                # Compose 2.40 refuses a resource defined both here and in an included
+                # file unless the two are the same (compose-go's importResources).
+                raise _error(
+                    source,
+                    text,
+                    (kind, str(name)),
+                    f"{kind}.{name} conflicts with imported resource",
+                    rule="a resource an included file defines is not redefined (docker "
+                    "compose refuses it)",
+                    value=str(name),
+                    fix=f"drop {kind}.{name} here and change it in the included file, or "
+                    "use an override file (-f) to change it",
+                )
+            combined[name] = value
+        out[kind] = combined
 
 
 def _rebased(data: dict[str, Any], folder: str) -> dict[str, Any]:
@@ -433,7 +459,9 @@ def _extended(
         ) from None
 
 
-def _parse(text: str, source: str) -> dict[str, Any]:
+def _parse(text: str, source: str, included: bool = False) -> dict[str, Any]:
+    """One file's mapping; an empty file that another includes reads as no resources (as
+    Compose reads it; an empty ``-f`` file Compose refuses)."""
     data = load_yaml(
         text,
         source,
@@ -444,6 +472,8 @@ def _parse(text: str, source: str) -> dict[str, Any]:
         recursion=lambda node: _recursive(source, node),
         line_depth=0,  # ComposeFile.lines maps lines only when a message needs them
     ).data
+    if data is None and included:
+        return {}
     if not isinstance(data, dict):
         raise ComposeInputError(
             "a compose file must be a mapping with a services: key",

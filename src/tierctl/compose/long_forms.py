@@ -558,4 +558,17 @@ def rebase_service(
         and (default_context or "context" in build)
     ):
         out["build"] = {**build, "context": maybe(str(build.get("context", ".")))}
+    develop = out.get("develop")
+    watch = develop.get("watch") if isinstance(develop, dict) else None
+    if isinstance(develop, dict) and isinstance(watch, list):
+        # compose watch's paths are the project's files, relative to its folder.
+        out["develop"] = {
+            **develop,
+            "watch": [
+                {**w, "path": moved(w["path"])}
+                if isinstance(w, dict) and isinstance(w.get("path"), str) and _relative(w["path"])
+                else w
+                for w in watch
+            ],
+        }
     return out

@@ -45,7 +45,10 @@ def merge_compose(files: Sequence[ComposeFile]) -> ComposeFile:
     for f in files:
         data = merge_data(data, f.tagged)
     texts = tuple(t for f in files for t in f.texts)
-    return ComposeFile.from_data(" + ".join(f.source for f in files), data, texts)
+    as_written = all(f.as_written for f in files)
+    return ComposeFile.from_data(
+        " + ".join(f.source for f in files), data, texts, as_written=as_written
+    )
 
 
 def merge_data(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

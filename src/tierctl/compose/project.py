@@ -900,6 +900,12 @@ def _canonical_key(key: str, value: Any) -> Any:
         return _volumes(value)
     if key == "devices":
         return [parse_device(d) for d in value] if isinstance(value, list) else value
+    if key == "gpus":
+        # Compose holds `gpus:` as device requests: `all` is one request for every GPU
+        # (count -1), a list's entries read as deploy's device reservations.
+        if value == "all":
+            return [{"count": -1}]
+        return [_device_request(d) for d in value] if isinstance(value, list) else value
     if key in _ONE_OR_MANY:
         return _one_or_many(value)
     if key == "depends_on":

@@ -17,8 +17,10 @@ from tierctl.spec.effective import (
     Tier,
     engine_profile,
     launcher,
+    takes_positional,
     unwrap_command,
 )
+from tierctl.spec.tier_spec import ShellWrapper
 from tierctl.yaml12 import FastYaml12Loader
 
 
@@ -75,7 +77,7 @@ def build_context(
         else:
             command = service.command or ()
         # An engine run inside a shell script: its argv is the script's engine command.
-        argv = unwrap_command(shell, command) or command
+        argv = unwrap_command(shell, command) or unwrap_command(_read(shell), command) or command
         # The image's ENTRYPOINT runs the launcher (vllm/vllm-openai: `vllm serve`) when the
         # file gives the arguments only, as render writes them for it: the argv as it runs.
         entry = (
@@ -91,12 +93,19 @@ def build_context(
             and tuple(argv[: len(entry)]) != entry
         ):
             argv, offset = (*entry, *argv), len(entry)
+        if shell is None and tier.spec.engine.argv_tail is not None:
+            # The words the tail's references expand to follow the engine's own (unchecked).
+            argv = argv[: len(expected.argv)]
         start = split_launcher(argv, spec_launcher)
         # The engine's positional arguments (vLLM's `vllm serve MODEL`) sit between the
         # launcher and the first flag; they are read under their spec names.
         positional: dict[str, str] = {}
         if start == len(spec_launcher):
-            start, positional = profile.positional_span(argv, spec_launcher)
+            here = None
+            if offset == 0:
+                image = service.image if service is not None else None
+                here = takes_positional(tier.spec, image)
+            start, positional = profile.positional_span(argv, spec_launcher, here)
         uses = parse_flags(argv, start, catalog)
         env = {k: v or "" for k, v in (service.environment if service else {}).items()}
         views[name] = ReplicaView(
@@ -115,6 +124,18 @@ def build_context(
         catalog=catalog,
         replicas=views,
         scope=ProfileScope.of(compose, profiles),
+    )
+
+
+def _read(shell: ShellWrapper | None) -> ShellWrapper | None:
+    """The wrapper as an interpolated file holds it: compose's ``$$`` is a ``$`` there."""
+    if shell is None:
+        return None
+    return shell.model_copy(
+        update={
+            "script": shell.script.replace("$$", "$"),
+            "command": [t.replace("$$", "$") for t in shell.command],
+        }
     )
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from tierctl.compose import ComposeFile
+from tierctl.compose import ComposeFile, ComposeService
 from tierctl.compose.forms import command_cut
 from tierctl.compose.profiles import ProfileScope
 from tierctl.contracts.context import Context, config_content
@@ -43,6 +43,14 @@ def check(ctx: Context) -> Iterator[Violation]:
         if v.service is not None and v.service.data.get("network_mode") == "host"
     ]
     yield from ports(ctx.compose, host_flags, ctx.scope)
+    yield from healthcheck_ports(
+        ctx.compose,
+        [
+            (v.expected.service, v.expected.port)
+            for v in ctx.replicas.values()
+            if v.service is not None
+        ],
+    )
     yield from container_names(ctx.compose, ctx.scope)
     yield from dependencies(ctx.compose, ctx.scope)
     yield from secrets(ctx.compose)
@@ -110,9 +118,15 @@ def gpus(compose: ComposeFile, scope: ProfileScope | None = None) -> Iterator[Vi
     default: every project the file can run)."""
     scope = scope or ProfileScope.of(compose)
     owners: dict[str, list[str]] = {}
+    claims: dict[str, list[str]] = {}
+    for name, service in compose.services.items():
+        for gpu in service.gpu_ids:
+            claims.setdefault(gpu, []).append(name)
     for name, service in compose.services.items():
         for gpu in service.gpu_ids:
             first = _first_together(scope, owners.setdefault(gpu, []), name)
+            if first is not None and _shared_by_fraction(compose, scope, claims[gpu], name):
+                continue  # engines sharing the GPU, each with its share of the memory
             if first is not None:
                 yield Violation(
                     rule="TC006",
@@ -123,6 +137,74 @@ def gpus(compose: ComposeFile, scope: ProfileScope | None = None) -> Iterator[Vi
                     fix="give each service its own device_ids"
                     + (", or put them in profiles that exclude each other" if scope.named else ""),
                 )
+
+
+def memory_share(service: ComposeService) -> float | None:
+    """The share of a GPU's memory an engine service takes (vLLM's
+    ``--gpu-memory-utilization``, SGLang's ``--mem-fraction-static``), when its command sets
+    one (a number in (0, 1])."""
+    from tierctl.engines import PROFILES, profile_for_argv
+
+    argv = (*(service.entrypoint or ()), *(service.command or ()))
+    profile = profile_for_argv(argv)
+    if profile is None:
+        profile = next((p for p in PROFILES.values() if p.matches_image(service.image)), None)
+        if profile is not None and not service.entrypoint:
+            argv = (*profile.image_entrypoint(service.image), *argv)
+    flag = profile.memory_fraction_flag if profile is not None else None
+    if profile is None or flag is None:
+        return None
+    value = profile.command_flags(argv).get(flag)
+    try:
+        share = float(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return share if share is not None and 0 < share <= 1 else None
+
+
+def _shared_by_fraction(
+    compose: ComposeFile, scope: ProfileScope, claimants: list[str], name: str
+) -> bool:
+    """Whether the services given one GPU that run with ``name`` each set a memory share
+    and the shares fit in the GPU (two engines sharing it, as a tier may plan)."""
+    together = [c for c in claimants if c == name or scope.together(c, name)]
+    shares = [memory_share(compose.services[c]) for c in together]
+    return all(v is not None for v in shares) and sum(v or 0.0 for v in shares) <= 1.0 + 1e-9
+
+
+# A probe of this container itself: localhost, a loopback address or 0.0.0.0, and a port.
+_LOCAL_PROBE = re.compile(
+    r"(?i)(?:https?://)?(?:localhost|127\.\d{1,3}\.\d{1,3}\.\d{1,3}|0\.0\.0\.0|\[::1?\])"
+    r":(?P<port>\d{1,5})\b"
+)
+
+
+def healthcheck_ports(
+    compose: ComposeFile, engines: Sequence[tuple[str, int | None]]
+) -> Iterator[Violation]:
+    """An engine's healthcheck probes the port the engine listens on (its ``--port``, else
+    the engine's default): a probe of another port fails forever, so compose never sees the
+    engine healthy and what depends on it never starts. ``engines``: (service, port; None
+    where the port is a variable's value)."""
+    for name, port in engines:
+        service = compose.services.get(name)
+        health = service.data.get("healthcheck") if service is not None else None
+        test = health.get("test") if isinstance(health, dict) else None
+        if port is None or health is None or not isinstance(health, dict):
+            continue
+        text = " ".join(str(t) for t in test) if isinstance(test, list) else str(test or "")
+        probed = sorted({int(m.group("port")) for m in _LOCAL_PROBE.finditer(text)})
+        if probed and port not in probed:
+            yield Violation(
+                rule="TC006",
+                service=name,
+                message=f"the healthcheck probes port {probed[0]}, but the engine listens on "
+                f"{port}: the service never becomes healthy",
+                location=compose.location("services", name, "healthcheck", "test"),
+                expected=str(port),
+                found=str(probed[0]),
+                fix=f"probe http://localhost:{port}/health (the engine's --port)",
+            )
 
 
 def _first_together(scope: ProfileScope, claimants: list[str], name: str) -> str | None:
@@ -443,8 +525,9 @@ def mount_targets(compose: ComposeFile) -> Iterator[Violation]:
             if isinstance(entry, dict):
                 target = entry.get("target")
             elif isinstance(entry, str):
-                # A ${VAR:?message} reference holds colons that are not separators.
-                parts = _REFERENCE.sub("VAR", entry).split(":")
+                # A ${VAR:?message} reference holds colons that are not separators; a target
+                # that is (or holds) one is the variable's value, not in the file.
+                parts = _REFERENCE.sub("${VAR}", entry).split(":")
                 target = parts[1] if len(parts) >= 2 else parts[0]
             else:
                 continue

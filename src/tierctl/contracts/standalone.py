@@ -140,15 +140,21 @@ def _shell_script_argv(
         # A backslash before a newline continues the line in a shell script (sh removes both).
         rest = token.replace("\\\n", "")
         while rest:
+            # A newline ends a command in a script, as ; does: one line at a time, unless
+            # a quote runs on past the line's end.
+            line, newline, after = rest.partition("\n")
             try:
-                words, cut = split_shell_words(rest)
+                words, cut = split_shell_words(line)
+                rest = (line[cut:] + newline + after) if cut >= 0 else after
             except ShellWordsError:
-                break
+                try:
+                    words, cut = split_shell_words(rest)
+                except ShellWordsError:
+                    break
+                rest = rest[cut:] if cut >= 0 else ""
             if words and profile.matches_command(words):
                 return i, tuple(words)
-            if cut < 0:
-                break
-            rest = rest[cut:].lstrip(";&|<> \t\n")
+            rest = rest.lstrip(";&|<> \t\n")
     return None
 
 
@@ -166,6 +172,15 @@ def _engine_of(service: ComposeService) -> tuple[EngineProfile | None, tuple[str
                 return candidate, whole, len(entry)
             # The image's ENTRYPOINT runs the launcher; the command is its arguments.
             launcher = candidate.image_launcher
+            sub = launcher[1:]
+            if (
+                sub
+                and not candidate.image_entrypoint(service.image)
+                and tuple(command[: len(sub)]) == sub
+            ):
+                # An image of the engine's own build (myorg/vllm) whose ENTRYPOINT is the
+                # program: `command: serve MODEL ...` runs `vllm serve MODEL ...`.
+                launcher = launcher[:1]
             return candidate, (*launcher, *command), len(launcher)
     return None, whole, 0
 
@@ -248,12 +263,15 @@ def validate_files(
     violations.extend(
         hygiene.secrets(merged, {e.name: e.catalog for e in engines if e.catalog is not None})
     )
+    violations.extend(hygiene.healthcheck_ports(merged, [_listens(e) for e in engines]))
     violations.extend(hygiene.cut_commands(merged))
     violations.extend(hygiene.mount_targets(merged))
     for finding in hygiene.images(merged):
-        (violations if strict or "build:" in finding.message else warnings).append(finding)
+        # A local build is as unpinned as a tag (a warning; a violation under `strict`), and
+        # the contracts with a spec still refuse it.
+        (violations if strict else warnings).append(finding)
     if not engines:
-        unchecked.append("engine checks: no service runs SGLang or vLLM (by image or launcher)")
+        unchecked.append(_no_engine(merged))
     unchecked.append(
         "spec contracts ("
         + ", ".join(f"{r} {RULES[r]}" for r in SPEC_ONLY)
@@ -351,6 +369,31 @@ def _undeclared(
     )
 
 
+def _no_engine(merged: ComposeFile) -> str:
+    """What is not checked in a file without an SGLang or vLLM engine, naming the inference
+    servers it runs that tierctl has no profile for."""
+    from tierctl.engines.foreign import foreign_engine
+
+    seen = [
+        f"{name} runs {found.title}"
+        for name, svc in merged.services.items()
+        if (found := foreign_engine(svc.image, (*(svc.entrypoint or ()), *(svc.command or ()))))
+    ]
+    return "engine checks: no service runs SGLang or vLLM (by image or launcher)" + (
+        f"; {', '.join(seen)}, which tierctl has no engine profile for" if seen else ""
+    )
+
+
+def _listens(e: EngineService) -> tuple[str, int | None]:
+    """(service, the port its engine listens on: its --port, else the engine's default; None
+    where the value is not a number written in the file)."""
+    value = e.flags.get("port", e.profile.default_port)
+    try:
+        return e.name, int(value)
+    except (TypeError, ValueError):
+        return e.name, None
+
+
 def service_gpus(service: ComposeService) -> tuple[int | None, str | None]:
     """How many GPUs a service is given, or (None, why) when the file does not say."""
     if service.gpu_ids:
@@ -369,7 +412,12 @@ def service_gpus(service: ComposeService) -> tuple[int | None, str | None]:
     if gpus == "all":
         return None, "reserves gpus: all (the host's GPU count is not in the file)"
     env = service.environment
-    for key in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+    for key in (
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+    ):
         value = env.get(key)
         if value and "$" not in value and value != "all":
             return len([v for v in value.split(",") if v.strip()]), None

@@ -302,6 +302,9 @@ class EngineProfile(ABC):
     #: loopback, for a Service or a kubelet probe to reach it).
     listen_host_flag: str = "host"
     default_port: int = 8000
+    #: The flag giving the share of a GPU's memory the engine takes (a fraction of 1): two
+    #: replicas that each set it may share a GPU while their shares fit in it.
+    memory_fraction_flag: str | None = None
     #: 200 once the server is up (what proxies probe).
     health_path: str = "/health"
     #: 200 once the server can generate (may run a tiny generation).
@@ -455,11 +458,19 @@ class EngineProfile(ABC):
         launcher: Iterable[str],
         flags: Mapping[str, Any],
         catalog: Catalog | None = None,
+        before: Iterable[str] = (),
+        positional: bool | None = None,
     ) -> list[str]:
-        """The whole command: launcher, positional arguments, then the flags in order."""
+        """The whole command: launcher, positional arguments, then the flags in order.
+
+        ``before``: what runs ahead of the launcher's tokens (the service's entrypoint, or the
+        image's ENTRYPOINT when the command holds only arguments): ``entrypoint: [vllm]``
+        with the launcher ``serve`` takes the model positionally as ``vllm serve`` does.
+        ``positional``: False writes them as flags (``--model X``), True positionally; None:
+        where the launcher takes them."""
         head = list(launcher)
         rest = dict(flags)
-        if self.takes_positional(head):
+        if self.takes_positional([*before, *head]) if positional is None else positional:
             for name in self.positional:
                 if name in rest and isinstance(rest[name], str | int | float):
                     head.append(format_scalar(rest.pop(name)))
@@ -503,14 +514,19 @@ class EngineProfile(ABC):
         return LaunchCommand(tuple(tokens[:end]), positional, start)
 
     def positional_span(
-        self, argv: tuple[str, ...] | list[str], launcher: Iterable[str]
+        self,
+        argv: tuple[str, ...] | list[str],
+        launcher: Iterable[str],
+        positional_here: bool | None = None,
     ) -> tuple[int, dict[str, str]]:
         """(index of the first flag, positional arguments) of an argv that starts with
-        ``launcher``; positional arguments are read only where the launcher takes them."""
+        ``launcher``; positional arguments are read only where the launcher takes them (or
+        where ``positional_here`` says, for a launcher behind an entrypoint)."""
         head = tuple(launcher)
         start = len(head)
         positional: dict[str, str] = {}
-        if tuple(argv[:start]) != head or not self.takes_positional(head):
+        takes = self.takes_positional(head) if positional_here is None else positional_here
+        if tuple(argv[:start]) != head or not takes:
             return start, positional
         for name in self.positional:
             if start < len(argv) and not argv[start].startswith("-"):

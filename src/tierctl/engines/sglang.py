@@ -92,6 +92,7 @@ class SGLangProfile(EngineProfile):
     leader_address_flag = "dist-init-addr"
     leader_address_has_port = True
     default_port = 30000
+    memory_fraction_flag = "mem-fraction-static"
     health_path = "/health"
     readiness_path = "/health_generate"
     metric_prefixes = ("sglang:", "sglang_")

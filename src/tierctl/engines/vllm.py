@@ -46,6 +46,15 @@ from tierctl.engines.base import (
 from tierctl.engines.sglang import CUDA_OOM, NCCL, TRACEBACK
 from tierctl.runtime.promtext import parse_metrics
 
+#: vLLM's official images: CUDA, and the CPU builds (Docker Hub's vllm-openai-cpu and the
+#: release repositories on ECR, x86-64 and arm64), whose ENTRYPOINT is `vllm serve` too.
+OFFICIAL_IMAGES = (
+    "vllm/vllm-openai",
+    "vllm/vllm-openai-cpu",
+    "q9t5s3a7/vllm-cpu-release-repo",
+    "q9t5s3a7/vllm-arm64-cpu-release-repo",
+)
+
 #: The startup log line listing the parsed args that differ from the parser's defaults.
 NON_DEFAULT_ARGS = re.compile(r"non-default args:\s*(\{.*\})\s*$")
 CACHE_CONFIG_INFO = "cache_config_info"
@@ -96,15 +105,16 @@ class VLLMProfile(EngineProfile):
     positional = ("model",)
     positional_launchers = (("vllm", "serve"),)
     command_markers = ("vllm.entrypoints.openai.api_server",)
-    images = ("vllm/vllm-openai", "vllm-openai", "vllm")
+    images = (*OFFICIAL_IMAGES, "vllm-openai", "vllm-openai-cpu", "vllm-cpu-release-repo", "vllm")
     image_launcher = ("vllm", "serve")  # the official image's ENTRYPOINT
-    launcher_images = ("vllm/vllm-openai",)
+    launcher_images = OFFICIAL_IMAGES
     parallel_flags = (
         ("tp", ("tensor-parallel-size", "tp")),
         ("pp", ("pipeline-parallel-size", "pp")),
         ("dp", ("data-parallel-size-local", "data-parallel-size", "dp")),
     )
     default_port = 8000
+    memory_fraction_flag = "gpu-memory-utilization"
     health_path = "/health"
     readiness_path = "/health"
     metric_prefixes = ("vllm:", "vllm_")

@@ -23,6 +23,7 @@ from tierctl.spec.effective import (
     fill,
     gpu_grant,
     resolve_tier,
+    shell_join,
     wrap_command,
 )
 from tierctl.spec.tier_spec import ScrapeConfig, Service, TierSpec
@@ -32,8 +33,17 @@ _REFERENCE = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 
 # Fields added after the digest was defined: left out while at their default, so that adding
 # them did not make every rendered file on disk stale.
-_LATER_ENGINE_FIELDS = ("entrypoint", "container_name", "equals_flags", "image_policy", "shell")
-_LATER_REPLICA_FIELDS = ("gpu_count", "container_name", "gpu_style")
+_LATER_ENGINE_FIELDS = (
+    "entrypoint",
+    "container_name",
+    "equals_flags",
+    "image_policy",
+    "shell",
+    "positional",
+    "argv_tail",
+    "command_string",
+)
+_LATER_REPLICA_FIELDS = ("gpu_count", "container_name", "gpu_style", "equals_flags", "service")
 _LATER_TOP_FIELDS = ("volumes", "networks", "secrets", "configs", "extensions")
 
 
@@ -131,6 +141,13 @@ def _replica_service(tier: Tier, r: ResolvedReplica) -> dict[str, Any]:
         command = command[len(entry) :]
     if shell is not None and shell.in_entrypoint:
         service["entrypoint"] = wrap_command(shell, command)
+    elif shell is None and not command and spec.engine.argv_tail is None:
+        pass  # no argv at all (a base service for `extends`): the image's CMD, as written
+    elif shell is None and (spec.engine.argv_tail is not None or spec.engine.command_string):
+        # One string: compose splits it after interpolation, so the references give as many
+        # words as their values have (a list would make each one word, an empty one too).
+        tail = spec.engine.argv_tail or ""
+        service["command"] = f"{shell_join(command)} {tail}".strip()
     else:
         service["command"] = wrap_command(shell, command)
     service |= {

@@ -86,6 +86,10 @@ def load_merged_services(
             interpolation=Interpolation.DEFAULTS,
             base_dir=base_dir,
             overlay=i > 0,
+            # An included or extended service's relative paths name places from its own
+            # file's folder, as Compose resolves them: a file that says so in absolute paths
+            # (a rendering of an imported spec) runs the same mounts.
+            rebase=True,
         )
         for i, (text, origin, base_dir) in enumerate(files)
     ]
@@ -129,10 +133,13 @@ def _flat(svc: ComposeService) -> dict[str, Any]:
     for key, tokens in (("command", svc.command), ("entrypoint", svc.entrypoint)):
         if key in out:
             out[key] = None if tokens is None else list(tokens)
-    if "environment" in out:
-        out["environment"] = svc.environment
-    if "labels" in out:
-        out["labels"] = svc.labels
+    # An empty environment or label map is no map at all to compose (`config` drops it):
+    # `environment: {}` and no environment run the same container.
+    for key, value in (("environment", svc.environment), ("labels", svc.labels)):
+        if key in out:
+            out[key] = value
+            if not value:
+                del out[key]
     if "depends_on" in out:
         out["depends_on"] = normalise_depends_on(out["depends_on"])
     if svc.mounted_configs:

@@ -25,6 +25,7 @@ from tierctl.spec.effective import (
     engine_catalog,
     flag_path,
     render_variant,
+    service_name,
 )
 from tierctl.spec.tier_spec import HostEnv, SecretRef, TierSpec
 
@@ -248,6 +249,8 @@ def _check_gpus(spec: TierSpec) -> Iterator[Problem]:
                 None,
             )
             claims.append((name, i))
+            if hit is not None and hit[0] != name and _shares_fit(spec, gpu, owners, profiles):
+                continue  # engines sharing the GPU by memory fraction
             if hit is not None:
                 other, j = hit
                 where = "twice on this replica" if other == name else f"also to replica {other}"
@@ -259,6 +262,39 @@ def _check_gpus(spec: TierSpec) -> Iterator[Problem]:
                     gpu,
                     also=("replicas", other, "gpus", j),
                 )
+
+
+def memory_fraction(spec: TierSpec, replica: str) -> float | None:
+    """The share of each of its GPUs a replica's engine takes (vLLM's
+    ``--gpu-memory-utilization``, SGLang's ``--mem-fraction-static``), when it sets one."""
+    from tierctl.engines import profile_for
+
+    flag = profile_for(spec.engine.kind).memory_fraction_flag
+    value = effective_flags(spec, replica).get(flag) if flag else None
+    try:
+        share = float(value) if isinstance(value, str | int | float) else None
+    except ValueError:
+        return None
+    return share if share is not None and 0 < share <= 1 else None
+
+
+def _shares_fit(
+    spec: TierSpec,
+    gpu: int,
+    owners: dict[int, list[tuple[str, int]]],
+    profiles: dict[str, tuple[str, ...]],
+) -> bool:
+    """Whether every replica given ``gpu`` that runs with another sets a memory fraction,
+    and those of each set running together sum to at most the whole GPU."""
+    names = [n for n, _ in owners[gpu]]
+    shares = {n: memory_fraction(spec, n) for n in names}
+    if any(v is None for v in shares.values()):
+        return False
+    for n in names:
+        together = [o for o in names if o == n or run_together(profiles[o], profiles[n])]
+        if sum(shares[o] or 0.0 for o in together) > 1.0 + 1e-9:
+            return False
+    return True
 
 
 def _check_variant(spec: TierSpec) -> Iterator[Problem]:
@@ -346,7 +382,7 @@ def _misspelt_flag(
 
 
 def _check_services(spec: TierSpec) -> Iterator[Problem]:
-    replica_services = {spec.engine.service.replace("{replica}", r) for r in spec.replicas}
+    replica_services = {service_name(spec, r) for r in spec.replicas}
     for name, service in spec.services.items():
         if name in replica_services:
             yield Problem(

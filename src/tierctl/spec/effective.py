@@ -146,11 +146,38 @@ def launcher(spec: TierSpec) -> list[str]:
     return list(engine_profile(spec).default_launcher())
 
 
-def replica_argv(spec: TierSpec, flags: dict[str, Any]) -> list[str]:
+def replica_argv(spec: TierSpec, flags: dict[str, Any], image: str | None = None) -> list[str]:
     """The whole command of a replica, in its engine's syntax: the launcher, positional
-    arguments where the launcher takes them (``vllm serve MODEL``), then the flags, with
+    arguments where the launcher takes them (``vllm serve MODEL``, also when the entrypoint
+    or the image's ENTRYPOINT says ``vllm`` or ``vllm serve``), then the flags, with
     ``false`` as ``--no-name`` for a ``boolean_optional`` flag of the pinned catalog."""
-    return engine_profile(spec).render_argv(launcher(spec), flags, engine_catalog(spec))
+    profile = engine_profile(spec)
+    head = launcher(spec)
+    return profile.render_argv(
+        head, flags, engine_catalog(spec), launcher_context(spec, image), spec.engine.positional
+    )
+
+
+def launcher_context(spec: TierSpec, image: str | None = None) -> tuple[str, ...]:
+    """What runs before the spec's launcher: the engine's entrypoint, or the image's
+    ENTRYPOINT where the launcher is empty (()) inside a shell script): with it, the
+    launcher ``serve`` behind ``entrypoint: [vllm]`` takes the model positionally."""
+    if spec.engine.shell is not None:
+        return ()
+    if spec.engine.entrypoint is not None:
+        return tuple(spec.engine.entrypoint)
+    if not launcher(spec):
+        return engine_profile(spec).image_entrypoint(image or spec.engine.image)
+    return ()
+
+
+def takes_positional(spec: TierSpec, image: str | None = None) -> bool:
+    """Whether the replicas' commands hold the engine's positional arguments (vLLM's model)
+    positionally: ``engine.positional``, else where the launcher in its context takes them."""
+    if spec.engine.positional is not None:
+        return spec.engine.positional
+    head = (*launcher_context(spec, image), *launcher(spec))
+    return engine_profile(spec).takes_positional(head)
 
 
 # A token the shell reads as itself (no quoting needed). ``$VAR`` and ``${VAR...}`` are left
@@ -162,12 +189,14 @@ _SHELL_SAFE = re.compile(
 ARGV_SLOT = "{argv}"
 
 
-def shell_join(argv: list[str] | tuple[str, ...]) -> str:
-    """Tokens as one shell command line: bare where the shell reads them as themselves,
-    single-quoted otherwise."""
+def shell_join(argv: list[str] | tuple[str, ...], spelling: Mapping[str, str] | None = None) -> str:
+    """Tokens as one shell command line: as ``spelling`` writes them, else bare where the
+    shell reads them as themselves, single-quoted otherwise."""
     out = []
     for token in argv:
-        if _SHELL_SAFE.fullmatch(token):
+        if spelling and token in spelling:
+            out.append(spelling[token])
+        elif _SHELL_SAFE.fullmatch(token):
             out.append(token)
         else:
             out.append("'" + token.replace("'", "'\\''") + "'")
@@ -179,7 +208,7 @@ def wrap_command(shell: ShellWrapper | None, argv: list[str]) -> list[str]:
     if shell is None:
         return list(argv)
     head, _, tail = shell.script.partition(ARGV_SLOT)
-    return [*shell.command, head + shell_join(argv) + tail]
+    return [*shell.command, head + shell_join(argv, shell.spelling) + tail]
 
 
 def unwrap_command(shell: ShellWrapper | None, command: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -203,7 +232,8 @@ def unwrap_command(shell: ShellWrapper | None, command: tuple[str, ...]) -> tupl
 
 def service_name(spec: TierSpec, replica: str) -> str:
     """The compose service (and container) name of a replica."""
-    return spec.engine.service.replace("{replica}", replica)
+    own = spec.replicas[replica].service if replica in spec.replicas else None
+    return own or spec.engine.service.replace("{replica}", replica)
 
 
 def replica_port(spec: TierSpec, flags: dict[str, Any]) -> int:
@@ -296,6 +326,12 @@ def fill(template: str, context: dict[str, str]) -> str:
     return _PLACEHOLDER.sub(lambda m: context.get(m.group(1), m.group(0)), template)
 
 
+#: The ROCm devices a container needs for AMD GPUs (``gpu_style: amd``).
+AMD_DEVICES = ("/dev/kfd", "/dev/dri")
+#: The variable that picks a replica's AMD GPUs, by ``gpu_style``.
+AMD_VISIBLE = {"amd-hip": "HIP_VISIBLE_DEVICES", "amd-rocr": "ROCR_VISIBLE_DEVICES"}
+
+
 def gpu_grant(
     style: str, gpus: tuple[int, ...], count: int | str
 ) -> tuple[dict[str, Any], dict[str, str]]:
@@ -307,7 +343,9 @@ def gpu_grant(
     if style == "gpus":
         return {"gpus": "all"}, {}
     if style == "amd":
-        return {"devices": ["/dev/kfd", "/dev/dri"]}, {}
+        return {"devices": list(AMD_DEVICES)}, {}
+    if style in AMD_VISIBLE:
+        return {"devices": list(AMD_DEVICES)}, {AMD_VISIBLE[style]: ",".join(map(str, gpus))}
     if style == "runtime":
         visible = ",".join(str(g) for g in gpus) if gpus else str(count)
         return {"runtime": "nvidia"}, {"NVIDIA_VISIBLE_DEVICES": visible}
@@ -336,7 +374,10 @@ def resolve_replica(spec: TierSpec, name: str) -> ResolvedReplica:
         gpu_count=replica.gpu_count if replica.gpu_count is not None else len(replica.gpus),
         image=replica.image or spec.engine.image,
         flags=flags,
-        argv=equals_form(replica_argv(spec, flags), spec.engine.equals_flags),
+        argv=equals_form(
+            replica_argv(spec, flags, replica.image or spec.engine.image),
+            spec.engine.equals_flags if replica.equals_flags is None else replica.equals_flags,
+        ),
         env=env,
         variant=render_variant(spec, name, flags, env),
         port=replica_port(spec, flags),

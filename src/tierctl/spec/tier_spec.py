@@ -225,6 +225,12 @@ class ShellWrapper(StrictModel):
         description="The script is the replicas' entrypoint (entrypoint: [bash, -c, SCRIPT], "
         "no command) instead of their command.",
     )
+    spelling: dict[str, str] = Field(
+        default_factory=dict,
+        description="How the script writes some of the engine command's words (`$${MODEL}` "
+        'as `"$${MODEL}"`): a word of the argv found here is written so, any other word '
+        "shell-quoted where it needs it (`tierctl import` keeps the file's quoting).",
+    )
 
 
 class Engine(StrictModel):
@@ -295,6 +301,33 @@ class Engine(StrictModel):
         default_factory=list,
         description="Flags rendered as one `--name=value` token instead of `--name value`.",
     )
+    argv_tail: str | None = Field(
+        default=None,
+        max_length=4096,
+        description=(
+            "Words after the engine's flags that compose splits only after interpolation "
+            "(`${QUANT:+--quantization ${QUANT}}`, `${EXTRA_ARGS}`): the command is rendered "
+            "as one string, the flags then this text, so they give as many words as their "
+            "values have. Their flags are not checked."
+        ),
+    )
+    command_string: bool = Field(
+        default=False,
+        description=(
+            "Render the replicas' command as one string, as the file wrote it: compose splits "
+            "it after interpolation, so `--api-key ${KEY}` with KEY unset gives no word "
+            "(a list would give an empty one)."
+        ),
+    )
+    positional: bool | None = Field(
+        default=None,
+        description=(
+            "How the engine's positional argument (vLLM's model) is written: null: where the "
+            "launcher takes it (`vllm serve MODEL`, also behind an entrypoint or image "
+            "ENTRYPOINT running `vllm`), else `--model MODEL`; true: positionally; false: "
+            "as `--model MODEL` (files written that way, kept by `tierctl import`)."
+        ),
+    )
     image_policy: Literal["digest", "tag", "as-written"] = Field(
         default="digest",
         description=(
@@ -307,7 +340,7 @@ class Engine(StrictModel):
 
 
 #: How a replica's GPUs are written in its compose service (see ``Replica.gpu_style``).
-GpuStyle = Literal["deploy", "gpus", "runtime", "amd", "as-written"]
+GpuStyle = Literal["deploy", "gpus", "runtime", "amd", "amd-hip", "amd-rocr", "as-written"]
 
 
 class Replica(StrictModel):
@@ -345,6 +378,18 @@ class Replica(StrictModel):
             "file's container_name, kept by `tierctl import`)."
         ),
     )
+    service: str | None = Field(
+        default=None,
+        pattern=r"^[a-zA-Z0-9._-]+$",
+        max_length=128,
+        description="This replica's compose service name where the engine's template cannot "
+        "give it (a hand-written file's `llm-A`, `vllm.main`, kept by `tierctl import`).",
+    )
+    equals_flags: list[str] | None = Field(
+        default=None,
+        description="This replica's `--name=value` flags, where they are not the engine's "
+        "equals_flags (a file whose replicas spell them differently).",
+    )
     gpu_style: GpuStyle = Field(
         default="deploy",
         description=(
@@ -352,7 +397,9 @@ class Replica(StrictModel):
             "deploy.resources.reservations.devices [{driver: nvidia, device_ids|count, "
             "capabilities: [gpu]}]; gpus: compose's `gpus: all`; runtime: `runtime: nvidia` "
             "with NVIDIA_VISIBLE_DEVICES (the ids, or all); amd: the ROCm devices /dev/kfd and "
-            "/dev/dri; as-written: the replica's compose keys grant them as the file wrote "
+            "/dev/dri (every GPU); amd-hip / amd-rocr: those devices with HIP_VISIBLE_DEVICES / "
+            "ROCR_VISIBLE_DEVICES naming the replica's gpus; as-written: the replica's compose "
+            "keys grant them as the file wrote "
             "them (gpus/gpu_count, when known, only tell tierctl how many)."
         ),
     )
@@ -367,6 +414,10 @@ class Replica(StrictModel):
             )
         if self.gpu_style in ("gpus", "amd") and self.gpu_count != "all":
             raise ValueError(f"gpu_style {self.gpu_style} grants every GPU: use gpu_count: all")
+        if self.gpu_style in ("amd-hip", "amd-rocr") and not self.gpus:
+            raise ValueError(
+                f"gpu_style {self.gpu_style} names the replica's GPUs: give gpus (indices)"
+            )
         return self
 
 

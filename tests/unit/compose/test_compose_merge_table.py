@@ -287,11 +287,20 @@ def test_include_long_form_with_several_paths_merges_them(tmp_path: Path) -> Non
     assert compose.services["r"].environment == {"A": "1", "B": "2"}
 
 
-def test_including_file_wins_on_a_shared_service(tmp_path: Path) -> None:
+def test_a_service_an_included_file_defines_is_not_redefined(tmp_path: Path) -> None:
+    # docker compose v2.40.3: "services.r conflicts with imported resource" (issue #36); the
+    # same definition again is accepted, an empty included file reads as no resources.
     _write(tmp_path, "a.yaml", "services:\n  r: {image: x, command: [a]}\n")
     main = _write(tmp_path, "c.yaml", "include: [a.yaml]\nservices:\n  r: {command: [b]}\n")
-    compose = load_compose(main)
-    assert compose.services["r"].data == {"image": "x", "command": ["b"]}
+    with pytest.raises(ComposeInputError, match=r"services\.r conflicts with imported resource"):
+        load_compose(main)
+    same = _write(
+        tmp_path, "s.yaml", "include: [a.yaml]\nservices:\n  r: {image: x, command: [a]}\n"
+    )
+    assert load_compose(same).services["r"].data == {"image": "x", "command": ["a"]}
+    _write(tmp_path, "e.yaml", "")
+    empty = _write(tmp_path, "m.yaml", "include: [e.yaml]\nservices:\n  r: {image: x}\n")
+    assert list(load_compose(empty).services) == ["r"]
 
 
 def test_include_cycle_and_missing_file_are_located(tmp_path: Path) -> None:

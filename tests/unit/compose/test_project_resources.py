@@ -152,3 +152,22 @@ def test_what_compose_refuses_is_refused_located(
     assert said in err.value.message
     assert err.value.location is not None
     assert err.value.location.line == line
+
+
+def test_gpus_are_device_requests_as_compose_prints_them(tmp_path: Path) -> None:
+    # Read from docker compose config --format json (v2.40.3): `gpus: all` is one request
+    # for every GPU, a list's entries read as deploy's device reservations (issue #36).
+    out = _read(
+        tmp_path,
+        "services:\n  a:\n    image: x\n    gpus: all\n"
+        "  b:\n    image: x\n    gpus: [{driver: nvidia}]\n"
+        "  c:\n    image: x\n    gpus: [{count: '2'}]\n"
+        "  d:\n    image: x\n    gpus: [{device_ids: ['0']}]\n",
+    )
+    gpus = {name: svc["gpus"] for name, svc in out["services"].items()}
+    assert gpus == {
+        "a": [{"count": -1}],
+        "b": [{"driver": "nvidia", "count": -1}],
+        "c": [{"count": 2}],
+        "d": [{"device_ids": ["0"]}],
+    }

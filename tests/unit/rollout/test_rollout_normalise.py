@@ -70,3 +70,13 @@ def test_bad_compose_is_a_located_input_error(text: str, message: str) -> None:
         load_services(text, "bad.yaml")
     assert info.value.exit_code == 2
     assert "bad.yaml" in info.value.format()
+
+
+def test_an_empty_environment_or_label_map_is_no_map() -> None:
+    # Compose's config drops both: the rendering of an imported spec writes
+    # `environment: {}` where the file had none, and the plan must not call that a change.
+    empty = load_services(
+        "services:\n  a:\n    image: x\n    environment: {}\n    labels: []\n", "a"
+    )
+    absent = load_services("services:\n  a:\n    image: x\n", "b")
+    assert empty.services == absent.services

@@ -95,7 +95,7 @@ def test_dollar_escapes_and_references_survive(tmp_path: Path) -> None:
     [
         ("services:\n  x:\n    image: nginx:1.27\n", "no engine service"),
         (
-            "services:\n  A_1:\n    image: lmsysorg/sglang:v0.5.9-cu126\n"
+            "services:\n  _a1:\n    image: lmsysorg/sglang:v0.5.9-cu126\n"
             "    command: python3 -m sglang.launch_server --model-path /m\n"
             f"    {DEV.format(ids=chr(39) + '0' + chr(39))}\n",
             "cannot name a replica",
