@@ -212,14 +212,15 @@ def _reads_other_folders(compose: ComposeFile) -> bool:
     """Whether the file includes or extends a file in another folder, or names an include's
     project_directory (``raw``: the document before includes and extends were applied is
     not kept, so each file's text is read for the keys)."""
-    import yaml
+    from tierctl.readers import load_yaml
 
-    for _, text in compose.texts:
+    for source, text in compose.texts:
         if "include" not in text and "extends" not in text:
             continue
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
+            # Bounded and located like every read (the file was read once already).
+            data = load_yaml(text, source, duplicates=False).data
+        except InputError:
             continue
         if not isinstance(data, dict):
             continue

@@ -408,14 +408,8 @@ def rollout(
     from tierctl.progress import RolloutWaits
 
     with RolloutWaits() as waits:
-        result = execute_plan(
-            plan_path,
-            config,
-            options,
-            repo=repo,
-            log=lambda m: click.echo(m, err=True),
-            progress=waits,
-        )
+        result = execute_plan(plan_path, config, options, repo=repo,
+                              log=lambda m: click.echo(m, err=True), progress=waits)  # fmt: skip
     _print_outcomes(result)
     return ExitCode.OK
 
