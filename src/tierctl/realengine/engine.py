@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Self
 
 from tierctl.realengine import env as realenv
 from tierctl.runtime.process import ServerProcess, free_port, http_ready
@@ -41,7 +42,46 @@ def engine_argv(
     ]
 
 
-class VllmEngine:
+class LocalEngine:
+    """What a real engine run here as a local server shares (vLLM's, SGLang's): its
+    :class:`ServerProcess` (``process``) and URL (``url``), set by the subclass."""
+
+    process: ServerProcess
+    url: str
+
+    @property
+    def pid(self) -> int | None:
+        """The API server's pid (its process group holds the engine's other processes)."""
+        return self.process.pid
+
+    def start(self) -> None:
+        """Start the process (returns at once; see :meth:`wait_ready`)."""
+        self.process.start()
+
+    def wait_ready(
+        self, timeout_s: float = 300.0, progress: Callable[[float], None] | None = None
+    ) -> float:
+        """Wait for ``/health`` to answer 200; returns the seconds since :meth:`start`.
+
+        Raises:
+            RuntimeFailure: it exited or was not healthy in ``timeout_s`` (log tail included).
+        """
+        started = time.monotonic()
+        self.process.wait_ready(http_ready(f"{self.url}/health"), timeout_s, progress=progress)
+        return self.process.seconds_since_start() or (time.monotonic() - started)
+
+    def stop(self) -> None:
+        """Stop the whole process group (idempotent): the API server first, then the rest."""
+        self.process.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class VllmEngine(LocalEngine):
     """A vLLM engine process on a loopback port; a context manager that always stops it."""
 
     def __init__(
@@ -79,34 +119,3 @@ class VllmEngine:
             name=name,
             die_with_parent=die_with_parent,
         )
-
-    @property
-    def pid(self) -> int | None:
-        """The API server's pid (its process group holds the engine core and worker)."""
-        return self.process.pid
-
-    def start(self) -> None:
-        """Start the process (returns at once; see :meth:`wait_ready`)."""
-        self.process.start()
-
-    def wait_ready(
-        self, timeout_s: float = 300.0, progress: Callable[[float], None] | None = None
-    ) -> float:
-        """Wait for ``/health`` to answer 200; returns the seconds since :meth:`start`.
-
-        Raises:
-            RuntimeFailure: it exited or was not healthy in ``timeout_s`` (log tail included).
-        """
-        started = time.monotonic()
-        self.process.wait_ready(http_ready(f"{self.url}/health"), timeout_s, progress=progress)
-        return self.process.seconds_since_start() or (time.monotonic() - started)
-
-    def stop(self) -> None:
-        """Stop the whole process group (idempotent)."""
-        self.process.stop()
-
-    def __enter__(self) -> VllmEngine:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

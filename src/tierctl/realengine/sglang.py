@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tierctl.engines.sglang import CPU_HOST_ENV, CPU_HOST_FLAGS, LAUNCH_MODULE
 from tierctl.errors import RuntimeFailure
 from tierctl.realengine import env as realenv
-from tierctl.runtime.process import ServerProcess, free_port, http_ready
+from tierctl.realengine.engine import LocalEngine
+from tierctl.runtime.process import ServerProcess, free_port
 
 SGLANG_VERSION = "0.5.23"
 TORCH_VERSION = "2.14.1"
@@ -138,7 +138,7 @@ def engine_argv(
     ]
 
 
-class SglangEngine:
+class SglangEngine(LocalEngine):
     """An SGLang server process on a loopback port; a context manager that always stops it."""
 
     def __init__(
@@ -173,34 +173,3 @@ class SglangEngine:
         self.process = ServerProcess(
             self.argv, log, env=engine_env(), name=name, die_with_parent=die_with_parent
         )
-
-    @property
-    def pid(self) -> int | None:
-        """The API server's pid (its process group holds the scheduler and detokenizer)."""
-        return self.process.pid
-
-    def start(self) -> None:
-        """Start the process (returns at once; see :meth:`wait_ready`)."""
-        self.process.start()
-
-    def wait_ready(
-        self, timeout_s: float = 300.0, progress: Callable[[float], None] | None = None
-    ) -> float:
-        """Wait for ``/health`` to answer 200; returns the seconds since :meth:`start`.
-
-        Raises:
-            RuntimeFailure: it exited or was not healthy in ``timeout_s`` (log tail included).
-        """
-        started = time.monotonic()
-        self.process.wait_ready(http_ready(f"{self.url}/health"), timeout_s, progress=progress)
-        return self.process.seconds_since_start() or (time.monotonic() - started)
-
-    def stop(self) -> None:
-        """Stop the whole process group (idempotent): the API server first, then the rest."""
-        self.process.stop()
-
-    def __enter__(self) -> SglangEngine:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
