@@ -20,11 +20,13 @@ demo: $(STAMP)
 	./scripts/ensure-prometheus
 	$(BIN)/tierctl demo
 
-# The same story against real parts: vLLM on CPU, sglang-router, Prometheus (installs them).
+# The same story against real parts: vLLM on CPU (or `make demo-real ENGINE=sglang`: the real
+# SGLang 0.5.23 and its --prefill-decode-interval canary), sglang-router, Prometheus.
+ENGINE ?= vllm
 demo-real: $(STAMP)
 	./scripts/ensure-prometheus
-	./scripts/ensure-vllm >/dev/null
-	$(BIN)/tierctl real-engine demo
+	./scripts/ensure-$(ENGINE) >/dev/null
+	$(BIN)/tierctl real-engine demo --engine $(ENGINE)
 
 # The fleet story: three hosts, each its own dockerd and tierctl agent (root; installs docker.io
 # and Prometheus), a fleet plan, two waves canary first, a readout, an approval; ~4 minutes.

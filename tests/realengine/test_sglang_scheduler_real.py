@@ -8,9 +8,10 @@ overlap scheduler) in CI size: 8 requests in one batch, ``--chunked-prefill-size
 - Without the overlap scheduler, at ``--prefill-decode-interval 1``, every step is the
   model's: the same prefills (sequences and tokens, chunks included), the same decode batch
   sizes, in the same order.
-- With it (SGLang's default), the model lacks one rule, pinned here until the model has it: a
-  slot freed by a request finishing in decode round t is admitted from round t+2 (round t+1
-  decodes the other running requests), where the model admits at t+1.
+- With it (SGLang's default), the same: the model has the overlap scheduler's late free
+  (``SimRules.overlap_frees_late``): a slot freed by a request finishing in decode round t is
+  admitted from round t+2 (round t+1 decodes the other running requests). Before the rule, the
+  model admitted at t+1 and 10 of 53 rounds differed at interval 0.
 """
 
 from __future__ import annotations
@@ -57,16 +58,16 @@ def test_without_overlap_every_step_is_the_models(sglang_python: Path, tmp_path:
     assert real == sim
 
 
-def test_with_overlap_the_model_admits_one_round_early(sglang_python: Path, tmp_path: Path) -> None:
+def test_with_overlap_every_step_is_the_models_too(sglang_python: Path, tmp_path: Path) -> None:
     bench = _bench()
     load = bench.workload(8, 7, 40, 600, 4, 24)
     flags = _flags(0)
     real = bench.real_steps(flags, load, tmp_path, "pdi0")
     sim = bench.sim_steps([*flags, "--max-total-tokens", "65536"], load)
-    first = next(i for i, (a, b) in enumerate(zip(real, sim, strict=False)) if a != b)
-    assert real[:first] == sim[:first]
-    assert first > 8  # the chunked prefills and the first decode rounds agree
-    running = real[first - 1][1]
-    assert real[first] == ("D", running - 1, 0)  # real: the others decode once more
-    assert real[first + 1][0] == "P"  # then the freed slot is admitted
-    assert sim[first][0] == "P"  # the model: admitted at once
+    late = [
+        i for i in range(1, len(real) - 1)
+        if real[i][0] == "D" and real[i - 1][0] == "D" and real[i][1] < real[i - 1][1]
+        and real[i + 1][0] == "P"
+    ]  # fmt: skip
+    assert late, "the workload has rounds where a freed slot waits a round under overlap"
+    assert real == sim

@@ -8,8 +8,7 @@ from pathlib import Path
 import click
 
 from tierctl.errors import ExitCode
-
-ENGINES = ("vllm", "sglang")
+from tierctl.realengine.env import REAL_ENGINES as ENGINES
 
 
 @click.group("real-engine")
@@ -95,6 +94,13 @@ def model_cmd(engine: str) -> None:
 
 @real_engine.command("demo")
 @click.option(
+    "--engine",
+    type=click.Choice(ENGINES),
+    default="vllm",
+    show_default=True,
+    help="The real engine the tier runs (each has its bundled tiny example).",
+)
+@click.option(
     "--workdir",
     type=click.Path(path_type=Path),
     default=Path(".tierctl-demo-real"),
@@ -122,9 +128,16 @@ def model_cmd(engine: str) -> None:
     show_default=True,
     help="The rollout's soak, with r2 back in the router and clients going through it.",
 )
-def demo_cmd(workdir: Path, start_timeout_s: float, live_s: float, soak_s: float) -> int:
+def demo_cmd(
+    engine: str, workdir: Path, start_timeout_s: float, live_s: float, soak_s: float
+) -> int:
     """The lifecycle for real: render, validate, roll r2 out with every gate on behind the
-    router (the real Prometheus included), paired bench A/B, readout from Prometheus, verdict."""
+    router (the real Prometheus included), paired bench A/B, readout from Prometheus, verdict.
+
+    `--engine vllm` runs examples/tiny-vllm (the --max-num-seqs canary); `--engine sglang`
+    runs examples/tiny-sglang (the --prefill-decode-interval 2 canary)."""
     from tierctl.realtier.demo import run_demo
 
-    return run_demo(workdir, start_timeout_s=start_timeout_s, live_s=live_s, soak_s=soak_s)
+    return run_demo(
+        workdir, engine=engine, start_timeout_s=start_timeout_s, live_s=live_s, soak_s=soak_s
+    )

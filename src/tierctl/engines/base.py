@@ -82,6 +82,10 @@ class SimRules:
         disaggregation: how the release expresses prefill/decode disaggregation (None: not
             modelled): the flag and its values, or the JSON flag and its role key.
         metrics_preemption: the family (no prefix) counting preemptions/retractions.
+        overlap_frees_late: SGLang: under the overlap scheduler (on unless
+            ``--disable-overlap-schedule``) a round's results are processed after the next
+            round is scheduled, so the slot and KV a request gives back when it finishes in
+            round t are admitted from round t+2 (round t+1 decodes the others).
         decode_reserved_tokens: SGLang: a decode server preallocates a transferred prompt's
             KV only when the pool keeps this many tokens free for each request it already
             holds (running, transferring, waiting) and for the new one.
@@ -105,6 +109,7 @@ class SimRules:
     disaggregation: DisaggregationRule | None = None
     metrics_preemption: str = ""
     decode_reserved_tokens: int = 0
+    overlap_frees_late: bool = False
 
 
 @dataclass(frozen=True)

@@ -190,6 +190,10 @@ class SGLangProfile(EngineProfile):
             # (600), SGLANG_RETRACT_DECODE_STEPS (20), SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION
             # (4096).
             retract_decode=True,
+            # scheduler.py event_loop_overlap: the last batch's results are processed after
+            # the next batch is launched; measured round by round against the real scheduler
+            # (benchmarks/sglang_scheduler_steps.py).
+            overlap_frees_late=True,
             new_token_ratio=(0.7, 0.14, 600),
             retract_decode_steps=20,
             clip_max_new_tokens=4096,

@@ -2,7 +2,8 @@
 
 render -> validate -> roll r2 out with its gates while clients go through the real router ->
 paired ``bench ab`` r1 vs r2 around the router, live traffic through it -> ``readout`` from the
-real Prometheus -> a verdict. The engines are vLLM 0.32 on CPU serving the tiny local model;
+real Prometheus -> a verdict. The engines are vLLM 0.32 (or, with ``--engine sglang``, SGLang
+0.5.23 and its ``--prefill-decode-interval`` canary) on CPU serving the tiny local model;
 the proxy is ``sglang-router`` launched from the rendered proxy command; the collector is
 Debian's Prometheus with the rendered scrape config. The bench and readout steps run the
 ``tierctl`` commands an operator would type, shown before they run.
@@ -35,9 +36,9 @@ if TYPE_CHECKING:
     from tierctl.realtier.tier import RealTier
 
 CPU_LIMITS = (
-    "What a CPU engine cannot show: GPU memory (KV cache here is host memory, "
-    "VLLM_CPU_KVCACHE_SPACE; no OOM behaviour of an 80 GB GPU), CUDA graphs (the tiny model "
-    "runs --enforce-eager; CUDA-graph capture time and its memory are not exercised), "
+    "What a CPU engine cannot show: GPU memory (KV cache here is host memory, capped by the "
+    "example's flags; no OOM behaviour of an 80 GB GPU), CUDA graphs (none on CPU: "
+    "CUDA-graph capture time and its memory are not exercised), "
     "multi-GPU tensor parallelism (TP1 only: no NCCL, no per-rank metrics), and absolute "
     "latencies (a 256-wide 2-layer model on shared CPU cores; the ratios, not the "
     "milliseconds, carry over)."
@@ -62,9 +63,16 @@ def _run(console: Console, argv: list[str], *, timeout_s: float = 900) -> int:
 
 
 def run_demo(
-    workdir: Path, *, start_timeout_s: float = 600.0, live_s: float = 120.0, soak_s: float = 20.0
+    workdir: Path,
+    *,
+    engine: str = "vllm",
+    start_timeout_s: float = 600.0,
+    live_s: float = 120.0,
+    soak_s: float = 20.0,
 ) -> int:
     """Run the real demo in ``workdir``; returns the exit status (0: the story held).
+
+    ``engine``: ``vllm`` (examples/tiny-vllm) or ``sglang`` (examples/tiny-sglang).
 
     ``live_s``: seconds of live traffic through the router that the readout judges (more
     paired steps decide more); ``soak_s``: the rollout's soak, with traffic through the router.
@@ -82,12 +90,13 @@ def run_demo(
     previous = signal.signal(signal.SIGTERM, terminated)
     times = (start_timeout_s, live_s, soak_s)
     try:
-        return _demo(console, workdir, times, stage, t0)
+        return _demo(console, workdir, engine, times, stage, t0)
     except DemoStopped as stop:
         _stopped(console, stop, t0)
         return stop.code
     except TierctlError as exc:
-        _stopped(console, DemoStopped(exc.format(), _again(workdir, times), int(exc.exit_code)), t0)
+        again = _again(workdir, times, engine=engine)
+        _stopped(console, DemoStopped(exc.format(), again, int(exc.exit_code)), t0)
         return int(exc.exit_code)
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -113,18 +122,21 @@ def _stopped(console: Console, stop: DemoStopped, t0: float) -> None:
     console.print(f"next: {stop.next_command}")
 
 
-def _again(workdir: Path, times_s: tuple[float, float, float], **more: float) -> str:
+def _again(
+    workdir: Path, times_s: tuple[float, float, float], *, engine: str, **more: float
+) -> str:
     """The demo's own command line again, with ``more`` options changed."""
     start_timeout_s, live_s, soak_s = times_s
     opts = {"start-timeout-s": start_timeout_s, "live-s": live_s, "soak-s": soak_s}
     opts.update({k.replace("_", "-"): v for k, v in more.items()})
     flags = " ".join(f"--{k} {v:g}" for k, v in opts.items())
-    return f"tierctl real-engine demo --workdir {workdir} {flags}"
+    return f"tierctl real-engine demo --engine {engine} --workdir {workdir} {flags}"
 
 
 def _demo(
     console: Console,
     workdir: Path,
+    engine: str,
     times_s: tuple[float, float, float],
     stage: Callable[[str], None],
     t0: float,
@@ -133,15 +145,21 @@ def _demo(
     from tierctl.realtier.tier import RealTier
 
     start_timeout_s, live_s, _soak_s = times_s
-    stage("1/7 the real engine")
-    with console.status("vLLM CPU virtualenv (scripts/ensure-vllm; ~3.4 GB the first time)"):
-        python = realenv.ensure_vllm()
+    stage(f"1/7 the real engine: {engine} on CPU")
+    with console.status(
+        f"the {engine} CPU virtualenv (scripts/ensure-{engine}; GBs the first time)"
+    ):
+        python = realenv.ensure_engine(engine)
     console.print(f"engine python: {python}")
     with console.status("the tiny model (made locally from a fixed seed; no hub access)"):
         model = realenv.tiny_model(python)
     console.print(f"model: {model}")
     tier = RealTier(
-        workdir, start_timeout_s=start_timeout_s, python=python, log=lambda m: console.print(m)
+        workdir,
+        engine=engine,
+        start_timeout_s=start_timeout_s,
+        python=python,
+        log=lambda m: console.print(m),
     )
     try:
         stage("2/7 render: OLD (r2 at the control's flags) and NEW (r2 the canary)")
@@ -150,7 +168,7 @@ def _demo(
         spec = workdir / "new.tier.yaml"
         console.print(f"{old}\n{new}  (r2: {tier.canary_args})")
 
-        stage("3/7 validate NEW against the spec and vLLM 0.32.0's own flag catalog")
+        stage(f"3/7 validate NEW against the spec and {engine}'s own flag catalog")
         if not _valid(console, spec, new):
             raise DemoStopped(
                 f"stage 3/7: {new} breaks the contracts above (the bundled example renders "
@@ -172,7 +190,7 @@ def _demo(
             raise DemoStopped(
                 f"stage 6/7: the bench exited {code} (its lines above say why); the rollout "
                 "itself had finished",
-                _again(workdir, times_s),
+                _again(workdir, times_s, engine=engine),
                 code,
             )
 
@@ -181,16 +199,17 @@ def _demo(
             raise DemoStopped(
                 "stage 7/7: Debian's prometheus is not installed, so there is nothing to read "
                 "the canary out of (the rollout and the A/B above stand)",
-                "./scripts/ensure-prometheus && make demo-real",
+                f"./scripts/ensure-prometheus && make demo-real ENGINE={engine}",
             )
         code = _readout(console, tier.prometheus.url, spec, live_start, live_s, t0)
         console.print(CPU_LIMITS)
         if lost:
             # The verdict stands; the rollout's promise (no client loses a request) did not.
             console.print(f"[red]but the rollout lost requests:[/] {lost}")
+            roomier = _again(workdir, times_s, engine=engine, start_timeout_s=2 * start_timeout_s)
             console.print(
                 "next: on a loaded machine give the restart more room and the clients fewer "
-                f"requests at once: {_again(workdir, times_s, start_timeout_s=2 * start_timeout_s)}"
+                f"requests at once: {roomier}"
             )
             return 1
         return 0 if code in (0, 1, 3) else code
@@ -263,7 +282,7 @@ def _roll_out(
                 f"stage 5/7: the rollout of r2 failed and was rolled back: {exc.message}"
                 + (f" (fix: {exc.fix})" if exc.fix else "")
                 + f"; its journal is {journal}, r2's logs are under {tier.state_dir}/logs",
-                _again(workdir, times_s, start_timeout_s=2 * start_timeout_s),
+                _again(workdir, times_s, engine=tier.engine, start_timeout_s=2 * start_timeout_s),
                 int(exc.exit_code),
             ) from exc
         rollout_s = time.monotonic() - rolled
@@ -281,7 +300,7 @@ def _roll_out(
         raise DemoStopped(
             "stage 5/7: r1, the control, was restarted during r2's rollout (the plan "
             f"touches r2 only): its log is under {tier.state_dir}/logs",
-            _again(workdir, times_s),
+            _again(workdir, times_s, engine=tier.engine),
         )
     if not seen.failures:
         return ""

@@ -1,10 +1,11 @@
-"""The tiny-vllm example tier, for real, on free loopback ports: engines, router, Prometheus.
+"""The tiny example tiers, for real, on free loopback ports: engines, router, Prometheus.
 
-:class:`RealTier` copies ``examples/tiny-vllm/tier.yaml`` into a work folder with free ports,
+:class:`RealTier` copies ``examples/tiny-vllm/tier.yaml`` (or, with ``engine="sglang"``,
+``examples/tiny-sglang/tier.yaml``) into a work folder with free ports,
 renders the OLD side (r2 as the control: the canary's override taken out) and a NEW side (the
 example's canary, or any override given), and runs what the rendered files say:
 
-- the engines under the local driver with the real engine (vLLM on CPU), the model bind mount
+- the engines under the local driver with the real engine (vLLM or SGLang on CPU), the model bind mount
   pointing at the tiny model;
 - the proxy from the rendered ``router`` service's command (worker URLs and health settings
   as rendered), through :mod:`tierctl.proxies.sglang_router`;
@@ -33,9 +34,15 @@ from tierctl.render.yaml_emit import dump_yaml
 from tierctl.runtime.process import free_port
 from tierctl.spec import load_spec_text
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiny-vllm" / "tier.yaml"
+_EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+#: The bundled tiny tier of each engine that runs for real here.
+EXAMPLES = {
+    "vllm": _EXAMPLES / "tiny-vllm" / "tier.yaml",
+    "sglang": _EXAMPLES / "tiny-sglang" / "tier.yaml",
+}
+EXAMPLE = EXAMPLES["vllm"]
 REPLICAS = ("r1", "r2")
-#: The example's canary change (the r2 override that OLD does not have).
+#: The vLLM example's canary change (the r2 override that OLD does not have).
 CANARY_FLAG = "max-num-seqs"
 
 
@@ -46,7 +53,8 @@ class RealTier:
         self,
         workdir: Path,
         *,
-        spec: Path = EXAMPLE,
+        engine: str = "vllm",
+        spec: Path | None = None,
         start_timeout_s: float = 420.0,
         python: Path | None = None,
         log: Callable[[str], None] = lambda _m: None,
@@ -55,16 +63,20 @@ class RealTier:
 
         Args:
             workdir: Where the rendered files, state, logs and Prometheus data go.
-            spec: The tier spec to copy (the example by default).
+            engine: The real engine (``vllm`` or ``sglang``): its example and virtualenv.
+            spec: The tier spec to copy (default: the engine's example).
             start_timeout_s: How long one engine has to answer ``/health``.
-            python: The engine's python (default: the vLLM CPU virtualenv, installed if needed).
+            python: The engine's python (default: the engine's CPU virtualenv, installed if
+                needed).
             log: Receives one line per thing started or stopped.
         """
         from tierctl.spec.loader import parse_yaml
 
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
-        self.python = python or realenv.ensure_vllm()
+        self.engine = engine
+        spec = spec or EXAMPLES[engine]
+        self.python = python or realenv.ensure_engine(engine)
         self.model = realenv.tiny_model(self.python)
         self._log = log
         data, _ = parse_yaml(read_text(spec, what="spec"), str(spec))
@@ -167,7 +179,7 @@ class RealTier:
             except BaseException as exc:  # reported below, after both threads finish
                 errors.append(exc)
 
-        self._log("starting r1 and r2 (vLLM on CPU; about a minute each on an idle machine)")
+        self._log(f"starting r1 and r2 ({self.engine} on CPU; well under a minute each when idle)")
         threads = [
             threading.Thread(target=start_one, args=(self.service(r),), daemon=True)
             for r in REPLICAS

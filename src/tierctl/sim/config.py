@@ -128,6 +128,7 @@ _MODELLED: dict[str, tuple[str, Any]] = {
     "prefill-decode-interval-min-bs": ("prefill_decode_interval_min_bs", _INT),
     "enable-mixed-chunk": ("enable_mixed_chunk", _bool_flag),
     "disable-radix-cache": ("disable_radix_cache", _bool_flag),
+    "disable-overlap-schedule": ("disable_overlap_schedule", _bool_flag),
     "enable-dynamic-batch-tokenizer": ("enable_dynamic_batch_tokenizer", _bool_flag),
     "dynamic-batch-tokenizer-batch-size": ("dynamic_batch_tokenizer_batch_size", _INT),
     "dynamic-batch-tokenizer-batch-timeout": ("dynamic_batch_tokenizer_batch_timeout", _FLOAT),
@@ -219,6 +220,7 @@ class EngineConfig:
     prefill_decode_interval_min_bs: int = _sglang(0)
     enable_mixed_chunk: bool = _sglang(False)
     disable_radix_cache: bool = _sglang(False)
+    disable_overlap_schedule: bool = _sglang(False)
     enable_dynamic_batch_tokenizer: bool = _sglang(False)
     dynamic_batch_tokenizer_batch_size: int = _sglang(32)
     dynamic_batch_tokenizer_batch_timeout: float = _sglang(0.002)

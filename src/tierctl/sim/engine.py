@@ -183,6 +183,18 @@ class Scheduler:
         on = cost.spec_accept_rate > 0 or any(cost.spec_accept_by_position)
         self.spec = config.speculative if on else None
         self._spec_rng = random.Random(seed * 7919 + 17)
+        # The overlap scheduler's late free (SimRules.overlap_frees_late): what requests
+        # finishing this round give back (slots, KV tokens), and what the round being
+        # scheduled may not yet admit into.
+        self._frees_late = config.rules.overlap_frees_late and not config.disable_overlap_schedule
+        self._freed_now = (0, 0)
+        self._freed_late = (0, 0)
+
+    def freed_late(self) -> tuple[int, int]:
+        """The slots and KV tokens given back last round that this round may not admit into
+        yet (the overlap scheduler's late free; (0, 0) without it). Only while other requests
+        run: with none there is no batch to overlap, and the results are processed at once."""
+        return self._freed_late if self.running else (0, 0)
 
     def prefill_budget(self) -> int | None:
         """The most prompt tokens one step prefills (the chunk), ``None`` when unchunked."""
@@ -286,6 +298,7 @@ class Scheduler:
             return None
         cost = self.cost
         self.stats.rounds += 1
+        self._freed_late, self._freed_now = self._freed_now, (0, 0)
         defer = False
         if self.countdown > 0:
             if len(self.running) < self.config.prefill_decode_interval_min_bs:
@@ -399,7 +412,8 @@ class Scheduler:
             rem_input -= take
             if rem_chunk is not None:
                 rem_chunk -= take
-        in_batch = len(self.running) + len(completing)
+        # Slots given back last round are not yet free under the overlap scheduler.
+        in_batch = len(self.running) + len(completing) + self.freed_late()[0]
         self._order_by_priority()
         while self.waiting:
             if rem_input <= 0 or (rem_chunk is not None and rem_chunk <= 0):
@@ -446,7 +460,7 @@ class Scheduler:
         if self.cache is not None and req.block_hashes:
             cached = min(self.cache.match(req.block_hashes), req.input_tokens - 1)
         need = req.input_tokens - cached + req.output_tokens
-        free_for_new = self.kv_pool_tokens - self.kv_used_tokens
+        free_for_new = self.kv_pool_tokens - self.kv_used_tokens - self.freed_late()[1]
         if need > free_for_new:
             if live.kv_blocked_since is None:
                 live.kv_blocked_since = now_s
@@ -578,6 +592,9 @@ class Scheduler:
         return out
 
     def _finish(self, live: Live, end_s: float) -> None:
+        if self._frees_late:
+            slots, kv = self._freed_now
+            self._freed_now = (slots + 1, kv + live.kv_tokens)
         self.kv_used_tokens -= live.kv_tokens
         live.kv_tokens = 0
         live.status = "completed"
@@ -604,6 +621,8 @@ class Scheduler:
             return False  # speculative rounds draw their acceptance: stepped one by one
         if not self.waiting:
             return True
+        if self._freed_now[0]:
+            return False  # the late free lasts one round: stepped, so admission comes after
         if len(self.running) >= self.max_running:
             return True
         if self.countdown > 0 and len(self.running) >= self.config.prefill_decode_interval_min_bs:
@@ -641,7 +660,9 @@ class Scheduler:
 
         n_finish = min(live.req.output_tokens - live.generated for live in run)
         n = min(n_finish, self._ff_round_cap())
-        horizon = until_s - now_s
+        # A round whose closed-form start falls within rounding of the arrival starts with
+        # it, as the stepped rounds' summed times put it there (not a hair before it).
+        horizon = (until_s - now_s) * (1.0 - 1e-12)
         if until_s < math.inf and t_after(n) >= horizon:
             # Smallest n with t_after(n) >= horizon, from the quadratic, then nudged exact.
             # Only searched below the rounds to the first finish: a horizon 1e308 s away put
@@ -702,6 +723,9 @@ class Scheduler:
             else:
                 self.stats.deferred_rounds += min(self.countdown, n)
                 self.countdown = max(0, self.countdown - n)
+        # n decode rounds admitted nothing: a late free from before them has lapsed, as it
+        # would have round by round; the finishes of the last round free late again.
+        self._freed_now = self._freed_late = (0, 0)
         for live in finished:
             run.remove(live)
             self.context_tokens -= live.req.input_tokens + live.generated

@@ -103,7 +103,7 @@ class RetractingScheduler(Scheduler):
             cached = min(self.cache.match(req.block_hashes), req.input_tokens - 1)
         extend = req.input_tokens + live.resumed_tokens - cached
         total = extend + min(req.output_tokens - live.generated, self.clip)
-        free = self.kv_pool_tokens - self.kv_used_tokens
+        free = self.kv_pool_tokens - self.kv_used_tokens - self.freed_late()[1]
         rem_total = free - self._expected() - self._round_total
         if total >= rem_total or extend > free - self._round_inputs:
             if live.kv_blocked_since is None:
@@ -211,6 +211,8 @@ class RetractingScheduler(Scheduler):
             return False
         if self.kv_pool_tokens - self.kv_used_tokens < len(self.running):
             return False  # the next round retracts
+        if self.waiting and self._freed_now[0]:
+            return False  # the overlap scheduler's late free lasts one round: stepped
         return not self.waiting or len(self.running) >= self.max_running
 
     def _ff_round_cap(self) -> int:

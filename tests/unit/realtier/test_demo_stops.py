@@ -42,11 +42,13 @@ def test_a_stopped_demo_says_where_why_and_what_next(
     assert "next: tierctl" in out
 
 
-def test_the_next_command_is_the_demo_s_own_line() -> None:
-    line = demo._again(Path("/tmp/w"), (600.0, 120.0, 20.0), start_timeout_s=1200.0)
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_the_next_command_is_the_demo_s_own_line(engine: str) -> None:
+    line = demo._again(Path("/tmp/w"), (600.0, 120.0, 20.0), engine=engine, start_timeout_s=1200.0)
     argv = shlex.split(line)
     assert argv[:3] == ["tierctl", "real-engine", "demo"]
     ctx = demo_cmd.make_context("demo", argv[3:])
+    assert ctx.params["engine"] == engine  # the same engine's demo again, not vLLM's
     assert ctx.params["start_timeout_s"] == 1200.0
     assert ctx.params["live_s"] == 120.0
     assert ctx.params["workdir"] == Path("/tmp/w")

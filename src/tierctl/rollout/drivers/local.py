@@ -341,14 +341,10 @@ class LocalDriver:
     def _python_for(self, kind: str) -> str:
         if self._engine_python is not None:
             return str(self._engine_python)
-        if kind == "vllm":
-            from tierctl.realengine.env import ensure_vllm
+        from tierctl.realengine.env import REAL_ENGINES, ensure_engine
 
-            return str(ensure_vllm())
-        if kind == "sglang":
-            from tierctl.realengine.sglang import ensure_sglang
-
-            return str(ensure_sglang())
+        if kind in REAL_ENGINES:
+            return str(ensure_engine(kind))
         return sys.executable
 
     def _start(self, dep: Deployment, service: str) -> None:
