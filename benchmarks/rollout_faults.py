@@ -1,6 +1,6 @@
 """Rollouts that lose nothing, under faults, on real parts (#37).
 
-    python benchmarks/rollout_faults.py [--rollouts 20] [--hosts 1] [--engine vllm|sim]
+    python benchmarks/rollout_faults.py [--rollouts 20] [--hosts 1] [--engine vllm|sglang|sim]
 
 Root on Linux (network namespaces, one dockerd per host). Every rollout is a real fleet
 rollout (``execute_fleet``: each step's dry run, the scoped down and up through the host's
@@ -10,7 +10,10 @@ network namespace, every gate, the rollback, the journals) of ``model-r2`` (the 
 ``sglang-router`` and a burst of long prompts every few seconds. With ``--engine vllm`` (the
 default) each replica is the real vLLM 0.32 CPU engine serving the tiny local model in a
 container (the engine's virtualenv and the model bind-mounted read-only into a 2 MB busybox
-image: nothing from a registry or a hub); ``--engine sim`` runs ``tierctl sim serve`` instead.
+image: nothing from a registry or a hub); ``--engine sglang`` runs the real SGLang 0.5.23 the
+same way (scripts/ensure-sglang's virtualenv, tierctl's ``sgl_kernel`` stand-in mounted first on
+its ``PYTHONPATH``), its canary the design's ``--prefill-decode-interval 2``; ``--engine sim``
+runs ``tierctl sim serve`` instead.
 
 The scenarios, in turn: a clean change (``--max-num-seqs 8`` to ``2``); a crash on start (vLLM:
 a model path that does not exist); a flag the engine's parser refuses; a probe time-out (the
@@ -84,6 +87,7 @@ class Engines:
     kind: str
     vllm_python: Path | None = None
     model: Path | None = None
+    sglang_python: Path | None = None
 
     def service(self, port: int, seqs: int, role: str, fault: str | None) -> dict[str, Any]:
         """One replica's compose service; ``fault``: crash, badflag or timeout."""
@@ -98,6 +102,8 @@ class Engines:
             }  # fmt: skip
             if fault == "crash":
                 svc["entrypoint"] = ["/bin/sh", "-c", "sleep 2; echo 'fatal: cannot load'; exit 3"]
+        elif self.kind == "sglang":
+            svc = self._sglang(port, seqs, fault, extra)
         else:
             assert self.vllm_python is not None
             assert self.model is not None
@@ -128,6 +134,34 @@ class Engines:
             svc["entrypoint"] = SLEEPER  # runs, never serves: only the probe's budget ends it
         return {**svc, "pull_policy": "never", "network_mode": "host",
                 "labels": {"tierctl.role": role}, "stop_grace_period": "30s"}  # fmt: skip
+
+
+    def _sglang(self, port: int, seqs: int, fault: str | None, extra: list[str]) -> dict[str, Any]:
+        """The real SGLang in a container: its virtualenv, the stand-in and the model mounted."""
+        from tierctl.realengine import sglang as realsglang
+
+        assert self.sglang_python is not None
+        assert self.model is not None
+        venv = self.sglang_python.parents[1]
+        base = Path(sys.base_prefix).resolve()
+        shim = realsglang.SHIM_DIR
+        model = "/models/missing" if fault == "crash" else "/models/tiny"
+        argv = realsglang.engine_argv(self.sglang_python, Path(model), port, host="0.0.0.0")
+        argv[argv.index("--served-model-name") + 1] = MODEL
+        # The canary (2 running requests) is the design's change 1 as well: the interval 2.
+        interval = ["--prefill-decode-interval", "2"] if seqs == 2 else []
+        return {
+            "image": TINY_IMAGE,
+            "volumes": ["/usr:/usr:ro", f"{base}:{base}:ro", f"{venv}:{venv}:ro",
+                        f"{shim}:{shim}:ro", f"{self.model}:/models/tiny:ro"],
+            "environment": {"HOME": "/tmp", **realsglang.engine_env({}), "OMP_NUM_THREADS": "1"},
+            "shm_size": "1g",
+            # An init as pid 1 reaps the scheduler and detokenizer processes (as for vLLM).
+            "init": True,
+            "entrypoint": argv[:3],
+            "command": [*argv[3:], "--enable-metrics", "--max-running-requests", str(seqs),
+                        *interval, *extra],
+        }  # fmt: skip
 
 
 def router() -> dict[str, Any]:
@@ -465,7 +499,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rollouts", type=int, default=20)
     parser.add_argument("--hosts", type=int, default=1, choices=(1, 2))
-    parser.add_argument("--engine", choices=("vllm", "sim"), default="vllm")
+    parser.add_argument("--engine", choices=("vllm", "sglang", "sim"), default="vllm")
     parser.add_argument("--health-timeout-s", type=float, default=150.0)
     parser.add_argument("--keep", action="store_true", help="Keep the work folder.")
     args = parser.parse_args()
@@ -482,6 +516,12 @@ def main() -> int:
 
         engines = replace(engines, vllm_python=realenv.ensure_vllm())
         engines = replace(engines, model=realenv.tiny_model(engines.vllm_python))
+    elif args.engine == "sglang":
+        from tierctl.realengine import env as realenv
+        from tierctl.realengine.sglang import ensure_sglang
+
+        engines = replace(engines, sglang_python=ensure_sglang())
+        engines = replace(engines, model=realenv.tiny_model(engines.sglang_python))
     tmp = Path(tempfile.mkdtemp(prefix="tierctl-faults-"))
     names = [f"f{i + 1}" for i in range(args.hosts)]
     repo = tmp / "deploy"
