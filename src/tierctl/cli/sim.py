@@ -852,7 +852,10 @@ def serve(
     from tierctl.sim.server import serve as run_server
 
     cost = _cost(kw)
-    config = EngineConfig.from_argv(list(argv), engine=engine, version=engine_version)
+    # Strict: a flag the pinned release's parser does not know stops the server at start-up
+    # with exit 2, as the engine's own parser does (a bad-flag canary must fail its rollout's
+    # health gate here too, not serve).
+    config = EngineConfig.from_argv(list(argv), engine=engine, version=engine_version, strict=True)
     _refuse_own_options_in_argv(argv, config)
     if not math.isfinite(time_scale):  # FloatRange lets NaN and inf through
         raise click.BadParameter(f"{time_scale} is not a finite number", param_hint="--time-scale")
