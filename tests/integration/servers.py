@@ -24,6 +24,8 @@ AGENT_TOKEN = "agent-tok-7f3a9c1e5b2d8046aa11"
 #: The judge's Prometheus password: in its URL's userinfo, never in an answer.
 PROM_PASSWORD = "prom-pw-4e1b7d9a2c6f3850bb22"
 KINDS = ("agent", "judge", "sim")
+#: With the simulator's vLLM surface (its own routes).
+ALL_KINDS = (*KINDS, "sim-vllm")
 _ANNOUNCED = re.compile(r"(?:listening on|tierctl agent on|tierctl judge on) https?://\S+:(\d+)")
 
 
@@ -73,10 +75,14 @@ def _argv(kind: str, work: Path, timeouts: tuple[str, ...]) -> tuple[list[str], 
         argv = [*tierctl, "judge", "serve", "--spec", str(SPEC), "--prometheus", prom,
                 "--listen", "127.0.0.1:0", *timeouts]  # fmt: skip
         return argv, ()
-    argv = [*tierctl, "sim", "serve", "--time-scale", "1000", "--max-body-mib", "4", *timeouts,
-            "--", "--host", "127.0.0.1", "--port", "0", "--max-total-tokens", "20000",
-            "--enable-metrics"]  # fmt: skip
-    return argv, ()
+    sim = [*tierctl, "sim", "serve", "--time-scale", "1000", "--max-body-mib", "4", *timeouts]
+    if kind == "sim-vllm":
+        engine = ["vllm", "serve", "m", "--host", "127.0.0.1", "--port", "0",
+                  "--max-model-len", "20000"]  # fmt: skip
+        return [*sim, "--", *engine], ()
+    engine = ["--host", "127.0.0.1", "--port", "0", "--max-total-tokens", "20000",
+              "--enable-metrics"]  # fmt: skip
+    return [*sim, "--", *engine], ()
 
 
 @contextlib.contextmanager
@@ -89,6 +95,7 @@ def serve(
                 "--body-timeout-s", f"{body_timeout_s:g}")  # fmt: skip
     argv, writable = _argv(kind, work, timeouts)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TIERCTL_AGENT_TOKEN": AGENT_TOKEN}
+    env["VLLM_SERVER_DEV_MODE"] = "1"  # vLLM's every route (the simulator's too)
     log = work / "server.log"
     with log.open("wb") as sink:
         # To a file, not a pipe: a pipe nobody reads fills up and stops the server.
