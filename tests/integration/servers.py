@@ -61,7 +61,31 @@ def deployment_repo(root: Path) -> Path:
     return root
 
 
-def _argv(kind: str, work: Path, timeouts: tuple[str, ...]) -> tuple[list[str], tuple[Path, ...]]:
+_STUB_COMPOSE = """#!{python}
+# A stand-in for docker compose: answers `version --short` as v2 does, prints a container for
+# `ps`, a line for anything else, and never touches a Docker engine.
+import json, sys
+args = sys.argv[1:]
+if "version" in args:
+    print("2.40.3")
+elif "ps" in args:
+    print(json.dumps({{"Service": "a", "Name": "h-a-1", "State": "running"}}))
+else:
+    print("stub compose ran with", len(args), "arguments")
+"""
+
+
+def stub_compose(folder: Path) -> Path:
+    """A compose stand-in script in ``folder`` (for a fuzzer that must not run compose)."""
+    path = folder / "stub-compose"
+    path.write_text(_STUB_COMPOSE.format(python=sys.executable))
+    path.chmod(0o755)
+    return path
+
+
+def _argv(
+    kind: str, work: Path, timeouts: tuple[str, ...], stub: bool
+) -> tuple[list[str], tuple[Path, ...]]:
     """The command line of one kind, and the folders it may write."""
     tierctl = [sys.executable, "-m", "tierctl"]
     if kind == "agent":
@@ -69,6 +93,8 @@ def _argv(kind: str, work: Path, timeouts: tuple[str, ...]) -> tuple[list[str], 
         state = work / "state"
         argv = [*tierctl, "agent", "serve", "--projects-dir", str(repo), "--state-dir",
                 str(state), "--listen", "127.0.0.1:0", "--max-body-kib", "64", *timeouts]  # fmt: skip
+        if stub:
+            argv += ["--compose-binary", str(stub_compose(work))]
         return argv, (state,)
     if kind == "judge":
         prom = f"http://reader:{PROM_PASSWORD}@127.0.0.1:9"  # nothing listens on port 9
@@ -87,13 +113,19 @@ def _argv(kind: str, work: Path, timeouts: tuple[str, ...]) -> tuple[list[str], 
 
 @contextlib.contextmanager
 def serve(
-    kind: str, work: Path, *, header_timeout_s: float = 1.0, body_timeout_s: float = 2.0
+    kind: str,
+    work: Path,
+    *,
+    header_timeout_s: float = 1.0,
+    body_timeout_s: float = 2.0,
+    stub_compose: bool = False,
 ) -> Iterator[Served]:
-    """Start one server of ``kind`` with ``work`` as its folder; stopped on exit."""
+    """Start one server of ``kind`` with ``work`` as its folder; stopped on exit. The agent
+    runs the real compose binary, or with ``stub_compose`` a stand-in."""
     work.mkdir(parents=True, exist_ok=True)
     timeouts = ("--header-timeout-s", f"{header_timeout_s:g}",
                 "--body-timeout-s", f"{body_timeout_s:g}")  # fmt: skip
-    argv, writable = _argv(kind, work, timeouts)
+    argv, writable = _argv(kind, work, timeouts, stub_compose)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TIERCTL_AGENT_TOKEN": AGENT_TOKEN}
     env["VLLM_SERVER_DEV_MODE"] = "1"  # vLLM's every route (the simulator's too)
     log = work / "server.log"

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import socket
 import ssl
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 __all__ = [
     "BodyTooLarge",
@@ -82,8 +84,28 @@ class ClientBounds:
     lingering_s: float = 2.0
 
     def runner_options(self) -> dict[str, Any]:
-        """What an aiohttp ``AppRunner`` is given of these bounds."""
-        return {"keepalive_timeout": self.keepalive_timeout_s, "lingering_time": self.lingering_s}
+        """What an aiohttp ``AppRunner`` is given of these bounds (and the logger that keeps
+        a malformed request's traceback out of the server's output)."""
+        return {
+            "keepalive_timeout": self.keepalive_timeout_s,
+            "lingering_time": self.lingering_s,
+            "logger": SERVER_LOG,
+        }
+
+
+class _MalformedRequests(logging.Filter):
+    """Drops aiohttp's "Error handling request" record of a request it could not parse (a
+    4xx it has answered: a duplicated Host, a bad Content-Length, an 8 KiB line), which it
+    logs with a traceback; an error in a handler (a 500: a defect) is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (isinstance(exc, HttpProcessingError) and 400 <= (exc.code or 0) < 500)
+
+
+#: The servers' log: aiohttp's, less the tracebacks of requests it refused as malformed.
+SERVER_LOG = logging.getLogger("tierctl.http")
+SERVER_LOG.addFilter(_MalformedRequests())
 
 
 class BusyClock:
