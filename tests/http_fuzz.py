@@ -543,8 +543,8 @@ def main() -> int:  # pragma: no cover - the long run, by hand
     bad = 0
     for surface in args.surfaces.split(","):
         with tempfile.TemporaryDirectory(prefix=f"http-fuzz-{surface}-") as work:
-            since = time.time()
             with serve(surface, Path(work) / surface, stub_compose=True) as served:
+                since = time.time()  # after its set-up (the repository, the stub)
                 run = run_surface(served, args.seed, args.count, args.max_seconds, only=args.only)
             outside = written_outside(Path(work), served.writable, since)
         print(f"{surface}: {run.cases} cases ({run.slow} slow) in {run.seconds:.0f} s, "

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.web_protocol import RequestHandler
 
 __all__ = [
     "BodyTooLarge",
@@ -170,6 +171,42 @@ _TIMEOUT_RESPONSE = _answer(
     "the request headers did not arrive in time (rule: a request's headers arrive within "
     "the server's header deadline)",
 )
+
+
+def _malformed_text(exc: BaseException | None) -> str:
+    """What a request aiohttp could not parse is told: the kind of fault, never the bytes.
+    aiohttp's own text quotes the offending line (``Got more than 8190 bytes when reading:
+    b'Basic c2VjcmV0...'``), and that line may be the client's credential."""
+    if isinstance(exc, LineTooLong):
+        return (
+            "a request line or header field is longer than 8190 bytes (rule: each line of a "
+            "request's head is at most 8190 bytes)"
+        )
+    name = type(exc).__name__ if exc is not None else "BadHttpMessage"
+    return f"the request is not well-formed HTTP/1.1 ({name}; rule: RFC 9112 message syntax)"
+
+
+class _QuietHandler(RequestHandler):
+    """aiohttp's protocol, answering a malformed request without quoting it."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self,
+        request: Any,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """aiohttp's answer, with :func:`_malformed_text` for a request it could not parse."""
+        if isinstance(exc, HttpProcessingError) and 400 <= status < 500:
+            message = _malformed_text(exc)
+        return super().handle_error(request, status, exc, message)
+
+
+def _handler_of(server: web.Server) -> RequestHandler:
+    """The protocol of one connection, as ``server()`` makes it (its own class aside)."""
+    return _QuietHandler(server, loop=asyncio.get_running_loop(), **server._kwargs)
 
 
 class HeaderGuard(asyncio.Protocol):
@@ -385,7 +422,7 @@ class GuardedSite(web.BaseSite):
             if self._open >= self._bounds.max_connections:
                 return _Refused(self._bounds.max_connections)
             self._open += 1
-            return HeaderGuard(server(), self._clock, self._bounds, closed)
+            return HeaderGuard(_handler_of(server), self._clock, self._bounds, closed)
 
         # A TLS handshake is held to the header deadline too (asyncio's default is 60 s).
         handshake_s = self._bounds.header_timeout_s if self._ssl_context else None

@@ -24,6 +24,18 @@ BODY_TIMEOUT_S = 3.0
 
 @pytest.fixture
 async def port() -> AsyncIterator[int]:
+    async for p in _serve(BOUNDS):
+        yield p
+
+
+@pytest.fixture
+async def wide_port() -> AsyncIterator[int]:
+    """The default header bound (64 KiB): aiohttp's own 8190-byte line bound comes first."""
+    async for p in _serve(ClientBounds(header_timeout_s=5.0)):
+        yield p
+
+
+async def _serve(bounds: ClientBounds) -> AsyncIterator[int]:
     async def echo(request: web.Request) -> web.Response:
         try:
             body = await read_body(request, 100, None, BODY_TIMEOUT_S)
@@ -37,10 +49,10 @@ async def port() -> AsyncIterator[int]:
 
     app = web.Application(middlewares=[next_request_headers])
     app.router.add_route("*", "/{p:.*}", echo)
-    runner = web.AppRunner(app, **BOUNDS.runner_options())
+    runner = web.AppRunner(app, **bounds.runner_options())
     await runner.setup()
     clock = BusyClock()
-    site = GuardedSite(runner, "127.0.0.1", 0, clock=clock, bounds=BOUNDS)
+    site = GuardedSite(runner, "127.0.0.1", 0, clock=clock, bounds=bounds)
     await site.start()
     clock.start()
     try:
@@ -158,3 +170,26 @@ async def test_the_busy_clock_discounts_a_blocked_loop() -> None:
         assert clock.free_since(mark) < 0.4
     finally:
         await clock.stop()
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"Authorization: Basic " + b"c2VjcmV0LXRva2VuLTQ0" * 500,  # past aiohttp's 8190
+        b"Content-Length: c2VjcmV0LXRva2VuLTQ0",  # not a number
+        b"Authorization: Bearer c2VjcmV0LXRva2VuLTQ0\x01",  # a control character
+    ],
+    ids=["a line too long", "a bad length", "a control character"],
+)
+async def test_a_malformed_request_is_400_without_its_bytes_or_a_traceback(
+    wide_port: int, head: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The HTTP fuzzer's first findings: aiohttp answered `Got more than 8190 bytes when
+    reading: b'Basic c2Vj...'` (the client's credential, quoted back) and logged each
+    malformed request with a traceback."""
+    answer = await _exchange(wide_port, b"GET /a HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n\r\n")
+    assert answer.startswith(b"HTTP/1."), answer
+    assert b" 400 " in answer[:20], answer
+    assert b"c2VjcmV0" not in answer, answer
+    assert b"rule: " in answer
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]
