@@ -367,20 +367,30 @@ def mask(text: str, secrets: Sequence[str], replacement: str = "***") -> str:
 
 # ``:/+``: a URL taken as a path (``repo: http://u:pw@host``) is printed with one slash.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:/+)([^/\s:@]*):([^/\s@]+)@")
+# A userinfo of a user alone (``http://TOKEN@host``): the way many services take a token (a
+# GitHub token, a Grafana key), so the user is masked whole. No ``:`` (that is the pattern
+# above), no ``/?#`` (the ``@`` of a path or a query is no userinfo's).
+_USER_ONLY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:/+)([^/\s:@?#]+)@")
 
 
 def mask_userinfo(text: str, replacement: str = "***") -> str:
-    """``text`` with the password of every URL's userinfo replaced: ``http://u:***@host``.
+    """``text`` with the credential of every URL's userinfo replaced: the password of
+    ``http://u:pw@host`` (``http://u:***@host``), the user of ``http://TOKEN@host`` (a user
+    alone is often a token: ``http://***@host``).
 
     Any text that may hold a URL (an endpoint the operator gave, an error naming it) passes
     through this before it is printed or written.
     """
-    return _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{replacement}@", text)
+    text = _USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{replacement}@", text)
+    return _USER_ONLY.sub(
+        lambda m: m.group(0) if m.group(2) == replacement else f"{m.group(1)}{replacement}@",
+        text,
+    )
 
 
 def mask_credentials(text: str, replacement: str = "***") -> str:
-    """``text`` with every credential it carries in plain sight replaced: a URL's password
-    (:func:`mask_userinfo`), a credential header's value (``Authorization: Bearer ***``,
+    """``text`` with every credential it carries in plain sight replaced: a URL's password, or
+    its user when it has no password (:func:`mask_userinfo`), a credential header's value (``Authorization: Bearer ***``,
     ``X-Api-Key=***``), a bearer token, a URL query's credential (``?token=***``) and a
     credential flag's value (``--api-key ***``). For text built from what the operator wrote (an
     error naming a field's value): a value that holds a credential is never echoed whole."""

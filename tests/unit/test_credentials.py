@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -117,7 +118,7 @@ def test_text_without_a_secret_is_unchanged() -> None:
 def test_url_userinfo_is_masked() -> None:
     text = "GET http://alice:s3cr%40t@127.0.0.1:9090/api and https://bob@host/x and ftp://h/p"
     assert mask_userinfo(text) == (
-        "GET http://alice:***@127.0.0.1:9090/api and https://bob@host/x and ftp://h/p"
+        "GET http://alice:***@127.0.0.1:9090/api and https://***@host/x and ftp://h/p"
     )
     assert url_password("http://alice:s3cr%40t@host/") == "s3cr%40t"
     assert url_password("http://host:80/") is None
@@ -225,3 +226,64 @@ def test_an_error_echoing_a_credential_from_a_fleet_file_masks_it(
     result = run_cli("plan", "--fleet", str(fleet))
     assert result.code == 2, result.err
     assert "hunter2" not in result.err + result.out
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        ("http://ghp_TOKEN123@host/x", "http://***@host/x"),
+        ("see https://sk-abc.def@10.0.0.1:8000/v1 now", "see https://***@10.0.0.1:8000/v1 now"),
+        ("repo: http:/TOKEN@host", "repo: http:/***@host"),  # a URL taken as a path
+        ("http://u:pw@host and http://tok@h2", "http://u:***@host and http://***@h2"),
+        # No userinfo: an @ in the path, the query or the fragment is left as it is.
+        ("http://host/a@b?x=y@z#w@v", "http://host/a@b?x=y@z#w@v"),
+        ("mail me: user@example.com", "mail me: user@example.com"),
+    ],
+)
+def test_a_user_only_userinfo_is_masked_whole(text: str, masked: str) -> None:
+    """Issue #38: ``http://TOKEN@host`` (a token as the user, no password) was echoed."""
+    from tierctl.credentials import mask_credentials
+
+    assert mask_userinfo(text) == masked
+    assert mask_credentials(text) == masked
+    assert mask_userinfo(masked) == masked  # masking twice changes nothing
+
+
+@given(token=st.from_regex(r"[A-Za-z0-9%!$&'()*+,;=._~-]{1,24}", fullmatch=True))
+def test_no_user_only_token_survives_masking(token: str) -> None:
+    from tierctl.credentials import mask_credentials
+
+    text = f"error: agent http://{token}@127.0.0.1:9/v1 unreachable"
+    assert mask_credentials(text) == "error: agent http://***@127.0.0.1:9/v1 unreachable"
+
+
+def test_a_fleet_name_holding_a_user_only_url_is_refused(
+    run_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """`_no_credential` reads the name through mask_credentials: a user-only URL is one."""
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        'fleet: "http://ghp-tok3n-9f8e7d@host/v1"\nrepo: .\nold: v1\nnew: v2\nhosts:\n'
+        "- name: gpu01\n  file: a.yaml\n  agent_url: http://127.0.0.1:1\n"
+    )
+    result = run_cli("plan", "--fleet", str(fleet))
+    assert result.code == 2, result.err
+    assert "holds a credential" in result.err
+    assert "ghp-tok3n" not in result.err + result.out
+
+
+def test_an_error_value_with_a_user_only_url_is_masked(
+    run_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    """A fleet field's value quoted in an error goes through mask_credentials (a `file:`
+    holding a user-only URL, the CLI's own error echo masks it too)."""
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        "fleet: f\nrepo: .\nold: v1\nnew: v2\nhosts:\n- name: gpu01\n"
+        "  file: a.yaml\n  agent_url: http://127.0.0.1:1\n"
+        '  token_env: "http://ghp-tok3n-9f8e7d@host"\n'
+    )
+    result = run_cli("plan", "--fleet", str(fleet))
+    assert result.code == 2, result.err
+    assert "ghp-tok3n" not in result.err + result.out
+    assert "token_env" in result.err

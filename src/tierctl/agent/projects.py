@@ -123,7 +123,11 @@ class ProjectStore:
         commit = self._commit(tag)
         listing = self._run("ls-tree", "-l", commit, "--", rel, check=False).stdout.split()
         if not listing:
-            raise AgentRefusal(f"{file!r} is not in the repository at {tag}", status=404)
+            raise AgentRefusal(
+                f"{file[:200]!r} is not in the repository at {tag}",
+                status=404,
+                rule="a call names a file of the deployment repository at its tag",
+            )
         mode, kind = listing[0], listing[1]
         if kind != "blob" or mode not in ("100644", "100755"):
             raise AgentRefusal(
@@ -147,7 +151,7 @@ class ProjectStore:
 
     def _relative(self, file: str) -> str:
         if not isinstance(file, str) or not file:
-            raise AgentRefusal("`file` must be a non-empty path")
+            raise AgentRefusal("`file` must be a non-empty path", rule="`file` is a path")
         try:
             inside = resolve_inside(self.root, file, field="file", inside="the projects directory")
         except InputError as exc:
@@ -157,13 +161,17 @@ class ProjectStore:
     def _commit(self, tag: str) -> str:
         if not isinstance(tag, str) or not _TAG.fullmatch(tag) or ".." in tag:
             raise AgentRefusal(
-                f"tag {tag!r} is not a tag name the agent accepts",
+                f"tag {tag[:200]!r} is not a tag name the agent accepts",
                 rule="tags match [A-Za-z0-9_][A-Za-z0-9_./+-]* without '..'",
             )
         done = self._run("rev-parse", "--verify", "--quiet", f"{tag}^{{commit}}", check=False)
         commit = done.stdout.strip()
         if done.returncode != 0 or not commit:
-            raise AgentRefusal(f"no tag or commit {tag!r} in the deployment repository", status=404)
+            raise AgentRefusal(
+                f"no tag or commit {tag!r} in the deployment repository",
+                status=404,
+                rule="a call names a tag or commit of the deployment repository",
+            )
         return commit
 
     def _extract(self, commit: str) -> Path:

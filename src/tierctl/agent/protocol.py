@@ -37,6 +37,11 @@ MAX_OVERRIDES = 16
 
 #: The most log lines one ``logs`` call returns.
 MAX_TAIL = 10_000
+#: The most services one call names, and the most env variables it sets (a compose file of a
+#: tier has a few; each is an argument or a variable of the compose process, whose argv and
+#: environment the kernel bounds together at 2 MiB).
+MAX_SERVICES = 256
+MAX_ENV = 256
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,7 @@ def overrides_of(body: dict[str, Any]) -> tuple[str, ...]:
 
 def _keys(body: Any, keys: frozenset[str]) -> dict[str, Any]:
     if not isinstance(body, dict):
-        raise AgentRefusal("the body must be a JSON object")
+        raise AgentRefusal("the body must be a JSON object", rule="each call's body is one object")
     if set(body) - {OVERRIDES_KEY} != keys:
         missing = sorted(keys - set(body))
         extra = sorted(set(body) - keys - {OVERRIDES_KEY})
@@ -81,20 +86,27 @@ def _keys(body: Any, keys: frozenset[str]) -> dict[str, Any]:
         )
     for key in ("tag", "file"):
         if not isinstance(body[key], str):
-            raise AgentRefusal(f"`{key}` must be a string")
+            raise AgentRefusal(f"`{key}` must be a string", rule="`tag` and `file` are strings")
     return body
 
 
 def _flag(body: dict[str, Any], key: str) -> bool:
     value = body[key]
     if not isinstance(value, bool):
-        raise AgentRefusal(f"`{key}` must be true or false")
+        raise AgentRefusal(f"`{key}` must be true or false", rule="a switch is a JSON boolean")
     return value
 
 
 def _services(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
-        raise AgentRefusal("`services` must be a list of service names")
+        raise AgentRefusal(
+            "`services` must be a list of service names", rule="`services` is a list of strings"
+        )
+    if len(value) > MAX_SERVICES:
+        raise AgentRefusal(
+            f"`services` names {len(value)} services",
+            rule=f"a call names at most {MAX_SERVICES} services",
+        )
     if not value:
         raise AgentRefusal(
             "an empty `services` would mean every service to compose",
@@ -110,8 +122,14 @@ def _services(value: Any) -> tuple[str, ...]:
 def check_env(value: Any, reserved: frozenset[str] = frozenset()) -> dict[str, str]:
     """A request's interpolation variables, checked; ``reserved`` are names also refused."""
     if not isinstance(value, dict):
-        raise AgentRefusal("`env` must be an object of names to strings")
-    bad = [k for k in value if not isinstance(k, str) or not ENV_KEY.match(k)]
+        raise AgentRefusal(
+            "`env` must be an object of names to strings", rule="`env` maps names to strings"
+        )
+    if len(value) > MAX_ENV:
+        raise AgentRefusal(
+            f"`env` sets {len(value)} variables", rule=f"a call sets at most {MAX_ENV} variables"
+        )
+    bad = [k for k in value if not isinstance(k, str) or not ENV_KEY.match(k)][:10]
     if bad:
         raise AgentRefusal(f"invalid env keys {bad}", rule="env keys match [A-Za-z_][A-Za-z0-9_]*")
     kept = sorted(k for k in value if _RESERVED_ENV.match(k) or k in reserved)
@@ -124,7 +142,10 @@ def check_env(value: Any, reserved: frozenset[str] = frozenset()) -> dict[str, s
     for key, val in value.items():
         # The value is never shown: it may be a secret.
         if not isinstance(val, str) or "\x00" in val:
-            raise AgentRefusal(f"env value of {key} is not a string without NUL bytes")
+            raise AgentRefusal(
+                f"env value of {key} is not a string without NUL bytes",
+                rule="an env value is a string without NUL bytes",
+            )
     return dict(value)
 
 
@@ -169,7 +190,10 @@ def logs_target(body: Any) -> tuple[str, str, str, int]:
     (service,) = _services([body["service"]] if isinstance(body["service"], str) else None)
     tail = body["tail"]
     if not isinstance(tail, int) or isinstance(tail, bool) or not 1 <= tail <= MAX_TAIL:
-        raise AgentRefusal(f"`tail` must be a whole number from 1 to {MAX_TAIL:,}")
+        raise AgentRefusal(
+            f"`tail` must be a whole number from 1 to {MAX_TAIL:,}",
+            rule=f"a logs call returns at most {MAX_TAIL:,} lines",
+        )
     return body["tag"], body["file"], service, tail
 
 

@@ -36,6 +36,7 @@ import socket
 import ssl
 import time
 import uuid
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,13 @@ from tierctl.errors import InputError
 from tierctl.readers import Limits, json_line, load_json
 from tierctl.rollout.dryrun import CONFIG_COPY_NOTE, parse_dry_run, stopped_at_config_copy
 from tierctl.rollout.normalise import load_merged_services
+from tierctl.runtime.http_guard import (
+    BodyTooLarge,
+    ClientBounds,
+    next_request_headers,
+    read_body,
+    serve_guarded,
+)
 from tierctl.runtime.process import _die_with_parent
 
 #: The environment variable the agent's token is read from (or ``token_file``).
@@ -78,6 +86,8 @@ class AgentConfig:
         max_body_bytes: The largest request body.
         compose_env: The environment compose runs in (default: the agent's, less the token).
         heartbeat_s: Seconds between an operation stream's ``heartbeat`` events.
+        header_timeout_s: How long a client may take to send a request's headers.
+        max_calls: Authorised calls served at once (each may run git or compose).
     """
 
     projects_dir: Path
@@ -90,6 +100,17 @@ class AgentConfig:
     max_body_bytes: int = 1024 * 1024
     compose_env: Mapping[str, str] | None = None
     heartbeat_s: float = 5.0
+    header_timeout_s: float = 10.0
+    max_calls: int = 16
+
+
+#: The longest line of compose output passed on (a longer one is cut, and says so): asyncio's
+#: readline raised past its 64 KiB buffer, which ended the stream without its exit event.
+MAX_LINE_CHARS = 16 * 1024
+#: Lines of a dry run kept to read its changes from (the rest are streamed, not kept).
+MAX_KEPT_LINES = 20_000
+#: Bytes of a ps or logs run's output read (the rest is read and dropped, and said).
+MAX_CAPTURE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass
@@ -108,6 +129,7 @@ class RunningAgent:
     log: OperationLog
     busy: dict[str, _Busy] = field(default_factory=dict)
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    calls: int = 0
 
 
 _STATE: web.AppKey[RunningAgent] = web.AppKey("agent", RunningAgent)
@@ -115,7 +137,11 @@ _STATE: web.AppKey[RunningAgent] = web.AppKey("agent", RunningAgent)
 
 def make_app(state: RunningAgent) -> web.Application:
     """The aiohttp application of one agent."""
-    app = web.Application(client_max_size=state.config.max_body_bytes)
+    # aiohttp's size bound stays as a backstop; _body refuses first, with the rule.
+    app = web.Application(
+        client_max_size=state.config.max_body_bytes,
+        middlewares=[next_request_headers, _call_bound],
+    )
     app[_STATE] = state
     app.router.add_get("/health", _health)
     app.router.add_post("/compose/up", _up)
@@ -126,10 +152,38 @@ def make_app(state: RunningAgent) -> web.Application:
     return app
 
 
+@web.middleware
+async def _call_bound(request: web.Request, handler: Any) -> web.StreamResponse:
+    """At most ``max_calls`` calls at once (``/health`` aside): one more is 429 at once, so a
+    flood cannot start compose and git processes without end."""
+    state = request.app[_STATE]
+    if request.path == "/health":
+        response: web.StreamResponse = await handler(request)
+        return response
+    if state.calls >= state.config.max_calls:
+        return web.json_response(
+            {
+                "error": f"{state.calls} calls are being served",
+                "rule": f"the agent serves at most {state.config.max_calls} calls at once",
+            },
+            status=429,
+            headers={"Retry-After": "1"},
+        )
+    state.calls += 1
+    try:
+        response = await handler(request)
+        return response
+    finally:
+        state.calls -= 1
+
+
 def _refusal(exc: AgentRefusal | InputError) -> web.Response:
     status = exc.status if isinstance(exc, AgentRefusal) else 400
     body = {"error": exc.message, **({"rule": exc.rule} if exc.rule else {})}
-    return web.json_response(body, status=status)
+    resp = web.json_response(body, status=status)
+    if status in (408, 413):
+        resp.force_close()  # the rest of the body is never read
+    return resp
 
 
 def _authorised(request: web.Request) -> bool:
@@ -148,14 +202,24 @@ MAX_BODY_DEPTH = 8
 
 
 async def _body(request: web.Request) -> Any:
-    """The request's JSON body, bounded: at most ``max_body_bytes`` (aiohttp answers 413
-    past it), within ``body_timeout_s`` (408), UTF-8, nested at most ``MAX_BODY_DEPTH``
-    levels, no number over 400 digits (400 with the rule)."""
+    """The request's JSON body, bounded: at most ``max_body_bytes`` (413), within
+    ``body_timeout_s`` (408), UTF-8, nested at most ``MAX_BODY_DEPTH`` levels, no number over
+    400 digits (400 with the rule)."""
     config = request.app[_STATE].config
     try:
-        raw = await asyncio.wait_for(request.read(), config.body_timeout_s)
+        raw = await read_body(request, config.max_body_bytes, None, config.body_timeout_s)
+    except BodyTooLarge as exc:
+        raise AgentRefusal(
+            f"the body is larger than {config.max_body_bytes} bytes (refused at {exc.seen})",
+            status=413,
+            rule=f"a request body is at most {config.max_body_bytes} bytes",
+        ) from None
     except TimeoutError:
-        raise web.HTTPRequestTimeout(text="the body did not arrive in time") from None
+        raise AgentRefusal(
+            f"the body did not arrive within {config.body_timeout_s:g} s",
+            status=408,
+            rule=f"a request body arrives within {config.body_timeout_s:g} s",
+        ) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -352,16 +416,13 @@ async def _run_compose(
     except OSError as exc:
         await sink.send({"type": "stderr", "line": f"cannot start compose: {exc}"})
         return 127, False
-    lines: list[str] = []
+    kept: deque[str] = deque(maxlen=MAX_KEPT_LINES)
 
     async def pump(stream: asyncio.StreamReader | None, kind: str) -> None:
         assert stream is not None
-        while True:
-            raw = await stream.readline()
-            if not raw:
-                return
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            lines.append(line)
+        async for line in _lines(stream):
+            if dry_run:
+                kept.append(line)
             await sink.send({"type": kind, "line": line})
 
     pumps = asyncio.gather(pump(proc.stdout, "stdout"), pump(proc.stderr, "stderr"))
@@ -383,12 +444,35 @@ async def _run_compose(
             }
         )
         return 124, True
+    lines = list(kept)
     if dry_run and code != 0 and stopped_at_config_copy(lines):
         await sink.send({"type": "stderr", "line": CONFIG_COPY_NOTE})
         code = 0
     if dry_run and code == 0:
         await sink.send({"type": "changes", **_changes(lines, files)})
     return code, timed_out
+
+
+async def _lines(stream: asyncio.StreamReader) -> Any:
+    """The stream's lines, each cut at ``MAX_LINE_CHARS`` (a cut line says so), decoded."""
+    pending = b""
+    while True:
+        chunk = await stream.read(64 * 1024)
+        if not chunk:
+            if pending:
+                yield pending.decode("utf-8", errors="replace").rstrip("\r")
+            return
+        pending += chunk
+        *whole, pending = pending.split(b"\n")
+        if len(pending) > MAX_LINE_CHARS:
+            # A line without end so far: passed on now, cut; what follows comes as more lines.
+            whole.append(pending)
+            pending = b""
+        for raw in whole:
+            line = raw.decode("utf-8", errors="replace").rstrip("\r")
+            if len(line) > MAX_LINE_CHARS:
+                line = line[:MAX_LINE_CHARS] + f" ... (cut at {MAX_LINE_CHARS} characters)"
+            yield line
 
 
 def _changes(lines: list[str], files: tuple[Checkout, ...]) -> dict[str, list[str]]:
@@ -486,7 +570,11 @@ async def _capture(
     except OSError as exc:
         return 127, "", f"cannot start compose: {exc}"
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), state.config.operation_timeout_s)
+        out, err = await asyncio.wait_for(
+            asyncio.gather(_bounded_read(proc.stdout), _bounded_read(proc.stderr)),
+            state.config.operation_timeout_s,
+        )
+        await proc.wait()
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -494,6 +582,20 @@ async def _capture(
         return 124, "", "compose killed at the agent's operation deadline"
     code = proc.returncode if proc.returncode is not None else 1
     return code, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+async def _bounded_read(stream: asyncio.StreamReader | None) -> bytes:
+    """A pipe read to its end, keeping its first ``MAX_CAPTURE_BYTES`` (and saying so)."""
+    assert stream is not None
+    kept = bytearray()
+    cut = False
+    while chunk := await stream.read(1024 * 1024):
+        room = MAX_CAPTURE_BYTES - len(kept)
+        cut = cut or len(chunk) > room
+        kept += chunk[: max(0, room)]
+    if cut:
+        kept += f"\n... (output cut at {MAX_CAPTURE_BYTES} bytes)\n".encode()
+    return bytes(kept)
 
 
 async def _files(request: web.Request) -> web.Response:
@@ -558,7 +660,7 @@ def _lock(state_dir: Path) -> TextIO:
     return handle
 
 
-def serve(
+async def serve(
     config: AgentConfig,
     host: str,
     port: int,
@@ -595,13 +697,14 @@ def serve(
         + (f" ({len(interrupted)} interrupted operation(s) logged)" if interrupted else "")
     )
     try:
-        web.run_app(
+        # The header deadline and size, the connection bound and the keep-alive timeout of
+        # every tierctl server (docs/security.md); running operations get their deadline.
+        await serve_guarded(
             make_app(state),
             sock=sock,
             ssl_context=context,
-            shutdown_timeout=config.operation_timeout_s,
-            print=None,
-            access_log=None,
+            bounds=ClientBounds(header_timeout_s=config.header_timeout_s),
+            shutdown_timeout_s=config.operation_timeout_s,
         )
     finally:
         log.close()

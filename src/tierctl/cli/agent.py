@@ -68,6 +68,20 @@ def agent() -> None:
     show_default=True,
     help="The largest request body.",
 )
+@click.option(
+    "--header-timeout-s",
+    type=click.FloatRange(min=0.1, max=600.0),
+    default=10.0,
+    show_default=True,
+    help="How long a client may take to send a request's headers (408 and closed past it).",
+)
+@click.option(
+    "--body-timeout-s",
+    type=click.FloatRange(min=0.1, max=600.0),
+    default=30.0,
+    show_default=True,
+    help="How long a client may take to send a request's body (408 past it).",
+)
 def serve(
     projects_dir: Path,
     state_dir: Path,
@@ -80,9 +94,13 @@ def serve(
     operation_timeout_s: float,
     heartbeat_s: float,
     max_body_kib: int,
+    header_timeout_s: float,
+    body_timeout_s: float,
 ) -> None:
     """Serve the compose-manager API over PROJECTS_DIR, running the real docker compose
     against this host's Docker engine (DOCKER_HOST as compose reads it)."""
+    import asyncio
+
     from tierctl.agent.server import AgentConfig
     from tierctl.agent.server import serve as serve_agent
     from tierctl.compose.binary import find_compose_binary
@@ -112,12 +130,16 @@ def serve(
         operation_timeout_s=operation_timeout_s,
         max_body_bytes=max_body_kib * 1024,
         heartbeat_s=heartbeat_s,
+        header_timeout_s=header_timeout_s,
+        body_timeout_s=body_timeout_s,
     )
-    serve_agent(
-        config,
-        host.strip("[]"),
-        int(port_text),
-        tls_cert=tls_cert,
-        tls_key=tls_key,
-        announce=lambda line: click.echo(line, err=True),
+    asyncio.run(
+        serve_agent(
+            config,
+            host.strip("[]"),
+            int(port_text),
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            announce=lambda line: click.echo(line, err=True),
+        )
     )

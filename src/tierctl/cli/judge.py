@@ -25,6 +25,20 @@ def judge() -> None:
 @click.option("--control", help="Control replica (default: the one with role control).")
 @click.option("--canary", help="Canary replica (default: the one with role canary).")
 @click.option("--label", default="container_name", show_default=True, help="Replica label.")
+@click.option(
+    "--header-timeout-s",
+    type=click.FloatRange(min=0.1, max=600.0),
+    default=10.0,
+    show_default=True,
+    help="How long a client may take to send a request's headers (408 and closed past it).",
+)
+@click.option(
+    "--body-timeout-s",
+    type=click.FloatRange(min=0.1, max=600.0),
+    default=30.0,
+    show_default=True,
+    help="How long a client may take to send a request's body (408 past it).",
+)
 def serve(
     spec_path: Path,
     prometheus: str,
@@ -34,11 +48,14 @@ def serve(
     control: str | None,
     canary: str | None,
     label: str,
+    header_timeout_s: float,
+    body_timeout_s: float,
 ) -> ExitCode:
     """Serve verdicts: /argo (Argo's web metric provider), /flagger (Flagger's webhook)."""
-    from aiohttp import web
+    import asyncio
 
     from tierctl.readout.judge_server import JudgeSettings, judge_app
+    from tierctl.runtime.http_guard import ClientBounds, serve_guarded
 
     host, _, port = listen.rpartition(":")
     if not host or not port.isdigit():
@@ -57,6 +74,7 @@ def serve(
         control=control,
         canary=canary,
         label=label,
+        body_timeout_s=body_timeout_s,
     )
     # Refused before serving, not answered 400 on every request: a Prometheus URL that is
     # none, and a default window past the readout's step bound.
@@ -65,7 +83,25 @@ def serve(
 
     PrometheusClient(prometheus).close()
     step_grid(0.0, settings.window_s, settings.step_s)
-    web.run_app(judge_app(tier, settings), host=host, port=int(port), print=None)
+    # The header deadline and size, the connection bound and the keep-alive timeout of every
+    # tierctl server (docs/security.md).
+    try:
+        asyncio.run(
+            serve_guarded(
+                judge_app(tier, settings),
+                host=host.strip("[]"),
+                port=int(port),
+                bounds=ClientBounds(header_timeout_s=header_timeout_s),
+                ready=lambda bound: click.echo(f"tierctl judge on http://{host}:{bound}"),
+            )
+        )
+    except OSError as exc:
+        raise InputError(
+            f"--listen {listen!r}: cannot listen there ({exc.strerror or exc})",
+            rule="--listen is a free address of this host",
+            value=listen,
+            fix="pick another port (0 picks a free one)",
+        ) from None
     return ExitCode.OK
 
 

@@ -56,6 +56,7 @@ class JudgeSettings:
         tolerance: Relative change treated as none.
         min_requests: Per arm per step to compare it.
         now: The clock (a seam: tests judge a fixed window).
+        body_timeout_s: How long a client may take to send its body (408 past it).
     """
 
     prometheus: str
@@ -67,6 +68,7 @@ class JudgeSettings:
     tolerance: float = 0.05
     min_requests: float = 3.0
     now: Callable[[], float] = field(default=time.time)
+    body_timeout_s: float = 30.0
 
 
 def window_seconds(text: str) -> float:
@@ -119,32 +121,52 @@ def judge(tier: Tier, settings: JudgeSettings, window_s: float | None = None) ->
 
 #: The bounds of a request: a body of at most 64 KiB (413 past it), nested at most 8 levels
 #: (Flagger's payload is two), a window of at most 32 characters, and through the readout at
-#: most ``analysis.MAX_STEPS`` steps: each a 400 with its rule.
+#: most ``analysis.MAX_STEPS`` steps: each a 4xx with its rule. The headers' deadline and size
+#: and the connections are :mod:`tierctl.runtime.http_guard`'s.
 MAX_BODY_BYTES = 64 * 1024
 MAX_BODY_DEPTH = 8
-#: How long a client may take to send its body (a slow client holds no handler longer: 408).
-BODY_TIMEOUT_S = 30.0
+#: Readouts run at once (each a thread and up to MAX_STEPS points per series in memory); one
+#: more is 429 at once: an orchestrator asks once an interval, a flood is no orchestrator.
+MAX_JUDGEMENTS = 4
 
 
-async def _json_body(request: Any) -> dict[str, Any]:
+class _Refusal(Exception):
+    """A request refused with ``status`` (a 4xx) and a rule."""
+
+    def __init__(self, status: int, message: str, rule: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.rule = rule
+
+
+async def _json_body(request: Any, timeout_s: float) -> dict[str, Any]:
     """The request's JSON object (``{}`` without a body), bounded as above.
 
     Raises:
         InputError: not UTF-8 JSON, or past the depth or number bounds.
+        _Refusal: over the size bound (413) or later than the deadline (408).
     """
     import dataclasses
 
-    from aiohttp import web
-
     from tierctl.readers import Limits, load_json
+    from tierctl.runtime.http_guard import BodyTooLarge, read_body
 
     if not request.can_read_body:
         return {}
     try:
-        raw = await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
+        raw = await read_body(request, MAX_BODY_BYTES, None, timeout_s)
+    except BodyTooLarge as exc:
+        raise _Refusal(
+            413,
+            f"the body is larger than {MAX_BODY_BYTES} bytes (refused at {exc.seen})",
+            f"a judge request body is at most {MAX_BODY_BYTES} bytes",
+        ) from None
     except TimeoutError:
-        raise web.HTTPRequestTimeout(
-            text=f"the body did not arrive within {BODY_TIMEOUT_S:g} s"
+        raise _Refusal(
+            408,
+            f"the body did not arrive within {timeout_s:g} s",
+            f"a request body arrives within {timeout_s:g} s",
         ) from None
     try:
         text = raw.decode("utf-8")
@@ -167,30 +189,57 @@ def _window_of(values: dict[str, Any]) -> float | None:
     return window_seconds(str(text)) if text is not None else None
 
 
-def judge_app(tier: Tier, settings: JudgeSettings) -> Any:
-    """The aiohttp application of the three endpoints (the readout runs in a thread)."""
+def _answer(exc: InputError | _Refusal) -> web.Response:
     from aiohttp import web
 
+    if isinstance(exc, InputError):
+        return _refused(exc)
+    resp = web.json_response({"error": exc.message, "rule": exc.rule}, status=exc.status)
+    if exc.status in (408, 413):
+        resp.force_close()  # the rest of the body is never read
+    return resp
+
+
+def judge_app(tier: Tier, settings: JudgeSettings) -> Any:
+    """The aiohttp application of the three endpoints (the readout runs in a thread, at most
+    :data:`MAX_JUDGEMENTS` at once)."""
+    from aiohttp import web
+
+    from tierctl.runtime.http_guard import next_request_headers
+
+    running = 0
+
     async def verdict(values: dict[str, Any]) -> dict[str, Any]:
+        nonlocal running
         window = _window_of(values)
-        return await asyncio.to_thread(judge, tier, settings, window)
+        if running >= MAX_JUDGEMENTS:
+            raise _Refusal(
+                429,
+                f"{running} readouts are running",
+                f"at most {MAX_JUDGEMENTS} readouts run at once; ask again at the next interval",
+            )
+        running += 1
+        try:
+            return await asyncio.to_thread(judge, tier, settings, window)
+        finally:
+            running -= 1
 
     async def argo(request: web.Request) -> web.Response:
         try:
-            values = {**(await _json_body(request)), **dict(request.query)}
+            values = {**(await _json_body(request, settings.body_timeout_s)), **dict(request.query)}
             doc = await verdict(values)
-        except InputError as exc:
-            return _refused(exc)
+        except (InputError, _Refusal) as exc:
+            return _answer(exc)
         return web.json_response(doc)
 
     async def flagger(request: web.Request) -> web.Response:
         try:
-            payload = await _json_body(request)
+            payload = await _json_body(request, settings.body_timeout_s)
             metadata = payload.get("metadata")
             values = dict(metadata) if isinstance(metadata, dict) else {}
             doc = await verdict(values)
-        except InputError as exc:
-            return _refused(exc)
+        except (InputError, _Refusal) as exc:
+            return _answer(exc)
         doc["phase"] = payload.get("phase")
         doc["canary_name"] = payload.get("name")
         return web.json_response(doc, status=FLAGGER_STATUS[doc["verdict"]])
@@ -198,7 +247,8 @@ def judge_app(tier: Tier, settings: JudgeSettings) -> Any:
     async def healthz(_request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    # aiohttp's own size bound stays as a backstop (read_body refuses first, with the rule).
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[next_request_headers])
     app.router.add_route("GET", "/argo", argo)
     app.router.add_route("POST", "/argo", argo)
     app.router.add_route("POST", "/flagger", flagger)

@@ -5,7 +5,8 @@ tokenized on that loop by default (so a burst of huge prompts stalls ``/health``
 field report) or, with ``--enable-dynamic-batch-tokenizer``, through the batching queue onto
 one worker thread. aiohttp was chosen over starlette+uvicorn because it is already a
 dependency of the ``sim`` extra, streams with one write per token without a framework layer in
-between, and lets a handler read a body chunk by chunk (the bounded ``_read_body``).
+between, and lets a handler read a body chunk by chunk (the bounded
+:func:`tierctl.runtime.http_guard.read_body`, shared with the agent and the judge).
 """
 
 from __future__ import annotations
@@ -23,10 +24,17 @@ from typing import Any
 from aiohttp import web
 
 from tierctl.errors import RuntimeFailure
+from tierctl.runtime.http_guard import (
+    BodyTooLarge,
+    BusyClock,
+    ClientBounds,
+    GuardedSite,
+    next_request_headers,
+    read_body,
+)
 from tierctl.runtime.polling import wait_until_async
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
-from tierctl.sim.deadlines import BusyClock, GuardedSite, guard_of
 from tierctl.sim.driver import EngineDriver
 from tierctl.sim.engine import make_scheduler
 from tierctl.sim.info import (
@@ -58,10 +66,8 @@ from tierctl.sim.tokenizer import (
 #: The default hard limit on a request body (``--max-body-mib``): a 100 MB upload (the bench
 #: client's largest) fits; a bigger one is refused with 413 while it is being read.
 MAX_BODY_BYTES = 256 * 1024 * 1024
-#: How much of a body is read from the socket at a time (what may be held past the limit).
-_BODY_CHUNK = 1024 * 1024
 #: How long a client may take to send its whole request body, in time the server was free to
-#: read it (:class:`tierctl.sim.deadlines.BusyClock`: a loop blocked by a tokenization does
+#: read it (:class:`tierctl.runtime.http_guard.BusyClock`: a loop blocked by a tokenization does
 #: not count against the client).
 BODY_READ_TIMEOUT_S = 60.0
 #: How long a client may take to send a request's line and headers (same clock), before the
@@ -144,10 +150,10 @@ class SimServer:
 
     def app(self) -> web.Application:
         """The aiohttp application."""
-        # Bodies are read by _read_body (bounded, chunk by chunk); aiohttp's own limit stays as
+        # Bodies are read by read_body (bounded, chunk by chunk); aiohttp's own limit stays as
         # a backstop for any route that reads a body whole.
         app = web.Application(
-            client_max_size=self.options.max_body_bytes, middlewares=[_next_request_headers]
+            client_max_size=self.options.max_body_bytes, middlewares=[next_request_headers]
         )
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
@@ -312,10 +318,10 @@ class SimServer:
                 # A client that sends its body slower than this is dropped (a slowloris would
                 # otherwise hold a request slot forever); only time the loop was free to read
                 # counts (a tokenization that blocked it is the server's, not the client's).
-                raw = await _read_body(
+                raw = await read_body(
                     request, self.options.max_body_bytes, self.clock, self.options.body_timeout_s
                 )
-            except _BodyTooLarge as exc:
+            except BodyTooLarge as exc:
                 return _too_large(exc.limit, exc.seen)
             except TimeoutError:
                 raise ApiError(
@@ -672,62 +678,6 @@ async def _sse(resp: web.StreamResponse, obj: dict[str, Any]) -> None:
     await resp.write(b"data: " + _dumps(obj).encode() + b"\n\n")
 
 
-class _BodyTooLarge(Exception):
-    """A request body over the limit: ``seen`` bytes announced or read when it was refused."""
-
-    def __init__(self, limit: int, seen: int) -> None:
-        super().__init__(limit, seen)
-        self.limit = limit
-        self.seen = seen
-
-
-async def _read_body(
-    request: web.Request, limit: int, clock: BusyClock, timeout_s: float
-) -> bytearray:
-    """The request body, read chunk by chunk and refused as soon as it passes ``limit``.
-
-    A ``Content-Length`` over the limit is refused before a byte is read; a chunked (or
-    lying) upload is refused at the first chunk that would take it past the limit, so at most
-    ``limit`` plus one chunk is ever held.
-
-    Raises:
-        _BodyTooLarge: the body is, or says it is, longer than ``limit`` bytes.
-        TimeoutError: it took longer than ``timeout_s`` of time the loop was free to read.
-    """
-    announced = request.content_length
-    if announced is not None and announced > limit:
-        raise _BodyTooLarge(limit, announced)
-    body = bytearray()
-    mark = clock.mark()
-    while True:
-        left = timeout_s - clock.free_since(mark)
-        if left <= 0:
-            raise TimeoutError
-        try:
-            chunk = await asyncio.wait_for(request.content.read(_BODY_CHUNK), timeout=left)
-        except TimeoutError:
-            # Wall time ran out; whether the client is to blame is decided above, on the
-            # free time (after a blocked loop the bytes are waiting in the buffer).
-            continue
-        if not chunk:
-            return body  # json.loads reads a bytearray: no second copy of a big body
-        if len(body) + len(chunk) > limit:
-            raise _BodyTooLarge(limit, len(body) + len(chunk))
-        body += chunk
-
-
-@web.middleware
-async def _next_request_headers(request: web.Request, handler: Any) -> web.StreamResponse:
-    """After each response, the connection's header deadline watches the next request."""
-    try:
-        response: web.StreamResponse = await handler(request)
-        return response
-    finally:
-        guard = guard_of(request)
-        if guard is not None:
-            guard.next_request()
-
-
 def _mib(n: int) -> str:
     return f"{n / 1024 / 1024:g} MiB"
 
@@ -772,7 +722,11 @@ async def serve(
     # Ctrl-C): what is still in flight after it is cut at once, not waited on for aiohttp's
     # default minute more.
     runner = web.AppRunner(
-        server.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0
+        server.app(),
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=1.0,
+        **ClientBounds().runner_options(),
     )
     await runner.setup()
     # Where it really listens: $TIERCTL_BIND_HOST when set (the local driver sets 127.0.0.1,
@@ -784,7 +738,7 @@ async def serve(
         bind,
         config.port,
         clock=server.clock,
-        header_timeout_s=options.header_timeout_s,
+        bounds=ClientBounds(header_timeout_s=options.header_timeout_s),
         backlog=1024,
     )
     try:

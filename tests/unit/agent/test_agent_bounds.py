@@ -186,3 +186,71 @@ async def test_health_answers_whatever_it_is_sent(agent: tuple[TestClient, Path]
         b"GET /health?" + b"q=1&" * 1_000 + b" HTTP/1.1\r\nHost: x\r\nAuthorization: \xff\r\n\r\n"
     )
     assert (await _raw(client, request)).startswith(b"HTTP/1.1 200")
+
+
+async def test_calls_past_the_call_bound_are_429_and_health_still_answers(
+    agent: tuple[TestClient, Path],
+) -> None:
+    """max_calls connections hold a call each (a body that never comes); one more call is
+    429 with the rule at once, /health is still 200, and each held call is 408 in the end."""
+    client, _ = agent
+    assert client.port is not None
+    limit = AgentConfig(Path(), Path(), "t", ()).max_calls
+    head = (
+        b"POST /compose/ps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode()
+        + b"\r\nContent-Length: 100\r\n\r\n{"
+    )  # fmt: skip
+    held = [await asyncio.open_connection("127.0.0.1", client.port) for _ in range(limit)]
+    try:
+        for _, writer in held:
+            writer.write(head)
+            await writer.drain()
+        await asyncio.sleep(0.5)  # each handler is waiting on its body now
+        resp = await client.post("/compose/ps", json=PS, headers=AUTH)
+        assert resp.status == 429, await resp.text()
+        assert f"at most {limit} calls at once" in (await resp.json())["rule"]
+        assert (await client.get("/health")).status == 200
+        for reader, _ in held:  # the body deadline (5 s here) ends each held call
+            assert (await asyncio.wait_for(reader.readline(), 30)).startswith(b"HTTP/1.1 408")
+    finally:
+        for _, writer in held:
+            writer.close()
+    resp = await client.post("/compose/ps", json=PS, headers=AUTH)
+    assert resp.status == 200, await resp.text()  # the freed calls are no longer counted
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [
+        "x" * 300_000 + "\n",  # one line past asyncio's 64 KiB readline (was an exception)
+        "y" * 200_000,  # no end of line at all
+    ],
+    ids=["a 300 KB line", "no newline"],
+)
+async def test_logs_and_ps_cut_long_lines_and_keep_the_stream(
+    agent: tuple[TestClient, Path], printed: str
+) -> None:
+    client, said = agent
+    said.write_text(printed)
+    resp = await client.post("/compose/logs", json={**PS, "service": "a", "tail": 10}, headers=AUTH)
+    assert resp.status == 200
+    events = [json.loads(line) for line in (await resp.text()).splitlines()]
+    assert events[-1] == {"type": "exit", "code": 0}
+
+
+async def test_an_up_stream_cuts_a_long_line_and_ends_with_its_exit(
+    agent: tuple[TestClient, Path],
+) -> None:
+    from tierctl.agent.server import MAX_LINE_CHARS
+
+    client, said = agent
+    said.write_text("z" * 300_000 + "\nshort\n")
+    body = {**PS, "services": ["a"], "env": {}, "force_recreate": False, "dry_run": False}
+    resp = await client.post("/compose/up", json=body, headers=AUTH)
+    assert resp.status == 200
+    events = [json.loads(line) for line in (await resp.text()).splitlines()]
+    lines = [e["line"] for e in events if e["type"] == "stdout"]
+    assert all(len(line) <= MAX_LINE_CHARS + 40 for line in lines), [len(x) for x in lines]
+    assert "cut at" in lines[0]
+    assert lines[-1] == "short"
+    assert events[-1] == {"type": "exit", "code": 0}
