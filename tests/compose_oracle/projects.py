@@ -31,8 +31,11 @@ ENVIRON: dict[str, str] = {
     "MODELS": "/srv/models",
 }
 
-#: The profiles every project is read with.
+#: The profiles every project is read with (unless it reads ``COMPOSE_PROFILES``).
 PROFILES: tuple[str, ...] = ("on",)
+
+#: The ``-p`` most projects are read with (projects sharing a call share it).
+PROJECT_NAME = "oracle"
 
 #: Env files each project may name (written beside its compose files).
 ENV_FILES: dict[str, str] = {
@@ -49,6 +52,27 @@ class Project:
     files: dict[str, str]
     order: list[str]
     features: list[str] = field(default_factory=list)
+    #: ``-p``: the harness's shared name by default; None: Compose picks it (``name:``,
+    #: ``COMPOSE_PROJECT_NAME``, the folder's name).
+    project_name: str | None = PROJECT_NAME
+    #: Variables set besides :data:`ENVIRON` (``COMPOSE_PROFILES``, ``COMPOSE_PROJECT_NAME``).
+    env: dict[str, str] = field(default_factory=dict)
+    #: ``--profile`` values; None: :data:`PROFILES`; ``()``: none (``COMPOSE_PROFILES`` applies).
+    profiles: tuple[str, ...] | None = None
+    #: The project folder's own name (a folder of its own); None: the shared folder.
+    folder: str | None = None
+
+    @property
+    def solo(self) -> bool:
+        """Whether the project needs a folder of its own (a ``.env``, a named folder)."""
+        return self.folder is not None or ".env" in self.files
+
+    def options_key(self) -> tuple[object, ...]:
+        """What must be equal for two projects to share one ``docker compose`` call."""
+        named = (
+            re.findall(r"(?m)^name:.*$", self.files.get(self.order[0], "")) if self.order else []
+        )
+        return (self.project_name, sorted(self.env.items()), self.profiles, named)
 
     def render(self, prefix: str) -> tuple[dict[str, str], list[str]]:
         """The files and the ``-f`` order with ``{P}`` replaced by ``prefix``."""
@@ -97,7 +121,17 @@ _REFS = [
     "${SET:-}",
     "${PORT:+${TAG}}",
 ]
-_BAD_REFS = ["${UNSET:?set UNSET}", "${EMPTY:?not empty}", "${UNSET?boom}", "${ A}", "${A!}"]
+_BAD_REFS = [
+    "${UNSET:?set UNSET}",
+    "${EMPTY:?not empty}",
+    "${UNSET?boom}",
+    "${ A}",
+    "${A!}",
+    # required without a message, unset or empty (issue #42)
+    "${UNSET:?}",
+    "${UNSET?}",
+    "${EMPTY:?}",
+]
 
 texts = st.one_of(
     st.sampled_from(["plain", "two words", "x=y", "true", "8080", "a:b", "", "é"]),
@@ -163,25 +197,62 @@ short_volumes = st.sampled_from(
         ".:/app",
     ]
 )
-bad_volumes = st.sampled_from(["{P}undeclared:/u", "./a:/b:c:d", ":/empty", "./a:/b:bogus"])
+bad_volumes = st.sampled_from(
+    [
+        "{P}undeclared:/u",
+        "./a:/b:c:d",
+        ":/empty",
+        "./a:/b:bogus",
+        # long forms Compose refuses (issue #38): no target, an unknown type
+        {"type": "bind", "source": "./data"},
+        {"type": "volume", "source": "{P}data"},
+        {"type": "bogus", "source": "./a", "target": "/a"},
+        {"type": "bind", "source": "./a", "target": "/a", "bind": {"propagation": "nope"}},
+    ]
+)
 long_volumes = st.one_of(
     st.fixed_dictionaries(
         {
             "type": st.just("bind"),
-            "source": st.sampled_from(["./data", "/abs"]),
-            "target": st.sampled_from(["/data", "/abs"]),
+            "source": st.sampled_from(["./data", "/abs", "${MODELS}", "./data/"]),
+            "target": st.sampled_from(["/data", "/abs", "/data/", "/x/../y"]),
         },
-        optional={"read_only": st.booleans()},
+        optional={
+            "read_only": st.booleans(),
+            "bind": st.fixed_dictionaries(
+                {},
+                optional={
+                    "create_host_path": st.booleans(),
+                    "propagation": st.sampled_from(["rprivate", "shared"]),
+                    "selinux": st.sampled_from(["z", "Z"]),
+                },
+            ),
+            "consistency": st.sampled_from(["cached", "delegated"]),
+        },
     ),
     st.fixed_dictionaries(
         {
             "type": st.just("volume"),
-            "source": st.just("{P}data"),
+            "source": st.sampled_from(["{P}data", "{P}data", "{P}cache"]),
             "target": st.sampled_from(["/var/lib/data", "/v"]),
         },
-        optional={"read_only": st.booleans()},
+        optional={
+            "read_only": st.booleans(),
+            "volume": st.fixed_dictionaries(
+                {}, optional={"nocopy": st.booleans(), "subpath": st.just("sub")}
+            ),
+        },
     ),
-    st.fixed_dictionaries({"type": st.just("tmpfs"), "target": st.just("/t")}),
+    # an anonymous volume: no source
+    st.fixed_dictionaries({"type": st.just("volume"), "target": st.sampled_from(["/anon", "/w"])}),
+    st.fixed_dictionaries(
+        {"type": st.just("tmpfs"), "target": st.just("/t")},
+        optional={
+            "tmpfs": st.fixed_dictionaries(
+                {}, optional={"size": st.sampled_from(["64m", 1024, "1g"]), "mode": st.just(1777)}
+            )
+        },
+    ),
 )
 volumes = st.one_of(short_volumes, short_volumes, long_volumes)
 
@@ -235,6 +306,15 @@ env_files = st.one_of(
     st.sampled_from(["{P}a.env", "{P}b.env", "{P}g.env"]),
     st.lists(st.sampled_from(["{P}a.env", "{P}b.env", "{P}g.env"]), min_size=1, max_size=2),
     st.just([{"path": "{P}missing.env", "required": False}, "{P}a.env"]),
+    # the long form's `format: raw` (values as written, no quotes, no interpolation)
+    st.lists(
+        st.fixed_dictionaries(
+            {"path": st.sampled_from(["{P}g.env", "{P}r.env", "{P}b.env"])},
+            optional={"format": st.just("raw"), "required": st.booleans()},
+        ),
+        min_size=1,
+        max_size=2,
+    ),
 )
 
 # A generated env file ({P}g.env, issue #38): compose-go's dotenv scanner's shapes, one line
@@ -242,6 +322,17 @@ env_files = st.one_of(
 _DOTENV_KEYS = ["G1", "G_2", "g.3", "G-4", "G[5]", "SET", "EMPTY", "UNSET"]
 _DOTENV_VALUES = [
     "plain",
+    "$SET",
+    "${UNSET:-${SET}}",
+    "'${SET}'",
+    '"it\'s"',
+    "'say \"hi\"'",
+    '"a # not a comment"',
+    '"a\\\\$SET"',
+    "'a\\b'",
+    "  spaced  ",
+    '""',
+    "''",
     "two words",
     "x #comment",
     "x#kept",
@@ -260,7 +351,15 @@ _DOTENV_VALUES = [
     '"x" G9=tail',
     "",
 ]
-_DOTENV_BAD = ['G6="open', "G7='open", "\ufeffG8=1", "G 9=1"]
+_DOTENV_BAD = [
+    'G6="open',
+    "G7='open",
+    "\ufeffG8=1",
+    "G 9=1",
+    "G10=${UNSET:?need G10}",
+    'G11="${UNSET?}"',
+    "G12=${ x}",
+]
 
 
 @st.composite
@@ -279,7 +378,47 @@ def dotenv_texts(draw: st.DrawFn) -> str:
             key, value = draw(st.sampled_from(_DOTENV_KEYS)), draw(st.sampled_from(_DOTENV_VALUES))
             lines.append(f"{prefix}{key}{sep}{value}")
     end = draw(st.sampled_from(["\n", "\n", "", "\r\n"]))
-    return end.join(lines) + end
+    # A BOM that starts the file is dropped; `export` alone at the end is refused.
+    head = draw(st.sampled_from([""] * 10 + ["\ufeff"]))
+    tail = draw(st.sampled_from([""] * 20 + ["export", "export "]))
+    return head + end.join(lines) + end + tail
+
+
+#: Lines of an env file read with ``format: raw`` ({P}r.env): whole lines, ``KEY=value`` as
+#: written; a key with white space or none is refused.
+_RAW_LINES = [
+    "R1=plain",
+    "R2='single' # kept",
+    'R3="double"',
+    "R4=${SET}",
+    "R5=$$x",
+    "R6=a\\nb",
+    "R7=  spaced  ",
+    "R8=x=y",
+    "R9=",
+    "  R10=indented",
+    "\tR11=tab",
+    "R.12-x=dots",
+    "SET",
+    "UNSET",
+    "# comment",
+    "   # indented comment",
+    "",
+    "R13=\ufeffbom",
+]
+_RAW_BAD = ["R 14=x", "export R15=1", "=nokey", "R16 =x", "BARE KEY"]
+
+
+@st.composite
+def raw_env_texts(draw: st.DrawFn) -> str:
+    """An env file for ``format: raw``: 1-5 lines, one in twelve one Compose refuses."""
+    lines = []
+    for _ in range(draw(st.integers(1, 5))):
+        bad = draw(st.integers(0, 11)) == 0
+        lines.append(draw(st.sampled_from(_RAW_BAD if bad else _RAW_LINES)))
+    end = draw(st.sampled_from(["\n", "\n", "", "\r\n"]))
+    head = draw(st.sampled_from([""] * 10 + ["\ufeff"]))
+    return head + end.join(lines) + end
 
 
 resources = st.fixed_dictionaries(
@@ -464,7 +603,7 @@ _BAD_FIELDS = {
     "environment": environments(bad=True),
     "image": bad_texts,
     "labels": st.just({1: "int key"}),
-    "env_file": st.just("{P}nonexistent.env"),
+    "env_file": st.sampled_from(["{P}nonexistent.env", [{"path": "{P}a.env", "format": "bogus"}]]),
     "cpus": st.just("lots"),
     "mem_limit": st.just("1 gigabyte"),
     "healthcheck": st.just({"test": "true", "interval": "soon"}),
@@ -628,7 +767,17 @@ def projects(draw: st.DrawFn) -> Project:
             features.append("include-env_file")
         files[inc] = "\n".join(["services:", "  {P}inc:", *_block(inc_body, "    ", {})])
         files[inc] += "\nvolumes:\n  {P}data: {}\n"
-        base.insert(0, f'include: ["{inc}"]')
+        entries: list[Any] = [inc if draw(st.booleans()) else {"path": inc}]
+        if draw(st.integers(0, 4)) == 0:
+            # an empty included file (or one holding only a comment) adds nothing
+            features.append("include-empty")
+            files["{P}empty.yml"] = draw(st.sampled_from(["", "# nothing\n", "\n"]))
+            entries.append("{P}empty.yml")
+        if draw(st.integers(0, 5)) == 0:
+            # the including file redefines the included service: Compose refuses it
+            features.append("include-redefined")
+            base += ["  {P}inc:", '    image: "busybox"']
+        base.insert(0, f"include: {_j(entries)}")
     base_volumes = "volumes:\n  {P}data: {}\n  {P}cache: {}\n"
     if "include" in features:
         base_volumes = "volumes:\n  {P}cache: {}\n"
@@ -646,10 +795,18 @@ def projects(draw: st.DrawFn) -> Project:
                     features.append(tag)
             if draw(st.integers(0, 5)) == 0:
                 body["profiles"] = draw(st.sampled_from([["on"], ["off"]]))
-            if body:
+            if draw(st.integers(0, 9)) == 0:
+                # `name: null` in an override adds nothing to the earlier file's service
+                features.append("override-null")
+                over.append(f"  {{P}}{name}: {draw(st.sampled_from(['null', '~', '']))}".rstrip())
+            elif body:
                 over += [f"  {{P}}{name}:", *_block(body, "    ", tags)]
             else:
                 over.append(f"  {{P}}{name}: {{}}")
+        if draw(st.integers(0, 29)) == 0:
+            # a null service no earlier file defines: Compose refuses it
+            features.append("override-null-undefined")
+            over.append("  {P}ghost: null")
         if draw(st.integers(0, 5)) == 0:
             features.append("networks-override")
             over += ["networks:", f"  {{P}}front: {_j(draw(network_bodies))}"]
@@ -681,4 +838,88 @@ def projects(draw: st.DrawFn) -> Project:
     if "g.env" in text.replace("{P}", ""):
         files["{P}g.env"] = draw(dotenv_texts())
         features.append("dotenv-generated")
-    return Project(files=files, order=order, features=sorted(set(features)))
+    if "r.env" in text.replace("{P}", ""):
+        files["{P}r.env"] = draw(raw_env_texts())
+    if '"format": "raw"' in text:
+        features.append("env_file-raw")
+    project = Project(files=files, order=order)
+    features += draw(project_inputs(project))
+    project.features = sorted(set(features))
+    return project
+
+
+#: ``-p`` values (issue #38): Compose takes only names already normal (lower case, digits,
+#: ``-``, ``_``, starting with a letter or digit).
+_GIVEN_NAMES = ["tier-1", "a_b", "9lives", "Upper", "a b", "_a", "_", "-a", "a.b", "é"]
+#: ``name:`` values: normalised by Compose (``_x`` is ``x``, ``Abc`` ``abc``); one that
+#: normalises to nothing is refused, an empty one names nothing.
+_FILE_NAMES = [
+    "tier-2",
+    "Abc",
+    "_x",
+    "_",
+    "my proj",
+    '"${SET}"',
+    '"${UNSET-}"',
+    '"${UNSET:-dflt}"',
+    '"x-${TAG}"',
+    '""',
+    '"-lead"',
+    '"a.b_C"',
+]
+#: The project folder's own name (no ``-p``, no ``name:``).
+_FOLDERS = ["Proj One", "_x", "_", "UPPER", "ok-1", "a.b"]
+#: ``COMPOSE_PROFILES`` values (read when no ``--profile`` is given).
+_ENV_PROFILES = ["on", "off", "on,off", "", "*", "x", "on,"]
+
+
+@st.composite
+def project_inputs(draw: st.DrawFn, project: Project) -> list[str]:
+    """What the project takes besides its compose files, in about one project in four: the
+    project name from ``-p``, ``COMPOSE_PROJECT_NAME`` (the environment or ``.env``),
+    ``name:`` or the folder; ``COMPOSE_PROFILES`` instead of ``--profile``; a ``.env`` that
+    the compose file's references read. Sets them on ``project``; returns its features."""
+    features: list[str] = []
+    dotenv: list[str] = []
+    how = draw(st.sampled_from([None] * 12 + ["-p", "-p", "name", "name", "env", "folder"]))
+    if how == "-p":
+        project.project_name = draw(st.sampled_from(_GIVEN_NAMES))
+        features.append("project-name-p")
+    elif how == "name":
+        project.project_name = None
+        base = project.order[0]
+        project.files[base] = f"name: {draw(st.sampled_from(_FILE_NAMES))}\n" + project.files[base]
+        features.append("project-name-file")
+    elif how == "env":
+        project.project_name = None
+        value = draw(st.sampled_from(_GIVEN_NAMES))
+        if draw(st.booleans()):
+            project.env["COMPOSE_PROJECT_NAME"] = value
+        else:
+            dotenv.append(f"COMPOSE_PROJECT_NAME={value}")
+        features.append("project-name-env")
+    elif how == "folder":
+        project.project_name = None
+        project.folder = draw(st.sampled_from(_FOLDERS))
+        features.append("project-name-folder")
+    if draw(st.integers(0, 7)) == 0:
+        project.profiles = ()
+        value = draw(st.sampled_from(_ENV_PROFILES))
+        if draw(st.booleans()):
+            project.env["COMPOSE_PROFILES"] = value
+        else:
+            dotenv.append(f"COMPOSE_PROFILES={value}")
+        features.append("profiles-env")
+    if dotenv or draw(st.integers(0, 11)) == 0:
+        # The project's .env: the generated dotenv shapes, read by a service's references.
+        text = draw(dotenv_texts()) if draw(st.integers(0, 3)) else ""
+        project.files[".env"] = "\n".join(dotenv) + ("\n" if dotenv else "") + text
+        refs = {f"D_{k}": f"${{{k}-unset}}" for k in ("G1", "G_2", "G9", "SET", "EMPTY", "UNSET")}
+        base = project.order[0]
+        project.files[base] = project.files[base].replace(
+            "services:\n",
+            f"services:\n  {{P}}dotenv: {_j({'image': 'busybox', 'environment': refs})}\n",
+            1,
+        )
+        features.append("dotenv-project")
+    return features
