@@ -32,7 +32,7 @@ from tierctl.compose.casts import (
     negative_unsigned,
 )
 from tierctl.compose.compose_file import ComposeFile
-from tierctl.compose.dotenv import DotenvError, read_dotenv
+from tierctl.compose.dotenv import DotenvError, read_dotenv, read_raw_env
 from tierctl.compose.forms import (
     FormError,
     normalise_depends_on,
@@ -477,7 +477,10 @@ def _env_files(value: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for entry in value if isinstance(value, list) else [value]:
         if isinstance(entry, dict):
-            out.append({"path": str(entry.get("path")), "required": entry.get("required", True)})
+            form = {"path": str(entry.get("path")), "required": entry.get("required", True)}
+            if entry.get("format") not in (None, ""):
+                form["format"] = entry["format"]
+            out.append(form)
         else:
             out.append({"path": str(entry), "required": True})
     return out
@@ -1368,6 +1371,16 @@ def _mount(mount: Any, service: str, folder: str, volumes: dict[str, Any], where
     out = dict(mount)
     if isinstance(out.get("target"), str):
         out["target"] = go_path_clean(out["target"])  # as compose-go's normalize cleans it
+    if out.get("type") == "bind" and "source" not in out:
+        # An empty source is the project folder; none at all Compose refuses.
+        raise _refuse(
+            'invalid mount config for type "bind": field Source must not be empty',
+            where.at("services", service, "volumes"),
+            "a bind mount names the host path it mounts in source:",
+            "add source: ./path (the host folder) to the mount",
+            out.get("target"),
+        )
+    _mount_options(out, service, where)
     if out.get("type") == "bind" and isinstance(out.get("source"), str):
         out["source"] = absolute(out["source"], folder)
     if out.get("type") == "volume" and out.get("source") and out["source"] not in volumes:
@@ -1380,6 +1393,32 @@ def _mount(mount: Any, service: str, folder: str, volumes: dict[str, Any], where
             out["source"],
         )
     return out
+
+
+def _mount_options(mount: dict[str, Any], service: str, where: _Where) -> None:
+    """A long mount's options as compose-go holds them: ``bind.create_host_path: false`` left
+    out (Go's ``omitempty``), ``tmpfs.size`` as a byte size (``1g`` is ``"1073741824"``, 0
+    left out); a size that does not parse is refused."""
+    bind = mount.get("bind")
+    if isinstance(bind, dict) and bind.get("create_host_path") is False:
+        mount["bind"] = {k: v for k, v in bind.items() if k != "create_host_path"}
+    tmpfs = mount.get("tmpfs")
+    if not isinstance(tmpfs, dict) or "size" not in tmpfs:
+        return
+    out = dict(tmpfs)
+    try:
+        size = _size(out.pop("size"))
+    except FormError:
+        raise _refuse(
+            f"'services[{service}].volumes.tmpfs.size' invalid size: {tmpfs['size']!r}",
+            where.at("services", service, "volumes"),
+            "a tmpfs size is a number of bytes with an optional unit b, k, m, g",
+            "write size: 64m",
+            tmpfs["size"],
+        ) from None
+    if size != "0":
+        out["size"] = size
+    mount["tmpfs"] = out
 
 
 def _environment(
@@ -1395,6 +1434,15 @@ def _environment(
     lookup = {**{k: v for k, v in resolved.items() if v is not None}, **env}
     for entry in svc.pop("env_file", None) or []:
         path = absolute(str(entry["path"]), folder)
+        form = entry.get("format")
+        if form not in (None, "raw"):
+            raise _refuse(
+                f"unsupported env_file format {form!r}",
+                where.at("services", name, "env_file"),
+                "an env_file's format is raw, or left out (dotenv)",
+                "remove format:, or write format: raw",
+                form,
+            )
         if not os.path.isfile(path):
             if entry.get("required", True) is False:
                 continue
@@ -1408,7 +1456,10 @@ def _environment(
         text = read_text(Path(path), what="env file", error=ComposeInputError)
         try:
             earlier = {k: v for k, v in merged.items() if v is not None}
-            values = read_dotenv(text, path, lookup, earlier)
+            if form == "raw":
+                values = read_raw_env(text, lookup)
+            else:
+                values = read_dotenv(text, path, lookup, earlier)
         except DotenvError as exc:
             raise _refuse(str(exc), Location(file=path, line=exc.line), exc.rule, exc.fix) from None
         # A bare KEY nothing has a value for is left out, as Compose leaves it.
