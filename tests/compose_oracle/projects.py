@@ -82,6 +82,30 @@ class Project:
         )
 
 
+_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {}
+_BOOLEANS = st.booleans()
+
+
+def _sampled(values: Any) -> st.SearchStrategy[Any]:
+    """``st.sampled_from(values)``, built once per list of values: a composite draws from
+    it thousands of times, and building (and validating) a strategy costs more than a draw.
+    The draws are the same as from a fresh strategy."""
+    key = "s" + repr(values)
+    found = _STRATEGIES.get(key)
+    if found is None:
+        found = _STRATEGIES[key] = st.sampled_from(values)
+    return found
+
+
+def _integers(low: int, high: int) -> st.SearchStrategy[int]:
+    """``st.integers(low, high)``, built once (:func:`_sampled`)."""
+    key = f"i{low},{high}"
+    found = _STRATEGIES.get(key)
+    if found is None:
+        found = _STRATEGIES[key] = st.integers(low, high)
+    return found
+
+
 def _j(value: Any) -> str:
     """A value as YAML flow text (JSON is YAML)."""
     return json.dumps(value, ensure_ascii=False)
@@ -270,7 +294,7 @@ devices = st.one_of(
 def _env_list(draw: st.DrawFn, bad: bool) -> list[str]:
     items = []
     for key in draw(st.lists(_KEYS, max_size=4)):
-        form = draw(st.sampled_from(["kv", "kv", "bare", "empty"]))
+        form = draw(_sampled(["kv", "kv", "bare", "empty"]))
         if form == "kv":
             items.append(f"{key}={draw(texts)}")
         elif form == "bare":
@@ -278,14 +302,14 @@ def _env_list(draw: st.DrawFn, bad: bool) -> list[str]:
         else:
             items.append(f"{key}=")
     if bad:
-        items.append(draw(st.sampled_from(["DEBUG = true", "DEBUG =true"])))
+        items.append(draw(_sampled(["DEBUG = true", "DEBUG =true"])))
     return items
 
 
 @st.composite
 def environments(draw: st.DrawFn, bad: bool = False) -> Any:
     """``environment`` in list or map form."""
-    if bad or draw(st.booleans()):
+    if bad or draw(_BOOLEANS):
         return _env_list(draw, bad)
     return draw(st.dictionaries(_KEYS, st.one_of(scalars, st.none()), max_size=4))
 
@@ -294,10 +318,9 @@ def environments(draw: st.DrawFn, bad: bool = False) -> Any:
 def labels(draw: st.DrawFn) -> Any:
     """``labels`` in list or map form."""
     keys = st.sampled_from(["com.example.role", "tier", "replica", "x"])
-    if draw(st.booleans()):
+    if draw(_BOOLEANS):
         return [
-            f"{k}={draw(texts)}" if draw(st.booleans()) else k
-            for k in draw(st.lists(keys, max_size=3))
+            f"{k}={draw(texts)}" if draw(_BOOLEANS) else k for k in draw(st.lists(keys, max_size=3))
         ]
     return draw(st.dictionaries(keys, st.one_of(scalars, st.none()), max_size=3))
 
@@ -366,21 +389,21 @@ _DOTENV_BAD = [
 def dotenv_texts(draw: st.DrawFn) -> str:
     """A dotenv file of 1-5 statements (``export``, YAML-style ``K: v``, bare keys, comments)."""
     lines = []
-    for _ in range(draw(st.integers(1, 5))):
-        kind = draw(st.integers(0, 11))
+    for _ in range(draw(_integers(1, 5))):
+        kind = draw(_integers(0, 11))
         if kind == 0:
-            lines.append(draw(st.sampled_from(_DOTENV_BAD)))
+            lines.append(draw(_sampled(_DOTENV_BAD)))
         elif kind == 1:
-            lines.append(draw(st.sampled_from([*_DOTENV_KEYS, "# note", "", "export =x"])))
+            lines.append(draw(_sampled([*_DOTENV_KEYS, "# note", "", "export =x"])))
         else:
-            prefix = draw(st.sampled_from(["", "", "export ", "  "]))
-            sep = draw(st.sampled_from(["=", "=", " = ", ": "]))
-            key, value = draw(st.sampled_from(_DOTENV_KEYS)), draw(st.sampled_from(_DOTENV_VALUES))
+            prefix = draw(_sampled(["", "", "export ", "  "]))
+            sep = draw(_sampled(["=", "=", " = ", ": "]))
+            key, value = draw(_sampled(_DOTENV_KEYS)), draw(_sampled(_DOTENV_VALUES))
             lines.append(f"{prefix}{key}{sep}{value}")
-    end = draw(st.sampled_from(["\n", "\n", "", "\r\n"]))
+    end = draw(_sampled(["\n", "\n", "", "\r\n"]))
     # A BOM that starts the file is dropped; `export` alone at the end is refused.
-    head = draw(st.sampled_from([""] * 10 + ["\ufeff"]))
-    tail = draw(st.sampled_from([""] * 20 + ["export", "export "]))
+    head = draw(_sampled([""] * 10 + ["\ufeff"]))
+    tail = draw(_sampled([""] * 20 + ["export", "export "]))
     return head + end.join(lines) + end + tail
 
 
@@ -413,11 +436,11 @@ _RAW_BAD = ["R 14=x", "export R15=1", "=nokey", "R16 =x", "BARE KEY"]
 def raw_env_texts(draw: st.DrawFn) -> str:
     """An env file for ``format: raw``: 1-5 lines, one in twelve one Compose refuses."""
     lines = []
-    for _ in range(draw(st.integers(1, 5))):
-        bad = draw(st.integers(0, 11)) == 0
-        lines.append(draw(st.sampled_from(_RAW_BAD if bad else _RAW_LINES)))
-    end = draw(st.sampled_from(["\n", "\n", "", "\r\n"]))
-    head = draw(st.sampled_from([""] * 10 + ["\ufeff"]))
+    for _ in range(draw(_integers(1, 5))):
+        bad = draw(_integers(0, 11)) == 0
+        lines.append(draw(_sampled(_RAW_BAD if bad else _RAW_LINES)))
+    end = draw(_sampled(["\n", "\n", "", "\r\n"]))
+    head = draw(_sampled([""] * 10 + ["\ufeff"]))
     return head + end.join(lines) + end
 
 
@@ -634,7 +657,7 @@ def service_body(draw: st.DrawFn, *, override: bool, bad: bool) -> dict[str, Any
     for key in keys:
         body[key] = draw(_FIELDS[key])
     if bad:
-        key = draw(st.sampled_from(_BAD_OVER if override else sorted(_BAD_FIELDS)))
+        key = draw(_sampled(_BAD_OVER if override else sorted(_BAD_FIELDS)))
         body[key] = draw(_BAD_FIELDS[key])
     return body
 
@@ -663,10 +686,10 @@ def _block(body: dict[str, Any], indent: str, tags: dict[str, str]) -> list[str]
 def top_level(draw: st.DrawFn) -> str:
     """The base file's top-level networks, secrets and configs (what services refer to)."""
     nets = {n: draw(network_bodies) for n in NETWORKS[:2]}
-    nets["{P}ext"] = draw(st.sampled_from([{"external": True}, {"external": True, "name": "x"}]))
+    nets["{P}ext"] = draw(_sampled([{"external": True}, {"external": True, "name": "x"}]))
     secrets = {
-        "{P}s_file": {"file": draw(st.sampled_from(["./{P}s.txt", "{P}sub/s.txt", "/abs/s"]))},
-        "{P}s_env": {"environment": draw(st.sampled_from(["SET", "EMPTY"]))},
+        "{P}s_file": {"file": draw(_sampled(["./{P}s.txt", "{P}sub/s.txt", "/abs/s"]))},
+        "{P}s_env": {"environment": draw(_sampled(["SET", "EMPTY"]))},
         "{P}s_ext": draw(
             st.sampled_from(
                 [{"external": True}, {"name": "{P}s-${SET}", "environment": "SET"}] * 6
@@ -675,8 +698,8 @@ def top_level(draw: st.DrawFn) -> str:
         ),
     }
     configs = {
-        "{P}c_file": {"file": draw(st.sampled_from(["./{P}c.txt", "{P}sub/c.txt"]))},
-        "{P}c_content": {"content": draw(st.sampled_from(["plain", "v=${SET}", "$$HOME"]))},
+        "{P}c_file": {"file": draw(_sampled(["./{P}c.txt", "{P}sub/c.txt"]))},
+        "{P}c_content": {"content": draw(_sampled(["plain", "v=${SET}", "$$HOME"]))},
         "{P}c_env": {"environment": "SET"},
     }
     out = []
@@ -690,21 +713,19 @@ def top_level(draw: st.DrawFn) -> str:
 def projects(draw: st.DrawFn) -> Project:
     """One whole project: files, ``-f`` order and the features it exercises."""
     features: list[str] = []
-    bad_file = draw(st.sampled_from([None] * 22 + ["base", "over"]))
+    bad_file = draw(_sampled([None] * 22 + ["base", "over"]))
     names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
-    profiled = {
-        n: draw(st.sampled_from([None, None, ["on"], ["off"], ["on", "off"]])) for n in names
-    }
+    profiled = {n: draw(_sampled([None, None, ["on"], ["off"], ["on", "off"]])) for n in names}
     files: dict[str, str] = {}
     order = ["{P}base.yml"]
     base: list[str] = []
-    top_anchor = draw(st.booleans())
+    top_anchor = draw(_BOOLEANS)
     if top_anchor:
         features.append("anchors")
         common = {"environment": draw(environments()), "labels": {"tier": "common"}}
         base.append(f"x-{{P}}common: &{{P}}common {_j(common)}")
     base.append("services:")
-    bad_service = draw(st.sampled_from(names)) if bad_file == "base" else None
+    bad_service = draw(_sampled(names)) if bad_file == "base" else None
     for name in names:
         body = draw(_body(override=False, bad=name == bad_service))
         if profiled[name]:
@@ -712,9 +733,9 @@ def projects(draw: st.DrawFn) -> Project:
             features.append("profiles")
         # Mostly on an earlier service (no loop); now and then on any, so loops are drawn too.
         earlier = names[: names.index(name)]
-        others = earlier if draw(st.integers(0, 9)) else [n for n in names if n != name]
-        if others and draw(st.integers(0, 2)) == 0:
-            dep = draw(st.sampled_from(others))
+        others = earlier if draw(_integers(0, 9)) else [n for n in names if n != name]
+        if others and draw(_integers(0, 2)) == 0:
+            dep = draw(_sampled(others))
             features.append("depends_on")
             body["depends_on"] = draw(
                 st.sampled_from(
@@ -725,22 +746,22 @@ def projects(draw: st.DrawFn) -> Project:
                         {f"{{P}}{dep}": {"condition": "service_healthy", "required": False}},
                         {f"{{P}}{dep}": {"condition": "service_started", "restart": True}},
                     ]
-                    + ([{f"{{P}}{dep}": {}}] if draw(st.integers(0, 4)) == 0 else [])
+                    + ([{f"{{P}}{dep}": {}}] if draw(_integers(0, 4)) == 0 else [])
                 )
             )
         base.append(f"  {{P}}{name}:")
-        if top_anchor and draw(st.booleans()):
+        if top_anchor and draw(_BOOLEANS):
             base.append("    <<: *{P}common")
         base += _block(body, "    ", {})
-    if draw(st.integers(0, 2)) == 0:
+    if draw(_integers(0, 2)) == 0:
         features.append("extends")
         src_body = draw(_body(override=False, bad=False))
         own = draw(_body(override=True, bad=False))
-        if draw(st.integers(0, 2)):
+        if draw(_integers(0, 2)):
             # In a subfolder half the time: its relative paths are from its own folder.
-            common = draw(st.sampled_from(["{P}common.yml", "{P}sub/common.yml"]))
+            common = draw(_sampled(["{P}common.yml", "{P}sub/common.yml"]))
             lines = ["services:", "  {P}base:", *_block(src_body, "    ", {})]
-            if draw(st.booleans()):
+            if draw(_BOOLEANS):
                 # ... and that service extends another of its own file (a chain of two).
                 features.append("extends-chain")
                 root = draw(_body(override=False, bad=False))
@@ -755,25 +776,25 @@ def projects(draw: st.DrawFn) -> Project:
             base += ["  {P}tmpl:", *_block(src_body, "    ", {}), '    profiles: ["off"]']
             base += ["  {P}ext:", '    extends: {service: "{P}tmpl"}']
         base += _block(own, "    ", {})
-    if draw(st.integers(0, 4)) == 0:
+    if draw(_integers(0, 4)) == 0:
         features.append("include")
         inc_body = draw(_body(override=False, bad=False))
         for key in ("env_file", "networks", "secrets", "configs"):
             inc_body.pop(key, None)  # the included project is read on its own
-        inc = draw(st.sampled_from(["{P}inc.yml", "{P}sub/inc.yml"]))
-        if inc != "{P}inc.yml" and draw(st.booleans()):
+        inc = draw(_sampled(["{P}inc.yml", "{P}sub/inc.yml"]))
+        if inc != "{P}inc.yml" and draw(_BOOLEANS):
             inc_body["env_file"] = "inc.env"
             files["{P}sub/inc.env"] = "INC=1\nSHARED=from-inc\n"
             features.append("include-env_file")
         files[inc] = "\n".join(["services:", "  {P}inc:", *_block(inc_body, "    ", {})])
         files[inc] += "\nvolumes:\n  {P}data: {}\n"
-        entries: list[Any] = [inc if draw(st.booleans()) else {"path": inc}]
-        if draw(st.integers(0, 4)) == 0:
+        entries: list[Any] = [inc if draw(_BOOLEANS) else {"path": inc}]
+        if draw(_integers(0, 4)) == 0:
             # an empty included file (or one holding only a comment) adds nothing
             features.append("include-empty")
-            files["{P}empty.yml"] = draw(st.sampled_from(["", "# nothing\n", "\n"]))
+            files["{P}empty.yml"] = draw(_sampled(["", "# nothing\n", "\n"]))
             entries.append("{P}empty.yml")
-        if draw(st.integers(0, 5)) == 0:
+        if draw(_integers(0, 5)) == 0:
             # the including file redefines the included service: Compose refuses it
             features.append("include-redefined")
             base += ["  {P}inc:", '    image: "busybox"']
@@ -782,32 +803,32 @@ def projects(draw: st.DrawFn) -> Project:
     if "include" in features:
         base_volumes = "volumes:\n  {P}cache: {}\n"
     files["{P}base.yml"] = "\n".join(base) + "\n" + base_volumes + draw(top_level())
-    for i in range(draw(st.integers(0, 2))):
+    for i in range(draw(_integers(0, 2))):
         features.append("override")
         over = ["services:"]
         for name in draw(st.lists(st.sampled_from(names), min_size=1, unique=True)):
             body = draw(_body(override=True, bad=bad_file == "over" and i == 0))
             tags: dict[str, str] = {}
             for key in list(body):
-                tag = draw(st.sampled_from([None, None, None, None, "!reset", "!override"]))
+                tag = draw(_sampled([None, None, None, None, "!reset", "!override"]))
                 if tag is not None and key != "image":
                     tags[key] = tag
                     features.append(tag)
-            if draw(st.integers(0, 5)) == 0:
-                body["profiles"] = draw(st.sampled_from([["on"], ["off"]]))
-            if draw(st.integers(0, 9)) == 0:
+            if draw(_integers(0, 5)) == 0:
+                body["profiles"] = draw(_sampled([["on"], ["off"]]))
+            if draw(_integers(0, 9)) == 0:
                 # `name: null` in an override adds nothing to the earlier file's service
                 features.append("override-null")
-                over.append(f"  {{P}}{name}: {draw(st.sampled_from(['null', '~', '']))}".rstrip())
+                over.append(f"  {{P}}{name}: {draw(_sampled(['null', '~', '']))}".rstrip())
             elif body:
                 over += [f"  {{P}}{name}:", *_block(body, "    ", tags)]
             else:
                 over.append(f"  {{P}}{name}: {{}}")
-        if draw(st.integers(0, 29)) == 0:
+        if draw(_integers(0, 29)) == 0:
             # a null service no earlier file defines: Compose refuses it
             features.append("override-null-undefined")
             over.append("  {P}ghost: null")
-        if draw(st.integers(0, 5)) == 0:
+        if draw(_integers(0, 5)) == 0:
             features.append("networks-override")
             over += ["networks:", f"  {{P}}front: {_j(draw(network_bodies))}"]
         name_i = f"{{P}}over{i}.yml"
@@ -881,38 +902,38 @@ def project_inputs(draw: st.DrawFn, project: Project) -> list[str]:
     the compose file's references read. Sets them on ``project``; returns its features."""
     features: list[str] = []
     dotenv: list[str] = []
-    how = draw(st.sampled_from([None] * 12 + ["-p", "-p", "name", "name", "env", "folder"]))
+    how = draw(_sampled([None] * 12 + ["-p", "-p", "name", "name", "env", "folder"]))
     if how == "-p":
-        project.project_name = draw(st.sampled_from(_GIVEN_NAMES))
+        project.project_name = draw(_sampled(_GIVEN_NAMES))
         features.append("project-name-p")
     elif how == "name":
         project.project_name = None
         base = project.order[0]
-        project.files[base] = f"name: {draw(st.sampled_from(_FILE_NAMES))}\n" + project.files[base]
+        project.files[base] = f"name: {draw(_sampled(_FILE_NAMES))}\n" + project.files[base]
         features.append("project-name-file")
     elif how == "env":
         project.project_name = None
-        value = draw(st.sampled_from(_GIVEN_NAMES))
-        if draw(st.booleans()):
+        value = draw(_sampled(_GIVEN_NAMES))
+        if draw(_BOOLEANS):
             project.env["COMPOSE_PROJECT_NAME"] = value
         else:
             dotenv.append(f"COMPOSE_PROJECT_NAME={value}")
         features.append("project-name-env")
     elif how == "folder":
         project.project_name = None
-        project.folder = draw(st.sampled_from(_FOLDERS))
+        project.folder = draw(_sampled(_FOLDERS))
         features.append("project-name-folder")
-    if draw(st.integers(0, 7)) == 0:
+    if draw(_integers(0, 7)) == 0:
         project.profiles = ()
-        value = draw(st.sampled_from(_ENV_PROFILES))
-        if draw(st.booleans()):
+        value = draw(_sampled(_ENV_PROFILES))
+        if draw(_BOOLEANS):
             project.env["COMPOSE_PROFILES"] = value
         else:
             dotenv.append(f"COMPOSE_PROFILES={value}")
         features.append("profiles-env")
-    if dotenv or draw(st.integers(0, 11)) == 0:
+    if dotenv or draw(_integers(0, 11)) == 0:
         # The project's .env: the generated dotenv shapes, read by a service's references.
-        text = draw(dotenv_texts()) if draw(st.integers(0, 3)) else ""
+        text = draw(dotenv_texts()) if draw(_integers(0, 3)) else ""
         project.files[".env"] = "\n".join(dotenv) + ("\n" if dotenv else "") + text
         refs = {f"D_{k}": f"${{{k}-unset}}" for k in ("G1", "G_2", "G9", "SET", "EMPTY", "UNSET")}
         base = project.order[0]
