@@ -709,6 +709,12 @@ def top_level(draw: st.DrawFn) -> str:
     return "\n".join(out) + "\n"
 
 
+#: An included file without resources: read as none, or (the last three) refused, as
+#: Compose validates an included file's top level on its own.
+_INCLUDED_EMPTY = ["", "# nothing\n", "\n", "services: {}\n", "x-{P}e: 1\n", "---\n",
+                   "volumes:\n", "bogus: 1\n"]  # fmt: skip
+
+
 @st.composite
 def projects(draw: st.DrawFn) -> Project:
     """One whole project: files, ``-f`` order and the features it exercises."""
@@ -792,7 +798,7 @@ def projects(draw: st.DrawFn) -> Project:
         if draw(_integers(0, 4)) == 0:
             # an empty included file (or one holding only a comment) adds nothing
             features.append("include-empty")
-            files["{P}empty.yml"] = draw(_sampled(["", "# nothing\n", "\n"]))
+            files["{P}empty.yml"] = draw(_sampled(_INCLUDED_EMPTY))
             entries.append("{P}empty.yml")
         if draw(_integers(0, 5)) == 0:
             # the including file redefines the included service: Compose refuses it

@@ -153,6 +153,16 @@ def _read(
     if "include" in data:
         data, included = _apply_include(data, source, text, folder, reading)
         texts = included + texts
+        if not data and not reading.chain:
+            # Nothing left once the includes brought nothing in (an empty list, empty files).
+            raise _error(
+                source,
+                text,
+                ("include",),
+                "empty compose file",
+                rule="a compose file defines services or resources, or includes a file that does",
+                fix="add services:, or include a file that defines some",
+            )
     services = data.get("services")
     if isinstance(services, dict) and any(
         isinstance(s, dict) and "extends" in s for s in services.values()
@@ -472,8 +482,8 @@ def _parse(text: str, source: str, included: bool = False) -> dict[str, Any]:
         recursion=lambda node: _recursive(source, node),
         line_depth=0,  # ComposeFile.lines maps lines only when a message needs them
     ).data
-    if data is None and included:
-        return {}
+    if data is None and included and not _has_document(text):
+        return {}  # no document at all (an empty file, only comments); `---` is a null one
     if not isinstance(data, dict):
         raise ComposeInputError(
             "a compose file must be a mapping with a services: key",
@@ -487,7 +497,61 @@ def _parse(text: str, source: str, included: bool = False) -> dict[str, Any]:
             location=Location(file=source, path="services"),
             value=type(services).__name__,
         )
+    if included:
+        _check_included_top_level(data, source, text)
     return data
+
+
+def _has_document(text: str) -> bool:
+    """Whether YAML text holds a document (``---`` or ``null`` do: a null one), not only
+    comments and blank lines."""
+    try:
+        return any(True for _ in yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError:
+        return True
+
+
+#: The top-level keys of the compose-spec schema (``x-*`` besides); those of them whose
+#: value is a mapping of names.
+_TOP_LEVEL = ("version", "name", "include", "services", "models", "networks", "volumes",
+              "secrets", "configs")  # fmt: skip
+_SECTIONS = ("services", "models", "networks", "volumes", "secrets", "configs")
+
+
+def _check_included_top_level(data: dict[str, Any], source: str, text: str) -> None:
+    """An included file's top level as Compose validates it (the file is a project of its
+    own; the including file's schema check never sees what is not imported): a section
+    that is null (``volumes:`` with nothing under it) or an unknown key is refused."""
+    for key, value in data.items():
+        if key in _SECTIONS and value is None:
+            raise _error(
+                source,
+                text,
+                (key,),
+                f"{key} must be a mapping",
+                rule="compose-spec schema (Compose validates an included file against it)",
+                fix=f"remove the empty {key}: or write {key}: {{}}",
+            )
+        if key in ("version", "name") and not isinstance(value, str):
+            raise _error(
+                source,
+                text,
+                (key,),
+                f"{key} must be a string",
+                rule="compose-spec schema (Compose validates an included file against it)",
+                fix=f'quote the value: {key}: "..."',
+                value=value,
+            )
+        if key not in _TOP_LEVEL and not str(key).startswith("x-"):
+            raise _error(
+                source,
+                text,
+                (key,),
+                f"additional properties {key!r} not allowed",
+                rule="compose-spec schema (Compose validates an included file against it)",
+                fix=f"remove {key}: (or name it x-{key} to keep it as an extension)",
+                value=key,
+            )
 
 
 @dataclass(frozen=True)
