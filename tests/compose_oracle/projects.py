@@ -837,9 +837,18 @@ def projects(draw: st.DrawFn) -> Project:
         if draw(_integers(0, 5)) == 0:
             features.append("networks-override")
             over += ["networks:", f"  {{P}}front: {_j(draw(network_bodies))}"]
+        if draw(_integers(0, 9)) == 0:
+            # a section with nothing under it: nothing over the base file's (models: none)
+            features.append("override-null-section")
+            over.append(draw(_sampled(["volumes:", "secrets:", "configs:", "models:"])))
         name_i = f"{{P}}over{i}.yml"
         files[name_i] = "\n".join(over) + "\n"
         order.append(name_i)
+    if draw(_integers(0, 14)) == 0:
+        # an override without a YAML document (empty, a comment): Compose passes over it
+        features.append("override-empty-file")
+        files["{P}empty-over.yml"] = draw(_sampled(["", "# nothing here\n", "\n"]))
+        order.insert(draw(_integers(0, len(order))), "{P}empty-over.yml")
     text = "\n".join(files.values())
     for key in ("ports", "volumes", "environment", "env_file", "labels", "devices", "deploy"):
         if f"{key}:" in text:

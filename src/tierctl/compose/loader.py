@@ -105,7 +105,7 @@ def parse_compose(
     overlay: bool = False,
 ) -> ComposeFile:
     """Read compose YAML text; arguments and errors as :func:`load_compose`."""
-    reading = _Reading(env, interpolation, (), rebase)
+    reading = _Reading(env, interpolation, (), rebase, overlay)
     folder = Path(base_dir) if base_dir is not None else None
     # The cyclic GC is paused while the file is read, as load_yaml pauses it: everything
     # built here is kept (nothing is garbage), and each collection would walk every earlier
@@ -141,28 +141,19 @@ class _Reading:
     mode: Interpolation | None
     chain: tuple[str, ...]  # files being included, outermost first (cycle detection)
     rebase: bool = False  # included/extended services' relative paths made absolute
+    overlay: bool = False  # a later -f file: one without a document adds nothing
 
 
 def _read(
     text: str, source: str, folder: Path | None, reading: _Reading
 ) -> tuple[dict[str, Any], tuple[tuple[str, str], ...]]:
     """One file: parsed, interpolated, its includes imported and its extends applied."""
-    data = _parse(text, source, included=bool(reading.chain))
+    data = _parse(text, source, included=bool(reading.chain), overlay=reading.overlay)
     data = _interpolate_tree(data, (), _Where(source, text, reading.env, reading.mode))
     texts: tuple[tuple[str, str], ...] = ((source, text),)
     if "include" in data:
         data, included = _apply_include(data, source, text, folder, reading)
         texts = included + texts
-        if not data and not reading.chain:
-            # Nothing left once the includes brought nothing in (an empty list, empty files).
-            raise _error(
-                source,
-                text,
-                ("include",),
-                "empty compose file",
-                rule="a compose file defines services or resources, or includes a file that does",
-                fix="add services:, or include a file that defines some",
-            )
     services = data.get("services")
     if isinstance(services, dict) and any(
         isinstance(s, dict) and "extends" in s for s in services.values()
@@ -469,9 +460,9 @@ def _extended(
         ) from None
 
 
-def _parse(text: str, source: str, included: bool = False) -> dict[str, Any]:
-    """One file's mapping; an empty file that another includes reads as no resources (as
-    Compose reads it; an empty ``-f`` file Compose refuses)."""
+def _parse(text: str, source: str, included: bool = False, overlay: bool = False) -> dict[str, Any]:
+    """One file's mapping; an empty file that another includes, or a later ``-f`` file,
+    reads as no resources (as Compose reads it; an empty project Compose refuses)."""
     data = load_yaml(
         text,
         source,
@@ -482,7 +473,7 @@ def _parse(text: str, source: str, included: bool = False) -> dict[str, Any]:
         recursion=lambda node: _recursive(source, node),
         line_depth=0,  # ComposeFile.lines maps lines only when a message needs them
     ).data
-    if data is None and included and not _has_document(text):
+    if data is None and (included or overlay) and not has_document(text):
         return {}  # no document at all (an empty file, only comments); `---` is a null one
     if not isinstance(data, dict):
         raise ComposeInputError(
@@ -502,7 +493,7 @@ def _parse(text: str, source: str, included: bool = False) -> dict[str, Any]:
     return data
 
 
-def _has_document(text: str) -> bool:
+def has_document(text: str) -> bool:
     """Whether YAML text holds a document (``---`` or ``null`` do: a null one), not only
     comments and blank lines."""
     try:

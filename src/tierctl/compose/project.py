@@ -41,7 +41,7 @@ from tierctl.compose.forms import (
 )
 from tierctl.compose.interpolation import Interpolation
 from tierctl.compose.lines import locate, merged_lines
-from tierctl.compose.loader import load_compose
+from tierctl.compose.loader import has_document, load_compose
 from tierctl.compose.long_forms import (
     PUBLISHED_INT,
     absolute,
@@ -159,8 +159,16 @@ def project_config(
         load_compose(
             Path(f), env=env, interpolation=Interpolation.STRICT, rebase=True, overlay=i > 0
         )
-        for i, f in enumerate(files)
+        for i, f in enumerate(_with_documents(files))
     ]
+    if not any(c.tagged for c in read):
+        # Nothing left once the includes brought nothing in (`include: []`, empty files).
+        raise _refuse(
+            "empty compose file",
+            Location(file=str(files[0]), line=1),
+            "a project defines services or resources, or includes a file that does",
+            "add services:, or include a file that defines some",
+        )
     merged: dict[str, Any] = {}
     unique = UniqueLists()
     for compose in read:
@@ -188,10 +196,47 @@ def project_config(
     return _finish(data, name, folder, env, options, where)
 
 
+def _with_documents(files: Sequence[str | Path]) -> Sequence[str | Path]:
+    """The ``-f`` files Compose reads: of several, one without a YAML document (empty, only
+    comments) adds nothing and is passed over; none left is "empty compose file"."""
+    if len(files) < 2:
+        return files
+    kept = [
+        f
+        for f in files
+        if has_document(read_text(Path(f), what="compose", error=ComposeInputError))
+    ]
+    if not kept:
+        raise _refuse(
+            "empty compose file",
+            Location(file=str(files[0]), line=1),
+            "a project defines services or resources in at least one of its files",
+            "add services: to one of the files",
+        )
+    return kept
+
+
+#: Top-level sections an override may leave null over an earlier file's mapping.
+_NULL_OVER = ("volumes", "networks", "secrets", "configs", "models")
+
+
 def _null_services_dropped(compose: ComposeFile, merged: dict[str, Any]) -> ComposeFile:
     """An override's ``name: null`` service adds nothing to the earlier files' service (the
     schema sees the merged mapping, as Compose validates it); with no earlier service it is
     refused, as Compose refuses it."""
+    sections = [
+        k
+        for k in _NULL_OVER
+        if k in compose.tagged and compose.tagged[k] is None and isinstance(merged.get(k), dict)
+    ]
+    if sections:
+        # `volumes:` with nothing under it adds nothing to an earlier file's volumes (the
+        # schema sees the merged mapping); with none earlier the schema refuses it.
+        def unsectioned(doc: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in doc.items() if k not in sections}
+
+        raw_doc = unsectioned(compose.raw) if compose.raw is not None else None
+        compose = dataclasses.replace(compose, data=unsectioned(compose.data), raw=raw_doc)
     services = compose.tagged.get("services")
     nulls = (
         [n for n, body in services.items() if body is None] if isinstance(services, dict) else []

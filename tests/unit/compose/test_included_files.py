@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tierctl.compose.project import ProjectOptions, json_form, project_config
+from tierctl.contracts.schema import refuse_invalid
 from tierctl.errors import ComposeInputError
 
 MAIN = 'include: ["e.yml"]\nservices:\n  a:\n    image: y\n'
@@ -67,3 +68,57 @@ def test_a_file_its_includes_leave_empty_is_refused(
 def test_an_included_resource_keeps_the_file_from_being_empty(tmp_path: Path) -> None:
     out = _read(tmp_path, 'include: ["e.yml"]\n', "volumes: {v: {}}\n")
     assert out["services"] == {}
+
+
+def _read_files(tmp_path: Path, *texts: str) -> dict[str, object]:
+    paths = []
+    for i, text in enumerate(texts):
+        paths.append(tmp_path / f"f{i}.yml")
+        paths[-1].write_text(text)
+    options = ProjectOptions(project_directory=str(tmp_path), project_name="p", environ={})
+    # With the schema check, as `tierctl compose config` reads (Compose validates each file).
+    return json_form(project_config(paths, options, check=refuse_invalid))
+
+
+BASE = "services:\n  a:\n    image: x\nvolumes:\n  v: {}\nnetworks:\n  n: {}\nsecrets:\n  s: {file: ./s}\n"
+
+
+@pytest.mark.parametrize(
+    "override", ["volumes:\n", "networks:\n", "secrets:\n", "volumes:\nnetworks:\n"]
+)
+def test_an_overrides_empty_section_adds_nothing_to_an_earlier_one(
+    tmp_path: Path, override: str
+) -> None:
+    """Compose validates the merged project: ``volumes:`` with nothing under it, over an
+    earlier file's volumes, is those volumes (tierctl refused it by the schema)."""
+    assert list(_read_files(tmp_path, BASE, override)["services"]) == ["a"]  # type: ignore[call-overload]
+
+
+def test_an_overrides_empty_section_with_none_earlier_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ComposeInputError) as err:
+        _read_files(tmp_path, BASE, "configs:\n")
+    assert err.value.location is not None
+    assert err.value.location.file.endswith("f1.yml")
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        (BASE, ""),
+        ("", BASE),
+        ("# only a comment\n", BASE),
+        (BASE, "", "\n"),
+        ("include: []\n", BASE),
+    ],
+)
+def test_a_file_without_a_document_among_several_adds_nothing(
+    tmp_path: Path, texts: tuple[str, ...]
+) -> None:
+    assert list(_read_files(tmp_path, *texts)["services"]) == ["a"]  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("texts", [("", ""), ("include: []\n", ""), ("include: []\n",)])
+def test_a_project_of_empty_files_is_refused(tmp_path: Path, texts: tuple[str, ...]) -> None:
+    with pytest.raises(ComposeInputError) as err:
+        _read_files(tmp_path, *texts)
+    assert err.value.message == "empty compose file"
