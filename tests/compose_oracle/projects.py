@@ -34,6 +34,9 @@ ENVIRON: dict[str, str] = {
 #: The profiles every project is read with (unless it reads ``COMPOSE_PROFILES``).
 PROFILES: tuple[str, ...] = ("on",)
 
+#: Every project's first file before any override (``name:`` and the ``.env`` readers go here).
+BASE_FILE = "{P}base.yml"
+
 #: The ``-p`` most projects are read with (projects sharing a call share it).
 PROJECT_NAME = "oracle"
 
@@ -69,9 +72,7 @@ class Project:
 
     def options_key(self) -> tuple[object, ...]:
         """What must be equal for two projects to share one ``docker compose`` call."""
-        named = (
-            re.findall(r"(?m)^name:.*$", self.files.get(self.order[0], "")) if self.order else []
-        )
+        named = sorted(n for t in self.files.values() for n in re.findall(r"(?m)^name:.*$", t))
         return (self.project_name, sorted(self.env.items()), self.profiles, named)
 
     def render(self, prefix: str) -> tuple[dict[str, str], list[str]]:
@@ -923,7 +924,7 @@ def project_inputs(draw: st.DrawFn, project: Project) -> list[str]:
         features.append("project-name-p")
     elif how == "name":
         project.project_name = None
-        base = project.order[0]
+        base = BASE_FILE
         project.files[base] = f"name: {draw(_sampled(_FILE_NAMES))}\n" + project.files[base]
         features.append("project-name-file")
     elif how == "env":
@@ -951,7 +952,7 @@ def project_inputs(draw: st.DrawFn, project: Project) -> list[str]:
         text = draw(dotenv_texts()) if draw(_integers(0, 3)) else ""
         project.files[".env"] = "\n".join(dotenv) + ("\n" if dotenv else "") + text
         refs = {f"D_{k}": f"${{{k}-unset}}" for k in ("G1", "G_2", "G9", "SET", "EMPTY", "UNSET")}
-        base = project.order[0]
+        base = BASE_FILE
         project.files[base] = project.files[base].replace(
             "services:\n",
             f"services:\n  {{P}}dotenv: {_j({'image': 'busybox', 'environment': refs})}\n",
