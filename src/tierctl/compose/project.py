@@ -53,6 +53,7 @@ from tierctl.compose.long_forms import (
     parse_duration_ns,
     parse_port,
     parse_volume,
+    unique_by,
     unique_ports,
 )
 from tierctl.compose.merge import merge_data, strip_tags
@@ -548,7 +549,22 @@ def _volumes(value: Any) -> list[Any]:
             rule="compose volumes syntax",
             fix="write volumes: ['./m:/m']",
         )
+    # Compose's first unicity pass, on the mounts as written: a short mount is keyed by its
+    # container path cleaned (`./a:/data/` and `./b:/data` are one mount, the later one), a
+    # long one by its target as written; the long forms keep their targets as written, and
+    # two that are equal only once cleaned are refused after the merge ("already mounted").
+    value = unique_by(value, _written_mount_key)
     return [parse_volume(v) if isinstance(v, str) else dict(v) for v in value]
+
+
+def _written_mount_key(entry: Any) -> str:
+    if isinstance(entry, dict):
+        return str(entry.get("target", ""))
+    try:
+        target = parse_volume(str(entry)).get("target")
+    except FormError:
+        return str(entry)
+    return go_path_clean(target) if isinstance(target, str) and target else str(target)
 
 
 def _health(value: Any) -> Any:
@@ -1112,6 +1128,7 @@ def _finish_service(
     svc.setdefault("entrypoint", None)
     svc = _environment(svc, sname, folder, env, where)
     svc["volumes"] = [_mount(v, sname, folder, volumes, where) for v in svc.get("volumes") or []]
+    _refuse_shared_targets(svc["volumes"], sname, where)
     if not svc["volumes"]:
         del svc["volumes"]
     if "build" in svc and isinstance(svc["build"], dict):
@@ -1438,6 +1455,26 @@ def _mount(mount: Any, service: str, folder: str, volumes: dict[str, Any], where
             out["source"],
         )
     return out
+
+
+def _refuse_shared_targets(mounts: list[Any], service: str, where: _Where) -> None:
+    """Two mounts on one container path once their targets are cleaned (``/data`` and
+    ``/data/``: unicity kept both, as it keys them as written), refused as Compose does."""
+    seen: dict[str, int] = {}
+    for j, mount in enumerate(mounts):
+        target = mount.get("target") if isinstance(mount, dict) else None
+        if not isinstance(target, str):
+            continue
+        if target in seen:
+            raise _refuse(
+                f"services.{service}.volumes[{j}]: target {target} already mounted as "
+                f"services.{service}.volumes[{seen[target]}]",
+                where.at("services", service, "volumes"),
+                "each mount of a service has a container path of its own",
+                f"remove one of the two mounts on {target}, or mount one elsewhere",
+                target,
+            )
+        seen[target] = j
 
 
 def _mount_options(mount: dict[str, Any], service: str, where: _Where) -> None:
