@@ -194,7 +194,9 @@ def combine(texts: Sequence[str]) -> str:
     for text in texts:
         key = ""
         for line in text.splitlines():
-            if line and not line[0].isspace():
+            if not line.strip() or line.startswith("#"):
+                continue  # blank lines and comments (a file without a document) add nothing
+            if not line[0].isspace():
                 key, _, rest = line.partition(":")
                 if key == "include":
                     includes.extend(json.loads(rest))
