@@ -18,6 +18,7 @@ import argparse
 import resource
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,6 +88,12 @@ def main() -> int:
         "disagreement found before the fix landed), NOTE saying what it was",
     )
     parser.add_argument("--show", type=int, default=3, help="disagreements to print per area")
+    parser.add_argument(
+        "--validate",
+        action="store_true",
+        help="also run `tierctl validate --no-compose-binary` on every generated project "
+        "Compose refuses, and count those it does not refuse",
+    )
     args = parser.parse_args()
     binary = find_compose_binary()
     if binary is None:
@@ -104,6 +111,7 @@ def main() -> int:
         batch=args.batch,
         workers=args.workers,
         only=args.case,
+        validate=args.validate,
     )
     sections.append((f"generated (seed {args.seed})", generated, time.perf_counter() - start))
 
@@ -122,6 +130,22 @@ def main() -> int:
             print(f"    disagree: {area}: {n}")
     print(f"cpu time, all processes (tierctl, Hypothesis, docker compose): {cpu:.0f} s")
     c = count(generated)
+    print(
+        f"agreement: {c.agree / max(c.projects, 1):.4%}; accepted by tierctl only "
+        f"(refused by compose) {c.disagree['refused by compose only']}, refused by tierctl "
+        f"only {sum(n for a, n in c.disagree.items() if a.startswith('refused by tierctl'))}, "
+        f"read to other values {sum(n for a, n in c.disagree.items() if not a.startswith('refused'))}"
+    )
+    if args.validate:
+        verdicts = Counter(o.validate for o in generated if o.validate is not None)
+        print(
+            f"validate --no-compose-binary on the {sum(verdicts.values())} projects Compose "
+            "refuses: " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items()))
+        )
+        for o in [o for o in generated if o.validate in ("accepts", "other violation")][
+            : args.show
+        ]:
+            print(f"--- validate {o.validate}: {o.case.name}: {o.refusal[:300]}")
     print("generated features: " + ", ".join(f"{k} {v}" for k, v in sorted(c.features.items())))
     shown: dict[str, int] = {}
     for o in [o for _, outs, _ in sections for o in outs if not o.agree]:

@@ -68,14 +68,14 @@ def draw_project(seed: int, index: int) -> Project:
 
 def generate(n: int, seed: int = 0, start: int = 0) -> list[Case]:
     """Projects ``start`` .. ``start + n - 1`` of the corpus of ``seed``."""
-    return [Case(f"gen-{seed}-{i}", draw_project(seed, i)) for i in range(start, start + n)]
+    return [Case.of(f"gen-{seed}-{i}", draw_project(seed, i)) for i in range(start, start + n)]
 
 
 def _draw_and_run(
-    binary: ComposeBinary, indices: list[int], seed: int, batch: int
+    binary: ComposeBinary, indices: list[int], seed: int, batch: int, validate: bool = False
 ) -> list[Outcome]:
-    cases = [Case(f"gen-{seed}-{i}", draw_project(seed, i)) for i in indices]
-    return run_chunk(binary, cases, batch)
+    cases = [Case.of(f"gen-{seed}-{i}", draw_project(seed, i)) for i in indices]
+    return run_chunk(binary, cases, batch, validate)
 
 
 def run_generated(
@@ -86,16 +86,24 @@ def run_generated(
     workers: int = 2,
     batch: int = 40,
     only: list[int] | None = None,
+    validate: bool = False,
 ) -> list[Outcome]:
     """Draw projects ``0 .. n-1`` of ``seed`` (or just the indices ``only``) and compare
-    them, both spread over ``workers`` processes; the corpus does not depend on ``workers``."""
+    them, both spread over ``workers`` processes; the corpus does not depend on ``workers``.
+    ``validate``: also run ``tierctl validate --no-compose-binary`` on every project Compose
+    refuses (:attr:`Outcome.validate`)."""
     indices = list(range(n)) if only is None else list(only)
     if workers <= 1 or len(indices) < 2:
-        return _draw_and_run(binary, indices, seed, batch)
+        return _draw_and_run(binary, indices, seed, batch, validate)
     shares = [indices[i::workers] for i in range(workers)]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         parts = pool.map(
-            _draw_and_run, [binary] * workers, shares, [seed] * workers, [batch] * workers
+            _draw_and_run,
+            [binary] * workers,
+            shares,
+            [seed] * workers,
+            [batch] * workers,
+            [validate] * workers,
         )
         outcomes = [o for part in parts for o in part]
     order = {f"gen-{seed}-{i}": k for k, i in enumerate(indices)}

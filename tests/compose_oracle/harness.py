@@ -25,14 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.compose_oracle.projects import ENVIRON, PROFILES, Project
+from tests.compose_oracle.projects import ENVIRON, PROFILES, PROJECT_NAME, Project
 from tierctl.compose.binary import ComposeBinary, compose_config
 from tierctl.compose.crosscheck import differences, value_at
 from tierctl.compose.project import ProjectOptions, json_form, project_config
 from tierctl.contracts.schema import refuse_invalid
 from tierctl.errors import ComposeInputError, TierctlError
 
-PROJECT_NAME = "oracle"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "compose_oracle"
 
 
@@ -49,6 +48,15 @@ class Case:
     project: Project
     profiles: tuple[str, ...] = PROFILES
     env: dict[str, str] = field(default_factory=environ)
+    #: ``-p``; None: Compose picks the name (``name:``, ``COMPOSE_PROJECT_NAME``, the folder).
+    project_name: str | None = PROJECT_NAME
+
+    @classmethod
+    def of(cls, name: str, project: Project) -> Case:
+        """A generated project with the inputs it draws (``-p``, profiles, variables)."""
+        profiles = PROFILES if project.profiles is None else project.profiles
+        env = {**environ(), **project.env}
+        return cls(name, project, profiles, env, project.project_name)
 
 
 @dataclass
@@ -59,11 +67,17 @@ class Outcome:
     agree: bool
     area: str
     detail: str = ""
+    #: On a project Compose refuses, when asked: how ``tierctl validate --no-compose-binary``
+    #: took it (:func:`validate_verdict`); None otherwise.
+    validate: str | None = None
+    #: Compose's refusal, with :attr:`validate`.
+    refusal: str = ""
 
 
 def _select(config: dict[str, Any], prefix: str) -> dict[str, Any]:
     """The part of a project's reading that belongs to the names with ``prefix``."""
     return {
+        "name": config.get("name"),
         "services": {
             k: v for k, v in (config.get("services") or {}).items() if k.startswith(prefix)
         },
@@ -87,8 +101,12 @@ def _area(path: tuple[str, ...]) -> str:
 
 
 def write_case(folder: Path, case: Case, prefix: str) -> list[Path]:
-    """Write the project's files into ``folder`` with ``prefix``; its ``-f`` paths."""
+    """Write the project's files into ``folder`` (or its subfolder the project names) with
+    ``prefix``; its ``-f`` paths."""
     files, order = case.project.render(prefix)
+    if case.project.folder is not None:
+        folder = folder / case.project.folder
+        folder.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
@@ -100,7 +118,7 @@ def read_tierctl(paths: Sequence[Path], folder: Path, case: Case) -> dict[str, A
     options = ProjectOptions(
         profiles=case.profiles,
         project_directory=str(folder),
-        project_name=PROJECT_NAME,
+        project_name=case.project_name,
         environ=case.env,
     )
     try:
@@ -120,9 +138,11 @@ def read_compose(
             paths,
             binary=binary,
             profiles=cases[0].profiles,
-            project_name=PROJECT_NAME,
+            project_name=cases[0].project_name,
             project_directory=folder,
-            env=cases[0].env,
+            # Go's collector off: a short-lived `config` spends a fifth of its CPU in it
+            # (measured); no project reads the variable.
+            env={**cases[0].env, "GOGC": "off"},
         )
     except ComposeInputError as exc:
         return exc
@@ -160,6 +180,7 @@ class _Entry:
     folder: Path
     paths: list[Path]
     mine: dict[str, Any] | TierctlError
+    index: int = 0
 
 
 def combine(texts: Sequence[str]) -> str:
@@ -169,13 +190,18 @@ def combine(texts: Sequence[str]) -> str:
     reads ~10x faster than 40 files; the meaning is the same because no name is shared."""
     blocks: dict[str, list[str]] = {}
     includes: list[Any] = []
+    names: set[str] = set()  # a project's `name:`: the projects of one call share it
     for text in texts:
         key = ""
         for line in text.splitlines():
-            if line and not line[0].isspace():
+            if not line.strip() or line.startswith("#"):
+                continue  # blank lines and comments (a file without a document) add nothing
+            if not line[0].isspace():
                 key, _, rest = line.partition(":")
                 if key == "include":
                     includes.extend(json.loads(rest))
+                elif key == "name":
+                    names.add(line)
                 elif rest.strip():
                     blocks.setdefault(line, [])
                     key = line
@@ -183,7 +209,8 @@ def combine(texts: Sequence[str]) -> str:
                     blocks.setdefault(key, [])
                 continue
             blocks[key].append(line)
-    out = [f"include: {json.dumps(includes)}"] if includes else []
+    out = sorted(names)
+    out += [f"include: {json.dumps(includes)}"] if includes else []
     # Anchors (in x- keys) come first: an alias may only name an anchor defined above it.
     for key in sorted(blocks, key=lambda k: not k.startswith("x-")):
         out.append(key if key.startswith("x-") else f"{key}:")
@@ -203,14 +230,62 @@ def _group_files(group: list[_Entry]) -> list[Path]:
     return out
 
 
-def _run_group(binary: ComposeBinary, group: list[_Entry]) -> list[Outcome]:
+def _run_group(binary: ComposeBinary, group: list[_Entry], validate: bool) -> list[Outcome]:
     """One Compose call over several projects tierctl accepted; halves on a refusal."""
     paths = _group_files(group) if len(group) > 1 else group[0].paths
     theirs = read_compose(binary, paths, group[0].folder, [e.case for e in group])
     if isinstance(theirs, ComposeInputError) and len(group) > 1:
         half = len(group) // 2
-        return _run_group(binary, group[:half]) + _run_group(binary, group[half:])
-    return [compare(e.case, e.mine, theirs, e.prefix) for e in group]
+        return _run_group(binary, group[:half], validate) + _run_group(
+            binary, group[half:], validate
+        )
+    outcomes = [compare(e.case, e.mine, theirs, e.prefix) for e in group]
+    if validate and isinstance(theirs, ComposeInputError):
+        for outcome, entry in zip(outcomes, group, strict=True):
+            outcome.validate = validate_verdict(entry.case, entry.paths, theirs)
+            outcome.refusal = theirs.message
+    return outcomes
+
+
+#: :func:`validate_verdict`'s answers.
+VALIDATE_REFUSES = "refuses"  # exit 2, or a TC007 violation ("Compose would refuse ...")
+VALIDATE_OTHER = "other violation"  # exit 1, but for another rule (TC006, TC004): a miss
+VALIDATE_ACCEPTS = "accepts"  # exit 0: a miss
+VALIDATE_EXEMPT = "exempt"  # Compose refused what validate cannot see: documented
+
+
+def validate_verdict(case: Case, paths: Sequence[Path], theirs: ComposeInputError) -> str:
+    """How ``tierctl validate --no-compose-binary FILES`` (no spec) takes a project Compose
+    refuses, run in-process in the case's environment and profiles. Exempt: an unset
+    required variable (``${VAR:?}``: validate runs where the secrets are not,
+    docs/compose.md) and a ``-p`` Compose refuses (validate takes no project name)."""
+    from tierctl.cli.profiles import chosen_profiles
+    from tierctl.contracts.crosscheck import ComposeCheck
+    from tierctl.contracts.schema import unset_required
+    from tierctl.contracts.standalone import validate_files
+
+    given_p = case.project_name not in (None, PROJECT_NAME)
+    if unset_required(theirs.message) or (given_p and "invalid project name" in theirs.message):
+        return VALIDATE_EXEMPT
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(case.env)
+    try:
+        report = validate_files(
+            paths,
+            profiles=chosen_profiles(case.profiles),
+            compose_check=ComposeCheck(enabled=False),
+        )
+    except TierctlError:
+        return VALIDATE_REFUSES
+    except Exception:  # a crash is exit 1 with a traceback: not a refusal
+        return VALIDATE_OTHER
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    if any(v.rule == "TC007" for v in report.violations):
+        return VALIDATE_REFUSES
+    return VALIDATE_OTHER if report.violations else VALIDATE_ACCEPTS
 
 
 def run_cases(
@@ -227,33 +302,47 @@ def run_cases(
         return [o for part in parts for o in part]
 
 
-def run_chunk(binary: ComposeBinary, cases: list[Case], batch: int = 40) -> list[Outcome]:
-    """Compare ``cases`` in this process, in a folder of their own."""
-    """Projects with ``{P}`` names share calls in one folder; others (restated tables,
-    whose names are fixed) run alone, each in its own folder."""
-    outcomes: list[Outcome] = []
+def run_chunk(
+    binary: ComposeBinary, cases: list[Case], batch: int = 40, validate: bool = False
+) -> list[Outcome]:
+    """Compare ``cases`` in this process, in a folder of their own.
+
+    Projects with ``{P}`` names share calls in one folder, ``batch`` at a time, when they
+    are read with the same ``-p``, profiles, variables and ``name:``
+    (:meth:`Project.options_key`); others run alone, each in its own folder: restated
+    tables (their names are fixed), projects with a ``.env`` or a folder name of their own,
+    and every project tierctl refuses (Compose stops at the first refusal of a call)."""
     with tempfile.TemporaryDirectory(prefix="compose-oracle-") as tmp:
         shared = Path(tmp)
-        groups: list[list[_Entry]] = [[]]
+        groups: dict[Any, list[list[_Entry]]] = {}
         singles: list[_Entry] = []
         for i, case in enumerate(cases):
             named = any("{P}" in t for t in case.project.files.values())
             prefix = f"c{i}_" if named else ""
             folder = shared
-            if not named:
+            if not named or case.project.solo:
                 folder = shared / f"case{i}"
                 folder.mkdir()
             paths = write_case(folder, case, prefix)
-            entry = _Entry(case, prefix, folder, paths, read_tierctl(paths, folder, case))
-            if isinstance(entry.mine, TierctlError) or not named:
+            if case.project.folder is not None:
+                folder = folder / case.project.folder
+            entry = _Entry(case, prefix, folder, paths, read_tierctl(paths, folder, case), i)
+            if isinstance(entry.mine, TierctlError) or not named or case.project.solo:
                 singles.append(entry)
                 continue
-            if len(groups[-1]) >= batch:
-                groups.append([])
-            groups[-1].append(entry)
-        for group in [g for g in groups if g] + [[s] for s in singles]:
-            outcomes.extend(_run_group(binary, group))
-    return outcomes
+            key = json.dumps(case.project.options_key())
+            chunks = groups.setdefault(key, [[]])
+            if len(chunks[-1]) >= batch:
+                chunks.append([])
+            chunks[-1].append(entry)
+        ordered: list[tuple[int, Outcome]] = []
+        for group in [g for chunks in groups.values() for g in chunks if g] + [
+            [s] for s in singles
+        ]:
+            found = _run_group(binary, group, validate)
+            ordered.extend((e.index, o) for e, o in zip(group, found, strict=True))
+    # In the cases' order, whatever calls they shared.
+    return [o for _, o in sorted(ordered, key=lambda pair: pair[0])]
 
 
 @dataclass
@@ -292,15 +381,18 @@ def save_fixture(binary: ComposeBinary, outcome: Outcome, root: Path = FIXTURES)
     folder.mkdir()
     case = outcome.case
     paths = write_case(folder, case, "")
-    theirs = read_compose(binary, paths, folder, [case])
+    root = folder / case.project.folder if case.project.folder is not None else folder
+    theirs = read_compose(binary, paths, root, [case])
     expected: dict[str, Any]
     if isinstance(theirs, ComposeInputError):
         expected = {"refused": theirs.message.replace(str(folder), "{DIR}")}
     else:
-        text = json.dumps(_select(theirs, "")).replace(str(folder), "{DIR}")
+        text = json.dumps(_select(theirs, "")).replace(str(root), "{DIR}")
         expected = {"config": json.loads(text)}
     meta = {
         "order": [p.name for p in paths],
+        "project_name": case.project_name,
+        "folder": case.project.folder,
         "profiles": list(case.profiles),
         "environ": {k: v for k, v in case.env.items() if k not in ("PATH", "HOME")},
         "features": case.project.features,
@@ -321,24 +413,29 @@ def fixture_dirs(root: Path = FIXTURES) -> list[Path]:
 def replay(folder: Path) -> Outcome:
     """A kept fixture read by tierctl and compared with the Compose reading it keeps."""
     meta = json.loads((folder / "oracle.json").read_text(encoding="utf-8"))
+    sub = meta.get("folder")
+    root = folder / sub if sub is not None else folder
     files = {
-        str(p.relative_to(folder)): p.read_text(encoding="utf-8")
-        for p in sorted(folder.rglob("*"))
+        str(p.relative_to(root)): p.read_text(encoding="utf-8")
+        for p in sorted(root.rglob("*"))
         if p.is_file() and p.name != "oracle.json"
     }
     case = Case(
         folder.name,
-        Project(files=files, order=meta["order"], features=meta["features"]),
+        Project(files=files, order=meta["order"], features=meta["features"], folder=sub),
         profiles=tuple(meta["profiles"]),
         env={**environ(), **meta["environ"]},
+        project_name=meta.get("project_name", PROJECT_NAME),
     )
-    mine = read_tierctl([folder / f for f in meta["order"]], folder, case)
+    mine = read_tierctl([root / f for f in meta["order"]], root, case)
     expected = meta["compose"]
     theirs: Any
     if "refused" in expected:
         theirs = ComposeInputError(expected["refused"])
     else:
-        theirs = json.loads(json.dumps(expected["config"]).replace("{DIR}", str(folder)))
+        theirs = json.loads(json.dumps(expected["config"]).replace("{DIR}", str(root)))
+        # Kept before the project's name was compared: the name not compared.
+        theirs.setdefault("name", mine.get("name") if isinstance(mine, dict) else None)
         if isinstance(mine, dict):
             # Kept before networks, secrets and configs were compared: those not compared.
             theirs.update(

@@ -1,13 +1,14 @@
 """The differential suite: tierctl's compose reading against the real Docker Compose v2.
 
 Every compose project in the repository, every restated compose-go case, every kept
-regression fixture and a generated corpus of at least 5,000 projects (Hypothesis, fixed
-seed) are read by both; a project Compose accepts must read to the same services and
-volumes, a project Compose refuses must be refused by tierctl with a located message.
+regression fixture and a generated corpus of 10,000 projects (Hypothesis, fixed seed) are
+read by both; a project Compose accepts must read to the same name, services and top-level
+resources, a project Compose refuses must be refused by tierctl with a located message, and
+by ``tierctl validate --no-compose-binary`` too (but for an unset ``${VAR:?}``).
 The binary comes from the ``compose`` extra (``make test`` installs it); the fixtures replay
 without it (each keeps Compose's reading).
 
-``COMPOSE_ORACLE_PROJECTS`` sets the generated corpus's size (default 5,000) and
+``COMPOSE_ORACLE_PROJECTS`` sets the generated corpus's size (default 10,000) and
 ``COMPOSE_ORACLE_SEED`` its seed (default 0; project ``gen-S-I`` is the same on every run,
 :mod:`tests.compose_oracle.corpus`);
 ``scripts/compose_oracle.py`` runs the same comparison with counts and keeps new
@@ -23,6 +24,8 @@ import pytest
 
 from tests.compose_oracle.corpus import run_generated
 from tests.compose_oracle.harness import (
+    VALIDATE_ACCEPTS,
+    VALIDATE_OTHER,
     Case,
     compare,
     count,
@@ -37,7 +40,7 @@ from tests.compose_oracle.tables import table_cases
 from tierctl.compose.binary import ComposeBinary
 
 ROOT = Path(__file__).resolve().parents[2]
-GENERATED = int(os.environ.get("COMPOSE_ORACLE_PROJECTS", "5000"))
+GENERATED = int(os.environ.get("COMPOSE_ORACLE_PROJECTS", "10000"))
 #: The corpus's seed: 0 in CI (the same projects every run); another for fresh exploration.
 SEED = int(os.environ.get("COMPOSE_ORACLE_SEED", "0"))
 
@@ -109,16 +112,44 @@ def test_kept_disagreements_stay_fixed(folder: Path) -> None:
     assert outcome.agree, (outcome.area, outcome.detail)
 
 
+#: Shapes every generated corpus must hold (issues #38, #42), at least this many projects
+#: in 10,000 (a generator change that drops one fails here, not silently).
+SHAPES = {
+    "dotenv-generated": 1000,  # a service's env_file from the dotenv scanner's shapes
+    "dotenv-project": 500,  # the project's .env, read by interpolation
+    "env_file-raw": 300,  # env_file's format: raw
+    "include": 1000,
+    "include-redefined": 100,  # Compose refuses an included service redefined
+    "include-empty": 100,
+    "override-null": 500,  # `a: null` in an override
+    "override-null-undefined": 100,
+    "project-name-p": 500,
+    "project-name-file": 500,
+    "project-name-env": 200,
+    "project-name-folder": 200,
+    "profiles-env": 500,  # COMPOSE_PROFILES instead of --profile
+    "volumes": 5000,
+    "interpolation": 9000,
+}
+
+
 @pytest.mark.slow
 def test_generated_projects_read_as_compose_reads_them(binary: ComposeBinary) -> None:
-    """Thousands of generated whole projects: 0 disagreements, and both sides exercised."""
-    outcomes = run_generated(binary, GENERATED, seed=SEED)
+    """10,000 generated whole projects: 0 disagreements, both sides exercised, every shape
+    drawn; and ``validate --no-compose-binary`` refuses every project Compose refuses but
+    the documented unset ``${VAR:?}`` (issue #42)."""
+    outcomes = run_generated(binary, GENERATED, seed=SEED, validate=True)
     counts = count(outcomes)
     bad = [o for o in outcomes if not o.agree]
     assert counts.projects >= GENERATED * 0.95
     assert counts.accepted_by_both > counts.projects // 3
     assert counts.refused_by_both > counts.projects // 20
+    scale = GENERATED / 10000
+    thin = {k: counts.features[k] for k, n in SHAPES.items() if counts.features[k] < n * scale}
+    assert not thin, f"shapes drawn too rarely: {thin}"
     assert not bad, [(o.area, o.detail, o.case.project.render("")) for o in bad[:3]]
+    missed = [o for o in outcomes if o.validate in (VALIDATE_ACCEPTS, VALIDATE_OTHER)]
+    assert not missed, [(o.case.name, o.validate, o.refusal[:300]) for o in missed[:5]]
 
 
 _EXTENSIONS = """\

@@ -190,6 +190,7 @@ SERVICE_CASTS: dict[tuple[str, ...], Cast] = {
     ("tty",): go_bool,
     ("volumes", ANY, "read_only"): go_bool,
     ("volumes", ANY, "volume", "nocopy"): go_bool,
+    ("volumes", ANY, "bind", "create_host_path"): go_bool,
 }
 
 #: The casts under each named network, volume, secret and config.

@@ -224,3 +224,46 @@ def read_dotenv(
                 fix="set the variable, or single-quote the value to keep it literal",
             ) from None
     return out
+
+
+def read_raw_env(text: str, lookup: Mapping[str, str]) -> dict[str, str | None]:
+    """An ``env_file`` with ``format: raw``, as Compose reads it: one ``KEY=VALUE`` a line
+    (a ``\\r`` before the line end dropped, white space before the key trimmed, a line that
+    then starts with ``#`` a comment), the value exactly as written to the line end (no
+    quotes, escapes, comments or interpolation); a bare ``KEY`` takes its value from
+    ``lookup`` (None where it has none). A leading BOM is dropped.
+
+    Raises:
+        DotenvError: a key with a space or tab in it, or none (``=x``).
+    """
+    out: dict[str, str | None] = {}
+    for number, whole in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
+        line = whole.removesuffix("\r")
+        start = 0
+        while start < len(line) and _go_space(line[start]):
+            start += 1
+        line = line[start:]
+        if not line or line.startswith("#"):
+            continue
+        key, equals, value = line.partition("=")
+        if equals and not key:
+            raise _raw_error(number, f"no variable name on line {line!r}", "write KEY=VALUE")
+        if " " in key or "\t" in key:
+            raise _raw_error(
+                number,
+                f"variable {key!r} contains whitespaces",
+                "a raw env file has one KEY=VALUE a line, nothing around the name (no export)",
+            )
+        if equals:
+            out[key] = value
+            continue
+        found = lookup.get(key)
+        if found is not None or key not in out:
+            out[key] = found
+    return out
+
+
+def _raw_error(line: int, message: str, fix: str) -> DotenvError:
+    return DotenvError(
+        message, line=line, rule="a raw env file line is KEY=VALUE, taken as written", fix=fix
+    )

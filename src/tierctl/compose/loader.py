@@ -105,7 +105,7 @@ def parse_compose(
     overlay: bool = False,
 ) -> ComposeFile:
     """Read compose YAML text; arguments and errors as :func:`load_compose`."""
-    reading = _Reading(env, interpolation, (), rebase)
+    reading = _Reading(env, interpolation, (), rebase, overlay)
     folder = Path(base_dir) if base_dir is not None else None
     # The cyclic GC is paused while the file is read, as load_yaml pauses it: everything
     # built here is kept (nothing is garbage), and each collection would walk every earlier
@@ -141,13 +141,14 @@ class _Reading:
     mode: Interpolation | None
     chain: tuple[str, ...]  # files being included, outermost first (cycle detection)
     rebase: bool = False  # included/extended services' relative paths made absolute
+    overlay: bool = False  # a later -f file: one without a document adds nothing
 
 
 def _read(
     text: str, source: str, folder: Path | None, reading: _Reading
 ) -> tuple[dict[str, Any], tuple[tuple[str, str], ...]]:
     """One file: parsed, interpolated, its includes imported and its extends applied."""
-    data = _parse(text, source, included=bool(reading.chain))
+    data = _parse(text, source, included=bool(reading.chain), overlay=reading.overlay)
     data = _interpolate_tree(data, (), _Where(source, text, reading.env, reading.mode))
     texts: tuple[tuple[str, str], ...] = ((source, text),)
     if "include" in data:
@@ -459,9 +460,9 @@ def _extended(
         ) from None
 
 
-def _parse(text: str, source: str, included: bool = False) -> dict[str, Any]:
-    """One file's mapping; an empty file that another includes reads as no resources (as
-    Compose reads it; an empty ``-f`` file Compose refuses)."""
+def _parse(text: str, source: str, included: bool = False, overlay: bool = False) -> dict[str, Any]:
+    """One file's mapping; an empty file that another includes, or a later ``-f`` file,
+    reads as no resources (as Compose reads it; an empty project Compose refuses)."""
     data = load_yaml(
         text,
         source,
@@ -472,8 +473,8 @@ def _parse(text: str, source: str, included: bool = False) -> dict[str, Any]:
         recursion=lambda node: _recursive(source, node),
         line_depth=0,  # ComposeFile.lines maps lines only when a message needs them
     ).data
-    if data is None and included:
-        return {}
+    if data is None and (included or overlay) and not has_document(text):
+        return {}  # no document at all (an empty file, only comments); `---` is a null one
     if not isinstance(data, dict):
         raise ComposeInputError(
             "a compose file must be a mapping with a services: key",
@@ -487,7 +488,61 @@ def _parse(text: str, source: str, included: bool = False) -> dict[str, Any]:
             location=Location(file=source, path="services"),
             value=type(services).__name__,
         )
+    if included:
+        _check_included_top_level(data, source, text)
     return data
+
+
+def has_document(text: str) -> bool:
+    """Whether YAML text holds a document (``---`` or ``null`` do: a null one), not only
+    comments and blank lines."""
+    try:
+        return any(True for _ in yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError:
+        return True
+
+
+#: The top-level keys of the compose-spec schema (``x-*`` besides); those of them whose
+#: value is a mapping of names.
+_TOP_LEVEL = ("version", "name", "include", "services", "models", "networks", "volumes",
+              "secrets", "configs")  # fmt: skip
+_SECTIONS = ("services", "models", "networks", "volumes", "secrets", "configs")
+
+
+def _check_included_top_level(data: dict[str, Any], source: str, text: str) -> None:
+    """An included file's top level as Compose validates it (the file is a project of its
+    own; the including file's schema check never sees what is not imported): a section
+    that is null (``volumes:`` with nothing under it) or an unknown key is refused."""
+    for key, value in data.items():
+        if key in _SECTIONS and value is None:
+            raise _error(
+                source,
+                text,
+                (key,),
+                f"{key} must be a mapping",
+                rule="compose-spec schema (Compose validates an included file against it)",
+                fix=f"remove the empty {key}: or write {key}: {{}}",
+            )
+        if key in ("version", "name") and not isinstance(value, str):
+            raise _error(
+                source,
+                text,
+                (key,),
+                f"{key} must be a string",
+                rule="compose-spec schema (Compose validates an included file against it)",
+                fix=f'quote the value: {key}: "..."',
+                value=value,
+            )
+        if key not in _TOP_LEVEL and not str(key).startswith("x-"):
+            raise _error(
+                source,
+                text,
+                (key,),
+                f"additional properties {key!r} not allowed",
+                rule="compose-spec schema (Compose validates an included file against it)",
+                fix=f"remove {key}: (or name it x-{key} to keep it as an extension)",
+                value=key,
+            )
 
 
 @dataclass(frozen=True)

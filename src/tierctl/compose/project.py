@@ -32,7 +32,7 @@ from tierctl.compose.casts import (
     negative_unsigned,
 )
 from tierctl.compose.compose_file import ComposeFile
-from tierctl.compose.dotenv import DotenvError, read_dotenv
+from tierctl.compose.dotenv import DotenvError, read_dotenv, read_raw_env
 from tierctl.compose.forms import (
     FormError,
     normalise_depends_on,
@@ -41,7 +41,7 @@ from tierctl.compose.forms import (
 )
 from tierctl.compose.interpolation import Interpolation
 from tierctl.compose.lines import locate, merged_lines
-from tierctl.compose.loader import load_compose
+from tierctl.compose.loader import has_document, load_compose
 from tierctl.compose.long_forms import (
     PUBLISHED_INT,
     absolute,
@@ -53,6 +53,7 @@ from tierctl.compose.long_forms import (
     parse_duration_ns,
     parse_port,
     parse_volume,
+    unique_by,
     unique_ports,
 )
 from tierctl.compose.merge import merge_data, strip_tags
@@ -159,8 +160,16 @@ def project_config(
         load_compose(
             Path(f), env=env, interpolation=Interpolation.STRICT, rebase=True, overlay=i > 0
         )
-        for i, f in enumerate(files)
+        for i, f in enumerate(_with_documents(files))
     ]
+    if not any(c.tagged for c in read):
+        # Nothing left once the includes brought nothing in (`include: []`, empty files).
+        raise _refuse(
+            "empty compose file",
+            Location(file=str(files[0]), line=1),
+            "a project defines services or resources, or includes a file that does",
+            "add services:, or include a file that defines some",
+        )
     merged: dict[str, Any] = {}
     unique = UniqueLists()
     for compose in read:
@@ -188,10 +197,47 @@ def project_config(
     return _finish(data, name, folder, env, options, where)
 
 
+def _with_documents(files: Sequence[str | Path]) -> Sequence[str | Path]:
+    """The ``-f`` files Compose reads: of several, one without a YAML document (empty, only
+    comments) adds nothing and is passed over; none left is "empty compose file"."""
+    if len(files) < 2:
+        return files
+    kept = [
+        f
+        for f in files
+        if has_document(read_text(Path(f), what="compose", error=ComposeInputError))
+    ]
+    if not kept:
+        raise _refuse(
+            "empty compose file",
+            Location(file=str(files[0]), line=1),
+            "a project defines services or resources in at least one of its files",
+            "add services: to one of the files",
+        )
+    return kept
+
+
+#: Top-level sections an override may leave null over an earlier file's mapping.
+_NULL_OVER = ("volumes", "networks", "secrets", "configs", "models")
+
+
 def _null_services_dropped(compose: ComposeFile, merged: dict[str, Any]) -> ComposeFile:
     """An override's ``name: null`` service adds nothing to the earlier files' service (the
     schema sees the merged mapping, as Compose validates it); with no earlier service it is
     refused, as Compose refuses it."""
+    sections = [
+        k
+        for k in _NULL_OVER
+        if k in compose.tagged and compose.tagged[k] is None and isinstance(merged.get(k), dict)
+    ]
+    if sections:
+        # `volumes:` with nothing under it adds nothing to an earlier file's volumes (the
+        # schema sees the merged mapping); with none earlier the schema refuses it.
+        def unsectioned(doc: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in doc.items() if k not in sections}
+
+        raw_doc = unsectioned(compose.raw) if compose.raw is not None else None
+        compose = dataclasses.replace(compose, data=unsectioned(compose.data), raw=raw_doc)
     services = compose.tagged.get("services")
     nulls = (
         [n for n, body in services.items() if body is None] if isinstance(services, dict) else []
@@ -477,7 +523,10 @@ def _env_files(value: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for entry in value if isinstance(value, list) else [value]:
         if isinstance(entry, dict):
-            out.append({"path": str(entry.get("path")), "required": entry.get("required", True)})
+            form = {"path": str(entry.get("path")), "required": entry.get("required", True)}
+            if entry.get("format") not in (None, ""):
+                form["format"] = entry["format"]
+            out.append(form)
         else:
             out.append({"path": str(entry), "required": True})
     return out
@@ -500,7 +549,22 @@ def _volumes(value: Any) -> list[Any]:
             rule="compose volumes syntax",
             fix="write volumes: ['./m:/m']",
         )
+    # Compose's first unicity pass, on the mounts as written: a short mount is keyed by its
+    # container path cleaned (`./a:/data/` and `./b:/data` are one mount, the later one), a
+    # long one by its target as written; the long forms keep their targets as written, and
+    # two that are equal only once cleaned are refused after the merge ("already mounted").
+    value = unique_by(value, _written_mount_key)
     return [parse_volume(v) if isinstance(v, str) else dict(v) for v in value]
+
+
+def _written_mount_key(entry: Any) -> str:
+    if isinstance(entry, dict):
+        return str(entry.get("target", ""))
+    try:
+        target = parse_volume(str(entry)).get("target")
+    except FormError:
+        return str(entry)
+    return go_path_clean(target) if isinstance(target, str) and target else str(target)
 
 
 def _health(value: Any) -> Any:
@@ -1064,6 +1128,7 @@ def _finish_service(
     svc.setdefault("entrypoint", None)
     svc = _environment(svc, sname, folder, env, where)
     svc["volumes"] = [_mount(v, sname, folder, volumes, where) for v in svc.get("volumes") or []]
+    _refuse_shared_targets(svc["volumes"], sname, where)
     if not svc["volumes"]:
         del svc["volumes"]
     if "build" in svc and isinstance(svc["build"], dict):
@@ -1368,6 +1433,16 @@ def _mount(mount: Any, service: str, folder: str, volumes: dict[str, Any], where
     out = dict(mount)
     if isinstance(out.get("target"), str):
         out["target"] = go_path_clean(out["target"])  # as compose-go's normalize cleans it
+    if out.get("type") == "bind" and "source" not in out:
+        # An empty source is the project folder; none at all Compose refuses.
+        raise _refuse(
+            'invalid mount config for type "bind": field Source must not be empty',
+            where.at("services", service, "volumes"),
+            "a bind mount names the host path it mounts in source:",
+            "add source: ./path (the host folder) to the mount",
+            out.get("target"),
+        )
+    _mount_options(out, service, where)
     if out.get("type") == "bind" and isinstance(out.get("source"), str):
         out["source"] = absolute(out["source"], folder)
     if out.get("type") == "volume" and out.get("source") and out["source"] not in volumes:
@@ -1380,6 +1455,52 @@ def _mount(mount: Any, service: str, folder: str, volumes: dict[str, Any], where
             out["source"],
         )
     return out
+
+
+def _refuse_shared_targets(mounts: list[Any], service: str, where: _Where) -> None:
+    """Two mounts on one container path once their targets are cleaned (``/data`` and
+    ``/data/``: unicity kept both, as it keys them as written), refused as Compose does."""
+    seen: dict[str, int] = {}
+    for j, mount in enumerate(mounts):
+        target = mount.get("target") if isinstance(mount, dict) else None
+        if not isinstance(target, str):
+            continue
+        if target in seen:
+            raise _refuse(
+                f"services.{service}.volumes[{j}]: target {target} already mounted as "
+                f"services.{service}.volumes[{seen[target]}]",
+                where.at("services", service, "volumes"),
+                "each mount of a service has a container path of its own",
+                f"remove one of the two mounts on {target}, or mount one elsewhere",
+                target,
+            )
+        seen[target] = j
+
+
+def _mount_options(mount: dict[str, Any], service: str, where: _Where) -> None:
+    """A long mount's options as compose-go holds them: ``bind.create_host_path: false`` left
+    out (Go's ``omitempty``), ``tmpfs.size`` as a byte size (``1g`` is ``"1073741824"``, 0
+    left out); a size that does not parse is refused."""
+    bind = mount.get("bind")
+    if isinstance(bind, dict) and bind.get("create_host_path") is False:
+        mount["bind"] = {k: v for k, v in bind.items() if k != "create_host_path"}
+    tmpfs = mount.get("tmpfs")
+    if not isinstance(tmpfs, dict) or "size" not in tmpfs:
+        return
+    out = dict(tmpfs)
+    try:
+        size = _size(out.pop("size"))
+    except FormError:
+        raise _refuse(
+            f"'services[{service}].volumes.tmpfs.size' invalid size: {tmpfs['size']!r}",
+            where.at("services", service, "volumes"),
+            "a tmpfs size is a number of bytes with an optional unit b, k, m, g",
+            "write size: 64m",
+            tmpfs["size"],
+        ) from None
+    if size != "0":
+        out["size"] = size
+    mount["tmpfs"] = out
 
 
 def _environment(
@@ -1395,6 +1516,15 @@ def _environment(
     lookup = {**{k: v for k, v in resolved.items() if v is not None}, **env}
     for entry in svc.pop("env_file", None) or []:
         path = absolute(str(entry["path"]), folder)
+        form = entry.get("format")
+        if form not in (None, "raw"):
+            raise _refuse(
+                f"unsupported env_file format {form!r}",
+                where.at("services", name, "env_file"),
+                "an env_file's format is raw, or left out (dotenv)",
+                "remove format:, or write format: raw",
+                form,
+            )
         if not os.path.isfile(path):
             if entry.get("required", True) is False:
                 continue
@@ -1408,7 +1538,10 @@ def _environment(
         text = read_text(Path(path), what="env file", error=ComposeInputError)
         try:
             earlier = {k: v for k, v in merged.items() if v is not None}
-            values = read_dotenv(text, path, lookup, earlier)
+            if form == "raw":
+                values = read_raw_env(text, lookup)
+            else:
+                values = read_dotenv(text, path, lookup, earlier)
         except DotenvError as exc:
             raise _refuse(str(exc), Location(file=path, line=exc.line), exc.rule, exc.fix) from None
         # A bare KEY nothing has a value for is left out, as Compose leaves it.

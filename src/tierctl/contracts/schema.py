@@ -6,9 +6,12 @@ The schema is vendored unchanged (``schema/compose-spec.json``, Apache-2.0, prov
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
+import os
+import re
 from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -147,16 +150,15 @@ def project_refusals(
     ``tierctl compose config`` reads: interpolation, merge, the Go types Compose decodes into)
     refuses although its files pass the schema: a ulimit or a file mode past int64, say.
     ``validate`` said "ok" to such a file and Compose then refused it. Nothing when a schema
-    error is ``reported`` already (the reading stops at it), or when the refusal is only an
-    unset required variable (a generated file holds ``${VAR:?required}`` for the host's
-    environment). ``profiles``: the active ones (None: the default set)."""
+    error is ``reported`` already (the reading stops at it). An unset required variable
+    (``${VAR:?required}``: a generated file holds them for the host's environment) is not a
+    refusal, but it must not hide one behind it (:func:`_refusal_behind_required`).
+    ``profiles``: the active ones (None: the default set)."""
     if any(v.rule == "TC007" for v in reported):
         return
-    try:
-        project_config(paths, ProjectOptions(profiles=tuple(profiles or ())), check=refuse_invalid)
-    except ComposeInputError as exc:
-        if unset_required(exc.message):
-            return
+    options = ProjectOptions(profiles=tuple(profiles or ()), environ=dict(os.environ))
+    exc = _refusal_behind_required(paths, options)
+    if exc is not None:
         yield Violation(
             rule="TC007",
             service=None,
@@ -166,6 +168,50 @@ def project_refusals(
             expected=exc.rule,
             fix=exc.fix or "fix the value named",
         )
+
+
+#: Values an unset required variable stands in with, one reading each: a refusal counts
+#: only when both readings make it, so that no value the host might set is blamed (`1` is
+#: a fine port and a bad volume source, `/1` the other way round).
+_STAND_INS = ("1", "/1")
+#: How many unset required variables one reading stands in for at most.
+_MAX_STAND_INS = 20
+_REQUIRED = re.compile(r"required variable (\S+) is missing a value")
+
+
+def _refusal_behind_required(
+    paths: Sequence[str | Path], options: ProjectOptions
+) -> ComposeInputError | None:
+    """What the reading refuses besides unset required variables: read again with each one
+    set to a stand-in (an unterminated quote later in the same env file, a secret without a
+    source still refuse); None when nothing else is refused."""
+    found: list[ComposeInputError | None] = []
+    for stand_in in _STAND_INS:
+        environ = dict(options.environ or {})
+        refusal: ComposeInputError | None = None
+        for _ in range(_MAX_STAND_INS):
+            try:
+                project_config(
+                    paths, dataclasses.replace(options, environ=environ), check=refuse_invalid
+                )
+            except ComposeInputError as exc:
+                missing = _REQUIRED.search(exc.message) if unset_required(exc.message) else None
+                if missing is not None and missing.group(1) not in environ:
+                    environ[missing.group(1)] = stand_in
+                    continue
+                refusal = None if unset_required(exc.message) else exc
+            break
+        if refusal is None:
+            return None
+        if environ == dict(options.environ or {}):
+            return refusal  # no stand-in was needed: the project's own refusal
+        found.append(refusal)
+    first, second = found
+    return (
+        first
+        if first is not None and second is not None and first.message == second.message
+        else None
+    )
 
 
 def unset_required(message: str) -> bool:

@@ -84,3 +84,57 @@ def test_a_schema_error_is_reported_once(run_cli: RunCli, tmp_path: Path) -> Non
     assert r.code == 1
     assert "Compose would refuse" not in r.out
     assert r.out.count("TC007 schema:") == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "files", "said"),
+    [
+        # the secret Compose refuses comes after the unset required variable
+        (
+            "services:\n  a:\n    image: x:${TAG:?set TAG}\nsecrets:\n  s: {name: x}\n",
+            {},
+            "one of file|environment",
+        ),
+        # an env file: a required variable first, an unterminated quote after it
+        (
+            "services:\n  a:\n    image: x\n    env_file: e.env\n",
+            {"e.env": 'A=${TOKEN_X:?}\nB="open\n'},
+            "unterminated quoted value",
+        ),
+    ],
+)
+def test_an_unset_required_variable_hides_no_other_refusal(
+    run_cli: RunCli,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    text: str,
+    files: dict[str, str],
+    said: str,
+) -> None:
+    """Issue #42: validate stopped at the unset ``${VAR:?}`` (not a refusal) and said "ok" to
+    a project Compose refuses for another reason; the reading goes on with a stand-in."""
+    monkeypatch.delenv("TAG", raising=False)
+    monkeypatch.delenv("TOKEN_X", raising=False)
+    for name, body in files.items():
+        (tmp_path / name).write_text(body)
+    (tmp_path / "c.yaml").write_text(text)
+    r = run_cli("validate", "--no-compose-binary", str(tmp_path / "c.yaml"))
+    assert r.code == 1, r.out + r.err
+    assert "Compose would refuse the project" in r.out, r.out
+    assert said in r.out, r.out
+
+
+@pytest.mark.parametrize(
+    "mount",
+    ["${MODELS_DIR:?set it}:/models", "${MODELS_DIR:?set it}"],
+)
+def test_a_stand_in_value_is_never_blamed(
+    run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mount: str
+) -> None:
+    """A required variable used where only some values are valid (a volume source: a path
+    is fine, a bare word names an undeclared volume) is not a refusal: the stand-ins differ
+    in what they break, and a refusal counts only when both readings make it."""
+    monkeypatch.delenv("MODELS_DIR", raising=False)
+    (tmp_path / "c.yaml").write_text(f'services:\n  a:\n    image: x\n    volumes: ["{mount}"]\n')
+    r = run_cli("validate", "--no-compose-binary", str(tmp_path / "c.yaml"))
+    assert "TC007" not in r.out, r.out
