@@ -362,6 +362,11 @@ def compare(
     click.echo(_render_compare(wi, focus, source))
 
 
+#: The widest A/A floor ``--aa-floor`` takes: identical arms 101x apart (a measured floor of
+#: 33.5, a starved client's TTFT, is kept; anything past this is a broken A/A run).
+AA_FLOOR_MAX = 100.0
+
+
 def _aa_floor(text: str) -> float | dict[str, float]:
     """``--aa-floor``: one number, or ``METRIC=NUMBER`` pairs separated by commas."""
     from tierctl.sim.result import COMPARE_METRICS
@@ -371,11 +376,21 @@ def _aa_floor(text: str) -> float | dict[str, float]:
             value = float(raw)
         except ValueError:
             value = -1.0
-        if not 0.0 <= value <= 10.0:
+        if not 0.0 <= value <= AA_FLOOR_MAX:
             raise click.BadParameter(
-                f"{what} {raw!r} is not a number in 0..10 (0.2: ratios within [0.83, 1.2] "
-                "are noise)",
+                f"{what} {raw!r} is not a number in 0..{AA_FLOOR_MAX:g} (0.2: ratios within "
+                f"[0.83, 1.2] are noise; {AA_FLOOR_MAX:g}: within [1/{AA_FLOOR_MAX + 1:g}, "
+                f"{AA_FLOOR_MAX + 1:g}], past which an A/A run of identical arms is broken, "
+                "not noisy)",
                 param_hint="--aa-floor",
+            )
+        if value > 1.0:
+            click.echo(
+                f"warning: {what} {value:g} says identical arms differ by up to "
+                f"{value + 1:.3g}x: only a ratio beyond that can be called an effect; a floor "
+                "this wide usually means a starved client or a stalled host in the A/A run "
+                "(check it with `tierctl bench ab --realtime`)",
+                err=True,
             )
         return value
 
