@@ -186,7 +186,52 @@ def _workload(kw: dict[str, Any]) -> Any:
     from tierctl.sim.sources import WorkloadSource
 
     keys = {f.name for f in dataclasses.fields(WorkloadSource)}
+    _refuse_ignored_workload_options(kw)
     return WorkloadSource(**{k: kw.pop(k) for k in list(kw) if k in keys})
+
+
+#: The size options of the built-in workloads, by parameter name.
+_SIZE_OPTIONS = {
+    "count": "--count",
+    "input_tokens": "--input-tokens",
+    "output_tokens": "--output-tokens",
+    "rate_per_s": "--rate",
+    "duration_s": "--duration-s",
+    "hours": "--hours",
+}
+
+
+def _given(name: str) -> bool:
+    """Whether the option of parameter ``name`` was given on the command line."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return False
+    return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+
+
+def _refuse_ignored_workload_options(kw: dict[str, Any]) -> None:
+    """Refuse a size option the chosen workload does not read (``--count 4`` with the default
+    ``field`` workload was dropped silently), naming the workloads that do read it."""
+    from tierctl.sim.workload import GENERATOR_PARAMS
+
+    kind = kw.get("kind", "field")
+    if kw.get("trace") is not None:
+        used: frozenset[str] = frozenset()
+        what = "--trace (a trace carries its own sizes)"
+    else:
+        used = GENERATOR_PARAMS.get(kind, frozenset())
+        what = f"--workload {kind}" + (" (the default)" if not _given("kind") else "")
+    for name, flag in _SIZE_OPTIONS.items():
+        if name in used or not _given(name):
+            continue
+        readers = [k for k, ps in GENERATOR_PARAMS.items() if name in ps]
+        raise click.UsageError(
+            f"{flag} is not read by {what}: it would be ignored; give "
+            + " or ".join(f"--workload {k}" for k in readers)
+            + f" with {flag}, or leave {flag} out"
+        )
 
 
 @click.group()
@@ -354,6 +399,7 @@ def compare(
         a, b, _workload(kw), cost, fit_unc, focus=focus, draws=draws, aa_floor=aa_floor
     )
     cmp = wi.comparison
+    _judged_from(cmp, defaulted=kw.get("trace") is None and not _given("kind"))
     _warn_not_modelled(cmp.not_modelled)
     _warn_step_cost(cmp.step_cost)
     if as_json:
@@ -365,6 +411,37 @@ def compare(
 #: The widest A/A floor ``--aa-floor`` takes: identical arms 101x apart (a measured floor of
 #: 33.5, a starved client's TTFT, is kept; anything past this is a broken A/A run).
 AA_FLOOR_MAX = 100.0
+
+
+def _judged_from(cmp: Any, defaulted: bool) -> None:
+    """Say how many requests each arm's figures come from when some were refused as too long
+    for the arm (the context or the KV pool); refuse when the workload was not chosen: the
+    default is the bundled long-context example, which on a user's own tier left 3 of 11
+    requests to judge from."""
+    from tierctl.errors import InputError
+
+    for arm, res in (("control", cmp.control), ("candidate", cmp.candidate)):
+        refused = [r for r in res.requests if r.status == "rejected"]
+        if not refused:
+            continue
+        total = len(res.requests)
+        why = refused[0].reason
+        if defaulted:
+            raise InputError(
+                f"the default workload (the bundled long-context example) does not fit the "
+                f"{arm}: {len(refused)} of its {total} requests are refused ({why}), so the "
+                f"figures would be judged from {total - len(refused)}",
+                rule="sim compare judges both arms on a workload they can serve",
+                value=f"--workload field (default), {len(refused)} of {total} refused",
+                fix="choose the workload: --workload burst --count N --input-tokens T "
+                "--output-tokens O, --workload hammer --rate R, or --trace FILE",
+                params=("workload",),
+            )
+        click.echo(
+            f"warning: the {arm}'s figures are judged from {total - len(refused)} of {total} "
+            f"requests: {len(refused)} refused ({why})",
+            err=True,
+        )
 
 
 def _aa_floor(text: str) -> float | dict[str, float]:
