@@ -125,6 +125,22 @@ def _warn_not_modelled(flags: tuple[str, ...]) -> None:
         )
 
 
+def _warn_block_size(arms: tuple[Any, ...], cost: Any) -> None:
+    """Warn, once per note, for an arm whose KV pool is sized in blocks of an unknown size
+    (``--num-gpu-blocks-override`` with neither ``--block-size`` nor a device)."""
+    from tierctl.sim.disagg_config import DisaggTier
+    from tierctl.sim.vllm_policy import block_size_note
+
+    seen: set[str] = set()
+    for arm in arms:
+        configs = (*arm.prefill, *arm.decode) if isinstance(arm, DisaggTier) else (arm,)
+        for config in configs:
+            note = block_size_note(config, cost)
+            if note is not None and note not in seen:
+                seen.add(note)
+                click.echo(f"warning: {note}", err=True)
+
+
 def _warn_step_cost(flags: tuple[str, ...]) -> None:
     for name in flags:
         click.echo(
@@ -311,6 +327,7 @@ def run(
     )
     workload = _workload(kw)
     counts = None
+    _warn_block_size((engine_source.arm(),), cost)
     with _sim_bar() as tick:
         # Only the summary is printed: a trace is simulated streamed, in bounded memory.
         streamed = None if as_json or per_request else run_trace_streamed(
@@ -399,6 +416,7 @@ def compare(
         a, b, _workload(kw), cost, fit_unc, focus=focus, draws=draws, aa_floor=aa_floor
     )
     cmp = wi.comparison
+    _warn_block_size((a.arm(), b.arm()), cost)
     _judged_from(cmp, defaulted=kw.get("trace") is None and not _given("kind"))
     _warn_not_modelled(cmp.not_modelled)
     _warn_step_cost(cmp.step_cost)
@@ -727,6 +745,15 @@ def fit_plan_cmd(
     "speculation (its argv: --spec-reference-argv); the ratio is fitted, not the host's bias.",
 )
 @click.option("--spec-reference-argv", "spec_reference_argv", help="The reference engine's argv.")
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cuda", "cpu", "unknown"]),
+    default="auto",
+    show_default=True,
+    help="The device the measured engine ran on (the cost model's `device`: it gives the "
+    "engine's defaults that depend on it, e.g. vLLM's KV block, 16 tokens on CUDA and 128 on "
+    "CPU); auto: the engine log's start-up line, else unknown.",
+)
 @_ENGINE
 @_PRESET
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the fitted cost model here.")
@@ -742,6 +769,7 @@ def fit(
     spec_timings: str | None,
     spec_reference: str | None,
     spec_reference_argv: str | None,
+    device: str,
     engine: str | None,
     engine_version: str | None,
     out: str | None,
@@ -785,6 +813,9 @@ def fit(
         model, prov["acceptance"] = acceptance_from(
             acceptance, model, config, baseline=acceptance_baseline
         )
+    found, how = _fit_device(device, source, config.engine)
+    model = dataclasses.replace(model, device=found)
+    prov["device"] = {"device": found, "from": how}
     if spec_timings is not None:
         model, prov["spec_round_time"] = _spec_round_time(
             model, config, spec_timings, spec_reference, spec_reference_argv, engine,
@@ -817,6 +848,25 @@ def fit(
             f"{rt['tpot_simulated_p50_s_before'] * 1e3:.2f} -> "
             f"{rt['tpot_simulated_p50_s_after'] * 1e3:.2f} ms over {rt['requests']} requests)"
         )
+
+
+def _fit_device(option: str, source: str, engine: str) -> tuple[str, str]:
+    """``sim fit --device``: the device named, or (auto) the one the engine log's start-up
+    line names; a fit's device is never the base preset's (that is another machine)."""
+    from pathlib import Path
+
+    from tierctl.engines import profile_for
+    from tierctl.runtime.metrics_source import is_url
+    from tierctl.sim.iteration_fit import read_log
+
+    if option != "auto":
+        return ("" if option == "unknown" else option), "--device"
+    if is_url(source) or not Path(source).is_file():
+        return "", "unknown (--device auto: no log to read it from)"
+    seen = profile_for(engine).log_device(read_log(Path(source)))
+    if seen in ("cuda", "cpu"):
+        return seen, "the engine log's start-up line"
+    return "", "unknown (the log names no device; give --device)"
 
 
 def _spec_round_time(
