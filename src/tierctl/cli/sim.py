@@ -746,6 +746,14 @@ def fit_plan_cmd(
 )
 @click.option("--spec-reference-argv", "spec_reference_argv", help="The reference engine's argv.")
 @click.option(
+    "--allow-replay-mismatch",
+    "allow_mismatch",
+    is_flag=True,
+    help="With a vLLM log and --timings: fit even when the log's replay against the timings "
+    "mismatches more than 1 step in 20 (refused otherwise: those steps' decode contexts are "
+    "unknown); the counts are warned and kept in the provenance.",
+)
+@click.option(
     "--device",
     type=click.Choice(["auto", "cuda", "cpu", "unknown"]),
     default="auto",
@@ -769,6 +777,7 @@ def fit(
     spec_timings: str | None,
     spec_reference: str | None,
     spec_reference_argv: str | None,
+    allow_mismatch: bool,
     device: str,
     engine: str | None,
     engine_version: str | None,
@@ -808,7 +817,11 @@ def fit(
                 "base": base.name, "engine": config.engine, "engine_argv": list(config.argv),
                 "acceptance": entry}  # fmt: skip
     else:
-        model, prov = fit_source(source, kind, base, config, timings=timings)
+        model, prov = fit_source(
+            source, kind, base, config, timings=timings, allow_mismatch=allow_mismatch
+        )
+        for line in prov.get("warnings", ()):
+            click.echo(f"warning: {line}", err=True)
     if acceptance is not None:
         model, prov["acceptance"] = acceptance_from(
             acceptance, model, config, baseline=acceptance_baseline
