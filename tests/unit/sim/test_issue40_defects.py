@@ -8,6 +8,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.uncertainty import what_if
 from tierctl.sim.workload import hammer
@@ -247,3 +249,26 @@ def test_the_watermark_keeps_blocks_free_for_admission() -> None:
         sched.submit(SimRequest("next", 0.0, 60, 4), 0.0)  # 4 blocks of the 8 free
         sched.step(rnd.duration_s)
         assert (sched.lives["next"].status != "waiting") is admitted, watermark
+
+
+# -- sglang #40443's per-request decode rate, three ways ----------------------------------
+
+
+def test_decode_rates_mean_median_and_pooled() -> None:
+    from tierctl.sim.result import RequestResult, decode_rates
+
+    def req(rid: str, out: int, ttft: float, e2e: float, status: str = "completed") -> Any:
+        return RequestResult(rid, 0.0, 10, 0, out, status, 0.0, 0.0, ttft, None, None, e2e)
+
+    rates = decode_rates([
+        req("a", 11, 1.0, 11.0),  # 10 tokens in 10 s: 1 tok/s
+        req("b", 11, 1.0, 3.0),  # 10 in 2 s: 5 tok/s
+        req("c", 101, 2.0, 3.0),  # 100 in 1 s: 100 tok/s (the lone last request)
+        req("d", 1, 1.0, 1.0),  # one token: no decode
+        req("e", 50, 1.0, 9.0, status="aborted"),
+    ])  # fmt: skip
+    assert rates.requests == 3
+    assert rates.mean == pytest.approx((1 + 5 + 100) / 3)
+    assert rates.median == pytest.approx(5.0)
+    assert rates.pooled == pytest.approx(120 / 13)
+    assert decode_rates([]).pooled is None
