@@ -12,7 +12,12 @@ statistics that judge the prediction, kept apart so tests can break them:
 * :func:`aa_floor`: the A/A floor, the largest relative deviation the identical arms showed;
 * :func:`judge`: one figure: is the measured effect beyond the floor, is the predicted
   direction right, does the measured ratio lie inside the predicted interval;
-* :func:`tally`: the totals the issue's "Done when" names.
+* :func:`tally`: the totals the issue's "Done when" names;
+* :func:`interval_score`, :func:`null_prediction`, :func:`skill`: a proper score for a 90 %
+  interval (Gneiting and Raftery's interval score, on log ratios: the width, plus 20 times
+  how far outside the measurement fell), the reference predictors (1.00 inside an A/A band)
+  and the skill against one (1 - score / reference score: > 0 beats it). Coverage alone
+  rewards wide intervals on a noisy host; the interval score charges the width.
 """
 
 from __future__ import annotations
@@ -171,3 +176,53 @@ def tally(checks: Sequence[Check]) -> Tally:
         figures=len(checks),
         inside=sum(c.inside for c in checks),
     )
+
+
+#: The predicted intervals are central 90 % intervals.
+ALPHA = 0.1
+
+
+def interval_score(pred: Prediction, observed: float, alpha: float = ALPHA) -> float:
+    """The interval score of ``pred``'s ``[low, high]`` for ``observed``, on log ratios:
+    ``(u - l) + (2 / alpha) * (l - y if y < l) + (2 / alpha) * (y - u if y > u)``. Lower is
+    better; a proper score (its expectation is least when the interval's ends are the true
+    ``alpha / 2`` and ``1 - alpha / 2`` quantiles), so neither a narrow interval that misses
+    nor a wide one that always covers wins by itself.
+
+    Raises:
+        ValueError: a bound or the observation is not a positive finite ratio, or the
+            interval is reversed.
+    """
+    values = (pred.low, pred.high, observed)
+    if not all(math.isfinite(v) and v > 0 for v in values) or pred.low > pred.high:
+        raise ValueError(f"interval score needs 0 < low <= high and a ratio > 0: {values}")
+    lo, hi, y = (math.log(v) for v in values)
+    score = hi - lo
+    if y < lo:
+        score += 2.0 / alpha * (lo - y)
+    elif y > hi:
+        score += 2.0 / alpha * (y - hi)
+    return score
+
+
+def null_prediction(floor: float) -> Prediction:
+    """A predictor of no effect: 1.00 with the band ``[1 / (1 + floor), 1 + floor]`` (the
+    null predictor with the measured A/A floor; "the fit's own engine, no change" with the
+    simulated one)."""
+    return Prediction(1.0, 1.0 / (1.0 + floor), 1.0 + floor)
+
+
+def mean_score(preds: Sequence[Prediction], observed: Sequence[float]) -> float:
+    """The mean interval score of each prediction against its observation (paired)."""
+    if not preds or len(preds) != len(observed):
+        raise ValueError(f"need paired predictions and observations: {len(preds)}, {len(observed)}")
+    return statistics.fmean(interval_score(p, y) for p, y in zip(preds, observed, strict=True))
+
+
+def skill(score: float, reference: float) -> float:
+    """The skill against a reference: ``1 - score / reference`` (1 perfect, 0 no better than
+    the reference, < 0 worse). A reference score of 0 (a zero-width interval that held every
+    observation) leaves skill undefined: 0 when equal, else -inf."""
+    if reference <= 0:
+        return 0.0 if score <= reference else -math.inf
+    return 1.0 - score / reference

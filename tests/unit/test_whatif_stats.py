@@ -134,3 +134,58 @@ def test_tally_counts_direction_only_on_effects_and_the_80_percent_bar() -> None
     # a wrong direction where there was no effect is not counted against it
     assert tally([_check(False, False, True), *checks[1:]]).direction_ok
     assert not tally([]).coverage_ok
+
+
+# -- the interval score and skill (issue #40) ---------------------------------------------
+
+from tierctl.whatif import interval_score, mean_score, null_prediction, skill  # noqa: E402
+
+
+def test_the_interval_score_is_the_width_inside_and_charges_misses_20_times() -> None:
+    p = Prediction(1.0, 0.8, 1.25)
+    width = math.log(1.25) - math.log(0.8)
+    assert interval_score(p, 1.0) == pytest.approx(width)
+    assert interval_score(p, 0.8) == pytest.approx(width)
+    assert interval_score(p, 2.0) == pytest.approx(width + 20 * (math.log(2.0) - math.log(1.25)))
+    assert interval_score(p, 0.5) == pytest.approx(width + 20 * (math.log(0.8) - math.log(0.5)))
+    with pytest.raises(ValueError, match="low <= high"):
+        interval_score(Prediction(1.0, 1.2, 0.9), 1.0)
+    with pytest.raises(ValueError, match="ratio > 0"):
+        interval_score(p, 0.0)
+
+
+@given(ratios, ratios, ratios)
+def test_a_wider_interval_around_the_same_centre_never_misses_more(
+    lo: float, hi: float, y: float
+) -> None:
+    lo, hi = min(lo, hi), max(lo, hi)
+    narrow = Prediction(1.0, lo, hi)
+    wide = Prediction(1.0, lo / 2, hi * 2)
+    inside = lo <= y <= hi
+    if inside:  # covered by both: the wide one pays its width
+        assert interval_score(wide, y) > interval_score(narrow, y)
+    # Widening by a factor 2 each way costs at most 2 ln 2 more, whatever y is.
+    assert interval_score(wide, y) <= interval_score(narrow, y) + 2 * math.log(2) + 1e-9
+
+
+def test_the_score_is_proper_the_true_quantiles_beat_a_wider_or_narrower_band() -> None:
+    import random
+
+    rng = random.Random(4)
+    ys = [math.exp(rng.gauss(0.0, 0.2)) for _ in range(20000)]
+    q = 1.6449 * 0.2  # the 5 % and 95 % points of the log-normal
+    true = Prediction(1.0, math.exp(-q), math.exp(q))
+    for factor in (0.5, 0.8, 1.25, 2.0):
+        other = Prediction(1.0, math.exp(-q * factor), math.exp(q * factor))
+        assert mean_score([true] * len(ys), ys) < mean_score([other] * len(ys), ys)
+
+
+def test_null_prediction_and_skill() -> None:
+    band = null_prediction(0.25)
+    assert (band.ratio, band.low, band.high) == (1.0, pytest.approx(0.8), 1.25)
+    assert skill(1.0, 2.0) == pytest.approx(0.5)
+    assert skill(3.0, 2.0) == pytest.approx(-0.5)
+    assert skill(0.0, 0.0) == 0.0
+    assert skill(1.0, 0.0) == -math.inf
+    with pytest.raises(ValueError, match="paired"):
+        mean_score([band], [1.0, 1.1])

@@ -125,6 +125,22 @@ def _warn_not_modelled(flags: tuple[str, ...]) -> None:
         )
 
 
+def _warn_block_size(arms: tuple[Any, ...], cost: Any) -> None:
+    """Warn, once per note, for an arm whose KV pool is sized in blocks of an unknown size
+    (``--num-gpu-blocks-override`` with neither ``--block-size`` nor a device)."""
+    from tierctl.sim.disagg_config import DisaggTier
+    from tierctl.sim.vllm_policy import block_size_note
+
+    seen: set[str] = set()
+    for arm in arms:
+        configs = (*arm.prefill, *arm.decode) if isinstance(arm, DisaggTier) else (arm,)
+        for config in configs:
+            note = block_size_note(config, cost)
+            if note is not None and note not in seen:
+                seen.add(note)
+                click.echo(f"warning: {note}", err=True)
+
+
 def _warn_step_cost(flags: tuple[str, ...]) -> None:
     for name in flags:
         click.echo(
@@ -186,7 +202,52 @@ def _workload(kw: dict[str, Any]) -> Any:
     from tierctl.sim.sources import WorkloadSource
 
     keys = {f.name for f in dataclasses.fields(WorkloadSource)}
+    _refuse_ignored_workload_options(kw)
     return WorkloadSource(**{k: kw.pop(k) for k in list(kw) if k in keys})
+
+
+#: The size options of the built-in workloads, by parameter name.
+_SIZE_OPTIONS = {
+    "count": "--count",
+    "input_tokens": "--input-tokens",
+    "output_tokens": "--output-tokens",
+    "rate_per_s": "--rate",
+    "duration_s": "--duration-s",
+    "hours": "--hours",
+}
+
+
+def _given(name: str) -> bool:
+    """Whether the option of parameter ``name`` was given on the command line."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return False
+    return ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)
+
+
+def _refuse_ignored_workload_options(kw: dict[str, Any]) -> None:
+    """Refuse a size option the chosen workload does not read (``--count 4`` with the default
+    ``field`` workload was dropped silently), naming the workloads that do read it."""
+    from tierctl.sim.workload import GENERATOR_PARAMS
+
+    kind = kw.get("kind", "field")
+    if kw.get("trace") is not None:
+        used: frozenset[str] = frozenset()
+        what = "--trace (a trace carries its own sizes)"
+    else:
+        used = GENERATOR_PARAMS.get(kind, frozenset())
+        what = f"--workload {kind}" + (" (the default)" if not _given("kind") else "")
+    for name, flag in _SIZE_OPTIONS.items():
+        if name in used or not _given(name):
+            continue
+        readers = [k for k, ps in GENERATOR_PARAMS.items() if name in ps]
+        raise click.UsageError(
+            f"{flag} is not read by {what}: it would be ignored; give "
+            + " or ".join(f"--workload {k}" for k in readers)
+            + f" with {flag}, or leave {flag} out"
+        )
 
 
 @click.group()
@@ -266,6 +327,7 @@ def run(
     )
     workload = _workload(kw)
     counts = None
+    _warn_block_size((engine_source.arm(),), cost)
     with _sim_bar() as tick:
         # Only the summary is printed: a trace is simulated streamed, in bounded memory.
         streamed = None if as_json or per_request else run_trace_streamed(
@@ -354,12 +416,50 @@ def compare(
         a, b, _workload(kw), cost, fit_unc, focus=focus, draws=draws, aa_floor=aa_floor
     )
     cmp = wi.comparison
+    _warn_block_size((a.arm(), b.arm()), cost)
+    _judged_from(cmp, defaulted=kw.get("trace") is None and not _given("kind"))
     _warn_not_modelled(cmp.not_modelled)
     _warn_step_cost(cmp.step_cost)
     if as_json:
         click.echo(json.dumps(_compare_doc(wi, focus, source), indent=1))
         return
     click.echo(_render_compare(wi, focus, source))
+
+
+#: The widest A/A floor ``--aa-floor`` takes: identical arms 101x apart (a measured floor of
+#: 33.5, a starved client's TTFT, is kept; anything past this is a broken A/A run).
+AA_FLOOR_MAX = 100.0
+
+
+def _judged_from(cmp: Any, defaulted: bool) -> None:
+    """Say how many requests each arm's figures come from when some were refused as too long
+    for the arm (the context or the KV pool); refuse when the workload was not chosen: the
+    default is the bundled long-context example, which on a user's own tier left 3 of 11
+    requests to judge from."""
+    from tierctl.errors import InputError
+
+    for arm, res in (("control", cmp.control), ("candidate", cmp.candidate)):
+        refused = [r for r in res.requests if r.status == "rejected"]
+        if not refused:
+            continue
+        total = len(res.requests)
+        why = refused[0].reason
+        if defaulted:
+            raise InputError(
+                f"the default workload (the bundled long-context example) does not fit the "
+                f"{arm}: {len(refused)} of its {total} requests are refused ({why}), so the "
+                f"figures would be judged from {total - len(refused)}",
+                rule="sim compare judges both arms on a workload they can serve",
+                value=f"--workload field (default), {len(refused)} of {total} refused",
+                fix="choose the workload: --workload burst --count N --input-tokens T "
+                "--output-tokens O, --workload hammer --rate R, or --trace FILE",
+                params=("workload",),
+            )
+        click.echo(
+            f"warning: the {arm}'s figures are judged from {total - len(refused)} of {total} "
+            f"requests: {len(refused)} refused ({why})",
+            err=True,
+        )
 
 
 def _aa_floor(text: str) -> float | dict[str, float]:
@@ -371,11 +471,21 @@ def _aa_floor(text: str) -> float | dict[str, float]:
             value = float(raw)
         except ValueError:
             value = -1.0
-        if not 0.0 <= value <= 10.0:
+        if not 0.0 <= value <= AA_FLOOR_MAX:
             raise click.BadParameter(
-                f"{what} {raw!r} is not a number in 0..10 (0.2: ratios within [0.83, 1.2] "
-                "are noise)",
+                f"{what} {raw!r} is not a number in 0..{AA_FLOOR_MAX:g} (0.2: ratios within "
+                f"[0.83, 1.2] are noise; {AA_FLOOR_MAX:g}: within [1/{AA_FLOOR_MAX + 1:g}, "
+                f"{AA_FLOOR_MAX + 1:g}], past which an A/A run of identical arms is broken, "
+                "not noisy)",
                 param_hint="--aa-floor",
+            )
+        if value > 1.0:
+            click.echo(
+                f"warning: {what} {value:g} says identical arms differ by up to "
+                f"{value + 1:.3g}x: only a ratio beyond that can be called an effect; a floor "
+                "this wide usually means a starved client or a stalled host in the A/A run "
+                "(check it with `tierctl bench ab --realtime`)",
+                err=True,
             )
         return value
 
@@ -635,6 +745,23 @@ def fit_plan_cmd(
     "speculation (its argv: --spec-reference-argv); the ratio is fitted, not the host's bias.",
 )
 @click.option("--spec-reference-argv", "spec_reference_argv", help="The reference engine's argv.")
+@click.option(
+    "--allow-replay-mismatch",
+    "allow_mismatch",
+    is_flag=True,
+    help="With a vLLM log and --timings: fit even when the log's replay against the timings "
+    "mismatches more than 1 step in 20 (refused otherwise: those steps' decode contexts are "
+    "unknown); the counts are warned and kept in the provenance.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cuda", "cpu", "unknown"]),
+    default="auto",
+    show_default=True,
+    help="The device the measured engine ran on (the cost model's `device`: it gives the "
+    "engine's defaults that depend on it, e.g. vLLM's KV block, 16 tokens on CUDA and 128 on "
+    "CPU); auto: the engine log's start-up line, else unknown.",
+)
 @_ENGINE
 @_PRESET
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the fitted cost model here.")
@@ -650,6 +777,8 @@ def fit(
     spec_timings: str | None,
     spec_reference: str | None,
     spec_reference_argv: str | None,
+    allow_mismatch: bool,
+    device: str,
     engine: str | None,
     engine_version: str | None,
     out: str | None,
@@ -688,11 +817,18 @@ def fit(
                 "base": base.name, "engine": config.engine, "engine_argv": list(config.argv),
                 "acceptance": entry}  # fmt: skip
     else:
-        model, prov = fit_source(source, kind, base, config, timings=timings)
+        model, prov = fit_source(
+            source, kind, base, config, timings=timings, allow_mismatch=allow_mismatch
+        )
+        for line in prov.get("warnings", ()):
+            click.echo(f"warning: {line}", err=True)
     if acceptance is not None:
         model, prov["acceptance"] = acceptance_from(
             acceptance, model, config, baseline=acceptance_baseline
         )
+    found, how = _fit_device(device, source, config.engine)
+    model = dataclasses.replace(model, device=found)
+    prov["device"] = {"device": found, "from": how}
     if spec_timings is not None:
         model, prov["spec_round_time"] = _spec_round_time(
             model, config, spec_timings, spec_reference, spec_reference_argv, engine,
@@ -725,6 +861,25 @@ def fit(
             f"{rt['tpot_simulated_p50_s_before'] * 1e3:.2f} -> "
             f"{rt['tpot_simulated_p50_s_after'] * 1e3:.2f} ms over {rt['requests']} requests)"
         )
+
+
+def _fit_device(option: str, source: str, engine: str) -> tuple[str, str]:
+    """``sim fit --device``: the device named, or (auto) the one the engine log's start-up
+    line names; a fit's device is never the base preset's (that is another machine)."""
+    from pathlib import Path
+
+    from tierctl.engines import profile_for
+    from tierctl.runtime.metrics_source import is_url
+    from tierctl.sim.iteration_fit import read_log
+
+    if option != "auto":
+        return ("" if option == "unknown" else option), "--device"
+    if is_url(source) or not Path(source).is_file():
+        return "", "unknown (--device auto: no log to read it from)"
+    seen = profile_for(engine).log_device(read_log(Path(source)))
+    if seen in ("cuda", "cpu"):
+        return seen, "the engine log's start-up line"
+    return "", "unknown (the log names no device; give --device)"
 
 
 def _spec_round_time(

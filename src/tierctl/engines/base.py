@@ -89,6 +89,14 @@ class SimRules:
         decode_reserved_tokens: SGLang: a decode server preallocates a transferred prompt's
             KV only when the pool keeps this many tokens free for each request it already
             holds (running, transferring, waiting) and for the new one.
+        kv_block_tokens: vLLM: the KV block (tokens) the release uses when ``--block-size``
+            is not given, per device (``cuda``, ``cpu``): the pool of
+            ``--num-gpu-blocks-override`` blocks is that many tokens each, and KV is taken
+            a block at a time.
+        admission_reserves_prompt: vLLM: a waiting (or preempted) request is admitted only
+            when blocks for its whole sequence so far (prompt, and outputs of a preempted
+            one) are free, not just for its first chunk (``--scheduler-reserve-full-isl``,
+            on by default).
     """
 
     engine: str
@@ -110,6 +118,12 @@ class SimRules:
     metrics_preemption: str = ""
     decode_reserved_tokens: int = 0
     overlap_frees_late: bool = False
+    kv_block_tokens: tuple[tuple[str, int], ...] = ()
+    admission_reserves_prompt: bool = False
+
+    def block_tokens(self, device: str) -> int | None:
+        """The default KV block on ``device`` (None: the device is unknown or not listed)."""
+        return dict(self.kv_block_tokens).get(device)
 
 
 @dataclass(frozen=True)
@@ -680,6 +694,17 @@ class EngineProfile(ABC):
                     out.append((pattern.name, line))
                     break
         return out
+
+    #: The start-up line naming the device the engine runs on (group 1: ``cuda``, ``cpu``
+    #: ...); None when the engine logs none.
+    device_log_line: ClassVar[re.Pattern[str] | None] = None
+
+    def log_device(self, text: str) -> str | None:
+        """The device a log says the engine ran on (its start-up line), or None."""
+        if self.device_log_line is None:
+            return None
+        match = self.device_log_line.search(text)
+        return match.group(1).lower() if match else None
 
     # --- running argv ----------------------------------------------------------------------
 

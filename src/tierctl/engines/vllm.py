@@ -191,6 +191,8 @@ class VLLMProfile(EngineProfile):
             "max-model-len",
             "num-gpu-blocks-override",
             "block-size",
+            "scheduler-reserve-full-isl",
+            "watermark",
             "kv-transfer-config",
         }
     )
@@ -215,6 +217,13 @@ class VLLMProfile(EngineProfile):
             budget_holds_max_seqs=True,
             threshold_within_model_len=True,
             metrics_preemption=self.metrics.extra["preemptions"],
+            # platforms/cpu.py (check_and_update_config): block_size 128 unless given (16
+            # for the reference MLA kernel, 256 for DeepSeek-V4); CUDA attention backends
+            # default to 16.
+            kv_block_tokens=(("cuda", 16), ("cpu", 128)),
+            # config/scheduler.py: scheduler_reserve_full_isl = True; kv_cache_manager.py
+            # allocate_slots(full_sequence_must_fit=...) for waiting and preempted requests.
+            admission_reserves_prompt=True,
             disaggregation=DisaggregationRule(
                 flag="kv-transfer-config",
                 json_key="kv_role",
@@ -257,6 +266,9 @@ class VLLMProfile(EngineProfile):
 
     #: A substring only the iteration detail lines hold (recognises such a log).
     iteration_log_marker = "iteration elapsed time"
+
+    #: vllm/platforms/__init__.py at start-up: "Automatically detected platform cpu."
+    device_log_line = re.compile(r"Automatically detected platform (\w+)\.")
 
     def iteration_log_steps(self, text: str) -> list[tuple[int, int, int, float]]:
         """(context requests, context tokens, generation requests, elapsed seconds) of every

@@ -165,6 +165,8 @@ _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
     "max-model-len": ("max_model_len", _human_int),
     "num-gpu-blocks-override": ("num_gpu_blocks_override", _INT),
     "block-size": ("block_size", _INT),
+    "scheduler-reserve-full-isl": ("scheduler_reserve_full_isl", _bool_flag),
+    "watermark": ("watermark", _FLOAT),
     "disable-log-stats": ("disable_log_stats", _bool_flag),
     "speculative-config": ("speculative_config", _speculative_json),
     "scheduling-policy": ("scheduling_policy", _str),
@@ -173,7 +175,8 @@ _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
 
 _TABLES = {"sglang": _MODELLED, "vllm": _MODELLED_VLLM}
 
-# vLLM's default KV block (tokens per block) when --block-size is unset.
+# vLLM's KV block (tokens per block) when neither --block-size nor the device is known (its
+# CUDA default; the engine profile's SimRules.kv_block_tokens has each device's).
 VLLM_DEFAULT_BLOCK_TOKENS = 16
 
 
@@ -248,6 +251,8 @@ class EngineConfig:
     max_model_len: int | None = _vllm(None)
     num_gpu_blocks_override: int | None = _vllm(None)
     block_size: int | None = _vllm(None)
+    scheduler_reserve_full_isl: bool = _vllm(True)
+    watermark: float = _vllm(0.0)
     disable_log_stats: bool = _vllm(False)
     speculative_config: str | None = _vllm(None)
     scheduling_policy: str = _vllm("fcfs")
@@ -424,6 +429,8 @@ class EngineConfig:
             assert value is not None
             if value < low:
                 raise _bad(name, value, f"must be >= {low}", source, self.engine)
+        if not 0.0 <= self.watermark < 1.0:
+            raise _bad("watermark", self.watermark, "must be in [0, 1)", source, self.engine)
         if self.schedule_conservativeness < 0:
             raise _bad(
                 "schedule-conservativeness",

@@ -84,6 +84,10 @@ class CostModel:
     kv_bytes_per_token: float = 0.0
     kv_transfer_gb_per_s: float = 0.0
     kv_transfer_base_s: float = 0.0
+    # The device the coefficients were measured or derived on ("cuda", "cpu"; "" unknown):
+    # it gives the engine's defaults that depend on it (vLLM's KV block: 16 tokens on CUDA,
+    # 128 on CPU), and is said when unknown.
+    device: str = ""
 
     def kv_transfer_s(self, tokens: int) -> float:
         """How long one prompt's KV of ``tokens`` takes to cross to the decode replica."""
@@ -148,6 +152,7 @@ GLM53_FLASH_W4AFP8_TP4_H200 = CostModel(
     kv_bytes_per_token=35_000.0,
     kv_transfer_gb_per_s=160.0,
     kv_transfer_base_s=0.002,
+    device="cuda",
 )
 
 # The same GPUs plus the host side the ingestion incident was about (tierctl.sim.host): the
@@ -183,6 +188,7 @@ DENSE_8B_H100 = CostModel(
     kv_bytes_per_token=131_072.0,
     kv_transfer_gb_per_s=40.0,
     kv_transfer_base_s=0.002,
+    device="cuda",
 )
 
 # DeepSeek-V4.1 with MTP speculative decoding on 4 x H200 (TP4), stated for sglang PR #40443's
@@ -218,6 +224,7 @@ DEEPSEEK_V41_MTP_TP4_H200 = CostModel(
     kv_bytes_per_token=35_000.0,
     kv_transfer_gb_per_s=160.0,
     kv_transfer_base_s=0.002,
+    device="cuda",
 )
 
 PRESETS: dict[str, CostModel] = {

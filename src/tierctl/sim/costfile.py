@@ -115,6 +115,17 @@ def read_cost_model(path: str | Path) -> tuple[CostModel, dict[str, Any]]:
         if key == "name":
             continue
         v = values[key]
+        if key == "device":
+            if v not in DEVICES:
+                raise InputError(
+                    f"cost model field 'device' must be one of {', '.join(map(repr, DEVICES))}",
+                    location=Location(file=str(p), path="model.device"),
+                    rule="device is the accelerator the coefficients were measured on "
+                    '("" when unknown)',
+                    value=v,
+                    fix='give "cuda", "cpu" or "" (`tierctl sim fit --device`)',
+                )
+            continue
         if key in _RATE_LISTS:
             values[key] = _rates(v, p, key)
             continue
@@ -135,6 +146,9 @@ def read_cost_model(path: str | Path) -> tuple[CostModel, dict[str, Any]]:
     values["name"] = str(values["name"])
     return CostModel(**values), prov if isinstance(prov, dict) else {}
 
+
+#: The devices a cost model may name ("": unknown).
+DEVICES = ("", "cuda", "cpu")
 
 #: Fields that are lists of probabilities (the acceptance of each draft position).
 _RATE_LISTS = ("spec_accept_by_position",)

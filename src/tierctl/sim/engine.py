@@ -51,6 +51,8 @@ class Live:
     finished_s: float | None = None
     itl_max_s: float = 0.0
     kv_tokens: int = 0
+    # vLLM: the tokens holding KV slots in the request's blocks (kv_tokens is whole blocks).
+    kv_slots: int = 0
     kv_wait_s: float = 0.0
     kv_blocked_since: float | None = None
     status: str = "waiting"

@@ -145,11 +145,26 @@ class VllmLogFit(FitSource):
         self, path: Path, base: CostModel, config: EngineConfig, timings: Path | None
     ) -> tuple[CostModel, dict[str, Any]]:
         """The step coefficients from the log; the time between steps from the timings."""
+        return self.fit_log(path, base, config, timings)
+
+    def fit_log(
+        self,
+        path: Path,
+        base: CostModel,
+        config: EngineConfig,
+        timings: Path | None,
+        allow_mismatch: bool = False,
+    ) -> tuple[CostModel, dict[str, Any]]:
+        """:meth:`fit`; ``allow_mismatch`` fits a log whose replay mismatches (warned)."""
+        from tierctl.sim.timing_fit import bench_requests_left_out
+
         reqs = read_bench_requests(timings) if timings is not None else None
+        left_out = bench_requests_left_out(timings) if timings is not None else (0, 0)
         fitted_on = [str(path)] + ([str(timings)] if timings is not None else [])
         return fit_vllm_log(
             read_vllm_iterations(path), base, config, reqs, name=f"fitted:{path.name}",
-            fitted_on=fitted_on,
+            fitted_on=fitted_on, left_out=left_out, allow_mismatch=allow_mismatch,
+            where=str(timings) if timings is not None else str(path),
         )  # fmt: skip
 
 
@@ -162,6 +177,9 @@ def fit_vllm_log(
     name: str,
     fitted_on: list[str],
     more_runs: Sequence[tuple[list[Any], list[Any] | None, EngineConfig]] = (),
+    left_out: tuple[int, int] = (0, 0),
+    allow_mismatch: bool = False,
+    where: str = "timings",
 ) -> tuple[CostModel, dict[str, Any]]:
     """``sim fit --from vllm-log [--timings]`` on parsed iterations and measured requests:
     the model and its provenance (residuals, bootstrap refits, domain), as the CLI writes
@@ -171,7 +189,17 @@ def fit_vllm_log(
     bootstrap and its domain, each replayed at its own engine's budget: a fit run at the
     larger arm's budget cannot cut a prompt into the smaller arm's deep chunks (the prompt
     would have to be longer than the model's context), so that arm's ladder is a second run.
-    The time between steps is measured on the first run alone."""
+    The time between steps is measured on the first run alone.
+
+    ``left_out`` (left out, all): the timings' requests without a first token, which the
+    replay cannot place. A replay that mismatches more than one step in twenty is refused
+    (:func:`check_replay`): its decode contexts are unknown, and the fit then put the decode
+    context cost at 0 silently; ``allow_mismatch`` fits it anyway, with a warning in the
+    provenance (``warnings``).
+
+    Raises:
+        InputError: the replay mismatched too many steps and ``allow_mismatch`` is False.
+    """
     budget = vllm_token_budget(config, base)
     runs = [(its, budget, reqs)] + [
         (m_its, vllm_token_budget(m_cfg, base), m_reqs) for m_its, m_reqs, m_cfg in more_runs
@@ -181,9 +209,13 @@ def fit_vllm_log(
     samples: dict[str, int] = {"iterations": len(its)}
     between = "kept from the base (pass the same run's timings to fit it)"
     shapes = "chunk positions rebuilt from the token budget, decode contexts unknown"
+    warnings: list[str] = []
     if reqs is not None:
         _, bad = replay_iterations(its, reqs, budget)
         residuals["replay_mismatched_steps"] = bad
+        residuals["timings_left_out"] = left_out[0]
+        note = check_replay(bad, len(its), left_out, allow=allow_mismatch, where=where)
+        warnings += [note] if note else []
         if bad * 20 <= len(its):
             shapes = (
                 "every step's chunks and decode contexts rebuilt by replaying the log "
@@ -221,7 +253,55 @@ def fit_vllm_log(
         "samples": samples,
         "residuals": residuals,
     }
+    if warnings:
+        prov["warnings"] = warnings
     return model, prov
+
+
+#: The share of a log's steps its replay may mismatch before the fit is refused (other
+#: traffic now and then; past it the decode contexts are unknown).
+REPLAY_MISMATCH_LIMIT = 1 / 20
+
+
+def check_replay(
+    bad: int, steps: int, left_out: tuple[int, int], *, allow: bool, where: str
+) -> str | None:
+    """Refuse (or, with ``allow``, return the warning for) a log replay that mismatched more
+    than :data:`REPLAY_MISMATCH_LIMIT` of its steps, with the counts and the likely cause:
+    requests of the timings left out for having no first token (a fit whose replay
+    mismatched 419 of 2,276 steps, 2 streams without TTFT dropped, put the decode context cost
+    at 0 and was accepted silently). None when the replay holds.
+
+    Raises:
+        InputError: past the limit and not ``allow``.
+    """
+    if bad <= steps * REPLAY_MISMATCH_LIMIT:
+        return None
+    dropped, total = left_out
+    why = (
+        f"{dropped} of the timings' {total} requests have no first token or did not complete "
+        "and were left out, but the engine served them, so the replay loses count from the "
+        "first of them on"
+        if dropped
+        else "the log holds traffic the timings do not (another client, a warm-up), or the "
+        "timings are of another run"
+    )
+    message = (
+        f"the iteration log's replay against the timings mismatched {bad:,} of {steps:,} "
+        f"steps ({bad / max(1, steps):.0%}, more than 1 in 20): {why}; those steps' chunk "
+        "positions and decode contexts are unknown, so the decode context cost cannot be fitted"
+    )
+    if allow:
+        return message
+    raise InputError(
+        message,
+        location=Location(file=where),
+        rule="a vLLM log fit with --timings replays at least 19 of every 20 logged steps",
+        value=f"{bad} of {steps} steps mismatched; {dropped} of {total} requests left out",
+        fix="fit on a run whose every request completed with a first token (rerun the fit "
+        "trace, with `tierctl bench run --realtime`), or pass --allow-replay-mismatch to fit "
+        "it anyway (warned; decode context cost unreliable)",
+    )
 
 
 class StepLogFit(FitSource):
@@ -333,6 +413,7 @@ def fit_source(
     config: EngineConfig,
     *,
     timings: str | Path | None = None,
+    allow_mismatch: bool = False,
 ) -> tuple[CostModel, dict[str, Any]]:
     """Fit ``base``'s step coefficients to a step log, an engine's log or a bench results file.
 
@@ -346,6 +427,8 @@ def fit_source(
         config: the measured engine's flags (its scheduler is the one replayed).
         timings: with a vLLM iteration log, the bench results file of the same run: the time
             between steps is then fitted to its request timings (:func:`fit_overheads`).
+        allow_mismatch: with a vLLM log and timings, fit even when the log's replay
+            mismatches more than one step in twenty (warned in ``provenance.warnings``).
 
     Returns:
         The fitted model and its provenance (what, how, residuals).
@@ -356,7 +439,10 @@ def fit_source(
     else:
         # Any other kind is read as request timings (the CLI offers only the sources' kinds).
         source = next((s for s in FIT_SOURCES if s.kind == kind), FIT_SOURCES[0])
-    return source.fit(p, base, config, None if timings is None else Path(timings))
+    timed = None if timings is None else Path(timings)
+    if isinstance(source, VllmLogFit):
+        return source.fit_log(p, base, config, timed, allow_mismatch)
+    return source.fit(p, base, config, timed)
 
 
 def read_sglang_log(path: str | Path) -> list[DecodeSample]:

@@ -29,9 +29,9 @@ def effective_server_args(config: EngineConfig, sched: Scheduler | None) -> dict
                 max_num_seqs=sched.max_running,
                 max_model_len=sched.max_model_len,
                 long_prefill_token_threshold=sched.threshold,
-                block_size=config.block_size or VLLM_DEFAULT_BLOCK_TOKENS,
+                block_size=sched.block,
                 num_gpu_blocks_override=config.num_gpu_blocks_override
-                or sched.kv_pool_tokens // (config.block_size or VLLM_DEFAULT_BLOCK_TOKENS),
+                or sched.kv_pool_tokens // sched.block,
             )
         else:
             info.update(
@@ -124,7 +124,7 @@ def vllm_non_default_args(config: EngineConfig) -> dict[str, Any]:
 
 def vllm_cache_config(config: EngineConfig, sched: Scheduler | None) -> dict[str, str]:
     """The ``cache_config_info`` labels (vLLM writes every value with ``str()``)."""
-    block = config.block_size or VLLM_DEFAULT_BLOCK_TOKENS
+    block = getattr(sched, "block", None) or config.block_size or VLLM_DEFAULT_BLOCK_TOKENS
     pool = sched.kv_pool_tokens if sched is not None else 0
     extra = dict(config.extra_args)
     return {

@@ -55,6 +55,17 @@ def read_bench_requests(path: str | Path) -> list[MeasuredRequest]:
     return sorted(out, key=lambda m: m.sent_s)
 
 
+def bench_requests_left_out(path: str | Path) -> tuple[int, int]:
+    """(left out, all): the requests of a bench results file that :func:`read_bench_requests`
+    leaves out (not completed, or no first token: a stream read in one piece, an error) and
+    how many it holds. The engine served them all, so a log replay against the kept ones
+    loses count."""
+    results = read_results(path)
+    total = sum(len(run.requests) for run in results.runs)
+    kept = sum(len(run.completed_requests(results.source)) for run in results.runs)
+    return total - kept, total
+
+
 def workload_of(reqs: list[MeasuredRequest], name: str = "measured") -> Workload:
     """The measured requests as a simulator workload (same send times and lengths)."""
     t0 = reqs[0].sent_s if reqs else 0.0

@@ -113,7 +113,11 @@ class IntervalRow:
     low: float | None
     high: float | None
     floor: float  # the A/A floor: ratios within [1/(1+f), 1+f] are noise
-    verdict: str  # better | worse | no measurable effect | unknown
+    verdict: str  # better | worse | no measurable effect | unknown | not modelled: --FLAG
+    # Flags that differ between the arms whose effect the ratio leaves out (step cost held
+    # fixed, or not read by the model): with nothing else differing the ratio is 1.00 by
+    # construction, and the verdict says "not modelled" instead of "no measurable effect".
+    left_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,26 @@ def what_if(
         )
         for j, r in enumerate(point.table)
     )
+    rows = _mark_left_out(rows, point)
     return WhatIf(point, rows, max(n, 1), _source(cost, fit, n), _extrapolation(point, fit.domain))
+
+
+def _mark_left_out(rows: tuple[IntervalRow, ...], point: Comparison) -> tuple[IntervalRow, ...]:
+    """Name on every row the differing flags the ratio leaves out. When the two arms'
+    simulations are identical (every point ratio exactly 1 and the same steps: the only
+    differences are flags the model holds fixed or does not read, e.g. ``--dtype float32``
+    against ``bfloat16``), the verdict is ``not modelled: --FLAG``: a 1.00 there is the
+    model's blindness, not a measurement of no effect."""
+    left_out = tuple(dict.fromkeys((*point.step_cost, *point.not_modelled)))
+    if not left_out:
+        return rows
+    names = ", ".join(f"--{n}" for n in left_out)
+    blind = point.control.summary == point.candidate.summary
+    out = []
+    for r in rows:
+        verdict = f"not modelled: {names}" if blind else f"{r.verdict} (leaves out {names})"
+        out.append(dataclasses.replace(r, verdict=verdict, left_out=left_out))
+    return tuple(out)
 
 
 def _check_work(arms: Sequence[tuple[ArmConfig, int]], workload: Workload, cost: CostModel) -> None:

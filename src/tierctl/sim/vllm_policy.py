@@ -14,10 +14,16 @@ Read from ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``) and
    prefix-cached tokens are skipped, the chunk is capped as above, and without chunked prefill
    (``--no-enable-chunked-prefill``) a prompt that does not fit the remaining budget stops the
    queue. A request that cannot get KV slots stops the queue.
-3. **KV slots are allocated as tokens are computed** (not reserved up front as SGLang's
-   model does). When a running request cannot get a slot, the *last* running request is
-   preempted (its KV freed; it goes back to the head of the queue and recomputes its prompt
-   and the tokens it already produced), until the request fits or is itself the one preempted.
+3. **KV blocks are allocated as tokens are computed** (not reserved up front as SGLang's
+   model does), a block (``--block-size``; the release's default for the device otherwise:
+   16 tokens on CUDA, 128 on CPU) at a time. When a running request cannot get the block
+   it needs, the *last* running request is preempted (its KV freed; it goes back to the head
+   of the queue and recomputes its prompt and the tokens it already produced), until the
+   request fits or is itself the one preempted. A waiting or preempted request is admitted
+   only when blocks for its whole sequence so far are free (``--scheduler-reserve-full-isl``,
+   on by default), plus ``--watermark`` of the pool while others run: without that gate a
+   long prompt admitted on its first chunk took the pool chunk by chunk and preempted the
+   decoders, again and again (~50x the preemptions a real vLLM CPU engine counted).
 4. **The threshold needs company** (the pinned release's rule, from its engine profile:
    ``SimRules.threshold_needs_company``): at the start of each step vLLM 0.32 counts the
    eligible requests (running + waiting) and applies ``--long-prefill-token-threshold`` only
@@ -51,11 +57,16 @@ class VllmScheduler(Scheduler):
     def __init__(self, config: EngineConfig, cost: CostModel, seed: int = 0) -> None:
         super().__init__(config, cost, seed)
         self.interval_rounds = 0
-        block = config.block_size or VLLM_DEFAULT_BLOCK_TOKENS
+        block, _known = kv_block_tokens(config, cost)
+        self.block = block
         if config.num_gpu_blocks_override is not None:
             self.kv_pool_tokens = config.num_gpu_blocks_override * block
         else:
-            self.kv_pool_tokens = cost.kv_pool_tokens
+            self.kv_pool_tokens = cost.kv_pool_tokens // block * block
+        self.reserve_prompt = (
+            config.rules.admission_reserves_prompt and config.scheduler_reserve_full_isl
+        )
+        self.watermark_tokens = int(config.watermark * (self.kv_pool_tokens // block)) * block
         self.max_model_len = config.max_model_len or self.kv_pool_tokens
         self.max_running = config.max_num_seqs or cost.max_running_requests
         self.chunked_prefill = config.enable_chunked_prefill
@@ -84,6 +95,33 @@ class VllmScheduler(Scheduler):
         self.order: list[Live] = []
         # This step's tokens scheduled per decoding request (1 + drafts when speculative).
         self._decode_takes: dict[int, int] = {}
+
+    # -- KV blocks ------------------------------------------------------------------------
+
+    def _extra(self, live: Live, tokens: int) -> int:
+        """The KV (tokens, whole blocks) ``live`` must newly take to hold ``tokens`` more."""
+        b = self.block
+        return max(0, -(-(live.kv_slots + tokens) // b) * b - live.kv_tokens)
+
+    def _take(self, live: Live, tokens: int) -> None:
+        """Give ``live`` slots for ``tokens`` more tokens (new blocks from the pool)."""
+        extra = self._extra(live, tokens)
+        live.kv_slots += tokens
+        live.kv_tokens += extra
+        self.kv_used_tokens += extra
+
+    def _admission_need(self, todo: int, take: int) -> int:
+        """The free KV a waiting request needs to be admitted with a ``take``-token chunk of
+        its ``todo``: blocks for the whole sequence so far (vLLM's full-sequence gate) or for
+        the chunk, plus the watermark while others run."""
+        b = self.block
+        need = -(-(todo if self.reserve_prompt else take) // b) * b
+        return need + (self.watermark_tokens if self.order else 0)
+
+    def _decode_round_extra(self) -> int:
+        """The new KV the running decoders take in one decode round (a block each that is
+        full)."""
+        return sum(self._extra(live, 1) for live in self.running)
 
     def prefill_budget(self) -> int | None:
         """The step's token budget (``--max-num-batched-tokens``): the most prompt tokens
@@ -121,7 +159,7 @@ class VllmScheduler(Scheduler):
                 live.status = "aborted"
                 live.reason = "aborted by the client"
                 self.kv_used_tokens -= live.kv_tokens
-                live.kv_tokens = 0
+                live.kv_tokens = live.kv_slots = 0
                 self._close(live, now_s)
                 return True
         return super().abort(rid, now_s)
@@ -181,7 +219,7 @@ class VllmScheduler(Scheduler):
                 take = min(1 + self.spec[0], budget) if self.spec else 1
             else:
                 take = min(self._cap(live.extend_tokens - live.prefilled_tokens), budget)
-            while self.kv_pool_tokens - self.kv_used_tokens < take:
+            while self.kv_pool_tokens - self.kv_used_tokens < self._extra(live, take):
                 # vLLM 0.32: the last running request, or under the priority policy the
                 # lowest-priority one (largest priority, then latest arrival).
                 victim = (
@@ -204,8 +242,7 @@ class VllmScheduler(Scheduler):
                     self._decode_takes[id(live)] = take
             else:
                 prefills.append((live, take))
-            self.kv_used_tokens += take
-            live.kv_tokens += take
+            self._take(live, take)
             budget -= take
             i += 1
         if not preempted:
@@ -241,7 +278,7 @@ class VllmScheduler(Scheduler):
                 break
             take = min(take, budget)
             free = self.kv_pool_tokens - self.kv_used_tokens
-            if take > free:
+            if self._admission_need(todo, take) > free:
                 if live.kv_blocked_since is None:
                     live.kv_blocked_since = now_s
                     self.stats.kv_waits += 1
@@ -251,7 +288,7 @@ class VllmScheduler(Scheduler):
                 live.kv_blocked_since = None
             self.waiting.popleft()
             if self.cache is not None:
-                self.cache.evict_to(free - take)
+                self.cache.evict_to(free - -(-take // self.block) * self.block)
             if live.admitted_s is None:
                 live.admitted_s = now_s
                 self.stats.prompt_tokens += req.input_tokens
@@ -259,8 +296,8 @@ class VllmScheduler(Scheduler):
             live.cached_tokens = cached
             live.prefilled_tokens = 0
             live.status = "prefilling"
-            live.kv_tokens = take
-            self.kv_used_tokens += take
+            live.kv_tokens = live.kv_slots = 0
+            self._take(live, take)
             self.order.append(live)
             prefills.append((live, take))
             budget -= take
@@ -303,10 +340,10 @@ class VllmScheduler(Scheduler):
             emitted += self._decode_tokens(decoders, end, in_burst or bool(chunks))
             for live in decoders:
                 # The slots of the draft tokens rejected are freed: KV keeps what was kept.
+                # vLLM keeps the blocks (a later step reuses them): the slots shrink only.
                 kept = live.generated - before[id(live)]
                 scheduled = self._decode_takes.pop(id(live), 1)
-                self.kv_used_tokens += kept - scheduled
-                live.kv_tokens += kept - scheduled
+                live.kv_slots += kept - scheduled
         for live, take in prefills:
             live.prefilled_tokens += take
             if live.prefilled_tokens < live.extend_tokens:
@@ -326,6 +363,7 @@ class VllmScheduler(Scheduler):
         """Free a running request's KV and put it back at the head of the queue."""
         self.order.remove(live)
         self._free_for_recompute(live)
+        live.kv_slots = 0
         self.waiting.appendleft(live)
         self._order_waiting()
 
@@ -337,40 +375,82 @@ class VllmScheduler(Scheduler):
         if not self.running or len(self.order) != len(self.running) or self.spec is not None:
             return False  # speculative steps draw their acceptance: stepped one by one
         b = len(self.running)
-        if self.kv_pool_tokens - self.kv_used_tokens < b:
+        free = self.kv_pool_tokens - self.kv_used_tokens
+        growth = self._decode_round_extra()
+        if free < growth:
             return False  # the next step preempts
         if not self.waiting:
             return True
         if len(self.order) >= self.max_running or self.token_budget - b <= 0:
             return True
-        # The head blocked on KV slots stays blocked until a request finishes: decoding only
-        # takes more slots.
         head = self.waiting[0]
         req = head.req
         cached = 0
         if self.cache is not None and req.block_hashes:
             cached = min(self.cache.match(req.block_hashes, touch=False), req.input_tokens - 1)
         self.step_threshold = self._threshold_now()
-        todo = self._cap(req.input_tokens + head.resumed_tokens - cached)
+        whole = req.input_tokens + head.resumed_tokens - cached
+        todo = self._cap(whole)
         room = self.token_budget - b
         if not self.chunked_prefill and todo > room:
             return True
-        blocked = min(todo, room) > self.kv_pool_tokens - self.kv_used_tokens - b
+        # Decoding only takes more blocks: a head blocked after this round stays blocked.
+        blocked = self._admission_need(whole, min(todo, room)) > free - growth
         if blocked and head.kv_blocked_since is None:
             head.kv_blocked_since = now_s
             self.stats.kv_waits += 1
         return blocked
 
     def _ff_round_cap(self) -> int:
-        return self._ff_slot_cap()
+        """Decode rounds the free blocks hold: each request first fills the block it has,
+        then every ``block`` rounds needs one more; ``free // n`` more blocks each are safe."""
+        run = self.running
+        b = self.block
+        room = min(live.kv_tokens - live.kv_slots for live in run)
+        free_blocks = (self.kv_pool_tokens - self.kv_used_tokens) // b
+        return max(1, room + b * (free_blocks // max(1, len(run))))
 
     def _ff_account(self, rounds: int) -> None:
-        self._ff_take_slots(rounds)
+        for live in self.running:
+            self._take(live, rounds)
 
     def _finish(self, live: Live, end_s: float) -> None:
         if live in self.order:
             self.order.remove(live)
+        live.kv_slots = 0
         super()._finish(live, end_s)
+
+
+def kv_block_tokens(config: EngineConfig, cost: CostModel) -> tuple[int, bool]:
+    """The KV block (tokens) of a vLLM replica and whether it is known: ``--block-size``,
+    else the pinned release's default on the cost model's device (its engine profile:
+    16 on CUDA, 128 on CPU); with neither, vLLM's CUDA default (16), not known."""
+    if config.block_size:
+        return config.block_size, True
+    default = config.rules.block_tokens(cost.device)
+    if default is not None:
+        return default, True
+    return VLLM_DEFAULT_BLOCK_TOKENS, False
+
+
+def block_size_note(config: EngineConfig, cost: CostModel) -> str | None:
+    """A warning for a pool sized in blocks (``--num-gpu-blocks-override``) whose block is
+    not known: on CPU vLLM 0.32 takes 128-token blocks, so the CUDA default of 16 made the
+    pool 8x too small (15 of 36 requests dropped). None when the block is known."""
+    if config.engine != "vllm" or config.num_gpu_blocks_override is None:
+        return None
+    block, known = kv_block_tokens(config, cost)
+    if known:
+        return None
+    devices = ", ".join(f"{d} {n}" for d, n in config.rules.kv_block_tokens)
+    n = config.num_gpu_blocks_override
+    return (
+        f"--num-gpu-blocks-override {n}: the KV pool is taken as {n} blocks of {block} tokens "
+        f"({n * block:,} tokens), but neither --block-size nor the cost model's device is "
+        f"known (cost model {cost.name!r}); the block differs by device (vLLM {config.release}: "
+        f"{devices} tokens): give --block-size, or a cost model fitted with "
+        "`tierctl sim fit --device`"
+    )
 
 
 def _startup_checks(config: EngineConfig, budget: int, max_model_len: int) -> None:

@@ -189,6 +189,18 @@ def multi_turn_day(
 
 GENERATORS = ("burst", "hammer", "both", "field", "field+hammer", "day", "ingestion")
 
+#: The size parameters each generator reads (every one takes ``seed``); the rest it ignores,
+#: so the command line refuses them rather than drop them silently.
+GENERATOR_PARAMS: dict[str, frozenset[str]] = {
+    "burst": frozenset({"count", "input_tokens", "output_tokens"}),
+    "hammer": frozenset({"rate_per_s", "duration_s"}),
+    "both": frozenset({"count", "input_tokens", "output_tokens", "rate_per_s", "duration_s"}),
+    "field": frozenset(),
+    "field+hammer": frozenset(),
+    "day": frozenset({"hours"}),
+    "ingestion": frozenset({"duration_s"}),
+}
+
 
 def ingestion(rng: random.Random, *, minutes: float = 25.0) -> Workload:
     """The field report's ingestion incident, as one replica of two saw it: every 5 minutes

@@ -61,3 +61,21 @@ def test_the_cli_reads_one_floor_or_one_per_figure(run_cli: Callable[..., Any]) 
     assert bad.code == 2
     assert "no figure of the table" in bad.err
     assert run_cli(*args, "--aa-floor", "x").code == 2
+
+
+def test_a_measured_floor_of_33_5_is_taken_with_a_warning_and_the_bound_is_100(
+    run_cli: Callable[..., Any],
+) -> None:
+    # Issue #40: a measured A/A floor of 33.5 (a starved client's TTFT) was refused ("0..10").
+    args = ("sim", "compare", "--control", "vllm serve m", "--candidate",
+            "vllm serve m --max-num-seqs 4", "--workload", "burst", "--count", "2",
+            "--input-tokens", "500", "--output-tokens", "4", "--preset", "dense-8b-h100")  # fmt: skip
+    wide = run_cli(*args, "--aa-floor", "TTFT p50=33.5", "--json")
+    assert wide.code == 0, wide.err
+    assert "identical arms differ by up to 34.5x" in wide.err
+    assert run_cli(*args, "--aa-floor", "0.5").err.count("warning: the floor") == 0
+    assert run_cli(*args, "--aa-floor", "100").code == 0
+    for bad in ("100.5", "-0.1", "nan", "inf"):
+        got = run_cli(*args, "--aa-floor", bad)
+        assert got.code == 2, bad
+        assert "0..100" in got.err

@@ -245,10 +245,18 @@ def test_sim_fit_reads_vllm_iteration_lines_and_fits_the_between_step_time(
     assert doc["decode_base_s"] == pytest.approx(0.009, rel=0.01)
     assert doc["decode_per_seq_s"] == pytest.approx(5e-4, rel=0.01)
     assert doc["round_overhead_s"] == DENSE_8B_H100.round_overhead_s  # not in the log
+    # The log's steps are drawn apart from the timings' requests: its replay against them
+    # mismatches, which is refused unless allowed (then warned, issue #40).
+    refused = run_cli("sim", "fit", str(log), "--timings", str(results), "--preset",
+                      "dense-8b-h100", "--out", str(out), "--", *argv)  # fmt: skip
+    assert refused.code == 2
+    assert "replay against the timings mismatched" in refused.err
     res = run_cli("sim", "fit", str(log), "--timings", str(results), "--preset",
-                  "dense-8b-h100", "--out", str(out), "--", *argv)  # fmt: skip
+                  "dense-8b-h100", "--out", str(out), "--allow-replay-mismatch", "--", *argv)  # fmt: skip
     assert res.code == 0, res.err
+    assert "warning: the iteration log's replay against the timings mismatched" in res.err
     model, prov = read_cost_model(out)
+    assert prov["warnings"]
     assert prov["samples"] == {"iterations": 60, "requests": len(reqs)}
     # What the timings pin is a whole round (the split between per round and per sequence is
     # loose when few requests run at once): within 10 % at the batch sizes this run had.

@@ -279,3 +279,43 @@ def test_the_time_between_steps_survives_tokens_handed_on_in_one_piece() -> None
     assert "measured" in res["between_steps"]
     assert fitted.round_overhead_s == pytest.approx(0.0015, rel=0.1)
     assert fitted.detokenize_per_token_s == pytest.approx(2e-4, rel=0.15)
+
+
+def test_timings_that_dropped_streams_without_a_first_token_are_refused_with_the_counts(
+    run_cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    # Issue #40: 2 streams with no TTFT were left out by --timings; the replay mismatched 419
+    # of 2,276 steps, the decode context cost came out 0, and the fit was accepted silently.
+    its, measured = _timed(LOG_TRUTH, 4)
+    lines = [
+        f"INFO Engine 000: Iteration({i}): {s.context_requests} context requests, "
+        f"{s.context_tokens} context tokens, {s.generation_requests} generation requests, "
+        f"{s.generation_requests} generation tokens, iteration elapsed time: "
+        f"{s.elapsed_s * 1e3:.3f} ms"
+        for i, s in enumerate(its)
+    ]
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join(lines) + "\n")
+    rows = [
+        {"sent_s": m.sent_s, "ttft_s": m.ttft_s, "tpot_s": None, "e2e_s": m.ttft_s + sum(m.itl_s),
+         "outcome": "completed", "itl_s": list(m.itl_s), "input_tokens": m.input_tokens,
+         "output_tokens": m.output_tokens}
+        for m in measured
+    ]  # fmt: skip
+    for k in (2, 5):  # two early streams read with no first token
+        rows[k] = {**rows[k], "ttft_s": None}
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"kind": "run", "run": {"requests": rows}}))
+    args = ("sim", "fit", str(log), "--timings", str(results), "--preset", "dense-8b-h100")
+    res = run_cli(*args, "--", *LOG_CONFIG.argv)
+    assert res.code == 2
+    assert f"2 of the timings' {len(rows)} requests have no first token" in res.err
+    assert "--allow-replay-mismatch" in res.err
+    out = tmp_path / "m.json"
+    allowed = run_cli(*args, "--allow-replay-mismatch", "--out", str(out), "--", *LOG_CONFIG.argv)
+    assert allowed.code == 0, allowed.err
+    assert "warning: the iteration log's replay" in allowed.err
+    _, prov = read_cost_model(out)
+    assert prov["residuals"]["timings_left_out"] == 2
+    assert prov["residuals"]["replay_mismatched_steps"] * 20 > len(its)
+    assert "2 of the timings'" in prov["warnings"][0]

@@ -14,7 +14,7 @@ from tierctl.sim.simulate import simulate
 from tierctl.sim.workload import generate
 
 TINY = Path(__file__).parents[3] / "examples" / "tiny-vllm" / "tier.yaml"
-ARGS = ("sim", "compare", "--spec", str(TINY), "--control-replica", "r1")
+ARGS = ("sim", "compare", "--spec", str(TINY), "--control-replica", "r1", "--workload", "field")
 
 
 def test_compare_on_a_short_context_tier_says_which_prompts_exceed_it(
@@ -33,10 +33,52 @@ def test_compare_on_a_short_context_tier_says_which_prompts_exceed_it(
         "prompt + output exceed the context (max-model-len 4096)": 8
     }
     assert doc["cost_model"]["name"] == "glm53-flash-w4afp8-tp4-h200"
+    assert "warning: the control's figures are judged from 3 of 11 requests: 8 refused" in res.err
+
+
+def test_the_default_workload_that_does_not_fit_the_tier_is_refused(
+    run_cli: Callable[..., Any],
+) -> None:
+    # Issue #40: on a user's own tier the default (the bundled long-context example) judged
+    # from 3 of 11 requests, silently.
+    res = run_cli(*ARGS[:-2], "--candidate-replica", "r2")
+    assert res.code == 2
+    assert "the default workload (the bundled long-context example) does not fit" in res.err
+    assert "8 of its 11 requests are refused" in res.err
+    assert "--workload burst --count N" in res.err
+    fits = run_cli(*ARGS[:-2], "--candidate-replica", "r2", "--workload", "burst", "--count",
+                   "3", "--input-tokens", "1000", "--output-tokens", "16")  # fmt: skip
+    assert fits.code == 0, fits.err
+    assert "judged from" not in fits.err
+
+
+def test_size_options_the_workload_does_not_read_are_refused_not_dropped(
+    run_cli: Callable[..., Any],
+) -> None:
+    base = ("sim", "compare", "--control", "vllm serve m", "--candidate",
+            "vllm serve m --max-num-seqs 4", "--preset", "dense-8b-h100")  # fmt: skip
+    for extra, flag in (
+        (("--count", "4"), "--count"),
+        (("--input-tokens", "300"), "--input-tokens"),
+        (("--workload", "hammer", "--count", "4"), "--count"),
+        (("--workload", "burst", "--rate", "3"), "--rate"),
+        (("--workload", "day", "--duration-s", "30"), "--duration-s"),
+    ):
+        res = run_cli(*base, *extra)
+        assert res.code == 2, extra
+        assert f"{flag} is not read by --workload" in res.err, res.err
+    ok = run_cli(*base, "--workload", "burst", "--count", "2", "--input-tokens", "300",
+                 "--output-tokens", "4")  # fmt: skip
+    assert ok.code == 0, ok.err
+    # The count is honoured: two requests, not the default eight.
+    doc = json.loads(run_cli(*base, "--workload", "burst", "--count", "2", "--input-tokens",
+                             "300", "--output-tokens", "4", "--json").out)  # fmt: skip
+    assert doc["control"]["requests"] == 2
 
 
 def test_a_chosen_preset_is_named_as_chosen(run_cli: Callable[..., Any]) -> None:
     res = run_cli(*ARGS, "--candidate-replica", "r2", "--preset", "dense-8b-h100")
+    assert res.code == 0, res.err
     assert "cost model: dense-8b-h100 (--preset)" in res.out
 
 

@@ -131,7 +131,12 @@ def test_vllm_kv_holds_only_the_accepted_tokens() -> None:
         assert rnd is not None
         now += rnd.duration_s
     live = sched.lives["a"]
-    assert live.kv_tokens == sched.kv_used_tokens == 100 + live.generated - 1
+    # The slots hold the accepted tokens only; the pool gives whole blocks (16 tokens here,
+    # the CUDA default), and keeps those a rejected draft had taken (as vLLM does).
+    assert live.kv_slots == 100 + live.generated - 1
+    assert live.kv_tokens == sched.kv_used_tokens
+    assert live.kv_tokens % 16 == 0
+    assert live.kv_slots <= live.kv_tokens < live.kv_slots + 16 + 3
 
 
 def test_a_bad_speculative_config_is_refused() -> None:
