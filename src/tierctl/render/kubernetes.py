@@ -64,6 +64,12 @@ COMPONENT_LABEL = "app.kubernetes.io/component"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 #: LWS labels every pod of a group with its index; the leader is index 0.
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+#: The annotation holding the engine release the spec pins (``vllm==0.33.0``), so validate of
+#: the rendering checks its flags against that release's catalog whatever the image says.
+ENGINE_ANNOTATION = "tierctl/engine"
+#: The env variables a group controller gives every pod its group's size in (LWS, and RBG's
+#: leaderWorkerPattern), read as that size where a flag names one (``--nnodes $(...)``).
+GROUP_SIZE_VARIABLES = ("LWS_GROUP_SIZE", "RBG_LWP_GROUP_SIZE")
 
 #: A model load budget when the spec gives none (no healthcheck ``start_period``): a 70B model
 #: from local disk loads in minutes, a long-context one with a big KV pool in tens of minutes.
