@@ -389,9 +389,12 @@ def _int(probe: dict[str, Any], key: str, default: int) -> int:
         return default
 
 
-def _probes(e: EngineContainer, load_s: int, out: _Findings) -> None:
-    """Probe timings that risk a restart, as warnings (``--strict`` fails them): they judge
-    a load time and a tokenizer stall the file cannot show, where a violation is a defect."""
+def _probes(e: EngineContainer, load_s: int, out: _Findings, judged: bool) -> None:
+    """Probe timings that risk a restart. ``judged`` (a spec gives the load budget, and the
+    rendering follows tierctl's probe rule) makes them violations; without a spec they are
+    warnings (``--strict`` fails them): the file shows neither the model's load time nor a
+    tokenizer stall, and a violation is a defect."""
+    found = out.violations if judged else out.warnings
     c, m = e.container, e.manifest
     live = c.get("livenessProbe")
     startup = c.get("startupProbe")
@@ -399,7 +402,7 @@ def _probes(e: EngineContainer, load_s: int, out: _Findings) -> None:
         timeout = _int(live, "timeoutSeconds", 1)
         window = _int(live, "failureThreshold", 3) * _int(live, "periodSeconds", 10)
         if timeout < MIN_LIVENESS_TIMEOUT_S or window < MIN_LIVENESS_WINDOW_S:
-            out.warnings.append(
+            found.append(
                 _v(
                     m,
                     (*e.path, "livenessProbe"),
@@ -416,7 +419,7 @@ def _probes(e: EngineContainer, load_s: int, out: _Findings) -> None:
         if not isinstance(startup, dict):
             allowed = _int(live, "initialDelaySeconds", 0) + window
             if allowed < load_s:
-                out.warnings.append(
+                found.append(
                     _v(
                         m,
                         (*e.path, "livenessProbe"),
@@ -433,7 +436,7 @@ def _probes(e: EngineContainer, load_s: int, out: _Findings) -> None:
             startup, "failureThreshold", 3
         ) * _int(startup, "periodSeconds", 10)
         if allowed < load_s:
-            out.warnings.append(
+            found.append(
                 _v(
                     m,
                     (*e.path, "startupProbe"),
@@ -717,7 +720,7 @@ def check_manifests(
             flags = _flags(e, catalog, out)
             _gpu_fit(e, flags, out)
             if e.site.role != "worker":
-                _probes(e, load_s, out)
+                _probes(e, load_s, out, spec is not None)
             _listen(e, flags, out)
             engines.append((e, flags))
     replicas = len(engines)
