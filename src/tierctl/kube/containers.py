@@ -77,8 +77,8 @@ class EngineContainer:
     #: The engine runs inside a shell script (``sh -c``, ``bash -lc --``): its ``$VAR`` and
     #: ``${VAR}`` are the shell's, filled from the environment at start.
     shell: bool = False
-    #: The script's other commands' words (``set -x``, ``pip install ...``), in order.
-    script_other: tuple[str, ...] = ()
+    #: The script's other commands (``set -x``, ``pip install ...``), each its words.
+    script_other: tuple[tuple[str, ...], ...] = ()
 
     @property
     def env(self) -> dict[str, str]:
@@ -132,6 +132,10 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
         for i, item in enumerate(spec.get("roles") or []):
             entry = _map(item)
             if "template" not in entry:
+                referred = _rbg_template_ref(spec, entry, i, own)
+                if referred is not None:
+                    yield referred
+                    continue
                 # v1alpha2 wraps it: standalonePattern.template, leaderWorkerPattern, ...
                 yield from _found_pods(entry, ("spec", "roles", i), own, 1, "")
                 continue
@@ -158,6 +162,63 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
         # pod spec found in it, so its engines and env are still checked, as the schema
         # step's "its containers still are" says.
         yield from _found_pods(spec, ("spec",), own, 1, "")
+
+
+def _rbg_template_ref(
+    spec: dict[str, Any], entry: dict[str, Any], i: int, labels: dict[str, str]
+) -> PodSite | None:
+    """An RBG v1alpha2 role whose pattern names one of ``spec.roleTemplates``
+    (``templateRef: {name, patch}``): the template's pod spec with the patch merged over it
+    as the controller merges it (containers by name, their env by name), so the patch's
+    container runs the template's image."""
+    for key in ("standalonePattern", "leaderWorkerPattern"):
+        pattern = _map(entry.get(key))
+        ref = _map(pattern.get("templateRef"))
+        if not ref:
+            continue
+        found = next(
+            (
+                _map(t.get("template"))
+                for t in spec.get("roleTemplates") or []
+                if _map(t).get("name") == ref.get("name")
+            ),
+            None,
+        )
+        if found is None:
+            return None
+        patch = _map(ref.get("patch"))
+        merged = _merge_pod(_map(found.get("spec")), _map(patch.get("spec")))
+        nodes = _count(pattern.get("size")) if key == "leaderWorkerPattern" else 1
+        path: Path = ("spec", "roles", i, key, "templateRef", "patch", "spec")
+        return PodSite(path, merged, {**labels, **_labels(found), **_labels(patch)}, nodes)
+    return None
+
+
+def _merge_pod(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """``patch`` over ``base`` as a strategic merge does for a pod spec's containers (by
+    name; a container's env by name, its other fields replaced)."""
+    out = {**base, **{k: v for k, v in patch.items() if k != "containers"}}
+    if not isinstance(patch.get("containers"), list):
+        return out
+    named = {c.get("name"): c for c in base.get("containers") or [] if isinstance(c, dict)}
+    containers: list[Any] = []
+    for c in patch["containers"]:
+        if not isinstance(c, dict) or c.get("name") not in named:
+            containers.append(c)
+            continue
+        merged = dict(named[c["name"]])
+        for key, value in c.items():
+            if key == "env" and isinstance(value, list) and isinstance(merged.get("env"), list):
+                names = {e.get("name") for e in value if isinstance(e, dict)}
+                kept = [
+                    e for e in merged["env"] if not (isinstance(e, dict) and e.get("name") in names)
+                ]
+                merged["env"] = [*kept, *value]
+            else:
+                merged[key] = value
+        containers.append(merged)
+    out["containers"] = containers
+    return out
 
 
 #: Kinds that hold no pod spec (their walk would only cost time).
@@ -387,6 +448,8 @@ class Script:
     words: tuple[str, ...]
     start: int
     end: int
+    #: Each command's (start, end) in ``words``, the engine's among them.
+    commands: tuple[tuple[int, int], ...] = ()
 
     @property
     def engine(self) -> tuple[str, ...]:
@@ -394,9 +457,11 @@ class Script:
         return self.words[self.start : self.end]
 
     @property
-    def other(self) -> tuple[str, ...]:
-        """The words of every other command of the script."""
-        return (*self.words[: self.start], *self.words[self.end :])
+    def other(self) -> tuple[tuple[str, ...], ...]:
+        """Every other command of the script, each its words (an ``exec`` or a variable
+        assignment before the engine's command is one of them)."""
+        out = [self.words[a:b] for a, b in self.commands if (a, b) != (self.start, self.end)]
+        return tuple(c for c in out if c)
 
 
 def script_command(profile: EngineProfile, script: str) -> Script | None:
@@ -405,6 +470,7 @@ def script_command(profile: EngineProfile, script: str) -> Script | None:
     engine; None when none does. A leading ``exec`` is the shell's, not the command's."""
     rest = script.replace("\\\n", "")  # a backslash-newline continues the line
     words: list[str] = []
+    commands: list[tuple[int, int]] = []
     span: tuple[int, int] | None = None
     while rest:
         line, newline, after = rest.partition("\n")
@@ -425,15 +491,18 @@ def script_command(profile: EngineProfile, script: str) -> Script | None:
         while head < len(found) and (found[head] == "exec" or _ASSIGNMENT.match(found[head])):
             head += 1
         if span is None and found[head:] and profile.matches_command(found[head:]):
+            commands.append((len(words), len(words) + head))
             words += found[:head]
             span = (len(words), len(words) + len(found) - head)
+            commands.append(span)
             words += found[head:]
         else:
+            commands.append((len(words), len(words) + len(found)))
             words += found
         rest = rest.lstrip(";&|<> \t\n")
     if span is None:
         return None
-    return Script(tuple(words), *span)
+    return Script(tuple(words), *span, commands=tuple(commands))
 
 
 def _uncommented(words: list[str]) -> list[str]:

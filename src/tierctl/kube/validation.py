@@ -40,6 +40,7 @@ from tierctl.credentials import (
     looks_secret_name,
 )
 from tierctl.engine_catalog import Catalog
+from tierctl.engines import EngineProfile
 from tierctl.kube.containers import EngineContainer, engine_containers, pod_sites
 from tierctl.kube.manifests import Manifest, parse_manifests, read_manifests
 from tierctl.kube.schemas import has_schema, schema_findings
@@ -168,6 +169,22 @@ class CatalogChoice:
     unchecked: str | None = None
 
 
+def engine_image(profile: EngineProfile, image: str) -> bool:
+    """Whether ``image`` is a build of ``profile``'s engine: one of its images, or a
+    repository named after it (``aibrix/vllm-openai-aibrix-kvcache``); ``ubuntu:22.04``
+    running the engine from a script is not."""
+    if profile.matches_image(image):
+        return True
+    repo = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0].lower()
+    return profile.kind in repo
+
+
+def image_release(profile: EngineProfile, image: str) -> str | None:
+    """The release an engine image's tag names (``v0.10.2-20251022`` -> ``0.10.2``), or None
+    (no tag, ``latest``, a date, or an image that is not the engine's)."""
+    return profile.image_version(image) if image and engine_image(profile, image) else None
+
+
 def engine_pin(e: EngineContainer) -> str | None:
     """The ``KIND==VERSION`` the workload's ``tierctl/engine`` annotation pins (the spec's
     release, written by render's Kubernetes target), or None."""
@@ -194,7 +211,7 @@ def choose_catalog(
     if pin is not None and (kind, pin.partition("==")[2]) in shipped():
         return CatalogChoice(load_catalog(kind, pin.partition("==")[2]))
     image = str(e.container.get("image") or "")
-    version = e.profile.image_version(image)
+    version = image_release(e.profile, image)
     ours = forced if forced is not None and forced.engine == kind else None
     if version is not None:
         if (kind, version) in shipped():
@@ -218,6 +235,11 @@ def choose_catalog(
     elif ours is not None:
         return CatalogChoice(ours)
     catalog, note = catalog_for_image(kind, version, image or None)
+    if note is not None and image and not engine_image(e.profile, image):
+        note = (
+            f"flags checked against {catalog.ref if catalog else kind}, the newest shipped "
+            f"catalog; the image {image!r} is not the engine's, so its tag names no release"
+        )
     if catalog is None:
         return CatalogChoice(None, unchecked=f"no shipped catalog of {kind}")
     if not image:
@@ -236,8 +258,15 @@ def _who(e: EngineContainer) -> str:
     return f"{e.manifest.ref} container {e.container.get('name') or '?'}"
 
 
-def _flags(e: EngineContainer, catalog: Catalog | None, out: _Findings) -> dict[str, Any]:
-    """TC004 on the argv and the env strings; the flags as the spec writes them."""
+def _flags(
+    e: EngineContainer, catalog: Catalog | None, out: _Findings, guessed: bool = False
+) -> dict[str, Any]:
+    """TC004 on the argv and the env strings; the flags as the spec writes them.
+
+    ``guessed``: the catalog is not the container's own release (the newest stands in for
+    an unpinned tag): a misspelt flag (one with a near spelling) is still a violation, but
+    a flag the guessed release lacks or a value it types otherwise is a warning, since the
+    release the image runs may take it (``--swap-space`` before its removal)."""
     start = e.profile.split_command(e.argv).flags_start
     uses = [_as_compose_refs(u, e.shell) for u in parse_flags(e.argv, start, catalog)]
     flags = e.profile.command_flags(e.argv, catalog)
@@ -257,7 +286,8 @@ def _flags(e: EngineContainer, catalog: Catalog | None, out: _Findings) -> dict[
             line = _token_line(e, finding.use.index) if n == 0 else None
             if line is not None:
                 location = replace(location, line=line)
-            out.violations.append(
+            typo = (finding.fix or "").startswith("did you mean")
+            (out.warnings if guessed and not typo else out.violations).append(
                 Violation(
                     rule="TC004",
                     service=e.manifest.ref,
@@ -717,7 +747,7 @@ def check_manifests(
                         f"{e.profile.kind}==VERSION",
                     )
                 )
-            flags = _flags(e, catalog, out)
+            flags = _flags(e, catalog, out, guessed=choice.note is not None)
             _gpu_fit(e, flags, out)
             if e.site.role != "worker":
                 _probes(e, load_s, out, spec is not None)

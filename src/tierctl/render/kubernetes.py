@@ -69,6 +69,9 @@ LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 #: The annotation holding the engine release the spec pins (``vllm==0.33.0``), so validate of
 #: the rendering checks its flags against that release's catalog whatever the image says.
 ENGINE_ANNOTATION = "tierctl/engine"
+#: The annotation naming the engine's env files (the Secret ``TIER-env`` is made of them), so
+#: ``tierctl import`` of the rendering writes them back into the spec.
+ENV_FILE_ANNOTATION = "tierctl/env-file"
 #: The env variables a group controller gives every pod its group's size in (LWS, and RBG's
 #: leaderWorkerPattern), read as that size where a flag names one (``--nnodes $(...)``).
 GROUP_SIZE_VARIABLES = ("LWS_GROUP_SIZE", "RBG_LWP_GROUP_SIZE")
@@ -98,7 +101,7 @@ _CARRIED = {"volumes", "shm_size", "healthcheck", "env_file", KUBE_KEY}
 #: What ``x-kubernetes`` (a compose extension key of the engine's fragment, ignored by
 #: compose) may hold: pod-spec fields the spec has no other place for (``tierctl import``
 #: keeps a manifest's own node selector there).
-KUBE_POD_KEYS = ("nodeSelector",)
+KUBE_POD_KEYS = ("nodeSelector", "tolerations", "affinity")
 
 
 @dataclass(frozen=True)
@@ -307,9 +310,16 @@ def split_volume(item: Any) -> tuple[str, str, str] | None:
 def volume_claim(spec: TierSpec, volume: str) -> str:
     """The PersistentVolumeClaim a named compose volume (or a variable's path: its
     variable's name) renders as (``TIER-VOLUME``)."""
+    declared = spec.volumes.get(volume)
+    if isinstance(declared, dict) and isinstance(declared.get("name"), str):
+        # The compose volume's own name (`name: CLAIM`, as import declares a claim it read).
+        return re.sub(r"[^a-z0-9-]+", "-", declared["name"].lower()).strip("-")[:63]
     found = _VARIABLE.match(volume)
     name = found.group(1) if found else volume
-    return re.sub(r"[^a-z0-9-]+", "-", f"{spec.tier}-{name}".lower()).strip("-")[:63]
+    prefix = f"{spec.tier}-".lower()
+    # Already the tier's (an imported rendering's claim): kept, not prefixed again.
+    claim = name.lower() if name.lower().startswith(prefix) else f"{prefix}{name}".lower()
+    return re.sub(r"[^a-z0-9-]+", "-", claim).strip("-")[:63]
 
 
 def env_secret(spec: TierSpec) -> str:
@@ -385,10 +395,17 @@ def _pod_spec(
     selector = _node_selector(spec, r, nodes)
     if selector:
         pod["nodeSelector"] = selector
-    if gpus:
-        pod["tolerations"] = [
-            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-        ]
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    tolerations = tolerations if gpus else []
+    extra = _fragment(spec, r).get(KUBE_KEY)
+    extra = extra if isinstance(extra, dict) else {}
+    for item in extra.get("tolerations") or []:
+        if item not in tolerations:
+            tolerations.append(item)
+    if tolerations:
+        pod["tolerations"] = tolerations
+    if isinstance(extra.get("affinity"), dict):
+        pod["affinity"] = extra["affinity"]
     if volumes:
         pod["volumes"] = volumes
     return pod, dropped
@@ -433,6 +450,9 @@ def replica_workload(
     # The release the spec pins: validate of this file checks the flags against its catalog
     # (an image by digest or a custom tag names none).
     meta["annotations"] = {ENGINE_ANNOTATION: f"{spec.engine.kind}=={spec.engine.version}"}
+    files = _env_file_names(_fragment(spec, r).get("env_file"))
+    if files:
+        meta["annotations"][ENV_FILE_ANNOTATION] = ",".join(files)
     if nodes == 1:
         pod, dropped = _pod_spec(spec, r, flags, serves=True)
         return {
@@ -692,6 +712,15 @@ class KubeRendering:
     needs: tuple[str, ...] = ()
 
 
+def _env_file_names(value: Any) -> list[str]:
+    """The file names of a compose ``env_file`` (a string, or a list of strings or
+    ``{path: ...}`` entries)."""
+    if not value:
+        return []
+    items = value if isinstance(value, list) else [value]
+    return [str(i.get("path", "")) if isinstance(i, dict) else str(i) for i in items]
+
+
 def _needs(spec: TierSpec) -> tuple[str, ...]:
     """What the rendering refers to that it does not create: the PersistentVolumeClaims of
     named volumes, and the Secret of the env files."""
@@ -707,13 +736,8 @@ def _needs(spec: TierSpec) -> tuple[str, ...]:
                 found = _VARIABLE.match(parts[0])
                 shown = f"${{{found.group(1)}}}" if found else parts[0]
                 out.append(f"the PersistentVolumeClaim {claim} ({what} {shown}, at {parts[1]})")
-        files = fragment.get("env_file")
-        if files:
-            names = (
-                [files]
-                if isinstance(files, str)
-                else [str(f.get("path", f)) if isinstance(f, dict) else str(f) for f in files]
-            )
+        names = _env_file_names(fragment.get("env_file"))
+        if names:
             flags = " ".join(f"--from-env-file={n}" for n in names)
             out.append(
                 f"the Secret {env_secret(spec)} from the env file: kubectl create secret "
