@@ -222,8 +222,8 @@ def _parts(
     taken: set[str] = set()
     parts: dict[str, dict[str, Any]] = {}
     for e in engines:
-        check_script(e)
         check_group(e)
+        check_script(e)
         name = _replica_name(e, taken)
         taken.add(name)
         count = (e.manifest.data.get("spec") or {}).get("replicas")

@@ -24,11 +24,11 @@ NO_ENGINE = {
     "18-kserve-v1alpha2-runtime.yaml",
     "20-argo-web-flagger-webhooks.yaml",  # the judge's AnalysisTemplate and Canary only
 }
-#: Refused, located: vLLM over Ray spans pods by its own launcher (the spec would render one
-#: pod); the GPU example runs vLLM from a script with other commands (Ray's start).
+#: Refused, located: vLLM over Ray spans pods by its own launcher script (the spec would
+#: render one pod).
 REFUSED = {
     "02-lws-vllm-ray.yaml": "no multi-node launch",
-    "15-lws-vllm-gpu-shell.yaml": "shell script with other commands",
+    "15-lws-vllm-gpu-shell.yaml": "no multi-node launch",
 }
 FILES = sorted(p for p in CORPUS.glob("*.yaml") if p.name not in NO_ENGINE)
 
