@@ -311,14 +311,14 @@ def _document(
         p["image"] = p["image"] or release.image
     images = [p["image"] for p in parts.values()]
     image = max(sorted(set(images)), key=images.count)
-    base_flags = _common([p["flags"] for p in parts.values()])
+    base_flags = _ordered_base([p["flags"] for p in parts.values()])
     base_env = _common([p["env"] for p in parts.values()])
     launcher = list(first.profile.split_command(first.argv).launcher)
     engine_doc: dict[str, Any] = {
         "kind": first.profile.kind,
         "version": catalog.version,
         "image": image,
-        "service": "{replica}",
+        "service": _service_template(parts),
         "launcher": launcher,
         "args": base_flags,
     }
@@ -363,6 +363,36 @@ def _document(
     }
     header = "# Written by tierctl import from Kubernetes manifests: " + ", ".join(sources) + "\n"
     return header + dump_yaml(document)
+
+
+def _ordered_base(flag_sets: list[dict[str, Any]]) -> dict[str, Any]:
+    """The engine's flags: every replica's, in the order the manifests give them, each with
+    the value most replicas have (the others override it, a replica without it nulls it),
+    so each replica's rendering runs its flags in its manifest's order."""
+    base: dict[str, Any] = {}
+    for flags in flag_sets:
+        for name, value in flags.items():
+            base.setdefault(name, value)
+    for name in base:
+        values = [f[name] for f in flag_sets if name in f]
+        shown = [repr(v) for v in values]
+        base[name] = values[shown.index(max(shown, key=shown.count))]
+    return base
+
+
+def _service_template(parts: dict[str, dict[str, Any]]) -> str:
+    """The workloads' names as a template of the replica name (``model-{replica}``, as a
+    tierctl rendering names them), else ``{replica}``."""
+    templates = {
+        p["container"].manifest.name.replace(name, "{replica}", 1)
+        for name, p in parts.items()
+        if name in p["container"].manifest.name
+    }
+    if len(templates) == 1 and len(parts) == sum(
+        name in p["container"].manifest.name for name, p in parts.items()
+    ):
+        return templates.pop()
+    return "{replica}"
 
 
 def _declared_volumes(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -224,8 +224,10 @@ def _argv(spec: TierSpec, flags: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(command, args): the launcher as the container's command, the rest as its args."""
     argv = equals_form(replica_argv(spec, flags), spec.engine.equals_flags)
     head = len(launcher(spec))
-    if spec.engine.entrypoint is not None:
+    if spec.engine.entrypoint:
         return list(spec.engine.entrypoint), argv
+    # No entrypoint, or compose's `entrypoint: []` (the image's cleared): the launcher is the
+    # container's command. An empty `command` would run the image's ENTRYPOINT after all.
     return argv[:head], argv[head:]
 
 
