@@ -14,6 +14,7 @@ from tierctl.errors import InputError
 from tierctl.kube import check_manifests, parse_manifests
 from tierctl.kube.importing import import_manifests
 from tierctl.render.kubernetes import render_kubernetes
+from tierctl.spec import resolve_tier
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures/kube_corpus"
 #: Files whose engines a spec can say (Dynamo's wrapper has none; vLLM over Ray spans pods
@@ -53,7 +54,8 @@ def test_replicas_keep_their_differences_and_share_the_rest() -> None:
     spec = result.spec
     assert list(spec.replicas) == ["sglang-pd-prefill", "sglang-pd-decode"]
     assert spec.engine.args["tp-size"] == "2"
-    assert {r: spec.replicas[r].args["disaggregation-mode"] for r in spec.replicas} == {
+    tier = resolve_tier(spec)
+    assert {r: tier.replicas[r].flags["disaggregation-mode"] for r in spec.replicas} == {
         "sglang-pd-prefill": "prefill",
         "sglang-pd-decode": "decode",
     }
