@@ -40,7 +40,8 @@ def test_each_corpus_file_imports_and_round_trips(path: Path) -> None:
         with pytest.raises(InputError) as caught:
             import_manifests([path])
         assert REFUSED[path.name] in str(caught.value)
-        assert caught.value.location is not None and caught.value.location.line
+        assert caught.value.location is not None
+        assert caught.value.location.line
         return
     result = import_manifests([path])
     assert result.differences == []
