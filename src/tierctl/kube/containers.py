@@ -378,7 +378,11 @@ def engine_containers(m: Manifest) -> Iterator[EngineContainer]:
 
 
 _Found = tuple[
-    EngineProfile, tuple[str, ...], tuple[Path, ...], tuple[int | None, ...], tuple[str, ...]
+    EngineProfile,
+    tuple[str, ...],
+    tuple[Path, ...],
+    tuple[int | None, ...],
+    tuple[tuple[str, ...], ...],
 ]
 
 

@@ -69,6 +69,14 @@ def release_of(e: EngineContainer, forced: Catalog | None) -> Release:
     tagged = image_release(e.profile, image)
     version = pin.partition("==")[2] if pin is not None else tagged
     if version is not None:
+        if tagged is not None and tagged != version:
+            raise InputError(
+                f"{who(e)}: the image {image!r} runs {title} {tagged}, but the workload's "
+                f"{pin} pins {version}: a spec's version and its image's tag must agree",
+                location=at,
+                rule="the spec's version is the release its image runs",
+                fix="render the manifests again from the spec, or change the image's tag",
+            )
         if ours is not None and ours.version != version:
             raise InputError(
                 f"{who(e)}: the image {image!r} runs {title} {version}, but `engine` names "
@@ -88,6 +96,9 @@ def release_of(e: EngineContainer, forced: Catalog | None) -> Release:
                 fix=f"build its catalog (tierctl catalog build {kind}=={version}), or move "
                 "the image to a shipped release",
             )
+        if pin is not None and tagged is None and image:
+            # A tierctl rendering of a spec that keeps its image as written (`:latest`).
+            return Release(load_catalog(kind, version), image, as_written=True)
         return Release(load_catalog(kind, version), image)
     if ours is None:
         what = f"the image {image!r} names no release" if image else "no image is given"

@@ -391,7 +391,7 @@ def _service_template(parts: dict[str, dict[str, Any]]) -> str:
     if len(templates) == 1 and len(parts) == sum(
         name in p["container"].manifest.name for name, p in parts.items()
     ):
-        return templates.pop()
+        return str(templates.pop())
     return "{replica}"
 
 

@@ -286,7 +286,10 @@ def _flags(
             line = _token_line(e, finding.use.index) if n == 0 else None
             if line is not None:
                 location = replace(location, line=line)
-            typo = (finding.fix or "").startswith("did you mean")
+            # A misspelling: no catalogued release has the flag, and a near one exists.
+            typo = (finding.fix or "").startswith("did you mean") and (
+                "nor of any catalogued release" in finding.message
+            )
             (out.warnings if guessed and not typo else out.violations).append(
                 Violation(
                     rule="TC004",
@@ -535,19 +538,15 @@ def _secrets(m: Manifest, out: _Findings) -> None:
                     # The second: one token holding the credential with its flag
                     # (`sh -c "vllm serve ... --api-key sk-..."`).
                     n_command = len(c.get("command") or [])
-                    token = (
+                    at: tuple[str | int, ...] = (
                         (*c_path, "command", k)
                         if k < n_command
-                        else (
-                            *c_path,
-                            "args",
-                            k - n_command,
-                        )
+                        else (*c_path, "args", k - n_command)
                     )
                     out.violations.append(
                         _v(
                             m,
-                            token,
+                            at,
                             "TC006",
                             f"{m.ref}: {_argv_place(flag, k)} carries a literal credential in "
                             "the argv (value not shown)",

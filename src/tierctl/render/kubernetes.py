@@ -571,7 +571,7 @@ def _spec_router_command(tier: Tier) -> list[str] | None:
     """The spec's proxy command when it runs sglang-router, else None."""
     for service in tier.services.values():
         command = service.compose.get("command")
-        if service.role == "proxy" and is_router_command(command):
+        if service.role == "proxy" and isinstance(command, list) and is_router_command(command):
             return [str(token) for token in command]
     return None
 
