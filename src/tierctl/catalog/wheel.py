@@ -26,8 +26,14 @@ def default_cache_dir() -> Path:
     return Path(base) / "tierctl" / "wheels"
 
 
+#: How long one ``pip download`` may take (a 336 MB wheel over a slow link, with room).
+PIP_TIMEOUT_S = 900
+
+
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=900)
+    return subprocess.run(
+        list(argv), capture_output=True, text=True, check=False, timeout=PIP_TIMEOUT_S
+    )
 
 
 def find_cached(distribution: str, version: str, cache_dir: Path) -> Path | None:
@@ -41,7 +47,14 @@ def find_cached(distribution: str, version: str, cache_dir: Path) -> Path | None
 
 def _run_live(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     """Run pip with its output on this terminal (its progress bar included)."""
-    return subprocess.run(list(argv), stdout=sys.stderr, stderr=sys.stderr, text=True, check=False)
+    return subprocess.run(
+        list(argv),
+        stdout=sys.stderr,
+        stderr=sys.stderr,
+        text=True,
+        check=False,
+        timeout=PIP_TIMEOUT_S,
+    )
 
 
 def download_wheel(
@@ -74,9 +87,18 @@ def download_wheel(
         # its output goes straight to the terminal, so a failure is read there.
         argv = [a for a in argv if a != "--quiet"]
         argv[argv.index("--dest") : argv.index("--dest")] = ["--progress-bar", "on"]
-        result = _run_live(argv)
-    else:
-        result = runner(argv)
+    try:
+        result = _run_live(argv) if "--progress-bar" in argv else runner(argv)
+    except subprocess.TimeoutExpired as exc:
+        # An index that stops answering ended `catalog build` in a traceback (#41).
+        raise RuntimeFailure(
+            f"could not download {distribution}=={version}: pip gave no answer within "
+            f"{exc.timeout:g} s",
+            rule="a download that does not finish is a failure, not a hang",
+            fix="check the network and the index (pip config list), or download the wheel "
+            "yourself and pass `wheel` PATH",
+            params=("wheel",),
+        ) from exc
     found = find_cached(distribution, version, cache_dir)
     if result.returncode != 0 or found is None:
         tail = (

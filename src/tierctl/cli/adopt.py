@@ -123,7 +123,7 @@ def _import_kubernetes(
     from tierctl.paths import write_owned
 
     stdin = _stdin() if any(str(p) == "-" for p in paths) else None
-    result = import_manifests(paths, stdin=stdin, tier=tier, host=host, engine=engine)
+    result = import_manifests(paths, stdin=stdin, tier=tier, host=host, engine=engine, out=out)
     if out is None:
         sys.stdout.write(result.text)
     else:

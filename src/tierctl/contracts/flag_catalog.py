@@ -191,7 +191,11 @@ def _type_problem(kind: FlagType, value: str, parser: str | None) -> str | None:
             return f"expects a number, found {value!r}"
     elif kind == "json":
         try:
-            json.loads(value)
+            loaded = json.loads(value)
         except ValueError:
             return f"expects JSON, found {value!r}"
+        if parser == "parse_dataclass" and not isinstance(loaded, dict):
+            # vLLM validates a config flag's JSON as its dataclass: only an object is one
+            # (vLLM 0.32.0 refuses `--compilation-config 3`, an old release's level).
+            return f"expects a JSON object ({{...}}), found {value!r}"
     return None

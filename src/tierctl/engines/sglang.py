@@ -76,6 +76,8 @@ class SGLangProfile(EngineProfile):
     launchers = (
         ("python3", "-m", "sglang.launch_server"),
         ("python", "-m", "sglang.launch_server"),
+        # The `sglang` console script's server command: the same ServerArgs parser.
+        ("sglang", "serve"),
     )
     command_markers = ("sglang.launch_server",)
     images = ("lmsysorg/sglang", "sglang")

@@ -12,11 +12,12 @@ roles, Dynamo's ``extraPodSpec.mainContainer``. Inside a container the flags com
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierctl.contracts.standalone import _shell_script_argv
+from tierctl.compose.shellwords import ShellWordsError, split_shell_words
 from tierctl.engines import PROFILES, EngineProfile, profile_for_argv
 from tierctl.kube.manifests import Manifest
 
@@ -49,6 +50,11 @@ class PodSite:
     role: str = ""
     #: Parallel sizes the shape sets outside the argv (KServe's ``parallelism``), by axis.
     parallelism: dict[str, int] = field(default_factory=dict)
+    #: A KubeRay head or worker group's pod: the engine's ranks span the Ray cluster's pods.
+    ray_cluster: bool = False
+    #: Whether the parallel sizes are per pod even across nodes (KServe's ``dataLocal`` is
+    #: the ranks on one node); False where a group's pods share them (vLLM over Ray in LWS).
+    per_pod: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,14 @@ class EngineContainer:
     token_paths: tuple[Path, ...]
     #: The env strings of extra flags: (variable, path of its value, words).
     env_args: tuple[tuple[str, Path, tuple[str, ...]], ...] = ()
+    #: The file line of each argv token where it is finer than its path's (the words of a
+    #: multi-line script: each on its own line); None where the path's line is the answer.
+    token_lines: tuple[int | None, ...] = ()
+    #: The engine runs inside a shell script (``sh -c``, ``bash -lc --``): its ``$VAR`` and
+    #: ``${VAR}`` are the shell's, filled from the environment at start.
+    shell: bool = False
+    #: The script's other commands (``set -x``, ``pip install ...``), each its words.
+    script_other: tuple[tuple[str, ...], ...] = ()
 
     @property
     def env(self) -> dict[str, str]:
@@ -110,14 +124,18 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
                 path = ("spec", "leaderWorkerTemplate", key, "spec")
                 yield PodSite(path, _map(t.get("spec")), _labels(t), size, role)
     elif m.kind == "LLMInferenceService":
-        yield from _llmisvc(spec, own, ())
+        yield from _llmisvc(spec, own, ("spec",))
         prefill = _map(spec.get("prefill"))
         if prefill:
-            yield from _llmisvc(prefill, own, ("prefill",))
+            yield from _llmisvc(prefill, own, ("spec", "prefill"))
     elif m.kind == "RoleBasedGroup":
         for i, item in enumerate(spec.get("roles") or []):
             entry = _map(item)
             if "template" not in entry:
+                referred = _rbg_template_ref(spec, entry, i, own)
+                if referred is not None:
+                    yield referred
+                    continue
                 # v1alpha2 wraps it: standalonePattern.template, leaderWorkerPattern, ...
                 yield from _found_pods(entry, ("spec", "roles", i), own, 1, "")
                 continue
@@ -144,6 +162,63 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
         # pod spec found in it, so its engines and env are still checked, as the schema
         # step's "its containers still are" says.
         yield from _found_pods(spec, ("spec",), own, 1, "")
+
+
+def _rbg_template_ref(
+    spec: dict[str, Any], entry: dict[str, Any], i: int, labels: dict[str, str]
+) -> PodSite | None:
+    """An RBG v1alpha2 role whose pattern names one of ``spec.roleTemplates``
+    (``templateRef: {name, patch}``): the template's pod spec with the patch merged over it
+    as the controller merges it (containers by name, their env by name), so the patch's
+    container runs the template's image."""
+    for key in ("standalonePattern", "leaderWorkerPattern"):
+        pattern = _map(entry.get(key))
+        ref = _map(pattern.get("templateRef"))
+        if not ref:
+            continue
+        found = next(
+            (
+                _map(t.get("template"))
+                for t in spec.get("roleTemplates") or []
+                if _map(t).get("name") == ref.get("name")
+            ),
+            None,
+        )
+        if found is None:
+            return None
+        patch = _map(ref.get("patch"))
+        merged = _merge_pod(_map(found.get("spec")), _map(patch.get("spec")))
+        nodes = _count(pattern.get("size")) if key == "leaderWorkerPattern" else 1
+        path: Path = ("spec", "roles", i, key, "templateRef", "patch", "spec")
+        return PodSite(path, merged, {**labels, **_labels(found), **_labels(patch)}, nodes)
+    return None
+
+
+def _merge_pod(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """``patch`` over ``base`` as a strategic merge does for a pod spec's containers (by
+    name; a container's env by name, its other fields replaced)."""
+    out = {**base, **{k: v for k, v in patch.items() if k != "containers"}}
+    if not isinstance(patch.get("containers"), list):
+        return out
+    named = {c.get("name"): c for c in base.get("containers") or [] if isinstance(c, dict)}
+    containers: list[Any] = []
+    for c in patch["containers"]:
+        if not isinstance(c, dict) or c.get("name") not in named:
+            containers.append(c)
+            continue
+        merged = dict(named[c["name"]])
+        for key, value in c.items():
+            if key == "env" and isinstance(value, list) and isinstance(merged.get("env"), list):
+                names = {e.get("name") for e in value if isinstance(e, dict)}
+                kept = [
+                    e for e in merged["env"] if not (isinstance(e, dict) and e.get("name") in names)
+                ]
+                merged["env"] = [*kept, *value]
+            else:
+                merged[key] = value
+        containers.append(merged)
+    out["containers"] = containers
+    return out
 
 
 #: Kinds that hold no pod spec (their walk would only cost time).
@@ -188,8 +263,15 @@ def _found_pods(
     if not isinstance(value, dict):
         return
     if isinstance(value.get("containers"), list):
-        yield PodSite(at, value, labels, nodes, role)
+        ray = any(k in ("headGroupSpec", "workerGroupSpecs") for k in at)
+        yield PodSite(at, value, labels, nodes, role, ray_cluster=ray)
         return
+    # A group of pods sized beside its template: RBG v1alpha2's leaderWorkerPattern
+    # (``size``), AIBrix StormService roles (``podGroupSize``).
+    if isinstance(value.get("podGroupSize"), int) and "template" in value:
+        nodes = _count(value["podGroupSize"])
+    elif at and at[-1] == "leaderWorkerPattern" and "template" in value:
+        nodes = _count(value.get("size"))
     if isinstance(value.get("leaderWorkerTemplate"), dict):
         lwt = value["leaderWorkerTemplate"]
         size = _count(lwt.get("size"))
@@ -222,7 +304,8 @@ def _llmisvc(spec: dict[str, Any], labels: dict[str, str], at: Path) -> Iterator
     for key in ("template", "worker"):
         if key in spec:
             role = "worker" if key == "worker" else ("leader" if "worker" in spec else "")
-            yield PodSite((*at, "spec", key), _map(spec[key]), labels, nodes, role, sizes)
+            # KServe's sizes are per pod: dataLocal ranks on each node, tensor inside each.
+            yield PodSite((*at, key), _map(spec[key]), labels, nodes, role, sizes, per_pod=True)
 
 
 def _containers(m: Manifest, site: PodSite) -> Iterator[tuple[Path, dict[str, Any]]]:
@@ -272,26 +355,192 @@ def _token_path(c_path: Path, n_command: int, i: int | None) -> Path:
 
 
 def engine_containers(m: Manifest) -> Iterator[EngineContainer]:
-    """Every container of ``m`` that runs an engine (by launcher or image)."""
+    """Every container of ``m`` that runs an engine (by launcher, image or shell script)."""
     for site in pod_sites(m):
         for c_path, c in _containers(m, site):
-            profile, argv, index = engine_of(c)
-            if profile is None:
-                profile, argv, index = _kserve_runtime(m, c)
-            if profile is None:
+            found = _engine_in(m, c, c_path)
+            if found is None:
                 continue
-            n_command = len(_strings(c.get("command")))
-            paths = tuple(_token_path(c_path, n_command, i) for i in index)
-            inner = _shell_script_argv(profile, argv)
-            if inner is not None:
-                at, words = inner
-                argv = words
-                paths = (paths[at],) * len(words)
-            elif c.get("command") and not profile.matches_command(argv):
-                continue  # the engine's image running something else (a Ray worker script)
+            profile, argv, paths, lines, other = found
             yield EngineContainer(
-                m, site, c_path, c, profile, argv, paths, tuple(_env_args(c, c_path))
+                m,
+                site,
+                c_path,
+                c,
+                profile,
+                argv,
+                paths,
+                tuple(_env_args(c, c_path)),
+                token_lines=lines,
+                shell=bool(lines),
+                script_other=other,
             )
+
+
+_Found = tuple[
+    EngineProfile,
+    tuple[str, ...],
+    tuple[Path, ...],
+    tuple[int | None, ...],
+    tuple[tuple[str, ...], ...],
+]
+
+
+def _engine_in(m: Manifest, c: dict[str, Any], c_path: Path) -> _Found | None:
+    """(profile, argv, token paths, token lines, the script's other words) of the engine a
+    container runs, or None: by its argv, its image, KServe's runtime, or a shell script
+    (``bash -lc -- "...; vllm serve ..."``) whose one command starts an engine."""
+    profile, argv, index = engine_of(c)
+    if profile is None:
+        profile, argv, index = _kserve_runtime(m, c)
+    n_command = len(_strings(c.get("command")))
+    paths = tuple(_token_path(c_path, n_command, i) for i in index)
+    at = shell_script_index(argv)
+    if at is None and profile is not None and profile.split_command(argv).flags_start >= len(argv):
+        # No shell named, but no flag either: a script token behind an entrypoint that
+        # runs it through a shell (``args: ["vllm serve ..."]``).
+        at = next((i for i, t in enumerate(argv) if any(ch.isspace() for ch in t)), None)
+    if at is not None:
+        for candidate in [profile] if profile is not None else list(PROFILES.values()):
+            script = script_command(candidate, argv[at])
+            if script is None:
+                continue
+            words = script.engine
+            lines = word_lines(m, paths[at], script.words)[script.start : script.end]
+            return candidate, words, (paths[at],) * len(words), lines, script.other
+        if shell_script_index(argv) is not None:
+            return None  # a shell running something else (ray start, a wrapper script)
+    if profile is None:
+        return None
+    if c.get("command") and not profile.matches_command(argv):
+        return None  # the engine's image running something else (a Ray worker script)
+    return profile, argv, paths, (), ()
+
+
+#: Shells whose ``-c`` option runs its next argument as a script.
+_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh"})
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def shell_script_index(argv: Sequence[str]) -> int | None:
+    """Where the script of ``sh -c SCRIPT`` sits in ``argv`` (``bash -lc -- SCRIPT``,
+    ``/bin/sh -ec SCRIPT``, ``bash -o pipefail -c SCRIPT``), or None when ``argv`` is no
+    shell running a script."""
+    if not argv or argv[0].rsplit("/", 1)[-1] not in _SHELLS:
+        return None
+    script = False
+    i = 1
+    while i < len(argv):
+        token = argv[i]
+        if token in ("-o", "+o"):
+            i += 2
+            continue
+        if token == "--":
+            return i + 1 if script and i + 1 < len(argv) else None
+        if len(token) > 1 and token[0] in "-+" and not token.startswith("--"):
+            script = script or "c" in token[1:]
+            i += 1
+            continue
+        return i if script else None
+    return None
+
+
+@dataclass(frozen=True)
+class Script:
+    """A shell script's words, and which of them are the engine's command."""
+
+    words: tuple[str, ...]
+    start: int
+    end: int
+    #: Each command's (start, end) in ``words``, the engine's among them.
+    commands: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def engine(self) -> tuple[str, ...]:
+        """The engine command's words (without a leading ``exec``)."""
+        return self.words[self.start : self.end]
+
+    @property
+    def other(self) -> tuple[tuple[str, ...], ...]:
+        """Every other command of the script, each its words (an ``exec`` or a variable
+        assignment before the engine's command is one of them)."""
+        out = [self.words[a:b] for a, b in self.commands if (a, b) != (self.start, self.end)]
+        return tuple(c for c in out if c)
+
+
+def script_command(profile: EngineProfile, script: str) -> Script | None:
+    """The words of ``script`` split as a shell does (one ``;&|`` segment or line at a time,
+    go-shellwords rules, comments dropped), and the one command that starts ``profile``'s
+    engine; None when none does. A leading ``exec`` is the shell's, not the command's."""
+    rest = script.replace("\\\n", "")  # a backslash-newline continues the line
+    words: list[str] = []
+    commands: list[tuple[int, int]] = []
+    span: tuple[int, int] | None = None
+    while rest:
+        line, newline, after = rest.partition("\n")
+        if line.lstrip().startswith("#"):
+            rest = after
+            continue
+        try:
+            found, cut = split_shell_words(line)
+            rest = (line[cut:] + newline + after) if cut >= 0 else after
+        except ShellWordsError:
+            try:  # a quote running on past the line's end
+                found, cut = split_shell_words(rest)
+            except ShellWordsError:
+                break
+            rest = rest[cut:] if cut >= 0 else ""
+        found = _uncommented(found)
+        head = 0
+        while head < len(found) and (found[head] == "exec" or _ASSIGNMENT.match(found[head])):
+            head += 1
+        if span is None and found[head:] and profile.matches_command(found[head:]):
+            commands.append((len(words), len(words) + head))
+            words += found[:head]
+            span = (len(words), len(words) + len(found) - head)
+            commands.append(span)
+            words += found[head:]
+        else:
+            commands.append((len(words), len(words) + len(found)))
+            words += found
+        rest = rest.lstrip(";&|<> \t\n")
+    if span is None:
+        return None
+    return Script(tuple(words), *span, commands=tuple(commands))
+
+
+def _uncommented(words: list[str]) -> list[str]:
+    """``words`` up to a shell comment (a word starting with ``#``)."""
+    for i, word in enumerate(words):
+        if word.startswith("#"):
+            return words[:i]
+    return words
+
+
+def word_lines(m: Manifest, path: Path, words: Sequence[str]) -> tuple[int | None, ...]:
+    """The file line of each word of a multi-line string at ``path`` (a ``|`` or ``>`` block,
+    a folded or quoted scalar): each word is looked for in the file's lines after the
+    previous one, so a flag is located to its own line; a word not found as written (an
+    escape in a quoted scalar) takes the previous word's line."""
+    base = m.lines.line((*m.prefix, *path))
+    source = m.source_lines
+    if base is None or not source:
+        return (None,) * len(words)
+    base = max(base, 1)
+    row, col = base - 1, 0
+    # The string ends where the next key or item of the document starts.
+    after = [line for _, line in m.lines.items() if line > base]
+    limit = min(len(source), min(after) - 1 if after else len(source))
+    out: list[int | None] = []
+    for word in words:
+        probe = word.split("\n", 1)[0]
+        for j in range(row, limit):
+            at = source[j].find(probe, col if j == row else 0) if probe else -1
+            if at >= 0:
+                row, col = j, at + len(probe)
+                break
+        out.append(row + 1)
+    return tuple(out)
 
 
 #: The engine of an ``LLMInferenceService`` that names no runtime: KServe's default
@@ -303,10 +552,10 @@ def _kserve_runtime(
     m: Manifest, c: dict[str, Any]
 ) -> tuple[EngineProfile | None, tuple[str, ...], tuple[int | None, ...]]:
     """The engine KServe runs in an ``LLMInferenceService``'s ``main`` container that gives no
-    image and no command (the samples' shape: the runtime config supplies both, the user only
-    ``args``): its ``runtime`` names the engine (``kserve-llm-sglang``), else KServe's default;
+    command (the samples' shape: the runtime config supplies it, and the image unless the
+    file names one such as ``llm-d-cuda``; the user gives ``args`` or env flags): its ``runtime`` names the engine (``kserve-llm-sglang``), else KServe's default;
     the argv is that engine's launcher followed by the user's ``args``."""
-    if m.kind != "LLMInferenceService" or c.get("image") or c.get("command"):
+    if m.kind != "LLMInferenceService" or c.get("command"):
         return None, (), ()
     if c.get("name") != "main":
         return None, (), ()

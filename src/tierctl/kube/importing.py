@@ -15,6 +15,7 @@ a pod count of a Deployment) is named in ``notes``.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -25,11 +26,28 @@ from typing import Any
 from tierctl.adopt import _common, _overrides
 from tierctl.catalog.build import parse_ref
 from tierctl.engine_catalog import Catalog
-from tierctl.errors import InputError
+from tierctl.errors import InputError, Location
 from tierctl.kube.containers import EngineContainer, engine_containers
+from tierctl.kube.import_checks import (
+    Release,
+    check_group,
+    check_script,
+    placement,
+    release_of,
+    resolve_variables,
+    token_location,
+    volumes,
+    who,
+)
 from tierctl.kube.manifests import Manifest, parse_manifests, read_manifests
-from tierctl.kube.validation import _canonical, _catalog, _Findings, _replica_of, _secrets
-from tierctl.render.kubernetes import REPLICA_LABEL, ROLE_LABEL, render_kubernetes
+from tierctl.kube.validation import _canonical, _Findings, _replica_of, _secrets
+from tierctl.render.kubernetes import (
+    ENV_FILE_ANNOTATION,
+    KUBE_KEY,
+    REPLICA_LABEL,
+    ROLE_LABEL,
+    render_kubernetes,
+)
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.spec.loader import load_spec_text
 from tierctl.spec.tier_spec import TierSpec
@@ -148,11 +166,14 @@ def import_manifests(
     tier: str | None = None,
     host: str = "localhost",
     engine: str | None = None,
+    out: str | Path | None = None,
 ) -> KubeImport:
-    """A tier spec for the engine workloads of Kubernetes manifests.
+    """A tier spec for the engine workloads of Kubernetes manifests (``out``: where it will
+    be written, the name its own messages give it).
 
     Raises:
-        InputError: nothing to import, no release named, a literal credential.
+        InputError: nothing to import, no release named, a literal credential, a script or
+            a variable the spec cannot carry (each located in the manifests).
     """
     manifests = read_manifests(paths, stdin)
     found = _Findings()
@@ -173,21 +194,36 @@ def import_manifests(
         if "==" in engine:
             parse_ref(engine)  # a clear error for a bad KIND==VERSION
         forced = resolve_catalog(engine)
-    first = engines[0]
-    catalog = _catalog(first, None, forced)
-    if catalog is None:
-        raise InputError(
-            f"the image {first.container.get('image')!r} names no engine release with a "
-            "shipped catalog",
-            location=first.manifest.location(*first.path, "image"),
-            rule="a spec pins the engine release",
-            fix=f"pass `engine` {first.profile.kind}==VERSION",
-            params=("engine",),
-        )
-    notes: list[str] = list(left_out)
+    releases = [release_of(e, forced) for e in engines]
+    release = releases[0]
+    catalog = release.catalog
+    for e, other in zip(engines, releases, strict=True):
+        if other.catalog.ref != catalog.ref:
+            raise InputError(
+                f"{who(e)} runs {other.catalog.ref}, {who(engines[0])} {catalog.ref}: a spec "
+                "pins one release",
+                location=e.manifest.location(*e.path, "image"),
+                rule="a spec runs one engine release",
+                fix="import the workloads of each release on their own",
+            )
+    notes: list[str] = [*left_out, *dict.fromkeys(r.note for r in releases if r.note)]
+    parts = _parts(engines, catalog, notes)
+    text = _document(parts, engines, release, tier, host, notes)
+    name = str(out) if out is not None else "(the imported spec)"
+    spec = load_spec_text(text, name)
+    return KubeImport(spec, text, notes, _round_trip(spec, parts, catalog))
+
+
+def _parts(
+    engines: list[EngineContainer], catalog: Catalog, notes: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Each engine container's replica: its flags (variables filled in), env, GPUs, role,
+    image, placement and volumes."""
     taken: set[str] = set()
     parts: dict[str, dict[str, Any]] = {}
     for e in engines:
+        check_group(e)
+        check_script(e)
         name = _replica_name(e, taken)
         taken.add(name)
         count = (e.manifest.data.get("spec") or {}).get("replicas")
@@ -195,53 +231,105 @@ def import_manifests(
             notes.append(
                 f"{e.manifest.ref} runs {count} pods of one template: imported as one replica ({name})"
             )
+        mounts, shm, lost = volumes(e)
+        notes += lost
+        if e.container.get("envFrom") and not _env_files(e):
+            notes.append(f"{who(e)}: envFrom (a ConfigMap or Secret's variables) not carried")
         parts[name] = {
-            "flags": _flags(e, catalog),
+            "flags": resolve_variables(
+                e,
+                _flags(e, catalog),
+                functools.partial(_locate, e, catalog),
+                _env_flag_names(e, catalog),
+            ),
             "env": _env(e),
             "gpus": _gpus(e),
             "role": e.site.labels.get(ROLE_LABEL),
             "image": str(e.container.get("image") or ""),
             "container": e,
+            "compose": _compose(e, mounts, shm),
         }
-    text = _document(parts, engines, catalog, tier, host, notes)
-    spec = load_spec_text(text, "tier.yaml")
-    return KubeImport(spec, text, notes, _round_trip(spec, parts, catalog))
+    return parts
+
+
+def _env_flag_names(e: EngineContainer, catalog: Catalog) -> frozenset[str]:
+    """The flags read from env strings of extra flags (the runtime's script expands them)."""
+    names: set[str] = set()
+    for _, _, words in e.env_args:
+        names |= set(e.profile.command_flags((*e.profile.default_launcher(), *words), catalog))
+    return frozenset(names)
+
+
+def _locate(e: EngineContainer, catalog: Catalog, flag: str) -> Location:
+    """Where ``--flag`` sits: its argv token (its own line in a script), or the env string
+    of extra flags it came from."""
+    for i, token in enumerate(e.argv):
+        if token == f"--{flag}" or token.startswith(f"--{flag}="):
+            return token_location(e, i)
+    for _, path, words in e.env_args:
+        if flag in e.profile.command_flags((*e.profile.default_launcher(), *words), catalog):
+            return e.manifest.location(*path)
+    return token_location(e, 0)
+
+
+def _env_files(e: EngineContainer) -> list[str]:
+    """The env files a tierctl rendering names (its ``tierctl/env-file`` annotation)."""
+    meta = e.manifest.data.get("metadata") or {}
+    value = (meta.get("annotations") or {}).get(ENV_FILE_ANNOTATION)
+    return [f for f in str(value).split(",") if f] if value else []
+
+
+def _compose(e: EngineContainer, mounts: list[str], shm: str | None) -> dict[str, Any]:
+    """The replica's compose fragment: volumes, shm size, env files, and its placement in
+    ``x-kubernetes``."""
+    fragment: dict[str, Any] = {}
+    if mounts:
+        fragment["volumes"] = mounts
+    if shm:
+        fragment["shm_size"] = shm
+    files = _env_files(e)
+    if files:
+        fragment["env_file"] = files if len(files) > 1 else files[0]
+    where = placement(e)
+    if where:
+        fragment[KUBE_KEY] = where
+    return fragment
 
 
 def _document(
     parts: dict[str, dict[str, Any]],
     engines: list[EngineContainer],
-    catalog: Catalog,
+    release: Release,
     tier: str | None,
     host: str,
     notes: list[str],
 ) -> str:
     first = engines[0]
+    catalog = release.catalog
+    for p in parts.values():
+        # KServe's samples give no image (the runtime config does): the release's own.
+        p["image"] = p["image"] or release.image
     images = [p["image"] for p in parts.values()]
-    image = max(set(images), key=images.count)
-    if not image:
-        # KServe's samples give no image (the runtime config does): the release's own image.
-        image = f"{first.profile.images[0]}:v{catalog.version}"
-        notes.append(
-            f"no image in the manifests (the controller's runtime sets it): the spec names "
-            f"{image}; make it the runtime's"
-        )
-        for p in parts.values():
-            p["image"] = p["image"] or image
-    base_flags = _common([p["flags"] for p in parts.values()])
+    image = max(sorted(set(images)), key=images.count)
+    base_flags = _ordered_base([p["flags"] for p in parts.values()])
     base_env = _common([p["env"] for p in parts.values()])
     launcher = list(first.profile.split_command(first.argv).launcher)
     engine_doc: dict[str, Any] = {
         "kind": first.profile.kind,
         "version": catalog.version,
         "image": image,
-        "service": "{replica}",
+        "service": _service_template(parts),
         "launcher": launcher,
         "args": base_flags,
     }
     if base_env:
         engine_doc["env"] = base_env
-    if "@sha256:" not in image:
+    base_compose = _common([p["compose"] for p in parts.values()])
+    if base_compose:
+        engine_doc["compose"] = base_compose
+    if release.as_written:
+        engine_doc["image_policy"] = "as-written"
+    elif "@sha256:" not in image:
         engine_doc["image_policy"] = "tag"
         notes.append(f"engine image {image} is a tag (image_policy: tag); pin it by digest")
     replicas: dict[str, Any] = {}
@@ -255,6 +343,9 @@ def _document(
             doc["args"] = args
         if env:
             doc["env"] = env
+        compose = {k: v for k, v in p["compose"].items() if base_compose.get(k) != v}
+        if compose:
+            doc["compose"] = compose
         if p["image"] != image:
             doc["image"] = p["image"]
         replicas[name] = doc
@@ -262,15 +353,60 @@ def _document(
     document = {
         "tier": _NAME.sub("-", (tier or first.manifest.name or "tier").lower()).strip("-_")
         or "tier",
-        "host": _host(engines, host),
+        "host": _host([p["container"] for p in parts.values()], host),
         "description": "Imported from " + ", ".join(sources),
         "output": "compose.yaml",
         "engine": engine_doc,
         "replicas": replicas,
+        **_declared_volumes(parts),
         "telemetry": {"variant": "{replica}", "places": []},
     }
     header = "# Written by tierctl import from Kubernetes manifests: " + ", ".join(sources) + "\n"
     return header + dump_yaml(document)
+
+
+def _ordered_base(flag_sets: list[dict[str, Any]]) -> dict[str, Any]:
+    """The engine's flags: every replica's, in the order the manifests give them, each with
+    the value most replicas have (the others override it, a replica without it nulls it),
+    so each replica's rendering runs its flags in its manifest's order."""
+    base: dict[str, Any] = {}
+    for flags in flag_sets:
+        for name, value in flags.items():
+            base.setdefault(name, value)
+    for name in base:
+        values = [f[name] for f in flag_sets if name in f]
+        shown = [repr(v) for v in values]
+        base[name] = values[shown.index(max(shown, key=shown.count))]
+    return base
+
+
+def _service_template(parts: dict[str, dict[str, Any]]) -> str:
+    """The workloads' names as a template of the replica name (``model-{replica}``, as a
+    tierctl rendering names them), else ``{replica}``."""
+    templates = {
+        p["container"].manifest.name.replace(name, "{replica}", 1)
+        for name, p in parts.items()
+        if name in p["container"].manifest.name
+    }
+    if len(templates) == 1 and len(parts) == sum(
+        name in p["container"].manifest.name for name, p in parts.items()
+    ):
+        return str(templates.pop())
+    return "{replica}"
+
+
+def _declared_volumes(parts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The top-level ``volumes`` the replicas' claims need: each an external compose volume
+    named as the claim, so the Kubernetes rendering mounts the same claim."""
+    names = sorted(
+        {
+            str(v).split(":", 1)[0]
+            for p in parts.values()
+            for v in p["compose"].get("volumes", [])
+            if not str(v).startswith("/")
+        }
+    )
+    return {"volumes": {n: {"external": True, "name": n} for n in names}} if names else {}
 
 
 def _round_trip(spec: TierSpec, parts: dict[str, dict[str, Any]], catalog: Catalog) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,9 @@ class Manifest:
     lines: LineMap
     #: Path of the object inside its document (``("items", 3)`` in a List, else ``()``).
     prefix: PathKey = ()
+    #: The lines of the file it came from, to locate words inside a multi-line string (a
+    #: flag inside a ``|`` block script sits on its own line, not the block's first).
+    source_lines: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def kind(self) -> str:
@@ -98,6 +101,7 @@ def parse_manifests(text: str, source: str) -> list[Manifest]:
         InputError: a document is not YAML, or is not a mapping (an object) or empty.
     """
     out: list[Manifest] = []
+    source_lines = tuple(text.splitlines())
     for first, body in split_documents(text):
         try:
             doc = load_yaml(body, source, line_depth=None)
@@ -123,9 +127,9 @@ def parse_manifests(text: str, source: str) -> list[Manifest]:
             for i, item in enumerate(items):
                 if isinstance(item, dict):
                     _check_names(item, source, lines, ("items", i))
-                    out.append(Manifest(source, item, lines, ("items", i)))
+                    out.append(Manifest(source, item, lines, ("items", i), source_lines))
             continue
-        out.append(Manifest(source, data, lines))
+        out.append(Manifest(source, data, lines, (), source_lines))
     return out
 
 

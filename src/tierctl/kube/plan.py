@@ -10,6 +10,7 @@ long as the model load; the tier's shared objects (proxy, PodMonitor) follow.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,9 +76,15 @@ def _workload(keys: list[Key]) -> Key | None:
     return next((k for k in keys if k[0] in ("Deployment", "LeaderWorkerSet")), None)
 
 
-def _replica_step(
-    spec: TierSpec, name: str, keys: list[Key], manifest: str, old_manifest: str
-) -> KubeStep:
+def old_rendering(old_manifest: str | None, old_spec: str) -> str:
+    """How a rollback reads the old objects: the file the user kept, else OLD's rendering
+    made on the spot (no file is assumed: nothing wrote one)."""
+    if old_manifest is not None:
+        return "kubectl apply -f " + shlex.quote(old_manifest)
+    return f"tierctl render --target kubernetes {shlex.quote(old_spec)} | kubectl apply -f -"
+
+
+def _replica_step(spec: TierSpec, name: str, keys: list[Key], manifest: str, old: str) -> KubeStep:
     role = spec.replicas[name].role
     selector = f"{REPLICA_LABEL}={name}"
     workload = _workload(keys)
@@ -87,7 +94,7 @@ def _replica_step(
         f"kubectl diff -f {manifest} -l {selector}",
         f"kubectl apply -f {manifest} -l {selector}",
     ]
-    rollback = [f"kubectl apply -f {old_manifest} -l {selector}"]
+    rollback = [f"{old} -l {selector}"]
     if workload is not None:
         kind = "deployment" if workload[0] == "Deployment" else "leaderworkerset"
         if kind == "deployment":
@@ -116,10 +123,13 @@ def kube_plan(
     old: TierSpec,
     new: TierSpec,
     manifest: str = "tier.k8s.yaml",
-    old_manifest: str = "old.k8s.yaml",
+    old_manifest: str | None = None,
+    old_spec: str = "OLD_SPEC",
 ) -> KubePlan:
     """The plan from ``old``'s rendering to ``new``'s (``manifest``: where the new rendering
-    is, ``old_manifest``: the previous one, for rollback)."""
+    is; ``old_manifest``: a kept copy of the previous one, for rollback, else the rollback
+    renders ``old_spec``, the old spec's path, on the spot)."""
+    old_objects = old_rendering(old_manifest, old_spec)
     before = _by_key(kube_objects(old).objects)
     after = _by_key(kube_objects(new).objects)
     changed = [k for k in after if k in before and after[k] != before[k]]
@@ -141,7 +151,7 @@ def kube_plan(
     names = sorted(
         per_replica, key=lambda n: (order[new.replicas[n].role], list(new.replicas).index(n))
     )
-    steps = [_replica_step(new, n, per_replica[n], manifest, old_manifest) for n in names]
+    steps = [_replica_step(new, n, per_replica[n], manifest, old_objects) for n in names]
     if shared:
         objs = " ".join(f"{k.lower()}/{n}" for k, n in shared)
         steps.append(

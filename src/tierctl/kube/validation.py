@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tierctl.catalog.store import load_catalog, resolve_catalog, shipped
+from tierctl.catalog.store import catalog_for_image, load_catalog, resolve_catalog, shipped
 from tierctl.compose.argv import FlagUse, parse_flags
 from tierctl.contracts.flag_catalog import flag_findings
 from tierctl.contracts.report import RULES, Report, Violation
@@ -40,10 +40,13 @@ from tierctl.credentials import (
     looks_secret_name,
 )
 from tierctl.engine_catalog import Catalog
+from tierctl.engines import EngineProfile
 from tierctl.kube.containers import EngineContainer, engine_containers, pod_sites
 from tierctl.kube.manifests import Manifest, parse_manifests, read_manifests
 from tierctl.kube.schemas import has_schema, schema_findings
 from tierctl.render.kubernetes import (
+    ENGINE_ANNOTATION,
+    GROUP_SIZE_VARIABLES,
     KUBERNETES_VERSION,
     MIN_LIVENESS_TIMEOUT_S,
     MIN_LIVENESS_WINDOW_S,
@@ -131,32 +134,141 @@ def _schema(m: Manifest, version: str, out: _Findings) -> None:
                 )
 
 
-def _as_compose_refs(use: FlagUse) -> FlagUse:
-    """Kubernetes's ``$(VAR)`` read as a reference filled in at deploy time (like ``${VAR}``)."""
-    if not any("$(" in v for v in use.values):
+_SHELL_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _as_compose_refs(use: FlagUse, shell: bool = False) -> FlagUse:
+    """Kubernetes's ``$(VAR)`` read as a reference filled in at deploy time (like ``${VAR}``);
+    in a shell script, the shell's ``$VAR`` and ``${VAR}`` too (filled in at start). Outside a
+    shell ``$VAR`` stays literal, as the kubelet passes it."""
+    if not any("$" in v for v in use.values):
         return use
-    return replace(use, values=tuple(_K8S_VAR.sub(r"${\1}", v) for v in use.values))
+    values = tuple(_K8S_VAR.sub(r"${\1}", v) for v in use.values)
+    if shell:
+        values = tuple(_SHELL_VAR.sub(r"${\1}", v) for v in values)
+    return replace(use, values=values)
+
+
+def _release_key(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", version))
+
+
+@dataclass(frozen=True)
+class CatalogChoice:
+    """The catalog an engine container's flags are checked against, and why.
+
+    Attributes:
+        catalog: None when no catalog fits (``unchecked`` says why).
+        note: a warning that it is not the container's own release (the newest shipped
+            one stands in, as compose's validate does).
+        unchecked: why the flags are not checked.
+    """
+
+    catalog: Catalog | None
+    note: str | None = None
+    unchecked: str | None = None
+
+
+def engine_image(profile: EngineProfile, image: str) -> bool:
+    """Whether ``image`` is a build of ``profile``'s engine: one of its images, or a
+    repository named after it (``aibrix/vllm-openai-aibrix-kvcache``); ``ubuntu:22.04``
+    running the engine from a script is not."""
+    if profile.matches_image(image):
+        return True
+    repo = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0].lower()
+    return profile.kind in repo
+
+
+def image_release(profile: EngineProfile, image: str) -> str | None:
+    """The release an engine image's tag names (``v0.10.2-20251022`` -> ``0.10.2``), or None
+    (no tag, ``latest``, a date, or an image that is not the engine's)."""
+    return profile.image_version(image) if image and engine_image(profile, image) else None
+
+
+def engine_pin(e: EngineContainer) -> str | None:
+    """The ``KIND==VERSION`` the workload's ``tierctl/engine`` annotation pins (the spec's
+    release, written by render's Kubernetes target), or None."""
+    meta = e.manifest.data.get("metadata")
+    notes = meta.get("annotations") if isinstance(meta, dict) else None
+    pin = notes.get(ENGINE_ANNOTATION) if isinstance(notes, dict) else None
+    if isinstance(pin, str) and pin.startswith(f"{e.profile.kind}=="):
+        return pin
+    return None
+
+
+def choose_catalog(
+    e: EngineContainer, spec: TierSpec | None, forced: Catalog | None
+) -> CatalogChoice:
+    """The spec's release; else the workload's pin; else the image tag's release; else
+    ``--engine``'s; else the newest shipped catalog with a warning (compose's rule). An image
+    tag naming a release older than every shipped catalog is not checked (a newer catalog
+    would call its removed flags typos), and ``--engine`` never overrides the release an
+    image tag names (that release is what runs)."""
+    kind = e.profile.kind
+    if spec is not None and spec.engine.kind == kind:
+        return CatalogChoice(engine_catalog(spec))
+    pin = engine_pin(e)
+    if pin is not None and (kind, pin.partition("==")[2]) in shipped():
+        return CatalogChoice(load_catalog(kind, pin.partition("==")[2]))
+    image = str(e.container.get("image") or "")
+    version = image_release(e.profile, image)
+    ours = forced if forced is not None and forced.engine == kind else None
+    if version is not None:
+        if (kind, version) in shipped():
+            return CatalogChoice(load_catalog(kind, version))
+        if ours is not None and ours.version == version:
+            return CatalogChoice(ours)
+        releases = sorted((v for k, v in shipped() if k == kind), key=_release_key)
+        if releases and _release_key(version) < _release_key(releases[0]):
+            return CatalogChoice(
+                None,
+                unchecked=f"its image {image!r} runs {kind} {version}, older than every "
+                f"shipped catalog ({', '.join(releases)}): a newer release's catalog would "
+                "call its removed flags typos"
+                + (f"; `engine` {ours.ref} is not its release" if ours is not None else ""),
+            )
+        if ours is not None:
+            return CatalogChoice(
+                ours,
+                note=f"flags checked against {ours.ref} (`engine`); the image tag names {version}",
+            )
+    elif ours is not None:
+        return CatalogChoice(ours)
+    catalog, note = catalog_for_image(kind, version, image or None)
+    if note is not None and image and not engine_image(e.profile, image):
+        note = (
+            f"flags checked against {catalog.ref if catalog else kind}, the newest shipped "
+            f"catalog; the image {image!r} is not the engine's, so its tag names no release"
+        )
+    if catalog is None:
+        return CatalogChoice(None, unchecked=f"no shipped catalog of {kind}")
+    if not image:
+        note = (
+            f"flags checked against {catalog.ref}, the newest shipped catalog; no image is "
+            "given (the controller's runtime sets it)"
+        )
+    return CatalogChoice(catalog, note=note)
 
 
 def _catalog(e: EngineContainer, spec: TierSpec | None, forced: Catalog | None) -> Catalog | None:
-    if spec is not None and spec.engine.kind == e.profile.kind:
-        return engine_catalog(spec)
-    if forced is not None and forced.engine == e.profile.kind:
-        return forced
-    version = e.profile.image_version(str(e.container.get("image") or ""))
-    if version is not None and (e.profile.kind, version) in shipped():
-        return load_catalog(e.profile.kind, version)
-    return None
+    return choose_catalog(e, spec, forced).catalog
 
 
 def _who(e: EngineContainer) -> str:
     return f"{e.manifest.ref} container {e.container.get('name') or '?'}"
 
 
-def _flags(e: EngineContainer, catalog: Catalog | None, out: _Findings) -> dict[str, Any]:
-    """TC004 on the argv and the env strings; the flags as the spec writes them."""
+def _flags(
+    e: EngineContainer, catalog: Catalog | None, out: _Findings, guessed: bool = False
+) -> dict[str, Any]:
+    """TC004 on the argv and the env strings; the flags as the spec writes them.
+
+    ``guessed``: the catalog is not the container's own release (the newest stands in for
+    an unpinned tag): a misspelt flag (one with a near spelling) is still a violation, but
+    a flag the guessed release lacks or a value it types otherwise is a warning, since the
+    release the image runs may take it (``--swap-space`` before its removal)."""
     start = e.profile.split_command(e.argv).flags_start
-    uses = [_as_compose_refs(u) for u in parse_flags(e.argv, start, catalog)]
+    uses = [_as_compose_refs(u, e.shell) for u in parse_flags(e.argv, start, catalog)]
     flags = e.profile.command_flags(e.argv, catalog)
     last = len(e.token_paths) - 1
     groups: list[tuple[list[FlagUse], Callable[[FlagUse], tuple[str | int, ...]]]] = [
@@ -168,19 +280,34 @@ def _flags(e: EngineContainer, catalog: Catalog | None, out: _Findings) -> dict[
         flags.update(e.profile.command_flags((*e.profile.default_launcher(), *words), catalog))
     if catalog is None:
         return flags
-    for group, where in groups:
+    for n, (group, where) in enumerate(groups):
         for finding in flag_findings(catalog, group):
-            out.violations.append(
-                _v(
-                    e.manifest,
-                    where(finding.use),
-                    "TC004",
-                    f"{_who(e)}: {finding.message}",
+            location = e.manifest.location(*where(finding.use))
+            line = _token_line(e, finding.use.index) if n == 0 else None
+            if line is not None:
+                location = replace(location, line=line)
+            # A misspelling: no catalogued release has the flag, and a near one exists.
+            typo = (finding.fix or "").startswith("did you mean") and (
+                "nor of any catalogued release" in finding.message
+            )
+            (out.warnings if guessed and not typo else out.violations).append(
+                Violation(
+                    rule="TC004",
+                    service=e.manifest.ref,
+                    message=f"{_who(e)}: {finding.message}",
+                    location=location,
                     found=finding.found,
                     fix=finding.fix,
                 )
             )
     return flags
+
+
+def _token_line(e: EngineContainer, index: int) -> int | None:
+    """The file line of argv token ``index`` when finer than its path's (a script's word)."""
+    if 0 <= index < len(e.token_lines):
+        return e.token_lines[index]
+    return None
 
 
 def _constant(path: tuple[str | int, ...], _use: FlagUse) -> tuple[str | int, ...]:
@@ -235,10 +362,17 @@ def _expand(e: EngineContainer, value: Any) -> Any:
 
 
 def _gpu_fit(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
-    # LWS gives every pod its group's size as LWS_GROUP_SIZE (the SGLang example's --nnodes).
+    # LWS (and RBG's leaderWorkerPattern) give every pod its group's size in the env
+    # (LWS_GROUP_SIZE, RBG_LWP_GROUP_SIZE: the examples' --nnodes).
+    sizes = {f"$({name})": str(e.site.nodes) for name in GROUP_SIZE_VARIABLES}
+    if e.shell:
+        sizes |= {f"${name}": str(e.site.nodes) for name in GROUP_SIZE_VARIABLES}
+        sizes |= {f"${{{name}}}": str(e.site.nodes) for name in GROUP_SIZE_VARIABLES}
     merged = {
-        _flag_key(e, k): str(e.site.nodes)
-        if v == "$(LWS_GROUP_SIZE)" and e.manifest.kind == "LeaderWorkerSet"
+        _flag_key(e, k): sizes[v]
+        if isinstance(v, str)
+        and v in sizes
+        and (e.site.nodes > 1 or e.manifest.kind == "LeaderWorkerSet")
         else _expand(e, v)
         for k, v in flags.items()
     }
@@ -249,10 +383,15 @@ def _gpu_fit(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
     if e.site.nodes > 1 and nodes_flag is None and e.profile.nodes_flags:
         merged[e.profile.nodes_flags[0]] = e.site.nodes
     needed = e.profile.gpus_needed(merged)
-    if needed is not None and e.site.nodes > 1 and not e.profile.nodes_flags:
+    if needed is not None and e.site.nodes > 1 and not e.profile.nodes_flags and not e.site.per_pod:
         # The group's nodes share the parallel ranks (vLLM over Ray: TP x PP across pods).
         needed = -(-needed // e.site.nodes)
     have = _gpus_given(e)
+    if e.site.ray_cluster:
+        out.unchecked.append(
+            f"{_who(e)}: GPU fit: a Ray cluster's pod (its ranks span the cluster's pods)"
+        )
+        return
     if needed is None:
         out.unchecked.append(f"{_who(e)}: GPU fit: a parallelism flag is not a number")
         return
@@ -283,7 +422,12 @@ def _int(probe: dict[str, Any], key: str, default: int) -> int:
         return default
 
 
-def _probes(e: EngineContainer, load_s: int, out: _Findings) -> None:
+def _probes(e: EngineContainer, load_s: int, out: _Findings, judged: bool) -> None:
+    """Probe timings that risk a restart. ``judged`` (a spec gives the load budget, and the
+    rendering follows tierctl's probe rule) makes them violations; without a spec they are
+    warnings (``--strict`` fails them): the file shows neither the model's load time nor a
+    tokenizer stall, and a violation is a defect."""
+    found = out.violations if judged else out.warnings
     c, m = e.container, e.manifest
     live = c.get("livenessProbe")
     startup = c.get("startupProbe")
@@ -291,7 +435,7 @@ def _probes(e: EngineContainer, load_s: int, out: _Findings) -> None:
         timeout = _int(live, "timeoutSeconds", 1)
         window = _int(live, "failureThreshold", 3) * _int(live, "periodSeconds", 10)
         if timeout < MIN_LIVENESS_TIMEOUT_S or window < MIN_LIVENESS_WINDOW_S:
-            out.violations.append(
+            found.append(
                 _v(
                     m,
                     (*e.path, "livenessProbe"),
@@ -308,7 +452,7 @@ def _probes(e: EngineContainer, load_s: int, out: _Findings) -> None:
         if not isinstance(startup, dict):
             allowed = _int(live, "initialDelaySeconds", 0) + window
             if allowed < load_s:
-                out.violations.append(
+                found.append(
                     _v(
                         m,
                         (*e.path, "livenessProbe"),
@@ -325,7 +469,7 @@ def _probes(e: EngineContainer, load_s: int, out: _Findings) -> None:
             startup, "failureThreshold", 3
         ) * _int(startup, "periodSeconds", 10)
         if allowed < load_s:
-            out.violations.append(
+            found.append(
                 _v(
                     m,
                     (*e.path, "startupProbe"),
@@ -393,10 +537,16 @@ def _secrets(m: Manifest, out: _Findings) -> None:
                 ) or embedded_credential(token) is not None:
                     # The second: one token holding the credential with its flag
                     # (`sh -c "vllm serve ... --api-key sk-..."`).
+                    n_command = len(c.get("command") or [])
+                    at: tuple[str | int, ...] = (
+                        (*c_path, "command", k)
+                        if k < n_command
+                        else (*c_path, "args", k - n_command)
+                    )
                     out.violations.append(
                         _v(
                             m,
-                            c_path,
+                            at,
                             "TC006",
                             f"{m.ref}: {_argv_place(flag, k)} carries a literal credential in "
                             "the argv (value not shown)",
@@ -578,23 +728,28 @@ def check_manifests(
                 "engine flags not checked"
             )
         for e in found:
-            catalog = _catalog(e, spec, forced)
+            choice = choose_catalog(e, spec, forced)
+            catalog = choice.catalog
             if catalog is None:
-                out.unchecked.append(
-                    f"{_who(e)}: engine flags (TC004): no shipped catalog for "
-                    + (
-                        f"its image {e.container['image']!r}"
-                        if e.container.get("image")
-                        else "its release (no image given: the controller's runtime sets it)"
-                    )
-                    + f"; pass `engine` {e.profile.kind}==VERSION"
-                )
+                out.unchecked.append(f"{_who(e)}: engine flags (TC004): {choice.unchecked}")
             else:
                 catalogs.add(catalog.ref)
-            flags = _flags(e, catalog, out)
+            if choice.note is not None:
+                out.warnings.append(
+                    _v(
+                        m,
+                        (*e.path, "image"),
+                        "TC004",
+                        f"{_who(e)}: {choice.note}",
+                        found=str(e.container.get("image") or "(no image)"),
+                        fix="pin the release in the image tag, or pass `engine` "
+                        f"{e.profile.kind}==VERSION",
+                    )
+                )
+            flags = _flags(e, catalog, out, guessed=choice.note is not None)
             _gpu_fit(e, flags, out)
             if e.site.role != "worker":
-                _probes(e, load_s, out)
+                _probes(e, load_s, out, spec is not None)
             _listen(e, flags, out)
             engines.append((e, flags))
     replicas = len(engines)

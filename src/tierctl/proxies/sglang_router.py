@@ -146,6 +146,52 @@ def router_argv(settings: RouterSettings, binary: str | Path = ROUTER_COMMAND) -
     return argv + list(settings.extra)
 
 
+def is_router_command(command: Any) -> bool:
+    """Whether a compose ``command`` list runs sglang-router (its program or module)."""
+    if not isinstance(command, list) or not command:
+        return False
+    head = str(command[0])
+    return (
+        "sglang-router" in head
+        or "sglang_router" in head
+        or ("sglang_router.launch_router" in map(str, command))
+    )
+
+
+def relocated_argv(
+    command: list[str], worker_urls: tuple[str, ...], extra: tuple[str, ...]
+) -> tuple[list[str], int | None, int | None]:
+    """A spec's own router command moved into a pod: its workers replaced by ``worker_urls``
+    (or none, with ``extra``'s service discovery), a loopback listen or metrics host made
+    ``0.0.0.0`` (a pod is reached on its IP); every other flag as the spec wrote it. Returns
+    the argv and its ``--port`` and ``--prometheus-port`` (None when not given)."""
+    out: list[str] = []
+    ports: dict[str, int | None] = {"--port": None, "--prometheus-port": None}
+    i = 0
+    while i < len(command):
+        token = str(command[i])
+        if token == "--worker-urls":
+            i += 1
+            while i < len(command) and not str(command[i]).startswith("--"):
+                i += 1
+            continue
+        if token in ("--host", "--prometheus-host") and i + 1 < len(command):
+            host = str(command[i + 1])
+            out += [token, "0.0.0.0" if host in ("127.0.0.1", "localhost", "::1") else host]
+            i += 2
+            continue
+        if token in ports and i + 1 < len(command):
+            try:
+                ports[token] = int(str(command[i + 1]))
+            except ValueError:
+                ports[token] = None
+        out.append(token)
+        i += 1
+    if worker_urls:
+        out += ["--worker-urls", *worker_urls]
+    return [*out, *extra], ports["--port"], ports["--prometheus-port"]
+
+
 _INT_FLAGS = {
     "--port": "port",
     "--prometheus-port": "metrics_port",

@@ -39,6 +39,8 @@ from tierctl.proxies.sglang_router import (
     READINESS_PATH,
     HealthChecks,
     RouterSettings,
+    is_router_command,
+    relocated_argv,
     router_argv,
 )
 from tierctl.render.compose import spec_digest
@@ -64,6 +66,15 @@ COMPONENT_LABEL = "app.kubernetes.io/component"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 #: LWS labels every pod of a group with its index; the leader is index 0.
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+#: The annotation holding the engine release the spec pins (``vllm==0.33.0``), so validate of
+#: the rendering checks its flags against that release's catalog whatever the image says.
+ENGINE_ANNOTATION = "tierctl/engine"
+#: The annotation naming the engine's env files (the Secret ``TIER-env`` is made of them), so
+#: ``tierctl import`` of the rendering writes them back into the spec.
+ENV_FILE_ANNOTATION = "tierctl/env-file"
+#: The env variables a group controller gives every pod its group's size in (LWS, and RBG's
+#: leaderWorkerPattern), read as that size where a flag names one (``--nnodes $(...)``).
+GROUP_SIZE_VARIABLES = ("LWS_GROUP_SIZE", "RBG_LWP_GROUP_SIZE")
 
 #: A model load budget when the spec gives none (no healthcheck ``start_period``): a 70B model
 #: from local disk loads in minutes, a long-context one with a big KV pool in tens of minutes.
@@ -85,7 +96,12 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 #: Compose keys of an engine fragment that have a Kubernetes rendering here.
-_CARRIED = {"volumes", "shm_size", "healthcheck"}
+KUBE_KEY = "x-kubernetes"
+_CARRIED = {"volumes", "shm_size", "healthcheck", "env_file", KUBE_KEY}
+#: What ``x-kubernetes`` (a compose extension key of the engine's fragment, ignored by
+#: compose) may hold: pod-spec fields the spec has no other place for (``tierctl import``
+#: keeps a manifest's own node selector there).
+KUBE_POD_KEYS = ("nodeSelector", "tolerations", "affinity")
 
 
 @dataclass(frozen=True)
@@ -208,8 +224,10 @@ def _argv(spec: TierSpec, flags: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(command, args): the launcher as the container's command, the rest as its args."""
     argv = equals_form(replica_argv(spec, flags), spec.engine.equals_flags)
     head = len(launcher(spec))
-    if spec.engine.entrypoint is not None:
+    if spec.engine.entrypoint:
         return list(spec.engine.entrypoint), argv
+    # No entrypoint, or compose's `entrypoint: []` (the image's cleared): the launcher is the
+    # container's command. An empty `command` would run the image's ENTRYPOINT after all.
     return argv[:head], argv[head:]
 
 
@@ -232,7 +250,7 @@ def _gpus(spec: TierSpec, r: ResolvedReplica) -> int:
 
 def _volumes(spec: TierSpec, r: ResolvedReplica) -> tuple[list[Any], list[Any], list[str]]:
     """(volumes, mounts, not carried) from the fragment's bind mounts and ``shm_size``."""
-    fragment = {**spec.engine.compose, **spec.replicas[r.name].compose}
+    fragment = _fragment(spec, r)
     volumes: list[Any] = []
     mounts: list[Any] = []
     dropped: list[str] = []
@@ -243,14 +261,22 @@ def _volumes(spec: TierSpec, r: ResolvedReplica) -> tuple[list[Any], list[Any], 
         dropped.append(f"volumes {str(listed)[:60]!r} (not a list)")
         listed = []
     for item in listed:
-        parts = str(item).split(":") if isinstance(item, str) else []
-        if len(parts) < 2 or not parts[0].startswith("/"):
-            dropped.append(f"volume {str(item)[:60]!r} (not an absolute host path)")
+        parts = split_volume(item)
+        if parts is None:
+            dropped.append(f"volume {str(item)[:60]!r} (not SOURCE:/PATH)")
             continue
-        name = f"host-{len(volumes)}"
-        volumes.append({"name": name, "hostPath": {"path": parts[0], "type": "Directory"}})
-        mount: dict[str, Any] = {"name": name, "mountPath": parts[1]}
-        if len(parts) > 2 and "ro" in parts[2].split(","):
+        source, target, mode = parts
+        if source.startswith("/"):
+            name = f"host-{len(volumes)}"
+            volumes.append({"name": name, "hostPath": {"path": source, "type": "Directory"}})
+        else:
+            # A named compose volume (the model cache), or a path a variable gives
+            # (``${MODEL_DIR:?...}``, which only the host knows): a claim the cluster holds.
+            name = f"vol-{len(volumes)}"
+            claim = volume_claim(spec, source)
+            volumes.append({"name": name, "persistentVolumeClaim": {"claimName": claim}})
+        mount: dict[str, Any] = {"name": name, "mountPath": target}
+        if "ro" in mode.split(","):
             mount["readOnly"] = True
         mounts.append(mount)
     shm = fragment.get("shm_size")
@@ -260,6 +286,51 @@ def _volumes(spec: TierSpec, r: ResolvedReplica) -> tuple[list[Any], list[Any], 
         volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": limit}})
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     return volumes, mounts, dropped
+
+
+_VARIABLE = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def split_volume(item: Any) -> tuple[str, str, str] | None:
+    """(source, target, mode) of a compose short-syntax volume, a ``${VAR...}`` source read
+    whole (its ``:?message`` holds colons), or None when it is not SOURCE:/PATH[:MODE]."""
+    if not isinstance(item, str):
+        return None
+    if item.startswith("${"):
+        end = item.find("}")
+        if end < 0 or item[end + 1 : end + 2] != ":":
+            return None
+        source, rest = item[: end + 1], item[end + 2 :]
+    else:
+        source, _, rest = item.partition(":")
+    target, _, mode = rest.partition(":")
+    if not source or not target.startswith("/"):
+        return None
+    return source, target, mode
+
+
+def volume_claim(spec: TierSpec, volume: str) -> str:
+    """The PersistentVolumeClaim a named compose volume (or a variable's path: its
+    variable's name) renders as (``TIER-VOLUME``)."""
+    declared = spec.volumes.get(volume)
+    if isinstance(declared, dict) and isinstance(declared.get("name"), str):
+        # The compose volume's own name (`name: CLAIM`, as import declares a claim it read).
+        return re.sub(r"[^a-z0-9-]+", "-", declared["name"].lower()).strip("-")[:63]
+    found = _VARIABLE.match(volume)
+    name = found.group(1) if found else volume
+    prefix = f"{spec.tier}-".lower()
+    # Already the tier's (an imported rendering's claim): kept, not prefixed again.
+    claim = name.lower() if name.lower().startswith(prefix) else f"{prefix}{name}".lower()
+    return re.sub(r"[^a-z0-9-]+", "-", claim).strip("-")[:63]
+
+
+def env_secret(spec: TierSpec) -> str:
+    """The Secret holding the engine's ``env_file`` variables (``TIER-env``)."""
+    return f"{spec.tier}-env".replace("_", "-")
+
+
+def _fragment(spec: TierSpec, r: ResolvedReplica) -> dict[str, Any]:
+    return {**spec.engine.compose, **spec.replicas[r.name].compose}
 
 
 def replica_labels(spec: TierSpec, r: ResolvedReplica) -> dict[str, str]:
@@ -286,8 +357,20 @@ def replica_labels(spec: TierSpec, r: ResolvedReplica) -> dict[str, str]:
     return labels
 
 
+def _node_selector(spec: TierSpec, r: ResolvedReplica, nodes: int) -> dict[str, str]:
+    """The pod's node selector: the fragment's own (``x-kubernetes.nodeSelector``), and the
+    spec's host as ``kubernetes.io/hostname`` for a one-pod replica. A loopback host
+    (``localhost``) names no node, and a group across nodes cannot sit on one host."""
+    extra = _fragment(spec, r).get(KUBE_KEY)
+    own = extra.get("nodeSelector") if isinstance(extra, dict) else None
+    selector = {str(k): str(v) for k, v in own.items()} if isinstance(own, dict) else {}
+    if spec.host and spec.host not in _LOOPBACK and nodes == 1 and KubeOptions().node_selector:
+        selector.setdefault("kubernetes.io/hostname", spec.host)
+    return selector
+
+
 def _pod_spec(
-    spec: TierSpec, r: ResolvedReplica, flags: dict[str, Any], *, serves: bool
+    spec: TierSpec, r: ResolvedReplica, flags: dict[str, Any], *, serves: bool, nodes: int = 1
 ) -> tuple[dict[str, Any], list[str]]:
     profile = engine_profile(spec)
     command, args = _argv(spec, flags)
@@ -298,6 +381,9 @@ def _pod_spec(
     env = _env(spec, r.name)
     if env:
         container["env"] = env
+    if _fragment(spec, r).get("env_file"):
+        # The env file's variables, from a Secret made of it (it may hold tokens).
+        container["envFrom"] = [{"secretRef": {"name": env_secret(spec)}}]
     if serves:
         container["ports"] = [{"name": "http", "containerPort": r.port, "protocol": "TCP"}]
         container |= engine_probes(profile, load_budget_s(spec))
@@ -308,12 +394,20 @@ def _pod_spec(
     if mounts:
         container["volumeMounts"] = mounts
     pod: dict[str, Any] = {"containers": [container]}
-    if spec.host and KubeOptions().node_selector:
-        pod["nodeSelector"] = {"kubernetes.io/hostname": spec.host}
-    if gpus:
-        pod["tolerations"] = [
-            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-        ]
+    selector = _node_selector(spec, r, nodes)
+    if selector:
+        pod["nodeSelector"] = selector
+    tolerations = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    tolerations = tolerations if gpus else []
+    extra = _fragment(spec, r).get(KUBE_KEY)
+    extra = extra if isinstance(extra, dict) else {}
+    for item in extra.get("tolerations") or []:
+        if item not in tolerations:
+            tolerations.append(item)
+    if tolerations:
+        pod["tolerations"] = tolerations
+    if isinstance(extra.get("affinity"), dict):
+        pod["affinity"] = extra["affinity"]
     if volumes:
         pod["volumes"] = volumes
     return pod, dropped
@@ -355,6 +449,12 @@ def replica_workload(
     nodes = nodes_of(profile, flags)
     labels = replica_labels(spec, r)
     meta = _meta(r.service, labels, options)
+    # The release the spec pins: validate of this file checks the flags against its catalog
+    # (an image by digest or a custom tag names none).
+    meta["annotations"] = {ENGINE_ANNOTATION: f"{spec.engine.kind}=={spec.engine.version}"}
+    files = _env_file_names(_fragment(spec, r).get("env_file"))
+    if files:
+        meta["annotations"][ENV_FILE_ANNOTATION] = ",".join(files)
     if nodes == 1:
         pod, dropped = _pod_spec(spec, r, flags, serves=True)
         return {
@@ -368,10 +468,14 @@ def replica_workload(
                 "template": {"metadata": {"labels": labels}, "spec": pod},
             },
         }, dropped
-    leader, dropped = _pod_spec(spec, r, _multinode_flags(profile, flags, "0"), serves=True)
-    worker, _ = _pod_spec(
-        spec, r, _multinode_flags(profile, flags, "$(LWS_WORKER_INDEX)"), serves=False
+    leader, dropped = _pod_spec(
+        spec, r, _multinode_flags(profile, flags, "0"), serves=True, nodes=nodes
     )
+    worker, _ = _pod_spec(
+        spec, r, _multinode_flags(profile, flags, "$(LWS_WORKER_INDEX)"), serves=False, nodes=nodes
+    )
+    if spec.host and spec.host not in _LOOPBACK:
+        dropped.append(f"host {spec.host} (a group of {nodes} pods runs on {nodes} nodes)")
     return {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
@@ -463,6 +567,15 @@ def pod_monitor(tier: Tier, options: KubeOptions) -> dict[str, Any]:
     }
 
 
+def _spec_router_command(tier: Tier) -> list[str] | None:
+    """The spec's proxy command when it runs sglang-router, else None."""
+    for service in tier.services.values():
+        command = service.compose.get("command")
+        if service.role == "proxy" and isinstance(command, list) and is_router_command(command):
+            return [str(token) for token in command]
+    return None
+
+
 def _router_image(tier: Tier) -> str:
     for service in tier.services.values():
         if service.role != "proxy":
@@ -511,6 +624,12 @@ def router_objects(tier: Tier, options: KubeOptions) -> list[dict[str, Any]]:
         extra=extra,
     )
     argv = router_argv(settings)
+    port, metrics = ROUTER_PORT, DEFAULT_METRICS_PORT
+    own = _spec_router_command(tier)
+    if own is not None:
+        # The spec's own router command, its flags as written (not the defaults').
+        argv, given, given_metrics = relocated_argv(own, urls, extra)
+        port, metrics = given or ROUTER_PORT, given_metrics or DEFAULT_METRICS_PORT
     container: dict[str, Any] = {
         "name": "router",
         "image": _router_image(tier),
@@ -523,8 +642,8 @@ def router_objects(tier: Tier, options: KubeOptions) -> list[dict[str, Any]]:
             }
         ],
         "ports": [
-            {"name": "http", "containerPort": ROUTER_PORT, "protocol": "TCP"},
-            {"name": "metrics", "containerPort": DEFAULT_METRICS_PORT, "protocol": "TCP"},
+            {"name": "http", "containerPort": port, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": metrics, "protocol": "TCP"},
         ],
         "livenessProbe": {"httpGet": {"path": LIVENESS_PATH, "port": "http"}, **LIVENESS},
         "readinessProbe": {"httpGet": {"path": READINESS_PATH, "port": "http"}, **READINESS},
@@ -587,10 +706,46 @@ def _router_rbac(name: str, labels: dict[str, str], options: KubeOptions) -> lis
 
 @dataclass(frozen=True)
 class KubeRendering:
-    """The objects of a tier, and what of the spec has no Kubernetes rendering."""
+    """The objects of a tier, what of the spec has no Kubernetes rendering, and what the
+    cluster must hold before the objects are applied (a claim, a Secret)."""
 
     objects: list[dict[str, Any]]
     not_carried: list[str]
+    needs: tuple[str, ...] = ()
+
+
+def _env_file_names(value: Any) -> list[str]:
+    """The file names of a compose ``env_file`` (a string, or a list of strings or
+    ``{path: ...}`` entries)."""
+    if not value:
+        return []
+    items = value if isinstance(value, list) else [value]
+    return [str(i.get("path", "")) if isinstance(i, dict) else str(i) for i in items]
+
+
+def _needs(spec: TierSpec) -> tuple[str, ...]:
+    """What the rendering refers to that it does not create: the PersistentVolumeClaims of
+    named volumes, and the Secret of the env files."""
+    out: list[str] = []
+    fragments = [spec.engine.compose, *(r.compose for r in spec.replicas.values())]
+    for fragment in fragments:
+        listed = fragment.get("volumes")
+        for item in listed if isinstance(listed, list) else []:
+            parts = split_volume(item)
+            if parts is not None and not parts[0].startswith("/"):
+                claim = volume_claim(spec, parts[0])
+                what = "the path" if parts[0].startswith("$") else "compose volume"
+                found = _VARIABLE.match(parts[0])
+                shown = f"${{{found.group(1)}}}" if found else parts[0]
+                out.append(f"the PersistentVolumeClaim {claim} ({what} {shown}, at {parts[1]})")
+        names = _env_file_names(fragment.get("env_file"))
+        if names:
+            flags = " ".join(f"--from-env-file={n}" for n in names)
+            out.append(
+                f"the Secret {env_secret(spec)} from the env file: kubectl create secret "
+                f"generic {env_secret(spec)} {flags}"
+            )
+    return tuple(dict.fromkeys(out))
 
 
 def kube_objects(spec: TierSpec, options: KubeOptions | None = None) -> KubeRendering:
@@ -615,7 +770,7 @@ def kube_objects(spec: TierSpec, options: KubeOptions | None = None) -> KubeRend
         dropped.append("services " + ", ".join(others) + " (no Kubernetes rendering)")
     if "log-tags" in spec.telemetry.places:
         dropped.append("log-tags (the variant is a pod label; log collectors read it there)")
-    return KubeRendering(objects, sorted(set(dropped), key=dropped.index))
+    return KubeRendering(objects, sorted(set(dropped), key=dropped.index), _needs(spec))
 
 
 def kube_output_name(output: str) -> str:
@@ -647,6 +802,7 @@ def render_kubernetes(
     envs += [dict(r.env) for r in spec.replicas.values()]
     if any(isinstance(v, SecretRef) for env in envs for v in env.values()):
         header.append(f"# Secrets are read from the Secret {secret_name(spec)} (create it first).")
+    header += [f"# Create first: {what}." for what in rendering.needs]
     header += [f"# Not carried: {what}." for what in rendering.not_carried]
     docs = [dump_yaml(obj) for obj in rendering.objects]
     return "\n".join(header) + "\n---\n" + "---\n".join(docs)

@@ -54,7 +54,9 @@ def test_the_corpus_is_big_enough_and_says_where_each_shape_comes_from() -> None
 def test_the_whole_corpus_validates_with_no_violation() -> None:
     report = check_manifests(read_manifests([CORPUS]), [str(CORPUS)])
     assert report.ok, report.text()
-    assert not report.warnings
+    # KServe's samples give no image: their flags are checked against the newest catalog,
+    # and a warning says so (as compose's validate does for an unpinned tag).
+    assert all("newest shipped catalog" in w.message for w in report.warnings), report.text()
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)

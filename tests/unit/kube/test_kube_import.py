@@ -14,6 +14,7 @@ from tierctl.errors import InputError
 from tierctl.kube import check_manifests, parse_manifests
 from tierctl.kube.importing import import_manifests
 from tierctl.render.kubernetes import render_kubernetes
+from tierctl.spec import resolve_tier
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures/kube_corpus"
 #: Files whose engines a spec can say (Dynamo's wrapper has none; vLLM over Ray spans pods
@@ -24,17 +25,25 @@ NO_ENGINE = {
     "18-kserve-v1alpha2-runtime.yaml",
     "20-argo-web-flagger-webhooks.yaml",  # the judge's AnalysisTemplate and Canary only
 }
-SPANS_NODES = {"02-lws-vllm-ray.yaml", "15-lws-vllm-gpu-shell.yaml"}
+#: Refused, located: vLLM over Ray spans pods by its own launcher script (the spec would
+#: render one pod).
+REFUSED = {
+    "02-lws-vllm-ray.yaml": "no multi-node launch",
+    "15-lws-vllm-gpu-shell.yaml": "no multi-node launch",
+}
 FILES = sorted(p for p in CORPUS.glob("*.yaml") if p.name not in NO_ENGINE)
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_each_corpus_file_imports_and_round_trips(path: Path) -> None:
-    result = import_manifests([path])
-    if path.name in SPANS_NODES:
-        assert result.differences
-        assert "renders as one pod" in result.differences[0]
+    if path.name in REFUSED:
+        with pytest.raises(InputError) as caught:
+            import_manifests([path])
+        assert REFUSED[path.name] in str(caught.value)
+        assert caught.value.location is not None
+        assert caught.value.location.line
         return
+    result = import_manifests([path])
     assert result.differences == []
     text = render_kubernetes(result.spec)
     report = check_manifests(parse_manifests(text, "r.yaml"), ["r.yaml"], spec=result.spec)
@@ -46,7 +55,8 @@ def test_replicas_keep_their_differences_and_share_the_rest() -> None:
     spec = result.spec
     assert list(spec.replicas) == ["sglang-pd-prefill", "sglang-pd-decode"]
     assert spec.engine.args["tp-size"] == "2"
-    assert {r: spec.replicas[r].args["disaggregation-mode"] for r in spec.replicas} == {
+    tier = resolve_tier(spec)
+    assert {r: tier.replicas[r].flags["disaggregation-mode"] for r in spec.replicas} == {
         "sglang-pd-prefill": "prefill",
         "sglang-pd-decode": "decode",
     }

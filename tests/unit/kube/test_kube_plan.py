@@ -62,3 +62,28 @@ def test_the_cli_prints_the_runbook(run_cli: Callable[..., CliResult], tmp_path:
     assert result.out.startswith("# Kubernetes rollout of ")
     assert "## 1. replica r2 (canary)" in result.out
     assert "tierctl/replica=r1" not in result.out  # the control is not touched
+
+
+def test_the_rollback_applies_a_rendering_that_exists(
+    run_cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    # #41: the rollback applied old.k8s.yaml, which nothing writes. Without a kept copy it
+    # renders OLD on the spot; a named copy that is not there is refused.
+    old = _before(tmp_path)
+    plan = kube_plan(load_spec(old), load_spec(GLM), "new.yaml", old_spec=str(old))
+    [step] = plan.steps
+    assert step.rollback[-1] == (
+        f"tierctl render --target kubernetes {old} | kubectl apply -f - -l tierctl/replica=r2"
+    )
+    assert "old.k8s.yaml" not in plan.markdown("new.yaml")
+    kept = tmp_path / "kept.k8s.yaml"
+    kept.write_text("# OLD's rendering\n")
+    [step] = kube_plan(load_spec(old), load_spec(GLM), "new.yaml", str(kept)).steps
+    assert step.rollback[-1] == f"kubectl apply -f {kept} -l tierctl/replica=r2"
+    missing = run_cli(
+        "kube", "plan", str(old), str(GLM), "--old-manifest", str(tmp_path / "nope.yaml")
+    )
+    assert missing.code == 2
+    assert "no such file" in missing.err
+    result = run_cli("kube", "plan", str(old), str(GLM))
+    assert f"tierctl render --target kubernetes {old} | kubectl apply -f -" in result.out

@@ -117,8 +117,12 @@ def test_kserve_containers_without_an_image_run_their_runtimes_engine() -> None:
     assert "--trust-remote-cod3" in typos[0].message
     assert typos[0].location is not None
     assert "--trust-remote-cod3" in broken.splitlines()[typos[0].location.line - 1]
-    without = check_manifests(parse_manifests(text, "k.yaml"), ["k.yaml"])
-    assert any("no image given" in u for u in without.unchecked), without.unchecked
+    # Without `engine`, the newest shipped catalog stands in, and a warning says so (as
+    # compose's validate does for an unpinned tag): the typo is still caught.
+    without = check_manifests(parse_manifests(broken, "k.yaml"), ["k.yaml"])
+    assert any("--trust-remote-cod3" in v.message for v in without.violations)
+    notes = [w.message for w in without.warnings if w.rule == "TC004"]
+    assert any("newest shipped catalog" in n and "no image is given" in n for n in notes), notes
 
 
 def test_kserve_without_an_image_imports_with_the_releases_image() -> None:
