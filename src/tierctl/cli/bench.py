@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from tierctl.engines import kinds
 from tierctl.errors import ExitCode, label_params
 from tierctl.traces import TRACE_FORMATS
 
@@ -162,7 +163,7 @@ def _health_options(f: _F) -> _F:
     options += [
         click.option(
             "--engine",
-            type=click.Choice(["auto", "sglang", "vllm"]),
+            type=click.Choice(["auto", *kinds()]),
             default="auto",
             show_default=True,
             help="Engine of both arms (fatal log patterns, logprob request shape).",
