@@ -23,7 +23,7 @@ from tierctl.engine_catalog import Catalog
 from tierctl.engines import profile_for
 from tierctl.engines.base import SimRules
 from tierctl.errors import InputError, Location
-from tierctl.sim.surface import SURFACES, detect_engine, surface
+from tierctl.sim.surface import SGLANG, SURFACES, VLLM, detect_engine, surface
 
 # The modelled flags: name -> (field, parser). The parser turns the raw token into the value.
 
@@ -170,7 +170,8 @@ _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
     "kv-transfer-config": ("kv_transfer_config", _kv_transfer_json),
 }
 
-_TABLES = {"sglang": _MODELLED, "vllm": _MODELLED_VLLM}
+#: The flags each simulated engine's config reads, by the kind of its surface.
+_TABLES = {SGLANG.kind: _MODELLED, VLLM.kind: _MODELLED_VLLM}
 
 # vLLM's default KV block (tokens per block) when --block-size is unset.
 VLLM_DEFAULT_BLOCK_TOKENS = 16
