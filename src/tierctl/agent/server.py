@@ -57,7 +57,7 @@ from tierctl.errors import InputError
 from tierctl.readers import Limits, json_line, load_json
 from tierctl.rollout.dryrun import CONFIG_COPY_NOTE, parse_dry_run, stopped_at_config_copy
 from tierctl.rollout.normalise import load_merged_services
-from tierctl.runtime.process import _die_with_parent
+from tierctl.runtime.process import die_with_parent as _die_with_parent
 
 #: The environment variable the agent's token is read from (or ``token_file``).
 TOKEN_ENV = "TIERCTL_AGENT_TOKEN"

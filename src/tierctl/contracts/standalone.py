@@ -126,7 +126,7 @@ def find_engines(
     return found, unchecked
 
 
-def _shell_script_argv(
+def shell_script_argv(
     profile: EngineProfile, argv: tuple[str, ...]
 ) -> tuple[int, tuple[str, ...]] | None:
     """(token index, words) of the engine command inside a shell script token
@@ -156,6 +156,9 @@ def _shell_script_argv(
                 return i, tuple(words)
             rest = rest.lstrip(";&|<> \t\n")
     return None
+
+
+_shell_script_argv = shell_script_argv  # the name this module's own callers use
 
 
 def _engine_of(service: ComposeService) -> tuple[EngineProfile | None, tuple[str, ...], int]:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierctl.contracts.standalone import _shell_script_argv
+from tierctl.contracts.standalone import shell_script_argv as _shell_script_argv
 from tierctl.engines import PROFILES, EngineProfile, profile_for_argv
 from tierctl.kube.manifests import Manifest
 
