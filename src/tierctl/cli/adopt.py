@@ -7,8 +7,11 @@ from pathlib import Path
 
 import click
 
+from tierctl.cli import targets
 from tierctl.cli.profiles import chosen_profiles, profile_option
+from tierctl.cli.targets import ImportRequest
 from tierctl.errors import ExitCode, InputError, Location, label_params
+from tierctl.readers import read_once
 
 
 @click.command(name="import")
@@ -53,9 +56,7 @@ def adopt_cmd(
     equivalent to the input (exit 1 with the differences otherwise). With --profile (or
     COMPOSE_PROFILES), only the services those compose profiles run are imported.
     """
-    from tierctl.adopt import adopt
-    from tierctl.cli.validate import _kubernetes_input
-    from tierctl.paths import check_output_path
+    from tierctl.paths import check_output_path, write_owned
 
     target = out or Path("tier.yaml")
     check_output_path(target, "spec")
@@ -66,33 +67,21 @@ def adopt_cmd(
             rule="no-clobber",
             fix="pick another --out, or pass --force",
         )
-    if _kubernetes_input(compose):
-        return _import_kubernetes(compose, out, tier, host, engine)
-    result = adopt(
-        compose,
-        out=target,
-        tier=tier,
-        host=host,
-        engine=engine,
-        engine_services=engine_services,
-        profiles=chosen_profiles(profile),
+    request = ImportRequest(
+        compose, target, tier, host, engine, engine_services, chosen_profiles(profile)
     )
+    with read_once():
+        result = targets.detect(compose).import_files(request)
     if out is None:
         sys.stdout.write(result.text)
     else:
+        # An existing file was refused above unless --force was given.
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(result.text, encoding="utf-8")
+        write_owned(out, result.text, ours=lambda _old: False, force=True, what="spec")
         click.echo(
-            f"{out}: written ({len(result.spec.replicas)} replicas, "
-            f"{len(result.spec.services)} services)",
-            err=True,
+            f"{out}: written ({result.replicas} replicas, {result.services} services)", err=True
         )
-    return _round_trip(
-        result.notes,
-        result.differences,
-        "the spec renders a different file",
-        "the spec renders an equivalent file",
-    )
+    return _round_trip(result.notes, result.differences, result.differ, result.same)
 
 
 def _round_trip(notes: list[str], differences: list[str], differ: str, same: str) -> ExitCode:
@@ -112,28 +101,3 @@ def _round_trip(notes: list[str], differences: list[str], differ: str, same: str
         return ExitCode.FAILURE
     click.echo(f"round trip: {same}", err=True)
     return ExitCode.OK
-
-
-def _import_kubernetes(
-    paths: tuple[Path, ...], out: Path | None, tier: str | None, host: str, engine: str | None
-) -> ExitCode:
-    """``tierctl import`` of Kubernetes manifests (files, a directory, or - for stdin)."""
-    from tierctl.cli.validate import _stdin
-    from tierctl.kube.importing import import_manifests
-    from tierctl.paths import write_owned
-
-    stdin = _stdin() if any(str(p) == "-" for p in paths) else None
-    result = import_manifests(paths, stdin=stdin, tier=tier, host=host, engine=engine)
-    if out is None:
-        sys.stdout.write(result.text)
-    else:
-        # An existing file was refused above unless --force was given.
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_owned(out, result.text, ours=lambda _old: False, force=True, what="spec")
-        click.echo(f"{out}: written ({len(result.spec.replicas)} replicas)", err=True)
-    return _round_trip(
-        result.notes,
-        result.differences,
-        "the spec's Kubernetes rendering runs other flags",
-        "the spec's Kubernetes rendering runs the same flags",
-    )
