@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from tierctl.cli import targets
+from tierctl.cli.options import output_option
 from tierctl.cli.profiles import chosen_profiles, profile_option
 from tierctl.cli.targets import ImportRequest
 from tierctl.errors import ExitCode, InputError, Location, label_params
@@ -18,12 +19,7 @@ from tierctl.readers import read_once
 @click.argument(
     "compose", nargs=-1, required=True, type=click.Path(path_type=Path, allow_dash=True)
 )
-@click.option(
-    "--out",
-    "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the spec here (default: print it).",
-)
+@output_option("out", help="Write the spec here (default: print it).")
 @click.option("--tier", help="Tier name (default: the file's name:, else its folder's name).")
 @click.option("--host", default="localhost", show_default=True, help="Host the tier runs on.")
 @click.option(
@@ -37,7 +33,7 @@ from tierctl.readers import read_once
     help="A service that runs the engine though its image and command name no known launcher "
     "(a custom image, an entrypoint script); with --engine KIND==VERSION. Repeatable.",
 )
-@click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
+@click.option("--force", is_flag=True, help="Overwrite an existing --output file.")
 @profile_option
 def adopt_cmd(
     compose: tuple[Path, ...],
@@ -65,7 +61,7 @@ def adopt_cmd(
             "refusing to overwrite an existing file",
             location=Location(file=str(out)),
             rule="no-clobber",
-            fix="pick another --out, or pass --force",
+            fix="pick another --output, or pass --force",
         )
     request = ImportRequest(
         compose, target, tier, host, engine, engine_services, chosen_profiles(profile)

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tierctl.cli import targets
+from tierctl.cli.options import format_option, output_option, target_option
 from tierctl.cli.profiles import chosen_profiles, profile_option
 from tierctl.cli.targets import RenderRequest
 from tierctl.contracts.report import Violation
@@ -38,12 +39,7 @@ def schema(indent: int) -> None:
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--write", "write", is_flag=True, help="Write the file the spec names in `output`.")
 @click.option("--check", "check", is_flag=True, help="Exit 1 with a diff when that file is stale.")
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Compare with / write to this path instead of the spec's `output`.",
-)
+@output_option(help="Compare with / write to this path instead of the spec's `output`.")
 @click.option(
     "--force", is_flag=True, help="With --write: overwrite a file tierctl did not generate."
 )
@@ -55,11 +51,8 @@ def schema(indent: int) -> None:
     is_flag=True,
     help="With --write: write even when validate would reject the rendering.",
 )
-@click.option(
-    "--target",
-    type=click.Choice(targets.names()),
-    default=targets.names()[0],
-    show_default=True,
+@target_option(
+    auto=False,
     help="What to render: the compose file, or Kubernetes objects (docs/kubernetes.md).",
 )
 @profile_option
@@ -140,8 +133,8 @@ def _finish(
 
 @click.command()
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def show(spec: Path, as_json: bool) -> None:
+@format_option(help="text, or json: machine-readable output.")
+def show(spec: Path, fmt: str) -> None:
     """Summarise a tier: replicas, their argv differences and their variants, and what
     validate would reject in its rendering (an unknown flag, a bad value), as render warns."""
     from tierctl.contracts.spec_gate import check_rendering
@@ -150,7 +143,7 @@ def show(spec: Path, as_json: bool) -> None:
     summary = summarise(resolve_tier(tier_spec))
     # The first command a newcomer runs says what render would warn about: the same gate.
     gate = check_rendering(tier_spec, render_compose(tier_spec, spec_path=spec), spec)
-    if as_json:
+    if fmt == "json":
         doc = summary.to_dict()
         doc["problems"] = [v.line() for v in gate.violations]
         doc["unchecked"] = list(gate.unchecked)

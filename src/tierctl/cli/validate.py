@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from tierctl.cli import targets
+from tierctl.cli.options import format_option, target_option
 from tierctl.cli.profiles import chosen_profiles, profile_option
 from tierctl.cli.targets import ValidateRequest
 from tierctl.contracts.crosscheck import ComposeCheck
@@ -33,7 +34,7 @@ from tierctl.readers import read_once
     "whose image tag names no release with a shipped catalog.",
 )
 @click.option("--strict", is_flag=True, help="Without --spec: warnings (unpinned images) fail.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@format_option()
 @profile_option
 @click.option(
     "--compose-binary",
@@ -46,11 +47,8 @@ from tierctl.readers import read_once
     is_flag=True,
     help="Do not cross-check with a Compose binary: tierctl's own reader only.",
 )
-@click.option(
-    "--target",
-    type=click.Choice(["auto", *targets.names()]),
-    default="auto",
-    show_default=True,
+@target_option(
+    auto=True,
     help="What the files are: compose files, or Kubernetes manifests (files, directories, or "
     "- for a Helm/Kustomize output on stdin); auto: manifests when a file holds apiVersion "
     "and kind, a directory or - is given.",
