@@ -35,7 +35,7 @@ def refuse_with_fleet(ctx: click.Context, names: tuple[str, ...], why: str) -> N
 
 
 def show_fleet_plan(fleet_path: Path, spec: Path | None, as_json: bool) -> None:
-    """Plan every host of the fleet and print the waves (``--json``: as data)."""
+    """Plan every host of the fleet and print the waves (``--format json``: as data)."""
     from tierctl.rollout.entrypoints import make_fleet_plan
 
     result = make_fleet_plan(fleet_path, spec=spec)

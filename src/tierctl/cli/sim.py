@@ -34,7 +34,7 @@ _COST_MODEL_OPT = click.option(
     "--cost-model",
     "cost_model",
     type=click.Path(dir_okay=False),
-    help="Step cost model file (written by `tierctl sim fit --out`); replaces --preset.",
+    help="Step cost model file (written by `tierctl sim fit --output`); replaces --preset.",
 )
 _ENGINE_OPT = click.option(
     "--engine",
@@ -661,7 +661,7 @@ def fit(
 ) -> None:
     """Fit the step cost model to a step log or to measured request timings.
 
-    `tierctl sim fit results.json --out m.json -- vllm serve M --max-num-batched-tokens 512`:
+    `tierctl sim fit results.json --output m.json -- vllm serve M --max-num-batched-tokens 512`:
     the engine argv after `--` is the one the measured engine ran with. The base model
     (--preset or --cost-model) gives what the data cannot (memory sizes, defaults) and the
     starting point.

@@ -307,7 +307,7 @@ def _bench(
             "--a-name", "r1", "--b-name", "r2", "--order", "ABBA",
             "--burst", "8x200", "--output-tokens", "32", "--api", "completions",
             "--tokenizer", tok, "--timeout", "300", "--seed", "1", "--no-plots",
-            "--out", str(ab_out),
+            "--output", str(ab_out),
         ),
     )  # fmt: skip
     live_start = time.time()
@@ -326,7 +326,7 @@ def _bench(
             "--hammer-duration", f"{live_s:g}", "--hammer-count", "100000",
             "--hammer-tokens", "200:32",
             "--api", "completions", "--tokenizer", tok, "--timeout", "300", "--seed", "2",
-            "--no-plots", "--out", str(workdir / "bench-router"),
+            "--no-plots", "--output", str(workdir / "bench-router"),
         ),
     )  # fmt: skip
     if code != 0:
