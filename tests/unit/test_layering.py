@@ -33,6 +33,7 @@ LEAVES = frozenset(
         "credentials",
         "paths",
         "bounded_schema",
+        "release",
     }
 )
 #: The lifecycle steps that talk to servers; none of them imports another.
