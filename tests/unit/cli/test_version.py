@@ -15,7 +15,7 @@ ROOT = Path(tierctl.__file__).resolve().parents[2]
 
 def test_the_release_is_pyprojects() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert VERSION == project["version"]
+    assert project["version"] == VERSION
 
 
 def test_version_prints_it_without_importlib_metadata() -> None:
