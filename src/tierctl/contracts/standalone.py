@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierctl.catalog.build import parse_ref
+from tierctl.catalog.refs import parse_ref
 from tierctl.catalog.store import catalog_for_image, resolve_catalog
 from tierctl.compose import ComposeFile, ComposeService, load_compose, merge_compose
 from tierctl.compose.argv import FlagUse, parse_flags
