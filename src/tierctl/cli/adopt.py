@@ -19,7 +19,7 @@ from tierctl.readers import read_once
 @click.argument(
     "compose", nargs=-1, required=True, type=click.Path(path_type=Path, allow_dash=True)
 )
-@output_option("out", help="Write the spec here (default: print it).")
+@output_option("out", file_only=True, help="Write the spec here (default: print it).")
 @click.option("--tier", help="Tier name (default: the file's name:, else its folder's name).")
 @click.option("--host", default="localhost", show_default=True, help="Host the tier runs on.")
 @click.option(

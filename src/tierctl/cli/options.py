@@ -133,14 +133,17 @@ def output_option(
     *,
     help: str,
     folder: bool = False,
+    file_only: bool = False,
     path_type: type[str] | type[Path] = Path,
     **kwargs: Any,
 ) -> Callable[[F], F]:
-    """``--output PATH`` / ``-o`` into ``dest`` (a file; ``folder``: a directory); ``--out`` is
-    its old spelling."""
+    """``--output PATH`` / ``-o`` into ``dest``; ``--out`` is its old spelling. ``folder``: a
+    directory; ``file_only``: click refuses a directory (else the writer does, in its words)."""
 
     def decorate(f: F) -> F:
-        kind = click.Path(dir_okay=folder, file_okay=not folder, path_type=path_type)
+        kind = click.Path(
+            dir_okay=folder or not file_only, file_okay=not folder, path_type=path_type
+        )
         f = _with_alias(f, dest, "--out", "--output", lambda p: p, type=kind)
         opt: F = click.option("--output", "-o", dest, type=kind, help=help, **kwargs)(f)
         return opt

@@ -533,7 +533,7 @@ def handoff_lines(label: str, result: SimResult) -> list[str]:
 @_ENGINE
 @_PRESET
 @_workload_options
-@output_option("out", path_type=str, help="Write the fit trace (JSONL) here.")
+@output_option("out", path_type=str, file_only=True, help="Write the fit trace (JSONL) here.")
 @click.option("--force", is_flag=True, help="Overwrite --output if it holds another file.")
 def fit_plan_cmd(
     control_argv: str,
@@ -638,7 +638,7 @@ def fit_plan_cmd(
 @click.option("--spec-reference-argv", "spec_reference_argv", help="The reference engine's argv.")
 @_ENGINE
 @_PRESET
-@output_option("out", path_type=str, help="Write the fitted cost model here.")
+@output_option("out", path_type=str, file_only=True, help="Write the fitted cost model here.")
 @click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
 @format_option()
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)

@@ -39,7 +39,9 @@ def schema(indent: int) -> None:
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--write", "write", is_flag=True, help="Write the file the spec names in `output`.")
 @click.option("--check", "check", is_flag=True, help="Exit 1 with a diff when that file is stale.")
-@output_option(help="Compare with / write to this path instead of the spec's `output`.")
+@output_option(
+    file_only=True, help="Compare with / write to this path instead of the spec's `output`."
+)
 @click.option(
     "--force", is_flag=True, help="With --write: overwrite a file tierctl did not generate."
 )
