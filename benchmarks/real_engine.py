@@ -75,7 +75,7 @@ def tierctl_bench(url: str, model: Path, prompts: int, out: Path, seed: int) -> 
         sys.executable, "-m", "tierctl", "bench", "run", "--url", url,
         "--burst", f"{prompts}x{INPUT_TOKENS}", "--output-tokens", str(OUTPUT_TOKENS),
         "--api", "completions", "--tokenizer", str(model / "tokenizer.json"),
-        "--seed", str(seed), "--timeout", "600", "--no-probe", "--no-plots", "--out", str(out),
+        "--seed", str(seed), "--timeout", "600", "--no-probe", "--no-plots", "--output", str(out),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, env=env)

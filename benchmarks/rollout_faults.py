@@ -135,7 +135,6 @@ class Engines:
         return {**svc, "pull_policy": "never", "network_mode": "host",
                 "labels": {"tierctl.role": role}, "stop_grace_period": "30s"}  # fmt: skip
 
-
     def _sglang(self, port: int, seqs: int, fault: str | None, extra: list[str]) -> dict[str, Any]:
         """The real SGLang in a container: its virtualenv, the stand-in and the model mounted."""
         from tierctl.realengine import sglang as realsglang

@@ -11,7 +11,7 @@ Run: PYTHONPATH=src /work/main/.venv/bin/python benchmarks/sim_whatif.py [--quic
    ``--enable-logging-iteration-details``, and ``sim fit --from vllm-log --timings``'s fit
    (:func:`tierctl.sim.fitting.fit_vllm_log`, bootstrap refits and domain included) is
    written as a cost model file. The fit never sees the measured workloads.
-2. **Predict** each change on each workload with ``tierctl sim compare --json`` (a
+2. **Predict** each change on each workload with ``tierctl sim compare --format json`` (a
    subprocess, as an operator runs it): the ratio and its 90 % interval per figure.
 3. **Measure** each change as a paired A/B: rounds; in each round the control (F0), a second
    control (the A/A arm) and every candidate are started in turn (one engine at a time, the
@@ -325,7 +325,7 @@ def fit_model(
 
 def predict(model_file: Path, plan: list[Any], flags: tuple[str, ...], draws: int,
             tmp: Path, aa_floor: str = "0") -> dict[str, Any]:  # fmt: skip
-    """``tierctl sim compare --json`` for F0 against ``flags`` on ``plan`` (``aa_floor``:
+    """``tierctl sim compare --format json`` for F0 against ``flags`` on ``plan`` (``aa_floor``:
     its ``--aa-floor``, the measured A/A floor per figure)."""
     from tierctl.sim.workload import SimRequest, Workload
     from tierctl.sim.workload_traces import write_jsonl
@@ -337,7 +337,7 @@ def predict(model_file: Path, plan: list[Any], flags: tuple[str, ...], draws: in
     cmd = [sys.executable, "-m", "tierctl", "sim", "compare", "--cost-model", str(model_file),
            "--trace", str(trace), "--engine", "vllm", "--engine-version", VERSION,
            "--control", shlex.join(sim_argv(F0)), "--candidate", shlex.join(sim_argv(flags)),
-           "--draws", str(draws), "--aa-floor", aa_floor, "--json"]  # fmt: skip
+           "--draws", str(draws), "--aa-floor", aa_floor, "--format", "json"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=900)
     if done.returncode != 0:

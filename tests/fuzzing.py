@@ -491,11 +491,11 @@ def commands_for(
     p = str(path)
     # A small simulated workload: the law is about reading the input, not the simulator's speed.
     small = ["--workload", "burst", "--count", "2", "--input-tokens", "2000"]
-    small += ["--output-tokens", "4", "--json"]
+    small += ["--output-tokens", "4", "--format", "json"]
     if kind == "spec":
         return [
             ("render", lambda: _cli(["render", p])),
-            ("show", lambda: _cli(["show", "--json", p])),
+            ("show", lambda: _cli(["show", "--format", "json", p])),
             ("show-text", lambda: _cli(["show", p])),
             ("validate-spec", lambda: _cli(["validate", "--spec", p])),
             ("sim-run-spec", lambda: _cli(["sim", "run", "--spec", p, "--replica", "r1", *small])),
@@ -520,11 +520,14 @@ def commands_for(
                 "validate-with-spec",
                 lambda: _cli(["validate", "--no-compose-binary", "--spec", spec, p]),
             ),
-            ("plan", lambda: _cli(["plan", "--from", str(old), "--to", p, "--json"])),
+            ("plan", lambda: _cli(["plan", "--from", str(old), "--to", p, "--format", "json"])),
             ("runbook", lambda: _cli(["runbook", "--from", str(old), "--to", p])),
             ("import", lambda: _cli(["import", "--engine", _release(path), p])),
             ("compose-config", lambda: _cli(["compose", "config", "--format", "json", p])),
-            ("plan-as-old", lambda: _cli(["plan", "--from", p, "--to", str(old), "--json"])),
+            (
+                "plan-as-old",
+                lambda: _cli(["plan", "--from", p, "--to", str(old), "--format", "json"]),
+            ),
         ]
     if kind == "workload":
         from tierctl.bench.plan import plan_requests
@@ -541,13 +544,24 @@ def commands_for(
             ("read_trace", lambda: _lib(lambda: read_trace(path, kind))),
             (
                 "sim-run",
-                lambda: _cli(["sim", "run", "--trace", p, "--trace-format", kind, "--json"]),
+                lambda: _cli(
+                    ["sim", "run", "--trace", p, "--trace-format", kind, "--format", "json"]
+                ),
             ),
             (
                 "sim-compare",
                 lambda: _cli(
                     [
-                        *("sim", "compare", "--trace", p, "--trace-format", kind, "--json"),
+                        *(
+                            "sim",
+                            "compare",
+                            "--trace",
+                            p,
+                            "--trace-format",
+                            kind,
+                            "--format",
+                            "json",
+                        ),
                         *("--control", "--chunked-prefill-size 8192"),
                         *("--candidate", "--prefill-decode-interval 2"),
                     ]
@@ -575,7 +589,12 @@ def commands_for(
             ),
         ]
     if kind == "steplog":
-        return [("sim-fit-steps", lambda: _cli(["sim", "fit", p, "--from", "steps", "--json"]))]
+        return [
+            (
+                "sim-fit-steps",
+                lambda: _cli(["sim", "fit", p, "--from", "steps", "--format", "json"]),
+            )
+        ]
     if kind == "results":
         from tierctl.sim.timing_fit import read_bench_requests
 
@@ -584,7 +603,7 @@ def commands_for(
             ("sim-fit-sniff", lambda: _lib(lambda: _sniff(path))),
         ]
         if full:
-            fit = ["sim", "fit", p, "--from", "bench", "--json"]
+            fit = ["sim", "fit", p, "--from", "bench", "--format", "json"]
             runs.append(("sim-fit-bench", lambda: _cli(fit)))
         return runs
     if kind == "costmodel":

@@ -704,7 +704,7 @@ CLI_TEMPLATES: tuple[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], ...] =
     (("render", "{spec}", "--profile", "{V}"), ()),
     (("plan", "--from", "{old}", "--to", "{compose}", "-o", "{V}"), ()),
     (("plan", "--from", "{old}", "--to", "{V}"), ()),
-    (("plan", "--from", "{old}", "--to", "{compose}", "--protect", "{V}", "--json"), ()),
+    (("plan", "--from", "{old}", "--to", "{compose}", "--protect", "{V}", "--format", "json"), ()),
     (("runbook", "--from", "{old}", "--to", "{compose}", "-o", "{V}"), ()),
     (("import", "{compose}", "-o", "{V}"), ()),
     (("import", "{compose}", "--engine", "{V}"), ()),
@@ -737,11 +737,11 @@ CLI_TEMPLATES: tuple[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], ...] =
     (("sim", "run", "--engine", "vllm", *_SMALL, "--", "--max-num-batched-tokens", "{V}"), ()),
     (("sim", "run", "--engine", "vllm", *_SMALL, "--", "--max-model-len", "{V}"), ()),
     (("sim", "compare", *_SMALL, "--control", "{V}", "--candidate", "--tp-size 1"), ()),
-    (("sim", "fit", "{steps}", "--from", "steps", "--out", "{V}"), ()),
-    (("sim", "fit-plan", *_SMALL, "--control", "", "--candidate", "", "--out", "{V}"), ()),
+    (("sim", "fit", "{steps}", "--from", "steps", "--output", "{V}"), ()),
+    (("sim", "fit-plan", *_SMALL, "--control", "", "--candidate", "", "--output", "{V}"), ()),
     (("sim", "serve", "--port", "{V}", "--time-scale", "nan"), ()),
     (("sim", "serve", "--time-scale", "{V}", "--port", "70000"), ()),
-    ((*_BENCH_OUT, "--out", "{V}"), ()),
+    ((*_BENCH_OUT, "--output", "{V}"), ()),
     ((*_BENCH[:2], "--url", "{V}", "--burst", "1x10", "--no-probe", "--max-duration", "3"), ()),
     ((*_BENCH, "--burst", "{V}", "--timeout", "1"), ()),
     ((*_BENCH, "--hammer-rate", "{V}", "--hammer-count", "2", "--timeout", "1"), ()),
@@ -941,9 +941,15 @@ def _engine_log_readers(path: Path) -> None:
 def _enginelog_commands(path: Path) -> list[tuple[str, Callable[[], tuple[int, str, str]]]]:
     p = str(path)
     return [
-        ("sim-fit-sglang-log", lambda: _cli(["sim", "fit", p, "--from", "sglang-log", "--json"])),
-        ("sim-fit-vllm-log", lambda: _cli(["sim", "fit", p, "--from", "vllm-log", "--json"])),
-        ("sim-fit-auto", lambda: _cli(["sim", "fit", p, "--json"])),
+        (
+            "sim-fit-sglang-log",
+            lambda: _cli(["sim", "fit", p, "--from", "sglang-log", "--format", "json"]),
+        ),
+        (
+            "sim-fit-vllm-log",
+            lambda: _cli(["sim", "fit", p, "--from", "vllm-log", "--format", "json"]),
+        ),
+        ("sim-fit-auto", lambda: _cli(["sim", "fit", p, "--format", "json"])),
         ("engine-log-readers", lambda: _lib(lambda: _engine_log_readers(path))),
     ]
 
@@ -966,7 +972,7 @@ def extra_commands(
     if kind == "fleet":
         spec = str(seeds.compose_specs[0])
         return [
-            ("fleet-plan", _no_leak(lambda: _cli(["fleet", "plan", p, "--json"]))),
+            ("fleet-plan", _no_leak(lambda: _cli(["fleet", "plan", p, "--format", "json"]))),
             ("fleet-plan-spec", _no_leak(lambda: _cli(["fleet", "plan", p, "--spec", spec]))),
         ]
     if kind == "catalog":

@@ -1146,17 +1146,23 @@ def _merged_order(orders: list[list[str]]) -> list[str] | None:
     return out
 
 
-def _common(maps: list[dict[str, Any]]) -> dict[str, Any]:
+def common_keys(maps: list[dict[str, Any]]) -> dict[str, Any]:
     """Keys with the same value in every map, in the first map's order."""
     first, rest = maps[0], maps[1:]
     return {k: v for k, v in first.items() if all(k in m and m[k] == v for m in rest)}
 
 
-def _overrides(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+_common = common_keys  # the name this module's own callers use
+
+
+def overrides_over(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
     """What a replica changes over the base: new or different keys, null for a removed one."""
     out: dict[str, Any] = {k: v for k, v in own.items() if base.get(k, _ABSENT) != v}
     out.update({k: None for k in base if k not in own})
     return out
+
+
+_overrides = overrides_over  # the name this module's own callers use
 
 
 _ABSENT = object()

@@ -13,6 +13,7 @@ package that loads a catalog (:meth:`Catalog.with_parser`, from the engine's pro
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,14 +24,26 @@ from tierctl.readers import read_text
 FlagType = Literal["bool", "int", "float", "str", "json", "list"]
 
 
-#: The engine kinds, each with a profile under tierctl/engines/ (``engines.PROFILES`` holds
-#: exactly these, in this order: tested in tests/unit/engines/test_profiles.py).
-ENGINE_KINDS: tuple[str, ...] = ("sglang", "vllm")
+#: The engine kinds, each with a profile under tierctl/engines/: filled by ``tierctl.engines``
+#: from its ``PROFILES`` when it is imported (this leaf cannot import it), so no list of kinds
+#: is written here. Tested in tests/unit/engines/test_profiles.py.
+_ENGINE_KINDS: list[str] = []
+
+
+def register_engine_kinds(kinds: Iterable[str]) -> None:
+    """Record the engine kinds that have a profile (called by ``tierctl.engines``)."""
+    _ENGINE_KINDS[:] = list(dict.fromkeys([*_ENGINE_KINDS, *kinds]))
+
+
+def engine_kinds() -> tuple[str, ...]:
+    """The engine kinds registered by the profiles, in their order."""
+    return tuple(_ENGINE_KINDS)
 
 
 def _known_engine(kind: str) -> str:
-    if kind not in ENGINE_KINDS:
-        raise ValueError(f"unknown engine {kind!r}: one of {', '.join(ENGINE_KINDS)}")
+    if kind not in _ENGINE_KINDS:
+        known = ", ".join(_ENGINE_KINDS) or "none registered (import tierctl.engines)"
+        raise ValueError(f"unknown engine {kind!r}: one of {known}")
     return kind
 
 

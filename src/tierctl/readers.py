@@ -16,6 +16,10 @@ a bounded amount of time and memory or ends in a traceback:
   integers over 4,300 digits with a bare ``ValueError``; here it is a located message);
 * :func:`csv_rows` bounds the field size and reports ``csv.Error`` with its line.
 
+Inside :func:`read_once` (one command's reading: ``validate``, ``import``) a file is read from
+disk once: telling what kind of file it is (``head``), loading it and re-reading it for the
+project's whole reading all get the same bytes, bounded as before.
+
 Every refusal is an :class:`~tierctl.errors.InputError` (exit 2) of the class the caller
 chooses, naming ``file:line``, the limit, and the environment variable that raises it.
 This module imports only the standard library, PyYAML and :mod:`tierctl.errors`, so every layer
@@ -24,6 +28,7 @@ This module imports only the standard library, PyYAML and :mod:`tierctl.errors`,
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gc
 import io
@@ -54,6 +59,7 @@ __all__ = [
     "load_json",
     "load_yaml",
     "read_bytes",
+    "read_once",
     "read_text",
     "yaml_line_map",
 ]
@@ -223,28 +229,61 @@ def read_bytes(
             and ``missing_fix`` replace the message and fix for a file that does not exist.
     """
     lim = limits or Limits.config()
+    cache = _ONCE[-1] if _ONCE else None
+    key = os.path.abspath(_check_path(path, what, error)) if cache is not None else ""
+    if cache is not None and key in cache:
+        data = cache[key]
+        if head is not None:
+            return data[:head]
+        if len(data) > lim.max_bytes:
+            raise _too_big(what, Location(file=os.fspath(path)), lim, error)
+        return data
     fd = _open_regular(path, what, lim, error, missing, missing_fix, any_size=head is not None)
     loc = Location(file=os.fspath(path))
     try:
-        if head is not None:
+        if head is not None and (cache is None or os.fstat(fd).st_size > lim.max_bytes):
             return os.read(fd, head)
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            chunk = os.read(fd, min(_MIB, lim.max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > lim.max_bytes:
-                raise _too_big(what, loc, lim, error)
-        return b"".join(chunks)
+        data = _read_all(fd, what, loc, lim, error)
     except OSError as exc:
         raise error(
             f"cannot read {what} file: {exc.strerror or exc}", location=loc, rule="file"
         ) from None
     finally:
         os.close(fd)
+    if cache is not None:
+        cache[key] = data
+    return data[:head] if head is not None else data
+
+
+def _read_all(fd: int, what: str, loc: Location, lim: Limits, error: type[InputError]) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = os.read(fd, min(_MIB, lim.max_bytes + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > lim.max_bytes:
+            raise _too_big(what, loc, lim, error)
+    return b"".join(chunks)
+
+
+#: The open :func:`read_once` scopes (innermost last): absolute path -> the bytes read.
+_ONCE: list[dict[str, bytes]] = []
+
+
+@contextlib.contextmanager
+def read_once() -> Iterator[None]:
+    """Within this scope each file is read from disk once (by absolute path): every later
+    :func:`read_bytes` / :func:`read_text` of it gets the same bytes, a ``head`` read a slice.
+    For one command's inputs, which do not change while it runs; never around a writer or a
+    long-running server."""
+    _ONCE.append({})
+    try:
+        yield
+    finally:
+        _ONCE.pop()
 
 
 def _too_big(what: str, loc: Location, lim: Limits, error: type[InputError]) -> InputError:

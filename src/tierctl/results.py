@@ -169,7 +169,7 @@ def looks_like_results(path: str | Path) -> bool:
 
 
 def is_results_text(text: str, source: str = "bench results") -> bool:
-    """Whether ``text`` is a bench results document (what ``bench run --out`` may replace)."""
+    """Whether ``text`` is a bench results document (what ``bench run --output`` may replace)."""
     try:
         doc = load_json(text, source, limits=Limits.trace(), constants=True)
     except InputError:

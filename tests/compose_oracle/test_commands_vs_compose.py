@@ -92,7 +92,9 @@ def test_import_imports_the_services_compose_runs(
     files = _project(tmp_path)
     theirs = _compose_services(compose_binary, files, profiles)
     spec_path = tmp_path / "tier.yaml"
-    result = run_cli("import", *map(str, files), *_profile_args(profiles), "--out", str(spec_path))
+    result = run_cli(
+        "import", *map(str, files), *_profile_args(profiles), "--output", str(spec_path)
+    )
     assert result.code == 0, result.err
     assert "round trip: the spec renders an equivalent file" in result.err
     spec = load_spec(spec_path)
@@ -139,7 +141,7 @@ def test_plan_plans_the_services_compose_runs(
     sides = [a for f in old for a in ("--from", str(f))] + [
         a for f in new for a in ("--to", str(f))
     ]
-    result = run_cli("plan", *sides, "--json", *_profile_args(profiles))
+    result = run_cli("plan", *sides, "--format", "json", *_profile_args(profiles))
     assert result.code == 0, result.err
     plan = json.loads(result.out)
     assert {s["service"] for s in plan["services"]} == theirs
@@ -161,7 +163,7 @@ def test_plan_sees_a_change_made_only_in_the_override(
     sides = [a for f in old for a in ("--from", str(f))] + [
         a for f in new for a in ("--to", str(f))
     ]
-    result = run_cli("plan", *sides, "--json", *_profile_args(profiles))
+    result = run_cli("plan", *sides, "--format", "json", *_profile_args(profiles))
     assert result.code == 0, result.err
     plan = json.loads(result.out)
     assert sorted(s["service"] for s in plan["services"] if s["change"] != "unchanged") == changed

@@ -67,7 +67,7 @@ def test_a_mount_target_climbing_out_of_the_state_folder_is_refused(tmp_path: Pa
     assert f"volume 0's container path '{climb}' climbs with '..'" in checked.stdout
     # ...and the local driver refuses it before it touches anything.
     res = tierctl(
-        "rollout", "--plan", str(plan), "--driver", "local", "--engine", "real",
+        "rollout", "--plan", str(plan), "--driver", "local", "--local-engine", "real",
         "--state-dir", str(state), "--start-timeout-s", "5", cwd=tmp_path,
     )  # fmt: skip
     assert not victim.is_symlink()

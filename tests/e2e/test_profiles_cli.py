@@ -254,7 +254,8 @@ def test_plan_with_a_profile_plans_only_that_projects_services(run_cli, tmp_path
         str(old / "compose.yaml"),
         "--to",
         str(new / "compose.yaml"),
-        "--json",
+        "--format",
+        "json",
         "--profile",
         "blue",
     )
@@ -263,7 +264,13 @@ def test_plan_with_a_profile_plans_only_that_projects_services(run_cli, tmp_path
     assert {s["service"] for s in plan["services"]} == {"proxy", "worker-blue"}
     assert [s["service"] for s in plan["steps"]] == ["worker-blue"]
     result = run_cli(
-        "plan", "--from", str(old / "compose.yaml"), "--to", str(new / "compose.yaml"), "--json"
+        "plan",
+        "--from",
+        str(old / "compose.yaml"),
+        "--to",
+        str(new / "compose.yaml"),
+        "--format",
+        "json",
     )
     assert result.code == 0, result.err
     plan = json.loads(result.out)
@@ -322,7 +329,7 @@ def test_import_keeps_each_workers_profile_and_the_spec_loads(run_cli, tmp_path:
     # import names each replica's container after its service: drop the shared name.
     workers.write_text(workers.read_text().replace("    container_name: worker\n", ""))
     spec = tmp_path / "tier.yaml"
-    result = run_cli("import", *map(str, files), "--out", str(spec))
+    result = run_cli("import", *map(str, files), "--output", str(spec))
     # Both workers on GPU 0 is fine for the spec: their profiles exclude each other.
     assert result.code == 0, result.err
     assert "round trip: the spec renders an equivalent file" in result.out + result.err

@@ -78,7 +78,9 @@ def test_plan_json_round_trips_into_rollout_dry_run(
 ) -> None:
     old, new = canary
     plan_path = tmp_path / "plan.json"
-    res = tierctl("plan", "--from", str(old), "--to", str(new), "--json", "-o", str(plan_path))
+    res = tierctl(
+        "plan", "--from", str(old), "--to", str(new), "--format", "json", "-o", str(plan_path)
+    )
     assert res.returncode == 0, res.stderr
     assert [s["service"] for s in json.loads(res.stdout)["steps"]] == [R2, "otelcol-contrib"]
     # The local driver's dry run checks each step without starting anything or journaling.

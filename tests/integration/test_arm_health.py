@@ -257,7 +257,7 @@ def test_bench_ab_with_quality_writes_everything_in_one_folder(
             "--hammer-concurrency", "2", "--hammer-count", "6", "--hammer-tokens", "32:4",
             "--api", "completions", "--no-probe", "--quality", "--texts", "12",
             "--arithmetic", "0", "--b-log", str(perturbed.log), "--fail-on-unhealthy",
-            "--out", str(out),
+            "--output", str(out),
         )  # fmt: skip
     finally:
         perturbed.stop()

@@ -55,7 +55,7 @@ def test_run_writes_every_output(node_url, tmp_path, capsys):
             "20",
             "--probe",
             "/health@200ms",
-            "--out",
+            "--output",
             str(out),
         ]
     )
@@ -87,7 +87,7 @@ def test_ab_same_server_gives_ratios_near_one(node_url, tmp_path, capsys):
             "--repeat",
             "2",
             "--no-probe",
-            "--out",
+            "--output",
             str(out),
             "--no-plots",
         ]
@@ -159,7 +159,7 @@ def test_ctrl_c_saves_partial_results_with_the_accounting(tmp_path):
             port = int(_next_line(lines, deadline, "port from the server"))
             cmd = [sys.executable, "-m", "tierctl", "bench", "run", "--url",
                    f"http://127.0.0.1:{port}", "--burst", "3x20", "--hammer-rate", "1",
-                   "--hammer-count", "50", "--timeout", "3600", "--out", str(out), "--no-plots"]  # fmt: skip
+                   "--hammer-count", "50", "--timeout", "3600", "--output", str(out), "--no-plots"]  # fmt: skip
             cli = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             try:
                 for n in range(4):  # the burst of 3 and the first hammer request arrived
@@ -196,7 +196,7 @@ def test_a_dead_endpoint_is_an_error_not_a_run(tmp_path, capsys):
     port = free_port()  # a port nothing listens on
     url = f"http://127.0.0.1:{port}"
     with pytest.raises(SystemExit) as exc:
-        main(["bench", "run", "--url", url, "--hammer-rate", "5", "--out", str(tmp_path / "o")])
+        main(["bench", "run", "--url", url, "--hammer-rate", "5", "--output", str(tmp_path / "o")])
     assert exc.value.code == 1
     err = capsys.readouterr().err
     assert f"cannot reach --url {url}: connection refused" in err
@@ -218,7 +218,7 @@ def test_the_run_table_fits_the_terminal_without_cutting_a_figure(
     monkeypatch.setenv("COLUMNS", str(columns))
     out = tmp_path / "out"
     main(["bench", "run", "--url", node_url, "--burst", "6x50", "--hammer-rate", "40",
-          "--hammer-count", "10", "--no-probe", "--no-plots", "--out", str(out)])  # fmt: skip
+          "--hammer-count", "10", "--no-probe", "--no-plots", "--output", str(out)])  # fmt: skip
     stdout = capsys.readouterr().out
     table = stdout.split("sent 16 = ")[0]
     assert "…" not in table
@@ -252,7 +252,7 @@ def test_realtime_runs_the_client_fifo_and_restores_it(node_url, tmp_path, capsy
     before = os.sched_getscheduler(0)
     main(
         ["bench", "run", "--url", node_url, "--hammer-rate", "50", "--hammer-count", "20",
-         "--realtime", "--no-plots", "--out", str(tmp_path / "out")]
+         "--realtime", "--no-plots", "--output", str(tmp_path / "out")]
     )  # fmt: skip
     stdout = capsys.readouterr().out
     assert "sent 20 = completed 20 + failed 0 + timed out 0" in stdout

@@ -110,7 +110,7 @@ def _rollouts(runs: Runs, old: Path, new: Path) -> None:
     plan = runs.work / "plan.json"
     spec = str(new.parent / "tier.yaml")
     runs.tierctl("plan", "--from", str(old), "--to", str(new), "--spec", spec, "-o", str(plan))
-    runs.tierctl("plan", "--from", str(old), "--to", str(new), "--json")
+    runs.tierctl("plan", "--from", str(old), "--to", str(new), "--format", "json")
     runs.tierctl("runbook", "--from", str(old), "--to", str(new))
     doc = json.loads(plan.read_text())
     agent = StandinAgent(
@@ -182,7 +182,7 @@ def _bench(runs: Runs) -> None:
         assert m, line
         out = runs.work / "bench"
         runs.tierctl("bench", "run", "--url", m.group(1), "--hammer-rate", "20",
-                     "--hammer-count", "8", "--out", str(out))  # fmt: skip
+                     "--hammer-count", "8", "--output", str(out))  # fmt: skip
         assert (out / "results.json").exists()
     finally:
         proc.send_signal(signal.SIGTERM)

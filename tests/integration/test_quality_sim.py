@@ -166,10 +166,11 @@ async def test_a_vllm_sim_is_detected_and_scored_with_prompt_logprobs() -> None:
     assert result.lanes[0].test.differ == _truth_text_differs(lm_b)
 
 
-async def test_detection_falls_back_to_server_info_then_vllm() -> None:
+async def test_detection_falls_back_to_server_info_then_the_default_engine() -> None:
     import aiohttp
 
     from tierctl.bench.quality.lane import detect_profile
+    from tierctl.engines import default_profile
 
     config = EngineConfig.from_argv(["--model-path", MODEL, "--port", "0"])  # no metrics
     ts = TestServer(
@@ -180,6 +181,7 @@ async def test_detection_falls_back_to_server_info_then_vllm() -> None:
     try:
         async with aiohttp.ClientSession() as session:
             assert (await detect_profile(session, _url(ts))).kind == "sglang"
-            assert (await detect_profile(session, "http://127.0.0.1:9")).kind == "vllm"
+            unreachable = await detect_profile(session, "http://127.0.0.1:9")
+            assert unreachable is default_profile()
     finally:
         await ts.close()

@@ -39,7 +39,7 @@ async def test_bench_run_never_prints_or_writes_the_url_password(tmp_path: Path)
         out = tmp_path / "out"
         res = _tierctl(
             "bench", "run", "--url", with_password, "--burst", "2x40", "--output-tokens", "4",
-            "--no-probe", "--no-plots", "--out", str(out), cwd=tmp_path,
+            "--no-probe", "--no-plots", "--output", str(out), cwd=tmp_path,
         )  # fmt: skip
     assert res.returncode == 0, res.stderr
     written = {p.name: p.read_text() for p in out.iterdir()}

@@ -72,7 +72,7 @@ def test_bench_ab_and_readout_of_live_vllm_engines(
                 "bench", "ab", "--a", urls[R1], "--b", urls[R3], "--a-name", "r1",
                 "--b-name", "r3", "--hammer-concurrency", "4", "--hammer-count", "40",
                 "--hammer-tokens", "256:24", "--order", "ABBA", "--repeat", "2",
-                "--out", str(tmp_path / "ab"), "--max-duration", "120",
+                "--output", str(tmp_path / "ab"), "--max-duration", "120",
             )  # fmt: skip
             assert res.code == 0, res.out + res.err
             # Both arms served every request, as their own vllm: counters say.

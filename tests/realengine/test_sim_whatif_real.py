@@ -101,7 +101,7 @@ def test_a_designed_fit_covers_both_arms_on_the_real_engine(
     out = run_cli(
         "sim", "compare", "--cost-model", str(model_file), "--trace", str(trace),
         "--engine", "vllm", "--engine-version", "0.32.0", "--control", shlex.join(_argv(F0)),
-        "--candidate", shlex.join(_argv(CANDIDATE)), "--draws", "10", "--json",
+        "--candidate", shlex.join(_argv(CANDIDATE)), "--draws", "10", "--format", "json",
     )  # fmt: skip
     assert out.code == 0, out.err
     doc = json.loads(out.out)

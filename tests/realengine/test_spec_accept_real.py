@@ -79,7 +79,7 @@ def test_sim_fit_reads_the_real_engines_counters(
     out = tmp_path / "m.json"
     res = run_cli(
         "sim", "fit", f"{ngram_engine.url}/metrics", "--acceptance-baseline", str(before_file),
-        "--preset", "dense-8b-h100", "--out", str(out), "--",
+        "--preset", "dense-8b-h100", "--output", str(out), "--",
         "vllm", "serve", "tiny-llama", "--speculative-config", NGRAM,
     )  # fmt: skip
     assert res.code == 0, res.err

@@ -114,7 +114,7 @@ def test_bench_ab_between_the_replicas_accounts_for_every_request(
         "--seed",
         "7",
         "--no-plots",
-        "--out",
+        "--output",
         str(out),
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}

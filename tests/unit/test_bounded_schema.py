@@ -96,7 +96,7 @@ def _long_build(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "argv", [["compose", "config"], ["import", "--out", "{tmp}/spec.yaml"]], ids=str
+    "argv", [["compose", "config"], ["import", "--output", "{tmp}/spec.yaml"]], ids=str
 )
 def test_input_40958_through_the_other_readers(
     run_cli: RunCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str]

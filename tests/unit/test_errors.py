@@ -84,7 +84,7 @@ def test_import_without_an_engine_names_the_engine_option(
 ) -> None:
     compose = tmp_path / "compose.yaml"
     compose.write_text("services:\n  web:\n    image: nginx:1.27\n", encoding="utf-8")
-    result = run_cli("import", str(compose), "--out", str(tmp_path / "tier.yaml"))
+    result = run_cli("import", str(compose), "--output", str(tmp_path / "tier.yaml"))
     assert result.code == 2, result.err
     assert "or pass --engine KIND==VERSION" in result.err
     assert "`engine`" not in result.err

@@ -37,7 +37,7 @@ def test_wrong_shapes_in_a_compose_file(
     for args in (
         ["validate", str(path)],
         ["validate", "--spec", str(SMALL / "tier.yaml"), str(path)],
-        ["plan", "--from", str(SMALL / "compose.yaml"), "--to", str(path), "--json"],
+        ["plan", "--from", str(SMALL / "compose.yaml"), "--to", str(path), "--format", "json"],
         ["runbook", "--from", str(SMALL / "compose.yaml"), "--to", str(path)],
     ):
         result = run_cli(*args)

@@ -368,7 +368,7 @@ def test_a_hostile_step_log_line_is_located(tmp_path: Path, run_cli: RunCli, lin
         + line
         + "\n"
     )
-    result = run_cli("sim", "fit", str(path), "--from", "steps", "--json")
+    result = run_cli("sim", "fit", str(path), "--from", "steps", "--format", "json")
     _refused(result, "steps.jsonl:2")
 
 
@@ -515,7 +515,11 @@ def test_sim_fit_bench_refuses_non_finite_sample_numbers(
     """Seed 610002 input 546: `"input_tokens": 1e400...` read as inf, and `int(inf)` in
     `ResultsRun.completed_requests` was an OverflowError out of `sim fit --from bench`."""
     path = _results_file(tmp_path, **{key: value})
-    _refused(run_cli("sim", "fit", str(path), "--from", "bench", "--json"), "requests[0]", "finite")
+    _refused(
+        run_cli("sim", "fit", str(path), "--from", "bench", "--format", "json"),
+        "requests[0]",
+        "finite",
+    )
 
 
 # --- validate is linear in a collector config's size (issue #22: 8 MB took 57 s) -----------
@@ -621,7 +625,7 @@ def test_a_cost_model_coefficient_must_be_bounded(
     path = tmp_path / "m.json"
     path.write_text(text)
     small = ("--workload", "burst", "--count", "2", "--input-tokens", "2000", "--output-tokens")
-    result = run_cli("sim", "run", "--cost-model", str(path), *small, "4", "--json")
+    result = run_cli("sim", "run", "--cost-model", str(path), *small, "4", "--format", "json")
     _refused(result, f"model.{field}")
 
 

@@ -100,7 +100,7 @@ def test_bench_samples_outside_plausible_ranges_are_refused(
     doc["run"]["requests"][3][field] = value
     path = tmp_path / "results.json"
     path.write_text(json.dumps(doc))
-    _refused(run_cli("sim", "fit", str(path), "--from", "bench", "--json"), "requests[3]")
+    _refused(run_cli("sim", "fit", str(path), "--from", "bench", "--format", "json"), "requests[3]")
 
 
 def test_a_url_given_as_a_fleet_repo_path_is_printed_masked(
@@ -162,7 +162,7 @@ def test_an_output_name_over_255_bytes_is_refused(
     )
     argv = {
         "import": ["import", small, "-o", out],
-        "sim-fit": ["sim", "fit", str(steps), "--from", "steps", "--out", out],
+        "sim-fit": ["sim", "fit", str(steps), "--from", "steps", "--output", out],
         "runbook": ["runbook", "--from", small, "--to", small, "-o", out],
     }[command]
     _refused(run_cli(*argv), "255 bytes")

@@ -46,7 +46,7 @@ def _spec_with_repeated_flag(tmp_path: Path) -> Path:
         ["render", "{p}"],
         ["show", "{p}"],
         ["render", "{p}", "--target", "kubernetes"],
-        ["show", "--json", "{p}"],
+        ["show", "--format", "json", "{p}"],
     ],
 )
 def test_a_flag_repeated_many_times_is_looked_up_once(

@@ -89,7 +89,7 @@ def test_an_iteration_line_no_engine_logs_is_refused_with_its_number(
     lines.insert(2, _vllm_line(99, 1, tokens, 0, ms))
     log = tmp_path / "vllm.log"
     log.write_text("\n".join(lines) + "\n")
-    result = run_cli("sim", "fit", str(log), "--from", "vllm-log", "--json")
+    result = run_cli("sim", "fit", str(log), "--from", "vllm-log", "--format", "json")
     assert result.code == 2, result.err
     assert "iteration line 3 logs a step no engine runs" in result.err
     assert "Traceback" not in result.err
@@ -104,7 +104,13 @@ def test_a_fleet_named_by_a_url_with_a_password_is_refused_masked(
         "fleet: 'http://admin:hunter2pw@127.0.0.1:1/v1'\nold: v1\nnew: v2\nhosts:\n"
         "- {name: gpu01, file: gpu01/compose.yaml, agent_url: 'http://127.0.0.1:1'}\n"
     )
-    for argv in (("--json",), ()):
+    for argv in (
+        (
+            "--format",
+            "json",
+        ),
+        (),
+    ):
         result = run_cli("fleet", "plan", str(path), *argv)
         assert result.code == 2, result.err
         assert "hunter2pw" not in result.out + result.err

@@ -65,7 +65,7 @@ from tierctl.runtime.http_guard import (
     read_body,
     serve_guarded,
 )
-from tierctl.runtime.process import _die_with_parent
+from tierctl.runtime.process import die_with_parent as _die_with_parent
 
 #: The environment variable the agent's token is read from (or ``token_file``).
 TOKEN_ENV = "TIERCTL_AGENT_TOKEN"

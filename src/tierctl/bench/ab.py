@@ -31,7 +31,7 @@ from tierctl.bench.samples import RunRecord
 from tierctl.bench.summary import METRICS, busy_span_s
 from tierctl.bench.workload import BenchWorkload
 from tierctl.credentials import mask_userinfo
-from tierctl.engines import PROFILES, EngineProfile, profile_for_metrics
+from tierctl.engines import PROFILES, EngineProfile, engine_at_async
 from tierctl.errors import InputError
 from tierctl.latency import percentile
 from tierctl.quantity import Change, Quantity, judge_counts, judge_ratio
@@ -114,17 +114,19 @@ def check_order(order: str) -> str:
 
 
 async def arm_engine(base_url: str) -> EngineProfile | None:
-    """The engine an arm runs, from the series its ``/metrics`` exports (None: unknown)."""
-    try:
-        async with (
-            aiohttp.ClientSession() as session,
-            asyncio.timeout(10),
-            session.get(base_url.rstrip("/") + "/metrics") as resp,
-        ):
-            text = await resp.text() if resp.status == 200 else ""
-    except (aiohttp.ClientError, OSError, TimeoutError):
-        return None
-    return profile_for_metrics({ln.split("{")[0].split(" ")[0] for ln in text.splitlines()})
+    """The engine an arm runs, by the profiles' one rule (:mod:`tierctl.engines.detection`);
+    None: unknown (then every engine's flush endpoint is tried)."""
+    base = base_url.rstrip("/")
+    async with aiohttp.ClientSession() as session:
+
+        async def probe(path: str) -> str | None:
+            try:
+                async with asyncio.timeout(10), session.get(base + path) as resp:
+                    return await resp.text() if resp.status == 200 else None
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                return None
+
+        return await engine_at_async(probe)
 
 
 def flush_paths(engine: EngineProfile | None) -> tuple[str, ...]:

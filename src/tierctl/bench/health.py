@@ -29,12 +29,10 @@ from pathlib import Path
 
 import httpx
 
-from tierctl.engines import EngineProfile, profile_for
-from tierctl.engines import profile_for_metrics as _profile_for_metrics
+from tierctl.engines import EngineProfile, default_profile, engine_at_or_default, profile_for
 from tierctl.engines.liveness import log_matches, metrics_start_time
 from tierctl.errors import InputError
 from tierctl.readers import read_text
-from tierctl.runtime.promtext import parse_metrics
 
 #: ``run(argv) -> (exit code, stdout)``; injected so tests need no Docker engine.
 Runner = Callable[[Sequence[str]], tuple[int, str]]
@@ -234,16 +232,18 @@ class HealthWatch:
     def _profile(self, t: ArmTarget) -> EngineProfile:
         if t.engine:
             return profile_for(t.engine)
-        if t.url:
+        if not t.url:
+            return default_profile()
+        base = t.url.rstrip("/")
+
+        def probe(path: str) -> str | None:
             try:
-                text = self._client.get(t.url.rstrip("/") + "/metrics", timeout=5.0).text
-                names = {sample.name for sample in parse_metrics(text)}
-                found = _profile_for_metrics(names)
-                if found is not None:
-                    return found
+                resp = self._client.get(base + path, timeout=5.0)
             except httpx.HTTPError:
-                pass
-        return profile_for("sglang")
+                return None
+            return resp.text if resp.status_code == 200 else None
+
+        return engine_at_or_default(probe)
 
     def _log_text(self, t: ArmTarget, warnings: list[str]) -> str:
         parts: list[str] = []

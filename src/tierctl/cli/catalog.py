@@ -9,6 +9,7 @@ import click
 
 from tierctl.catalog.build import build_catalog
 from tierctl.catalog.store import diff_catalogs, resolve_catalog, shipped
+from tierctl.cli.options import format_option, output_option
 from tierctl.engine_catalog import Catalog
 from tierctl.errors import InputError
 from tierctl.paths import write_owned
@@ -22,11 +23,9 @@ def catalog() -> None:
 @catalog.command("build")
 @click.argument("ref")
 @click.option("--wheel", type=click.Path(path_type=Path), help="Use this wheel; no download.")
-@click.option(
-    "--out", type=click.Path(path_type=Path), help="Write the JSON here (default: stdout)."
-)
+@output_option("out", help="Write the JSON here (default: stdout).")
 @click.option("--cache-dir", type=click.Path(path_type=Path), help="Where downloaded wheels go.")
-@click.option("--force", is_flag=True, help="Replace an --out file that is not a catalog.")
+@click.option("--force", is_flag=True, help="Replace an --output file that is not a catalog.")
 @click.option(
     "--parser-python",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -77,7 +76,7 @@ def list_() -> None:
 @catalog.command("show")
 @click.argument("ref")
 @click.option("--flag", "flag_name", help="Show one flag in full (any spelling).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@format_option()
 def show(ref: str, flag_name: str | None, fmt: str) -> None:
     """Show a catalog (REF: engine==version or a catalog file), or one flag of it."""
     loaded = resolve_catalog(ref)

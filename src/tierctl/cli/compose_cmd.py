@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import yaml
 
+from tierctl.cli.options import format_option
 from tierctl.errors import ExitCode
 
 
@@ -31,7 +32,7 @@ def compose() -> None:
     help="The project folder (default: the first file's folder).",
 )
 @click.option("-p", "--project-name", help="The project name (default: name: or the folder).")
-@click.option("--format", "fmt", type=click.Choice(["json", "yaml"]), default="json")
+@format_option(("json", "yaml"))
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 def config(
     profiles: tuple[str, ...],

@@ -28,7 +28,7 @@ from tierctl.errors import ExitCode
     "--cost-model",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Cost model file (`tierctl sim fit --out`) for the what-if and the simulated engines "
+    help="Cost model file (`tierctl sim fit --output`) for the what-if and the simulated engines "
     "(default: the bundled GLM-5.3 preset).",
 )
 @click.option(

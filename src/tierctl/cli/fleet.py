@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from tierctl.cli.options import format_option, output_option
 from tierctl.errors import ExitCode
 
 
@@ -34,7 +35,7 @@ def refuse_with_fleet(ctx: click.Context, names: tuple[str, ...], why: str) -> N
 
 
 def show_fleet_plan(fleet_path: Path, spec: Path | None, as_json: bool) -> None:
-    """Plan every host of the fleet and print the waves (``--json``: as data)."""
+    """Plan every host of the fleet and print the waves (``--format json``: as data)."""
     from tierctl.rollout.entrypoints import make_fleet_plan
 
     result = make_fleet_plan(fleet_path, spec=spec)
@@ -236,10 +237,10 @@ def fleet() -> None:
 @fleet.command("plan")
 @click.argument("fleet_path", metavar="FLEET", type=click.Path(path_type=Path))
 @click.option("--spec", type=click.Path(path_type=Path), help="Tier spec (roles).")
-@click.option("--json", "as_json", is_flag=True, help="The plan as JSON.")
-def plan(fleet_path: Path, spec: Path | None, as_json: bool) -> None:
+@format_option(help="text, or json: the plan as JSON.")
+def plan(fleet_path: Path, spec: Path | None, fmt: str) -> None:
     """Plan every host of FLEET and show the waves (= `tierctl plan --fleet FLEET`)."""
-    show_fleet_plan(fleet_path, spec, as_json)
+    show_fleet_plan(fleet_path, spec, fmt == "json")
 
 
 @fleet.command(
@@ -269,7 +270,7 @@ def rollout(ctx: click.Context, fleet_path: str) -> ExitCode | None:
 @fleet.command("runbook")
 @click.argument("fleet_path", metavar="FLEET", type=click.Path(path_type=Path))
 @click.option("--spec", type=click.Path(path_type=Path), help="Tier spec (roles).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the Markdown here.")
+@output_option(help="Write the Markdown here.")
 @click.option("--force", is_flag=True, help="With -o: replace a file that is not a runbook.")
 def runbook(fleet_path: Path, spec: Path | None, output: Path | None, force: bool) -> None:
     """Write FLEET's Markdown runbook (= `tierctl runbook --fleet FLEET`)."""

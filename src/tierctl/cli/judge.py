@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from tierctl.cli.options import prometheus_option
 from tierctl.cli.readout import parse_duration
 from tierctl.errors import ExitCode, InputError
 from tierctl.spec import load_spec, resolve_tier
@@ -18,7 +19,7 @@ def judge() -> None:
 
 @judge.command()
 @click.option("--spec", "spec_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--prometheus", required=True, help="Prometheus base URL.")
+@prometheus_option(required=True)
 @click.option("--listen", default="127.0.0.1:8090", show_default=True, help="HOST:PORT to bind.")
 @click.option("--window", default="30m", show_default=True, help="Default window back from now.")
 @click.option("--step", default="5m", show_default=True, help="Step and rate window.")

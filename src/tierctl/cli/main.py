@@ -21,6 +21,7 @@ import click
 
 from tierctl.credentials import mask_credentials
 from tierctl.errors import ExitCode, TierctlError
+from tierctl.release import VERSION
 
 # name -> (module, attribute, one-line help). Order is the lifecycle order shown in --help.
 _COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -100,7 +101,7 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
-@click.version_option(package_name="tierctl")
+@click.version_option(VERSION, prog_name="tierctl")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """tierctl: declare, render, validate, simulate, load-test, roll out and read out an LLM

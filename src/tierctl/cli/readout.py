@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from tierctl.cli.options import fleet_option, format_option, prometheus_option
 from tierctl.engines import all_metric_prefixes, profile_for
 from tierctl.errors import ExitCode, InputError
 from tierctl.spec import load_spec, resolve_tier
@@ -45,15 +46,11 @@ def parse_duration(text: str, option: str) -> float:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Tier spec: the arms (its control and canary replicas) and the engine.",
 )
-@click.option(
-    "--prometheus",
+@prometheus_option(
     help="Prometheus base URL, e.g. http://127.0.0.1:9090 (with --fleet: for the hosts that "
     "name none of their own).",
 )
-@click.option(
-    "--fleet",
-    "fleet_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+@fleet_option(
     help="Read out across this fleet file's hosts: canary hosts vs control hosts, host as a "
     "blocking factor (docs/fleet.md).",
 )
@@ -110,7 +107,7 @@ def parse_duration(text: str, option: str) -> float:
 @click.option(
     "--min-requests", default=3.0, show_default=True, help="Per arm per step to compare it."
 )
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default="table")
+@format_option(("table", "json", "markdown"))
 def readout(
     spec_path: Path | None,
     prometheus: str | None,

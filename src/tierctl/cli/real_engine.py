@@ -7,8 +7,12 @@ from pathlib import Path
 
 import click
 
+from tierctl.engines import default_profile
 from tierctl.errors import ExitCode
-from tierctl.realengine.env import REAL_ENGINES as ENGINES
+from tierctl.realengine.registry import REAL_ENGINES
+
+#: The real engines installable here (the first is the default where one is made or found).
+ENGINES = tuple(REAL_ENGINES)
 
 
 @click.group("real-engine")
@@ -17,24 +21,19 @@ def real_engine() -> None:
 
 
 @real_engine.command("python")
-@click.option("--engine", type=click.Choice(ENGINES), default="vllm", show_default=True)
+@click.option("--engine", type=click.Choice(ENGINES), default=ENGINES[0], show_default=True)
 def python_cmd(engine: str) -> None:
     """Print the engine virtualenv's python, installing it first (scripts/ensure-vllm or
     scripts/ensure-sglang)."""
-    if engine == "sglang":
-        from tierctl.realengine.sglang import ensure_sglang
-
-        click.echo(ensure_sglang())
-        return
-    from tierctl.realengine.env import ensure_vllm
-
-    click.echo(ensure_vllm())
+    click.echo(REAL_ENGINES[engine].ensure_python())
 
 
 @real_engine.command(
     "serve", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
 )
-@click.option("--engine", type=click.Choice(ENGINES), default="sglang", show_default=True)
+@click.option(
+    "--engine", type=click.Choice(ENGINES), default=default_profile().kind, show_default=True
+)
 @click.option("--port", type=int, default=0, help="Loopback port (default: a free one).")
 @click.option(
     "--log",
@@ -76,7 +75,7 @@ def serve_cmd(
 @click.option(
     "--engine",
     type=click.Choice(ENGINES),
-    default="vllm",
+    default=ENGINES[0],
     show_default=True,
     help="Whose virtualenv makes it, when it is not made yet (either has what the maker needs).",
 )
@@ -84,12 +83,7 @@ def model_cmd(engine: str) -> None:
     """Print the tiny model's folder, making it first (deterministic, no hub access)."""
     from tierctl.realengine.env import tiny_model
 
-    if engine == "sglang":
-        from tierctl.realengine.sglang import ensure_sglang
-
-        click.echo(tiny_model(ensure_sglang()))
-        return
-    click.echo(tiny_model())
+    click.echo(tiny_model(REAL_ENGINES[engine].ensure_python()))
 
 
 @real_engine.command("demo")

@@ -19,6 +19,13 @@ from tierctl.cli.fleet import (
     show_fleet_plan,
     write_fleet_runbook,
 )
+from tierctl.cli.options import (
+    fleet_option,
+    format_option,
+    local_engine_option,
+    output_option,
+    prometheus_option,
+)
 from tierctl.cli.profiles import chosen_profiles, profile_option
 from tierctl.errors import ExitCode, InputError
 from tierctl.paths import write_owned
@@ -57,11 +64,8 @@ _common = [
         "--protect", multiple=True, help="Never recreate this service (adds to the spec's)."
     ),
     click.option("--repo", type=click.Path(path_type=Path), help="Repository for git:REF:PATH."),
-    click.option(
-        "--fleet",
-        "fleet_path",
-        type=click.Path(path_type=Path),
-        help="Every host of this fleet file, in waves, instead of --from/--to (docs/fleet.md).",
+    fleet_option(
+        help="Every host of this fleet file, in waves, instead of --from/--to (docs/fleet.md)."
     ),
 ]
 
@@ -126,8 +130,8 @@ def format_plan(plan: Plan) -> str:
 
 @click.command("plan")
 @_with_common_several
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the JSON plan here.")
+@format_option(help="text, or json: print the plan as JSON.")
+@output_option(help="Write the JSON plan here.")
 @profile_option
 @click.option("--force", is_flag=True, help="With -o: replace a file that is not a tierctl plan.")
 def plan(
@@ -138,7 +142,7 @@ def plan(
     protect: tuple[str, ...],
     repo: Path | None,
     fleet_path: Path | None,
-    as_json: bool,
+    fmt: str,
     output: Path | None,
     profile: tuple[str, ...],
     force: bool,
@@ -156,7 +160,7 @@ def plan(
     )
     if sides is None:
         assert fleet_path is not None
-        show_fleet_plan(fleet_path, spec, as_json)
+        show_fleet_plan(fleet_path, spec, fmt == "json")
         return
     old, new = sides
     result = make_plan(
@@ -174,7 +178,7 @@ def plan(
             output, text + "\n", ours=is_plan, force=force, protect=_inputs(old, new, spec),
             what="plan",
         )  # fmt: skip
-    click.echo(text if as_json else format_plan(result))
+    click.echo(text if fmt == "json" else format_plan(result))
 
 
 @click.command("rollout")
@@ -184,11 +188,8 @@ def plan(
     type=click.Path(path_type=Path),
     help="Plan JSON from `tierctl plan -o` (one host).",
 )
-@click.option(
-    "--fleet",
-    "fleet_path",
-    type=click.Path(path_type=Path),
-    help="Roll out over this fleet file's hosts in waves, each through its agent (docs/fleet.md).",
+@fleet_option(
+    help="Roll out over this fleet file's hosts in waves, each through its agent (docs/fleet.md)."
 )
 @click.option("--driver", type=click.Choice(["compose-manager", "docker", "local"]))
 @click.option(
@@ -233,12 +234,8 @@ def plan(
     show_default=True,
     help="Local driver: modelled seconds per wall second.",
 )
-@click.option(
-    "--engine",
-    type=click.Choice(["sim", "real"]),
-    default="sim",
-    show_default=True,
-    help="Local driver: the simulated engine, or the real one (vLLM on CPU, scripts/ensure-vllm).",
+@local_engine_option(
+    help="Local driver: the simulated engine, or the real one (vLLM on CPU, scripts/ensure-vllm)."
 )
 @click.option(
     "--start-timeout-s",
@@ -272,7 +269,7 @@ def plan(
     show_default=True,
     help="Tries of an idempotent compose-manager call.",
 )
-@click.option("--prometheus-url", help="Prometheus to query for the variant gates.")
+@prometheus_option("prometheus_url", help="Prometheus to query for the variant gates.")
 @click.option(
     "--host-label", help="host_machine label for the Prometheus query [NEW's x-tierctl.host]."
 )
@@ -459,7 +456,7 @@ def _one_host(ctx: click.Context) -> None:
 
 @click.command("runbook")
 @_with_common_several
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the Markdown here.")
+@output_option(help="Write the Markdown here.")
 @click.option(
     "--force", is_flag=True, help="With -o: replace a file that is not a tierctl runbook."
 )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from tierctl.cli.options import format_option, output_option
 from tierctl.sim.cost import DEFAULT_PRESET, PRESETS
 from tierctl.sim.result import SimResult, SimSummary
 from tierctl.sim.surface import ENGINES
@@ -33,7 +34,7 @@ _COST_MODEL_OPT = click.option(
     "--cost-model",
     "cost_model",
     type=click.Path(dir_okay=False),
-    help="Step cost model file (written by `tierctl sim fit --out`); replaces --preset.",
+    help="Step cost model file (written by `tierctl sim fit --output`); replaces --preset.",
 )
 _ENGINE_OPT = click.option(
     "--engine",
@@ -298,7 +299,7 @@ def _sim_bar() -> Iterator[Callable[[float, float], None]]:
 @_PRESET
 @_workload_options
 @_transfer_options
-@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@format_option(help="text, or json: the full result.")
 @click.option("--per-request", is_flag=True, help="Also print one line per request.")
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def run(
@@ -307,7 +308,7 @@ def run(
     pool_argv: tuple[str, ...],
     engine: str | None,
     engine_version: str | None,
-    as_json: bool,
+    fmt: str,
     per_request: bool,
     argv: tuple[str, ...],
     **kw: Any,
@@ -330,7 +331,7 @@ def run(
     _warn_block_size((engine_source.arm(),), cost)
     with _sim_bar() as tick:
         # Only the summary is printed: a trace is simulated streamed, in bounded memory.
-        streamed = None if as_json or per_request else run_trace_streamed(
+        streamed = None if (fmt == "json") or per_request else run_trace_streamed(
             engine_source, workload, cost, progress=tick
         )  # fmt: skip
         if streamed is not None:
@@ -338,7 +339,7 @@ def run(
             counts = {"run": (reasons, result.summary.requests)}
         else:
             result = run_sim(engine_source, workload, cost, progress=tick)
-    if as_json:
+    if fmt == "json":
         click.echo(json.dumps(result.to_json(), indent=1))
         return
     click.echo(_render_run(result, per_request))
@@ -384,7 +385,7 @@ def run(
     "`tierctl bench ab` of identical arms, for every figure or per figure ('TTFT p50=0.25,"
     "TPOT p50=0.1'); widens the simulated floor, and the interval by what it exceeds it.",
 )
-@click.option("--json", "as_json", is_flag=True)
+@format_option()
 def compare(
     control_argv: tuple[str, ...],
     candidate_argv: tuple[str, ...],
@@ -396,7 +397,7 @@ def compare(
     engine_version: str | None,
     draws: int,
     aa_floor_text: str,
-    as_json: bool,
+    fmt: str,
     **kw: Any,
 ) -> None:
     """Run two argv sets on the identical workload; print candidate/control ratios, each with
@@ -420,7 +421,7 @@ def compare(
     _judged_from(cmp, defaulted=kw.get("trace") is None and not _given("kind"))
     _warn_not_modelled(cmp.not_modelled)
     _warn_step_cost(cmp.step_cost)
-    if as_json:
+    if fmt == "json":
         click.echo(json.dumps(_compare_doc(wi, focus, source), indent=1))
         return
     click.echo(_render_compare(wi, focus, source))
@@ -642,8 +643,8 @@ def handoff_lines(label: str, result: SimResult) -> list[str]:
 @_ENGINE
 @_PRESET
 @_workload_options
-@click.option("--out", type=click.Path(dir_okay=False), help="Write the fit trace (JSONL) here.")
-@click.option("--force", is_flag=True, help="Overwrite --out if it holds another file.")
+@output_option("out", path_type=str, file_only=True, help="Write the fit trace (JSONL) here.")
+@click.option("--force", is_flag=True, help="Overwrite --output if it holds another file.")
 def fit_plan_cmd(
     control_argv: str,
     candidate_argv: str,
@@ -764,9 +765,9 @@ def fit_plan_cmd(
 )
 @_ENGINE
 @_PRESET
-@click.option("--out", type=click.Path(dir_okay=False), help="Write the fitted cost model here.")
-@click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
-@click.option("--json", "as_json", is_flag=True)
+@output_option("out", path_type=str, file_only=True, help="Write the fitted cost model here.")
+@click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
+@format_option()
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def fit(
     source: str,
@@ -783,13 +784,13 @@ def fit(
     engine_version: str | None,
     out: str | None,
     force: bool,
-    as_json: bool,
+    fmt: str,
     argv: tuple[str, ...],
     **kw: Any,
 ) -> None:
     """Fit the step cost model to a step log or to measured request timings.
 
-    `tierctl sim fit results.json --out m.json -- vllm serve M --max-num-batched-tokens 512`:
+    `tierctl sim fit results.json --output m.json -- vllm serve M --max-num-batched-tokens 512`:
     the engine argv after `--` is the one the measured engine ran with. The base model
     (--preset or --cost-model) gives what the data cannot (memory sizes, defaults) and the
     starting point.
@@ -838,7 +839,7 @@ def fit(
         write_cost_model(out, model, prov)
         click.echo(f"wrote {out}", err=True)
     doc = dataclasses.asdict(model)
-    if as_json:
+    if fmt == "json":
         # The coefficients at the top level (as before) plus where they came from.
         click.echo(json.dumps({**doc, "provenance": prov}, indent=1))
         return

@@ -12,16 +12,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tierctl.cli import targets
+from tierctl.cli.options import format_option, output_option, target_option
 from tierctl.cli.profiles import chosen_profiles, profile_option
+from tierctl.cli.targets import RenderRequest
 from tierctl.contracts.report import Violation
 from tierctl.errors import ExitCode, InputError
-from tierctl.render import output_path, render_compose
-from tierctl.render.files import (
-    RenderCheck,
-    check_rendered,
-    spec_output,
-    write_rendered,
-)
+from tierctl.render import render_compose
+from tierctl.render.files import RenderCheck, check_rendered, write_rendered
 from tierctl.spec import load_spec, resolve_tier
 from tierctl.spec.summary import summarise
 from tierctl.spec.tier_spec import TierSpec
@@ -41,11 +39,8 @@ def schema(indent: int) -> None:
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--write", "write", is_flag=True, help="Write the file the spec names in `output`.")
 @click.option("--check", "check", is_flag=True, help="Exit 1 with a diff when that file is stale.")
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Compare with / write to this path instead of the spec's `output`.",
+@output_option(
+    file_only=True, help="Compare with / write to this path instead of the spec's `output`."
 )
 @click.option(
     "--force", is_flag=True, help="With --write: overwrite a file tierctl did not generate."
@@ -58,11 +53,8 @@ def schema(indent: int) -> None:
     is_flag=True,
     help="With --write: write even when validate would reject the rendering.",
 )
-@click.option(
-    "--target",
-    type=click.Choice(["compose", "kubernetes"]),
-    default="compose",
-    show_default=True,
+@target_option(
+    auto=False,
     help="What to render: the compose file, or Kubernetes objects (docs/kubernetes.md).",
 )
 @profile_option
@@ -90,19 +82,18 @@ def render(
             "--write and --check exclude each other", rule="usage", fix="pass one of them"
         )
     tier_spec = load_spec(spec)
-    if target == "kubernetes":
-        return _render_kubernetes(
-            tier_spec, spec, (write, check, force, allow_invalid), output, allow_outside
-        )
-    text = render_compose(tier_spec, spec_path=spec)
-    path = output or output_path(tier_spec, spec)
-    if output is None and (write or check):
-        # The spec's own output: stays in its folder unless asked (paths.resolve_inside).
-        path = spec_output(tier_spec.output, spec, allow_outside=allow_outside)
-    from tierctl.contracts.spec_gate import check_rendering
-
-    gate = check_rendering(tier_spec, text, spec, profiles=chosen_profiles(profile))
-    return _finish(text, path, spec, gate.violations, write, check, force, allow_invalid)
+    request = RenderRequest(
+        tier_spec, spec, output, write or check, allow_outside, chosen_profiles(profile)
+    )
+    out = targets.target(target).render(request)
+    return _finish(
+        out.text,
+        out.path,
+        spec,
+        out.violations,
+        (write, check, force, allow_invalid),
+        out.command,
+    )
 
 
 def _finish(
@@ -110,13 +101,12 @@ def _finish(
     target: Path,
     spec: Path,
     violations: Sequence[Violation],
-    write: bool,
-    check: bool,
-    force: bool,
-    allow_invalid: bool,
+    modes: tuple[bool, bool, bool, bool],
     extra: str = "",
 ) -> ExitCode:
-    """Print the gate's findings, then check, write or print the rendering."""
+    """Print the gate's findings, then check, write or print the rendering; ``modes``:
+    (write, check, force, allow_invalid)."""
+    write, check, force, allow_invalid = modes
     for violation in violations:
         prefix = "error" if write and not allow_invalid else "warning"
         click.echo(f"{prefix}: {violation.line()}", err=True)
@@ -143,42 +133,10 @@ def _finish(
     return ExitCode.OK
 
 
-def _render_kubernetes(
-    tier_spec: TierSpec,
-    spec: Path,
-    modes: tuple[bool, bool, bool, bool],
-    output: Path | None,
-    allow_outside: bool,
-) -> ExitCode:
-    """``render --target kubernetes``: the objects, gated by the Kubernetes validation;
-    ``modes``: (write, check, force, allow_invalid)."""
-    write, check, force, allow_invalid = modes
-    from tierctl.kube.validation import validate_manifest_text
-    from tierctl.render.kubernetes import kube_output_name, render_kubernetes
-
-    text = render_kubernetes(tier_spec, spec_path=spec)
-    name = kube_output_name(tier_spec.output)
-    path = output or spec.parent / name
-    if output is None and (write or check):
-        path = spec_output(name, spec, allow_outside=allow_outside)
-    report = validate_manifest_text(text, str(path), spec=tier_spec, spec_path=spec)
-    return _finish(
-        text,
-        path,
-        spec,
-        report.violations,
-        write,
-        check,
-        force,
-        allow_invalid,
-        " --target kubernetes",
-    )
-
-
 @click.command()
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def show(spec: Path, as_json: bool) -> None:
+@format_option(help="text, or json: machine-readable output.")
+def show(spec: Path, fmt: str) -> None:
     """Summarise a tier: replicas, their argv differences and their variants, and what
     validate would reject in its rendering (an unknown flag, a bad value), as render warns."""
     from tierctl.contracts.spec_gate import check_rendering
@@ -187,7 +145,7 @@ def show(spec: Path, as_json: bool) -> None:
     summary = summarise(resolve_tier(tier_spec))
     # The first command a newcomer runs says what render would warn about: the same gate.
     gate = check_rendering(tier_spec, render_compose(tier_spec, spec_path=spec), spec)
-    if as_json:
+    if fmt == "json":
         doc = summary.to_dict()
         doc["problems"] = [v.line() for v in gate.violations]
         doc["unchecked"] = list(gate.unchecked)

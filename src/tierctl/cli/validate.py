@@ -1,4 +1,5 @@
-"""``tierctl validate``: check compose files against the spec's contracts, or on their own."""
+"""``tierctl validate``: check compose files (or another target's: ``cli.targets``) against the
+spec's contracts, or on their own."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ from pathlib import Path
 
 import click
 
+from tierctl.cli import targets
+from tierctl.cli.options import format_option, target_option
 from tierctl.cli.profiles import chosen_profiles, profile_option
+from tierctl.cli.targets import ValidateRequest
 from tierctl.contracts.crosscheck import ComposeCheck
-from tierctl.contracts.validation import validate_paths
 from tierctl.errors import ExitCode, InputError
+from tierctl.readers import read_once
 
 
 @click.command()
@@ -30,7 +34,7 @@ from tierctl.errors import ExitCode, InputError
     "whose image tag names no release with a shipped catalog.",
 )
 @click.option("--strict", is_flag=True, help="Without --spec: warnings (unpinned images) fail.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@format_option()
 @profile_option
 @click.option(
     "--compose-binary",
@@ -43,11 +47,8 @@ from tierctl.errors import ExitCode, InputError
     is_flag=True,
     help="Do not cross-check with a Compose binary: tierctl's own reader only.",
 )
-@click.option(
-    "--target",
-    type=click.Choice(["auto", "compose", "kubernetes"]),
-    default="auto",
-    show_default=True,
+@target_option(
+    auto=True,
     help="What the files are: compose files, or Kubernetes manifests (files, directories, or "
     "- for a Helm/Kustomize output on stdin); auto: manifests when a file holds apiVersion "
     "and kind, a directory or - is given.",
@@ -88,95 +89,20 @@ def validate(
             rule="usage",
             fix="pass one of them",
         )
-    if target == "kubernetes" or (target == "auto" and _kubernetes_input(compose)):
-        return _validate_kubernetes(
-            compose, spec_path, engine or catalog, strict, kube_version, fmt
-        )
-    profiles = chosen_profiles(profile)
-    check = ComposeCheck(enabled=not no_compose_binary, binary=compose_binary)
-    if spec_path is None:
-        if not compose:
-            raise InputError(
-                "nothing to validate",
-                rule="usage",
-                fix="pass --spec tier.yaml, or the compose files to check on their own",
-            )
-        from tierctl.contracts.standalone import validate_files
-
-        report = validate_files(
-            compose,
-            engine=engine or catalog,
-            strict=strict,
-            profiles=profiles,
-            compose_check=check,
-        )
-    else:
-        report = validate_paths(
-            spec_path, compose, catalog=catalog, profiles=profiles, compose_check=check
-        )
-    from tierctl.cli.main import option_labels
-
-    text = report.text(option_labels(["validate"]))
-    click.echo(report.to_json() if fmt == "json" else text)
-    return report.exit_code
-
-
-def _kubernetes_input(paths: tuple[Path, ...]) -> bool:
-    """Whether the files are Kubernetes manifests: ``-``, a directory, or a file whose head
-    has top-level ``apiVersion:`` and ``kind:`` keys (a compose file has neither)."""
-    from tierctl.readers import read_bytes
-
-    for path in paths:
-        if str(path) == "-" or path.is_dir():
-            return True
-        if not path.is_file():
-            continue
-        head = read_bytes(path, what="file", head=65536).decode("utf-8", errors="replace")
-        lines = head.splitlines()
-        if any(x.startswith("apiVersion:") for x in lines) and any(
-            x.startswith("kind:") for x in lines
-        ):
-            return True
-    return False
-
-
-def _stdin() -> str:
-    """Standard input's text, bounded like every input file."""
-    import sys
-
-    from tierctl.readers import Limits
-
-    limit = Limits.config().max_bytes
-    text = sys.stdin.read(limit + 1)
-    if len(text) > limit:
-        raise InputError(
-            f"standard input holds more than {limit:,} bytes",
-            rule="inputs are bounded (TIERCTL_MAX_INPUT_MB)",
-            fix="validate the manifests from files, or raise TIERCTL_MAX_INPUT_MB",
-        )
-    return text
-
-
-def _validate_kubernetes(
-    paths: tuple[Path, ...],
-    spec_path: Path | None,
-    engine: str | None,
-    strict: bool,
-    version: str | None,
-    fmt: str,
-) -> ExitCode:
-    from tierctl.kube.validation import KubeCheck, validate_manifests
-    from tierctl.render.kubernetes import KUBERNETES_VERSION
-
-    if not paths:
-        raise InputError(
-            "nothing to validate",
-            rule="usage",
-            fix="pass manifest files, a directory, or - (standard input)",
-        )
-    stdin = _stdin() if any(str(p) == "-" for p in paths) else None
-    settings = KubeCheck(version=version or KUBERNETES_VERSION, engine=engine, strict=strict)
-    report = validate_manifests(paths, spec_path=spec_path, stdin=stdin, settings=settings)
+    request = ValidateRequest(
+        paths=compose,
+        spec_path=spec_path,
+        catalog=catalog,
+        engine=engine,
+        strict=strict,
+        profiles=chosen_profiles(profile),
+        compose_check=ComposeCheck(enabled=not no_compose_binary, binary=compose_binary),
+        kube_version=kube_version,
+    )
+    # One reading of every input: telling the target, loading and the project's whole reading
+    # share the bytes (readers.read_once).
+    with read_once():
+        report = targets.chosen(target, compose).validate(request)
     from tierctl.cli.main import option_labels
 
     click.echo(report.to_json() if fmt == "json" else report.text(option_labels(["validate"])))

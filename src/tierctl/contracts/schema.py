@@ -17,9 +17,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
-from tierctl.bounded_schema import bounded
 from tierctl.compose import ComposeFile
 from tierctl.compose.project import ProjectOptions, project_config
 from tierctl.compose.unique_items import UniqueLists, equal_items_text
@@ -59,13 +56,23 @@ def _schema() -> Any:
     return json.loads(text)
 
 
+def _draft7() -> Any:
+    """jsonschema's draft-07 validator, bounded (imported here: a file jsonschema-rs passes
+    never needs the pure-Python validator, whose import is a fifth of ``validate``'s start)."""
+    import jsonschema
+
+    from tierctl.bounded_schema import bounded
+
+    return bounded(jsonschema.Draft7Validator)
+
+
 @functools.cache
 def _validator() -> Any:
     schema = _schema()
     # The file declares draft-07 as "https://json-schema.org/draft-07/schema" (no trailing
     # "#"), which jsonschema does not recognise; name the draft explicitly. anyOf and oneOf
     # are replaced by versions whose work is bounded by the document, not by its errors.
-    return bounded(jsonschema.Draft7Validator)(schema)
+    return _draft7()(schema)
 
 
 def _explain(error: Any) -> str:
@@ -301,7 +308,7 @@ def _without_unique_items(node: Any) -> Any:
 def _compose_validator() -> Any:
     """The schema as Compose v2 applies it: it does not enforce ``uniqueItems`` (a list that
     repeats an entry is read, its repeats dropped), found by the differential suite."""
-    return bounded(jsonschema.Draft7Validator)(_without_unique_items(_schema()))
+    return _draft7()(_without_unique_items(_schema()))
 
 
 def refuse_invalid(compose: ComposeFile) -> None:

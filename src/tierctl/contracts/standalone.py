@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierctl.catalog.build import parse_ref
+from tierctl.catalog.refs import parse_ref
 from tierctl.catalog.store import catalog_for_image, resolve_catalog
 from tierctl.compose import ComposeFile, ComposeService, load_compose, merge_compose
 from tierctl.compose.argv import FlagUse, parse_flags
@@ -126,7 +126,7 @@ def find_engines(
     return found, unchecked
 
 
-def _shell_script_argv(
+def shell_script_argv(
     profile: EngineProfile, argv: tuple[str, ...]
 ) -> tuple[int, tuple[str, ...]] | None:
     """(token index, words) of the engine command inside a shell script token
@@ -156,6 +156,9 @@ def _shell_script_argv(
                 return i, tuple(words)
             rest = rest.lstrip(";&|<> \t\n")
     return None
+
+
+_shell_script_argv = shell_script_argv  # the name this module's own callers use
 
 
 def _engine_of(service: ComposeService) -> tuple[EngineProfile | None, tuple[str, ...], int]:

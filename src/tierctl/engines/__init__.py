@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tierctl.engine_catalog import register_engine_kinds
+from tierctl.engines import detection
 from tierctl.engines.base import (
     ArgvCheck,
     EngineMetrics,
@@ -21,12 +23,15 @@ from tierctl.engines.base import (
     MetricRef,
     TokenScore,
 )
+from tierctl.engines.detection import AsyncProbe, Probe
 from tierctl.engines.sglang import PROFILE as SGLANG
 from tierctl.engines.vllm import PROFILE as VLLM
 from tierctl.errors import InputError
 
 #: Every known engine, by kind; the first is the default where nothing says otherwise.
 PROFILES: dict[str, EngineProfile] = {p.kind: p for p in (SGLANG, VLLM)}
+# The catalog's types (a leaf below this package) validate an engine name against these.
+register_engine_kinds(PROFILES)
 
 
 def default_profile() -> EngineProfile:
@@ -97,11 +102,28 @@ def running_argv(service: Mapping[str, Any]) -> list[str]:
 
 def profile_for_metrics(names: Iterable[str]) -> EngineProfile | None:
     """The engine whose series a set of metric names holds (the first found), or None."""
-    have = set(names)
-    for profile in PROFILES.values():
-        if profile.detect_prefix(have) is not None:
-            return profile
-    return None
+    return detection.profile_for_metrics(names, PROFILES.values())
+
+
+def profile_for_metrics_text(text: str) -> EngineProfile | None:
+    """The engine whose series a ``/metrics`` exposition holds, or None."""
+    return profile_for_metrics(detection.metric_names(text))
+
+
+def engine_at(probe: Probe) -> EngineProfile | None:
+    """The engine a server runs, by the one rule of :mod:`tierctl.engines.detection`
+    (metrics, then identity endpoints), or None when nothing tells."""
+    return detection.engine_at(probe, PROFILES.values())
+
+
+async def engine_at_async(probe: AsyncProbe) -> EngineProfile | None:
+    """:func:`engine_at` with an awaited probe."""
+    return await detection.engine_at_async(probe, PROFILES.values())
+
+
+def engine_at_or_default(probe: Probe) -> EngineProfile:
+    """:func:`engine_at`, else the default engine (the one fallback rule)."""
+    return engine_at(probe) or default_profile()
 
 
 def all_metric_prefixes() -> tuple[str, ...]:
@@ -122,6 +144,7 @@ __all__ = [
     "SGLANG",
     "VLLM",
     "ArgvCheck",
+    "AsyncProbe",
     "EngineMetrics",
     "EngineProfile",
     "Fetch",
@@ -129,15 +152,20 @@ __all__ = [
     "LogPattern",
     "LogprobShapeError",
     "MetricRef",
+    "Probe",
     "TokenScore",
     "all_metric_prefixes",
     "default_profile",
+    "engine_at",
+    "engine_at_async",
+    "engine_at_or_default",
     "image_entrypoint",
     "kinds",
     "profile_for",
     "profile_for_argv",
     "profile_for_distribution",
     "profile_for_metrics",
+    "profile_for_metrics_text",
     "profile_for_prefix",
     "running_argv",
 ]

@@ -330,6 +330,9 @@ class EngineProfile(ABC):
     readiness_path: str = "/health"
     metrics_path: str = "/metrics"
     models_path: str = "/v1/models"
+    #: Paths only this engine serves (a 200 there means this engine, when its ``/metrics``
+    #: did not tell): :mod:`tierctl.engines.detection`'s second rule.
+    identity_paths: tuple[str, ...] = ()
     #: ``POST`` here empties the engine's prefix cache (None: the engine has no such endpoint).
     flush_cache_path: str | None = None
     #: What that endpoint needs beyond the path (said when it is refused).
@@ -359,6 +362,11 @@ class EngineProfile(ABC):
     #: simulator fills its policy from these; ``sim compare`` warns about any other flag that
     #: differs between arms.
     sim_modelled_flags: frozenset[str] = frozenset()
+    #: The scheduler's two limits as flags (spec names, no dashes): the per-step token budget
+    #: and the most requests running at once ("" where the engine has none). ``sim fit``
+    #: runs its fit engine at the larger arm's.
+    token_budget_flag: str = ""
+    max_running_flag: str = ""
     #: How ``false`` renders when no catalog says otherwise: ``"omit"`` or ``"no-prefix"``.
     false_default: str = "omit"
     #: The label of the per-draft-position acceptance counter (``metrics.extra``'s

@@ -99,6 +99,7 @@ class SGLangProfile(EngineProfile):
     readiness_path = "/health_generate"
     metric_prefixes = ("sglang:", "sglang_")
     flush_cache_path = "/flush_cache"
+    identity_paths = ("/server_info",)
     flush_cache_needs = "SGLang refuses it (400) while requests are running or waiting"
     # python/sglang/srt/entrypoints/openai/protocol.py's StreamOptions; a release without
     # the field ignores it, and its streams carry usage only at the end.
@@ -144,6 +145,8 @@ class SGLangProfile(EngineProfile):
     metrics_fix = "render the engine with --enable-metrics"
     argv_gate = "server-info"
     argv_gate_text = "`GET /server_info` reports exactly the rendered flags"
+    token_budget_flag = "chunked-prefill-size"
+    max_running_flag = "max-running-requests"
     sim_modelled_flags = frozenset(
         {
             "chunked-prefill-size",

@@ -178,6 +178,8 @@ class VLLMProfile(EngineProfile):
     )
     # What tierctl.sim.vllm_policy reads (decode-first with a token budget). Not the TP size:
     # a cost model is fitted for one parallel layout.
+    token_budget_flag = "max-num-batched-tokens"
+    max_running_flag = "max-num-seqs"
     sim_modelled_flags = frozenset(
         {
             "max-num-batched-tokens",

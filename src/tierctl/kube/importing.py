@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierctl.adopt import _common, _overrides
+from tierctl.adopt import common_keys as _common
+from tierctl.adopt import overrides_over as _overrides
 from tierctl.catalog.build import parse_ref
 from tierctl.engine_catalog import Catalog
 from tierctl.errors import InputError, Location

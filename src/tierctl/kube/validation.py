@@ -573,7 +573,8 @@ def _replica_of(e: EngineContainer, spec: TierSpec) -> str | None:
 
 
 def _expected_flags(spec: TierSpec, r: ResolvedReplica, e: EngineContainer) -> dict[str, Any]:
-    from tierctl.render.kubernetes import _multinode_flags, nodes_of
+    from tierctl.render.kubernetes import multinode_flags as _multinode_flags
+    from tierctl.render.kubernetes import nodes_of
 
     flags = pod_flags(spec, r)
     if nodes_of(e.profile, flags) > 1:

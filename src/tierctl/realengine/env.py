@@ -83,30 +83,6 @@ def ensure_vllm() -> Path:
     return found
 
 
-#: The engine kinds that run for real on this machine (each has its ensure script).
-REAL_ENGINES = ("vllm", "sglang")
-
-
-def ensure_engine(kind: str) -> Path:
-    """The real engine's python for an engine kind (``vllm`` or ``sglang``), installing its
-    virtualenv first when it is missing.
-
-    Raises:
-        RuntimeFailure: no real engine of that kind runs here, or its install failed.
-    """
-    if kind == "sglang":
-        from tierctl.realengine.sglang import ensure_sglang
-
-        return ensure_sglang()
-    if kind == "vllm":
-        return ensure_vllm()
-    raise RuntimeFailure(
-        f"no real {kind} engine runs on this machine",
-        rule="the real engines here are vLLM 0.32 and SGLang 0.5.23 on CPU",
-        fix="use --engine vllm or --engine sglang",
-    )
-
-
 def router_binary(python: Path | None = None) -> Path | None:
     """The ``sglang-router`` executable: ``$TIERCTL_SGLANG_ROUTER``, the engine venv, or PATH."""
     explicit = os.environ.get("TIERCTL_SGLANG_ROUTER")

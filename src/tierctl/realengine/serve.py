@@ -1,7 +1,7 @@
 """``tierctl real-engine serve``: one real engine on loopback in the foreground.
 
-Starts :class:`~tierctl.realengine.sglang.SglangEngine` or
-:class:`~tierctl.realengine.engine.VllmEngine` on the tiny model, waits for ``/health``, prints
+Starts the engine kind's server (:data:`~tierctl.realengine.registry.REAL_ENGINES`) on the tiny
+model, waits for ``/health``, prints
 one line saying where it serves, then waits until it is interrupted (Ctrl-C, SIGTERM) or the
 engine exits, and stops the engine's whole process group either way.
 """
@@ -15,6 +15,7 @@ from pathlib import Path
 from types import FrameType
 
 from tierctl.errors import ExitCode, RuntimeFailure
+from tierctl.realengine.registry import real_engine
 from tierctl.runtime.process import free_port, http_ready, log_tail
 
 
@@ -40,7 +41,7 @@ def serve(
     """Serve until interrupted (Ctrl-C or SIGTERM: :attr:`ExitCode.OK`).
 
     Args:
-        engine: ``sglang`` or ``vllm``.
+        engine: a kind of :data:`~tierctl.realengine.registry.REAL_ENGINES`.
         port: Loopback port; 0 picks a free one.
         log: The engine's log (default ``ENGINE-PORT.log`` here).
         flags: Engine flags after its base flags.
@@ -54,16 +55,8 @@ def serve(
     """
     port = port or free_port()
     log = log or Path(f"{engine}-{port}.log")
-    if engine == "sglang":
-        from tierctl.realengine.sglang import SglangEngine
-
-        sgl = SglangEngine(log, flags=flags, port=port, name="sglang")
-        process, url = sgl.process, sgl.url
-    else:
-        from tierctl.realengine.engine import VllmEngine
-
-        vll = VllmEngine(log, flags=flags, port=port, name="vllm")
-        process, url = vll.process, vll.url
+    server = real_engine(engine).server(log, flags, port)
+    process, url = server.process, server.url
     previous = signal.signal(signal.SIGTERM, _on_term)
     try:
         process.start()

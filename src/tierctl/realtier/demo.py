@@ -142,6 +142,7 @@ def _demo(
     t0: float,
 ) -> int:
     from tierctl.realengine import env as realenv
+    from tierctl.realengine.registry import real_engine
     from tierctl.realtier.tier import RealTier
 
     start_timeout_s, live_s, _soak_s = times_s
@@ -149,7 +150,7 @@ def _demo(
     with console.status(
         f"the {engine} CPU virtualenv (scripts/ensure-{engine}; GBs the first time)"
     ):
-        python = realenv.ensure_engine(engine)
+        python = real_engine(engine).ensure_python()
     console.print(f"engine python: {python}")
     with console.status("the tiny model (made locally from a fixed seed; no hub access)"):
         model = realenv.tiny_model(python)
@@ -326,7 +327,7 @@ def _bench(
             "--a-name", "r1", "--b-name", "r2", "--order", "ABBA",
             "--burst", "8x200", "--output-tokens", "32", "--api", "completions",
             "--tokenizer", tok, "--timeout", "300", "--seed", "1", "--no-plots",
-            "--out", str(ab_out),
+            "--output", str(ab_out),
         ),
     )  # fmt: skip
     live_start = time.time()
@@ -345,7 +346,7 @@ def _bench(
             "--hammer-duration", f"{live_s:g}", "--hammer-count", "100000",
             "--hammer-tokens", "200:32",
             "--api", "completions", "--tokenizer", tok, "--timeout", "300", "--seed", "2",
-            "--no-plots", "--out", str(workdir / "bench-router"),
+            "--no-plots", "--output", str(workdir / "bench-router"),
         ),
     )  # fmt: skip
     if code != 0:

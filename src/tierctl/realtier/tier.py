@@ -29,6 +29,7 @@ from tierctl.errors import RuntimeFailure
 from tierctl.proxies.sglang_router import SglangRouter, settings_from_argv
 from tierctl.readers import read_text
 from tierctl.realengine import env as realenv
+from tierctl.realengine.registry import real_engine
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.runtime.process import free_port
@@ -76,7 +77,7 @@ class RealTier:
         workdir.mkdir(parents=True, exist_ok=True)
         self.engine = engine
         spec = spec or EXAMPLES[engine]
-        self.python = python or realenv.ensure_engine(engine)
+        self.python = python or real_engine(engine).ensure_python()
         self.model = realenv.tiny_model(self.python)
         self._log = log
         data, _ = parse_yaml(read_text(spec, what="spec"), str(spec))

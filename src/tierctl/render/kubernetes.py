@@ -425,7 +425,7 @@ def _selector(spec: TierSpec, r: ResolvedReplica) -> dict[str, str]:
     return {TIER_LABEL: spec.tier, REPLICA_LABEL: r.name}
 
 
-def _multinode_flags(profile: EngineProfile, flags: dict[str, Any], rank: str) -> dict[str, Any]:
+def multinode_flags(profile: EngineProfile, flags: dict[str, Any], rank: str) -> dict[str, Any]:
     """A multi-node pod's flags: the leader's address from LWS and this pod's rank."""
     out = dict(flags)
     if profile.leader_address_flag:
@@ -438,6 +438,9 @@ def _multinode_flags(profile: EngineProfile, flags: dict[str, Any], rank: str) -
     if profile.node_rank_flag:
         out[profile.node_rank_flag] = rank
     return out
+
+
+_multinode_flags = multinode_flags  # the name this module's own callers use
 
 
 def replica_workload(

@@ -114,7 +114,7 @@ def make_plan(
 
 
 def load_plan(path: Path) -> Plan:
-    """Read a plan written by ``tierctl plan --json``."""
+    """Read a plan written by ``tierctl plan --format json``."""
     text = read_text(
         path,
         what="plan",

@@ -340,7 +340,7 @@ class FleetPlan:
     plans: dict[str, Plan]
 
     def summary(self) -> dict[str, Any]:
-        """The plan as data (``--json``)."""
+        """The plan as data (``--format json``)."""
         return {
             "fleet": self.fleet.spec.fleet,
             "old": self.fleet.spec.old,

@@ -1,6 +1,6 @@
 """The plan as data: what changes per service, and the ordered steps that apply it.
 
-A plan is written by ``tierctl plan --json`` and read back by ``tierctl rollout --plan``, so it
+A plan is written by ``tierctl plan --format json`` and read back by ``tierctl rollout --plan``, so it
 is a boundary model (pydantic, ``extra="forbid"``). Its :func:`plan_digest` ties a journal to
 the exact plan it records.
 """

@@ -205,7 +205,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     # Runs in the child between fork and exec; the setting survives exec.
     try:
         import ctypes
@@ -215,6 +215,9 @@ def _die_with_parent() -> None:
         libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
     except (OSError, AttributeError):
         pass
+
+
+_die_with_parent = die_with_parent  # the name this module's own callers use
 
 
 def _alive(pid: int, child: subprocess.Popen[bytes] | None) -> bool:

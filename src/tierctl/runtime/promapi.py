@@ -34,6 +34,36 @@ class Series:
     values: tuple[float, ...]
 
 
+def check_prometheus_url(base_url: str, *, param: str = "prometheus") -> None:
+    """Refuse a Prometheus URL that no query could use: not http(s), or not a URL at all
+    (``http://[::1``). The CLI checks its option with this when it reads it, so a malformed
+    URL is exit 2 at once, before any rollout step or readout query.
+
+    Raises:
+        InputError: the URL, masked, naming the parameter ``param``.
+    """
+    if not base_url.startswith(("http://", "https://")):
+        raise InputError(
+            "the Prometheus URL must start with http:// or https://",
+            rule="prometheus-url",
+            value=mask_userinfo(base_url),
+            fix=f"pass e.g. `{param}` http://127.0.0.1:9090",
+            params=(param,),
+        )
+    try:
+        httpx.URL(base_url)
+    except httpx.InvalidURL as exc:
+        # Refused here, not by the first query (httpx.InvalidURL is no HTTPError): sweep
+        # seed 5150301 input 15622, `readout --prometheus 'http://[::1'`.
+        raise InputError(
+            f"the Prometheus URL is not a valid URL: {exc}",
+            rule="prometheus-url",
+            value=mask_userinfo(base_url),
+            fix=f"pass e.g. `{param}` http://127.0.0.1:9090",
+            params=(param,),
+        ) from None
+
+
 class PrometheusClient:
     """Query a Prometheus server.
 
@@ -53,26 +83,7 @@ class PrometheusClient:
         timeout_s: float = 30.0,
         http: httpx.Client | None = None,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise InputError(
-                "the Prometheus URL must start with http:// or https://",
-                rule="prometheus-url",
-                value=mask_userinfo(base_url),
-                fix="pass e.g. `prometheus` http://127.0.0.1:9090",
-                params=("prometheus",),
-            )
-        try:
-            httpx.URL(base_url)
-        except httpx.InvalidURL as exc:
-            # Refused here, not by the first query (httpx.InvalidURL is no HTTPError): sweep
-            # seed 5150301 input 15622, `readout --prometheus 'http://[::1'`.
-            raise InputError(
-                f"the Prometheus URL is not a valid URL: {exc}",
-                rule="prometheus-url",
-                value=mask_userinfo(base_url),
-                fix="pass e.g. `prometheus` http://127.0.0.1:9090",
-                params=("prometheus",),
-            ) from None
+        check_prometheus_url(base_url)
         self.base_url = base_url.rstrip("/")
         self._owned = http is None
         self._client = http or httpx.Client(transport=transport, timeout=timeout_s)

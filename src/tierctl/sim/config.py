@@ -23,7 +23,7 @@ from tierctl.engine_catalog import Catalog
 from tierctl.engines import profile_for
 from tierctl.engines.base import SimRules
 from tierctl.errors import InputError, Location
-from tierctl.sim.surface import SURFACES, detect_engine, surface
+from tierctl.sim.surface import SGLANG, SURFACES, VLLM, detect_engine, surface
 
 # The modelled flags: name -> (field, parser). The parser turns the raw token into the value.
 
@@ -173,7 +173,8 @@ _MODELLED_VLLM: dict[str, tuple[str, Any]] = {
     "kv-transfer-config": ("kv_transfer_config", _kv_transfer_json),
 }
 
-_TABLES = {"sglang": _MODELLED, "vllm": _MODELLED_VLLM}
+#: The flags each simulated engine's config reads, by the kind of its surface.
+_TABLES = {SGLANG.kind: _MODELLED, VLLM.kind: _MODELLED_VLLM}
 
 # vLLM's KV block (tokens per block) when neither --block-size nor the device is known (its
 # CUDA default; the engine profile's SimRules.kv_block_tokens has each device's).

@@ -1,4 +1,4 @@
-"""Cost models as files: what ``tierctl sim fit --out`` writes and ``--cost-model`` reads.
+"""Cost models as files: what ``tierctl sim fit --output`` writes and ``--cost-model`` reads.
 
 A file is one JSON object::
 

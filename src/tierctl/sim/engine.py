@@ -21,12 +21,15 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tierctl.errors import InputError
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.domain import StepDomain
 from tierctl.sim.prefix_cache import PrefixCache
+from tierctl.sim.surface import SGLANG, VLLM
 from tierctl.sim.workload import SimRequest
 from tierctl.traces import BLOCK_TOKENS
 
@@ -743,25 +746,65 @@ class Scheduler:
         """Policy bookkeeping for ``rounds`` fast-forwarded decode rounds (KV growth)."""
 
 
-def make_scheduler(
-    config: EngineConfig, cost: CostModel, seed: int = 0, *, ranks: bool = False
-) -> Scheduler:
-    """The scheduler model of ``config``'s engine: SGLang's, or vLLM v1's (``seed`` draws the
-    steps' jitter when the cost model has any). ``ranks``: model SGLang's DP attention ranks
-    (``--enable-dp-attention --dp-size D``) as D schedulers stepping together (offline)."""
-    if ranks and config.engine == "sglang" and config.enable_dp_attention and config.dp_size > 1:
+#: One engine's scheduler model for a config: ``(config, cost, seed, ranks)``.
+SchedulerPolicy = Callable[[EngineConfig, CostModel, int, bool], "Scheduler"]
+#: The scheduler policies, by engine kind: an engine the simulator models registers one
+#: (:func:`register_policy`); nothing else in sim/ chooses a scheduler by kind.
+POLICIES: dict[str, SchedulerPolicy] = {}
+
+
+def register_policy(kind: str) -> Callable[[SchedulerPolicy], SchedulerPolicy]:
+    """Register the decorated function as engine ``kind``'s scheduler policy."""
+
+    def register(policy: SchedulerPolicy) -> SchedulerPolicy:
+        POLICIES[kind] = policy
+        return policy
+
+    return register
+
+
+@register_policy(SGLANG.kind)
+def _sglang_policy(config: EngineConfig, cost: CostModel, seed: int, ranks: bool) -> Scheduler:
+    """SGLang's scheduler; its DP attention ranks as D schedulers stepping together (offline,
+    ``ranks``), or the retracting one where its release retracts decodes."""
+    if ranks and config.enable_dp_attention and config.dp_size > 1:
         from tierctl.sim.dp_attention import DpAttentionScheduler
 
         return DpAttentionScheduler(config, cost, seed)
-    if config.engine == "vllm":
-        from tierctl.sim.vllm_policy import VllmScheduler
-
-        return VllmScheduler(config, cost, seed)
     if config.rules.retract_decode and not config.disable_radix_cache:
         from tierctl.sim.sglang_retract import RetractingScheduler
 
         return RetractingScheduler(config, cost, seed)
     return Scheduler(config, cost, seed)
+
+
+@register_policy(VLLM.kind)
+def _vllm_policy(config: EngineConfig, cost: CostModel, seed: int, ranks: bool) -> Scheduler:
+    """vLLM v1's scheduler."""
+    from tierctl.sim.vllm_policy import VllmScheduler
+
+    return VllmScheduler(config, cost, seed)
+
+
+def make_scheduler(
+    config: EngineConfig, cost: CostModel, seed: int = 0, *, ranks: bool = False
+) -> Scheduler:
+    """The scheduler model of ``config``'s engine, by its registered policy (``seed`` draws
+    the steps' jitter when the cost model has any; ``ranks``: model SGLang's DP attention
+    ranks, ``--enable-dp-attention --dp-size D``, as D schedulers stepping together).
+
+    Raises:
+        InputError: the engine has no scheduler policy (the simulator does not model it).
+    """
+    policy = POLICIES.get(config.engine)
+    if policy is None:
+        raise InputError(
+            f"the simulator has no scheduler model of {config.engine!r}",
+            rule="sim-engine",
+            value=config.engine,
+            fix=f"simulate one of {', '.join(POLICIES)} (docs/sim.md)",
+        )
+    return policy(config, cost, seed, ranks)
 
 
 def _itl_bucket(gap_s: float) -> int:

@@ -29,6 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tierctl.engines import profile_for
 from tierctl.sim.config import EngineConfig
 from tierctl.sim.cost import CostModel
 from tierctl.sim.domain import StepDomain
@@ -36,11 +37,12 @@ from tierctl.sim.engine import make_scheduler
 from tierctl.sim.simulate import simulate
 from tierctl.sim.workload import SimRequest, Workload
 
-# The engine's budget and sequence-limit flags, per engine: the fit runs at the larger.
-_LIMIT_FLAGS = {
-    "vllm": ("--max-num-batched-tokens", "--max-num-seqs"),
-    "sglang": ("--chunked-prefill-size", "--max-running-requests"),
-}
+
+def _limit_flags(kind: str) -> tuple[str, str]:
+    """The engine's budget and sequence-limit flags (its profile's): the fit runs at the
+    larger arm's."""
+    profile = profile_for(kind)
+    return f"--{profile.token_budget_flag}", f"--{profile.max_running_flag}"
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def fit_plan_cover(
         budget = max(budget, size)
         running = max(running, sched.max_running)
     base = fit_argv or arms[0]
-    flag_budget, flag_running = _LIMIT_FLAGS[base.engine]
+    flag_budget, flag_running = _limit_flags(base.engine)
     flags = (flag_budget, str(budget), flag_running, str(running))
     fit_cfg = EngineConfig.from_argv([*base.argv, *flags], engine=base.engine, version=base.release)
     limit = fit_cfg.max_prompt_tokens

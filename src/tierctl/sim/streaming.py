@@ -3,7 +3,7 @@
 The in-memory path (:func:`tierctl.sim.simulate.simulate`) holds every request three times
 over: the workload's tuple, the scheduler's finished requests, and the per-request results the
 summary is computed from (about 1.5 KB a request: a 400 MB trace peaked at 769 MiB). When the
-command prints only the summary (``sim run --trace`` without ``--json``/``--per-request``),
+command prints only the summary (``sim run --trace`` without ``--format json``/``--per-request``),
 this path instead
 
 * reads the trace as a stream (:func:`tierctl.traces.iter_trace`): a row becomes a request

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tierctl.engines import profile_for, profile_for_argv
-
-ENGINES = ("sglang", "vllm")
+from tierctl.engines import default_profile, profile_for, profile_for_argv
 
 
 @dataclass(frozen=True)
@@ -85,20 +83,25 @@ VLLM = EngineSurface(
     ),
 )
 
+#: The engines the simulator imitates, by kind (each a kind of ``engines.PROFILES``: tested);
+#: an engine without a surface here is not modelled (docs/sim.md).
 SURFACES: dict[str, EngineSurface] = {s.kind: s for s in (SGLANG, VLLM)}
+#: Their kinds, for choices.
+ENGINES: tuple[str, ...] = tuple(SURFACES)
 
 
 def surface(kind: str) -> EngineSurface:
-    """The surface of engine ``kind`` (``sglang`` or ``vllm``)."""
+    """The surface of engine ``kind`` (a key of :data:`SURFACES`)."""
     return SURFACES[kind]
 
 
 def detect_engine(argv: tuple[str, ...] | list[str]) -> str:
-    """The engine an argv launches (per the engine profiles); SGLang when it names none."""
+    """The engine an argv launches (per the engine profiles); the default engine when it
+    names none."""
     head: list[str] = []
     for token in argv:
         if token.startswith("-") and token != "-m":
             break
         head.append(token)
     found = profile_for_argv(head)
-    return found.kind if found is not None else "sglang"
+    return (found or default_profile()).kind

@@ -61,7 +61,9 @@ def test_build_from_a_local_wheel_writes_a_loadable_catalog(run_cli, tmp_path: P
             "        parser.add_argument('--port', type=int, default=30000)\n",
         )
     out = tmp_path / "cat.json"
-    result = run_cli("catalog", "build", "sglang==0.0.1", "--wheel", str(wheel), "--out", str(out))
+    result = run_cli(
+        "catalog", "build", "sglang==0.0.1", "--wheel", str(wheel), "--output", str(out)
+    )
     assert result.code == 0
     assert "sglang==0.0.1: 1 flags" in result.out
     shown = run_cli("catalog", "show", str(out), "--flag", "--port")

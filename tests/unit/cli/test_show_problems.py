@@ -29,7 +29,7 @@ def test_show_reports_an_unknown_flag_as_render_does(
     warned = [line for line in rendered.err.splitlines() if line.startswith("warning:")]
     assert warned
     assert all(line in shown.err for line in warned)
-    doc = json.loads(run_cli("show", "--json", str(spec)).out)
+    doc = json.loads(run_cli("show", "--format", "json", str(spec)).out)
     assert any("--max-runing-requests" in p for p in doc["problems"])
 
 
@@ -37,4 +37,4 @@ def test_show_of_a_clean_spec_reports_no_problem(run_cli: Callable[..., CliResul
     shown = run_cli("show", str(GLM_SPEC))
     assert shown.code == 0
     assert "warning" not in shown.err
-    assert json.loads(run_cli("show", "--json", str(GLM_SPEC)).out)["problems"] == []
+    assert json.loads(run_cli("show", "--format", "json", str(GLM_SPEC)).out)["problems"] == []

@@ -24,7 +24,7 @@ def test_schema_accepts_the_examples_and_rejects_a_typo(run_cli: Callable[..., C
 
 
 def test_show_json_lists_differences(run_cli: Callable[..., CliResult]) -> None:
-    result = run_cli("show", "--json", str(GLM_SPEC))
+    result = run_cli("show", "--format", "json", str(GLM_SPEC))
     assert result.code == 0
     data = json.loads(result.out)
     diffs = {d["setting"]: d["values"] for d in data["differences"]}

@@ -93,14 +93,14 @@ def test_the_cli_reads_manifests_and_writes_a_spec(
 ) -> None:
     out = tmp_path / "tier.yaml"
     result = run_cli(
-        "import", str(CORPUS / "13-statefulset-servicemonitor.yaml"), "--out", str(out)
+        "import", str(CORPUS / "13-statefulset-servicemonitor.yaml"), "--output", str(out)
     )
     assert result.code == 0, result.err
     assert "round trip: the spec's Kubernetes rendering runs the same flags" in result.err
     assert run_cli("render", "--target", "kubernetes", str(out)).code == 0
     assert (
         run_cli(
-            "import", str(CORPUS / "13-statefulset-servicemonitor.yaml"), "--out", str(out)
+            "import", str(CORPUS / "13-statefulset-servicemonitor.yaml"), "--output", str(out)
         ).code
         == 2
     )

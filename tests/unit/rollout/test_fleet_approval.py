@@ -341,9 +341,9 @@ def test_plan_and_runbook_fleet_show_the_waves_hosts_steps_and_approvals(
     assert "3 hosts in 2 waves, at most 2 at once" in shown.out
     assert "a manual approval" in shown.out
     assert "wave 1:\n  h1 (h1/compose.yaml): 01-recreate-r1" in shown.out
-    as_json = json.loads(run_cli("plan", "--fleet", str(fleet_file), "--json").out)
+    as_json = json.loads(run_cli("plan", "--fleet", str(fleet_file), "--format", "json").out)
     assert [[h["host"] for h in w] for w in as_json["waves"]] == [["h1"], ["h2", "h3"]]
-    assert as_json == json.loads(run_cli("fleet", "plan", str(fleet_file), "--json").out)
+    assert as_json == json.loads(run_cli("fleet", "plan", str(fleet_file), "--format", "json").out)
     book = run_cli("runbook", "--fleet", str(fleet_file))
     assert book.code == 0, book.err
     text = book.out

@@ -149,7 +149,7 @@ def test_the_simulator_draws_the_fitted_positions() -> None:
 def _fit_cli(run_cli: Callable[..., Any], tmp_path: Path, source: str) -> dict[str, Any]:
     out = tmp_path / "m.json"
     res = run_cli(
-        "sim", "fit", source, "--preset", "dense-8b-h100", "--out", str(out), "--force",
+        "sim", "fit", source, "--preset", "dense-8b-h100", "--output", str(out), "--force",
         "--", "vllm", "serve", "tiny", "--speculative-config", NGRAM,
     )  # fmt: skip
     assert res.code == 0, res.err

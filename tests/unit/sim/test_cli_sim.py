@@ -14,7 +14,7 @@ from tests.conftest import GLM_SPEC
 
 def test_run_json_reports_every_request(run_cli: Callable[..., Any]) -> None:
     res = run_cli("sim", "run", "--workload", "burst", "--count", "2", "--input-tokens", "50000",
-                  "--json", "--", "--chunked-prefill-size", "8192")  # fmt: skip
+                  "--format", "json", "--", "--chunked-prefill-size", "8192")  # fmt: skip
     assert res.code == 0, res.err
     doc = json.loads(res.out)
     assert [r["status"] for r in doc["requests"]] == ["completed", "completed"]
@@ -23,7 +23,7 @@ def test_run_json_reports_every_request(run_cli: Callable[..., Any]) -> None:
 
 def test_run_from_spec_replica_uses_its_interval(run_cli: Callable[..., Any]) -> None:
     res = run_cli("sim", "run", "--spec", str(GLM_SPEC), "--replica", "r2", "--workload", "burst",
-                  "--count", "1", "--input-tokens", "40000", "--json")  # fmt: skip
+                  "--count", "1", "--input-tokens", "40000", "--format", "json")  # fmt: skip
     assert res.code == 0, res.err
     argv = json.loads(res.out)["argv"]
     assert argv[argv.index("--prefill-decode-interval") + 1] == "2"
@@ -64,7 +64,7 @@ def test_fit_prints_coefficients(run_cli: Callable[..., Any], tmp_path: Path) ->
         lines.append({"kind": "prefill", "new_tokens": c, "cached_tokens": c,
                       "duration_s": 0.0005 + 0.02 + 1e-5 * c + 1e-9 * c * (c + c / 2)})  # fmt: skip
     p.write_text("\n".join(json.dumps(x) for x in lines))
-    res = run_cli("sim", "fit", str(p), "--json")
+    res = run_cli("sim", "fit", str(p), "--format", "json")
     assert res.code == 0, res.err
     doc = json.loads(res.out)
     assert abs(doc["decode_per_seq_s"] - 0.001) < 1e-6

@@ -42,7 +42,7 @@ def _rows(out: str) -> dict[str, list[str]]:
 
 def test_sim_run_on_a_vllm_spec_replica(run_cli: Callable[..., Any]) -> None:
     res = run_cli("sim", "run", "--spec", str(VLLM_SPEC), "--replica", "r2", "--workload",
-                  "hammer", "--duration-s", "20", "--preset", "dense-8b-h100", "--json")  # fmt: skip
+                  "hammer", "--duration-s", "20", "--preset", "dense-8b-h100", "--format", "json")  # fmt: skip
     assert res.code == 0, res.err
     doc = json.loads(res.out)
     assert doc["argv"][:2] == ["vllm", "serve"]
@@ -66,7 +66,7 @@ def test_compare_of_a_modelled_flag_has_no_warning_and_moves_the_figures(
 ) -> None:
     res = run_cli("sim", "compare", "--spec", str(VLLM_SPEC), "--control-replica", "r1",
                   "--candidate-replica", "r2", "--workload", "hammer", "--rate", "40",
-                  "--duration-s", "12", "--preset", "dense-8b-h100", "--json")  # fmt: skip
+                  "--duration-s", "12", "--preset", "dense-8b-h100", "--format", "json")  # fmt: skip
     assert res.code == 0, res.err
     doc = json.loads(res.out)
     assert doc["not_modelled"] == []
@@ -83,7 +83,7 @@ def test_cost_model_file_round_trip_and_use(run_cli: Callable[..., Any], tmp_pat
     assert model == slow
     assert prov["fitted_on"] == ["by hand"]
     assert "fitted_at" in prov
-    args = ("sim", "run", "--workload", "hammer", "--duration-s", "20", "--json", "--",
+    args = ("sim", "run", "--workload", "hammer", "--duration-s", "20", "--format", "json", "--",
             "--chunked-prefill-size", "8192")  # fmt: skip
     fast = json.loads(run_cli(*args[:2], "--preset", "dense-8b-h100", *args[2:]).out)
     res = run_cli(*args[:2], "--cost-model", str(path), *args[2:])
@@ -154,15 +154,15 @@ def test_sim_fit_cli_reads_bench_results_and_writes_a_cost_model(
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"kind": "run", "run": {"requests": reqs}}))
     out = tmp_path / "fitted.json"
-    res = run_cli("sim", "fit", str(results), "--preset", "dense-8b-h100", "--out", str(out),
-                  "--json", "--", "vllm", "serve", "/m", "--max-num-batched-tokens", "2048")  # fmt: skip
+    res = run_cli("sim", "fit", str(results), "--preset", "dense-8b-h100", "--output", str(out),
+                  "--format", "json", "--", "vllm", "serve", "/m", "--max-num-batched-tokens", "2048")  # fmt: skip
     assert res.code == 0, res.err
     model, prov = read_cost_model(out)
     assert prov["samples"]["requests"] == len(reqs)
     assert prov["engine"] == "vllm"
     assert prov["residuals"]["tpot_median_abs_rel_error"] < 0.1
     assert model.decode_base_s == pytest.approx(0.02, rel=0.25)
-    again = run_cli("sim", "fit", str(results), "--out", str(out))
+    again = run_cli("sim", "fit", str(results), "--output", str(out))
     assert again.code == 2
     assert "exists" in again.err
 
@@ -184,7 +184,7 @@ def test_sim_fit_reads_sglang_decode_batch_lines(
     log = tmp_path / "sglang.log"
     log.write_text("\n".join(lines) + "\n")
     out = tmp_path / "m.json"
-    res = run_cli("sim", "fit", str(log), "--preset", "dense-8b-h100", "--out", str(out))
+    res = run_cli("sim", "fit", str(log), "--preset", "dense-8b-h100", "--output", str(out))
     assert res.code == 0, res.err
     model, prov = read_cost_model(out)
     assert prov["samples"] == {"decode_lines": 5}
@@ -236,7 +236,9 @@ def test_sim_fit_reads_vllm_iteration_lines_and_fits_the_between_step_time(
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"kind": "run", "run": {"requests": reqs}}))
     out = tmp_path / "m.json"
-    steps_only = run_cli("sim", "fit", str(log), "--preset", "dense-8b-h100", "--json", "--", *argv)
+    steps_only = run_cli(
+        "sim", "fit", str(log), "--preset", "dense-8b-h100", "--format", "json", "--", *argv
+    )
     assert steps_only.code == 0, steps_only.err
     doc = json.loads(steps_only.out)
     assert doc["provenance"]["samples"] == {"iterations": 60}
@@ -252,7 +254,7 @@ def test_sim_fit_reads_vllm_iteration_lines_and_fits_the_between_step_time(
     assert refused.code == 2
     assert "replay against the timings mismatched" in refused.err
     res = run_cli("sim", "fit", str(log), "--timings", str(results), "--preset",
-                  "dense-8b-h100", "--out", str(out), "--allow-replay-mismatch", "--", *argv)  # fmt: skip
+                  "dense-8b-h100", "--output", str(out), "--allow-replay-mismatch", "--", *argv)  # fmt: skip
     assert res.code == 0, res.err
     assert "warning: the iteration log's replay against the timings mismatched" in res.err
     model, prov = read_cost_model(out)
@@ -375,9 +377,11 @@ def test_sim_fit_out_goes_through_the_checked_writer(
     results.write_text(json.dumps({"kind": "run", "run": {"requests": reqs}}))
     argv = ["--", "vllm", "serve", "/m", "--max-num-batched-tokens", "2048"]
     out = tmp_path / "new" / "folder" / "fitted.json"
-    res = run_cli("sim", "fit", str(results), "--preset", "dense-8b-h100", "--out", str(out), *argv)
+    res = run_cli(
+        "sim", "fit", str(results), "--preset", "dense-8b-h100", "--output", str(out), *argv
+    )
     assert res.code == 0, res.err
     assert read_cost_model(out)[1]["engine"] == "vllm"
-    dev = run_cli("sim", "fit", str(results), "--out", "/dev/full", "--force", *argv)
+    dev = run_cli("sim", "fit", str(results), "--output", "/dev/full", "--force", *argv)
     assert dev.code == 2, dev.err
     assert "Traceback" not in dev.err

@@ -66,7 +66,7 @@ def test_fit_plan_cli_names_the_second_run(run_cli: Callable[..., Any], tmp_path
                   "vllm serve m --max-model-len 4096 --max-num-batched-tokens 512",
                   "--candidate", "vllm serve m --max-model-len 4096 --max-num-batched-tokens "
                   "4096 --no-enable-chunked-prefill", "--workload", "burst", "--count", "2",
-                  "--input-tokens", "2600", "--output-tokens", "8", "--out", str(out))  # fmt: skip
+                  "--input-tokens", "2600", "--output-tokens", "8", "--output", str(out))  # fmt: skip
     assert res.code == 0, res.err
     assert "and a second fit run with: --max-num-batched-tokens 512" in res.out
     assert (tmp_path / "plan.jsonl.run2.jsonl").exists()

@@ -208,7 +208,7 @@ def test_sim_fit_from_a_vllm_log_with_timings_replays_and_measures_the_host_term
     results.write_text(json.dumps({"kind": "run", "run": {"requests": rows}}))
     out = tmp_path / "m.json"
     res = run_cli("sim", "fit", str(log), "--timings", str(results), "--preset",
-                  "dense-8b-h100", "--out", str(out), "--", *LOG_CONFIG.argv)  # fmt: skip
+                  "dense-8b-h100", "--output", str(out), "--", *LOG_CONFIG.argv)  # fmt: skip
     assert res.code == 0, res.err
     model, prov = read_cost_model(out)
     assert prov["residuals"]["replay_mismatched_steps"] == 0

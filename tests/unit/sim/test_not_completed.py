@@ -28,7 +28,7 @@ def test_compare_on_a_short_context_tier_says_which_prompts_exceed_it(
         "(max-model-len 4096)"
     ) in res.out
     assert "cost model: glm53-flash-w4afp8-tp4-h200 (the default preset;" in res.out
-    doc = json.loads(run_cli(*ARGS, "--candidate-replica", "r2", "--json").out)
+    doc = json.loads(run_cli(*ARGS, "--candidate-replica", "r2", "--format", "json").out)
     assert doc["not_completed"]["control"] == {
         "prompt + output exceed the context (max-model-len 4096)": 8
     }

@@ -119,7 +119,7 @@ def test_sim_fit_spec_timings_writes_the_round_time(
     ref = _results(tmp_path / "ref.json", _measured(plain, truth))
     out = tmp_path / "m.json"
     res = run_cli(
-        "sim", "fit", str(dump), "--preset", "dense-8b-h100", "--out", str(out),
+        "sim", "fit", str(dump), "--preset", "dense-8b-h100", "--output", str(out),
         "--spec-timings", str(spec), "--spec-reference", str(ref),
         "--spec-reference-argv", "vllm serve tiny", "--", *argv,
     )  # fmt: skip

@@ -100,7 +100,7 @@ def test_sim_fit_records_its_domain_and_bootstrap_refits(
 ) -> None:
     steps = _fit_file(tmp_path, "512")
     out = tmp_path / "m.json"
-    res = run_cli("sim", "fit", str(steps), "--from", "steps", "--out", str(out))
+    res = run_cli("sim", "fit", str(steps), "--from", "steps", "--output", str(out))
     assert res.code == 0, res.err
     prov = json.loads(out.read_text())["provenance"]
     assert prov["domain"]["step_tokens"] <= 512
@@ -119,7 +119,7 @@ def test_compare_prints_intervals_and_says_when_it_extrapolates(
 ) -> None:
     steps = _fit_file(tmp_path, "512")
     out = tmp_path / "m.json"
-    assert run_cli("sim", "fit", str(steps), "--from", "steps", "--out", str(out)).code == 0
+    assert run_cli("sim", "fit", str(steps), "--from", "steps", "--output", str(out)).code == 0
     doc = json.loads(out.read_text())
     doc["model"]["step_jitter"] = 0.15
     out.write_text(json.dumps(doc))
@@ -138,7 +138,7 @@ def test_compare_prints_intervals_and_says_when_it_extrapolates(
     )
     same = run_cli("sim", "compare", "--cost-model", str(out), "--draws", "8",
                    "--control", base, "--candidate", base, "--workload", "burst", "--count", "4",
-                   "--input-tokens", "3000", "--output-tokens", "8", "--json")  # fmt: skip
+                   "--input-tokens", "3000", "--output-tokens", "8", "--format", "json")  # fmt: skip
     table = json.loads(same.out)["table"]
     assert {r["verdict"] for r in table} <= {"no measurable effect", "unknown"}
     # Same budget as the fit: no step past its size (the step log keeps pure prefill steps
@@ -173,12 +173,12 @@ def test_fit_plan_spans_what_both_arms_produce(tmp_path: Path, run_cli: Callable
                   "vllm serve m --max-model-len 8192 --max-num-batched-tokens 512",
                   "--candidate", "vllm serve m --max-model-len 8192 --max-num-batched-tokens 2048",
                   "--workload", "burst", "--count", "4", "--input-tokens", "3000",
-                  "--output-tokens", "8", "--out", str(out))  # fmt: skip
+                  "--output-tokens", "8", "--output", str(out))  # fmt: skip
     assert res.code == 0, res.err
     assert "run the fit engine with: --max-num-batched-tokens 2048" in res.out
     assert out.read_text().count("\n") >= 10
     again = run_cli("sim", "fit-plan", "--control", "--chunked-prefill-size 512", "--candidate",
-                    "--chunked-prefill-size 2048", "--out", str(steps_file := out),
+                    "--chunked-prefill-size 2048", "--output", str(steps_file := out),
                     "--workload", "burst", "--count", "2", "--input-tokens", "3000")  # fmt: skip
     assert again.code == 2, again.out  # never overwrites without --force
     assert steps_file.exists()

@@ -114,11 +114,11 @@ def test_what_a_spec_cannot_say_is_refused_and_located(
 def test_cli_writes_the_spec_and_reports_the_round_trip(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
     path = _write(tmp_path, _two_replicas())
     out = tmp_path / "tier.yaml"
-    result = run_cli("import", str(path), "--out", str(out))
+    result = run_cli("import", str(path), "--output", str(out))
     assert result.code == 0, result.err
     assert "equivalent" in result.err
     assert out.read_text().startswith("# Imported by `tierctl import`")
-    again = run_cli("import", str(path), "--out", str(out))
+    again = run_cli("import", str(path), "--output", str(out))
     assert again.code == 2
     assert "refusing to overwrite" in again.err
     render = run_cli("render", str(out))
@@ -243,7 +243,7 @@ def test_relative_paths_are_rebased_for_another_folder(tmp_path: Path, run_cli) 
         "volumes: {hf: {}}\n"
     )
     out = tmp_path / "specs" / "tier.yaml"
-    result = run_cli("import", str(path), "--out", str(out))
+    result = run_cli("import", str(path), "--output", str(out))
     assert result.code == 0, result.err
     assert "../proj/models:/models" in (tmp_path / "specs" / "tier.yaml").read_text()
     render = run_cli("render", str(out), "--write")

@@ -226,7 +226,7 @@ def test_import_refuses_a_project_compose_refuses(
 ) -> None:
     for name, text in files.items():
         _write(tmp_path, text, name)
-    result = run_cli("import", str(tmp_path / "compose.yaml"), "--out", str(tmp_path / "t.yaml"))
+    result = run_cli("import", str(tmp_path / "compose.yaml"), "--output", str(tmp_path / "t.yaml"))
     assert result.code == 2, result.err
     assert reason in result.err
     assert "compose.yaml:" in result.err
@@ -376,7 +376,7 @@ def test_a_project_of_another_engine_is_refused_naming_it(
 ) -> None:
     text = f"services:\n  llm:\n    {service}\n  ui:\n    image: ghcr.io/open-webui/open-webui:v0.5.0\n"
     path = _write(tmp_path, text)
-    result = run_cli("import", str(path), "--out", str(tmp_path / "t.yaml"))
+    result = run_cli("import", str(path), "--output", str(tmp_path / "t.yaml"))
     assert result.code == 2, result.err
     assert named in result.err
     assert "service llm runs" in result.err

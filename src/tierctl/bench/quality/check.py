@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from tierctl.bench.health import ArmTarget, HealthReport, HealthWatch, count_queue_full
 from tierctl.bench.quality.lane import QualityResult, run_quality
 from tierctl.bench.quality.spec import QualitySpec
-from tierctl.engines import profile_for
+from tierctl.engines import default_profile, profile_for
 
 T = TypeVar("T")
 
@@ -55,7 +55,8 @@ def quality_queue_full(result: QualityResult) -> dict[str, int]:
     """Queue-full rejections per arm among the quality lane's failed requests."""
     out: dict[str, int] = {}
     for arm in ("A", "B"):
-        engine = profile_for(result.engines.get(arm, "sglang"))
+        kind = result.engines.get(arm)
+        engine = profile_for(kind) if kind else default_profile()
         errs = [(None, e) for e in result.errors if e.split(" ", 1)[0] in ((arm, arm + "'"))]
         out[arm] = count_queue_full(errs, engine.queue_full_text)
     return out

@@ -43,8 +43,14 @@ from tierctl.bench.quality.stats import (
     wilson,
 )
 from tierctl.credentials import mask_userinfo
-from tierctl.engines import EngineProfile, LogprobShapeError, TokenScore, profile_for
-from tierctl.engines import profile_for_metrics as _profile_for_metrics
+from tierctl.engines import (
+    EngineProfile,
+    LogprobShapeError,
+    TokenScore,
+    default_profile,
+    engine_at_async,
+    profile_for,
+)
 
 TEACHER_FORCED = "teacher-forced"
 
@@ -186,25 +192,19 @@ def build_items(
 
 
 async def detect_profile(session: aiohttp.ClientSession, url: str) -> EngineProfile:
-    """The engine behind a URL: its metric names tell first (``vllm:`` / ``sglang:``); else a
-    ``/server_info`` that answers means SGLang (vLLM has one only in dev mode, and exports
-    metrics anyway); else vLLM's shape (the OpenAI server's ``prompt_logprobs`` extension)."""
+    """The engine behind a URL, by the profiles' one rule (:mod:`tierctl.engines.detection`:
+    its metric names, then an identity endpoint such as SGLang's ``/server_info``), else the
+    default engine."""
     base = url.rstrip("/")
-    try:
-        async with asyncio.timeout(15):
-            async with session.get(base + "/metrics") as r:
-                if r.status == 200:
-                    lines = (await r.text()).splitlines()
-                    names = {ln.split("{")[0].split(" ")[0] for ln in lines if ln[:1] != "#"}
-                    found = _profile_for_metrics(n for n in names if n)
-                    if found is not None:
-                        return found
-            async with session.get(base + "/server_info") as r:
-                if r.status == 200:
-                    return profile_for("sglang")
-    except (aiohttp.ClientError, OSError, TimeoutError):
-        pass
-    return profile_for("vllm")
+
+    async def probe(path: str) -> str | None:
+        try:
+            async with asyncio.timeout(15), session.get(base + path) as r:
+                return await r.text() if r.status == 200 else None
+        except (aiohttp.ClientError, OSError, TimeoutError):
+            return None
+
+    return await engine_at_async(probe) or default_profile()
 
 
 async def _post(

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from tierctl.engines import kinds
+
+
+def _engine_or_auto(value: str) -> str:
+    if value != "auto" and value not in kinds():
+        raise ValueError(f"unknown engine {value!r}; one of auto, {', '.join(kinds())}")
+    return value
+
+
+#: ``auto`` (ask the server) or an engine kind with a profile (read from ``PROFILES``).
+EngineOrAuto = Annotated[str, AfterValidator(_engine_or_auto)]
 
 
 class _Model(BaseModel):
@@ -56,7 +68,7 @@ class QualitySpec(_Model):
     concurrency: int = Field(4, ge=1, le=256, description="Requests in flight per arm.")
     timeout_s: float = Field(300.0, gt=0, description="Per-request timeout.")
     alpha: float = Field(0.05, gt=0, lt=1, description="Level of the floor and McNemar tests.")
-    engine: Literal["auto", "sglang", "vllm"] = Field(
+    engine: EngineOrAuto = Field(
         "auto", description="Whose logprob request shape to use (auto: ask the server)."
     )
     seed: int = Field(0, description="Seed of every generated item.")

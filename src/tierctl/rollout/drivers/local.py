@@ -341,11 +341,10 @@ class LocalDriver:
     def _python_for(self, kind: str) -> str:
         if self._engine_python is not None:
             return str(self._engine_python)
-        from tierctl.realengine.env import REAL_ENGINES, ensure_engine
+        from tierctl.realengine.registry import REAL_ENGINES
 
-        if kind in REAL_ENGINES:
-            return str(ensure_engine(kind))
-        return sys.executable
+        real = REAL_ENGINES.get(kind)
+        return str(real.ensure_python()) if real is not None else sys.executable
 
     def _start(self, dep: Deployment, service: str) -> None:
         logs = self._dir / "logs"
@@ -368,12 +367,14 @@ class LocalDriver:
             env.pop("PYTHONPATH", None)
             env.update(OFFLINE_ENV)
             profile = profile_for_argv(dep.argv(service))
-            if profile is not None and profile.kind == "sglang":
-                # SGLang from scripts/ensure-sglang's virtualenv imports sgl_kernel, whose CPU
-                # build is unpublished: tierctl's stand-in comes first on its PYTHONPATH.
-                from tierctl.realengine.sglang import SHIM_DIR
+            from tierctl.realengine.registry import REAL_ENGINES
 
-                env["PYTHONPATH"] = str(SHIM_DIR)
+            real = REAL_ENGINES.get(profile.kind) if profile is not None else None
+            first = real.pythonpath() if real is not None else None
+            if first is not None:
+                # e.g. SGLang's CPU build imports sgl_kernel, whose CPU build is unpublished:
+                # tierctl's stand-in comes first on its PYTHONPATH.
+                env["PYTHONPATH"] = str(first)
         for key, value in (dep.services[service].get("environment") or {}).items():
             if value is not None and "${" not in value:
                 env[key] = value

@@ -1,0 +1,135 @@
+"""Start-up cost of ``tierctl validate`` on one small compose file, beside the real Compose.
+
+Goal (issue #39): ``tierctl validate --no-compose-binary FILE`` of a small compose file costs at
+most what the real binary's ``docker compose config`` of the same file costs. Both are run as
+fresh processes, ``--runs`` times each, interleaved (so a change in the machine's load hits
+both alike), and the medians and the ratio printed, with the 1-minute load average beside
+them (the machine is shared: prefer figures taken at a low load). ``tierctl --version`` is
+timed too (it must not import the package's dependencies, nor ``importlib.metadata``).
+
+``--importtime`` also prints the slowest imports of one ``validate`` run (``python -X
+importtime``, by cumulative time), which is where the time goes.
+
+The file is the bundled small example's rendered compose file (two SGLang replicas, a proxy,
+Prometheus), copied to a scratch folder.
+
+Run: python benchmarks/startup.py [--runs 15] [--importtime] [--src OTHER/src]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "small-model" / "compose.yaml"
+
+
+def compose_binary() -> list[str] | None:
+    """The real Compose v2: ``docker-compose`` beside this interpreter or on PATH, else the
+    ``docker compose`` plugin."""
+    beside = Path(sys.executable).with_name("docker-compose")
+    for candidate in (str(beside), shutil.which("docker-compose")):
+        if candidate and Path(candidate).is_file():
+            return [candidate]
+    docker = shutil.which("docker")
+    if (
+        docker
+        and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0
+    ):
+        return [docker, "compose"]
+    return None
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one run, which must succeed. The CPU
+    figure is the one to compare on a loaded machine: waiting for a core is not counted."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return took, cpu
+
+
+def slowest_imports(cwd: Path, env: dict[str, str], n: int = 25) -> list[tuple[int, int, str]]:
+    """(cumulative us, self us, module) of one validate run's imports, slowest first."""
+    argv = [sys.executable, "-X", "importtime", "-m", "tierctl", "validate",
+            "--no-compose-binary", "compose.yaml"]  # fmt: skip
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    rows = []
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line or "self" in line:
+            continue
+        own, cumulative, name = (part.strip() for part in line[12:].split("|"))
+        rows.append((int(cumulative), int(own), name))
+    return sorted(rows, reverse=True)[:n]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--importtime", action="store_true")
+    parser.add_argument(
+        "--src",
+        type=Path,
+        default=ROOT / "src",
+        help="The tierctl source tree to time (another checkout's src/: a before/after pair "
+        "timed on the same machine minutes apart).",
+    )
+    args = parser.parse_args(argv)
+    binary = compose_binary()
+    env = {**os.environ, "PYTHONPATH": str(args.src.resolve())}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        shutil.copy(EXAMPLE, work / "compose.yaml")
+        runs: dict[str, list[tuple[float, float]]] = {"validate": [], "version": [], "compose": []}
+        validate = [sys.executable, "-m", "tierctl", "validate", "--no-compose-binary",
+                    "compose.yaml"]  # fmt: skip
+        version = [sys.executable, "-m", "tierctl", "--version"]
+        for _ in range(args.runs):
+            runs["validate"].append(timed(validate, work, env))
+            runs["version"].append(timed(version, work, env))
+            if binary is not None:
+                config = [*binary, "-f", "compose.yaml", "config", "-q"]
+                runs["compose"].append(timed(config, work, env))
+        print(f"tierctl from {args.src}")
+        print(f"runs {args.runs} each, 1-min load average {os.getloadavg()[0]:.2f}")
+        print(f"{'':40}{'wall median':>12}{'wall min':>10}{'CPU median':>12}{'CPU min':>10}")
+        labels = {
+            "validate": "tierctl validate (small compose file)",
+            "version": "tierctl --version",
+            "compose": "docker compose config",
+        }
+        med: dict[str, tuple[float, float]] = {}
+        for key, label in labels.items():
+            if not runs[key]:
+                print(f"{label}: no Compose v2 binary here")
+                continue
+            walls, cpus = zip(*runs[key], strict=True)
+            med[key] = (statistics.median(walls), statistics.median(cpus))
+            print(f"{label:40}{med[key][0]:11.3f}s{min(walls):9.3f}s"
+                  f"{med[key][1]:11.3f}s{min(cpus):9.3f}s")  # fmt: skip
+        if "compose" in med:
+            print(f"ratio validate / compose config: wall {med['validate'][0] / med['compose'][0]:.2f}, "
+                  f"CPU {med['validate'][1] / med['compose'][1]:.2f} (medians)")  # fmt: skip
+        if args.importtime:
+            print("\nslowest imports of one validate (cumulative ms, self ms, module):")
+            for cumulative, own, name in slowest_imports(work, env):
+                print(f"  {cumulative / 1000:8.1f} {own / 1000:8.1f}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,162 @@
+"""Deployment targets: the second axis beside engines, one registry every command goes through.
+
+A target is where a tier runs (docker compose, Kubernetes). Each is one adapter module here
+(``cli/targets/<name>.py``, exporting ``TARGET``) binding the command steps to the library
+modules that implement them for that target (its ``modules``: render, validate, import, plan).
+``render --target``, ``validate --target`` and ``import`` dispatch through :func:`target`, and
+``auto`` asks each target in turn whether it claims the inputs (:func:`detect`), the first
+registered one (compose) taking what no other claims. Nothing else in the CLI writes
+``if target == ...``.
+
+A new target is its library modules, its adapter here, and one entry in :data:`TARGETS`
+(tested with a stub target in tests/unit/cli/test_targets.py). Adapters are imported only when
+a command needs one, so ``tierctl --help`` loads none of them.
+
+The registry lives in the CLI because it is the one layer allowed to import every target's
+modules (compose's ``contracts`` and ``adopt``, Kubernetes's ``kube`` and ``render.kubernetes``);
+the library steps stay target-specific and never see each other.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from tierctl.contracts.crosscheck import ComposeCheck
+    from tierctl.contracts.report import Report, Violation
+    from tierctl.spec.tier_spec import TierSpec
+
+#: Every target, by name, the default (what no other target claims) first: its adapter module.
+TARGETS: dict[str, str] = {
+    "compose": "tierctl.cli.targets.compose",
+    "kubernetes": "tierctl.cli.targets.kubernetes",
+}
+
+#: The steps a target may implement, as ``DeployTarget.modules`` keys.
+STEPS = ("render", "validate", "import", "plan")
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    """``tierctl render``'s inputs, as one target needs them."""
+
+    spec: TierSpec
+    spec_path: Path
+    output: Path | None  # --output: where to compare or write instead of the spec's own
+    writes: bool  # --write or --check: the spec's own output must stay in its folder
+    allow_outside: bool
+    profiles: Sequence[str] | None
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """A target's rendering: the text, where it goes, what validate would say of it."""
+
+    text: str
+    path: Path
+    violations: Sequence[Violation]
+    command: str = ""  # the ``render`` options that made it (" --target kubernetes")
+
+
+@dataclass(frozen=True)
+class ValidateRequest:
+    """``tierctl validate``'s inputs (each file is read once: ``readers.read_once``)."""
+
+    paths: tuple[Path, ...]
+    spec_path: Path | None
+    catalog: str | None
+    engine: str | None
+    strict: bool
+    profiles: Sequence[str] | None
+    compose_check: ComposeCheck
+    kube_version: str | None = None
+
+
+@dataclass(frozen=True)
+class ImportRequest:
+    """``tierctl import``'s inputs."""
+
+    paths: tuple[Path, ...]
+    out: Path
+    tier: str | None
+    host: str
+    engine: str | None
+    engine_services: tuple[str, ...] = ()
+    profiles: Sequence[str] | None = None
+    #: ``--output`` as given (None: the spec goes to standard output, and no message may
+    #: name a file that is not written).
+    written_to: Path | None = None
+
+
+@dataclass(frozen=True)
+class Imported:
+    """An import's spec text and its round trip."""
+
+    text: str
+    replicas: int
+    services: int
+    notes: list[str] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+    differ: str = "the spec renders a different file"
+    same: str = "the spec renders an equivalent file"
+
+
+class DeployTarget(Protocol):
+    """One deployment target's adapter."""
+
+    @property
+    def name(self) -> str:
+        """Its ``--target`` value."""
+        ...
+
+    @property
+    def modules(self) -> Mapping[str, str]:
+        """Step (:data:`STEPS`) -> the library module implementing it for this target."""
+        ...
+
+    def claims(self, paths: Sequence[Path]) -> bool:
+        """Whether the inputs are this target's (``--target auto``)."""
+        ...
+
+    def render(self, request: RenderRequest) -> Rendering:
+        """The spec rendered for this target, gated by its validation."""
+        ...
+
+    def validate(self, request: ValidateRequest) -> Report:
+        """The inputs checked (against the spec when there is one)."""
+        ...
+
+    def import_files(self, request: ImportRequest) -> Imported:
+        """A tier spec for the inputs, with its round trip."""
+        ...
+
+
+def names() -> tuple[str, ...]:
+    """The registered targets' names (the ``--target`` choices), the default first."""
+    return tuple(TARGETS)
+
+
+def target(name: str) -> DeployTarget:
+    """The adapter of target ``name`` (imported on first use)."""
+    adapter: DeployTarget = importlib.import_module(TARGETS[name]).TARGET
+    return adapter
+
+
+def detect(paths: Sequence[Path]) -> DeployTarget:
+    """The target whose inputs these are: the first, after the default, that claims them;
+    else the default (a compose file claims nothing a Kubernetes manifest has)."""
+    default, *others = names()
+    for name in others:
+        candidate = target(name)
+        if candidate.claims(paths):
+            return candidate
+    return target(default)
+
+
+def chosen(name: str, paths: Sequence[Path]) -> DeployTarget:
+    """``--target NAME``'s adapter; ``auto``: :func:`detect`."""
+    return detect(paths) if name == "auto" else target(name)

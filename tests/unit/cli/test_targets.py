@@ -1,0 +1,246 @@
+"""The deployment-target registry (``tierctl.cli.targets``).
+
+- every registered target has its modules (each step's module imports) and its adapter;
+- ``validate --spec T C`` reads C (and T) from disk once, whatever target sniffing and the
+  project's whole reading ask;
+- a Nomad-sized target is three new modules and one line in the registry: a stub Nomad target
+  is added to a copy of the package, the test asserts nothing else differs, and the copy's
+  ``render --target nomad`` and ``validate`` (auto-detected, and with the spec) work.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import tierctl
+from tests.conftest import SMALL_SPEC, CliResult
+from tierctl.cli import targets
+
+SRC = Path(tierctl.__file__).parent
+
+
+@pytest.mark.parametrize("name", targets.names())
+def test_each_registered_target_has_its_modules(name: str) -> None:
+    adapter = targets.target(name)
+    assert adapter.name == name
+    assert set(adapter.modules) <= set(targets.STEPS)
+    assert {"render", "validate"} <= set(adapter.modules)
+    for step, module in adapter.modules.items():
+        assert importlib.import_module(module), (name, step)
+    for method in ("claims", "render", "validate", "import_files"):
+        assert callable(getattr(adapter, method)), (name, method)
+
+
+def test_the_default_target_is_what_no_other_claims(tmp_path: Path) -> None:
+    compose = tmp_path / "compose.yaml"
+    compose.write_text("services:\n  a:\n    image: x\n", encoding="utf-8")
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n", encoding="utf-8")
+    assert targets.detect([compose]).name == targets.names()[0] == "compose"
+    assert targets.detect([manifest]).name == "kubernetes"
+    assert targets.detect([tmp_path]).name == "kubernetes"  # a directory of manifests
+    assert targets.chosen("compose", [manifest]).name == "compose"  # --target wins
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every path opened for reading through ``os.open`` or ``open`` (absolute)."""
+    seen: list[str] = []
+    real_os_open, real_open = os.open, open
+
+    def os_open(path: object, flags: int, *args: object, **kw: object) -> int:
+        if not flags & (os.O_WRONLY | os.O_RDWR):
+            seen.append(os.path.abspath(os.fspath(path)))  # type: ignore[arg-type]
+        return real_os_open(path, flags, *args, **kw)  # type: ignore[arg-type]
+
+    def py_open(file: object, mode: str = "r", *args: object, **kw: object) -> object:
+        if isinstance(file, str | Path) and "r" in mode and "+" not in mode:
+            seen.append(os.path.abspath(file))
+        return real_open(file, mode, *args, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "open", os_open)
+    monkeypatch.setattr("builtins.open", py_open)
+    return seen
+
+
+def test_validate_with_a_spec_reads_each_input_once(
+    run_cli: Callable[..., CliResult], tmp_path: Path, opened: list[str]
+) -> None:
+    spec = tmp_path / "tier.yaml"
+    shutil.copy(SMALL_SPEC, spec)
+    assert run_cli("render", "--write", str(spec)).code == 0
+    compose = str(tmp_path / "compose.yaml")
+    opened.clear()
+    result = run_cli("validate", "--no-compose-binary", "--spec", str(spec), compose)
+    assert result.code == 0, result.out + result.err
+    assert opened.count(compose) == 1
+    assert opened.count(str(spec)) == 1
+
+
+def test_without_the_scope_the_same_validate_reads_again(
+    run_cli: Callable[..., CliResult],
+    tmp_path: Path,
+    opened: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The count above is the scope's doing (mutation check: the scope made a no-op)."""
+    import contextlib
+
+    import tierctl.cli.validate as validate_cmd
+
+    spec = tmp_path / "tier.yaml"
+    shutil.copy(SMALL_SPEC, spec)
+    assert run_cli("render", "--write", str(spec)).code == 0
+    compose = str(tmp_path / "compose.yaml")
+    monkeypatch.setattr(validate_cmd, "read_once", contextlib.nullcontext)
+    opened.clear()
+    assert run_cli("validate", "--no-compose-binary", "--spec", str(spec), compose).code == 0
+    assert opened.count(compose) > 1
+
+
+# --- a new target: the stub Nomad ---------------------------------------------------------
+
+NOMAD_RENDER = '''\
+"""Spec -> a Nomad job (JSON): one task group per replica running its argv (a stub)."""
+
+import json
+
+from tierctl.spec import resolve_tier
+from tierctl.spec.tier_spec import TierSpec
+
+
+def render_nomad(spec: TierSpec) -> str:
+    """The job of ``spec``."""
+    tier = resolve_tier(spec)
+    groups = [
+        {"Name": r.name, "Tasks": [{"Name": r.service, "Config": {"image": r.image, "args": r.argv}}]}
+        for r in tier.replicas.values()
+    ]
+    return json.dumps({"Job": {"ID": spec.tier, "TaskGroups": groups}}, indent=2) + "\\n"
+'''
+
+NOMAD_CONTRACTS = '''\
+"""A Nomad job checked against the spec: every replica's task runs the spec's argv (a stub)."""
+
+from pathlib import Path
+
+from tierctl.contracts.report import Report, Violation
+from tierctl.readers import load_json, read_text
+from tierctl.spec import load_spec, resolve_tier
+
+
+def validate_job(path: Path, spec_path: Path | None) -> Report:
+    """TC001 for each task whose args are not its replica's argv."""
+    job = load_json(read_text(path, what="nomad job"), str(path))["Job"]
+    tasks = {g["Name"]: g["Tasks"][0]["Config"]["args"] for g in job["TaskGroups"]}
+    bad: list[Violation] = []
+    if spec_path is not None:
+        tier = resolve_tier(load_spec(spec_path))
+        for name, replica in tier.replicas.items():
+            if tasks.get(name) != replica.argv:
+                bad.append(Violation("TC001", name, "the task's args are not the spec's argv"))
+    return Report(str(spec_path), (str(path),), None, len(tasks), len(tasks), tuple(bad))
+'''
+
+NOMAD_ADAPTER = '''\
+"""The Nomad target (a stub): render and validate a job file."""
+
+from pathlib import Path
+
+from tierctl.cli.targets import Rendering
+
+
+class NomadTarget:
+    name = "nomad"
+    modules = {"render": "tierctl.render.nomad", "validate": "tierctl.contracts.nomad"}
+
+    def claims(self, paths):
+        return any(str(p).endswith(".nomad.json") for p in paths)
+
+    def render(self, request):
+        from tierctl.render.nomad import render_nomad
+
+        path = request.output or request.spec_path.with_name(f"{request.spec.tier}.nomad.json")
+        return Rendering(render_nomad(request.spec), path, (), " --target nomad")
+
+    def validate(self, request):
+        from tierctl.contracts.nomad import validate_job
+
+        return validate_job(Path(request.paths[0]), request.spec_path)
+
+    def import_files(self, request):
+        raise NotImplementedError
+
+
+TARGET = NomadTarget()
+'''
+
+
+def _changed(left: Path, right: Path, rel: str = "") -> set[str]:
+    cmp = filecmp.dircmp(left, right, ignore=["__pycache__"])
+    out = {f"{rel}{n}" for n in (*cmp.left_only, *cmp.right_only, *cmp.diff_files)}
+    for sub in cmp.common_dirs:
+        out |= _changed(left / sub, right / sub, f"{rel}{sub}/")
+    return out
+
+
+@pytest.fixture(scope="module")
+def with_nomad(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("nomad")
+    pkg = root / "tierctl"
+    shutil.copytree(SRC, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (pkg / "render" / "nomad.py").write_text(NOMAD_RENDER, encoding="utf-8")
+    (pkg / "contracts" / "nomad.py").write_text(NOMAD_CONTRACTS, encoding="utf-8")
+    (pkg / "cli" / "targets" / "nomad.py").write_text(NOMAD_ADAPTER, encoding="utf-8")
+    registry = pkg / "cli" / "targets" / "__init__.py"
+    text = registry.read_text(encoding="utf-8")
+    entry = '    "kubernetes": "tierctl.cli.targets.kubernetes",\n'
+    assert entry in text, "the registry moved: update this test with it"
+    text = text.replace(entry, entry + '    "nomad": "tierctl.cli.targets.nomad",\n')
+    registry.write_text(text, encoding="utf-8")
+    return root
+
+
+def _tierctl(root: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tierctl", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_new_target_is_three_new_modules_and_one_registry_line(with_nomad: Path) -> None:
+    assert _changed(SRC, with_nomad / "tierctl") == {
+        "render/nomad.py",
+        "contracts/nomad.py",
+        "cli/targets/nomad.py",
+        "cli/targets/__init__.py",
+    }
+
+
+def test_the_commands_dispatch_to_the_new_target(with_nomad: Path, tmp_path: Path) -> None:
+    spec = tmp_path / "tier.yaml"
+    shutil.copy(SMALL_SPEC, spec)
+    done = _tierctl(with_nomad, tmp_path, "render", "--target", "nomad", "--write", "tier.yaml")
+    assert done.returncode == 0, done.stderr
+    job = next(tmp_path.glob("*.nomad.json"))
+    ok = _tierctl(with_nomad, tmp_path, "validate", "--spec", "tier.yaml", job.name)
+    assert ok.returncode == 0, ok.stdout + ok.stderr  # auto: the Nomad target claimed it
+    job.write_text(job.read_text().replace("--port", "--prot"), encoding="utf-8")
+    bad = _tierctl(with_nomad, tmp_path, "validate", "--spec", "tier.yaml", job.name)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "TC001" in bad.stdout
+    helped = _tierctl(with_nomad, tmp_path, "validate", "--help")
+    assert "nomad" in helped.stdout
