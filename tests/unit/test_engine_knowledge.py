@@ -45,6 +45,7 @@ ONE_ENGINE_MODULES = {
     "realengine/engine.py": "the real vLLM's process (its name)",
     "realengine/sglang.py": "the real SGLang's process (its name)",
     "sim/config.py": "the simulator's config models each engine's own flags",
+    "sim/vllm_policy.py": "vLLM's scheduler model (its pool-in-blocks warning)",
     "sim/metrics.py": "the simulated /metrics of each engine",
     "sim/server.py": "the simulated server answers each engine's own endpoints",
     "sim/info.py": "the simulated /server_info, model card and start-up lines",

@@ -90,7 +90,7 @@ def model_cmd(engine: str) -> None:
 @click.option(
     "--engine",
     type=click.Choice(ENGINES),
-    default="vllm",
+    default=ENGINES[0],
     show_default=True,
     help="The real engine the tier runs (each has its bundled tiny example).",
 )

@@ -65,18 +65,23 @@ def _run(console: Console, argv: list[str], *, timeout_s: float = 900) -> int:
 def run_demo(
     workdir: Path,
     *,
-    engine: str = "vllm",
+    engine: str | None = None,
     start_timeout_s: float = 600.0,
     live_s: float = 120.0,
     soak_s: float = 20.0,
 ) -> int:
     """Run the real demo in ``workdir``; returns the exit status (0: the story held).
 
-    ``engine``: ``vllm`` (examples/tiny-vllm) or ``sglang`` (examples/tiny-sglang).
+    ``engine``: a kind of ``realengine.registry.REAL_ENGINES`` (its examples/tiny-KIND tier;
+    None: the registry's first, vLLM).
 
     ``live_s``: seconds of live traffic through the router that the readout judges (more
     paired steps decide more); ``soak_s``: the rollout's soak, with traffic through the router.
     """
+    if engine is None:
+        from tierctl.realtier.tier import DEFAULT_ENGINE
+
+        engine = DEFAULT_ENGINE
     console = Console(stderr=False)
     t0 = time.monotonic()
 

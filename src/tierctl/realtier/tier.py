@@ -29,7 +29,7 @@ from tierctl.errors import RuntimeFailure
 from tierctl.proxies.sglang_router import SglangRouter, settings_from_argv
 from tierctl.readers import read_text
 from tierctl.realengine import env as realenv
-from tierctl.realengine.registry import real_engine
+from tierctl.realengine.registry import REAL_ENGINES, real_engine
 from tierctl.render import render_compose
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.runtime.process import free_port
@@ -37,11 +37,10 @@ from tierctl.spec import load_spec_text
 
 _EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 #: The bundled tiny tier of each engine that runs for real here.
-EXAMPLES = {
-    "vllm": _EXAMPLES / "tiny-vllm" / "tier.yaml",
-    "sglang": _EXAMPLES / "tiny-sglang" / "tier.yaml",
-}
-EXAMPLE = EXAMPLES["vllm"]
+EXAMPLES = {kind: _EXAMPLES / f"tiny-{kind}" / "tier.yaml" for kind in REAL_ENGINES}
+#: The default engine (the registry's first) and its example.
+DEFAULT_ENGINE = next(iter(REAL_ENGINES))
+EXAMPLE = EXAMPLES[DEFAULT_ENGINE]
 REPLICAS = ("r1", "r2")
 #: The vLLM example's canary change (the r2 override that OLD does not have).
 CANARY_FLAG = "max-num-seqs"
@@ -54,7 +53,7 @@ class RealTier:
         self,
         workdir: Path,
         *,
-        engine: str = "vllm",
+        engine: str = DEFAULT_ENGINE,
         spec: Path | None = None,
         start_timeout_s: float = 420.0,
         python: Path | None = None,
