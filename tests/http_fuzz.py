@@ -364,13 +364,14 @@ class Answer:
     raw: bytes = b""
     seconds: float = 0.0
     reset: bool = False
+    closed: bool = False  # the server closed the connection before the patience ran out
 
 
 def send(served: Served, case: Case, *, patience_s: float = 60.0) -> Answer:
     """Send ``case`` (trickled when slow) and read the answer until the server closes."""
     started = time.monotonic()
     raw = bytearray()
-    reset = False
+    reset = closed = False
     with socket.create_connection(served.addr, timeout=patience_s) as sock:
         try:
             if case.slow:
@@ -379,16 +380,22 @@ def send(served: Served, case: Case, *, patience_s: float = 60.0) -> Answer:
                 sock.sendall(case.data)
         except (BrokenPipeError, ConnectionResetError):
             reset = True
-        with contextlib.suppress(ConnectionResetError, TimeoutError):
+        try:
             deadline = started + patience_s
             while time.monotonic() < deadline and len(raw) < 16 * 1024 * 1024:
                 if not select.select([sock], [], [], 0.5)[0]:
                     continue
                 chunk = sock.recv(65536)
                 if not chunk:
+                    closed = True
                     break
                 raw.extend(chunk)
-    return Answer(_final_status(bytes(raw)), bytes(raw), time.monotonic() - started, reset)
+        except ConnectionResetError:
+            closed = reset = True
+        except TimeoutError:
+            pass
+    took = time.monotonic() - started
+    return Answer(_final_status(bytes(raw)), bytes(raw), took, reset, closed)
 
 
 def _final_status(raw: bytes) -> int | None:
@@ -441,6 +448,8 @@ def check(served: Served, case: Case, answer: Answer, log_before: int) -> list[s
         and answer.status not in ALLOWED_5XX[served.kind]
     ):
         broken.append(f"answered {answer.status}")
+    if case.slow and not answer.closed and answer.status is None:
+        broken.append(f"a slow client was held {answer.seconds:.0f} s without an answer")
     text = answer.raw.decode("utf-8", errors="surrogateescape")
     secrets = [*served.secrets, *case.planted]
     if secrets and holds_any(text, secrets):

@@ -6,5 +6,7 @@
 - :mod:`tierctl.runtime.promtext`: the Prometheus text exposition parser (an engine's or the
   router's ``/metrics``);
 - :mod:`tierctl.runtime.promapi`: the Prometheus HTTP API client (instant and range queries);
-- :mod:`tierctl.runtime.local_prom`: a real Prometheus server run on a free loopback port.
+- :mod:`tierctl.runtime.local_prom`: a real Prometheus server run on a free loopback port;
+- :mod:`tierctl.runtime.http_guard`: the client bounds every tierctl HTTP server holds (header
+  and body deadlines and sizes, connections), and ``serve_guarded``.
 """
