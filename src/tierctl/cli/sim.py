@@ -1011,8 +1011,9 @@ def serve(
     # Strict: a flag the pinned release's parser does not know stops the server at start-up
     # with exit 2, as the engine's own parser does (a bad-flag canary must fail its rollout's
     # health gate here too, not serve).
+    lenient = EngineConfig.from_argv(list(argv), engine=engine, version=engine_version)
+    _refuse_own_options_in_argv(argv, lenient)  # the more useful message for tierctl's own
     config = EngineConfig.from_argv(list(argv), engine=engine, version=engine_version, strict=True)
-    _refuse_own_options_in_argv(argv, config)
     if not math.isfinite(time_scale):  # FloatRange lets NaN and inf through
         raise click.BadParameter(f"{time_scale} is not a finite number", param_hint="--time-scale")
     if not 0 <= config.port <= 65535:  # bind() raised OverflowError on 70000
