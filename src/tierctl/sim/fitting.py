@@ -296,11 +296,12 @@ def check_replay(
     raise InputError(
         message,
         location=Location(file=where),
-        rule="a vLLM log fit with --timings replays at least 19 of every 20 logged steps",
+        rule="a vLLM log fit with `timings` replays at least 19 of every 20 logged steps",
         value=f"{bad} of {steps} steps mismatched; {dropped} of {total} requests left out",
         fix="fit on a run whose every request completed with a first token (rerun the fit "
-        "trace, with `tierctl bench run --realtime`), or pass --allow-replay-mismatch to fit "
-        "it anyway (warned; decode context cost unreliable)",
+        "trace with `tierctl bench run` in real time), or pass `allow_mismatch` to fit it "
+        "anyway (warned; decode context cost unreliable)",
+        params=("timings", "allow_mismatch"),
     )
 
 
