@@ -22,7 +22,7 @@ from tierctl.render.kubernetes import GROUP_SIZE_VARIABLES
 
 #: Commands of a script around the engine that change nothing the engine sees: tracing,
 #: messages (``set -x``, ``echo``), a no-op. Any other command would not run from a spec.
-_HARMLESS = frozenset({"set", "echo", "true", ":"})
+_HARMLESS = frozenset({"set", "echo", "true", ":", "exec"})
 _KUBELET_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _SHELL_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 

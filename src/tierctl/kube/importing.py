@@ -280,6 +280,17 @@ def _env_files(e: EngineContainer) -> list[str]:
     return [f for f in str(value).split(",") if f] if value else []
 
 
+def _load_budget(probe: Any) -> int | None:
+    """Seconds a startup probe lets the engine load (delay + threshold x period), or None."""
+    if not isinstance(probe, dict):
+        return None
+    try:
+        delay = int(probe.get("initialDelaySeconds", 0))
+        return delay + int(probe.get("failureThreshold", 3)) * int(probe.get("periodSeconds", 10))
+    except (TypeError, ValueError):
+        return None
+
+
 def _compose(e: EngineContainer, mounts: list[str], shm: str | None) -> dict[str, Any]:
     """The replica's compose fragment: volumes, shm size, env files, and its placement in
     ``x-kubernetes``."""
@@ -291,6 +302,10 @@ def _compose(e: EngineContainer, mounts: list[str], shm: str | None) -> dict[str
     files = _env_files(e)
     if files:
         fragment["env_file"] = files if len(files) > 1 else files[0]
+    budget = _load_budget(e.container.get("startupProbe"))
+    if budget is not None:
+        # The model load's budget (the rendering's startup probe is as long as it).
+        fragment["healthcheck"] = {"start_period": f"{budget}s"}
     where = placement(e)
     if where:
         fragment[KUBE_KEY] = where
