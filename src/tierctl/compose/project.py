@@ -1084,7 +1084,7 @@ def _finish(
     kept = {n: v for n, v in networks.items() if n in used_networks}
     if kept:
         out["networks"] = {
-            n: _named(v, f"{name}_{n}") | ({"ipam": {}} if "ipam" not in (v or {}) else {})
+            n: _named(v, name, n) | ({"ipam": {}} if "ipam" not in (v or {}) else {})
             for n, v in kept.items()
         }
     out["services"] = out_services
@@ -1162,9 +1162,7 @@ def _used_resources(
     }
     declared = data.get("volumes") or {}
     if any(n in used_volumes for n in declared):
-        out["volumes"] = {
-            n: _named(v, f"{name}_{n}") for n, v in declared.items() if n in used_volumes
-        }
+        out["volumes"] = {n: _named(v, name, n) for n, v in declared.items() if n in used_volumes}
     for kind in ("configs", "secrets"):
         defined = data.get(kind)
         used = {
@@ -1181,9 +1179,7 @@ def _used_resources(
                 for r in s["build"].get("secrets") or []
             }
         if isinstance(defined, dict) and any(n in used for n in defined):
-            out[kind] = {
-                n: _resource(v, f"{name}_{n}", folder) for n, v in defined.items() if n in used
-            }
+            out[kind] = {n: _resource(v, name, n, folder) for n, v in defined.items() if n in used}
     return out
 
 
@@ -1412,16 +1408,17 @@ def _omit_empty(svc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _named(value: Any, default: str) -> dict[str, Any]:
+def _named(value: Any, project: str, key: str) -> dict[str, Any]:
+    """A top-level resource with the name Compose gives it: its own ``name:``, else its key
+    when external, else ``PROJECT_KEY`` (the project's name may hold ``_`` itself: an
+    external resource of project ``a_b`` was named ``b_KEY``)."""
     body = dict(value) if isinstance(value, dict) else {}
-    if body.get("external"):
-        body.setdefault("name", default.split("_", 1)[1])
-    body.setdefault("name", default)
+    body.setdefault("name", key if body.get("external") else f"{project}_{key}")
     return body
 
 
-def _resource(value: Any, default: str, folder: str) -> dict[str, Any]:
-    body = _named(value, default)
+def _resource(value: Any, project: str, key: str, folder: str) -> dict[str, Any]:
+    body = _named(value, project, key)
     if isinstance(body.get("file"), str):
         body["file"] = absolute(body["file"], folder)
     return body

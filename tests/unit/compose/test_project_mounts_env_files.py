@@ -123,3 +123,20 @@ def test_an_unknown_env_file_format_is_refused_located(tmp_path: Path) -> None:
     assert "unsupported env_file format 'bogus'" in err.value.message
     assert err.value.location is not None
     assert err.value.location.line == 4
+
+
+@pytest.mark.parametrize("project", ["a_b", "compose-oracle-18h9_x", "p"])
+def test_an_external_resource_is_named_by_its_key_whatever_the_project(
+    tmp_path: Path, project: str
+) -> None:
+    """Found by the differential: the key was cut from ``PROJECT_KEY`` at the first ``_``,
+    so a project named ``a_b`` printed an external network ``b_ext`` (Compose: ``ext``)."""
+    text = (
+        "services:\n  a:\n    image: x\n    networks: [ext]\n    secrets: [s]\n"
+        "networks:\n  ext: {external: true}\nsecrets:\n  s: {external: true}\n"
+    )
+    (tmp_path / "c.yml").write_text(text)
+    options = ProjectOptions(project_directory=str(tmp_path), project_name=project, environ={})
+    out = json_form(project_config([tmp_path / "c.yml"], options))
+    assert out["networks"]["ext"]["name"] == "ext"
+    assert out["secrets"]["s"]["name"] == "s"
