@@ -13,6 +13,14 @@ importtime``, by cumulative time), which is where the time goes.
 The file is the bundled small example's rendered compose file (two SGLang replicas, a proxy,
 Prometheus), copied to a scratch folder.
 
+Measured 2026-12-07 on the shared 2-core machine at load 0.6, 15 runs each, medians (wall;
+CPU within 0.01 s of it): before issue #39's start-up work (main at 86deef3) ``validate`` 0.530 s,
+``--version`` 0.101 s, ``docker compose config`` 0.099 s (ratio 5.4); after, 0.369 s, 0.083 s
+and 0.104 s (ratio 3.6). The goal is not met: what is left is mostly pydantic (its import,
+``importlib.metadata`` through its plugin loader, and building the spec and catalog models,
+together some 0.13 s), which the compose-file check still needs for the flag catalog and the
+spec's types.
+
 Run: python benchmarks/startup.py [--runs 15] [--importtime] [--src OTHER/src]
 """
 
