@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from tierctl.cli.options import client_deadline_options
 from tierctl.errors import InputError
 
 
@@ -68,20 +69,7 @@ def agent() -> None:
     show_default=True,
     help="The largest request body.",
 )
-@click.option(
-    "--header-timeout-s",
-    type=click.FloatRange(min=0.1, max=600.0),
-    default=10.0,
-    show_default=True,
-    help="How long a client may take to send a request's headers (408 and closed past it).",
-)
-@click.option(
-    "--body-timeout-s",
-    type=click.FloatRange(min=0.1, max=600.0),
-    default=30.0,
-    show_default=True,
-    help="How long a client may take to send a request's body (408 past it).",
-)
+@client_deadline_options
 def serve(
     projects_dir: Path,
     state_dir: Path,

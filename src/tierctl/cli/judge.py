@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tierctl.cli.options import prometheus_option
+from tierctl.cli.options import client_deadline_options, prometheus_option
 from tierctl.cli.readout import parse_duration
 from tierctl.errors import ExitCode, InputError
 from tierctl.spec import load_spec, resolve_tier
@@ -26,20 +26,7 @@ def judge() -> None:
 @click.option("--control", help="Control replica (default: the one with role control).")
 @click.option("--canary", help="Canary replica (default: the one with role canary).")
 @click.option("--label", default="container_name", show_default=True, help="Replica label.")
-@click.option(
-    "--header-timeout-s",
-    type=click.FloatRange(min=0.1, max=600.0),
-    default=10.0,
-    show_default=True,
-    help="How long a client may take to send a request's headers (408 and closed past it).",
-)
-@click.option(
-    "--body-timeout-s",
-    type=click.FloatRange(min=0.1, max=600.0),
-    default=30.0,
-    show_default=True,
-    help="How long a client may take to send a request's body (408 past it).",
-)
+@client_deadline_options
 def serve(
     spec_path: Path,
     prometheus: str,

@@ -186,3 +186,21 @@ def local_engine_option(help: str) -> Callable[[F], F]:
         return opt
 
     return decorate
+
+
+def client_deadline_options(f: F) -> F:
+    """``--header-timeout-s`` and ``--body-timeout-s``: how long a client of a server tierctl
+    runs (``agent serve``, ``judge serve``) may take to send a request (``runtime.http_guard``
+    answers 408 past them)."""
+    for name, default, what in (
+        ("--body-timeout-s", 30.0, "body (408 past it)"),
+        ("--header-timeout-s", 10.0, "headers (408 and closed past it)"),
+    ):
+        f = click.option(
+            name,
+            type=click.FloatRange(min=0.1, max=600.0),
+            default=default,
+            show_default=True,
+            help=f"How long a client may take to send a request's {what}.",
+        )(f)
+    return f
