@@ -41,7 +41,7 @@ test: $(STAMP)
 	./scripts/ensure-vllm >/dev/null
 	./scripts/ensure-sglang >/dev/null
 	PY=$(BIN)/python ./scripts/ensure-engine-wheels
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # The fast lane while editing: no real engine, nothing marked slow (`make test`, and CI, still
 # run everything).

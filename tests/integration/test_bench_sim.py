@@ -13,6 +13,7 @@ blocks do not hit a cached prefix. Bounds are directions with generous margins, 
 
 from __future__ import annotations
 
+import time
 from contextlib import AbstractAsyncContextManager
 
 import pytest
@@ -103,9 +104,26 @@ async def test_interval_2_lowers_decoder_tpot_and_keeps_ttft():
     assert 0.8 < ttft < 1.3
 
 
+def _tokenize_seconds(tokens: int) -> float:
+    """How long this machine's sim tokenizer takes for one prompt of ``tokens`` (best of 3)."""
+    from tierctl.sim.tokenizer import encode_prompt, load_tokenizer
+
+    load_tokenizer()
+    prompt = make_prompt_source("sim", 1).prompt(tokens, 0)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        encode_prompt(prompt)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 async def test_dynamic_batch_tokenizer_gives_fewer_probe_misses():
-    # Four ~100K-token prompts: tokenizing each on the server's event loop stalls /health for
-    # longer than the probe timeout; on the tokenizer thread it does not.
+    # Eight ~100K-token prompts: tokenizing each on the server's event loop stalls /health for
+    # longer than the probe timeout; on the tokenizer thread it does not. The timeout is half
+    # of one tokenization as this machine measures it (a fixed 0.25 s let a fast machine's
+    # 0.08 s tokenizations slip between probes: CI saw 0 misses on A).
+    stall = _tokenize_seconds(100000)
     wl = workload_from_dict(
         {
             "name": "dyntok",
@@ -115,13 +133,13 @@ async def test_dynamic_batch_tokenizer_gives_fewer_probe_misses():
             "lanes": [
                 {
                     "kind": "burst",
-                    "count": 4,
+                    "count": 8,
                     "input_tokens": 100000,
                     "output_tokens": 2,
                     "at_s": 0.3,
                 },
             ],
-            "probe": {"interval_s": 0.1, "timeout_s": 0.25},
+            "probe": {"interval_s": 0.02, "timeout_s": max(0.02, stall / 2)},
         }
     )
     common = ("--chunked-prefill-size", "16384")
@@ -134,6 +152,6 @@ async def test_dynamic_batch_tokenizer_gives_fewer_probe_misses():
     # The simulator flushes its prefix cache as SGLang does; each block reports it.
     assert {bl.flush for bl in result.blocks} == {"ok"}
     misses = {bl.arm: sum(p.missed for p in bl.record.probes) for bl in result.blocks}
-    assert all(bl.record.count("completed") == 4 for bl in result.blocks)
+    assert all(bl.record.count("completed") == 8 for bl in result.blocks)
     assert misses["A"] > 0
     assert misses["B"] < misses["A"]

@@ -82,7 +82,7 @@ async def test_streaming_token_count_equals_usage_and_server_info_reflects_argv(
     async with sim_serve("--model-path", "/models/glm", "--served-model-name", "glm-sim",
                          "--tp-size", "4", "--dist-init-addr", "127.0.0.1:29510",
                          "--enable-hierarchical-cache", "--hicache-ratio", "2",
-                         "--cuda-graph-bs", "1", "2", "--prefill-decode-interval", "2",
+                         "--cuda-graph-bs-decode", "1", "2", "--prefill-decode-interval", "2",
                          "--enable-metrics") as srv, aiohttp.ClientSession() as s:  # fmt: skip
         body = {"model": "glm-sim", "messages": [{"role": "user", "content": "count me " * 50}],
                 "max_tokens": 37, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
@@ -114,7 +114,7 @@ async def test_streaming_token_count_equals_usage_and_server_info_reflects_argv(
             assert info["dist_init_addr"] == "127.0.0.1:29510"
             assert info["enable_hierarchical_cache"] is True
             assert info["hicache_ratio"] == 2
-            assert info["cuda_graph_bs"] == [1, 2]
+            assert info["cuda_graph_bs_decode"] == [1, 2]
             assert info["prefill_decode_interval"] == 2
             assert info["served_model_name"] == "glm-sim"
         async with s.get(srv.url + "/v1/models") as r:
