@@ -90,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--importtime", action="store_true")
     parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="Also time validate with no bytecode cache (every module compiled each run, as "
+        "under PYTHONDONTWRITEBYTECODE=1 in a fresh checkout).",
+    )
+    parser.add_argument(
         "--src",
         type=Path,
         default=ROOT / "src",
@@ -98,20 +104,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     binary = compose_binary()
-    env = {**os.environ, "PYTHONPATH": str(args.src.resolve())}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         shutil.copy(EXAMPLE, work / "compose.yaml")
-        runs: dict[str, list[tuple[float, float]]] = {"validate": [], "version": [], "compose": []}
+        # As an installed tierctl runs: its modules' bytecode compiled once and cached (a
+        # private cache folder, so the source tree is not written and a before/after pair
+        # each gets its own); "cold" is tierctl's modules compiled from source on every run
+        # (PYTHONDONTWRITEBYTECODE=1 over a checkout with no __pycache__), the libraries'
+        # bytecode as installed.
+        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        src = str(args.src.resolve())
+        env = {**base, "PYTHONPATH": src, "PYTHONPYCACHEPREFIX": str(work / "pycache")}
+        if args.cold:  # a copy of the tree without its __pycache__ folders
+            shutil.copytree(src, work / "src", ignore=shutil.ignore_patterns("__pycache__"))
+        cold = {**base, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+        runs: dict[str, list[tuple[float, float]]] = {
+            "validate": [], "version": [], "compose": [], "cold": []
+        }  # fmt: skip
         validate = [sys.executable, "-m", "tierctl", "validate", "--no-compose-binary",
                     "compose.yaml"]  # fmt: skip
         version = [sys.executable, "-m", "tierctl", "--version"]
+        timed(validate, work, env)  # fills the bytecode cache
+        timed(version, work, env)
         for _ in range(args.runs):
             runs["validate"].append(timed(validate, work, env))
             runs["version"].append(timed(version, work, env))
             if binary is not None:
                 config = [*binary, "-f", "compose.yaml", "config", "-q"]
                 runs["compose"].append(timed(config, work, env))
+            if args.cold:
+                runs["cold"].append(timed(validate, work, cold))
         print(f"tierctl from {args.src}")
         print(f"runs {args.runs} each, 1-min load average {os.getloadavg()[0]:.2f}")
         print(f"{'':40}{'wall median':>12}{'wall min':>10}{'CPU median':>12}{'CPU min':>10}")
@@ -119,11 +141,13 @@ def main(argv: list[str] | None = None) -> int:
             "validate": "tierctl validate (small compose file)",
             "version": "tierctl --version",
             "compose": "docker compose config",
+            "cold": "validate, no bytecode cache",
         }
         med: dict[str, tuple[float, float]] = {}
         for key, label in labels.items():
             if not runs[key]:
-                print(f"{label}: no Compose v2 binary here")
+                if key == "compose":
+                    print(f"{label}: no Compose v2 binary here")
                 continue
             walls, cpus = zip(*runs[key], strict=True)
             med[key] = (statistics.median(walls), statistics.median(cpus))
