@@ -16,8 +16,9 @@ package that loads a catalog (:meth:`Catalog.with_parser`, from the engine's pro
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -88,11 +89,44 @@ def _checked(where: str, value: Any, kind: str) -> Any:
     raise _fail(where, expected + (" or null" if optional else ""), value)
 
 
+def _is_strs(v: Any) -> bool:
+    return type(v) is tuple and all(type(x) is str for x in v)
+
+
+#: Kind -> whether a value is already that kind in its normal form (most are: this is the
+#: fast path; the rest go through :func:`_checked`, which converts or refuses).
+_NORMAL: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: type(v) is str,
+    "str?": lambda v: v is None or type(v) is str,
+    "bool": lambda v: type(v) is bool,
+    "bool?": lambda v: v is None or type(v) is bool,
+    "any": lambda v: True,
+    "strs": _is_strs,
+    "flagtype": lambda v: v in _FLAG_TYPES,
+    "flagtype?": lambda v: v is None or v in _FLAG_TYPES,
+    "nargs?": lambda v: v is None or type(v) is str or type(v) is int,
+    "choices?": lambda v: v is None or type(v) is tuple,
+}
+
+
 def _check_fields(obj: Any, kinds: Mapping[str, str], where: str) -> None:
-    """Check (and normalise) a frozen dataclass's fields as constructed."""
+    """Check (and normalise: lists to tuples) a frozen dataclass's fields as constructed."""
     for name, kind in kinds.items():
-        value = _checked(f"{where}.{name}", getattr(obj, name), kind)
-        object.__setattr__(obj, name, value)
+        value = getattr(obj, name)
+        if not _NORMAL[kind](value):
+            object.__setattr__(obj, name, _checked(f"{where}.{name}", value, kind))
+
+
+@functools.cache
+def _init_fields(cls: type) -> tuple[frozenset[str], tuple[str, ...]]:
+    """(every init field, the required ones) of a dataclass."""
+    known = [f for f in dataclasses.fields(cls) if f.init]
+    required = tuple(
+        f.name
+        for f in known
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+    return frozenset(f.name for f in known), required
 
 
 def _fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
@@ -100,16 +134,11 @@ def _fields_of(cls: type, data: Any, where: str) -> dict[str, Any]:
     every required one present."""
     if not isinstance(data, dict):
         raise _fail(where, "an object", data)
-    known = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    extra = sorted(set(data) - set(known))
-    if extra:
+    known, required = _init_fields(cls)
+    if not known.issuperset(data):
+        extra = sorted(set(data) - known)
         raise ValueError(f"{where}: unknown key {extra[0]!r} (extra keys are refused)")
-    missing = [
-        n
-        for n, f in known.items()
-        if n not in data and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
-    ]  # fmt: skip
+    missing = [n for n in required if n not in data]
     if missing:
         raise ValueError(f"{where}: {missing[0]!r} is required")
     return dict(data)
