@@ -40,8 +40,11 @@ def test_each_registered_target_has_its_modules(name: str) -> None:
     assert {"render", "validate"} <= set(adapter.modules)
     for step, module in adapter.modules.items():
         assert importlib.import_module(module), (name, step)
-    for method in ("claims", "render", "validate", "import_files"):
-        assert callable(getattr(adapter, method)), (name, method)
+    assert callable(adapter.claims)
+    for step in adapter.modules:
+        method = targets.STEP_METHODS.get(step)
+        if method is not None:  # fleet is a mode of plan, runbook and rollout
+            assert callable(getattr(adapter, method)), (name, step)
 
 
 def test_the_default_target_is_what_no_other_claims(tmp_path: Path) -> None:
@@ -200,9 +203,6 @@ class NomadTarget:
 
         return validate_job(Path(request.paths[0]), request.spec_path)
 
-    def import_files(self, request):
-        raise NotImplementedError
-
     def runbook(self, request):
         from tierctl.rollout.nomad import nomad_runbook
 
@@ -305,6 +305,11 @@ def test_the_rollout_commands_dispatch_to_the_new_target(with_nomad: Path, tmp_p
         assert f"the nomad target has no {step} step" in out.stderr
         assert "(render, validate, runbook)" in out.stderr
         assert "Traceback" not in out.stderr
+    job = tmp_path / "x.nomad.json"
+    job.write_text("{}", encoding="utf-8")
+    imported = _tierctl(with_nomad, tmp_path, "import", job.name)  # auto: Nomad claims it
+    assert imported.returncode == 2, imported.stdout + imported.stderr
+    assert "the nomad target has no import step" in imported.stderr
     helped = _tierctl(with_nomad, tmp_path, "rollout", "--help")
     assert "nomad" in helped.stdout
 

@@ -3,10 +3,11 @@
 A target is where a tier runs (docker compose, Kubernetes). Each is one adapter module here
 (``cli/targets/<name>.py``, exporting ``TARGET``) binding the command steps to the library
 modules that implement them for that target (its ``modules``, keyed by :data:`STEPS`).
-``render``, ``validate`` and ``import`` dispatch through :func:`target`, ``plan``, ``runbook``
-and ``rollout`` (and ``kube plan``, the old spelling of ``runbook --target kubernetes``)
-through :func:`for_step`, which refuses a step the target does not register (exit 2, naming
-the steps it has); ``auto`` asks each target in turn whether it claims the inputs
+Every command that depends on the target dispatches through :func:`for_step` (or
+:func:`checked`, for the target ``auto`` found): ``render``, ``validate``, ``import``, ``plan``,
+``runbook`` and ``rollout`` (and ``kube plan``, the old spelling of ``runbook --target
+kubernetes``); a step the target does not register is refused (exit 2, naming the steps it
+has). ``auto`` asks each target in turn whether it claims the inputs
 (:func:`detect`), the first registered one (compose) taking what no other claims. Nothing else
 in the CLI writes ``if target == ...``.
 
@@ -203,22 +204,38 @@ def detect(paths: Sequence[Path]) -> DeployTarget:
     return target(default)
 
 
+#: Each step's adapter method (``fleet`` is a mode of plan, runbook and rollout).
+STEP_METHODS = {
+    "render": "render",
+    "validate": "validate",
+    "import": "import_files",
+    "plan": "plan",
+    "runbook": "runbook",
+    "rollout": "rollout",
+}
+
+
 def for_step(name: str, step: str) -> DeployTarget:
-    """Target ``name``'s adapter for ``step``, refused (exit 2, naming the steps it has) when
-    the target registers no module for the step."""
-    adapter = target(name)
-    if step not in adapter.modules:
-        has = ", ".join(s for s in STEPS if s in adapter.modules)
-        others = [n for n in names() if step in target(n).modules]
-        where = f" (--target {' or '.join(others)} has it)" if others else ""
-        raise InputError(
-            f"the {name} target has no {step} step{where}",
-            rule="a target runs the steps its adapter registers (cli/targets/)",
-            value=name,
-            fix=f"use a step the {name} target has ({has})"
-            + (", e.g. runbook: its rollout as commands to run" if "runbook" in has else ""),
-        )
-    return adapter
+    """Target ``name``'s adapter for ``step`` (:func:`checked`)."""
+    return checked(target(name), step)
+
+
+def checked(adapter: DeployTarget, step: str) -> DeployTarget:
+    """``adapter``, refused (exit 2, naming the steps it has and the targets that have
+    ``step``) when it registers no module for the step."""
+    if step in adapter.modules:
+        return adapter
+    name = adapter.name
+    has = ", ".join(s for s in STEPS if s in adapter.modules)
+    others = [n for n in names() if step in target(n).modules]
+    where = f" (--target {' or '.join(others)} has it)" if others else ""
+    raise InputError(
+        f"the {name} target has no {step} step{where}",
+        rule="a target runs the steps its adapter registers (cli/targets/)",
+        value=name,
+        fix=f"use a step the {name} target has ({has})"
+        + (", e.g. runbook: its rollout as commands to run" if "runbook" in has else ""),
+    )
 
 
 def chosen(name: str, paths: Sequence[Path]) -> DeployTarget:
