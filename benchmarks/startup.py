@@ -13,15 +13,30 @@ importtime``, by cumulative time), which is where the time goes.
 The file is the bundled small example's rendered compose file (two SGLang replicas, a proxy,
 Prometheus), copied to a scratch folder.
 
-Measured 2026-12-07 on the shared 2-core machine at load 0.6, 15 runs each, medians (wall;
-CPU within 0.01 s of it): before issue #39's start-up work (main at 86deef3) ``validate`` 0.530 s,
-``--version`` 0.101 s, ``docker compose config`` 0.099 s (ratio 5.4); after, 0.369 s, 0.083 s
-and 0.104 s (ratio 3.6). The goal is not met: what is left is mostly pydantic (its import,
-``importlib.metadata`` through its plugin loader, and building the spec and catalog models,
-together some 0.13 s), which the compose-file check still needs for the flag catalog and the
-spec's types.
+Both trees are timed with a bytecode cache (a private ``PYTHONPYCACHEPREFIX``, filled by one
+run first), as an installed tierctl runs; ``--cold`` adds a row with tierctl's modules
+compiled on every run (a copy of the tree without ``__pycache__``, under
+``PYTHONDONTWRITEBYTECODE=1``). Figures taken before 2026-12-08 inherited the shell's
+``PYTHONDONTWRITEBYTECODE=1`` over a partly cached tree, so they are not comparable with these.
 
-Run: python benchmarks/startup.py [--runs 15] [--importtime] [--src OTHER/src]
+Measured 2026-12-08 on the shared 2-core machine, medians, the two trees minutes apart:
+
+- at load 0.7, 11 runs each: main at 0dbe1f2 ``validate`` 0.189 s wall (0.188 s CPU),
+  ``--version`` 0.040 s, ``docker compose config`` 0.057 s: ratio 3.32 (CPU 3.15). Issue
+  #39's start-up work (no pydantic on the path: the catalog types are dataclasses; no spec
+  model, no spec contract, no Compose binary module, no importlib.resources; lazy package
+  exports): 0.117 s wall (0.116 s CPU), 0.042 s, 0.059 s: ratio 1.99 (CPU 1.96).
+- at load 8-10, 15 runs each, CPU medians (wall is mostly waiting for a core there): main
+  0.207 and 0.237 s against compose's 0.064 and 0.074 s (ratio 3.2); after, 0.125 and
+  0.118 s against 0.066 and 0.064 s (ratio 1.9 and 1.8). With no bytecode cache: main 0.28
+  and 0.34 s, after 0.19 and 0.18 s.
+
+The goal (at most the binary's time) is not met: ``--version`` alone (the interpreter, click,
+``tierctl.errors``) is 0.04 s of the binary's 0.06 s, and the rest is PyYAML, jsonschema-rs,
+tierctl's compose reader, profiles and checks (some 45 dataclasses built at import) and the
+run itself (about 20 ms, a fifth of it reading the 531-flag catalog).
+
+Run: python benchmarks/startup.py [--runs 15] [--cold] [--importtime] [--src OTHER/src]
 """
 
 from __future__ import annotations
