@@ -348,3 +348,21 @@ def test_kube_plan_is_runbook_target_kubernetes(run_cli: Callable[..., CliResult
     compose = run_cli("runbook", "--from", spec, "--to", spec, "--old-manifest", spec)
     assert compose.code == 2
     assert "the Kubernetes target's" in compose.err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("plan", "--target", "kubernetes", "--from", "a.yaml", "--to", "b.yaml"),
+        ("rollout", "--target", "kubernetes", "--plan", "p.json", "--driver", "local"),
+        ("plan", "--target", "kubernetes", "--fleet", "fleet.yaml"),
+    ],
+)
+def test_kubernetes_has_no_plan_or_rollout_step(
+    run_cli: Callable[..., CliResult], args: tuple[str, ...]
+) -> None:
+    result = run_cli(*args)
+    assert result.code == 2, result.out + result.err
+    step = "fleet" if "--fleet" in args else args[0]
+    assert f"the kubernetes target has no {step} step (--target compose has it)" in result.err
+    assert "render, validate, import, runbook" in result.err
