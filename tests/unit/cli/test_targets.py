@@ -366,3 +366,34 @@ def test_kubernetes_has_no_plan_or_rollout_step(
     step = "fleet" if "--fleet" in args else args[0]
     assert f"the kubernetes target has no {step} step (--target compose has it)" in result.err
     assert "render, validate, import, runbook" in result.err
+
+
+def test_no_command_compares_a_target_name_itself() -> None:
+    """``if target == "kubernetes"`` (or ``in (...)``) outside ``cli/targets/``: the registry
+    answers which target and whether it has the step (mutation check: the test finds one
+    written into a copy of a command's source)."""
+    import ast
+
+    names = set(targets.names())
+
+    def offenders(source: str, where: str) -> list[str]:
+        found = []
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Compare):
+                values = [node.left, *node.comparators]
+                values += [e for v in values if isinstance(v, ast.Tuple | ast.List | ast.Set)
+                           for e in v.elts]  # fmt: skip
+                if any(isinstance(v, ast.Constant) and v.value in names for v in values):
+                    found.append(f"{where}:{node.lineno}")
+        return found
+
+    cli = SRC / "cli"
+    bad = [
+        hit
+        for path in sorted(cli.rglob("*.py"))
+        if "targets" not in path.relative_to(cli).parts
+        for hit in offenders(path.read_text(encoding="utf-8"), str(path.relative_to(SRC)))
+    ]
+    assert bad == []
+    assert offenders('if target == "kubernetes":\n    pass\n', "x") == ["x:1"]
+    assert offenders('ok = name in ("compose", "other")\n', "y") == ["y:1"]
