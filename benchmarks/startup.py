@@ -24,12 +24,14 @@ Measured 2026-12-08 on the shared 2-core machine, medians, the two trees minutes
 - at load 0.7, 11 runs each: main at 0dbe1f2 ``validate`` 0.189 s wall (0.188 s CPU),
   ``--version`` 0.040 s, ``docker compose config`` 0.057 s: ratio 3.32 (CPU 3.15). Issue
   #39's start-up work (no pydantic on the path: the catalog types are dataclasses; no spec
-  model, no spec contract, no Compose binary module, no importlib.resources; lazy package
-  exports): 0.117 s wall (0.116 s CPU), 0.042 s, 0.059 s: ratio 1.99 (CPU 1.96).
-- at load 8-10, 15 runs each, CPU medians (wall is mostly waiting for a core there): main
-  0.207 and 0.237 s against compose's 0.064 and 0.074 s (ratio 3.2); after, 0.125 and
-  0.118 s against 0.066 and 0.064 s (ratio 1.9 and 1.8). With no bytecode cache: main 0.28
-  and 0.34 s, after 0.19 and 0.18 s.
+  model, no spec contract; lazy package exports), before its last two deferrals (the
+  Compose binary's module, importlib.resources): 0.117 s wall (0.116 s CPU), 0.042 s,
+  0.059 s: ratio 1.99 (CPU 1.96).
+- with all of it, at load 5-6, 15 runs each, main and this tree twice each, alternating, CPU
+  medians (wall is mostly waiting for a core there): main 0.212 and 0.224 s against
+  compose's 0.065 and 0.064 s (ratio 3.27 and 3.48); after, 0.121 and 0.117 s against
+  0.063 and 0.065 s (ratio 1.90 and 1.81); ``--version`` 0.045 s in all four. With no
+  bytecode cache: main 0.288 s both times, after 0.183 and 0.178 s.
 
 The goal (at most the binary's time) is not met: ``--version`` alone (the interpreter, click,
 ``tierctl.errors``) is 0.04 s of the binary's 0.06 s, and the rest is PyYAML, jsonschema-rs,
