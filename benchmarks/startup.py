@@ -13,15 +13,32 @@ importtime``, by cumulative time), which is where the time goes.
 The file is the bundled small example's rendered compose file (two SGLang replicas, a proxy,
 Prometheus), copied to a scratch folder.
 
-Measured 2026-12-07 on the shared 2-core machine at load 0.6, 15 runs each, medians (wall;
-CPU within 0.01 s of it): before issue #39's start-up work (main at 86deef3) ``validate`` 0.530 s,
-``--version`` 0.101 s, ``docker compose config`` 0.099 s (ratio 5.4); after, 0.369 s, 0.083 s
-and 0.104 s (ratio 3.6). The goal is not met: what is left is mostly pydantic (its import,
-``importlib.metadata`` through its plugin loader, and building the spec and catalog models,
-together some 0.13 s), which the compose-file check still needs for the flag catalog and the
-spec's types.
+Both trees are timed with a bytecode cache (a private ``PYTHONPYCACHEPREFIX``, filled by one
+run first), as an installed tierctl runs; ``--cold`` adds a row with tierctl's modules
+compiled on every run (a copy of the tree without ``__pycache__``, under
+``PYTHONDONTWRITEBYTECODE=1``). Figures taken before 2026-12-08 inherited the shell's
+``PYTHONDONTWRITEBYTECODE=1`` over a partly cached tree, so they are not comparable with these.
 
-Run: python benchmarks/startup.py [--runs 15] [--importtime] [--src OTHER/src]
+Measured 2026-12-08 on the shared 2-core machine, medians, the two trees minutes apart:
+
+- at load 0.7, 11 runs each: main at 0dbe1f2 ``validate`` 0.189 s wall (0.188 s CPU),
+  ``--version`` 0.040 s, ``docker compose config`` 0.057 s: ratio 3.32 (CPU 3.15). Issue
+  #39's start-up work (no pydantic on the path: the catalog types are dataclasses; no spec
+  model, no spec contract; lazy package exports), before its last two deferrals (the
+  Compose binary's module, importlib.resources): 0.117 s wall (0.116 s CPU), 0.042 s,
+  0.059 s: ratio 1.99 (CPU 1.96).
+- with all of it, at load 5-6, 15 runs each, main and this tree twice each, alternating, CPU
+  medians (wall is mostly waiting for a core there): main 0.212 and 0.224 s against
+  compose's 0.065 and 0.064 s (ratio 3.27 and 3.48); after, 0.121 and 0.117 s against
+  0.063 and 0.065 s (ratio 1.90 and 1.81); ``--version`` 0.045 s in all four. With no
+  bytecode cache: main 0.288 s both times, after 0.183 and 0.178 s.
+
+The goal (at most the binary's time) is not met: ``--version`` alone (the interpreter, click,
+``tierctl.errors``) is 0.04 s of the binary's 0.06 s, and the rest is PyYAML, jsonschema-rs,
+tierctl's compose reader, profiles and checks (some 45 dataclasses built at import) and the
+run itself (about 20 ms, a fifth of it reading the 531-flag catalog).
+
+Run: python benchmarks/startup.py [--runs 15] [--cold] [--importtime] [--src OTHER/src]
 """
 
 from __future__ import annotations
@@ -90,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--importtime", action="store_true")
     parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="Also time validate with no bytecode cache (every module compiled each run, as "
+        "under PYTHONDONTWRITEBYTECODE=1 in a fresh checkout).",
+    )
+    parser.add_argument(
         "--src",
         type=Path,
         default=ROOT / "src",
@@ -98,20 +121,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     binary = compose_binary()
-    env = {**os.environ, "PYTHONPATH": str(args.src.resolve())}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         shutil.copy(EXAMPLE, work / "compose.yaml")
-        runs: dict[str, list[tuple[float, float]]] = {"validate": [], "version": [], "compose": []}
+        # As an installed tierctl runs: its modules' bytecode compiled once and cached (a
+        # private cache folder, so the source tree is not written and a before/after pair
+        # each gets its own); "cold" is tierctl's modules compiled from source on every run
+        # (PYTHONDONTWRITEBYTECODE=1 over a checkout with no __pycache__), the libraries'
+        # bytecode as installed.
+        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        src = str(args.src.resolve())
+        env = {**base, "PYTHONPATH": src, "PYTHONPYCACHEPREFIX": str(work / "pycache")}
+        if args.cold:  # a copy of the tree without its __pycache__ folders
+            shutil.copytree(src, work / "src", ignore=shutil.ignore_patterns("__pycache__"))
+        cold = {**base, "PYTHONPATH": str(work / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+        runs: dict[str, list[tuple[float, float]]] = {
+            "validate": [], "version": [], "compose": [], "cold": []
+        }  # fmt: skip
         validate = [sys.executable, "-m", "tierctl", "validate", "--no-compose-binary",
                     "compose.yaml"]  # fmt: skip
         version = [sys.executable, "-m", "tierctl", "--version"]
+        timed(validate, work, env)  # fills the bytecode cache
+        timed(version, work, env)
         for _ in range(args.runs):
             runs["validate"].append(timed(validate, work, env))
             runs["version"].append(timed(version, work, env))
             if binary is not None:
                 config = [*binary, "-f", "compose.yaml", "config", "-q"]
                 runs["compose"].append(timed(config, work, env))
+            if args.cold:
+                runs["cold"].append(timed(validate, work, cold))
         print(f"tierctl from {args.src}")
         print(f"runs {args.runs} each, 1-min load average {os.getloadavg()[0]:.2f}")
         print(f"{'':40}{'wall median':>12}{'wall min':>10}{'CPU median':>12}{'CPU min':>10}")
@@ -119,11 +158,13 @@ def main(argv: list[str] | None = None) -> int:
             "validate": "tierctl validate (small compose file)",
             "version": "tierctl --version",
             "compose": "docker compose config",
+            "cold": "validate, no bytecode cache",
         }
         med: dict[str, tuple[float, float]] = {}
         for key, label in labels.items():
             if not runs[key]:
-                print(f"{label}: no Compose v2 binary here")
+                if key == "compose":
+                    print(f"{label}: no Compose v2 binary here")
                 continue
             walls, cpus = zip(*runs[key], strict=True)
             med[key] = (statistics.median(walls), statistics.median(cpus))

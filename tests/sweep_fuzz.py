@@ -438,7 +438,7 @@ def _schema_paths(kind: str) -> list[tuple[Any, ...]]:
     elif kind == "catalog":
         from tierctl.engine_catalog import Catalog
 
-        schema = Catalog.model_json_schema()
+        schema = Catalog.json_schema()
     else:
         return []
     return [p for p, _ in schema_paths(schema, max_depth=6)]

@@ -771,7 +771,7 @@ def _image_policy(merged: ComposeFile, engine: dict[str, Any], notes: list[str])
     """``engine.image_policy`` for the file's images: ``tag`` when every image names a
     release tag, ``as-written`` when one does not (``latest``, ``main``, ``${IMG}``) or a
     service builds its own, with one note per image that is not pinned by digest."""
-    from tierctl.spec.checks import DIGEST_IMAGE, TAGGED_IMAGE
+    from tierctl.compose.forms import DIGEST_IMAGE, TAGGED_IMAGE
 
     images = {name: svc.image for name, svc in merged.services.items() if svc.image}
     loose = {n: i for n, i in images.items() if not DIGEST_IMAGE.match(i)}

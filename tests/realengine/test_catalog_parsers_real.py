@@ -12,6 +12,7 @@ parser resolves them.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,8 @@ def test_abbreviations_resolve_as_the_real_parser_resolves_them(
 
 def _mutated(catalog: Catalog, name: str, **changes: Any) -> Catalog:
     flags = dict(catalog.flags)
-    flags[name] = flags[name].model_copy(update=changes)
-    return catalog.model_copy(update={"flags": flags})
+    flags[name] = dataclasses.replace(flags[name], **changes)
+    return catalog.replace(flags=flags)
 
 
 MUTATIONS = [
@@ -135,5 +136,5 @@ def test_a_flag_missing_from_the_catalog_is_caught(
 ) -> None:
     catalog = load_catalog("vllm", "0.32.0")
     flags: dict[str, Flag] = {n: f for n, f in catalog.flags.items() if n != "--max-model-len"}
-    parity = compare(catalog.model_copy(update={"flags": flags}), dumps["vllm", "0.32.0"])
+    parity = compare(catalog.replace(flags=flags), dumps["vllm", "0.32.0"])
     assert [(m.flag, m.field) for m in parity.mismatches] == [("--max-model-len", "flag")]

@@ -237,7 +237,7 @@ def _flag_from_action(action: Mapping[str, Any], before: Flag | None) -> Flag:
     ptype = parser_type(type_name)
     short = type_name.rsplit(".", 1)[-1] if isinstance(type_name, str) else None
     flag_type: Any = "bool" if real_action in _NO_VALUE and real_action != "count" else ptype
-    element = None
+    element: Any = None
     if real_action not in _NO_VALUE and listed:
         flag_type, element = "list", ptype
     if ptype == "?":
@@ -298,5 +298,4 @@ def refine(catalog: Catalog, dump: Mapping[str, Any]) -> Catalog:
         abbreviations=bool(dump["allow_abbrev"]),
         underscores=catalog.underscores,
     )
-    private = catalog.__pydantic_private__ or {}
-    return refined.with_parser(underscores=bool(private.get("_parser_underscores")))
+    return refined.with_parser(underscores=catalog.parser_underscores)

@@ -67,7 +67,7 @@ def adopt_cmd(
         compose, target, tier, host, engine, engine_services, chosen_profiles(profile), out
     )
     with read_once():
-        result = targets.detect(compose).import_files(request)
+        result = targets.checked(targets.detect(compose), "import").import_files(request)
     if out is None:
         sys.stdout.write(result.text)
     else:

@@ -1,10 +1,15 @@
-"""``tierctl bench``: load-test one endpoint (``run``) or two in a paired A/B (``ab``)."""
+"""``tierctl bench``: load-test one endpoint (``run``) or two in a paired A/B (``ab``).
+
+``bench ab``'s options reach its body as one frozen :class:`AbArgs` (``cli.options.into``;
+tests/unit/cli/test_option_args.py checks every option has its field).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +17,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from tierctl.cli.options import output_option
+from tierctl.cli.options import OptionArgs, into, output_option
 from tierctl.engines import kinds
 from tierctl.errors import ExitCode, label_params
 from tierctl.traces import TRACE_FORMATS
@@ -111,7 +116,7 @@ def _workload_options(f: _F) -> _F:
     return f
 
 
-def _workload(opts: dict[str, Any]) -> Any:
+def _workload(opts: Mapping[str, Any]) -> Any:
     from tierctl.bench.flags import WorkloadFlags, workload_from_flags
 
     names = WorkloadFlags.__dataclass_fields__
@@ -119,7 +124,7 @@ def _workload(opts: dict[str, Any]) -> Any:
 
 
 @contextlib.contextmanager
-def _client_priority(opts: dict[str, Any], console: Console) -> Iterator[None]:
+def _client_priority(opts: Mapping[str, Any], console: Console) -> Iterator[None]:
     """The client real-time for the block when ``--realtime`` asked (and a note when it
     could not be: the run goes on at ordinary priority)."""
     if not opts.get("realtime"):
@@ -219,7 +224,7 @@ def _quality_options(f: _F) -> _F:
     return f
 
 
-def _quality_spec(opts: dict[str, Any], base: Any = None) -> Any:
+def _quality_spec(opts: Mapping[str, Any], base: Any = None) -> Any:
     """A QualitySpec from the workload's (if any) updated by the flags given.
 
     Raises:
@@ -241,7 +246,7 @@ def _quality_spec(opts: dict[str, Any], base: Any = None) -> Any:
         ) from None
 
 
-def _quality_spec_of(opts: dict[str, Any], base: Any) -> Any:
+def _quality_spec_of(opts: Mapping[str, Any], base: Any) -> Any:
     from tierctl.bench.quality.spec import PasskeySpec, QualitySpec, TaskSetSpec, TeacherForcedSpec
     from tierctl.errors import InputError
 
@@ -301,7 +306,7 @@ def _quality_spec_of(opts: dict[str, Any], base: Any) -> Any:
     return QualitySpec(**{**spec.model_dump(), **update})
 
 
-def _health_targets(a_url: str, b_url: str, opts: dict[str, Any]) -> list[Any]:
+def _health_targets(a_url: str, b_url: str, opts: Mapping[str, Any]) -> list[Any]:
     from tierctl.bench.health import ArmTarget
 
     engine = opts.get("engine")
@@ -386,6 +391,69 @@ def run(url: str, **opts: Any) -> ExitCode:
     return ExitCode.OK
 
 
+@dataclass(frozen=True)
+class AbArgs(OptionArgs):
+    """Every option of ``tierctl bench ab``: one field per click option, named as its
+    parameter (the workload's fields are ``bench.flags.WorkloadFlags``'s too)."""
+
+    # the arms and their order
+    a_url: str
+    b_url: str
+    order: str
+    repetitions: int
+    flush_cache: bool
+    shared_prompts: bool
+    with_quality: bool
+    a_name: str | None
+    b_name: str | None
+    # the workload (_workload_options)
+    workload_path: str | None
+    burst: str | None
+    output_tokens: int
+    hammer_rate: float | None
+    hammer_constant: bool
+    hammer_concurrency: int | None
+    hammer_count: int
+    hammer_duration: float | None
+    hammer_tokens: str
+    trace_path: str | None
+    trace_format: str
+    time_scale: float
+    api: str | None
+    model: str | None
+    seed: int | None
+    timeout_s: float | None
+    max_duration_s: float | None
+    probe: str | None
+    no_probe: bool
+    tokenizer: str | None
+    out_dir: str | None
+    no_plots: bool
+    realtime: bool
+    # the quality lane (_quality_options)
+    texts: int | None
+    text_tokens: int | None
+    texts_file: str | None
+    passkey_lengths: str | None
+    passkey_per_length: int | None
+    arithmetic: int | None
+    task_sets: tuple[str, ...]
+    q_max_tokens: int | None
+    no_floor: bool
+    concurrency: int | None
+    quality_seed: int | None
+    # the arms' health (_health_options)
+    a_log: str | None
+    a_container: str | None
+    a_pid_file: str | None
+    b_log: str | None
+    b_container: str | None
+    b_pid_file: str | None
+    engine: str
+    health_interval_s: float
+    fail_on_unhealthy: bool
+
+
 @bench.command("ab")
 @click.option("--a", "a_url", required=True, help="Base URL of arm A (control).")
 @click.option("--b", "b_url", required=True, help="Base URL of arm B (candidate).")
@@ -421,48 +489,39 @@ def run(url: str, **opts: Any) -> ExitCode:
 @_workload_options
 @_quality_options
 @_health_options
-def ab(
-    a_url: str,
-    b_url: str,
-    order: str,
-    repetitions: int,
-    flush_cache: bool,
-    shared_prompts: bool,
-    with_quality: bool,
-    a_name: str | None,
-    b_name: str | None,
-    **opts: Any,
-) -> ExitCode:
+@into(AbArgs)
+def ab(args: AbArgs) -> ExitCode:
     """Paired A/B: the same requests against A and B in counterbalanced blocks; B/A ratios."""
     from tierctl.bench import eventloop
     from tierctl.bench.execute import bench_ab
     from tierctl.bench.report import ab_client_bound, ab_client_line, ab_table, no_ttft_line
     from tierctl.progress import BenchBars
 
+    opts = args.params()  # the option groups' helpers, shared with bench run and quality
     workload = _workload(opts)
-    out = Path(opts["out_dir"]) if opts["out_dir"] else None
+    named = args.a_name or args.b_name
     with BenchBars() as bars, _client_priority(opts, _console()):
         outcome = eventloop.run(
             bench_ab(
-                a_url,
-                b_url,
+                args.a_url,
+                args.b_url,
                 workload,
-                order=order,
-                repetitions=repetitions,
-                flush=flush_cache,
-                shared_prompts=shared_prompts,
-                tokenizer=opts["tokenizer"],
-                out_dir=out,
-                plots=not opts["no_plots"],
+                order=args.order,
+                repetitions=args.repetitions,
+                flush=args.flush_cache,
+                shared_prompts=args.shared_prompts,
+                tokenizer=args.tokenizer,
+                out_dir=Path(args.out_dir) if args.out_dir else None,
+                plots=not args.no_plots,
                 progress=bars,
-                names=(a_name or "A", b_name or "B") if a_name or b_name else None,
+                names=(args.a_name or "A", args.b_name or "B") if named else None,
                 quality=(
                     _quality_spec(opts, workload.quality)
-                    if with_quality or workload.quality
+                    if args.with_quality or workload.quality
                     else None
                 ),
-                health=_health_targets(a_url, b_url, opts),
-                health_interval_s=opts["health_interval_s"],
+                health=_health_targets(args.a_url, args.b_url, opts),
+                health_interval_s=args.health_interval_s,
             )
         )
         bars.blocks_done(len(outcome.result.blocks))
@@ -502,7 +561,7 @@ def ab(
         console.print(f"wrote {escape(str(f))}")
     if outcome.result.interrupted:
         return ExitCode.INTERRUPTED
-    if opts["fail_on_unhealthy"] and outcome.health is not None and not outcome.health.healthy:
+    if args.fail_on_unhealthy and outcome.health is not None and not outcome.health.healthy:
         console.print("[bold red]unhealthy arm: failing (--fail-on-unhealthy)[/bold red]")
         return ExitCode.FAILURE
     return ExitCode.OK

@@ -86,9 +86,9 @@ def show(ref: str, flag_name: str | None, fmt: str) -> None:
         if flag is None:
             raise InputError(f"{loaded.ref} has no flag {token}")
         if fmt == "json":
-            click.echo(json.dumps(flag.model_dump(mode="json"), indent=2))
+            click.echo(json.dumps(flag.to_data(), indent=2))
             return
-        for key, value in flag.model_dump(mode="json").items():
+        for key, value in flag.to_data().items():
             click.echo(f"{key}: {json.dumps(value)}")
         return
     if fmt == "json":
@@ -123,7 +123,7 @@ def diff(a: str, b: str) -> None:
 def _is_catalog(text: str) -> bool:
     """Whether a file holds a flag catalog (the only kind ``catalog build`` replaces)."""
     try:
-        Catalog.model_validate_json(text)
+        Catalog.from_json(text)
     except ValueError:
         return False
     return True

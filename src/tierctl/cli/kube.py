@@ -1,4 +1,6 @@
-"""``tierctl kube plan``: the Kubernetes rollout of a spec change, as a runbook."""
+"""``tierctl kube plan OLD NEW``: the old spelling of ``tierctl runbook --target kubernetes
+--from OLD --to NEW`` (hidden from ``tierctl --help``; it says so on stderr and prints the same
+runbook, through the targets registry like every command)."""
 
 from __future__ import annotations
 
@@ -6,13 +8,12 @@ from pathlib import Path
 
 import click
 
-from tierctl.errors import ExitCode, InputError, Location
-from tierctl.spec import load_spec
+from tierctl.errors import ExitCode
 
 
-@click.group()
+@click.group(hidden=True)
 def kube() -> None:
-    """Kubernetes: the rollout of a spec change (docs/kubernetes.md)."""
+    """Kubernetes: deprecated, use `tierctl runbook --target kubernetes` (docs/kubernetes.md)."""
 
 
 @kube.command()
@@ -30,21 +31,17 @@ def kube() -> None:
     "OLD on the spot).",
 )
 def plan(old: Path, new: Path, manifest: str | None, old_manifest: str | None) -> ExitCode:
-    """Print the runbook from OLD's Kubernetes rendering to NEW's: the objects that change,
-    one replica at a time (canary first), server-side dry run, diff, apply, wait, rollback."""
-    from tierctl.kube.plan import kube_plan
-    from tierctl.render.kubernetes import kube_output_name
+    """Print the runbook from OLD's Kubernetes rendering to NEW's (deprecated: use
+    `tierctl runbook --target kubernetes --from OLD --to NEW`)."""
+    from tierctl.cli import targets
+    from tierctl.cli.rollout import write_runbook
 
-    if old_manifest is not None and not Path(old_manifest).is_file():
-        raise InputError(
-            f"--old-manifest {old_manifest}: no such file (a rollback would apply nothing)",
-            location=Location(file=old_manifest),
-            rule="the rollback applies a rendering that exists",
-            fix="leave --old-manifest out (the rollback renders OLD), or save OLD's "
-            "rendering there first: tierctl render --target kubernetes OLD > FILE",
-        )
-    old_spec, new_spec = load_spec(old), load_spec(new)
-    target = manifest or str(new.parent / kube_output_name(new_spec.output))
-    runbook = kube_plan(old_spec, new_spec, target, old_manifest, str(old))
-    click.echo(runbook.markdown(target), nl=False)
+    click.echo(
+        "warning: kube plan is deprecated: use runbook --target kubernetes --from OLD --to NEW",
+        err=True,
+    )
+    request = targets.ChangeRequest(
+        (str(old),), (str(new),), manifest=manifest, old_manifest=old_manifest
+    )
+    write_runbook("kubernetes", request, None)
     return ExitCode.OK

@@ -56,7 +56,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "bench": ("tierctl.cli.bench", "bench", "Load-test endpoints: workloads, probes, paired A/B."),
     "plan": ("tierctl.cli.rollout", "plan", "Plan a rollout between two compose files."),
     "rollout": ("tierctl.cli.rollout", "rollout", "Execute a rollout plan, gated and journaled."),
-    "runbook": ("tierctl.cli.rollout", "runbook", "Write the Markdown runbook of a rollout."),
+    "runbook": (
+        "tierctl.cli.rollout",
+        "runbook",
+        "Write the Markdown runbook of a rollout (compose, or Kubernetes).",
+    ),
     "fleet": ("tierctl.cli.fleet", "fleet", "Roll one change out over many hosts, in waves."),
     "agent": ("tierctl.cli.agent", "agent", "The per-host agent that runs docker compose."),
     "stop": (
@@ -65,7 +69,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "Stop the engines a local-driver rollout or the demo left running.",
     ),
     "readout": ("tierctl.cli.readout", "readout", "Judge canary against control from Prometheus."),
-    "kube": ("tierctl.cli.kube", "kube", "Kubernetes: the rollout of a spec change, as a runbook."),
+    "kube": ("tierctl.cli.kube", "kube", "Deprecated: kube plan is runbook --target kubernetes."),
     "judge": (
         "tierctl.cli.judge",
         "judge",
@@ -78,6 +82,8 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "The real engine here: vLLM on CPU, the tiny model, the real demo.",
     ),
 }
+#: Old spellings of a command: they run, and are left out of ``--help``.
+_HIDDEN = frozenset({"kube"})
 
 
 class LazyGroup(click.Group):
@@ -96,7 +102,9 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
-            formatter.write_dl([(name, help_) for name, (_, _, help_) in _COMMANDS.items()])
+            formatter.write_dl(
+                [(name, help_) for name, (_, _, help_) in _COMMANDS.items() if name not in _HIDDEN]
+            )
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

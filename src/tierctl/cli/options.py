@@ -204,3 +204,39 @@ def client_deadline_options(f: F) -> F:
             help=f"How long a client may take to send a request's {what}.",
         )(f)
     return f
+
+
+# --- one options dataclass per command ---------------------------------------------------
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class OptionArgs:
+    """A command's options as one frozen dataclass (subclassed with ``@dataclass(frozen=True)``,
+    one field per click parameter, named as it)."""
+
+    def params(self) -> dict[str, Any]:
+        """The fields by name (for the helpers one option group shares between commands)."""
+        import dataclasses
+
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
+def into(cls: type[T]) -> Callable[[Callable[[T], R]], Callable[..., R]]:
+    """Decorate a command body that takes one ``cls``: click's parameters become its fields.
+
+    Put it closest to the function (below every ``click.option``), so the deprecated aliases
+    are resolved first. A click parameter ``cls`` has no field for fails the command on every
+    call (``TypeError``), and ``tests/unit/cli/test_option_args.py`` checks every option of
+    the commands that use this has its field, so an option is never silently dropped."""
+
+    def decorate(f: Callable[[T], R]) -> Callable[..., R]:
+        @functools.wraps(f)
+        def wrapper(**kw: Any) -> R:
+            return f(cls(**kw))
+
+        wrapper.options_dataclass = cls  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate

@@ -1,39 +1,46 @@
-"""``tierctl plan``, ``tierctl rollout`` and ``tierctl runbook``: parse, call, render."""
+"""``tierctl plan``, ``tierctl rollout`` and ``tierctl runbook``: parse, dispatch to the
+deployment target (``cli.targets``: ``--target``, compose by default), print.
+
+``rollout``'s options reach the target as one frozen :class:`RolloutArgs` (built by
+``cli.options.into``: an option the dataclass lacks fails every call, and a test checks each
+option has its field).
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
+from tierctl.cli import targets
 from tierctl.cli.fleet import (
     FLEET_ONLY,
     ONE_HOST_ONLY,
-    FleetRun,
     fleet_run_options,
     refuse_with_fleet,
-    run_fleet_rollout,
     show_fleet_plan,
     write_fleet_runbook,
 )
 from tierctl.cli.options import (
+    OptionArgs,
     fleet_option,
     format_option,
+    into,
     local_engine_option,
     output_option,
     prometheus_option,
+    target_option,
 )
 from tierctl.cli.profiles import chosen_profiles, profile_option
-from tierctl.errors import ExitCode, InputError
+from tierctl.errors import ExitCode
 from tierctl.paths import write_owned
-from tierctl.rollout.entrypoints import DriverConfig, execute_plan, make_plan, make_runbook
-from tierctl.rollout.executor import RolloutOptions, RolloutResult
-from tierctl.rollout.gates import GATE_DEFS, GateSettings, gate_names
-from tierctl.rollout.plan_schema import Plan, is_plan
-from tierctl.rollout.runbook import is_runbook
+from tierctl.rollout.gates import GATE_DEFS, gate_names
+
+if TYPE_CHECKING:
+    from tierctl.rollout.plan_schema import Plan
 
 
 def _side_options() -> list[Callable[[click.decorators.FC], click.decorators.FC]]:
@@ -67,6 +74,7 @@ _common = [
     fleet_option(
         help="Every host of this fleet file, in waves, instead of --from/--to (docs/fleet.md)."
     ),
+    target_option(auto=False, help="Where the tier runs (the deployment target)."),
 ]
 
 
@@ -128,6 +136,18 @@ def format_plan(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+def _change(
+    sides: tuple[tuple[str, ...], tuple[str, ...]],
+    spec: Path | None,
+    allow: tuple[str, ...],
+    protect: tuple[str, ...],
+    repo: Path | None,
+) -> targets.ChangeRequest:
+    return targets.ChangeRequest(
+        sides[0], sides[1], spec, frozenset(allow), frozenset(protect), repo
+    )
+
+
 @click.command("plan")
 @_with_common_several
 @format_option(help="text, or json: print the plan as JSON.")
@@ -142,6 +162,7 @@ def plan(
     protect: tuple[str, ...],
     repo: Path | None,
     fleet_path: Path | None,
+    target: str,
     fmt: str,
     output: Path | None,
     profile: tuple[str, ...],
@@ -160,25 +181,72 @@ def plan(
     )
     if sides is None:
         assert fleet_path is not None
+        targets.for_step(target, "fleet")
         show_fleet_plan(fleet_path, spec, fmt == "json")
         return
-    old, new = sides
-    result = make_plan(
-        old,
-        new,
-        spec=spec,
-        allow=frozenset(allow),
-        protect=frozenset(protect),
-        repo=repo,
-        profiles=chosen_profiles(profile),
-    )
-    text = json.dumps(result.model_dump(mode="json"), indent=2)
+    request = replace(_change(sides, spec, allow, protect, repo), profiles=chosen_profiles(profile))
+    planned = targets.for_step(target, "plan").plan(request)
+    data = planned.data if planned.data is not None else planned.text
     if output is not None:
         write_owned(
-            output, text + "\n", ours=is_plan, force=force, protect=_inputs(old, new, spec),
-            what="plan",
+            output, data + "\n", ours=planned.ours, force=force,
+            protect=_inputs(*sides, spec), what="plan",
         )  # fmt: skip
-    click.echo(text if fmt == "json" else format_plan(result))
+    click.echo(data if fmt == "json" else planned.text)
+
+
+@dataclass(frozen=True)
+class RolloutArgs(OptionArgs):
+    """Every option of ``tierctl rollout``, as the target's rollout takes them: one field per
+    click option, named as its parameter (tests/unit/cli/test_option_args.py)."""
+
+    # which plan, where it is journaled
+    plan_path: Path | None
+    fleet_path: Path | None
+    target: str
+    driver: str | None
+    journal_path: Path | None
+    resume: bool
+    dry_run: bool
+    repo: Path | None
+    # the compose-manager driver
+    agent_url: str | None
+    token_env: str
+    token_file: Path | None
+    tag_old: str | None
+    tag_new: str | None
+    pass_env: tuple[str, ...]
+    agent_timeout_s: float
+    agent_idle_timeout_s: float
+    agent_attempts: int
+    # the docker driver
+    project: str | None
+    docker_host: str | None
+    docker_context: str | None
+    compose_binary: str | None
+    # the local driver
+    state_dir: Path
+    time_scale: float
+    engine: str
+    start_timeout_s: float
+    # the gates
+    gate_host: str
+    prometheus_url: str | None
+    host_label: str | None
+    health_timeout_s: float
+    metrics_timeout_s: float
+    soak_s: float
+    max_error_rate: float
+    proxy_drain: bool
+    skip_gate: tuple[str, ...]
+    # --fleet only
+    spec: Path | None
+    approve_wave: int | None
+    note: str
+    pause_s: float | None
+    approval: bool | None
+    max_parallel: int | None
+    on_failure: str | None
 
 
 @click.command("rollout")
@@ -313,130 +381,24 @@ def plan(
     type=click.Choice(gate_names()),
 )
 @fleet_run_options
-def rollout(
-    plan_path: Path | None,
-    fleet_path: Path | None,
-    driver: str | None,
-    journal_path: Path | None,
-    resume: bool,
-    dry_run: bool,
-    repo: Path | None,
-    agent_url: str | None,
-    token_env: str,
-    token_file: Path | None,
-    tag_old: str | None,
-    tag_new: str | None,
-    pass_env: tuple[str, ...],
-    project: str | None,
-    docker_host: str | None,
-    docker_context: str | None,
-    compose_binary: str | None,
-    state_dir: Path,
-    time_scale: float,
-    engine: str,
-    start_timeout_s: float,
-    gate_host: str,
-    agent_timeout_s: float,
-    agent_idle_timeout_s: float,
-    agent_attempts: int,
-    prometheus_url: str | None,
-    host_label: str | None,
-    health_timeout_s: float,
-    metrics_timeout_s: float,
-    soak_s: float,
-    max_error_rate: float,
-    proxy_drain: bool,
-    skip_gate: tuple[str, ...],
-    spec: Path | None,
-    approve_wave: int | None,
-    note: str,
-    pause_s: float | None,
-    approval: bool | None,
-    max_parallel: int | None,
-    on_failure: str | None,
-) -> ExitCode | None:
+@target_option(auto=False, help="Where the tier runs (the deployment target).")
+@into(RolloutArgs)
+def rollout(args: RolloutArgs) -> ExitCode:
     """Execute a plan one service at a time: dry run, apply, gates, rollback on failure.
 
     With --fleet FLEET: every host, in waves; exit 0 done, 1 a host failed (the fleet
     halted), 4 stopped before a wave awaiting its approval (--resume --approve-wave N).
     """
     ctx = click.get_current_context()
-    if fleet_path is not None:
-        return _rollout_fleet(ctx)
-    _one_host(ctx)
-    assert plan_path is not None
-    assert driver is not None
-    tags = {k: v for k, v in (("old", tag_old), ("new", tag_new)) if v}
-    config = DriverConfig(
-        name=driver,  # type: ignore[arg-type]
-        agent_url=agent_url,
-        token_env=token_env,
-        token_file=token_file,
-        tags=tags,
-        pass_env=pass_env,
-        project=project,
-        docker_host=docker_host,
-        docker_context=docker_context,
-        compose_binary=compose_binary,
-        state_dir=state_dir,
-        time_scale=time_scale,
-        engine=engine,  # type: ignore[arg-type]
-        start_timeout_s=start_timeout_s,
-        gate_host=gate_host,
-        agent_timeout_s=agent_timeout_s,
-        agent_idle_timeout_s=agent_idle_timeout_s,
-        agent_attempts=agent_attempts,
-    )
-    options = RolloutOptions(
-        journal_path=journal_path or _journal_beside(plan_path),
-        resume=resume,
-        dry_run=dry_run,
-        gates=GateSettings(
-            prometheus_url=prometheus_url,
-            host_label=host_label,
-            health_timeout_s=health_timeout_s,
-            metrics_timeout_s=metrics_timeout_s,
-            soak_s=soak_s,
-            max_error_rate=max_error_rate,
-            skip=frozenset(skip_gate),
-        ),
-        proxy_drain=proxy_drain,
-    )
-    from tierctl.progress import RolloutWaits
-
-    with RolloutWaits() as waits:
-        result = execute_plan(plan_path, config, options, repo=repo,
-                              log=lambda m: click.echo(m, err=True), progress=waits)  # fmt: skip
-    _print_outcomes(result)
-    return ExitCode.OK
-
-
-def _print_outcomes(result: RolloutResult) -> None:
-    if result.already_completed:
-        click.echo(f"already completed: {len(result.outcomes)} step(s), nothing run")
+    adapter = targets.for_step(args.target, "rollout")
+    if args.fleet_path is not None:
+        targets.for_step(args.target, "fleet")
+        refuse_with_fleet(
+            ctx, ONE_HOST_ONLY, "each host's agent and files come from the fleet file"
+        )
     else:
-        for o in result.outcomes:
-            click.echo(f"{o.step}: {o.status}")
-    if result.journal is not None:
-        click.echo(f"journal: {result.journal}")
-
-
-def _rollout_fleet(ctx: click.Context) -> ExitCode:
-    """``rollout --fleet``: the one-host options refused, the rest handed to the fleet run."""
-    refuse_with_fleet(ctx, ONE_HOST_ONLY, "each host's agent and files come from the fleet file")
-    p = ctx.params
-    gates = ("prometheus_url", "health_timeout_s", "metrics_timeout_s", "soak_s", "max_error_rate")
-    run = FleetRun(
-        fleet_path=p["fleet_path"], journal_path=p["journal_path"], resume=p["resume"],
-        dry_run=p["dry_run"], spec=p["spec"], approve_wave=p["approve_wave"], note=p["note"],
-        pause_s=p["pause_s"], approval=p["approval"], max_parallel=p["max_parallel"],
-        on_failure=p["on_failure"], pass_env=p["pass_env"],
-        agent_timeout_s=p["agent_timeout_s"], agent_attempts=p["agent_attempts"],
-        agent_idle_timeout_s=p["agent_idle_timeout_s"],
-        gates={**{g: p[g] for g in gates}, "skip": frozenset(p["skip_gate"])},
-        proxy_drain=p["proxy_drain"],
-    )  # fmt: skip
-    return run_fleet_rollout(run)
+        _one_host(ctx)
+    return adapter.rollout(args)
 
 
 def _one_host(ctx: click.Context) -> None:
@@ -460,6 +422,15 @@ def _one_host(ctx: click.Context) -> None:
 @click.option(
     "--force", is_flag=True, help="With -o: replace a file that is not a tierctl runbook."
 )
+@click.option(
+    "--manifest",
+    help="Kubernetes: where NEW's rendering is (default: its render --target kubernetes output).",
+)
+@click.option(
+    "--old-manifest",
+    help="Kubernetes: a kept copy of OLD's rendering for the rollback (default: the rollback "
+    "renders OLD on the spot).",
+)
 def runbook(
     old: tuple[str, ...],
     new: tuple[str, ...],
@@ -468,39 +439,39 @@ def runbook(
     protect: tuple[str, ...],
     repo: Path | None,
     fleet_path: Path | None,
+    target: str,
     output: Path | None,
     force: bool,
+    manifest: str | None,
+    old_manifest: str | None,
 ) -> None:
     """Write the Markdown runbook of the rollout from OLD to NEW (with --fleet FLEET: the
-    fleet's, wave by wave and host by host)."""
-    sides = _sides(click.get_current_context(), old, new, fleet_path, ("allow", "protect", "repo"))
+    fleet's, wave by wave and host by host; with --target kubernetes, OLD and NEW are tier
+    specs and the runbook is kubectl's, replica by replica)."""
+    ctx = click.get_current_context()
+    only = ("allow", "protect", "repo", "manifest", "old_manifest")
+    sides = _sides(ctx, old, new, fleet_path, only)
     if sides is None:
         assert fleet_path is not None
+        targets.for_step(target, "fleet")
         write_fleet_runbook(fleet_path, spec, output, force)
         return
-    old, new = sides
-    text = make_runbook(
-        old, new, spec=spec, allow=frozenset(allow), protect=frozenset(protect), repo=repo
+    request = replace(
+        _change(sides, spec, allow, protect, repo), manifest=manifest, old_manifest=old_manifest
     )
+    write_runbook(target, request, output, force)
+
+
+def write_runbook(
+    target: str, request: targets.ChangeRequest, output: Path | None, force: bool = False
+) -> None:
+    """The target's runbook of ``request``, printed or written to ``output``."""
+    done = targets.for_step(target, "runbook").runbook(request)
     if output is not None:
+        text = done.text if done.text.endswith("\n") else done.text + "\n"
         write_owned(
-            output, text, ours=is_runbook, force=force, protect=_inputs(old, new, spec),
-            what="runbook",
+            output, text, ours=done.ours, force=force,
+            protect=_inputs(request.old, request.new, request.spec), what="runbook",
         )  # fmt: skip
     else:
-        click.echo(text)
-
-
-def _journal_beside(plan_path: Path) -> Path:
-    """The default journal, ``PLAN.journal.jsonl`` beside the plan; a plan path with no file
-    name (``""``, ``.``, ``/``) is refused here (sweep seed 5150301 input 12953, ``--plan ""``:
-    ``Path.with_suffix`` raised ValueError)."""
-    if not plan_path.name or plan_path.name == "..":
-        raise InputError(
-            "the plan path names a folder, not a plan file",
-            rule="plan-file",
-            value=str(plan_path),
-            fix="pass the plan file `tierctl plan` wrote, e.g. --plan plan.json",
-            params=("plan",),
-        )
-    return plan_path.with_suffix(".journal.jsonl")
+        click.echo(done.text)

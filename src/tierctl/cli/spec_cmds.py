@@ -85,7 +85,7 @@ def render(
     request = RenderRequest(
         tier_spec, spec, output, write or check, allow_outside, chosen_profiles(profile)
     )
-    out = targets.target(target).render(request)
+    out = targets.for_step(target, "render").render(request)
     return _finish(
         out.text,
         out.path,

@@ -102,7 +102,7 @@ def validate(
     # One reading of every input: telling the target, loading and the project's whole reading
     # share the bytes (readers.read_once).
     with read_once():
-        report = targets.chosen(target, compose).validate(request)
+        report = targets.checked(targets.chosen(target, compose), "validate").validate(request)
     from tierctl.cli.main import option_labels
 
     click.echo(report.to_json() if fmt == "json" else report.text(option_labels(["validate"])))

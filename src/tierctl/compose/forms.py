@@ -10,9 +10,15 @@ form of each, and so do these functions. A value of the wrong shape raises
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from tierctl.compose.shellwords import ShellWordsError, split_shell_words
+
+#: An image pinned by digest (name@sha256:<64 hex>).
+DIGEST_IMAGE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
+#: name:tag with a tag other than latest (a registry port is not a tag: host:5000/name).
+TAGGED_IMAGE = re.compile(r"^[^@\s]*[^@\s/]:(?!latest$)[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
 class FormError(ValueError):
@@ -200,3 +206,21 @@ def named_volume_source(mount: Any) -> str | None:
     if source.startswith((".", "/", "~", "$")) or (len(source) == 1 and source.isalpha()):
         return None
     return source
+
+
+def referenced_resources(service: dict[str, Any]) -> Iterator[tuple[str, int | None, str]]:
+    """(top-level key, index in the service's list or None, name) of every named volume,
+    network, secret and config a compose service uses."""
+    # Only compose's shapes are read: a file that breaks them is the schema contract's report.
+    volumes = service.get("volumes")
+    for i, mount in enumerate(volumes if isinstance(volumes, list) else []):
+        source = named_volume_source(mount)
+        if source is not None:
+            yield "volumes", i, source
+    networks = service.get("networks")
+    for net in networks if isinstance(networks, list | dict) else []:
+        yield "networks", None, str(net)
+    for key in ("secrets", "configs"):
+        refs = service.get(key)
+        for i, ref in enumerate(refs if isinstance(refs, list) else []):
+            yield key, i, str(ref.get("source") if isinstance(ref, dict) else ref)

@@ -1,27 +1,27 @@
-"""Everything the contracts look at, computed once: the spec's view and the files' view."""
+"""Everything the contracts look at, computed once: the spec's view and the files' view.
+
+The spec's modules are imported where a spec's context is built (:func:`build_context`), not
+at import: ``validate`` of compose files without a spec reads :func:`config_content` from here
+and never needs the spec's models (start-up, issue #39).
+"""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierctl.compose import ComposeFile, ComposeService
 from tierctl.compose.argv import FlagUse, flags_dict, parse_flags, split_launcher
 from tierctl.compose.profiles import ProfileScope
-from tierctl.engine_catalog import Catalog
 from tierctl.readers import load_yaml
-from tierctl.spec.effective import (
-    ResolvedReplica,
-    Tier,
-    engine_profile,
-    launcher,
-    takes_positional,
-    unwrap_command,
-)
-from tierctl.spec.tier_spec import ShellWrapper
 from tierctl.yaml12 import FastYaml12Loader
+
+if TYPE_CHECKING:
+    from tierctl.engine_catalog import Catalog
+    from tierctl.spec.effective import ResolvedReplica, Tier
+    from tierctl.spec.tier_spec import ShellWrapper
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,8 @@ def build_context(
 ) -> Context:
     """Pair each replica of the spec with its compose service and parse its argv once;
     ``profiles``: the active compose profiles (None: every project the file can run)."""
+    from tierctl.spec.effective import engine_profile, launcher, takes_positional, unwrap_command
+
     spec_launcher = launcher(tier.spec)
     profile = engine_profile(tier.spec)
     views: dict[str, ReplicaView] = {}

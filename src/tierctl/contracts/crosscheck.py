@@ -23,10 +23,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tierctl.compose import ComposeFile, ComposeService
-from tierctl.compose.binary import ComposeBinary, compose_config, find_compose_binary
 from tierctl.compose.forms import (
     FormError,
     normalise_environment,
@@ -41,6 +40,9 @@ from tierctl.contracts.credentials import looks_secret_name, looks_secret_value
 from tierctl.contracts.report import Violation
 from tierctl.contracts.schema import refuse_invalid, unset_required
 from tierctl.errors import ComposeInputError, InputError, RuntimeFailure
+
+if TYPE_CHECKING:  # the binary's module (subprocess, shutil) loads when a binary is used
+    from tierctl.compose.binary import ComposeBinary
 
 #: What the report says when no binary ran.
 OWN_READER_ONLY = "compose: no compose binary found: tierctl's own reader only"
@@ -93,6 +95,8 @@ class ComposeCheck:
         if not self.enabled:
             return CrossCheck((), NOT_ASKED)
         try:
+            from tierctl.compose.binary import find_compose_binary
+
             found = find_compose_binary(self.binary)
         except RuntimeFailure as exc:  # a path the operator gave: bad input, exit 2
             raise InputError(
@@ -189,6 +193,8 @@ def _compose(
     env: Mapping[str, str],
 ) -> tuple[dict[str, Any] | None, str | None]:
     try:
+        from tierctl.compose.binary import compose_config
+
         return compose_config(paths, binary=binary, profiles=active, env=env), None
     except ComposeInputError as exc:
         return None, exc.message
@@ -315,6 +321,8 @@ def _as_written(
     name = title(found)
     env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
     try:
+        from tierctl.compose.binary import compose_config
+
         data = compose_config(paths, binary=found, env=env, interpolate=False)
     except RuntimeFailure as exc:
         return CrossCheck((), f"compose: tierctl's reader; {name} failed: {exc.message}")

@@ -14,14 +14,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tierctl.compose import ComposeFile, ComposeService
-from tierctl.compose.forms import command_cut
+from tierctl.compose.forms import TAGGED_IMAGE, command_cut
 from tierctl.compose.profiles import ProfileScope
 from tierctl.contracts.context import Context, config_content
 from tierctl.contracts.credentials import embedded_credential, literal_secret, secret_positions
 from tierctl.contracts.report import Violation
 from tierctl.engine_catalog import Catalog
 from tierctl.errors import InputError
-from tierctl.spec.checks import TAGGED_IMAGE
 
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 _REFERENCE = re.compile(r"\$\{[^}]*\}")

@@ -29,6 +29,7 @@ from tierctl.catalog.refs import parse_ref
 from tierctl.catalog.store import catalog_for_image, resolve_catalog
 from tierctl.compose import ComposeFile, ComposeService, load_compose, merge_compose
 from tierctl.compose.argv import FlagUse, parse_flags
+from tierctl.compose.forms import referenced_resources
 from tierctl.compose.profiles import ProfileScope
 from tierctl.compose.shellwords import ShellWordsError, split_shell_words
 from tierctl.contracts import flag_catalog, hygiene, schema
@@ -37,7 +38,6 @@ from tierctl.contracts.report import RULES, Report, Violation
 from tierctl.engine_catalog import Catalog
 from tierctl.engines import PROFILES, EngineProfile, profile_for_argv
 from tierctl.errors import InputError
-from tierctl.spec.checks import referenced_resources
 
 #: Contracts that need a spec to mean anything (what the spec promised vs the file).
 SPEC_ONLY = ("TC001", "TC002", "TC003", "TC005")

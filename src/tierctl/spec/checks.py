@@ -14,7 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierctl.catalog.store import did_you_mean, unknown_flag
-from tierctl.compose.forms import named_volume_source
+from tierctl.compose.forms import (  # the image and resource shapes are compose's
+    DIGEST_IMAGE,
+    TAGGED_IMAGE,
+    referenced_resources,
+)
 from tierctl.compose.profiles import run_together
 from tierctl.credentials import literal_secret
 from tierctl.engine_catalog import Catalog
@@ -31,9 +35,6 @@ from tierctl.spec.tier_spec import HostEnv, SecretRef, TierSpec
 
 PathKey = tuple[str | int, ...]
 
-DIGEST_IMAGE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
-# name:tag with a tag other than latest (a registry port is not a tag: host:5000/name).
-TAGGED_IMAGE = re.compile(r"^[^@\s]*[^@\s/]:(?!latest$)[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 FLAG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 REPLICA_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 # Keys whose values are credentials (tierctl.credentials.literal_secret) must be ${VAR}
@@ -514,21 +515,3 @@ def _check_declared(spec: TierSpec) -> Iterator[Problem]:
                     f"declare it: {key}: {{{ref}: {{}}}} at the top of the spec",
                     ref,
                 )
-
-
-def referenced_resources(service: dict[str, Any]) -> Iterator[tuple[str, int | None, str]]:
-    """(top-level key, index in the service's list or None, name) of every named volume,
-    network, secret and config a compose service uses."""
-    # Only compose's shapes are read: a file that breaks them is the schema contract's report.
-    volumes = service.get("volumes")
-    for i, mount in enumerate(volumes if isinstance(volumes, list) else []):
-        source = named_volume_source(mount)
-        if source is not None:
-            yield "volumes", i, source
-    networks = service.get("networks")
-    for net in networks if isinstance(networks, list | dict) else []:
-        yield "networks", None, str(net)
-    for key in ("secrets", "configs"):
-        refs = service.get(key)
-        for i, ref in enumerate(refs if isinstance(refs, list) else []):
-            yield key, i, str(ref.get("source") if isinstance(ref, dict) else ref)

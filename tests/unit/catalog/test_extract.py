@@ -78,7 +78,9 @@ def test_fields_layout(tmp_path: Path) -> None:
     cat = build_catalog("sglang==9.0.0", wheel=wheel)
     assert cat.source.layout == "fields"
     flags = cat.flags
-    assert flags["--interval"].model_dump(include={"type", "default", "help"}) == {
+    assert {
+        k: v for k, v in flags["--interval"].to_data().items() if k in {"type", "default", "help"}
+    } == {
         "type": "int",
         "default": None,
         "help": "Rounds between prefills.",
@@ -111,7 +113,9 @@ def test_argparse_layout_takes_defaults_from_the_dataclass(tmp_path: Path) -> No
     cat = build_catalog("sglang==0.1.0", wheel=wheel)
     assert cat.source.layout == "argparse"
     assert cat.flags["--port"].default == 30000
-    assert cat.flags["--ratio"].model_dump(include={"type", "default"}) == {
+    assert {
+        k: v for k, v in cat.flags["--ratio"].to_data().items() if k in {"type", "default"}
+    } == {
         "type": "float",
         "default": 0.5,
     }
@@ -260,11 +264,9 @@ def test_a_distribution_no_engine_profile_names_is_refused_with_the_known_ones()
 
 
 def test_a_catalog_of_an_engine_without_a_profile_is_refused() -> None:
-    from pydantic import ValidationError
-
     from tierctl.engine_catalog import Catalog, CatalogSource
 
     source = CatalogSource(distribution="x", wheel="x.whl", sha256="0" * 64, files=(), layout="x")
-    with pytest.raises(ValidationError, match="unknown engine 'tgi'"):
+    with pytest.raises(ValueError, match="unknown engine 'tgi'"):
         Catalog(engine="tgi", version="1", source=source, flags={})
     assert Catalog(engine="vllm", version="1", source=source, flags={}).engine == "vllm"

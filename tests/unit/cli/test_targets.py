@@ -3,9 +3,12 @@
 - every registered target has its modules (each step's module imports) and its adapter;
 - ``validate --spec T C`` reads C (and T) from disk once, whatever target sniffing and the
   project's whole reading ask;
-- a Nomad-sized target is three new modules and one line in the registry: a stub Nomad target
-  is added to a copy of the package, the test asserts nothing else differs, and the copy's
-  ``render --target nomad`` and ``validate`` (auto-detected, and with the spec) work.
+- a Nomad-sized target is four new modules and one line in the registry: a stub Nomad target
+  (render, validate, runbook) is added to a copy of the package, the test asserts nothing else
+  differs, and the copy's ``render --target nomad``, ``validate`` (auto-detected, and with the
+  spec) and ``runbook --target nomad`` work, while ``plan`` and ``rollout --target nomad``
+  (steps it does not register) are refused with exit 2 naming the steps it has;
+- ``plan``, ``runbook``, ``rollout`` and ``kube plan`` go through the registry too.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import click
 import pytest
 
 import tierctl
@@ -36,8 +40,11 @@ def test_each_registered_target_has_its_modules(name: str) -> None:
     assert {"render", "validate"} <= set(adapter.modules)
     for step, module in adapter.modules.items():
         assert importlib.import_module(module), (name, step)
-    for method in ("claims", "render", "validate", "import_files"):
-        assert callable(getattr(adapter, method)), (name, method)
+    assert callable(adapter.claims)
+    for step in adapter.modules:
+        method = targets.STEP_METHODS.get(step)
+        if method is not None:  # fleet is a mode of plan, runbook and rollout
+            assert callable(getattr(adapter, method)), (name, step)
 
 
 def test_the_default_target_is_what_no_other_claims(tmp_path: Path) -> None:
@@ -151,17 +158,36 @@ def validate_job(path: Path, spec_path: Path | None) -> Report:
     return Report(str(spec_path), (str(path),), None, len(tasks), len(tasks), tuple(bad))
 '''
 
+NOMAD_RUNBOOK = '''\
+"""The Nomad runbook between two specs: one ``nomad job run`` per task group that changes."""
+
+from tierctl.spec import load_spec, resolve_tier
+
+
+def nomad_runbook(old: str, new: str) -> str:
+    """Markdown: the groups whose argv differ, canary first as the tier orders them."""
+    before = resolve_tier(load_spec(old)).replicas
+    after = resolve_tier(load_spec(new)).replicas
+    moving = [n for n, r in after.items() if n not in before or before[n].argv != r.argv]
+    lines = ["# Nomad rollout", ""] + [f"- nomad job run -check-index 0 {n}" for n in moving]
+    return "\\n".join(lines or ["nothing changes"]) + "\\n"
+'''
+
 NOMAD_ADAPTER = '''\
-"""The Nomad target (a stub): render and validate a job file."""
+"""The Nomad target (a stub): render and validate a job file, and its runbook."""
 
 from pathlib import Path
 
-from tierctl.cli.targets import Rendering
+from tierctl.cli.targets import Planned, Rendering
 
 
 class NomadTarget:
     name = "nomad"
-    modules = {"render": "tierctl.render.nomad", "validate": "tierctl.contracts.nomad"}
+    modules = {
+        "render": "tierctl.render.nomad",
+        "validate": "tierctl.contracts.nomad",
+        "runbook": "tierctl.rollout.nomad",
+    }
 
     def claims(self, paths):
         return any(str(p).endswith(".nomad.json") for p in paths)
@@ -177,8 +203,11 @@ class NomadTarget:
 
         return validate_job(Path(request.paths[0]), request.spec_path)
 
-    def import_files(self, request):
-        raise NotImplementedError
+    def runbook(self, request):
+        from tierctl.rollout.nomad import nomad_runbook
+
+        text = nomad_runbook(request.old[0], request.new[0])
+        return Planned(text, lambda t: t.startswith("# Nomad rollout"))
 
 
 TARGET = NomadTarget()
@@ -200,6 +229,7 @@ def with_nomad(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(SRC, pkg, ignore=shutil.ignore_patterns("__pycache__"))
     (pkg / "render" / "nomad.py").write_text(NOMAD_RENDER, encoding="utf-8")
     (pkg / "contracts" / "nomad.py").write_text(NOMAD_CONTRACTS, encoding="utf-8")
+    (pkg / "rollout" / "nomad.py").write_text(NOMAD_RUNBOOK, encoding="utf-8")
     (pkg / "cli" / "targets" / "nomad.py").write_text(NOMAD_ADAPTER, encoding="utf-8")
     registry = pkg / "cli" / "targets" / "__init__.py"
     text = registry.read_text(encoding="utf-8")
@@ -221,10 +251,11 @@ def _tierctl(root: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[s
     )
 
 
-def test_a_new_target_is_three_new_modules_and_one_registry_line(with_nomad: Path) -> None:
+def test_a_new_target_is_four_new_modules_and_one_registry_line(with_nomad: Path) -> None:
     assert _changed(SRC, with_nomad / "tierctl") == {
         "render/nomad.py",
         "contracts/nomad.py",
+        "rollout/nomad.py",
         "cli/targets/nomad.py",
         "cli/targets/__init__.py",
     }
@@ -244,3 +275,125 @@ def test_the_commands_dispatch_to_the_new_target(with_nomad: Path, tmp_path: Pat
     assert "TC001" in bad.stdout
     helped = _tierctl(with_nomad, tmp_path, "validate", "--help")
     assert "nomad" in helped.stdout
+
+
+def test_the_rollout_commands_dispatch_to_the_new_target(with_nomad: Path, tmp_path: Path) -> None:
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    shutil.copy(SMALL_SPEC, old)
+    text = SMALL_SPEC.read_text(encoding="utf-8")
+    assert "port: 30000\n" in text
+    new.write_text(text.replace("port: 30000\n", "port: 30001\n"), encoding="utf-8")
+    change = ("--from", "old.yaml", "--to", "new.yaml")
+    done = _tierctl(with_nomad, tmp_path, "runbook", "--target", "nomad", *change)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("# Nomad rollout"), done.stdout
+    runs = [x for x in done.stdout.splitlines() if x.startswith("- nomad job run")]
+    assert [x.split()[-1] for x in runs] == ["r1", "r2"]  # both replicas' argv changed
+    same = _tierctl(with_nomad, tmp_path, "runbook", "--target", "nomad", "--from", "old.yaml",
+                    "--to", "old.yaml")  # fmt: skip
+    assert "nomad job run" not in same.stdout
+    written = _tierctl(with_nomad, tmp_path, "runbook", "--target", "nomad", *change, "-o", "r.md")
+    assert written.returncode == 0, written.stderr
+    assert (tmp_path / "r.md").read_text().startswith("# Nomad rollout")
+    for refused in (
+        ("plan", "--target", "nomad", *change),
+        ("rollout", "--target", "nomad", "--plan", "p.json", "--driver", "local"),
+    ):
+        out = _tierctl(with_nomad, tmp_path, *refused)
+        assert out.returncode == 2, (refused, out.stdout, out.stderr)
+        step = refused[0]
+        assert f"the nomad target has no {step} step" in out.stderr
+        assert "(render, validate, runbook)" in out.stderr
+        assert "Traceback" not in out.stderr
+    job = tmp_path / "x.nomad.json"
+    job.write_text("{}", encoding="utf-8")
+    imported = _tierctl(with_nomad, tmp_path, "import", job.name)  # auto: Nomad claims it
+    assert imported.returncode == 2, imported.stdout + imported.stderr
+    assert "the nomad target has no import step" in imported.stderr
+    helped = _tierctl(with_nomad, tmp_path, "rollout", "--help")
+    assert "nomad" in helped.stdout
+
+
+def test_for_step_refuses_a_step_the_target_lacks() -> None:
+    from tierctl.errors import InputError
+
+    assert targets.for_step("compose", "rollout").name == "compose"
+    assert targets.for_step("kubernetes", "runbook").name == "kubernetes"
+    with pytest.raises(InputError) as info:
+        targets.for_step("kubernetes", "rollout")
+    assert "--target compose has it" in str(info.value)
+    assert "runbook" in (info.value.fix or "")
+
+
+@pytest.mark.parametrize("command", ["plan", "runbook", "rollout"])
+def test_the_rollout_commands_take_every_registered_target(command: str) -> None:
+    from tierctl.cli.main import cli
+
+    sub = cli.get_command(click.Context(cli), command)
+    assert sub is not None
+    [option] = [p for p in sub.params if p.name == "target"]
+    assert isinstance(option.type, click.Choice)
+    assert tuple(option.type.choices) == targets.names()
+
+
+def test_kube_plan_is_runbook_target_kubernetes(run_cli: Callable[..., CliResult]) -> None:
+    spec = str(SMALL_SPEC)
+    old = run_cli("kube", "plan", spec, spec)
+    new = run_cli("runbook", "--target", "kubernetes", "--from", spec, "--to", spec)
+    assert old.code == new.code == 0, old.err + new.err
+    assert old.out == new.out
+    assert old.out.startswith("# Kubernetes rollout of ")
+    assert "kube plan is deprecated" in old.err
+    assert "deprecated" not in new.err
+    compose = run_cli("runbook", "--from", spec, "--to", spec, "--old-manifest", spec)
+    assert compose.code == 2
+    assert "the Kubernetes target's" in compose.err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("plan", "--target", "kubernetes", "--from", "a.yaml", "--to", "b.yaml"),
+        ("rollout", "--target", "kubernetes", "--plan", "p.json", "--driver", "local"),
+        ("plan", "--target", "kubernetes", "--fleet", "fleet.yaml"),
+    ],
+)
+def test_kubernetes_has_no_plan_or_rollout_step(
+    run_cli: Callable[..., CliResult], args: tuple[str, ...]
+) -> None:
+    result = run_cli(*args)
+    assert result.code == 2, result.out + result.err
+    step = "fleet" if "--fleet" in args else args[0]
+    assert f"the kubernetes target has no {step} step (--target compose has it)" in result.err
+    assert "render, validate, import, runbook" in result.err
+
+
+def test_no_command_compares_a_target_name_itself() -> None:
+    """``if target == "kubernetes"`` (or ``in (...)``) outside ``cli/targets/``: the registry
+    answers which target and whether it has the step (mutation check: the test finds one
+    written into a copy of a command's source)."""
+    import ast
+
+    names = set(targets.names())
+
+    def offenders(source: str, where: str) -> list[str]:
+        found = []
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Compare):
+                values = [node.left, *node.comparators]
+                values += [e for v in values if isinstance(v, ast.Tuple | ast.List | ast.Set)
+                           for e in v.elts]  # fmt: skip
+                if any(isinstance(v, ast.Constant) and v.value in names for v in values):
+                    found.append(f"{where}:{node.lineno}")
+        return found
+
+    cli = SRC / "cli"
+    bad = [
+        hit
+        for path in sorted(cli.rglob("*.py"))
+        if "targets" not in path.relative_to(cli).parts
+        for hit in offenders(path.read_text(encoding="utf-8"), str(path.relative_to(SRC)))
+    ]
+    assert bad == []
+    assert offenders('if target == "kubernetes":\n    pass\n', "x") == ["x:1"]
+    assert offenders('ok = name in ("compose", "other")\n', "y") == ["y:1"]

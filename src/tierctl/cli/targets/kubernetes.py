@@ -1,5 +1,6 @@
 """The Kubernetes target: render with ``render.kubernetes``, validate and import with ``kube``,
-plan with ``kube.plan`` (docs/kubernetes.md). The modules stay where they are this round; the
+its rollout as a runbook of kubectl commands with ``kube.plan`` (docs/kubernetes.md; it has no
+``plan`` or ``rollout`` step: tierctl does not run kubectl). The modules stay where they are this round; the
 move to a ``kubernetes/`` package is in docs/architecture.md."""
 
 from __future__ import annotations
@@ -10,14 +11,16 @@ from pathlib import Path
 from types import MappingProxyType
 
 from tierctl.cli.targets import (
+    ChangeRequest,
     Imported,
     ImportRequest,
+    Planned,
     Rendering,
     RenderRequest,
     ValidateRequest,
 )
 from tierctl.contracts.report import Report
-from tierctl.errors import InputError
+from tierctl.errors import InputError, Location
 
 
 def read_stdin() -> str:
@@ -48,7 +51,7 @@ class KubernetesTarget:
             "render": "tierctl.render.kubernetes",
             "validate": "tierctl.kube.validation",
             "import": "tierctl.kube.importing",
-            "plan": "tierctl.kube.plan",
+            "runbook": "tierctl.kube.plan",
         }
     )
 
@@ -129,6 +132,62 @@ class KubernetesTarget:
             "the spec's Kubernetes rendering runs other flags",
             "the spec's Kubernetes rendering runs the same flags",
         )
+
+    def runbook(self, request: ChangeRequest) -> Planned:
+        """From OLD's rendering to NEW's (OLD and NEW: one tier spec each), replica by
+        replica, canary first: dry run, diff, apply, wait, rollback."""
+        from tierctl.kube.plan import kube_plan
+        from tierctl.render.kubernetes import kube_output_name
+        from tierctl.spec import load_spec
+
+        old, new = _one_spec_each(request)
+        kept = request.old_manifest
+        if kept is not None and not Path(kept).is_file():
+            raise InputError(
+                f"--old-manifest {kept}: no such file (a rollback would apply nothing)",
+                location=Location(file=kept),
+                rule="the rollback applies a rendering that exists",
+                fix="leave --old-manifest out (the rollback renders OLD), or save OLD's "
+                "rendering there first: tierctl render --target kubernetes OLD > FILE",
+            )
+        old_spec, new_spec = load_spec(old), load_spec(new)
+        manifest = request.manifest or str(new.parent / kube_output_name(new_spec.output))
+        plan = kube_plan(old_spec, new_spec, manifest, kept, str(old))
+        # Printed with a newline after it, as the compose runbook is; -o writes the newline.
+        return Planned(plan.markdown(manifest).removesuffix("\n"), _is_kube_runbook)
+
+
+def _is_kube_runbook(text: str) -> bool:
+    return text.startswith("# Kubernetes rollout of ")
+
+
+def _one_spec_each(request: ChangeRequest) -> tuple[Path, Path]:
+    """OLD and NEW as one tier spec file each; the compose plan's options refused."""
+    given = [
+        name
+        for name, value in (
+            ("--allow", request.allow),
+            ("--protect", request.protect),
+            ("--repo", request.repo),
+            ("--spec", request.spec),
+        )
+        if value
+    ]
+    if given:
+        raise InputError(
+            f"{', '.join(given)}: the Kubernetes runbook takes none of them",
+            rule="OLD and NEW are tier specs; each replica is its own workload",
+            fix="leave them out (the specs hold the roles)",
+        )
+    sides = (request.old, request.new)
+    if any(len(side) != 1 or side[0].startswith("git:") for side in sides):
+        raise InputError(
+            "the Kubernetes runbook takes one tier spec file a side",
+            rule="--from OLD_SPEC --to NEW_SPEC (no override files, no git:REF:PATH)",
+            value=" ".join(" + ".join(side) for side in sides),
+            fix="pass one --from and one --to, each a tier.yaml",
+        )
+    return Path(request.old[0]), Path(request.new[0])
 
 
 TARGET = KubernetesTarget()
