@@ -294,6 +294,15 @@ class EngineProfile(ABC):
     positional: tuple[str, ...] = ()
     #: Launchers that take :attr:`positional`; other launchers get them as ``--name value``.
     positional_launchers: tuple[tuple[str, ...], ...] = ()
+    #: Launchers of another framework's worker that runs this engine's own parser beside
+    #: flags of its own (NVIDIA Dynamo's ``python3 -m dynamo.vllm``): the engine's catalog
+    #: judges every flag but :attr:`wrapper_flags`, and the image tag names the wrapper's
+    #: release, not the engine's. Never rendered: a spec starts the engine's own server.
+    wrapper_launchers: tuple[tuple[str, ...], ...] = ()
+    #: The wrapper's own flags (with dashes, every spelling), never judged as the engine's.
+    wrapper_flags: frozenset[str] = frozenset()
+    #: The wrapper's name in messages.
+    wrapper_title: str = ""
     #: Substrings of a command token that mean "this runs the engine" (module names).
     command_markers: tuple[str, ...] = ()
     #: Image repository names (no registry, no tag) that run this engine.
@@ -516,9 +525,18 @@ class EngineProfile(ABC):
             return True
         return self._find_launcher(tokens) is not None
 
-    def _find_launcher(self, tokens: list[str]) -> tuple[int, tuple[str, ...]] | None:
+    def wrapper_launcher(self, argv: Iterable[str]) -> tuple[str, ...]:
+        """The wrapper launcher (:attr:`wrapper_launchers`) that starts ``argv`` before its
+        first flag, as written (``/usr/bin/python3 -m dynamo.vllm``); () when none does."""
+        tokens = list(argv)
+        found = self._find_launcher(tokens[: first_flag(tokens)], self.wrapper_launchers)
+        return tuple(tokens[: found[0]]) if found is not None else ()
+
+    def _find_launcher(
+        self, tokens: list[str], launchers: tuple[tuple[str, ...], ...] | None = None
+    ) -> tuple[int, tuple[str, ...]] | None:
         """(index just after the launcher, the known launcher it is) or None."""
-        for known in self.launchers:
+        for known in self.launchers if launchers is None else launchers:
             n = len(known)
             for i in range(len(tokens) - n + 1):
                 window = tokens[i : i + n]

@@ -79,6 +79,9 @@ class EngineContainer:
     shell: bool = False
     #: The script's other commands (``set -x``, ``pip install ...``), each its words.
     script_other: tuple[tuple[str, ...], ...] = ()
+    #: The launcher of another framework's worker around the engine's parser, as written
+    #: (NVIDIA Dynamo's ``python3 -m dynamo.vllm``); () for the engine's own launcher.
+    wrapper: tuple[str, ...] = ()
 
     @property
     def env(self) -> dict[str, str]:
@@ -331,7 +334,7 @@ def engine_of(
     args = _strings(container.get("args"))
     whole = (*command, *args)
     index: tuple[int | None, ...] = tuple(range(len(whole)))
-    profile = profile_for_argv(whole)
+    profile = profile_for_argv(whole) or _wrapped(whole)
     if profile is not None:
         return profile, whole, index
     image = str(container.get("image") or "")
@@ -346,6 +349,17 @@ def engine_of(
                 (*(None,) * len(head), *range(len(command), len(whole))),
             )
     return None, whole, index
+
+
+def _wrapped(argv: Sequence[str]) -> EngineProfile | None:
+    """The engine whose parser another framework's worker runs (``python3 -m dynamo.vllm``),
+    or None."""
+    return next((p for p in PROFILES.values() if p.wrapper_launcher(argv)), None)
+
+
+def _starts(profile: EngineProfile, argv: Sequence[str]) -> bool:
+    """Whether ``argv`` starts ``profile``'s engine: its own launcher or a wrapper's."""
+    return profile.matches_command(argv) or bool(profile.wrapper_launcher(argv))
 
 
 def _token_path(c_path: Path, n_command: int, i: int | None) -> Path:
@@ -374,6 +388,7 @@ def engine_containers(m: Manifest) -> Iterator[EngineContainer]:
                 token_lines=lines,
                 shell=bool(lines),
                 script_other=other,
+                wrapper=profile.wrapper_launcher(argv),
             )
 
 
@@ -412,7 +427,7 @@ def _engine_in(m: Manifest, c: dict[str, Any], c_path: Path) -> _Found | None:
             return None  # a shell running something else (ray start, a wrapper script)
     if profile is None:
         return None
-    if c.get("command") and not profile.matches_command(argv):
+    if c.get("command") and not _starts(profile, argv):
         return None  # the engine's image running something else (a Ray worker script)
     return profile, argv, paths, (), ()
 
@@ -494,7 +509,7 @@ def script_command(profile: EngineProfile, script: str) -> Script | None:
         head = 0
         while head < len(found) and (found[head] == "exec" or _ASSIGNMENT.match(found[head])):
             head += 1
-        if span is None and found[head:] and profile.matches_command(found[head:]):
+        if span is None and found[head:] and _starts(profile, found[head:]):
             commands.append((len(words), len(words) + head))
             words += found[:head]
             span = (len(words), len(words) + len(found) - head)

@@ -211,7 +211,8 @@ def choose_catalog(
     if pin is not None and (kind, pin.partition("==")[2]) in shipped():
         return CatalogChoice(load_catalog(kind, pin.partition("==")[2]))
     image = str(e.container.get("image") or "")
-    version = image_release(e.profile, image)
+    # A wrapper's image (Dynamo's vllm-runtime:1.3.1) is tagged with the wrapper's release.
+    version = None if e.wrapper else image_release(e.profile, image)
     ours = forced if forced is not None and forced.engine == kind else None
     if version is not None:
         if (kind, version) in shipped():
@@ -242,7 +243,14 @@ def choose_catalog(
         )
     if catalog is None:
         return CatalogChoice(None, unchecked=f"no shipped catalog of {kind}")
-    if not image:
+    if e.wrapper:
+        note = (
+            f"flags checked against {catalog.ref}, the newest shipped catalog: "
+            f"{' '.join(e.wrapper)} is {e.profile.wrapper_title}'s worker, whose image tag "
+            f"({image or 'none'}) names {e.profile.wrapper_title}'s release, not "
+            f"{e.profile.title}'s; its own flags are not judged"
+        )
+    elif not image:
         note = (
             f"flags checked against {catalog.ref}, the newest shipped catalog; no image is "
             "given (the controller's runtime sets it)"
@@ -255,7 +263,15 @@ def _catalog(e: EngineContainer, spec: TierSpec | None, forced: Catalog | None) 
 
 
 def _who(e: EngineContainer) -> str:
-    return f"{e.manifest.ref} container {e.container.get('name') or '?'}"
+    return f"{e.manifest.ref} container {container_name(e)}"
+
+
+def container_name(e: EngineContainer) -> str:
+    """The container's name; Dynamo's ``mainContainer`` (which its operator names ``main``)
+    by its service."""
+    if e.path and e.path[-1] == "mainContainer" and not e.container.get("name"):
+        return f"main of {e.path[-3]}" if len(e.path) >= 3 else "main"
+    return str(e.container.get("name") or "?")
 
 
 def _flags(
@@ -269,6 +285,9 @@ def _flags(
     release the image runs may take it (``--swap-space`` before its removal)."""
     start = e.profile.split_command(e.argv).flags_start
     uses = [_as_compose_refs(u, e.shell) for u in parse_flags(e.argv, start, catalog)]
+    if e.wrapper:
+        # The wrapper's own flags (Dynamo's --is-prefill-worker) are not the engine's.
+        uses = [u for u in uses if u.token.split("=", 1)[0] not in e.profile.wrapper_flags]
     flags = e.profile.command_flags(e.argv, catalog)
     last = len(e.token_paths) - 1
     groups: list[tuple[list[FlagUse], Callable[[FlagUse], tuple[str | int, ...]]]] = [
@@ -724,9 +743,8 @@ def check_manifests(
         found = list(engine_containers(m))
         if not found and m.kind == "DynamoGraphDeployment":
             out.unchecked.append(
-                f"{m.source}: {m.ref}: no worker runs SGLang's or vLLM's own launcher (Dynamo's "
-                "wrappers, python3 -m dynamo.*, take their own flags beside the engine's): "
-                "engine flags not checked"
+                f"{m.source}: {m.ref}: no worker runs SGLang or vLLM (by their own launcher "
+                "or Dynamo's python3 -m dynamo.vllm / dynamo.sglang): engine flags not checked"
             )
         for e in found:
             choice = choose_catalog(e, spec, forced)

@@ -36,7 +36,8 @@ ENGINES: dict[str, tuple[int, str | None, str]] = {
     "16-production-stack-helm-full.yaml": (1, "--max-model-len", "--max-model-lenn"),
     "17-shell-string-args.yaml": (2, "--trust-remote-code", "--trust-remote-cod3"),
     "18-kserve-v1alpha2-runtime.yaml": (2, None, ""),  # no image: typo test in real_shapes
-    "19-dynamo-v1beta1.yaml": (1, "--enable-metrics", "--enable-metric5"),
+    # The SGLang worker and (since #41) Dynamo's vLLM worker, python3 -m dynamo.vllm.
+    "19-dynamo-v1beta1.yaml": (2, "--enable-metrics", "--enable-metric5"),
     "20-argo-web-flagger-webhooks.yaml": (0, None, ""),
     "21-lws-disaggregatedset.yaml": (2, "--disaggregation-mode", "--disagregation-mode"),
     "22-rbg-v1alpha2-standalone.yaml": (2, "--tp-size", "--tp-sise"),

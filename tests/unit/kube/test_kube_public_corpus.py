@@ -39,6 +39,8 @@ REFUSALS = {
     "shell script with other commands": "shell script with other commands",
     "no multi-node launch": "no multi-node launch",
     "a controller's template": "controller's template",
+    "older than every catalog": "must agree",
+    "dynamo worker": "NVIDIA Dynamo's worker",
 }
 
 #: file -> (engine containers, true findings without --engine as (rule, line), further true
@@ -156,8 +158,18 @@ TABLE: dict[str, tuple[int, list[tuple[str, int]], list[tuple[str, int]], str | 
         [],
         "refused: no shipped catalog",
     ),
-    "dynamo--examples--backends--sglang--deploy--disagg-multinode.yaml": (0, [], [], None),
-    "dynamo--examples--backends--sglang--deploy--v1beta1--agg.yaml": (0, [], [], None),
+    "dynamo--examples--backends--sglang--deploy--disagg-multinode.yaml": (
+        2,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "dynamo--examples--backends--sglang--deploy--v1beta1--agg.yaml": (
+        1,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
     "kserve--docs--samples--llmisvc--agentic-tool-calling--llmisvc-single-gpu.yaml": (
         1,
         [],
@@ -309,10 +321,25 @@ TABLE: dict[str, tuple[int, list[tuple[str, int]], list[tuple[str, int]], str | 
     ),
     "rbg--examples--inference--agg-leader-worker.yaml": (1, [], [], "engine"),
     "rbg--examples--inference--agg-standalone.yaml": (1, [], [], "runs"),
-    "rbg--examples--inference--ecosystem--dynamo--agg-multi-nodes.yaml": (0, [], [], None),
-    "rbg--examples--inference--ecosystem--dynamo--agg.yaml": (0, [], [], None),
-    "rbg--examples--inference--ecosystem--dynamo--pd-disagg-multi-nodes.yaml": (0, [], [], None),
-    "rbg--examples--inference--ecosystem--dynamo--pd-disagg.yaml": (0, [], [], None),
+    "rbg--examples--inference--ecosystem--dynamo--agg-multi-nodes.yaml": (
+        1,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "rbg--examples--inference--ecosystem--dynamo--agg.yaml": (1, [], [], "refused: dynamo worker"),
+    "rbg--examples--inference--ecosystem--dynamo--pd-disagg-multi-nodes.yaml": (
+        2,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "rbg--examples--inference--ecosystem--dynamo--pd-disagg.yaml": (
+        2,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
     "rbg--examples--inference--ecosystem--mooncake--mooncake-store--agg-kvcache-reuse-with-mooncake.yaml": (
         1,
         [],
@@ -345,6 +372,50 @@ TABLE: dict[str, tuple[int, list[tuple[str, int]], list[tuple[str, int]], str | 
         [("TC004", 41), ("TC004", 178)],
         "engine",
     ),
+    "dynamo--components--backends--sglang--deploy--agg_router.yaml": (
+        1,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "dynamo--components--backends--trtllm--deploy--agg.yaml": (0, [], [], None),
+    "dynamo--examples--backends--vllm--deploy--agg_router.yaml": (
+        1,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "dynamo--examples--backends--vllm--deploy--disagg-multinode.yaml": (
+        2,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "dynamo--examples--backends--vllm--deploy--disagg.yaml": (2, [], [], "refused: dynamo worker"),
+    "dynamo--examples--backends--vllm--deploy--disagg_kvbm.yaml": (
+        2,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "dynamo--examples--backends--vllm--deploy--v1beta1--agg.yaml": (
+        1,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "lws--docs--examples--llamacpp--k8s--lws.yaml": (0, [], [], None),
+    "lws--docs--examples--saxml--lws.yaml": (0, [], [], None),
+    "lws--docs--examples--tensorrt-llm--lws.yaml": (0, [], [], None),
+    "lws--docs--examples--vllm--lws.yaml": (1, [], [], "engine-refused: older than every catalog"),
+    "lws-2d8e61b--docs--examples--sglang--lws.yaml": (2, [], [], "engine"),
+    "lws-2d8e61b--docs--examples--vllm--GPU--lws.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: no multi-node launch",
+    ),
+    "sglang--docker--k8s-sglang-service.yaml": (1, [], [], "engine"),
 }
 
 
@@ -417,7 +488,12 @@ def test_every_launcher_form_of_the_corpus_is_found() -> None:
         "shell script: vllm serve",  # AIBrix's Ray head: bash -lc -- "ulimit ...; vllm serve"
         "shell script: python3 -m sglang.launch_server",
         "kserve runtime",
+        # NVIDIA Dynamo's workers: the engine's parser beside Dynamo's own flags (#41).
+        "python3 -m dynamo.vllm",
+        "python3 -m dynamo.sglang",
+        "python3 -m dynamo.sglang.worker",  # Dynamo 0.4's spelling, args only
     } <= forms, forms
+    assert all(e.wrapper for f in FILES for e in _engines(f) if "dynamo." in _form(e))
     # Args only, the image's entrypoint running vLLM: the hand-written corpus has it.
     hand = {_form(e) for f in sorted(HAND.glob("*.yaml")) for e in _engines(f)}
     assert "image entrypoint" in hand, hand
