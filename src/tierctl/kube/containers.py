@@ -407,7 +407,11 @@ def _engine_in(m: Manifest, c: dict[str, Any], c_path: Path) -> _Found | None:
     (``bash -lc -- "...; vllm serve ..."``) whose one command starts an engine."""
     profile, argv, index = engine_of(c)
     if profile is None:
-        profile, argv, index = _kserve_runtime(m, c)
+        # KServe's runtime, where it applies; else the argv stays (a shell script on an image
+        # that is no engine's: its empty argv lost `sh -c "python3 -m dynamo.vllm ..."`).
+        runtime = _kserve_runtime(m, c)
+        if runtime[0] is not None:
+            profile, argv, index = runtime
     n_command = len(_strings(c.get("command")))
     paths = tuple(_token_path(c_path, n_command, i) for i in index)
     at = shell_script_index(argv)
@@ -492,6 +496,7 @@ def script_command(profile: EngineProfile, script: str) -> Script | None:
     commands: list[tuple[int, int]] = []
     span: tuple[int, int] | None = None
     while rest:
+        seen = rest
         line, newline, after = rest.partition("\n")
         if line.lstrip().startswith("#"):
             rest = after
@@ -518,10 +523,31 @@ def script_command(profile: EngineProfile, script: str) -> Script | None:
         else:
             commands.append((len(words), len(words) + len(found)))
             words += found
-        rest = rest.lstrip(";&|<> \t\n")
+        rest = _after_operators(rest)
+        if rest == seen:  # a character no rule here consumes (``(``): never loop on it
+            rest = rest[1:]
     if span is None:
         return None
     return Script(tuple(words), *span, commands=tuple(commands))
+
+
+#: A redirection where a command's words stop (``2>&1``, ``> /tmp/log``, ``<<<x``): its
+#: operator and target, neither a command nor the command's argument.
+_REDIRECT = re.compile(r"\s*\d*(?:[<>]{1,3}|&>>?)&?\s*(?:\d+-?|-|[^\s;&|<>]+)?")
+
+
+def _after_operators(rest: str) -> str:
+    """``rest`` past the control operators and redirections at its start (``;``, ``&&``,
+    ``|``, ``2>&1``): a redirection ``N>&M`` split no word, so ``script_command`` looped on
+    ``2>&1 | tee log`` for ever."""
+    while True:
+        before = rest
+        rest = rest.lstrip(";&| \t\n")
+        found = _REDIRECT.match(rest)
+        if found is not None and found.end() > 0 and rest[: found.end()].strip():
+            rest = rest[found.end() :]
+        if rest == before:
+            return rest
 
 
 def _uncommented(words: list[str]) -> list[str]:

@@ -23,7 +23,8 @@ ENGINES: dict[str, tuple[int, str | None, str]] = {
     "04-kserve-llmisvc-tp.yaml": (1, "--gpu-memory-utilization", "--gpu-memory-utilisation"),
     "05-llm-d-decode.yaml": (1, "--block-size", "--blok-size"),
     "06-production-stack-helm.yaml": (1, "--dtype", "--dtyp3"),
-    "07-dynamo-agg.yaml": (0, None, ""),
+    # sh -c "python3 -m dynamo.vllm ...": vLLM inside Dynamo's worker (#41).
+    "07-dynamo-agg.yaml": (1, "--model", "--mdoel"),
     "08-dynamo-sglang-tp.yaml": (1, "--enable-metrics", "--enable-metric5"),
     "09-rbg-sglang-pd.yaml": (2, "--disaggregation-mode", "--disagregation-mode"),
     "10-plain-deployment-vllm.yaml": (1, "--max-num-batched-tokens", "--max-num-bached-tokens"),

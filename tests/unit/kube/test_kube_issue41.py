@@ -436,3 +436,87 @@ def test_no_image_says_so_not_the_image_none(tmp_path: Path) -> None:
         import_manifests([_write(tmp_path, _kserve(8))])
     assert "None" not in str(caught.value)
     assert "no image is given" in str(caught.value)
+
+
+# --- NVIDIA Dynamo's workers (python3 -m dynamo.vllm / dynamo.sglang) -------------------
+
+
+def _dynamo(args: str, *, image: str = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1") -> str:
+    """A v1alpha1 DynamoGraphDeployment with one vLLM worker; ``args`` at 12 spaces."""
+    return (
+        "apiVersion: nvidia.com/v1alpha1\nkind: DynamoGraphDeployment\nmetadata:\n  name: g\n"
+        "spec:\n  services:\n    VllmWorker:\n      componentType: worker\n"
+        '      resources:\n        limits:\n          gpu: "1"\n'
+        f"      extraPodSpec:\n        mainContainer:\n          image: {image}\n"
+        f"          command: [python3, -m, dynamo.vllm]\n          args:\n{args}"
+    )
+
+
+def test_a_dynamo_worker_is_vllm_and_its_own_flags_are_not_judged() -> None:
+    # Dynamo's workers were no engine at all: their vLLM flags went unchecked.
+    text = _dynamo(
+        "            - --model\n            - Qwen/Qwen3-0.6B\n"
+        "            - --is-prefill-worker\n            - --connector\n            - nixl\n"
+        "            - --max-model-len\n            - '4096'\n"
+    )
+    [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert (e.profile.kind, e.wrapper) == ("vllm", ("python3", "-m", "dynamo.vllm"))
+    report = _check(text)
+    assert report.violations == ()
+    assert not any("is-prefill-worker" in w.message for w in report.warnings)
+    # The image tag is Dynamo's release (1.3.1), not vLLM's: said, and not read as vLLM 1.3.1.
+    [note] = [w for w in report.warnings if "newest shipped catalog" in w.message]
+    assert "NVIDIA Dynamo's release" in note.message
+    assert "vllm 1.3.1" not in note.message
+    # --engine judges the vLLM flags against the release it names, without a version clash.
+    assert _check(text, engine="vllm==0.33.0").violations == ()
+
+
+def test_a_typo_in_a_dynamo_worker_is_caught_on_its_line() -> None:
+    text = _dynamo(
+        "            - --model\n            - Qwen/Qwen3-0.6B\n            - --max-modle-len\n"
+    )
+    hits = [v for v in _check(text).violations if v.rule == "TC004"]
+    assert [(v.location.line if v.location else None) for v in hits] == [text.count("\n")]
+    assert "--max-modle-len" in hits[0].message
+
+
+def test_a_dynamo_worker_in_a_shell_script_is_found() -> None:
+    # Dynamo 0.4's examples: command [/bin/sh, -c], args ["python3 -m dynamo.vllm ... | tee"].
+    text = _dynamo(
+        "            - python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --enforce-eagr 2>&1 | tee /tmp/l\n"
+    ).replace("command: [python3, -m, dynamo.vllm]", "command: [/bin/sh, -c]")
+    [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert e.shell
+    assert e.wrapper == ("python3", "-m", "dynamo.vllm")
+    assert [v.rule for v in _check(text).violations] == ["TC004"]
+
+
+def test_import_refuses_a_dynamo_worker_located_and_leaves_it_out_beside_an_engine() -> None:
+    text = _dynamo("            - --model\n            - Qwen/Qwen3-0.6B\n")
+    with pytest.raises(InputError) as caught:
+        import_manifests(["-"], stdin=text, engine="vllm==0.33.0")
+    assert "NVIDIA Dynamo's worker" in str(caught.value)
+    assert caught.value.location is not None
+    assert (
+        caught.value.location.line
+        == text.splitlines().index("          command: [python3, -m, dynamo.vllm]") + 1
+    )
+    # Beside a vLLM server of its own, the Dynamo worker is left out with a note.
+    both = text + "---\n" + _deployment("          args: [--model, m, --max-model-len, '4096']\n")
+    result = import_manifests(["-"], stdin=both)
+    assert list(result.spec.replicas) == ["eng"]
+    assert any("inside NVIDIA Dynamo's worker: not imported" in n for n in result.notes)
+
+
+@pytest.mark.parametrize(
+    "tail", ["2>&1 | tee /tmp/log", "> /tmp/log 2>&1", "&> /tmp/log", "2>/dev/null"]
+)
+def test_a_script_with_a_redirection_ends_and_the_redirection_is_no_command(tail: str) -> None:
+    # `2>&1` split no word, so the script reader looped for ever (validate hung).
+    text = _deployment(
+        f"          command: [/bin/sh, -c]\n          args: ['vllm serve m --max-model-len 4096 {tail}']\n"
+    )
+    [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert e.argv == ("vllm", "serve", "m", "--max-model-len", "4096")
+    assert all(c[0] == "tee" for c in e.script_other)

@@ -471,6 +471,8 @@ def _form(e: EngineContainer) -> str:
     if e.shell:
         return f"shell script: {launcher}"
     if not e.container.get("command"):
+        if e.wrapper:  # args only, the whole command (Dynamo's images exec their args)
+            return f"args: {launcher}"
         return "kserve runtime" if e.manifest.kind == "LLMInferenceService" else "image entrypoint"
     return launcher
 
@@ -491,7 +493,7 @@ def test_every_launcher_form_of_the_corpus_is_found() -> None:
         # NVIDIA Dynamo's workers: the engine's parser beside Dynamo's own flags (#41).
         "python3 -m dynamo.vllm",
         "python3 -m dynamo.sglang",
-        "python3 -m dynamo.sglang.worker",  # Dynamo 0.4's spelling, args only
+        "args: python3 -m dynamo.sglang.worker",  # Dynamo 0.4's spelling, args only
     } <= forms, forms
     assert all(e.wrapper for f in FILES for e in _engines(f) if "dynamo." in _form(e))
     # Args only, the image's entrypoint running vLLM: the hand-written corpus has it.
