@@ -436,6 +436,25 @@ def _engine_in(m: Manifest, c: dict[str, Any], c_path: Path) -> _Found | None:
     return profile, argv, paths, (), ()
 
 
+def split_scripts(m: Manifest) -> Iterator[tuple[Path, EngineProfile, tuple[str, ...]]]:
+    """Containers whose ``sh -c`` is given the engine's command as separate arguments
+    (``command: [/bin/sh, -c]``, ``args: [python3, -m, ...]``): the shell runs only the
+    first as its script, the rest become ``$0``, ``$1``..., so the engine never starts.
+    Each as (path of the script token, the engine, the words)."""
+    for site in pod_sites(m):
+        for c_path, c in _containers(m, site):
+            argv = (*_strings(c.get("command")), *_strings(c.get("args")))
+            at = shell_script_index(argv)
+            if at is None or len(argv) - at < 2 or any(ch.isspace() for ch in argv[at]):
+                continue
+            words = argv[at:]
+            for profile in PROFILES.values():
+                if _starts(profile, words) and not _starts(profile, words[:1]):
+                    n_command = len(_strings(c.get("command")))
+                    yield _token_path(c_path, n_command, at), profile, words
+                    break
+
+
 #: Shells whose ``-c`` option runs its next argument as a script.
 _SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")

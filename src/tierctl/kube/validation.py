@@ -41,7 +41,7 @@ from tierctl.credentials import (
 )
 from tierctl.engine_catalog import Catalog
 from tierctl.engines import EngineProfile
-from tierctl.kube.containers import EngineContainer, engine_containers, pod_sites
+from tierctl.kube.containers import EngineContainer, engine_containers, pod_sites, split_scripts
 from tierctl.kube.manifests import Manifest, parse_manifests, read_manifests
 from tierctl.kube.schemas import has_schema, schema_findings
 from tierctl.render.kubernetes import (
@@ -516,6 +516,26 @@ def _listen(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
         )
 
 
+def _split_scripts(m: Manifest, out: _Findings) -> None:
+    """An engine command handed to ``sh -c`` word by word: the shell runs the first word
+    alone (``python3``, which reads its stdin and exits), so the container never serves."""
+    for path, profile, words in split_scripts(m):
+        out.violations.append(
+            _v(
+                m,
+                path,
+                "TC006",
+                f"{m.ref}: `sh -c` is given {profile.title}'s command as {len(words)} separate "
+                f"arguments: the shell runs only {words[0]!r} as its script and the rest "
+                f"({' '.join(words[1:4])} ...) become $0, $1, ..., so {profile.title} never "
+                "starts",
+                found=" ".join(words)[:120],
+                fix='give the command as one script string (args: ["python3 -m ..."]), or '
+                "drop the shell and put the words in command/args",
+            )
+        )
+
+
 def _secrets(m: Manifest, out: _Findings) -> None:
     """A credential written into a container's env value or argv (not a secretKeyRef)."""
     for site in pod_sites(m):
@@ -740,6 +760,7 @@ def check_manifests(
     for m in manifests:
         _schema(m, settings.version, out)
         _secrets(m, out)
+        _split_scripts(m, out)
         found = list(engine_containers(m))
         if not found and m.kind == "DynamoGraphDeployment":
             out.unchecked.append(

@@ -520,3 +520,22 @@ def test_a_script_with_a_redirection_ends_and_the_redirection_is_no_command(tail
     [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
     assert e.argv == ("vllm", "serve", "m", "--max-model-len", "4096")
     assert all(c[0] == "tee" for c in e.script_other)
+
+
+def test_sh_c_given_the_engine_word_by_word_is_a_violation() -> None:
+    # Dynamo 0.4's SGLang example: `command: [/bin/sh, -c]`, `args: [python3, -m, ...]`:
+    # the shell runs `python3` alone, the rest are $0, $1...; nothing said so.
+    text = _deployment(
+        "          command: [/bin/sh, -c]\n"
+        "          args: [python3, -m, vllm.entrypoints.openai.api_server, --model, m]\n"
+    )
+    [v] = [v for v in _check(text).violations if "sh -c" in v.message]
+    assert v.location is not None
+    assert v.location.line == text.count("\n")
+    assert "runs only 'python3'" in v.message
+    # One script string is what a shell runs: no finding.
+    whole = _deployment(
+        "          command: [/bin/sh, -c]\n"
+        "          args: ['python3 -m vllm.entrypoints.openai.api_server --model m']\n"
+    )
+    assert not [v for v in _check(whole).violations if "sh -c" in v.message]

@@ -47,7 +47,8 @@ REFUSALS = {
 #: findings with --engine KIND==NEWEST, import outcome). Outcomes: "runs"; "engine" (runs
 #: with --engine: the image names no release, or none is given); "refused: KEY" or
 #: "engine-refused: KEY" (refused, located, with the REFUSALS message); None: no engine.
-#: The true findings: TC006 at an `--api-key sk-...` line is a literal credential in an
+#: The true findings: TC006 at a `sh -c` given the engine's words one by one (Dynamo's
+#: SGLang disagg example: the shell runs `python3` alone); TC006 at an `--api-key sk-...` line is a literal credential in an
 #: argv (AIBrix's samples); TC006 at vineyard's resources is TP 4 on 1 GPU; TC004 at the
 #: GIE deployment's `--compilation-config 3` holds only for --engine vllm==0.33.0 (vLLM 0.32+
 #: takes a JSON object; the image is a dated lmcache build, so without --engine the newest
@@ -377,6 +378,14 @@ TABLE: dict[str, tuple[int, list[tuple[str, int]], list[tuple[str, int]], str | 
         [],
         [],
         "refused: dynamo worker",
+    ),
+    # Dynamo 0.4's SGLang workers: `sh -c` given the command word by word (the shell runs
+    # `python3` alone): a true TC006 at each script token, and no engine starts.
+    "dynamo--components--backends--sglang--deploy--disagg.yaml": (
+        0,
+        [("TC006", 96), ("TC006", 163)],
+        [],
+        None,
     ),
     "dynamo--components--backends--trtllm--deploy--agg.yaml": (0, [], [], None),
     "dynamo--examples--backends--vllm--deploy--agg_router.yaml": (
