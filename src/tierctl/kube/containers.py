@@ -55,6 +55,9 @@ class PodSite:
     #: Whether the parallel sizes are per pod even across nodes (KServe's ``dataLocal`` is
     #: the ranks on one node); False where a group's pods share them (vLLM over Ray in LWS).
     per_pod: bool = False
+    #: The key of the pod's one container beside (or instead of) a ``containers`` list:
+    #: Dynamo's ``mainContainer``, OME's ``runner``.
+    main: str = ""
 
 
 @dataclass(frozen=True)
@@ -160,11 +163,34 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
             t = _map(entry.get("podTemplate"))
             at: Path = ("spec", "components", i, "podTemplate", "spec")
             yield PodSite(at, _map(t.get("spec")), {**own, **_labels(t)}, nodes)
+    elif m.api_version.startswith("ome.io/") and m.kind in _OME_KINDS:
+        yield from _ome(spec, own)
     elif m.kind not in _NO_PODS:
         # A kind with no shape here (LWS's DisaggregatedSet, a newer operator's CRD): every
         # pod spec found in it, so its engines and env are still checked, as the schema
         # step's "its containers still are" says.
         yield from _found_pods(spec, ("spec",), own, 1, "")
+
+
+#: OME's kinds whose components (``engineConfig``, ``decoderConfig``, ``routerConfig``; an
+#: InferenceService's ``engine``, ``decoder``, ``router``) are pod specs with one ``runner``.
+_OME_KINDS = {"ClusterServingRuntime", "ServingRuntime", "InferenceService"}
+_OME_COMPONENTS = ("engineConfig", "decoderConfig", "routerConfig", "engine", "decoder", "router")
+
+
+def _ome(spec: dict[str, Any], labels: dict[str, str]) -> Iterator[PodSite]:
+    """OME's components: a pod spec whose container is ``runner``, or a multi-node
+    ``leader`` and ``worker`` (``worker.size`` worker pods beside the leader, on LWS)."""
+    for key in _OME_COMPONENTS:
+        comp = _map(spec.get(key))
+        if "runner" in comp:
+            yield PodSite(("spec", key), comp, labels, main="runner")
+        if "leader" in comp or "worker" in comp:
+            nodes = 1 + _count(_map(comp.get("worker")).get("size"), 0)
+            for sub in ("leader", "worker"):
+                pod = _map(comp.get(sub))
+                if pod:
+                    yield PodSite(("spec", key, sub), pod, labels, nodes, sub, main="runner")
 
 
 def _rbg_template_ref(
@@ -312,10 +338,10 @@ def _llmisvc(spec: dict[str, Any], labels: dict[str, str], at: Path) -> Iterator
 
 
 def _containers(m: Manifest, site: PodSite) -> Iterator[tuple[Path, dict[str, Any]]]:
-    if m.kind == "DynamoGraphDeployment":
-        main = site.spec.get("mainContainer")
-        if isinstance(main, dict):
-            yield (*site.path, "mainContainer"), main
+    key = site.main or ("mainContainer" if m.kind == "DynamoGraphDeployment" else "")
+    main = site.spec.get(key) if key else None
+    if isinstance(main, dict):
+        yield (*site.path, key), main
     for i, c in enumerate(site.spec.get("containers") or []):
         if isinstance(c, dict):
             yield (*site.path, "containers", i), c

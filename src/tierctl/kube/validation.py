@@ -305,9 +305,11 @@ def _flags(
             line = _token_line(e, finding.use.index) if n == 0 else None
             if line is not None:
                 location = replace(location, line=line)
-            # A misspelling: no catalogued release has the flag, and a near one exists.
-            typo = (finding.fix or "").startswith("did you mean") and (
-                "nor of any catalogued release" in finding.message
+            # A misspelling: no catalogued release has the flag, and a spelling of one is
+            # within two edits (a flag removed before the oldest catalog, SGLang 0.4's
+            # --enable-deepep-moe near --deepep-mode, is no typo: its release may take it).
+            typo = "nor of any catalogued release" in finding.message and _misspelt(
+                finding.use.token, finding.fix or ""
             )
             (out.warnings if guessed and not typo else out.violations).append(
                 Violation(
@@ -320,6 +322,39 @@ def _flags(
                 )
             )
     return flags
+
+
+_SUGGESTED = re.compile(r"--[A-Za-z0-9][\w.-]*")
+
+
+def _misspelt(token: str, fix: str) -> bool:
+    """Whether ``token`` is within two edits (a transposition counting one) of a spelling
+    that ``fix`` ("did you mean --a or --b?") suggests."""
+    if not fix.startswith("did you mean"):
+        return False
+    word = token.split("=", 1)[0].lstrip("-").replace("_", "-")
+    head = fix.split("?", 1)[0]
+    return any(
+        _edits(word, s.lstrip("-").replace("_", "-")) <= 2 for s in _SUGGESTED.findall(head)
+    )
+
+
+def _edits(a: str, b: str) -> int:
+    """Optimal-string-alignment distance between ``a`` and ``b`` (insert, delete,
+    substitute, swap two neighbours: one edit each)."""
+    if abs(len(a) - len(b)) > 2:
+        return 3  # more than two edits apart: not a misspelling
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, prev2[j - 2] + 1)
+            row.append(cost)
+        prev2, prev = prev, row
+    return prev[-1]
 
 
 def _token_line(e: EngineContainer, index: int) -> int | None:

@@ -539,3 +539,53 @@ def test_sh_c_given_the_engine_word_by_word_is_a_violation() -> None:
         "          args: ['python3 -m vllm.entrypoints.openai.api_server --model m']\n"
     )
     assert not [v for v in _check(whole).violations if "sh -c" in v.message]
+
+
+def test_ome_runtimes_runner_containers_are_engine_sites() -> None:
+    # OME's ClusterServingRuntime puts its container under `runner` (no `containers` list):
+    # its engines were never found, so nothing was checked.
+    text = (
+        "apiVersion: ome.io/v1beta1\nkind: ClusterServingRuntime\nmetadata:\n  name: rt\n"
+        "spec:\n  engineConfig:\n    leader:\n      runner:\n        name: ome-container\n"
+        "        image: lmsysorg/sglang:v0.5.23\n"
+        "        command: [python3, -m, sglang.launch_server, --model-path, m, --tp-sise, '8']\n"
+        "    worker:\n      size: 1\n      runner:\n        name: ome-container\n"
+        "        image: lmsysorg/sglang:v0.5.23\n"
+        "        command: [python3, -m, sglang.launch_server, --model-path, m]\n"
+    )
+    found = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert [(e.site.role, e.site.nodes, e.path[-1]) for e in found] == [
+        ("leader", 2, "runner"),
+        ("worker", 2, "runner"),
+    ]
+    [typo] = [v for v in _check(text).violations if v.rule == "TC004"]
+    assert "--tp-sise" in typo.message
+    assert typo.location is not None
+    assert typo.location.line == 11
+
+
+def test_under_a_guessed_catalog_a_removed_flag_is_no_typo_but_a_misspelling_is() -> None:
+    # `--enable-deepep-moe` (SGLang 0.4's, gone before the oldest catalog) was called a typo
+    # of `--deepep-mode` on an unpinned `:dev` image; a flag two edits from one is.
+    def on_dev(flag: str) -> Any:
+        return _check(
+            _deployment(
+                f"          command: [python3, -m, sglang.launch_server, --model-path, m, {flag}]\n",
+                image="lmsysorg/sglang:dev",
+            )
+        )
+
+    removed = on_dev("--enable-deepep-moe")
+    assert not [v for v in removed.violations if v.rule == "TC004"]
+    assert any("--enable-deepep-moe" in w.message for w in removed.warnings)
+    assert [v.rule for v in on_dev("--enable-metircs").violations] == ["TC004"]
+    assert [v.rule for v in on_dev("--enable-metrcs").violations] == ["TC004"]
+    # A pinned release that lacks it refuses it (SGLang 0.5.23's parser does).
+    pinned = _check(
+        _deployment(
+            "          command: [python3, -m, sglang.launch_server, --model-path, m, "
+            "--enable-deepep-moe]\n",
+            image="lmsysorg/sglang:v0.5.23",
+        )
+    )
+    assert [v.rule for v in pinned.violations] == ["TC004"]

@@ -41,12 +41,17 @@ REFUSALS = {
     "a controller's template": "controller's template",
     "older than every catalog": "must agree",
     "dynamo worker": "NVIDIA Dynamo's worker",
+    "a controller's variable": "from nothing in the container's env",
 }
 
 #: file -> (engine containers, true findings without --engine as (rule, line), further true
 #: findings with --engine KIND==NEWEST, import outcome). Outcomes: "runs"; "engine" (runs
 #: with --engine: the image names no release, or none is given); "refused: KEY" or
 #: "engine-refused: KEY" (refused, located, with the REFUSALS message); None: no engine.
+#: With --engine sglang==0.5.23 (each confirmed with that release's own parser): OME's
+#: Kimi-K2 on `sglang:dev` gives --enable-deepep-moe (SGLang 0.4's; unrecognized) and
+#: --cuda-graph-bs (ambiguous), its Nemotron `--reasoning-parser nano_v3` (invalid choice);
+#: without --engine they are warnings (the `dev` build may take them), not typos.
 #: The true findings: TC006 at a `sh -c` given the engine's words one by one (Dynamo's
 #: SGLang disagg example: the shell runs `python3` alone); TC006 at an `--api-key sk-...` line is a literal credential in an
 #: argv (AIBrix's samples); TC006 at vineyard's resources is TP 4 on 1 GPU; TC004 at the
@@ -425,6 +430,56 @@ TABLE: dict[str, tuple[int, list[tuple[str, int]], list[tuple[str, int]], str | 
         "engine-refused: no multi-node launch",
     ),
     "sglang--docker--k8s-sglang-service.yaml": (1, [], [], "engine"),
+    "ome--config--runtimes--srt--Qwen--Qwen2-7B-Instruct-rt.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "ome--config--runtimes--srt--deepseek-rdma-pd-rt.yaml": (
+        4,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "ome--config--runtimes--srt--kimi-k2-pd-rt.yaml": (
+        4,
+        [],
+        [
+            ("TC004", 83),
+            ("TC004", 182),
+            ("TC004", 277),
+            ("TC004", 287),
+            ("TC004", 373),
+            ("TC004", 383),
+        ],
+        "engine-refused: a controller's variable",
+    ),
+    "ome--config--runtimes--srt--nvidia--nvidia-nemotron-3-nano-30b-a3b-fp8-rt.yaml": (
+        1,
+        [],
+        [("TC004", 63)],
+        "engine-refused: a controller's variable",
+    ),
+    "ome--config--runtimes--vllm--deepseek-ai--deepseek-v4-flash-rt.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "ome--config--runtimes--vllm--llama-3-1-405b-instruct-fp8-rt.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "ome--config--runtimes--vllm--llama-3-1-8b-instruct-rt.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "ome--config--samples--benchmark--deepseek-r1-rdma.yaml": (0, [], [], None),
 }
 
 
