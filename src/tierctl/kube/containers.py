@@ -58,6 +58,10 @@ class PodSite:
     #: The key of the pod's one container beside (or instead of) a ``containers`` list:
     #: Dynamo's ``mainContainer``, OME's ``runner``.
     main: str = ""
+    #: A container the object never writes as one, with the path its fields sit under
+    #: (llmaz's BackendRuntime: its ``command`` and image beside each recommended config's
+    #: ``args``, which are at ``spec.recommendedConfigs[K].args``).
+    lone: tuple[Path, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -163,9 +167,11 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
             t = _map(entry.get("podTemplate"))
             at: Path = ("spec", "components", i, "podTemplate", "spec")
             yield PodSite(at, _map(t.get("spec")), {**own, **_labels(t)}, nodes)
+    elif m.api_version.startswith("inference.llmaz.io/") and m.kind == "BackendRuntime":
+        yield from _backend_runtime(spec, own)
     elif m.api_version.startswith("ome.io/") and m.kind in _OME_KINDS:
         yield from _ome(spec, own)
-    elif m.kind not in _NO_PODS:
+    elif not _podless(m):
         # A kind with no shape here (LWS's DisaggregatedSet, a newer operator's CRD): every
         # pod spec found in it, so its engines and env are still checked, as the schema
         # step's "its containers still are" says.
@@ -191,6 +197,30 @@ def _ome(spec: dict[str, Any], labels: dict[str, str]) -> Iterator[PodSite]:
                 pod = _map(comp.get(sub))
                 if pod:
                     yield PodSite(("spec", key, sub), pod, labels, nodes, sub, main="runner")
+
+
+def _backend_runtime(spec: dict[str, Any], labels: dict[str, str]) -> Iterator[PodSite]:
+    """llmaz's BackendRuntime: each recommended config is a container its controller
+    writes, ``spec.command`` then the config's ``args``, on ``spec.image:spec.version``, with
+    the runtime's probes."""
+    image = str(spec.get("image") or "")
+    if image and spec.get("version"):
+        image = f"{image}:{spec['version']}"
+    probes: dict[str, Any] = {
+        k: spec[k] for k in ("startupProbe", "livenessProbe", "readinessProbe") if k in spec
+    }
+    for k, item in enumerate(spec.get("recommendedConfigs") or []):
+        config = _map(item)
+        container: dict[str, Any] = {
+            "name": str(config.get("name") or k),
+            "image": image,
+            "command": spec.get("command") or [],
+            "args": config.get("args") or [],
+            **({"resources": config["resources"]} if "resources" in config else {}),
+            **probes,
+        }
+        at: Path = ("spec", "recommendedConfigs", k)
+        yield PodSite(at, config, labels, lone=(at, container))
 
 
 def _rbg_template_ref(
@@ -280,6 +310,25 @@ _NO_PODS = {
 }
 
 
+#: The API groups whose objects of the kinds above hold no pod ("" is the core group).
+_NO_POD_GROUPS = {
+    "",
+    "autoscaling",
+    "policy",
+    "monitoring.coreos.com",
+    "argoproj.io",
+    "flagger.app",
+}
+
+
+def _podless(m: Manifest) -> bool:
+    """Whether ``m`` is a kind that holds no pod spec: by its kind and group, so another
+    group's ``Service`` (llmaz's inference.llmaz.io Service, a LWS-like workload) is read."""
+    group = m.api_version.rpartition("/")[0]
+    known = group in _NO_POD_GROUPS or group.endswith((".k8s.io", ".x-k8s.io"))
+    return m.kind in _NO_PODS and (known or not m.api_version)
+
+
 def _found_pods(
     value: Any, at: Path, labels: dict[str, str], nodes: int, role: str
 ) -> Iterator[PodSite]:
@@ -301,14 +350,16 @@ def _found_pods(
         nodes = _count(value["podGroupSize"])
     elif at and at[-1] == "leaderWorkerPattern" and "template" in value:
         nodes = _count(value.get("size"))
-    if isinstance(value.get("leaderWorkerTemplate"), dict):
-        lwt = value["leaderWorkerTemplate"]
+    lwt_here = "leaderTemplate" in value and "workerTemplate" in value and "size" in value
+    if isinstance(value.get("leaderWorkerTemplate"), dict) or lwt_here:
+        # LWS's leaderWorkerTemplate; llmaz's workloadTemplate is one (size beside both).
+        lwt = value if lwt_here else value["leaderWorkerTemplate"]
         size = _count(lwt.get("size"))
         pair = "leaderTemplate" in lwt
         for key, sub_role in (("leaderTemplate", "leader"), ("workerTemplate", "worker")):
             t = _map(lwt.get(key))
             if t:
-                path = (*at, "leaderWorkerTemplate", key, "spec")
+                path = (*at, *(() if lwt_here else ("leaderWorkerTemplate",)), key, "spec")
                 yield PodSite(
                     path,
                     _map(t.get("spec")),
@@ -338,6 +389,8 @@ def _llmisvc(spec: dict[str, Any], labels: dict[str, str], at: Path) -> Iterator
 
 
 def _containers(m: Manifest, site: PodSite) -> Iterator[tuple[Path, dict[str, Any]]]:
+    if site.lone is not None:
+        yield site.lone
     key = site.main or ("mainContainer" if m.kind == "DynamoGraphDeployment" else "")
     main = site.spec.get(key) if key else None
     if isinstance(main, dict):

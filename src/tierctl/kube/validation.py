@@ -334,9 +334,7 @@ def _misspelt(token: str, fix: str) -> bool:
         return False
     word = token.split("=", 1)[0].lstrip("-").replace("_", "-")
     head = fix.split("?", 1)[0]
-    return any(
-        _edits(word, s.lstrip("-").replace("_", "-")) <= 2 for s in _SUGGESTED.findall(head)
-    )
+    return any(_edits(word, s.lstrip("-").replace("_", "-")) <= 2 for s in _SUGGESTED.findall(head))
 
 
 def _edits(a: str, b: str) -> int:

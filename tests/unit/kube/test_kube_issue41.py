@@ -589,3 +589,34 @@ def test_under_a_guessed_catalog_a_removed_flag_is_no_typo_but_a_misspelling_is(
         )
     )
     assert [v.rule for v in pinned.violations] == ["TC004"]
+
+
+def test_llmaz_backend_runtime_configs_and_its_service_are_engine_sites() -> None:
+    # llmaz's BackendRuntime writes `command` once and `args` per recommended config; its
+    # inference.llmaz.io `Service` was skipped as a core Service (no pods).
+    runtime = (
+        "apiVersion: inference.llmaz.io/v1alpha1\nkind: BackendRuntime\nmetadata:\n"
+        "  name: vllm\nspec:\n  command: [python3, -m, vllm.entrypoints.openai.api_server]\n"
+        "  image: vllm/vllm-openai\n  version: v0.33.0\n  recommendedConfigs:\n"
+        "    - name: default\n      args:\n        - --model\n        - m\n"
+        "        - --max-modle-len\n        - '4096'\n"
+    )
+    [e] = [e for m in parse_manifests(runtime, "m.yaml") for e in engine_containers(m)]
+    assert e.container["image"] == "vllm/vllm-openai:v0.33.0"
+    [typo] = [v for v in _check(runtime).violations if v.rule == "TC004"]
+    assert typo.location is not None
+    assert typo.location.line == 14
+    service = (
+        "apiVersion: inference.llmaz.io/v1alpha1\nkind: Service\nmetadata:\n  name: s\n"
+        "spec:\n  workloadTemplate:\n    size: 2\n    leaderTemplate:\n      spec:\n"
+        "        containers:\n          - name: r\n            image: lmsysorg/sglang:v0.5.23\n"
+        "            command: [python3, -m, sglang.launch_server, --model-path, m]\n"
+        "    workerTemplate:\n      spec:\n        containers:\n          - name: r\n"
+        "            image: lmsysorg/sglang:v0.5.23\n"
+        "            command: [python3, -m, sglang.launch_server, --model-path, m]\n"
+    )
+    found = [e for m in parse_manifests(service, "m.yaml") for e in engine_containers(m)]
+    assert [(e.site.role, e.site.nodes) for e in found] == [("leader", 2), ("worker", 2)]
+    # A core Service still holds no pod.
+    core = "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  ports: [{port: 1}]\n"
+    assert not [e for m in parse_manifests(core, "m.yaml") for e in engine_containers(m)]

@@ -480,6 +480,21 @@ TABLE: dict[str, tuple[int, list[tuple[str, int]], list[tuple[str, int]], str | 
         "engine-refused: older than every catalog",
     ),
     "ome--config--samples--benchmark--deepseek-r1-rdma.yaml": (0, [], [], None),
+    "llmaz--docs--examples--multi-nodes--service.yaml": (2, [], [], "engine"),
+    "llmaz--docs--examples--sglang--playground.yaml": (0, [], [], None),
+    "llmaz--docs--examples--speculative-decoding--vllm--playground.yaml": (0, [], [], None),
+    "llmaz--test--config--backends--sglang.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "llmaz--test--config--backends--vllm.yaml": (
+        2,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
 }
 
 
