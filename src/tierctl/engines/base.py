@@ -310,6 +310,9 @@ class EngineProfile(ABC):
     #: What those images run when a service gives only flags (their ENTRYPOINT); () when the
     #: image needs the whole command.
     image_launcher: tuple[str, ...] = ()
+    #: Builds whose tag is the publisher's dated release, not the engine's (NGC's
+    #: ``nvcr.io/nvidia/vllm:26.02-py3`` is NVIDIA's February 2026 container): no release.
+    dated_images: tuple[str, ...] = ()
     # The images whose own ENTRYPOINT runs ``image_launcher``: other builds of the engine
     # (NGC's nvcr.io/nvidia/vllm, rocm/vllm) start a shell or a wrapper script instead.
     launcher_images: tuple[str, ...] = ()
@@ -419,7 +422,7 @@ class EngineProfile(ABC):
     def image_version(self, image: str | None) -> str | None:
         """The engine release an image tag names (``v0.5.3-cu124`` -> ``0.5.3``), or None."""
         image = image_reference(image)
-        if not image:
+        if not image or _names_one_of(image, self.dated_images):
             return None
         tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
         match = _RELEASE_TAG.match(tag)

@@ -86,6 +86,8 @@ class SGLangProfile(EngineProfile):
     wrapper_flags = dynamo.SGLANG_WORKER_FLAGS
     wrapper_title = dynamo.TITLE
     images = ("lmsysorg/sglang", "sglang")
+    # NGC's builds are tagged YY.MM (NVIDIA's container release), not with sglang's release.
+    dated_images = ("nvidia/sglang",)
     image_launcher = ()  # the image has no entrypoint: the command starts the server
     # --dp-size (without --enable-dp-attention) runs that many TP groups side by side.
     parallel_flags = (

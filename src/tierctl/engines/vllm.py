@@ -113,6 +113,8 @@ class VLLMProfile(EngineProfile):
     images = (*OFFICIAL_IMAGES, "vllm-openai", "vllm-openai-cpu", "vllm-cpu-release-repo", "vllm")
     image_launcher = ("vllm", "serve")  # the official image's ENTRYPOINT
     launcher_images = OFFICIAL_IMAGES
+    # NGC's builds are tagged YY.MM (NVIDIA's container release), not with vllm's release.
+    dated_images = ("nvidia/vllm",)
     parallel_flags = (
         ("tp", ("tensor-parallel-size", "tp")),
         ("pp", ("pipeline-parallel-size", "pp")),

@@ -620,3 +620,18 @@ def test_llmaz_backend_runtime_configs_and_its_service_are_engine_sites() -> Non
     # A core Service still holds no pod.
     core = "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  ports: [{port: 1}]\n"
     assert not [e for m in parse_manifests(core, "m.yaml") for e in engine_containers(m)]
+
+
+def test_an_ngc_tag_is_nvidias_release_not_the_engines() -> None:
+    # `nvcr.io/nvidia/vllm:26.02-py3` was read as vLLM 26.02: import refused `--engine
+    # vllm==0.33.0` ("runs vLLM 26.02"), and validate looked for a catalog of 26.02.
+    text = _deployment(
+        "          command: [python3, -m, vllm.entrypoints.openai.api_server]\n"
+        "          args: [--model, m, --max-model-len, '4096']\n",
+        image="nvcr.io/nvidia/vllm:26.02-py3",
+    )
+    assert not any(
+        "26.02" in w.message and "vllm 26.02" in w.message for w in _check(text).warnings
+    )
+    result = import_manifests(["-"], stdin=text, engine="vllm==0.33.0")
+    assert result.spec.engine.version == "0.33.0"

@@ -29,7 +29,17 @@ from tierctl.kube.validation import KubeCheck, choose_catalog, image_release
 from tierctl.render.kubernetes import render_kubernetes
 
 PUBLIC = Path(__file__).resolve().parents[2] / "fixtures/kube_public"
-FILES = sorted(PUBLIC.glob("*.yaml"))
+ALL = sorted(PUBLIC.glob("*.yaml"))
+#: Files that are not valid YAML as published (a real defect: kubectl refuses them too):
+#: file -> the line validate locates it to. Google's samples: a Deployment indented under
+#: `apiVersion:` (line 17), a list item indented past its key (37), `{{HF_TOKEN}}` unquoted,
+#: a flow mapping as a key (95).
+PARSE_ERRORS = {
+    "gke-samples--ai-ml--gke-model-armor--preparing-the-model--vllm-gemma-deployment.yaml": 37,
+    "gke-samples--ai-ml--infw-gw--examples--getting-started--vllm-llama3-8b-instruct.yaml": 17,
+    "gke-samples--ai-ml--llm-serving-llama--vllm--vllm-llama4-maverick-17b-128e-instruct-fp8.yaml": 95,
+}
+FILES = [f for f in ALL if f.name not in PARSE_ERRORS]
 NEWEST = {"vllm": "vllm==0.33.0", "sglang": "sglang==0.5.23"}
 
 #: What each refusal says (the outcome's key -> a part of the message).
@@ -52,7 +62,9 @@ REFUSALS = {
 #: Kimi-K2 on `sglang:dev` gives --enable-deepep-moe (SGLang 0.4's; unrecognized) and
 #: --cuda-graph-bs (ambiguous), its Nemotron `--reasoning-parser nano_v3` (invalid choice);
 #: without --engine they are warnings (the `dev` build may take them), not typos.
-#: The true findings: TC006 at a `sh -c` given the engine's words one by one (Dynamo's
+#: The true findings: TC006 at Google's NeMo-RL Gemma deployment, 8 GPUs given to a TP 4
+#: vLLM (4 idle; NGC's `vllm:26.02-py3` tag is NVIDIA's release, not vLLM 26.02);
+#: TC006 at a `sh -c` given the engine's words one by one (Dynamo's
 #: SGLang disagg example: the shell runs `python3` alone); TC006 at an `--api-key sk-...` line is a literal credential in an
 #: argv (AIBrix's samples); TC006 at vineyard's resources is TP 4 on 1 GPU; TC004 at the
 #: GIE deployment's `--compilation-config 3` holds only for --engine vllm==0.33.0 (vLLM 0.32+
@@ -495,6 +507,61 @@ TABLE: dict[str, tuple[int, list[tuple[str, int]], list[tuple[str, int]], str | 
         [],
         "engine-refused: older than every catalog",
     ),
+    "gke-samples--ai-ml--adk-vllm--deploy-llm--deploy-llm.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--llm-multihost-gpus--vllm-deepseek-r1-A3.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--llm-multihost-gpus--vllm-llama3-405b-A3-HDML.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--llm-serving-gemma--vllm--vllm-2-27b-it.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--llm-serving-gemma--vllm--vllm-3-27b-it.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--llm-serving-gemma--vllm--vllm-7b-it-tensorparallelism.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--llm-serving-gemma--vllm--vllm-7b-kvcache.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--mix-train-and-inference--workloads--vllm-gemma-3-12b-it.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--nemo-rl-on-gke--nemoRL--gemma3-27b-it--nvidia-vllm-post-trained-gemma3-27-deploy.yaml": (
+        1,
+        [("TC006", 35)],
+        [],
+        "engine",
+    ),
+    "gke-samples--ai-ml--vllm-tpu--vllm-llama3-70b.yaml": (1, [], [], "engine"),
 }
 
 
@@ -506,9 +573,9 @@ def _prov() -> dict[str, dict[str, str]]:
 def test_every_file_is_a_verbatim_copy_with_its_provenance() -> None:
     prov = _prov()
     assert len(FILES) >= 60
-    assert sorted(prov) == [f.name for f in FILES]
+    assert sorted(prov) == [f.name for f in ALL]
     assert sorted(TABLE) == [f.name for f in FILES]
-    for f in FILES:
+    for f in ALL:
         entry = prov[f.name]
         assert re.fullmatch(r"[\w.-]+/[\w.-]+", entry["repo"]), f.name
         assert re.fullmatch(r"[0-9a-f]{40}", entry["commit"]), f.name
@@ -517,6 +584,15 @@ def test_every_file_is_a_verbatim_copy_with_its_provenance() -> None:
         assert hashlib.sha256(f.read_bytes()).hexdigest() == entry["sha256"], f.name
     projects = {entry["repo"] for entry in prov.values()}
     assert len(projects) >= 7  # no single source: not tuned to a handful
+
+
+@pytest.mark.parametrize("name", sorted(PARSE_ERRORS))
+def test_invalid_yaml_is_refused_located_to_its_line(name: str) -> None:
+    path = PUBLIC / name
+    with pytest.raises(InputError) as caught:
+        parse_manifests(path.read_text(), name)
+    assert caught.value.location is not None
+    assert caught.value.location.line == PARSE_ERRORS[name]
 
 
 def _engines(path: Path) -> list[EngineContainer]:
@@ -741,7 +817,9 @@ def test_the_figures() -> None:
     outcomes = [TABLE[f.name][3] for f in FILES if TABLE[f.name][3]]
     typos = sum(len(_mutations(f)) for f in FILES)
     figures = {
-        "files": len(FILES),
+        "files": len(ALL),
+        "projects": len({entry["repo"] for entry in _prov().values()}),
+        "invalid YAML, located": len(PARSE_ERRORS),
         "engine containers": engines,
         "true findings": true,
         "typos located": typos,
