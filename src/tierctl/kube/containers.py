@@ -128,11 +128,13 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
     elif m.kind == "LeaderWorkerSet":
         lwt = _map(spec.get("leaderWorkerTemplate"))
         size = _count(lwt.get("size"))
+        pair = "leaderTemplate" in lwt
         for key, role in (("leaderTemplate", "leader"), ("workerTemplate", "worker")):
             if key in lwt:
                 t = _map(lwt[key])
                 path = ("spec", "leaderWorkerTemplate", key, "spec")
-                yield PodSite(path, _map(t.get("spec")), _labels(t), size, role)
+                # Without a leaderTemplate the workerTemplate is every pod's, the leader's too.
+                yield PodSite(path, _map(t.get("spec")), _labels(t), size, role if pair else "")
     elif m.kind == "LLMInferenceService":
         yield from _llmisvc(spec, own, ("spec",))
         prefill = _map(spec.get("prefill"))
@@ -589,7 +591,9 @@ def script_command(profile: EngineProfile, script: str) -> Script | None:
     """The words of ``script`` split as a shell does (one ``;&|`` segment or line at a time,
     go-shellwords rules, comments dropped), and the one command that starts ``profile``'s
     engine; None when none does. A leading ``exec`` is the shell's, not the command's."""
-    rest = script.replace("\\\n", "")  # a backslash-newline continues the line
+    # A backslash-newline continues the line; `$(...)` and `$((...))` are one word's part
+    # (the splitter, compose's go-shellwords, refuses the arithmetic's nested parentheses).
+    rest, table = _mask_substitutions(script.replace("\\\n", ""))
     words: list[str] = []
     commands: list[tuple[int, int]] = []
     span: tuple[int, int] | None = None
@@ -626,7 +630,52 @@ def script_command(profile: EngineProfile, script: str) -> Script | None:
             rest = rest[1:]
     if span is None:
         return None
-    return Script(tuple(words), *span, commands=tuple(commands))
+    return Script(tuple(_unmask(w, table) for w in words), *span, commands=tuple(commands))
+
+
+_MASK = "\ue000{}\ue001"
+_MASKED = re.compile("\ue000(\\d+)\ue001")
+
+
+def _mask_substitutions(script: str) -> tuple[str, list[str]]:
+    """``script`` with each ``$(...)`` / ``$((...))`` outside single quotes (parentheses
+    balanced) replaced by a placeholder no splitter treats specially, and the originals."""
+    out: list[str] = []
+    table: list[str] = []
+    i, quote = 0, ""
+    while i < len(script):
+        ch = script[i]
+        if ch == "'" and quote != '"':
+            quote = "" if quote == "'" else "'"
+        elif ch == '"' and quote != "'":
+            quote = "" if quote == '"' else '"'
+        elif quote != "'" and script.startswith("$(", i):
+            end = _closing(script, i + 1)
+            if end is not None:
+                table.append(script[i : end + 1])
+                out.append(_MASK.format(len(table) - 1))
+                i = end + 1
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out), table
+
+
+def _closing(text: str, start: int) -> int | None:
+    """The index of the ``)`` that closes the ``(`` at ``start``, or None."""
+    depth = 0
+    for j in range(start, len(text)):
+        if text[j] == "(":
+            depth += 1
+        elif text[j] == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
+
+
+def _unmask(word: str, table: list[str]) -> str:
+    return _MASKED.sub(lambda m: table[int(m.group(1))], word) if table else word
 
 
 #: A redirection where a command's words stop (``2>&1``, ``> /tmp/log``, ``<<<x``): its

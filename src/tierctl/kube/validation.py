@@ -137,6 +137,9 @@ def _schema(m: Manifest, version: str, out: _Findings) -> None:
 _SHELL_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+_SUBSTITUTION = re.compile(r"\$\(.*\)")
+
+
 def _as_compose_refs(use: FlagUse, shell: bool = False) -> FlagUse:
     """Kubernetes's ``$(VAR)`` read as a reference filled in at deploy time (like ``${VAR}``);
     in a shell script, the shell's ``$VAR`` and ``${VAR}`` too (filled in at start). Outside a
@@ -145,6 +148,8 @@ def _as_compose_refs(use: FlagUse, shell: bool = False) -> FlagUse:
         return use
     values = tuple(_K8S_VAR.sub(r"${\1}", v) for v in use.values)
     if shell:
+        # A command substitution or arithmetic (`$((A * B))`) is the shell's value too.
+        values = tuple(_SUBSTITUTION.sub("${_}", v) for v in values)
         values = tuple(_SHELL_VAR.sub(r"${\1}", v) for v in values)
     return replace(use, values=values)
 

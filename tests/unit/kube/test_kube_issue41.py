@@ -635,3 +635,37 @@ def test_an_ngc_tag_is_nvidias_release_not_the_engines() -> None:
     )
     result = import_manifests(["-"], stdin=text, engine="vllm==0.33.0")
     assert result.spec.engine.version == "0.33.0"
+
+
+def _lws_worker_only(script: str) -> str:
+    """An LWS of two pods from one workerTemplate (no leaderTemplate), `bash -c` ``script``
+    (its lines at 14 spaces)."""
+    return (
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\nmetadata:\n  name: w\n"
+        "spec:\n  leaderWorkerTemplate:\n    size: 2\n    workerTemplate:\n      spec:\n"
+        "        containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.33.0\n"
+        "          command: [/bin/bash, -c]\n          args:\n            - |-\n" + script
+    )
+
+
+def test_a_script_with_arithmetic_is_read_and_its_typo_located() -> None:
+    # llm-d's wide-EP: `START_RANK=$(( ... ))` and `--data-parallel-size $((A * B))`: the
+    # splitter refused the parentheses and the whole script, engine included, was dropped.
+    script = (
+        "              START_RANK=$(( ${LWS_WORKER_INDEX:-0} * DP_SIZE_LOCAL ))\n"
+        "              exec vllm serve m \\\n"
+        "                --data-parallel-size $((LWS_GROUP_SIZE * DP_SIZE_LOCAL)) \\\n"
+        "                --data-parallel-start-rank $START_RANK \\\n"
+        "                --enforce-eagre\n"
+    )
+    text = _lws_worker_only(script)
+    [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert "$((LWS_GROUP_SIZE * DP_SIZE_LOCAL))" in e.argv
+    # One template for every pod of the group: the leader's too, so not a "worker" only.
+    assert e.site.role == ""
+    report = _check(text)
+    [typo] = [v for v in report.violations if v.rule == "TC004"]
+    assert typo.location is not None
+    assert typo.location.line == text.count("\n")
+    # The arithmetic is the shell's value, not a string where an integer belongs.
+    assert not any("expects an integer" in w.message for w in report.warnings)

@@ -38,6 +38,8 @@ PARSE_ERRORS = {
     "gke-samples--ai-ml--gke-model-armor--preparing-the-model--vllm-gemma-deployment.yaml": 37,
     "gke-samples--ai-ml--infw-gw--examples--getting-started--vllm-llama3-8b-instruct.yaml": 17,
     "gke-samples--ai-ml--llm-serving-llama--vllm--vllm-llama4-maverick-17b-128e-instruct-fp8.yaml": 95,
+    # llm-d's wide-EP decode as committed mid-merge: `<<<<<<< HEAD` markers in the container.
+    "llm-d-03da3b0--guides--wide-ep-lws--manifests--modelserver--base--decode.yaml": 46,
 }
 FILES = [f for f in ALL if f.name not in PARSE_ERRORS]
 NEWEST = {"vllm": "vllm==0.33.0", "sglang": "sglang==0.5.23"}
@@ -562,6 +564,14 @@ TABLE: dict[str, tuple[int, list[tuple[str, int]], list[tuple[str, int]], str | 
         "engine",
     ),
     "gke-samples--ai-ml--vllm-tpu--vllm-llama3-70b.yaml": (1, [], [], "engine"),
+    # llm-d's wide-EP: bash -c, comments, `find`, `START_RANK=$(( ... ))`, `exec vllm serve \`
+    # with `$((A * B))` and quoted JSON over several lines; one workerTemplate for the group.
+    "llm-d--guides--wide-ep-lws--manifests--modelserver--base--decode.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: no multi-node launch",
+    ),
 }
 
 
@@ -694,7 +704,12 @@ def _mutations(path: Path) -> list[tuple[int, str, str]]:
         for flag in [f for f in dict.fromkeys(flags) if catalog.lookup(f) is not None][:4]:
             word = re.compile(rf"(?<![\w-]){re.escape(flag)}(?![\w-])")
             hit = next(
-                (i for i in range(first - 1, last) if word.search(lines[i])),
+                (
+                    i
+                    for i in range(first - 1, last)
+                    # A comment naming the flag (llm-d's `# --enable-eplb: ...`) is no use.
+                    if word.search(lines[i]) and not lines[i].lstrip().startswith("#")
+                ),
                 None,
             )
             if hit is not None:
