@@ -457,6 +457,16 @@ def engine_containers(m: Manifest) -> Iterator[EngineContainer]:
             if found is None:
                 continue
             profile, argv, paths, lines, other = found
+            env_args = list(_env_args(c, c_path))
+            if lines:  # a shell script: `$EXTRA` expands to the words of its value
+                taken = _shell_env_args(c, c_path, argv, {n for n, _, _ in env_args})
+                env_args += taken
+                # Its flags are read from the env value (located there), not as a word.
+                names = {n for n, _, _ in taken}
+                keep = [i for i, t in enumerate(argv) if _var_name(t) not in names]
+                argv = tuple(argv[i] for i in keep)
+                paths = tuple(paths[i] for i in keep)
+                lines = tuple(lines[i] for i in keep if i < len(lines))
             yield EngineContainer(
                 m,
                 site,
@@ -465,7 +475,7 @@ def engine_containers(m: Manifest) -> Iterator[EngineContainer]:
                 profile,
                 argv,
                 paths,
-                tuple(_env_args(c, c_path)),
+                tuple(env_args),
                 token_lines=lines,
                 shell=bool(lines),
                 script_other=other,
@@ -755,6 +765,38 @@ def _kserve_runtime(
     args = _strings(c.get("args"))
     head = profile.default_launcher()
     return profile, (*head, *args), (*(None,) * len(head), *range(len(args)))
+
+
+_WHOLE_VAR = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
+
+
+def _var_name(token: str) -> str | None:
+    """The variable a word is exactly (``$X``, ``${X}``), or None."""
+    found = _WHOLE_VAR.fullmatch(token)
+    return (found.group(1) or found.group(2)) if found else None
+
+
+def _shell_env_args(
+    c: dict[str, Any], c_path: Path, argv: Sequence[str], seen: set[str]
+) -> list[tuple[str, Path, tuple[str, ...]]]:
+    """Flags a shell script takes from its env (``vllm serve m $EXTRA_FLAGS``): a word that is
+    one variable whose literal value starts with a flag, split as the shell splits it."""
+    values = {
+        str(item["name"]): (i, item["value"])
+        for i, item in enumerate(c.get("env") or [])
+        if isinstance(item, dict) and isinstance(item.get("value"), str) and "name" in item
+    }
+    out: list[tuple[str, Path, tuple[str, ...]]] = []
+    for token in argv:
+        name = _var_name(token)
+        if name is None or name in seen or name not in values:
+            continue
+        i, value = values[name]
+        words = tuple(value.split())
+        if words and words[0].startswith("--"):
+            seen.add(name)
+            out.append((name, (*c_path, "env", i, "value"), words))
+    return out
 
 
 def _env_args(c: dict[str, Any], c_path: Path) -> Iterator[tuple[str, Path, tuple[str, ...]]]:

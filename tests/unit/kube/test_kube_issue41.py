@@ -669,3 +669,23 @@ def test_a_script_with_arithmetic_is_read_and_its_typo_located() -> None:
     assert typo.location.line == text.count("\n")
     # The arithmetic is the shell's value, not a string where an integer belongs.
     assert not any("expects an integer" in w.message for w in report.warnings)
+
+
+def test_a_script_variable_holding_flags_is_read_from_its_env_value() -> None:
+    # `vllm serve ... $EXTRA_FLAGS` with EXTRA_FLAGS a literal string of flags: the shell
+    # splits it into flags, which went unchecked, and import attached the whole string to
+    # --port as a second value.
+    text = _deployment(
+        "          command: [/bin/sh, -c]\n"
+        "          args: ['vllm serve --model m --port 8000 $EXTRA_FLAGS']\n"
+        "          env:\n            - name: EXTRA_FLAGS\n"
+        "              value: '--max-model-len 4096 --enforce-eagre'\n"
+    )
+    [typo] = [v for v in _check(text).violations if v.rule == "TC004"]
+    assert "--enforce-eagre" in typo.message
+    assert typo.location is not None
+    assert typo.location.line == text.count("\n")  # the env value's line
+    fixed = text.replace("--enforce-eagre", "--enforce-eager")
+    result = import_manifests(["-"], stdin=fixed)
+    args = result.spec.engine.args
+    assert (args["port"], args["max-model-len"], args["enforce-eager"]) == ("8000", "4096", True)
