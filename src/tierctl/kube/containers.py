@@ -510,6 +510,11 @@ def _engine_in(m: Manifest, c: dict[str, Any], c_path: Path) -> _Found | None:
         # No shell named, but no flag either: a script token behind an entrypoint that
         # runs it through a shell (``args: ["vllm serve ..."]``).
         at = next((i for i, t in enumerate(argv) if any(ch.isspace() for ch in t)), None)
+    if at is None and profile is None and m.kind == "DynamoGraphDeployment" and len(argv) == 1:
+        # One script string as a Dynamo worker's only arg: Dynamo's operator runs a
+        # mainContainer without command through `/bin/sh -c` (its docs: `args: ["python3 -m
+        # dynamo.vllm --model ..."]`).
+        at = 0 if not c.get("command") and any(ch.isspace() for ch in argv[0]) else None
     if at is not None:
         for candidate in [profile] if profile is not None else list(PROFILES.values()):
             script = script_command(candidate, argv[at])

@@ -689,3 +689,14 @@ def test_a_script_variable_holding_flags_is_read_from_its_env_value() -> None:
     result = import_manifests(["-"], stdin=fixed)
     args = result.spec.engine.args
     assert (args["port"], args["max-model-len"], args["enforce-eager"]) == ("8000", "4096", True)
+
+
+def test_a_dynamo_worker_given_one_script_string_as_args_is_found() -> None:
+    # Dynamo's docs: `args: ["python3 -m dynamo.vllm --model ..."]`, no command (the operator
+    # runs it through /bin/sh -c); it was no engine, so its flags went unchecked.
+    text = _dynamo("            - python3 -m dynamo.vllm --model m --max-modle-len 4096\n").replace(
+        "          command: [python3, -m, dynamo.vllm]\n", ""
+    )
+    [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert e.wrapper == ("python3", "-m", "dynamo.vllm")
+    assert [v.rule for v in _check(text).violations] == ["TC004"]
