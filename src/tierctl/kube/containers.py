@@ -609,6 +609,8 @@ def script_command(profile: EngineProfile, script: str) -> Script | None:
     # A backslash-newline continues the line; `$(...)` and `$((...))` are one word's part
     # (the splitter, compose's go-shellwords, refuses the arithmetic's nested parentheses).
     rest, table = _mask_substitutions(script.replace("\\\n", ""))
+    # The script runs its positional parameters (`exec "$@"`): what `set --` puts there first.
+    positional_exec = bool(re.search(r'(^|[;&|\n])\s*(exec\s+)?"\$@"\s*($|[;&|\n])', script))
     words: list[str] = []
     commands: list[tuple[int, int]] = []
     span: tuple[int, int] | None = None
@@ -631,7 +633,11 @@ def script_command(profile: EngineProfile, script: str) -> Script | None:
         head = 0
         while head < len(found) and (found[head] == "exec" or _ASSIGNMENT.match(found[head])):
             head += 1
-        if span is None and found[head:] and _starts(profile, found[head:]):
+        if found[head : head + 2] == ["set", "--"] and positional_exec:
+            head += 2  # `set -- vllm serve ...` then `exec "$@"`: the command, kept in $@
+        # `set` runs nothing (`set -- vllm serve` alone only stores the words).
+        runs = found[head : head + 1] != ["set"]
+        if span is None and runs and found[head:] and _starts(profile, found[head:]):
             commands.append((len(words), len(words) + head))
             words += found[:head]
             span = (len(words), len(words) + len(found) - head)

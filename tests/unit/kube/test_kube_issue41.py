@@ -700,3 +700,24 @@ def test_a_dynamo_worker_given_one_script_string_as_args_is_found() -> None:
     [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
     assert e.wrapper == ("python3", "-m", "dynamo.vllm")
     assert [v.rule for v in _check(text).violations] == ["TC004"]
+
+
+def test_set_dash_dash_then_exec_positional_is_the_engine_command() -> None:
+    # A Dynamo recipe's idiom: `set -- python3 -m dynamo.vllm ...`, flags appended by a
+    # `case`, then `exec "$@"`: the engine was never found.
+    script = (
+        "              set -eu\n"
+        "              set -- vllm serve m \\\n"
+        "                --max-modle-len 4096\n"
+        '              case "$CELL" in B) set -- "$@" --enforce-eager ;; esac\n'
+        '              exec "$@"\n'
+    )
+    text = _lws_worker_only(script)
+    [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert e.argv[:3] == ("vllm", "serve", "m")
+    [typo] = [v for v in _check(text).violations if v.rule == "TC004"]
+    assert typo.location is not None
+    assert typo.location.line == text.count("\n") - 2
+    # Without `exec "$@"` the positional parameters run nothing.
+    bare = _lws_worker_only(script.replace('              exec "$@"\n', ""))
+    assert not [e for m in parse_manifests(bare, "m.yaml") for e in engine_containers(m)]
