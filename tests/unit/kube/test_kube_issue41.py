@@ -721,3 +721,14 @@ def test_set_dash_dash_then_exec_positional_is_the_engine_command() -> None:
     # Without `exec "$@"` the positional parameters run nothing.
     bare = _lws_worker_only(script.replace('              exec "$@"\n', ""))
     assert not [e for m in parse_manifests(bare, "m.yaml") for e in engine_containers(m)]
+
+
+def test_a_dynamo_workers_tp_is_fitted_to_its_services_gpus() -> None:
+    # The service-level `resources.limits.gpu` of a Dynamo worker holds its TP (the recipe in
+    # the public corpus gives TP 4 four GPUs); TP 2 on 1 GPU is a located violation.
+    text = _dynamo(
+        "            - --model\n            - m\n            - --tensor-parallel-size\n            - '2'\n"
+    )
+    [fit] = [v for v in _check(text).violations if v.rule == "TC006"]
+    assert "needs 2 GPUs" in fit.message
+    assert _check(text.replace('gpu: "1"', 'gpu: "2"')).violations == ()

@@ -407,6 +407,14 @@ TABLE: dict[str, tuple[int, list[tuple[str, int]], list[tuple[str, int]], str | 
         None,
     ),
     "dynamo--components--backends--trtllm--deploy--agg.yaml": (0, [], [], None),
+    # A Dynamo recipe: sh -c "python3 -m dynamo.vllm ... --is-prefill-worker ...", GPUs in the
+    # service's resources (a TP 4 given 1 GPU is caught: test_kube_issue41).
+    "dynamo--recipes--llama-3-70b--vllm--disagg-single-node--deploy.yaml": (
+        2,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
     "dynamo--examples--backends--vllm--deploy--agg_router.yaml": (
         1,
         [],
