@@ -820,8 +820,13 @@ def check_manifests(
                         "TC004",
                         f"{_who(e)}: {choice.note}",
                         found=str(e.container.get("image") or "(no image)"),
-                        fix="pin the release in the image tag, or pass `engine` "
-                        f"{e.profile.kind}==VERSION",
+                        fix=(
+                            f"pass `engine` {e.profile.kind}==VERSION, the {e.profile.title} "
+                            f"release the {e.profile.wrapper_title} image bundles"
+                            if e.wrapper
+                            else "pin the release in the image tag, or pass `engine` "
+                            f"{e.profile.kind}==VERSION"
+                        ),
                     )
                 )
             flags = _flags(e, catalog, out, guessed=choice.note is not None)
