@@ -294,6 +294,15 @@ class EngineProfile(ABC):
     positional: tuple[str, ...] = ()
     #: Launchers that take :attr:`positional`; other launchers get them as ``--name value``.
     positional_launchers: tuple[tuple[str, ...], ...] = ()
+    #: Launchers of another framework's worker that runs this engine's own parser beside
+    #: flags of its own (NVIDIA Dynamo's ``python3 -m dynamo.vllm``): the engine's catalog
+    #: judges every flag but :attr:`wrapper_flags`, and the image tag names the wrapper's
+    #: release, not the engine's. Never rendered: a spec starts the engine's own server.
+    wrapper_launchers: tuple[tuple[str, ...], ...] = ()
+    #: The wrapper's own flags (with dashes, every spelling), never judged as the engine's.
+    wrapper_flags: frozenset[str] = frozenset()
+    #: The wrapper's name in messages.
+    wrapper_title: str = ""
     #: Substrings of a command token that mean "this runs the engine" (module names).
     command_markers: tuple[str, ...] = ()
     #: Image repository names (no registry, no tag) that run this engine.
@@ -301,6 +310,9 @@ class EngineProfile(ABC):
     #: What those images run when a service gives only flags (their ENTRYPOINT); () when the
     #: image needs the whole command.
     image_launcher: tuple[str, ...] = ()
+    #: Builds whose tag is the publisher's dated release, not the engine's (NGC's
+    #: ``nvcr.io/nvidia/vllm:26.02-py3`` is NVIDIA's February 2026 container): no release.
+    dated_images: tuple[str, ...] = ()
     # The images whose own ENTRYPOINT runs ``image_launcher``: other builds of the engine
     # (NGC's nvcr.io/nvidia/vllm, rocm/vllm) start a shell or a wrapper script instead.
     launcher_images: tuple[str, ...] = ()
@@ -410,7 +422,7 @@ class EngineProfile(ABC):
     def image_version(self, image: str | None) -> str | None:
         """The engine release an image tag names (``v0.5.3-cu124`` -> ``0.5.3``), or None."""
         image = image_reference(image)
-        if not image:
+        if not image or _names_one_of(image, self.dated_images):
             return None
         tag = image.split("@", 1)[0].rsplit("/", 1)[-1].partition(":")[2]
         match = _RELEASE_TAG.match(tag)
@@ -516,9 +528,18 @@ class EngineProfile(ABC):
             return True
         return self._find_launcher(tokens) is not None
 
-    def _find_launcher(self, tokens: list[str]) -> tuple[int, tuple[str, ...]] | None:
+    def wrapper_launcher(self, argv: Iterable[str]) -> tuple[str, ...]:
+        """The wrapper launcher (:attr:`wrapper_launchers`) that starts ``argv`` before its
+        first flag, as written (``/usr/bin/python3 -m dynamo.vllm``); () when none does."""
+        tokens = list(argv)
+        found = self._find_launcher(tokens[: first_flag(tokens)], self.wrapper_launchers)
+        return tuple(tokens[: found[0]]) if found is not None else ()
+
+    def _find_launcher(
+        self, tokens: list[str], launchers: tuple[tuple[str, ...], ...] | None = None
+    ) -> tuple[int, tuple[str, ...]] | None:
         """(index just after the launcher, the known launcher it is) or None."""
-        for known in self.launchers:
+        for known in self.launchers if launchers is None else launchers:
             n = len(known)
             for i in range(len(tokens) - n + 1):
                 window = tokens[i : i + n]

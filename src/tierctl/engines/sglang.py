@@ -27,6 +27,7 @@ from typing import Any
 
 from tierctl.compose.argv import first_flag, flag_map, format_flag_value, parse_flags
 from tierctl.engine_catalog import Catalog
+from tierctl.engines import dynamo
 from tierctl.engines.base import (
     ArgvCheck,
     DisaggregationRule,
@@ -80,7 +81,13 @@ class SGLangProfile(EngineProfile):
         ("sglang", "serve"),
     )
     command_markers = ("sglang.launch_server",)
+    # NVIDIA Dynamo's worker: this engine's parser beside Dynamo's own flags (engines/dynamo.py).
+    wrapper_launchers = dynamo.worker_launchers(dynamo.SGLANG_WORKER_MODULES)
+    wrapper_flags = dynamo.SGLANG_WORKER_FLAGS
+    wrapper_title = dynamo.TITLE
     images = ("lmsysorg/sglang", "sglang")
+    # NGC's builds are tagged YY.MM (NVIDIA's container release), not with sglang's release.
+    dated_images = ("nvidia/sglang",)
     image_launcher = ()  # the image has no entrypoint: the command starts the server
     # --dp-size (without --enable-dp-attention) runs that many TP groups side by side.
     parallel_flags = (

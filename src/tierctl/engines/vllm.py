@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from tierctl.compose.argv import flag_map, format_flag_value, parse_flags
 from tierctl.engine_catalog import Catalog
+from tierctl.engines import dynamo
 from tierctl.engines.base import (
     ArgvCheck,
     DisaggregationRule,
@@ -105,9 +106,15 @@ class VLLMProfile(EngineProfile):
     positional = ("model",)
     positional_launchers = (("vllm", "serve"),)
     command_markers = ("vllm.entrypoints.openai.api_server",)
+    # NVIDIA Dynamo's worker: this engine's parser beside Dynamo's own flags (engines/dynamo.py).
+    wrapper_launchers = dynamo.worker_launchers(dynamo.VLLM_WORKER_MODULES)
+    wrapper_flags = dynamo.VLLM_WORKER_FLAGS
+    wrapper_title = dynamo.TITLE
     images = (*OFFICIAL_IMAGES, "vllm-openai", "vllm-openai-cpu", "vllm-cpu-release-repo", "vllm")
     image_launcher = ("vllm", "serve")  # the official image's ENTRYPOINT
     launcher_images = OFFICIAL_IMAGES
+    # NGC's builds are tagged YY.MM (NVIDIA's container release), not with vllm's release.
+    dated_images = ("nvidia/vllm",)
     parallel_flags = (
         ("tp", ("tensor-parallel-size", "tp")),
         ("pp", ("pipeline-parallel-size", "pp")),

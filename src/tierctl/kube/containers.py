@@ -55,6 +55,13 @@ class PodSite:
     #: Whether the parallel sizes are per pod even across nodes (KServe's ``dataLocal`` is
     #: the ranks on one node); False where a group's pods share them (vLLM over Ray in LWS).
     per_pod: bool = False
+    #: The key of the pod's one container beside (or instead of) a ``containers`` list:
+    #: Dynamo's ``mainContainer``, OME's ``runner``.
+    main: str = ""
+    #: A container the object never writes as one, with the path its fields sit under
+    #: (llmaz's BackendRuntime: its ``command`` and image beside each recommended config's
+    #: ``args``, which are at ``spec.recommendedConfigs[K].args``).
+    lone: tuple[Path, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,9 @@ class EngineContainer:
     shell: bool = False
     #: The script's other commands (``set -x``, ``pip install ...``), each its words.
     script_other: tuple[tuple[str, ...], ...] = ()
+    #: The launcher of another framework's worker around the engine's parser, as written
+    #: (NVIDIA Dynamo's ``python3 -m dynamo.vllm``); () for the engine's own launcher.
+    wrapper: tuple[str, ...] = ()
 
     @property
     def env(self) -> dict[str, str]:
@@ -118,11 +128,13 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
     elif m.kind == "LeaderWorkerSet":
         lwt = _map(spec.get("leaderWorkerTemplate"))
         size = _count(lwt.get("size"))
+        pair = "leaderTemplate" in lwt
         for key, role in (("leaderTemplate", "leader"), ("workerTemplate", "worker")):
             if key in lwt:
                 t = _map(lwt[key])
                 path = ("spec", "leaderWorkerTemplate", key, "spec")
-                yield PodSite(path, _map(t.get("spec")), _labels(t), size, role)
+                # Without a leaderTemplate the workerTemplate is every pod's, the leader's too.
+                yield PodSite(path, _map(t.get("spec")), _labels(t), size, role if pair else "")
     elif m.kind == "LLMInferenceService":
         yield from _llmisvc(spec, own, ("spec",))
         prefill = _map(spec.get("prefill"))
@@ -157,11 +169,60 @@ def pod_sites(m: Manifest) -> Iterator[PodSite]:
             t = _map(entry.get("podTemplate"))
             at: Path = ("spec", "components", i, "podTemplate", "spec")
             yield PodSite(at, _map(t.get("spec")), {**own, **_labels(t)}, nodes)
-    elif m.kind not in _NO_PODS:
+    elif m.api_version.startswith("inference.llmaz.io/") and m.kind == "BackendRuntime":
+        yield from _backend_runtime(spec, own)
+    elif m.api_version.startswith("ome.io/") and m.kind in _OME_KINDS:
+        yield from _ome(spec, own)
+    elif not _podless(m):
         # A kind with no shape here (LWS's DisaggregatedSet, a newer operator's CRD): every
         # pod spec found in it, so its engines and env are still checked, as the schema
         # step's "its containers still are" says.
         yield from _found_pods(spec, ("spec",), own, 1, "")
+
+
+#: OME's kinds whose components (``engineConfig``, ``decoderConfig``, ``routerConfig``; an
+#: InferenceService's ``engine``, ``decoder``, ``router``) are pod specs with one ``runner``.
+_OME_KINDS = {"ClusterServingRuntime", "ServingRuntime", "InferenceService"}
+_OME_COMPONENTS = ("engineConfig", "decoderConfig", "routerConfig", "engine", "decoder", "router")
+
+
+def _ome(spec: dict[str, Any], labels: dict[str, str]) -> Iterator[PodSite]:
+    """OME's components: a pod spec whose container is ``runner``, or a multi-node
+    ``leader`` and ``worker`` (``worker.size`` worker pods beside the leader, on LWS)."""
+    for key in _OME_COMPONENTS:
+        comp = _map(spec.get(key))
+        if "runner" in comp:
+            yield PodSite(("spec", key), comp, labels, main="runner")
+        if "leader" in comp or "worker" in comp:
+            nodes = 1 + _count(_map(comp.get("worker")).get("size"), 0)
+            for sub in ("leader", "worker"):
+                pod = _map(comp.get(sub))
+                if pod:
+                    yield PodSite(("spec", key, sub), pod, labels, nodes, sub, main="runner")
+
+
+def _backend_runtime(spec: dict[str, Any], labels: dict[str, str]) -> Iterator[PodSite]:
+    """llmaz's BackendRuntime: each recommended config is a container its controller
+    writes, ``spec.command`` then the config's ``args``, on ``spec.image:spec.version``, with
+    the runtime's probes."""
+    image = str(spec.get("image") or "")
+    if image and spec.get("version"):
+        image = f"{image}:{spec['version']}"
+    probes: dict[str, Any] = {
+        k: spec[k] for k in ("startupProbe", "livenessProbe", "readinessProbe") if k in spec
+    }
+    for k, item in enumerate(spec.get("recommendedConfigs") or []):
+        config = _map(item)
+        container: dict[str, Any] = {
+            "name": str(config.get("name") or k),
+            "image": image,
+            "command": spec.get("command") or [],
+            "args": config.get("args") or [],
+            **({"resources": config["resources"]} if "resources" in config else {}),
+            **probes,
+        }
+        at: Path = ("spec", "recommendedConfigs", k)
+        yield PodSite(at, config, labels, lone=(at, container))
 
 
 def _rbg_template_ref(
@@ -251,6 +312,25 @@ _NO_PODS = {
 }
 
 
+#: The API groups whose objects of the kinds above hold no pod ("" is the core group).
+_NO_POD_GROUPS = {
+    "",
+    "autoscaling",
+    "policy",
+    "monitoring.coreos.com",
+    "argoproj.io",
+    "flagger.app",
+}
+
+
+def _podless(m: Manifest) -> bool:
+    """Whether ``m`` is a kind that holds no pod spec: by its kind and group, so another
+    group's ``Service`` (llmaz's inference.llmaz.io Service, a LWS-like workload) is read."""
+    group = m.api_version.rpartition("/")[0]
+    known = group in _NO_POD_GROUPS or group.endswith((".k8s.io", ".x-k8s.io"))
+    return m.kind in _NO_PODS and (known or not m.api_version)
+
+
 def _found_pods(
     value: Any, at: Path, labels: dict[str, str], nodes: int, role: str
 ) -> Iterator[PodSite]:
@@ -272,14 +352,16 @@ def _found_pods(
         nodes = _count(value["podGroupSize"])
     elif at and at[-1] == "leaderWorkerPattern" and "template" in value:
         nodes = _count(value.get("size"))
-    if isinstance(value.get("leaderWorkerTemplate"), dict):
-        lwt = value["leaderWorkerTemplate"]
+    lwt_here = "leaderTemplate" in value and "workerTemplate" in value and "size" in value
+    if isinstance(value.get("leaderWorkerTemplate"), dict) or lwt_here:
+        # LWS's leaderWorkerTemplate; llmaz's workloadTemplate is one (size beside both).
+        lwt = value if lwt_here else value["leaderWorkerTemplate"]
         size = _count(lwt.get("size"))
         pair = "leaderTemplate" in lwt
         for key, sub_role in (("leaderTemplate", "leader"), ("workerTemplate", "worker")):
             t = _map(lwt.get(key))
             if t:
-                path = (*at, "leaderWorkerTemplate", key, "spec")
+                path = (*at, *(() if lwt_here else ("leaderWorkerTemplate",)), key, "spec")
                 yield PodSite(
                     path,
                     _map(t.get("spec")),
@@ -309,10 +391,12 @@ def _llmisvc(spec: dict[str, Any], labels: dict[str, str], at: Path) -> Iterator
 
 
 def _containers(m: Manifest, site: PodSite) -> Iterator[tuple[Path, dict[str, Any]]]:
-    if m.kind == "DynamoGraphDeployment":
-        main = site.spec.get("mainContainer")
-        if isinstance(main, dict):
-            yield (*site.path, "mainContainer"), main
+    if site.lone is not None:
+        yield site.lone
+    key = site.main or ("mainContainer" if m.kind == "DynamoGraphDeployment" else "")
+    main = site.spec.get(key) if key else None
+    if isinstance(main, dict):
+        yield (*site.path, key), main
     for i, c in enumerate(site.spec.get("containers") or []):
         if isinstance(c, dict):
             yield (*site.path, "containers", i), c
@@ -331,7 +415,7 @@ def engine_of(
     args = _strings(container.get("args"))
     whole = (*command, *args)
     index: tuple[int | None, ...] = tuple(range(len(whole)))
-    profile = profile_for_argv(whole)
+    profile = profile_for_argv(whole) or _wrapped(whole)
     if profile is not None:
         return profile, whole, index
     image = str(container.get("image") or "")
@@ -348,6 +432,17 @@ def engine_of(
     return None, whole, index
 
 
+def _wrapped(argv: Sequence[str]) -> EngineProfile | None:
+    """The engine whose parser another framework's worker runs (``python3 -m dynamo.vllm``),
+    or None."""
+    return next((p for p in PROFILES.values() if p.wrapper_launcher(argv)), None)
+
+
+def _starts(profile: EngineProfile, argv: Sequence[str]) -> bool:
+    """Whether ``argv`` starts ``profile``'s engine: its own launcher or a wrapper's."""
+    return profile.matches_command(argv) or bool(profile.wrapper_launcher(argv))
+
+
 def _token_path(c_path: Path, n_command: int, i: int | None) -> Path:
     if i is None:
         return (*c_path, "image")
@@ -362,6 +457,16 @@ def engine_containers(m: Manifest) -> Iterator[EngineContainer]:
             if found is None:
                 continue
             profile, argv, paths, lines, other = found
+            env_args = list(_env_args(c, c_path))
+            if lines:  # a shell script: `$EXTRA` expands to the words of its value
+                taken = _shell_env_args(c, c_path, argv, {n for n, _, _ in env_args})
+                env_args += taken
+                # Its flags are read from the env value (located there), not as a word.
+                names = {n for n, _, _ in taken}
+                keep = [i for i, t in enumerate(argv) if _var_name(t) not in names]
+                argv = tuple(argv[i] for i in keep)
+                paths = tuple(paths[i] for i in keep)
+                lines = tuple(lines[i] for i in keep if i < len(lines))
             yield EngineContainer(
                 m,
                 site,
@@ -370,10 +475,11 @@ def engine_containers(m: Manifest) -> Iterator[EngineContainer]:
                 profile,
                 argv,
                 paths,
-                tuple(_env_args(c, c_path)),
+                tuple(env_args),
                 token_lines=lines,
                 shell=bool(lines),
                 script_other=other,
+                wrapper=profile.wrapper_launcher(argv),
             )
 
 
@@ -392,7 +498,11 @@ def _engine_in(m: Manifest, c: dict[str, Any], c_path: Path) -> _Found | None:
     (``bash -lc -- "...; vllm serve ..."``) whose one command starts an engine."""
     profile, argv, index = engine_of(c)
     if profile is None:
-        profile, argv, index = _kserve_runtime(m, c)
+        # KServe's runtime, where it applies; else the argv stays (a shell script on an image
+        # that is no engine's: its empty argv lost `sh -c "python3 -m dynamo.vllm ..."`).
+        runtime = _kserve_runtime(m, c)
+        if runtime[0] is not None:
+            profile, argv, index = runtime
     n_command = len(_strings(c.get("command")))
     paths = tuple(_token_path(c_path, n_command, i) for i in index)
     at = shell_script_index(argv)
@@ -400,6 +510,11 @@ def _engine_in(m: Manifest, c: dict[str, Any], c_path: Path) -> _Found | None:
         # No shell named, but no flag either: a script token behind an entrypoint that
         # runs it through a shell (``args: ["vllm serve ..."]``).
         at = next((i for i, t in enumerate(argv) if any(ch.isspace() for ch in t)), None)
+    if at is None and profile is None and m.kind == "DynamoGraphDeployment" and len(argv) == 1:
+        # One script string as a Dynamo worker's only arg: Dynamo's operator runs a
+        # mainContainer without command through `/bin/sh -c` (its docs: `args: ["python3 -m
+        # dynamo.vllm --model ..."]`).
+        at = 0 if not c.get("command") and any(ch.isspace() for ch in argv[0]) else None
     if at is not None:
         for candidate in [profile] if profile is not None else list(PROFILES.values()):
             script = script_command(candidate, argv[at])
@@ -412,9 +527,28 @@ def _engine_in(m: Manifest, c: dict[str, Any], c_path: Path) -> _Found | None:
             return None  # a shell running something else (ray start, a wrapper script)
     if profile is None:
         return None
-    if c.get("command") and not profile.matches_command(argv):
+    if c.get("command") and not _starts(profile, argv):
         return None  # the engine's image running something else (a Ray worker script)
     return profile, argv, paths, (), ()
+
+
+def split_scripts(m: Manifest) -> Iterator[tuple[Path, EngineProfile, tuple[str, ...]]]:
+    """Containers whose ``sh -c`` is given the engine's command as separate arguments
+    (``command: [/bin/sh, -c]``, ``args: [python3, -m, ...]``): the shell runs only the
+    first as its script, the rest become ``$0``, ``$1``..., so the engine never starts.
+    Each as (path of the script token, the engine, the words)."""
+    for site in pod_sites(m):
+        for c_path, c in _containers(m, site):
+            argv = (*_strings(c.get("command")), *_strings(c.get("args")))
+            at = shell_script_index(argv)
+            if at is None or len(argv) - at < 2 or any(ch.isspace() for ch in argv[at]):
+                continue
+            words = argv[at:]
+            for profile in PROFILES.values():
+                if _starts(profile, words) and not _starts(profile, words[:1]):
+                    n_command = len(_strings(c.get("command")))
+                    yield _token_path(c_path, n_command, at), profile, words
+                    break
 
 
 #: Shells whose ``-c`` option runs its next argument as a script.
@@ -472,11 +606,16 @@ def script_command(profile: EngineProfile, script: str) -> Script | None:
     """The words of ``script`` split as a shell does (one ``;&|`` segment or line at a time,
     go-shellwords rules, comments dropped), and the one command that starts ``profile``'s
     engine; None when none does. A leading ``exec`` is the shell's, not the command's."""
-    rest = script.replace("\\\n", "")  # a backslash-newline continues the line
+    # A backslash-newline continues the line; `$(...)` and `$((...))` are one word's part
+    # (the splitter, compose's go-shellwords, refuses the arithmetic's nested parentheses).
+    rest, table = _mask_substitutions(script.replace("\\\n", ""))
+    # The script runs its positional parameters (`exec "$@"`): what `set --` puts there first.
+    positional_exec = bool(re.search(r'(^|[;&|\n])\s*(exec\s+)?"\$@"\s*($|[;&|\n])', script))
     words: list[str] = []
     commands: list[tuple[int, int]] = []
     span: tuple[int, int] | None = None
     while rest:
+        seen = rest
         line, newline, after = rest.partition("\n")
         if line.lstrip().startswith("#"):
             rest = after
@@ -494,7 +633,11 @@ def script_command(profile: EngineProfile, script: str) -> Script | None:
         head = 0
         while head < len(found) and (found[head] == "exec" or _ASSIGNMENT.match(found[head])):
             head += 1
-        if span is None and found[head:] and profile.matches_command(found[head:]):
+        if found[head : head + 2] == ["set", "--"] and positional_exec:
+            head += 2  # `set -- vllm serve ...` then `exec "$@"`: the command, kept in $@
+        # `set` runs nothing (`set -- vllm serve` alone only stores the words).
+        runs = found[head : head + 1] != ["set"]
+        if span is None and runs and found[head:] and _starts(profile, found[head:]):
             commands.append((len(words), len(words) + head))
             words += found[:head]
             span = (len(words), len(words) + len(found) - head)
@@ -503,10 +646,76 @@ def script_command(profile: EngineProfile, script: str) -> Script | None:
         else:
             commands.append((len(words), len(words) + len(found)))
             words += found
-        rest = rest.lstrip(";&|<> \t\n")
+        rest = _after_operators(rest)
+        if rest == seen:  # a character no rule here consumes (``(``): never loop on it
+            rest = rest[1:]
     if span is None:
         return None
-    return Script(tuple(words), *span, commands=tuple(commands))
+    return Script(tuple(_unmask(w, table) for w in words), *span, commands=tuple(commands))
+
+
+_MASK = "\ue000{}\ue001"
+_MASKED = re.compile("\ue000(\\d+)\ue001")
+
+
+def _mask_substitutions(script: str) -> tuple[str, list[str]]:
+    """``script`` with each ``$(...)`` / ``$((...))`` outside single quotes (parentheses
+    balanced) replaced by a placeholder no splitter treats specially, and the originals."""
+    out: list[str] = []
+    table: list[str] = []
+    i, quote = 0, ""
+    while i < len(script):
+        ch = script[i]
+        if ch == "'" and quote != '"':
+            quote = "" if quote == "'" else "'"
+        elif ch == '"' and quote != "'":
+            quote = "" if quote == '"' else '"'
+        elif quote != "'" and script.startswith("$(", i):
+            end = _closing(script, i + 1)
+            if end is not None:
+                table.append(script[i : end + 1])
+                out.append(_MASK.format(len(table) - 1))
+                i = end + 1
+                continue
+        out.append(ch)
+        i += 1
+    return "".join(out), table
+
+
+def _closing(text: str, start: int) -> int | None:
+    """The index of the ``)`` that closes the ``(`` at ``start``, or None."""
+    depth = 0
+    for j in range(start, len(text)):
+        if text[j] == "(":
+            depth += 1
+        elif text[j] == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+    return None
+
+
+def _unmask(word: str, table: list[str]) -> str:
+    return _MASKED.sub(lambda m: table[int(m.group(1))], word) if table else word
+
+
+#: A redirection where a command's words stop (``2>&1``, ``> /tmp/log``, ``<<<x``): its
+#: operator and target, neither a command nor the command's argument.
+_REDIRECT = re.compile(r"\s*\d*(?:[<>]{1,3}|&>>?)&?\s*(?:\d+-?|-|[^\s;&|<>]+)?")
+
+
+def _after_operators(rest: str) -> str:
+    """``rest`` past the control operators and redirections at its start (``;``, ``&&``,
+    ``|``, ``2>&1``): a redirection ``N>&M`` split no word, so ``script_command`` looped on
+    ``2>&1 | tee log`` for ever."""
+    while True:
+        before = rest
+        rest = rest.lstrip(";&| \t\n")
+        found = _REDIRECT.match(rest)
+        if found is not None and found.end() > 0 and rest[: found.end()].strip():
+            rest = rest[found.end() :]
+        if rest == before:
+            return rest
 
 
 def _uncommented(words: list[str]) -> list[str]:
@@ -567,6 +776,38 @@ def _kserve_runtime(
     args = _strings(c.get("args"))
     head = profile.default_launcher()
     return profile, (*head, *args), (*(None,) * len(head), *range(len(args)))
+
+
+_WHOLE_VAR = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
+
+
+def _var_name(token: str) -> str | None:
+    """The variable a word is exactly (``$X``, ``${X}``), or None."""
+    found = _WHOLE_VAR.fullmatch(token)
+    return (found.group(1) or found.group(2)) if found else None
+
+
+def _shell_env_args(
+    c: dict[str, Any], c_path: Path, argv: Sequence[str], seen: set[str]
+) -> list[tuple[str, Path, tuple[str, ...]]]:
+    """Flags a shell script takes from its env (``vllm serve m $EXTRA_FLAGS``): a word that is
+    one variable whose literal value starts with a flag, split as the shell splits it."""
+    values = {
+        str(item["name"]): (i, item["value"])
+        for i, item in enumerate(c.get("env") or [])
+        if isinstance(item, dict) and isinstance(item.get("value"), str) and "name" in item
+    }
+    out: list[tuple[str, Path, tuple[str, ...]]] = []
+    for token in argv:
+        name = _var_name(token)
+        if name is None or name in seen or name not in values:
+            continue
+        i, value = values[name]
+        words = tuple(value.split())
+        if words and words[0].startswith("--"):
+            seen.add(name)
+            out.append((name, (*c_path, "env", i, "value"), words))
+    return out
 
 
 def _env_args(c: dict[str, Any], c_path: Path) -> Iterator[tuple[str, Path, tuple[str, ...]]]:

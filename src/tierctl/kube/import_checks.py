@@ -17,7 +17,7 @@ from tierctl.catalog.store import load_catalog, shipped
 from tierctl.engine_catalog import Catalog
 from tierctl.errors import InputError, Location
 from tierctl.kube.containers import EngineContainer
-from tierctl.kube.validation import engine_pin, image_release
+from tierctl.kube.validation import container_name, engine_pin, image_release
 from tierctl.render.kubernetes import GROUP_SIZE_VARIABLES
 
 #: Commands of a script around the engine that change nothing the engine sees: tracing,
@@ -29,7 +29,7 @@ _SHELL_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za
 
 def who(e: EngineContainer) -> str:
     """``Kind/name container NAME`` for messages."""
-    return f"{e.manifest.ref} container {e.container.get('name') or '?'}"
+    return f"{e.manifest.ref} container {container_name(e)}"
 
 
 def token_location(e: EngineContainer, index: int) -> Location:
@@ -139,6 +139,25 @@ def check_group(e: EngineContainer) -> None:
         location=e.manifest.location(*e.site.path),
         rule="an imported replica renders as the pods the manifests run",
         fix="import a one-node replica, or keep this workload as written",
+    )
+
+
+def check_wrapper(e: EngineContainer) -> None:
+    """Refuse an engine run by another framework's worker (Dynamo's ``python3 -m
+    dynamo.vllm``): a spec starts the engine's own server, which would not join the
+    wrapper's runtime (its frontend, discovery and KV transfer), and its flags are not all
+    the engine's."""
+    if not e.wrapper:
+        return
+    raise InputError(
+        f"{who(e)} runs {e.profile.title} inside {e.profile.wrapper_title}'s worker "
+        f"({' '.join(e.wrapper)}): a spec starts {e.profile.title}'s own server, which would "
+        f"not join {e.profile.wrapper_title}'s runtime (frontend, discovery, KV transfer), "
+        f"and {e.profile.wrapper_title}'s own flags are not {e.profile.title}'s",
+        location=token_location(e, 0),
+        rule="import carries an engine's own server, not another framework's worker",
+        fix=f"keep this graph as written (validate checks its {e.profile.title} flags); "
+        f"import a manifest that runs {' '.join(e.profile.default_launcher())} itself",
     )
 
 

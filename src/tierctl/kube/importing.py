@@ -33,6 +33,7 @@ from tierctl.kube.import_checks import (
     Release,
     check_group,
     check_script,
+    check_wrapper,
     placement,
     release_of,
     resolve_variables,
@@ -143,9 +144,20 @@ def _pick(manifests: Sequence[Manifest]) -> tuple[list[EngineContainer], list[st
             rule="import needs at least one engine container",
             fix="check the images and commands of the manifests",
         )
+    # A framework's worker around an engine (Dynamo's) is refused on its own; beside an
+    # engine's own server it is left out, as another engine is.
+    own = [e for e in engines if not e.wrapper]
+    wrapped = [
+        f"{e.manifest.ref} container {e.container.get('name') or 'main'} runs "
+        f"{e.profile.title} inside {e.profile.wrapper_title}'s worker: not imported (a spec "
+        f"starts {e.profile.title}'s own server)"
+        for e in engines
+        if e.wrapper and own
+    ]
+    engines = own or engines
     kinds = Counter(e.profile.kind for e in engines)
     kind = kinds.most_common(1)[0][0]
-    left = [
+    left = wrapped + [
         f"{e.manifest.ref} container {e.container.get('name') or '?'} runs "
         f"{e.profile.title}, not {_engine_title(engines, kind)}: not imported (a spec runs "
         "one engine; import it on its own)"
@@ -195,6 +207,8 @@ def import_manifests(
         if "==" in engine:
             parse_ref(engine)  # a clear error for a bad KIND==VERSION
         forced = resolve_catalog(engine)
+    for e in engines:
+        check_wrapper(e)  # before its image: a wrapper's tag is not the engine's
     releases = [release_of(e, forced) for e in engines]
     release = releases[0]
     catalog = release.catalog

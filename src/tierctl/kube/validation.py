@@ -41,7 +41,7 @@ from tierctl.credentials import (
 )
 from tierctl.engine_catalog import Catalog
 from tierctl.engines import EngineProfile
-from tierctl.kube.containers import EngineContainer, engine_containers, pod_sites
+from tierctl.kube.containers import EngineContainer, engine_containers, pod_sites, split_scripts
 from tierctl.kube.manifests import Manifest, parse_manifests, read_manifests
 from tierctl.kube.schemas import has_schema, schema_findings
 from tierctl.render.kubernetes import (
@@ -137,6 +137,9 @@ def _schema(m: Manifest, version: str, out: _Findings) -> None:
 _SHELL_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+_SUBSTITUTION = re.compile(r"\$\(.*\)")
+
+
 def _as_compose_refs(use: FlagUse, shell: bool = False) -> FlagUse:
     """Kubernetes's ``$(VAR)`` read as a reference filled in at deploy time (like ``${VAR}``);
     in a shell script, the shell's ``$VAR`` and ``${VAR}`` too (filled in at start). Outside a
@@ -145,6 +148,8 @@ def _as_compose_refs(use: FlagUse, shell: bool = False) -> FlagUse:
         return use
     values = tuple(_K8S_VAR.sub(r"${\1}", v) for v in use.values)
     if shell:
+        # A command substitution or arithmetic (`$((A * B))`) is the shell's value too.
+        values = tuple(_SUBSTITUTION.sub("${_}", v) for v in values)
         values = tuple(_SHELL_VAR.sub(r"${\1}", v) for v in values)
     return replace(use, values=values)
 
@@ -211,7 +216,8 @@ def choose_catalog(
     if pin is not None and (kind, pin.partition("==")[2]) in shipped():
         return CatalogChoice(load_catalog(kind, pin.partition("==")[2]))
     image = str(e.container.get("image") or "")
-    version = image_release(e.profile, image)
+    # A wrapper's image (Dynamo's vllm-runtime:1.3.1) is tagged with the wrapper's release.
+    version = None if e.wrapper else image_release(e.profile, image)
     ours = forced if forced is not None and forced.engine == kind else None
     if version is not None:
         if (kind, version) in shipped():
@@ -242,7 +248,14 @@ def choose_catalog(
         )
     if catalog is None:
         return CatalogChoice(None, unchecked=f"no shipped catalog of {kind}")
-    if not image:
+    if e.wrapper:
+        note = (
+            f"flags checked against {catalog.ref}, the newest shipped catalog: "
+            f"{' '.join(e.wrapper)} is {e.profile.wrapper_title}'s worker, whose image tag "
+            f"({image or 'none'}) names {e.profile.wrapper_title}'s release, not "
+            f"{e.profile.title}'s; its own flags are not judged"
+        )
+    elif not image:
         note = (
             f"flags checked against {catalog.ref}, the newest shipped catalog; no image is "
             "given (the controller's runtime sets it)"
@@ -255,7 +268,15 @@ def _catalog(e: EngineContainer, spec: TierSpec | None, forced: Catalog | None) 
 
 
 def _who(e: EngineContainer) -> str:
-    return f"{e.manifest.ref} container {e.container.get('name') or '?'}"
+    return f"{e.manifest.ref} container {container_name(e)}"
+
+
+def container_name(e: EngineContainer) -> str:
+    """The container's name; Dynamo's ``mainContainer`` (which its operator names ``main``)
+    by its service."""
+    if e.path and e.path[-1] == "mainContainer" and not e.container.get("name"):
+        return f"main of {e.path[-3]}" if len(e.path) >= 3 else "main"
+    return str(e.container.get("name") or "?")
 
 
 def _flags(
@@ -269,6 +290,9 @@ def _flags(
     release the image runs may take it (``--swap-space`` before its removal)."""
     start = e.profile.split_command(e.argv).flags_start
     uses = [_as_compose_refs(u, e.shell) for u in parse_flags(e.argv, start, catalog)]
+    if e.wrapper:
+        # The wrapper's own flags (Dynamo's --is-prefill-worker) are not the engine's.
+        uses = [u for u in uses if u.token.split("=", 1)[0] not in e.profile.wrapper_flags]
     flags = e.profile.command_flags(e.argv, catalog)
     last = len(e.token_paths) - 1
     groups: list[tuple[list[FlagUse], Callable[[FlagUse], tuple[str | int, ...]]]] = [
@@ -286,9 +310,11 @@ def _flags(
             line = _token_line(e, finding.use.index) if n == 0 else None
             if line is not None:
                 location = replace(location, line=line)
-            # A misspelling: no catalogued release has the flag, and a near one exists.
-            typo = (finding.fix or "").startswith("did you mean") and (
-                "nor of any catalogued release" in finding.message
+            # A misspelling: no catalogued release has the flag, and a spelling of one is
+            # within two edits (a flag removed before the oldest catalog, SGLang 0.4's
+            # --enable-deepep-moe near --deepep-mode, is no typo: its release may take it).
+            typo = "nor of any catalogued release" in finding.message and _misspelt(
+                finding.use.token, finding.fix or ""
             )
             (out.warnings if guessed and not typo else out.violations).append(
                 Violation(
@@ -301,6 +327,37 @@ def _flags(
                 )
             )
     return flags
+
+
+_SUGGESTED = re.compile(r"--[A-Za-z0-9][\w.-]*")
+
+
+def _misspelt(token: str, fix: str) -> bool:
+    """Whether ``token`` is within two edits (a transposition counting one) of a spelling
+    that ``fix`` ("did you mean --a or --b?") suggests."""
+    if not fix.startswith("did you mean"):
+        return False
+    word = token.split("=", 1)[0].lstrip("-").replace("_", "-")
+    head = fix.split("?", 1)[0]
+    return any(_edits(word, s.lstrip("-").replace("_", "-")) <= 2 for s in _SUGGESTED.findall(head))
+
+
+def _edits(a: str, b: str) -> int:
+    """Optimal-string-alignment distance between ``a`` and ``b`` (insert, delete,
+    substitute, swap two neighbours: one edit each)."""
+    if abs(len(a) - len(b)) > 2:
+        return 3  # more than two edits apart: not a misspelling
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, prev2[j - 2] + 1)
+            row.append(cost)
+        prev2, prev = prev, row
+    return prev[-1]
 
 
 def _token_line(e: EngineContainer, index: int) -> int | None:
@@ -493,6 +550,26 @@ def _listen(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
                 ": its Service, the proxy and the kubelet's HTTP probes cannot reach it",
                 found=host,
                 fix=f"--{e.profile.listen_host_flag} 0.0.0.0",
+            )
+        )
+
+
+def _split_scripts(m: Manifest, out: _Findings) -> None:
+    """An engine command handed to ``sh -c`` word by word: the shell runs the first word
+    alone (``python3``, which reads its stdin and exits), so the container never serves."""
+    for path, profile, words in split_scripts(m):
+        out.violations.append(
+            _v(
+                m,
+                path,
+                "TC006",
+                f"{m.ref}: `sh -c` is given {profile.title}'s command as {len(words)} separate "
+                f"arguments: the shell runs only {words[0]!r} as its script and the rest "
+                f"({' '.join(words[1:4])} ...) become $0, $1, ..., so {profile.title} never "
+                "starts",
+                found=" ".join(words)[:120],
+                fix='give the command as one script string (args: ["python3 -m ..."]), or '
+                "drop the shell and put the words in command/args",
             )
         )
 
@@ -721,12 +798,12 @@ def check_manifests(
     for m in manifests:
         _schema(m, settings.version, out)
         _secrets(m, out)
+        _split_scripts(m, out)
         found = list(engine_containers(m))
         if not found and m.kind == "DynamoGraphDeployment":
             out.unchecked.append(
-                f"{m.source}: {m.ref}: no worker runs SGLang's or vLLM's own launcher (Dynamo's "
-                "wrappers, python3 -m dynamo.*, take their own flags beside the engine's): "
-                "engine flags not checked"
+                f"{m.source}: {m.ref}: no worker runs SGLang or vLLM (by their own launcher "
+                "or Dynamo's python3 -m dynamo.vllm / dynamo.sglang): engine flags not checked"
             )
         for e in found:
             choice = choose_catalog(e, spec, forced)
@@ -743,8 +820,13 @@ def check_manifests(
                         "TC004",
                         f"{_who(e)}: {choice.note}",
                         found=str(e.container.get("image") or "(no image)"),
-                        fix="pin the release in the image tag, or pass `engine` "
-                        f"{e.profile.kind}==VERSION",
+                        fix=(
+                            f"pass `engine` {e.profile.kind}==VERSION, the {e.profile.title} "
+                            f"release the {e.profile.wrapper_title} image bundles"
+                            if e.wrapper
+                            else "pin the release in the image tag, or pass `engine` "
+                            f"{e.profile.kind}==VERSION"
+                        ),
                     )
                 )
             flags = _flags(e, catalog, out, guessed=choice.note is not None)

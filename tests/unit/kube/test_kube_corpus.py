@@ -23,7 +23,8 @@ ENGINES: dict[str, tuple[int, str | None, str]] = {
     "04-kserve-llmisvc-tp.yaml": (1, "--gpu-memory-utilization", "--gpu-memory-utilisation"),
     "05-llm-d-decode.yaml": (1, "--block-size", "--blok-size"),
     "06-production-stack-helm.yaml": (1, "--dtype", "--dtyp3"),
-    "07-dynamo-agg.yaml": (0, None, ""),
+    # sh -c "python3 -m dynamo.vllm ...": vLLM inside Dynamo's worker (#41).
+    "07-dynamo-agg.yaml": (1, "--model", "--mdoel"),
     "08-dynamo-sglang-tp.yaml": (1, "--enable-metrics", "--enable-metric5"),
     "09-rbg-sglang-pd.yaml": (2, "--disaggregation-mode", "--disagregation-mode"),
     "10-plain-deployment-vllm.yaml": (1, "--max-num-batched-tokens", "--max-num-bached-tokens"),
@@ -36,7 +37,8 @@ ENGINES: dict[str, tuple[int, str | None, str]] = {
     "16-production-stack-helm-full.yaml": (1, "--max-model-len", "--max-model-lenn"),
     "17-shell-string-args.yaml": (2, "--trust-remote-code", "--trust-remote-cod3"),
     "18-kserve-v1alpha2-runtime.yaml": (2, None, ""),  # no image: typo test in real_shapes
-    "19-dynamo-v1beta1.yaml": (1, "--enable-metrics", "--enable-metric5"),
+    # The SGLang worker and (since #41) Dynamo's vLLM worker, python3 -m dynamo.vllm.
+    "19-dynamo-v1beta1.yaml": (2, "--enable-metrics", "--enable-metric5"),
     "20-argo-web-flagger-webhooks.yaml": (0, None, ""),
     "21-lws-disaggregatedset.yaml": (2, "--disaggregation-mode", "--disagregation-mode"),
     "22-rbg-v1alpha2-standalone.yaml": (2, "--tp-size", "--tp-sise"),

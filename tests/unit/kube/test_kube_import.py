@@ -17,10 +17,8 @@ from tierctl.render.kubernetes import render_kubernetes
 from tierctl.spec import resolve_tier
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures/kube_corpus"
-#: Files whose engines a spec can say (Dynamo's wrapper has none; vLLM over Ray spans pods
-#: by its own launcher script, which the spec has no launch for: a reported difference).
+#: Files whose engines a spec cannot say.
 NO_ENGINE = {
-    "07-dynamo-agg.yaml",
     # KServe fills the image from its runtime config: imported with --engine (real_shapes).
     "18-kserve-v1alpha2-runtime.yaml",
     "20-argo-web-flagger-webhooks.yaml",  # the judge's AnalysisTemplate and Canary only
@@ -30,6 +28,8 @@ NO_ENGINE = {
 REFUSED = {
     "02-lws-vllm-ray.yaml": "no multi-node launch",
     "15-lws-vllm-gpu-shell.yaml": "no multi-node launch",
+    # vLLM inside Dynamo's worker: a spec starts vLLM's own server (#41).
+    "07-dynamo-agg.yaml": "NVIDIA Dynamo's worker",
 }
 FILES = sorted(p for p in CORPUS.glob("*.yaml") if p.name not in NO_ENGINE)
 

@@ -436,3 +436,299 @@ def test_no_image_says_so_not_the_image_none(tmp_path: Path) -> None:
         import_manifests([_write(tmp_path, _kserve(8))])
     assert "None" not in str(caught.value)
     assert "no image is given" in str(caught.value)
+
+
+# --- NVIDIA Dynamo's workers (python3 -m dynamo.vllm / dynamo.sglang) -------------------
+
+
+def _dynamo(args: str, *, image: str = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1") -> str:
+    """A v1alpha1 DynamoGraphDeployment with one vLLM worker; ``args`` at 12 spaces."""
+    return (
+        "apiVersion: nvidia.com/v1alpha1\nkind: DynamoGraphDeployment\nmetadata:\n  name: g\n"
+        "spec:\n  services:\n    VllmWorker:\n      componentType: worker\n"
+        '      resources:\n        limits:\n          gpu: "1"\n'
+        f"      extraPodSpec:\n        mainContainer:\n          image: {image}\n"
+        f"          command: [python3, -m, dynamo.vllm]\n          args:\n{args}"
+    )
+
+
+def test_a_dynamo_worker_is_vllm_and_its_own_flags_are_not_judged() -> None:
+    # Dynamo's workers were no engine at all: their vLLM flags went unchecked.
+    text = _dynamo(
+        "            - --model\n            - Qwen/Qwen3-0.6B\n"
+        "            - --is-prefill-worker\n            - --connector\n            - nixl\n"
+        "            - --max-model-len\n            - '4096'\n"
+    )
+    [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert (e.profile.kind, e.wrapper) == ("vllm", ("python3", "-m", "dynamo.vllm"))
+    report = _check(text)
+    assert report.violations == ()
+    assert not any("is-prefill-worker" in w.message for w in report.warnings)
+    # The image tag is Dynamo's release (1.3.1), not vLLM's: said, and not read as vLLM 1.3.1.
+    [note] = [w for w in report.warnings if "newest shipped catalog" in w.message]
+    assert "NVIDIA Dynamo's release" in note.message
+    assert "vllm 1.3.1" not in note.message
+    # --engine judges the vLLM flags against the release it names, without a version clash.
+    assert _check(text, engine="vllm==0.33.0").violations == ()
+
+
+def test_a_typo_in_a_dynamo_worker_is_caught_on_its_line() -> None:
+    text = _dynamo(
+        "            - --model\n            - Qwen/Qwen3-0.6B\n            - --max-modle-len\n"
+    )
+    hits = [v for v in _check(text).violations if v.rule == "TC004"]
+    assert [(v.location.line if v.location else None) for v in hits] == [text.count("\n")]
+    assert "--max-modle-len" in hits[0].message
+
+
+def test_a_dynamo_worker_in_a_shell_script_is_found() -> None:
+    # Dynamo 0.4's examples: command [/bin/sh, -c], args ["python3 -m dynamo.vllm ... | tee"].
+    text = _dynamo(
+        "            - python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --enforce-eagr 2>&1 | tee /tmp/l\n"
+    ).replace("command: [python3, -m, dynamo.vllm]", "command: [/bin/sh, -c]")
+    [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert e.shell
+    assert e.wrapper == ("python3", "-m", "dynamo.vllm")
+    assert [v.rule for v in _check(text).violations] == ["TC004"]
+
+
+def test_import_refuses_a_dynamo_worker_located_and_leaves_it_out_beside_an_engine() -> None:
+    text = _dynamo("            - --model\n            - Qwen/Qwen3-0.6B\n")
+    with pytest.raises(InputError) as caught:
+        import_manifests(["-"], stdin=text, engine="vllm==0.33.0")
+    assert "NVIDIA Dynamo's worker" in str(caught.value)
+    assert caught.value.location is not None
+    assert (
+        caught.value.location.line
+        == text.splitlines().index("          command: [python3, -m, dynamo.vllm]") + 1
+    )
+    # Beside a vLLM server of its own, the Dynamo worker is left out with a note.
+    both = text + "---\n" + _deployment("          args: [--model, m, --max-model-len, '4096']\n")
+    result = import_manifests(["-"], stdin=both)
+    assert list(result.spec.replicas) == ["eng"]
+    assert any("inside NVIDIA Dynamo's worker: not imported" in n for n in result.notes)
+
+
+@pytest.mark.parametrize(
+    "tail", ["2>&1 | tee /tmp/log", "> /tmp/log 2>&1", "&> /tmp/log", "2>/dev/null"]
+)
+def test_a_script_with_a_redirection_ends_and_the_redirection_is_no_command(tail: str) -> None:
+    # `2>&1` split no word, so the script reader looped for ever (validate hung).
+    text = _deployment(
+        f"          command: [/bin/sh, -c]\n          args: ['vllm serve m --max-model-len 4096 {tail}']\n"
+    )
+    [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert e.argv == ("vllm", "serve", "m", "--max-model-len", "4096")
+    assert all(c[0] == "tee" for c in e.script_other)
+
+
+def test_sh_c_given_the_engine_word_by_word_is_a_violation() -> None:
+    # Dynamo 0.4's SGLang example: `command: [/bin/sh, -c]`, `args: [python3, -m, ...]`:
+    # the shell runs `python3` alone, the rest are $0, $1...; nothing said so.
+    text = _deployment(
+        "          command: [/bin/sh, -c]\n"
+        "          args: [python3, -m, vllm.entrypoints.openai.api_server, --model, m]\n"
+    )
+    [v] = [v for v in _check(text).violations if "sh -c" in v.message]
+    assert v.location is not None
+    assert v.location.line == text.count("\n")
+    assert "runs only 'python3'" in v.message
+    # One script string is what a shell runs: no finding.
+    whole = _deployment(
+        "          command: [/bin/sh, -c]\n"
+        "          args: ['python3 -m vllm.entrypoints.openai.api_server --model m']\n"
+    )
+    assert not [v for v in _check(whole).violations if "sh -c" in v.message]
+
+
+def test_ome_runtimes_runner_containers_are_engine_sites() -> None:
+    # OME's ClusterServingRuntime puts its container under `runner` (no `containers` list):
+    # its engines were never found, so nothing was checked.
+    text = (
+        "apiVersion: ome.io/v1beta1\nkind: ClusterServingRuntime\nmetadata:\n  name: rt\n"
+        "spec:\n  engineConfig:\n    leader:\n      runner:\n        name: ome-container\n"
+        "        image: lmsysorg/sglang:v0.5.23\n"
+        "        command: [python3, -m, sglang.launch_server, --model-path, m, --tp-sise, '8']\n"
+        "    worker:\n      size: 1\n      runner:\n        name: ome-container\n"
+        "        image: lmsysorg/sglang:v0.5.23\n"
+        "        command: [python3, -m, sglang.launch_server, --model-path, m]\n"
+    )
+    found = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert [(e.site.role, e.site.nodes, e.path[-1]) for e in found] == [
+        ("leader", 2, "runner"),
+        ("worker", 2, "runner"),
+    ]
+    [typo] = [v for v in _check(text).violations if v.rule == "TC004"]
+    assert "--tp-sise" in typo.message
+    assert typo.location is not None
+    assert typo.location.line == 11
+
+
+def test_under_a_guessed_catalog_a_removed_flag_is_no_typo_but_a_misspelling_is() -> None:
+    # `--enable-deepep-moe` (SGLang 0.4's, gone before the oldest catalog) was called a typo
+    # of `--deepep-mode` on an unpinned `:dev` image; a flag two edits from one is.
+    def on_dev(flag: str) -> Any:
+        return _check(
+            _deployment(
+                f"          command: [python3, -m, sglang.launch_server, --model-path, m, {flag}]\n",
+                image="lmsysorg/sglang:dev",
+            )
+        )
+
+    removed = on_dev("--enable-deepep-moe")
+    assert not [v for v in removed.violations if v.rule == "TC004"]
+    assert any("--enable-deepep-moe" in w.message for w in removed.warnings)
+    assert [v.rule for v in on_dev("--enable-metircs").violations] == ["TC004"]
+    assert [v.rule for v in on_dev("--enable-metrcs").violations] == ["TC004"]
+    # A pinned release that lacks it refuses it (SGLang 0.5.23's parser does).
+    pinned = _check(
+        _deployment(
+            "          command: [python3, -m, sglang.launch_server, --model-path, m, "
+            "--enable-deepep-moe]\n",
+            image="lmsysorg/sglang:v0.5.23",
+        )
+    )
+    assert [v.rule for v in pinned.violations] == ["TC004"]
+
+
+def test_llmaz_backend_runtime_configs_and_its_service_are_engine_sites() -> None:
+    # llmaz's BackendRuntime writes `command` once and `args` per recommended config; its
+    # inference.llmaz.io `Service` was skipped as a core Service (no pods).
+    runtime = (
+        "apiVersion: inference.llmaz.io/v1alpha1\nkind: BackendRuntime\nmetadata:\n"
+        "  name: vllm\nspec:\n  command: [python3, -m, vllm.entrypoints.openai.api_server]\n"
+        "  image: vllm/vllm-openai\n  version: v0.33.0\n  recommendedConfigs:\n"
+        "    - name: default\n      args:\n        - --model\n        - m\n"
+        "        - --max-modle-len\n        - '4096'\n"
+    )
+    [e] = [e for m in parse_manifests(runtime, "m.yaml") for e in engine_containers(m)]
+    assert e.container["image"] == "vllm/vllm-openai:v0.33.0"
+    [typo] = [v for v in _check(runtime).violations if v.rule == "TC004"]
+    assert typo.location is not None
+    assert typo.location.line == 14
+    service = (
+        "apiVersion: inference.llmaz.io/v1alpha1\nkind: Service\nmetadata:\n  name: s\n"
+        "spec:\n  workloadTemplate:\n    size: 2\n    leaderTemplate:\n      spec:\n"
+        "        containers:\n          - name: r\n            image: lmsysorg/sglang:v0.5.23\n"
+        "            command: [python3, -m, sglang.launch_server, --model-path, m]\n"
+        "    workerTemplate:\n      spec:\n        containers:\n          - name: r\n"
+        "            image: lmsysorg/sglang:v0.5.23\n"
+        "            command: [python3, -m, sglang.launch_server, --model-path, m]\n"
+    )
+    found = [e for m in parse_manifests(service, "m.yaml") for e in engine_containers(m)]
+    assert [(e.site.role, e.site.nodes) for e in found] == [("leader", 2), ("worker", 2)]
+    # A core Service still holds no pod.
+    core = "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  ports: [{port: 1}]\n"
+    assert not [e for m in parse_manifests(core, "m.yaml") for e in engine_containers(m)]
+
+
+def test_an_ngc_tag_is_nvidias_release_not_the_engines() -> None:
+    # `nvcr.io/nvidia/vllm:26.02-py3` was read as vLLM 26.02: import refused `--engine
+    # vllm==0.33.0` ("runs vLLM 26.02"), and validate looked for a catalog of 26.02.
+    text = _deployment(
+        "          command: [python3, -m, vllm.entrypoints.openai.api_server]\n"
+        "          args: [--model, m, --max-model-len, '4096']\n",
+        image="nvcr.io/nvidia/vllm:26.02-py3",
+    )
+    assert not any(
+        "26.02" in w.message and "vllm 26.02" in w.message for w in _check(text).warnings
+    )
+    result = import_manifests(["-"], stdin=text, engine="vllm==0.33.0")
+    assert result.spec.engine.version == "0.33.0"
+
+
+def _lws_worker_only(script: str) -> str:
+    """An LWS of two pods from one workerTemplate (no leaderTemplate), `bash -c` ``script``
+    (its lines at 14 spaces)."""
+    return (
+        "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\nmetadata:\n  name: w\n"
+        "spec:\n  leaderWorkerTemplate:\n    size: 2\n    workerTemplate:\n      spec:\n"
+        "        containers:\n        - name: vllm\n          image: vllm/vllm-openai:v0.33.0\n"
+        "          command: [/bin/bash, -c]\n          args:\n            - |-\n" + script
+    )
+
+
+def test_a_script_with_arithmetic_is_read_and_its_typo_located() -> None:
+    # llm-d's wide-EP: `START_RANK=$(( ... ))` and `--data-parallel-size $((A * B))`: the
+    # splitter refused the parentheses and the whole script, engine included, was dropped.
+    script = (
+        "              START_RANK=$(( ${LWS_WORKER_INDEX:-0} * DP_SIZE_LOCAL ))\n"
+        "              exec vllm serve m \\\n"
+        "                --data-parallel-size $((LWS_GROUP_SIZE * DP_SIZE_LOCAL)) \\\n"
+        "                --data-parallel-start-rank $START_RANK \\\n"
+        "                --enforce-eagre\n"
+    )
+    text = _lws_worker_only(script)
+    [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert "$((LWS_GROUP_SIZE * DP_SIZE_LOCAL))" in e.argv
+    # One template for every pod of the group: the leader's too, so not a "worker" only.
+    assert e.site.role == ""
+    report = _check(text)
+    [typo] = [v for v in report.violations if v.rule == "TC004"]
+    assert typo.location is not None
+    assert typo.location.line == text.count("\n")
+    # The arithmetic is the shell's value, not a string where an integer belongs.
+    assert not any("expects an integer" in w.message for w in report.warnings)
+
+
+def test_a_script_variable_holding_flags_is_read_from_its_env_value() -> None:
+    # `vllm serve ... $EXTRA_FLAGS` with EXTRA_FLAGS a literal string of flags: the shell
+    # splits it into flags, which went unchecked, and import attached the whole string to
+    # --port as a second value.
+    text = _deployment(
+        "          command: [/bin/sh, -c]\n"
+        "          args: ['vllm serve --model m --port 8000 $EXTRA_FLAGS']\n"
+        "          env:\n            - name: EXTRA_FLAGS\n"
+        "              value: '--max-model-len 4096 --enforce-eagre'\n"
+    )
+    [typo] = [v for v in _check(text).violations if v.rule == "TC004"]
+    assert "--enforce-eagre" in typo.message
+    assert typo.location is not None
+    assert typo.location.line == text.count("\n")  # the env value's line
+    fixed = text.replace("--enforce-eagre", "--enforce-eager")
+    result = import_manifests(["-"], stdin=fixed)
+    args = result.spec.engine.args
+    assert (args["port"], args["max-model-len"], args["enforce-eager"]) == ("8000", "4096", True)
+
+
+def test_a_dynamo_worker_given_one_script_string_as_args_is_found() -> None:
+    # Dynamo's docs: `args: ["python3 -m dynamo.vllm --model ..."]`, no command (the operator
+    # runs it through /bin/sh -c); it was no engine, so its flags went unchecked.
+    text = _dynamo("            - python3 -m dynamo.vllm --model m --max-modle-len 4096\n").replace(
+        "          command: [python3, -m, dynamo.vllm]\n", ""
+    )
+    [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert e.wrapper == ("python3", "-m", "dynamo.vllm")
+    assert [v.rule for v in _check(text).violations] == ["TC004"]
+
+
+def test_set_dash_dash_then_exec_positional_is_the_engine_command() -> None:
+    # A Dynamo recipe's idiom: `set -- python3 -m dynamo.vllm ...`, flags appended by a
+    # `case`, then `exec "$@"`: the engine was never found.
+    script = (
+        "              set -eu\n"
+        "              set -- vllm serve m \\\n"
+        "                --max-modle-len 4096\n"
+        '              case "$CELL" in B) set -- "$@" --enforce-eager ;; esac\n'
+        '              exec "$@"\n'
+    )
+    text = _lws_worker_only(script)
+    [e] = [e for m in parse_manifests(text, "m.yaml") for e in engine_containers(m)]
+    assert e.argv[:3] == ("vllm", "serve", "m")
+    [typo] = [v for v in _check(text).violations if v.rule == "TC004"]
+    assert typo.location is not None
+    assert typo.location.line == text.count("\n") - 2
+    # Without `exec "$@"` the positional parameters run nothing.
+    bare = _lws_worker_only(script.replace('              exec "$@"\n', ""))
+    assert not [e for m in parse_manifests(bare, "m.yaml") for e in engine_containers(m)]
+
+
+def test_a_dynamo_workers_tp_is_fitted_to_its_services_gpus() -> None:
+    # The service-level `resources.limits.gpu` of a Dynamo worker holds its TP (the recipe in
+    # the public corpus gives TP 4 four GPUs); TP 2 on 1 GPU is a located violation.
+    text = _dynamo(
+        "            - --model\n            - m\n            - --tensor-parallel-size\n            - '2'\n"
+    )
+    [fit] = [v for v in _check(text).violations if v.rule == "TC006"]
+    assert "needs 2 GPUs" in fit.message
+    assert _check(text.replace('gpu: "1"', 'gpu: "2"')).violations == ()

@@ -29,7 +29,19 @@ from tierctl.kube.validation import KubeCheck, choose_catalog, image_release
 from tierctl.render.kubernetes import render_kubernetes
 
 PUBLIC = Path(__file__).resolve().parents[2] / "fixtures/kube_public"
-FILES = sorted(PUBLIC.glob("*.yaml"))
+ALL = sorted(PUBLIC.glob("*.yaml"))
+#: Files that are not valid YAML as published (a real defect: kubectl refuses them too):
+#: file -> the line validate locates it to. Google's samples: a Deployment indented under
+#: `apiVersion:` (line 17), a list item indented past its key (37), `{{HF_TOKEN}}` unquoted,
+#: a flow mapping as a key (95).
+PARSE_ERRORS = {
+    "gke-samples--ai-ml--gke-model-armor--preparing-the-model--vllm-gemma-deployment.yaml": 37,
+    "gke-samples--ai-ml--infw-gw--examples--getting-started--vllm-llama3-8b-instruct.yaml": 17,
+    "gke-samples--ai-ml--llm-serving-llama--vllm--vllm-llama4-maverick-17b-128e-instruct-fp8.yaml": 95,
+    # llm-d's wide-EP decode as committed mid-merge: `<<<<<<< HEAD` markers in the container.
+    "llm-d-03da3b0--guides--wide-ep-lws--manifests--modelserver--base--decode.yaml": 46,
+}
+FILES = [f for f in ALL if f.name not in PARSE_ERRORS]
 NEWEST = {"vllm": "vllm==0.33.0", "sglang": "sglang==0.5.23"}
 
 #: What each refusal says (the outcome's key -> a part of the message).
@@ -39,13 +51,23 @@ REFUSALS = {
     "shell script with other commands": "shell script with other commands",
     "no multi-node launch": "no multi-node launch",
     "a controller's template": "controller's template",
+    "older than every catalog": "must agree",
+    "dynamo worker": "NVIDIA Dynamo's worker",
+    "a controller's variable": "from nothing in the container's env",
 }
 
 #: file -> (engine containers, true findings without --engine as (rule, line), further true
 #: findings with --engine KIND==NEWEST, import outcome). Outcomes: "runs"; "engine" (runs
 #: with --engine: the image names no release, or none is given); "refused: KEY" or
 #: "engine-refused: KEY" (refused, located, with the REFUSALS message); None: no engine.
-#: The true findings: TC006 at an `--api-key sk-...` line is a literal credential in an
+#: With --engine sglang==0.5.23 (each confirmed with that release's own parser): OME's
+#: Kimi-K2 on `sglang:dev` gives --enable-deepep-moe (SGLang 0.4's; unrecognized) and
+#: --cuda-graph-bs (ambiguous), its Nemotron `--reasoning-parser nano_v3` (invalid choice);
+#: without --engine they are warnings (the `dev` build may take them), not typos.
+#: The true findings: TC006 at Google's NeMo-RL Gemma deployment, 8 GPUs given to a TP 4
+#: vLLM (4 idle; NGC's `vllm:26.02-py3` tag is NVIDIA's release, not vLLM 26.02);
+#: TC006 at a `sh -c` given the engine's words one by one (Dynamo's
+#: SGLang disagg example: the shell runs `python3` alone); TC006 at an `--api-key sk-...` line is a literal credential in an
 #: argv (AIBrix's samples); TC006 at vineyard's resources is TP 4 on 1 GPU; TC004 at the
 #: GIE deployment's `--compilation-config 3` holds only for --engine vllm==0.33.0 (vLLM 0.32+
 #: takes a JSON object; the image is a dated lmcache build, so without --engine the newest
@@ -156,8 +178,18 @@ TABLE: dict[str, tuple[int, list[tuple[str, int]], list[tuple[str, int]], str | 
         [],
         "refused: no shipped catalog",
     ),
-    "dynamo--examples--backends--sglang--deploy--disagg-multinode.yaml": (0, [], [], None),
-    "dynamo--examples--backends--sglang--deploy--v1beta1--agg.yaml": (0, [], [], None),
+    "dynamo--examples--backends--sglang--deploy--disagg-multinode.yaml": (
+        2,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "dynamo--examples--backends--sglang--deploy--v1beta1--agg.yaml": (
+        1,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
     "kserve--docs--samples--llmisvc--agentic-tool-calling--llmisvc-single-gpu.yaml": (
         1,
         [],
@@ -309,10 +341,25 @@ TABLE: dict[str, tuple[int, list[tuple[str, int]], list[tuple[str, int]], str | 
     ),
     "rbg--examples--inference--agg-leader-worker.yaml": (1, [], [], "engine"),
     "rbg--examples--inference--agg-standalone.yaml": (1, [], [], "runs"),
-    "rbg--examples--inference--ecosystem--dynamo--agg-multi-nodes.yaml": (0, [], [], None),
-    "rbg--examples--inference--ecosystem--dynamo--agg.yaml": (0, [], [], None),
-    "rbg--examples--inference--ecosystem--dynamo--pd-disagg-multi-nodes.yaml": (0, [], [], None),
-    "rbg--examples--inference--ecosystem--dynamo--pd-disagg.yaml": (0, [], [], None),
+    "rbg--examples--inference--ecosystem--dynamo--agg-multi-nodes.yaml": (
+        1,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "rbg--examples--inference--ecosystem--dynamo--agg.yaml": (1, [], [], "refused: dynamo worker"),
+    "rbg--examples--inference--ecosystem--dynamo--pd-disagg-multi-nodes.yaml": (
+        2,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "rbg--examples--inference--ecosystem--dynamo--pd-disagg.yaml": (
+        2,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
     "rbg--examples--inference--ecosystem--mooncake--mooncake-store--agg-kvcache-reuse-with-mooncake.yaml": (
         1,
         [],
@@ -345,6 +392,194 @@ TABLE: dict[str, tuple[int, list[tuple[str, int]], list[tuple[str, int]], str | 
         [("TC004", 41), ("TC004", 178)],
         "engine",
     ),
+    "dynamo--components--backends--sglang--deploy--agg_router.yaml": (
+        1,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    # Dynamo 0.4's SGLang workers: `sh -c` given the command word by word (the shell runs
+    # `python3` alone): a true TC006 at each script token, and no engine starts.
+    "dynamo--components--backends--sglang--deploy--disagg.yaml": (
+        0,
+        [("TC006", 96), ("TC006", 163)],
+        [],
+        None,
+    ),
+    "dynamo--components--backends--trtllm--deploy--agg.yaml": (0, [], [], None),
+    # A Dynamo recipe: sh -c "python3 -m dynamo.vllm ... --is-prefill-worker ...", GPUs in the
+    # service's resources (a TP 4 given 1 GPU is caught: test_kube_issue41).
+    "dynamo--recipes--llama-3-70b--vllm--disagg-single-node--deploy.yaml": (
+        2,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "dynamo--examples--backends--vllm--deploy--agg_router.yaml": (
+        1,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "dynamo--examples--backends--vllm--deploy--disagg-multinode.yaml": (
+        2,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "dynamo--examples--backends--vllm--deploy--disagg.yaml": (2, [], [], "refused: dynamo worker"),
+    "dynamo--examples--backends--vllm--deploy--disagg_kvbm.yaml": (
+        2,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "dynamo--examples--backends--vllm--deploy--v1beta1--agg.yaml": (
+        1,
+        [],
+        [],
+        "refused: dynamo worker",
+    ),
+    "lws--docs--examples--llamacpp--k8s--lws.yaml": (0, [], [], None),
+    "lws--docs--examples--saxml--lws.yaml": (0, [], [], None),
+    "lws--docs--examples--tensorrt-llm--lws.yaml": (0, [], [], None),
+    "lws--docs--examples--vllm--lws.yaml": (1, [], [], "engine-refused: older than every catalog"),
+    "lws-2d8e61b--docs--examples--sglang--lws.yaml": (2, [], [], "engine"),
+    "lws-2d8e61b--docs--examples--vllm--GPU--lws.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: no multi-node launch",
+    ),
+    "sglang--docker--k8s-sglang-service.yaml": (1, [], [], "engine"),
+    "ome--config--runtimes--srt--Qwen--Qwen2-7B-Instruct-rt.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "ome--config--runtimes--srt--deepseek-rdma-pd-rt.yaml": (
+        4,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "ome--config--runtimes--srt--kimi-k2-pd-rt.yaml": (
+        4,
+        [],
+        [
+            ("TC004", 83),
+            ("TC004", 182),
+            ("TC004", 277),
+            ("TC004", 287),
+            ("TC004", 373),
+            ("TC004", 383),
+        ],
+        "engine-refused: a controller's variable",
+    ),
+    "ome--config--runtimes--srt--nvidia--nvidia-nemotron-3-nano-30b-a3b-fp8-rt.yaml": (
+        1,
+        [],
+        [("TC004", 63)],
+        "engine-refused: a controller's variable",
+    ),
+    "ome--config--runtimes--vllm--deepseek-ai--deepseek-v4-flash-rt.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "ome--config--runtimes--vllm--llama-3-1-405b-instruct-fp8-rt.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "ome--config--runtimes--vllm--llama-3-1-8b-instruct-rt.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "ome--config--samples--benchmark--deepseek-r1-rdma.yaml": (0, [], [], None),
+    "llmaz--docs--examples--multi-nodes--service.yaml": (2, [], [], "engine"),
+    "llmaz--docs--examples--sglang--playground.yaml": (0, [], [], None),
+    "llmaz--docs--examples--speculative-decoding--vllm--playground.yaml": (0, [], [], None),
+    "llmaz--test--config--backends--sglang.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "llmaz--test--config--backends--vllm.yaml": (
+        2,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--adk-vllm--deploy-llm--deploy-llm.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--llm-multihost-gpus--vllm-deepseek-r1-A3.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--llm-multihost-gpus--vllm-llama3-405b-A3-HDML.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--llm-serving-gemma--vllm--vllm-2-27b-it.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--llm-serving-gemma--vllm--vllm-3-27b-it.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--llm-serving-gemma--vllm--vllm-7b-it-tensorparallelism.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--llm-serving-gemma--vllm--vllm-7b-kvcache.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--mix-train-and-inference--workloads--vllm-gemma-3-12b-it.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: older than every catalog",
+    ),
+    "gke-samples--ai-ml--nemo-rl-on-gke--nemoRL--gemma3-27b-it--nvidia-vllm-post-trained-gemma3-27-deploy.yaml": (
+        1,
+        [("TC006", 35)],
+        [],
+        "engine",
+    ),
+    "gke-samples--ai-ml--vllm-tpu--vllm-llama3-70b.yaml": (1, [], [], "engine"),
+    # llm-d's wide-EP: bash -c, comments, `find`, `START_RANK=$(( ... ))`, `exec vllm serve \`
+    # with `$((A * B))` and quoted JSON over several lines; one workerTemplate for the group.
+    "llm-d--guides--wide-ep-lws--manifests--modelserver--base--decode.yaml": (
+        1,
+        [],
+        [],
+        "engine-refused: no multi-node launch",
+    ),
 }
 
 
@@ -356,9 +591,9 @@ def _prov() -> dict[str, dict[str, str]]:
 def test_every_file_is_a_verbatim_copy_with_its_provenance() -> None:
     prov = _prov()
     assert len(FILES) >= 60
-    assert sorted(prov) == [f.name for f in FILES]
+    assert sorted(prov) == [f.name for f in ALL]
     assert sorted(TABLE) == [f.name for f in FILES]
-    for f in FILES:
+    for f in ALL:
         entry = prov[f.name]
         assert re.fullmatch(r"[\w.-]+/[\w.-]+", entry["repo"]), f.name
         assert re.fullmatch(r"[0-9a-f]{40}", entry["commit"]), f.name
@@ -367,6 +602,15 @@ def test_every_file_is_a_verbatim_copy_with_its_provenance() -> None:
         assert hashlib.sha256(f.read_bytes()).hexdigest() == entry["sha256"], f.name
     projects = {entry["repo"] for entry in prov.values()}
     assert len(projects) >= 7  # no single source: not tuned to a handful
+
+
+@pytest.mark.parametrize("name", sorted(PARSE_ERRORS))
+def test_invalid_yaml_is_refused_located_to_its_line(name: str) -> None:
+    path = PUBLIC / name
+    with pytest.raises(InputError) as caught:
+        parse_manifests(path.read_text(), name)
+    assert caught.value.location is not None
+    assert caught.value.location.line == PARSE_ERRORS[name]
 
 
 def _engines(path: Path) -> list[EngineContainer]:
@@ -400,6 +644,8 @@ def _form(e: EngineContainer) -> str:
     if e.shell:
         return f"shell script: {launcher}"
     if not e.container.get("command"):
+        if e.wrapper:  # args only, the whole command (Dynamo's images exec their args)
+            return f"args: {launcher}"
         return "kserve runtime" if e.manifest.kind == "LLMInferenceService" else "image entrypoint"
     return launcher
 
@@ -417,7 +663,12 @@ def test_every_launcher_form_of_the_corpus_is_found() -> None:
         "shell script: vllm serve",  # AIBrix's Ray head: bash -lc -- "ulimit ...; vllm serve"
         "shell script: python3 -m sglang.launch_server",
         "kserve runtime",
+        # NVIDIA Dynamo's workers: the engine's parser beside Dynamo's own flags (#41).
+        "python3 -m dynamo.vllm",
+        "python3 -m dynamo.sglang",
+        "args: python3 -m dynamo.sglang.worker",  # Dynamo 0.4's spelling, args only
     } <= forms, forms
+    assert all(e.wrapper for f in FILES for e in _engines(f) if "dynamo." in _form(e))
     # Args only, the image's entrypoint running vLLM: the hand-written corpus has it.
     hand = {_form(e) for f in sorted(HAND.glob("*.yaml")) for e in _engines(f)}
     assert "image entrypoint" in hand, hand
@@ -461,7 +712,12 @@ def _mutations(path: Path) -> list[tuple[int, str, str]]:
         for flag in [f for f in dict.fromkeys(flags) if catalog.lookup(f) is not None][:4]:
             word = re.compile(rf"(?<![\w-]){re.escape(flag)}(?![\w-])")
             hit = next(
-                (i for i in range(first - 1, last) if word.search(lines[i])),
+                (
+                    i
+                    for i in range(first - 1, last)
+                    # A comment naming the flag (llm-d's `# --enable-eplb: ...`) is no use.
+                    if word.search(lines[i]) and not lines[i].lstrip().startswith("#")
+                ),
                 None,
             )
             if hit is not None:
@@ -584,7 +840,9 @@ def test_the_figures() -> None:
     outcomes = [TABLE[f.name][3] for f in FILES if TABLE[f.name][3]]
     typos = sum(len(_mutations(f)) for f in FILES)
     figures = {
-        "files": len(FILES),
+        "files": len(ALL),
+        "projects": len({entry["repo"] for entry in _prov().values()}),
+        "invalid YAML, located": len(PARSE_ERRORS),
         "engine containers": engines,
         "true findings": true,
         "typos located": typos,

@@ -60,7 +60,12 @@ def test_dynamo_v1beta1_components_are_engine_sites() -> None:
     # the SGLang worker's flags and GPUs went unchecked.
     text = _text("19-dynamo-v1beta1.yaml")
     found = [e for m in parse_manifests(text, "d.yaml") for e in engine_containers(m)]
-    assert [e.container["name"] for e in found] == ["main"]
+    assert [e.container["name"] for e in found] == ["main", "main"]
+    # Dynamo's vLLM worker (python3 -m dynamo.vllm) is vLLM inside Dynamo's wrapper.
+    assert [(e.profile.kind, e.wrapper) for e in found] == [
+        ("vllm", ("python3", "-m", "dynamo.vllm")),
+        ("sglang", ()),
+    ]
     wrong = text.replace('nvidia.com/gpu: "2"', 'nvidia.com/gpu: "1"')
     fits = [v for v in _report(wrong).violations if v.rule == "TC006"]
     assert fits
