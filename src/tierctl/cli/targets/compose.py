@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -122,15 +122,8 @@ class ComposeTarget:
         from tierctl.rollout.plan_schema import is_plan
 
         _no_manifest(request)
-        result = make_plan(
-            request.old,
-            request.new,
-            spec=request.spec,
-            allow=request.allow,
-            protect=request.protect,
-            repo=request.repo,
-            profiles=tuple(request.profiles) if request.profiles is not None else None,
-        )
+        profiles = tuple(request.profiles) if request.profiles is not None else None
+        result = make_plan(request.old, request.new, profiles=profiles, **_change_inputs(request))
         data = json.dumps(result.model_dump(mode="json"), indent=2)
         return Planned(format_plan(result), is_plan, data)
 
@@ -140,14 +133,7 @@ class ComposeTarget:
         from tierctl.rollout.runbook import is_runbook
 
         _no_manifest(request)
-        text = make_runbook(
-            request.old,
-            request.new,
-            spec=request.spec,
-            allow=request.allow,
-            protect=request.protect,
-            repo=request.repo,
-        )
+        text = make_runbook(request.old, request.new, **_change_inputs(request))
         return Planned(text, is_runbook)
 
     def rollout(self, args: RolloutArgs) -> ExitCode:
@@ -169,6 +155,16 @@ class ComposeTarget:
             )
         _print_outcomes(result)
         return ExitCode.OK
+
+
+def _change_inputs(request: ChangeRequest) -> dict[str, Any]:
+    """What the plan and the runbook both read from a change besides its two file sets."""
+    return {
+        "spec": request.spec,
+        "allow": request.allow,
+        "protect": request.protect,
+        "repo": request.repo,
+    }
 
 
 def _no_manifest(request: ChangeRequest) -> None:
