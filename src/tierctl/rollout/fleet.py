@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from tierctl.errors import InputError, Location, TierctlError
 from tierctl.readers import load_yaml, read_text
@@ -62,6 +69,30 @@ def _no_credential(value: str) -> str:
             "token or an authorization header): name the fleet, keep secrets in the environment"
         )
     return value
+
+
+def _no_credential_in(value: Any, field: str) -> None:
+    """``value`` (a string, or a mapping's keys and values) holds no credential: a host's
+    labels, file paths, ``gate_host`` and ``host_label`` are printed in plans, runbooks and
+    journals as written (a label ``url: http://u:PW@h`` was in ``runbook --fleet``'s host
+    table, file fuzzer #38).
+
+    Raises:
+        ValueError: naming the field, never the value.
+    """
+    from tierctl.credentials import mask_credentials
+
+    texts = [value] if isinstance(value, str) else []
+    if isinstance(value, dict):
+        texts = [str(t) for kv in value.items() for t in kv]
+    elif isinstance(value, list):
+        texts = [str(t) for t in value]
+    if any(mask_credentials(t) != t for t in texts):
+        raise ValueError(
+            f"a host's {field} holds a credential (a URL's password, a token or an "
+            "authorization header), and it is printed in plans, runbooks and journals: keep "
+            "secrets in the environment or a token_file"
+        )
 
 
 _URL_HOST = re.compile(
@@ -140,6 +171,12 @@ class FleetHost(_Model):
     labels: dict[str, str] = Field(default_factory=dict, description="region, zone, role, ...")
 
     _paths = field_validator("file", "token_file")(_no_nul)
+
+    @field_validator("file", "overrides", "gate_host", "host_label", "labels")
+    @classmethod
+    def _printed(cls, value: Any, info: ValidationInfo) -> Any:
+        _no_credential_in(value, str(info.field_name))
+        return value
 
     @field_validator("overrides")
     @classmethod

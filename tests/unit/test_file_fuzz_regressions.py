@@ -1,0 +1,123 @@
+"""Reproducers of what the file fuzzer (``tests/file_fuzz.py``, #38 round 4) found, each
+failing on the code before its fix: a credential in a fleet host's labels, ``host_label``,
+``gate_host`` or file paths printed into runbooks; an image reference holding a login quoted
+whole by ``validate`` and ``import``; ``import`` of manifests without an engine naming no file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import CliResult
+from tierctl.credentials import mask_credentials
+
+SECRET = "sk-5f1c0ffee0ddba11c0ffee00"
+
+
+def _fleet(tmp_path: Path, **host: Any) -> Path:
+    doc = {
+        "fleet": "f",
+        "old": "v1",
+        "new": "v2",
+        "hosts": [{"name": "gpu01", "file": "a.yaml", "agent_url": "http://127.0.0.1:1", **host}],
+    }
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("labels", {"url": f"http://u:{SECRET}@h"}),  # fleet#1 of seed 1: in the host table
+        ("labels", {f"Authorization: Bearer {SECRET}": "x"}),
+        ("host_label", f"--api-key {SECRET}"),  # printed into the runbook's queries
+        ("gate_host", f"http://u:{SECRET}@10.0.0.1/"),
+        ("file", f"https://u:{SECRET}@git.example/gpu01/compose.yaml"),
+        ("overrides", [f"gpu01/compose.yaml?token={SECRET}"]),
+    ],
+)
+def test_a_credential_in_a_printed_host_field_is_refused_unechoed(
+    run_cli: Callable[..., CliResult], tmp_path: Path, field: str, value: Any
+) -> None:
+    path = _fleet(tmp_path, **{field: value})
+    out = tmp_path / "runbook.md"
+    for args in (
+        ("fleet", "plan", str(path)),
+        ("runbook", "--fleet", str(path), "-o", str(out)),
+    ):
+        result = run_cli(*args)
+        assert result.code == 2, result
+        assert f"hosts.0.{field}" in result.err, result.err
+        assert "credential" in result.err, result.err
+        assert SECRET[3:15] not in result.out + result.err
+    assert not out.exists()
+
+
+def test_labels_without_a_credential_still_load(
+    run_cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    path = _fleet(tmp_path, labels={"role": "canary", "zone": "eu-1"}, host_label="gpu-01")
+    result = run_cli("fleet", "plan", str(path))
+    # It gets past the model to the repository (there is none here): not the model's error.
+    assert "credential" not in result.err, result.err
+
+
+_MANIFEST = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: vllm}}
+spec:
+  selector: {{matchLabels: {{app: vllm}}}}
+  template:
+    metadata: {{labels: {{app: vllm}}}}
+    spec:
+      containers:
+      - name: vllm
+        image: {image}
+        command: [vllm, serve, m]
+"""
+
+
+def test_an_image_holding_a_login_is_never_quoted(
+    run_cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    path = tmp_path / "deploy.yaml"
+    path.write_text(_MANIFEST.format(image=f"u:{SECRET}@registry.example/vllm/vllm-openai:v0.1.0"))
+    for args in (
+        ("validate", "--target", "kubernetes", str(path)),
+        ("validate", "--format", "json", str(path)),
+        ("import", str(path)),
+    ):
+        result = run_cli(*args)
+        assert result.code in (0, 1, 2), result
+        assert "registry.example" in result.out + result.err, result  # it is named, masked
+        assert SECRET[3:15] not in result.out + result.err, args
+
+
+def test_masking_a_bare_login_keeps_image_digests_and_ssh_remotes() -> None:
+    assert mask_credentials(f"'u:{SECRET}@registry.example/v:1'") == "'u:***@registry.example/v:1'"
+    digest = "vllm/vllm-openai:v0.10.0@sha256:" + "ab" * 32
+    for kept in (digest, "git@github.com:org/repo.git", "a:b@c", "http://h:1/x"):
+        assert mask_credentials(kept) == kept
+
+
+def test_import_without_an_engine_names_the_files(
+    run_cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    one = tmp_path / "svc.yaml"
+    one.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: x}\n")
+    two = tmp_path / "cm.yaml"
+    two.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: y}\n")
+    result = run_cli("import", str(one))
+    assert result.code == 2, result
+    assert f"{one}: no engine container found" in result.err, result.err
+    result = run_cli("import", str(one), str(two))
+    assert result.code == 2, result
+    assert str(one) in result.err, result.err
+    assert str(two) in result.err, result.err
