@@ -261,6 +261,63 @@ KUBE_HOSTILE: list[Any] = [
 ]
 
 
+#: Ports no field takes: past the range, negative, padded, not a number.
+HOSTILE_PORTS: list[Any] = [99999, 65536, 0, -1, "1 ", " 8000", "8000\x00", 2**63, "http", 1.5]
+
+
+def targeted_kube(docs: list[Any], rng: random.Random) -> str:
+    """One edit at a place tierctl reads by name (ports, names, kinds, GPU counts, engine
+    flags): a random schema path reaches them rarely. What was edited."""
+    objs = [d for d in docs if isinstance(d, dict)]
+    if not objs:
+        return "none"
+    obj = rng.choice(objs)
+    containers = list(_containers(obj))
+    what = rng.choice(["port", "name", "kind", "api", "gpu", "flag", "service-port"])
+    if what in ("port", "gpu", "flag") and containers:
+        c = rng.choice(containers)
+        if what == "port":
+            c["ports"] = [{"name": "http", "containerPort": rng.choice(HOSTILE_PORTS)}]
+        elif what == "gpu":
+            c["resources"] = {"limits": {"nvidia.com/gpu": rng.choice(KUBE_HOSTILE[9:13])}}
+        else:
+            args = c.get("args") if isinstance(c.get("args"), list) else []
+            flag = rng.choice(["--port", "--tensor-parallel-size", "--tp-size", "--dp-size"])
+            c["args"] = [*args, flag, str(rng.choice([*HOSTILE_PORTS, "1e400", "9" * 400]))]
+    elif what == "service-port":
+        obj["spec"] = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        obj["spec"]["ports"] = [{"port": rng.choice(HOSTILE_PORTS), "targetPort": "h" * 300}]
+    elif what == "name":
+        meta = obj.setdefault("metadata", {})
+        if isinstance(meta, dict):
+            meta["name"] = rng.choice(["n" * 300, "a/b", "\u00e9\u202e", "", "-x", 5])
+    elif what == "kind":
+        obj["kind"] = rng.choice(["K" * 300, "Deployment/../x", "", 7, "Deployment\x00"])
+    else:
+        obj["apiVersion"] = rng.choice(["apps/v1/../x", "", 5, "a" * 300 + "/v1", "/v1"])
+    return what
+
+
+def targeted_fleet(doc: Any, rng: random.Random) -> str:
+    """One edit of a fleet's URL, wave or host-name field with a value its readers refuse."""
+    if not isinstance(doc, dict):
+        return "none"
+    hosts = doc.get("hosts")
+    host = hosts[0] if isinstance(hosts, list) and hosts and isinstance(hosts[0], dict) else {}
+    what = rng.choice(["agent_url", "prometheus", "size", "max_parallel", "name", "canary"])
+    if what in ("agent_url", "prometheus"):
+        host[what] = rng.choice(FLEET_HOSTILE[:13])
+    elif what == "size":
+        doc["waves"] = {"size": rng.choice(["1e400%", "0%", "\u0663", "101%", "nan%", 2**63, 0])}
+    elif what == "max_parallel":
+        doc["waves"] = {"max_parallel": rng.choice([2**63, 0, -1, "1 ", 1e308])}
+    elif what == "name":
+        host["name"] = rng.choice([*FLEET_HOSTILE[13:], "g" * 300])
+    else:
+        doc["waves"] = {"canary": rng.choice([["nope"], "gpu01", [None], ["gpu01"] * 3])}
+    return what
+
+
 def _hostile(rng: random.Random, extra: list[Any]) -> Any:
     return copy.deepcopy(rng.choice(extra)) if rng.random() < 0.4 else hostile_value(rng)
 
@@ -534,6 +591,8 @@ def build_case(surface: str, seed: int, n: int, repo: Path, case: Path) -> Case:
         if rng.random() < 0.6:
             doc = mutate_schema(doc, root, paths_of("fleet"), rng, FLEET_HOSTILE)
             parts.append("schema")
+        if rng.random() < 0.3:
+            parts.append(f"target:{targeted_fleet(doc, rng)}")
         how, doc = plant_fleet(doc, secret, rng, case)
         docs = [doc]
     else:
@@ -554,6 +613,8 @@ def build_case(surface: str, seed: int, n: int, repo: Path, case: Path) -> Case:
             i = docs.index(target)
             docs[i] = mutate_schema(target, kube_schema(kind), paths_of(kind), rng, KUBE_HOSTILE)
             parts.append(f"schema-{kind}")
+        if rng.random() < 0.35:
+            parts.append(f"target:{targeted_kube(docs, rng)}")
         how = plant_kube(docs, secret, rng)
     parts.append(f"secret:{how}")
     data = _dump(docs)

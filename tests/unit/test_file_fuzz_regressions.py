@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import CliResult
+from tests.file_fuzz import make_repo
 from tierctl.credentials import mask_credentials
 
 SECRET = "sk-5f1c0ffee0ddba11c0ffee00"
@@ -121,3 +122,89 @@ def test_import_without_an_engine_names_the_files(
     assert result.code == 2, result
     assert str(one) in result.err, result.err
     assert str(two) in result.err, result.err
+
+
+LONG_HOST = "h" * 300
+
+
+@pytest.mark.parametrize(
+    "url", [f"http://{LONG_HOST}:1", "http://a..b:1", f"http://{'é' * 63}:1", "http://.a:1"]
+)
+def test_an_agent_url_dns_cannot_hold_is_refused_before_any_request(
+    run_cli: Callable[..., CliResult],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    url: str,
+) -> None:
+    """Seed 2 cases 212, 1052: `rollout --fleet --dry-run` raised the resolver's UnicodeError
+    ("label too long") at its first request to a 300-character agent host."""
+    monkeypatch.setenv("TIERCTL_AGENT_TOKEN", SECRET)
+    monkeypatch.chdir(tmp_path)
+    path = _fleet(tmp_path, agent_url=url)
+    result = run_cli("rollout", "--fleet", str(path), "--dry-run", "--agent-attempts", "1")
+    assert result.code == 2, result
+    assert "hosts.0.agent_url" in result.err, result.err
+    host = _fleet(tmp_path, agent_url="http://127.0.0.1:1", prometheus=url)
+    assert run_cli("fleet", "plan", str(host)).code == 2
+
+
+@pytest.mark.parametrize("url", [f"http://{LONG_HOST}:1", "http://a..b:1"])
+def test_a_url_option_dns_cannot_hold_is_refused(
+    run_cli: Callable[..., CliResult], tmp_path: Path, url: str
+) -> None:
+    """The same URL given on the command line: each was a traceback at its first request."""
+    from tests.conftest import EXAMPLES, SMALL_SPEC
+
+    workload = EXAMPLES / "workloads" / "burst-hammer.yaml"
+    result = run_cli("bench", "run", "--workload", str(workload), "--url", url)
+    assert result.code == 2, result
+    assert "no DNS name" in result.err, result.err
+    result = run_cli("readout", "--spec", str(SMALL_SPEC), "--prometheus", url)
+    assert result.code == 2, result
+    assert "no DNS name" in result.err, result.err
+    repo = make_repo(tmp_path)
+    plan = tmp_path / "plan.json"
+    made = run_cli(
+        "plan",
+        "--from",
+        "git:v1:gpu01/compose.yaml",
+        "--to",
+        "git:v2:gpu01/compose.yaml",
+        "--repo",
+        str(repo),
+        "-o",
+        str(plan),
+    )
+    assert made.code == 0, made
+    result = run_cli(
+        "rollout",
+        "--plan",
+        str(plan),
+        "--driver",
+        "compose-manager",
+        "--agent-url",
+        url,
+        "--repo",
+        str(repo),
+        "--dry-run",
+        "--agent-attempts",
+        "1",
+    )
+    assert result.code == 2, result
+    assert "agent_url" in result.err or "--agent-url" in result.err, result.err
+
+
+def test_dns_name_problem_matches_what_the_resolver_refuses() -> None:
+    import socket
+
+    from tierctl.netnames import dns_name_problem
+
+    for host in (LONG_HOST, "a..b", ".a", "h" * 64, "é" * 63, ("a" * 60 + ".") * 5):
+        assert dns_name_problem(host), host
+    for host in ("h" * 63, "a.", "127.0.0.1", "::1", "fe80::1%eth0", "é" * 10, "a_b.c"):
+        assert dns_name_problem(host) is None, host
+    # Where the check says "fine", the resolver does not raise UnicodeError (it may not find
+    # the name: that is an OSError the clients report).
+    for host in ("h" * 63, "é" * 10):
+        with pytest.raises(socket.gaierror):
+            socket.getaddrinfo(host + ".invalid", 1)

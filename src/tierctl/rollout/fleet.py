@@ -39,6 +39,7 @@ from pydantic import (
 )
 
 from tierctl.errors import InputError, Location, TierctlError
+from tierctl.netnames import dns_name_problem
 from tierctl.readers import load_yaml, read_text
 from tierctl.rollout.drivers.base import HostUnreachable
 from tierctl.rollout.executor import RolloutResult
@@ -127,6 +128,12 @@ def server_url(value: str, key: str, *, credentials: bool) -> str:
             "in a runbook's curl line): write http://HOST:PORT[/PATH] with letters, digits "
             "and . - _ ~ / %"
         )
+    # DNS's limits: the HTTP client's IDNA encoding raised UnicodeError ("label too long")
+    # on a 300-character host at the first request of `rollout --fleet --dry-run` (file
+    # fuzzer #38, seed 2 case 212).
+    problem = dns_name_problem(parts.hostname)
+    if problem:
+        raise ValueError(f"{key}: {problem}: write http://HOST:PORT with a name that resolves")
     # The port as written (urlsplit takes "+1", "1_0" and "٣" for numbers): ASCII digits.
     written = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
     if written and not (written.isascii() and written.isdigit() and port and port <= 65535):
