@@ -42,6 +42,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_repo(tmp_path_factory.mktemp("file-fuzz-repo"))
 
 
+@pytest.mark.slow  # ~15 s a surface: in `make test`, not in `make test-fast`
 @pytest.mark.parametrize("surface", file_fuzz.SURFACES)
 def test_no_command_breaks_a_property_under_hostile_files(
     surface: str, repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
