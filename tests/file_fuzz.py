@@ -67,6 +67,10 @@ CORPUS = ROOT / "tests" / "fixtures" / "kube_public"
 SURFACES = ("fleet", "kube")
 #: The exit codes a command may end with (docs/fuzzing.md): done, a finding, bad input.
 ALLOWED_EXITS = {0, 1, 2}
+#: ``readout`` also exits 3: inconclusive (docs/readout.md), as a closed Prometheus makes it.
+READOUT_EXITS = {0, 1, 2, 3}
+#: The spec ``readout --fleet`` reads its arms from.
+READOUT_SPEC = ROOT / "examples" / "small-model" / "tier.yaml"
 #: One case in this many is also run as a real subprocess (``python -m tierctl``).
 SUBPROCESS_EVERY = 20
 #: The Kubernetes kinds whose schema drives the kube surface, and where it is.
@@ -643,6 +647,19 @@ def commands(surface: str, path: Path) -> list[list[str]]:
                 "--agent-timeout-s",
                 "2",
             ],
+            # The readout over the fleet's hosts: each host's Prometheus (a closed port, or
+            # the case's URL) queried, its answer judged.
+            [
+                "readout",
+                "--fleet",
+                p,
+                "--spec",
+                str(READOUT_SPEC),
+                "--prometheus",
+                "http://127.0.0.1:9",
+                "--since",
+                "1765000000",
+            ],
         ]
     return [
         ["validate", "--no-compose-binary", "--format", "json", p],
@@ -796,7 +813,7 @@ def check(case: Case, path: Path, run: Run, written: dict[str, bytes]) -> list[F
         add("traceback", run.exception)
     elif "Traceback (most recent call last)" in run.out + run.err:
         add("traceback", run.err[-300:])
-    elif run.code not in ALLOWED_EXITS:
+    elif run.code not in (READOUT_EXITS if run.argv[:1] == ["readout"] else ALLOWED_EXITS):
         add("exit", f"exit {run.code}: {run.err[-200:]}")
     elif run.code == 2 and not (run.err.strip() and _located(run.err, path)):
         add("unlocated", run.err.strip()[-240:] or "(no message)")

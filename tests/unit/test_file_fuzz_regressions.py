@@ -208,3 +208,19 @@ def test_dns_name_problem_matches_what_the_resolver_refuses() -> None:
     for host in ("h" * 63, "é" * 10):
         with pytest.raises(socket.gaierror):
             socket.getaddrinfo(host + ".invalid", 1)
+
+
+@pytest.mark.parametrize(("labels", "missing"), [({}, "canary"), ({"role": "canary"}, "control")])
+def test_a_fleet_readout_without_canary_or_control_hosts_names_the_fleet_file(
+    run_cli: Callable[..., CliResult], tmp_path: Path, labels: dict[str, str], missing: str
+) -> None:
+    """Seed 20261208 case 49: "no canary host" from `readout --fleet` named no file."""
+    from tests.conftest import SMALL_SPEC
+
+    path = _fleet(tmp_path, labels=labels)
+    result = run_cli(
+        "readout", "--fleet", str(path), "--spec", str(SMALL_SPEC),
+        "--prometheus", "http://127.0.0.1:9", "--since", "1765000000",
+    )  # fmt: skip
+    assert result.code == 2, result
+    assert f"{path}: waves.canary: no {missing} host" in result.err, result.err
