@@ -8,8 +8,8 @@ fuzzers' inputs (:func:`tests.schema_fuzz.input_at`, :mod:`tests.http_fuzz`). Tw
   tierctl reads, :mod:`tierctl.rollout.fleet`), over a real two-commit git repository, then
   made hostile: one schema path set to a :func:`tests.schema_fuzz.hostile_value` or a
   fleet-specific one (ports ``99999``, ``-1``, ``"1 "``, ``http://[::1``, a 300-character
-  host, unicode digits); run by ``fleet plan`` (json and text), ``runbook --fleet -o`` and
-  ``rollout --fleet --dry-run``.
+  host, unicode digits); run by ``fleet plan`` (json and text), ``runbook --fleet -o``,
+  ``rollout --fleet --dry-run`` and ``readout --fleet`` (which may also exit 3: inconclusive).
 * **kube**: a manifest of the public corpus (``tests/fixtures/kube_public``) or one generated
   whole, edited along the paths of the real schema of its kind: the Kubernetes 1.33 strict
   schemas ``kubernetes-validate`` ships (Deployment, StatefulSet, Pod, Service) or tierctl's
