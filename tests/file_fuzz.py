@@ -14,7 +14,8 @@ fuzzers' inputs (:func:`tests.schema_fuzz.input_at`, :mod:`tests.http_fuzz`). Tw
   whole, edited along the paths of the real schema of its kind: the Kubernetes 1.33 strict
   schemas ``kubernetes-validate`` ships (Deployment, StatefulSet, Pod, Service) or tierctl's
   LeaderWorkerSet schema (``kube/crds``); run by ``validate`` (auto and ``--target
-  kubernetes``, json and text) and ``import -o``.
+  kubernetes``, json and text; the bytes also on standard input, ``validate -``) and
+  ``import -o``.
 
 Every case also plants a secret (:func:`plant`): a fresh ``sk-...`` value put where an
 operator might write one: URL userinfo, ``?token=``, an unknown ``password:`` key, a
@@ -665,6 +666,8 @@ def commands(surface: str, path: Path) -> list[list[str]]:
         ["validate", "--no-compose-binary", "--format", "json", p],
         ["validate", "--target", "kubernetes", p],
         ["import", p, "-o", "out/spec.yaml"],
+        # The same bytes on standard input (`helm template ... | tierctl validate -`).
+        ["validate", "--target", "kubernetes", "--format", "json", "-"],
     ]
 
 
@@ -719,14 +722,28 @@ def _inside(case: Path, env: dict[str, str]) -> Iterator[None]:
         tempfile.tempdir = None
 
 
-def run_inprocess(argv: list[str]) -> Run:
-    """``tierctl ARGV`` in this process (its real ``main``)."""
+@contextlib.contextmanager
+def _stdin(data: bytes | None) -> Iterator[None]:
+    """``data`` as standard input, a text stream over bytes as a terminal's or a pipe's is."""
+    if data is None:
+        yield
+        return
+    old = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
+    try:
+        yield
+    finally:
+        sys.stdin = old
+
+
+def run_inprocess(argv: list[str], stdin: bytes | None = None) -> Run:
+    """``tierctl ARGV`` in this process (its real ``main``), ``stdin`` its standard input."""
     from tierctl.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     code, exception = 0, None
     start = time.monotonic()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _stdin(stdin):
         try:
             main(argv)
         except SystemExit as exc:
@@ -739,7 +756,9 @@ def run_inprocess(argv: list[str]) -> Run:
     return Run(argv, code, out.getvalue(), err.getvalue(), exception, time.monotonic() - start)
 
 
-def run_subprocess(argv: list[str], case: Path, env: dict[str, str]) -> Run:
+def run_subprocess(
+    argv: list[str], case: Path, env: dict[str, str], stdin: bytes | None = None
+) -> Run:
     """``python -m tierctl ARGV`` as its own process: the CLI end to end."""
     import tierctl
 
@@ -750,6 +769,7 @@ def run_subprocess(argv: list[str], case: Path, env: dict[str, str]) -> Run:
         [sys.executable, "-m", "tierctl", *argv],
         cwd=case,
         env=full,
+        input=stdin or b"",
         capture_output=True,
         timeout=120,
         check=False,
@@ -796,9 +816,10 @@ class Finding:
         return f"[{self.cls}] {self.surface}#{self.n} `tierctl {self.argv}`: {self.detail}"
 
 
-#: What a located message names: the file, or (for a fleet) a file of its repository.
 def _located(err: str, path: Path) -> bool:
-    return path.name in err or "git:" in err
+    """Whether an error names the input: the file, standard input, or (for a fleet) a file of
+    its repository."""
+    return path.name in err or "git:" in err or "<stdin>" in err
 
 
 def check(case: Case, path: Path, run: Run, written: dict[str, bytes]) -> list[Finding]:
@@ -853,14 +874,18 @@ def run_case(case: Case, work: Path, repo: Path, result: SurfaceRun) -> None:
     path = work / ("fleet.yaml" if case.surface == "fleet" else "manifest.yaml")
     path.write_bytes(case.data)
     env = _env(work, case.secret)
-    for i, argv in enumerate(commands(case.surface, path)):
+    argvs = commands(case.surface, path)
+    # One case in SUBPROCESS_EVERY runs one of its commands, each in turn, as a process.
+    as_process = (case.n // SUBPROCESS_EVERY) % len(argvs) if case.n % SUBPROCESS_EVERY == 0 else -1
+    for i, argv in enumerate(argvs):
+        stdin = case.data if "-" in argv else None
         before = snapshot(work, repo)
-        if case.n % SUBPROCESS_EVERY == 0 and i == 0:
-            run = run_subprocess(argv, work, env)
+        if i == as_process:
+            run = run_subprocess(argv, work, env, stdin)
             result.subprocess_runs += 1
         else:
             with _inside(work, env):
-                run = run_inprocess(argv)
+                run = run_inprocess(argv, stdin)
         after = snapshot(work, repo)
         changed = [p for p, v in after.items() if before.get(p) != v and v[0] >= 0]
         written = {}

@@ -224,3 +224,47 @@ def test_a_fleet_readout_without_canary_or_control_hosts_names_the_fleet_file(
     )  # fmt: skip
     assert result.code == 2, result
     assert f"{path}: waves.canary: no {missing} host" in result.err, result.err
+
+
+@pytest.mark.parametrize(
+    ("data", "shown"),
+    [
+        (b"apiVersion: v1\nkind: Service\nmetadata: {name: x}  # caf\xe9\n", "<stdin>:3:27"),
+        (b"apiVersion: v1\nkind: \xff\xfe\n", "<stdin>:2:7"),
+    ],
+)
+def test_manifests_on_stdin_that_are_no_utf8_are_refused_located(
+    tmp_path: Path, data: bytes, shown: str
+) -> None:
+    """Seed 2 (the stdin command): bytes that are no UTF-8 on `validate -` reached PyYAML as
+    lone surrogates (Python decodes stdin with surrogateescape): UnicodeEncodeError."""
+    import os
+    import subprocess
+    import sys
+
+    import tierctl
+
+    env = {**os.environ, "PYTHONPATH": str(Path(tierctl.__file__).parents[1])}
+    for args in (["validate", "--target", "kubernetes", "-"], ["import", "-"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "tierctl", *args],
+            input=data, capture_output=True, cwd=tmp_path, env=env, timeout=120, check=False,
+        )  # fmt: skip
+        err = proc.stderr.decode()
+        assert proc.returncode == 2, err
+        assert "Traceback" not in err
+        assert f"{shown}: not UTF-8 text" in err, err
+
+
+def test_a_bom_on_stdin_is_dropped(run_cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    import io
+    import sys
+
+    data = b"\xef\xbb\xbfapiVersion: v1\nkind: Service\nmetadata: {name: x}\n"
+    old = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
+    try:
+        result = run_cli("validate", "--target", "kubernetes", "-")
+    finally:
+        sys.stdin = old
+    assert result.code == 0, result
