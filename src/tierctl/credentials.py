@@ -130,6 +130,15 @@ _FLAG_CREDENTIAL = re.compile(
     r"(?i)(?<![\w-])--[a-z0-9-]*(?:token|api-key|secret|password)(?:=|\s+)[\"']?"
     r"(?P<v>[^\s\"';&|-][^\s\"';&|]*)"
 )
+# A userinfo without a scheme, before a registry host and a path: ``u:PW@registry.example/
+# org/image:tag`` (an image reference someone wrote a login into; validate and import
+# quoted it whole, file fuzzer #38). Not an image digest (``name:tag@sha256:...``), which
+# has the same shape but a hash after its ``@``.
+_BARE_USERINFO = re.compile(
+    r"(?<![\w.+/:@%-])[A-Za-z0-9._-]+:(?P<v>[^\s/:@'\"]+)@"
+    r"(?![a-z0-9]+(?:[.+_-][a-z0-9]+)*:[0-9a-fA-F]{32,})"
+    r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]+)?/)"
+)
 _SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
 # Text one of the patterns cannot match without (lower case): an ASCII value holding none of
 # it matches none of them.
@@ -400,7 +409,13 @@ def mask_credentials(text: str, replacement: str = "***") -> str:
         return m.string[m.start() : start] + replacement + m.string[end : m.end()]
 
     text = mask_userinfo(text, replacement)
-    for pattern in (_HEADER_CREDENTIAL, _BEARER, _QUERY_CREDENTIAL, _FLAG_CREDENTIAL):
+    for pattern in (
+        _HEADER_CREDENTIAL,
+        _BEARER,
+        _QUERY_CREDENTIAL,
+        _FLAG_CREDENTIAL,
+        _BARE_USERINFO,
+    ):
         text = pattern.sub(hide, text)
     return text
 

@@ -34,6 +34,7 @@ LEAVES = frozenset(
         "paths",
         "bounded_schema",
         "release",
+        "netnames",
     }
 )
 #: The lifecycle steps that talk to servers; none of them imports another.

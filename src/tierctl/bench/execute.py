@@ -27,6 +27,7 @@ from tierctl.bench.samples import RequestSample, RunRecord
 from tierctl.bench.workload import BenchWorkload
 from tierctl.credentials import mask_userinfo
 from tierctl.errors import InputError, RuntimeFailure
+from tierctl.netnames import dns_name_problem
 from tierctl.paths import resolve_inside, write_owned
 from tierctl.results import RESULTS_NAME, is_results_text
 
@@ -74,6 +75,15 @@ def check_url(url: str, param: str = "url") -> str:
         raise InputError(
             f"`{param}` must be an http(s) base URL",
             value=mask_userinfo(url),
+            fix="for example http://127.0.0.1:30000",
+            params=(param,),
+        )
+    problem = dns_name_problem(hostname)
+    if problem:
+        # The resolver's UnicodeError ("label too long") was a traceback (file fuzzer, #38).
+        raise InputError(
+            f"`{param}`'s host is no DNS name: {problem}",
+            value=mask_userinfo(url)[:120],
             fix="for example http://127.0.0.1:30000",
             params=(param,),
         )

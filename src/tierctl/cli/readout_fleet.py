@@ -93,6 +93,19 @@ def _hosts(ask: FleetAsk, fleet: Any) -> tuple[list[str], dict[str, str]]:
             h.labels.get("role") == "canary" for h in fleet.spec.hosts
         )
         canary = plan_waves(fleet.spec.hosts, fleet.spec.waves)[0] if has_canary else []
+        if ask.design == "between-hosts" and len(set(canary)) in (0, len(names)):
+            # The fleet file decides the roles here: the error names it (the readout's own
+            # "no canary host" named no file, file fuzzer #38).
+            missing = "canary" if not canary else "control"
+            raise InputError(
+                f"no {missing} host: the fleet's first wave is its canary hosts, compared "
+                "with the hosts of the later waves",
+                location=Location(file=str(ask.fleet_path), path="waves.canary"),
+                rule="readout-fleet-hosts",
+                value=", ".join(names)[:120],
+                fix="name canary hosts in waves.canary (or label them role: canary), leaving "
+                "at least one control host, or pass --canary-hosts",
+            )
     urls = {}
     for h in fleet.spec.hosts:
         url = h.prometheus or ask.prometheus

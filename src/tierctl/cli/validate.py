@@ -104,6 +104,10 @@ def validate(
     with read_once():
         report = targets.checked(targets.chosen(target, compose), "validate").validate(request)
     from tierctl.cli.main import option_labels
+    from tierctl.credentials import mask_credentials
 
-    click.echo(report.to_json() if fmt == "json" else report.text(option_labels(["validate"])))
+    # Findings quote what the files hold (an image, a flag, a URL): a credential someone
+    # wrote there is never printed back (`u:PW@registry/...` as an image, file fuzzer #38).
+    text = report.to_json() if fmt == "json" else report.text(option_labels(["validate"]))
+    click.echo(mask_credentials(text))
     return report.exit_code

@@ -139,8 +139,13 @@ def _pick(manifests: Sequence[Manifest]) -> tuple[list[EngineContainer], list[st
     (a spec runs one engine; a file with a vLLM and an SGLang Deployment lost one silently)."""
     engines = [e for m in manifests for e in engine_containers(m) if e.site.role != "worker"]
     if not engines:
+        # The error names the files read (a manifest with no engine is still a file someone
+        # gave: "no engine container found" alone did not say which, file fuzzer #38).
+        files = list(dict.fromkeys(m.source for m in manifests))
         raise InputError(
-            "no engine container found (no SGLang or vLLM launcher or image)",
+            "no engine container found (no SGLang or vLLM launcher or image)"
+            + (f" in any of the {len(files)} files ({', '.join(files)})" if len(files) > 1 else ""),
+            location=Location(file=files[0]) if files else None,
             rule="import needs at least one engine container",
             fix="check the images and commands of the manifests",
         )

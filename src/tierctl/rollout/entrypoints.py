@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from tierctl.compose.binary import find_compose_binary
+from tierctl.credentials import mask_credentials
 from tierctl.errors import InputError, Location
 from tierctl.readers import read_text
 from tierctl.rollout.drivers.base import Driver
@@ -34,6 +35,7 @@ from tierctl.rollout.fleet import (
     load_fleet,
     plan_fleet,
     run_fleet,
+    server_url,
 )
 from tierctl.rollout.plan_schema import Plan, SourceRef
 from tierctl.rollout.planner import PlanOptions, plan_files
@@ -186,6 +188,19 @@ def make_driver(
             fix="pass `agent_url` http://HOST:PORT",
             params=("agent_url",),
         )
+    try:
+        # The fleet file's rules for an agent URL (a host DNS can hold, a port in range,
+        # brackets closed): `--agent-url http://[::1` and a 300-character host were httpx's
+        # InvalidURL and the resolver's UnicodeError at the first call (file fuzzer, #38).
+        server_url(config.agent_url, "agent_url", credentials=True)
+    except ValueError as exc:
+        raise InputError(
+            str(exc),
+            rule="compose-manager is reached over HTTP",
+            value=mask_credentials(config.agent_url)[:120],
+            fix="pass `agent_url` http://HOST:PORT",
+            params=("agent_url",),
+        ) from None
     token = _token(config)
     targets: dict[str, Target] = {}
     for side, refs in (

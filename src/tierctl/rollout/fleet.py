@@ -29,9 +29,17 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from tierctl.errors import InputError, Location, TierctlError
+from tierctl.netnames import dns_name_problem
 from tierctl.readers import load_yaml, read_text
 from tierctl.rollout.drivers.base import HostUnreachable
 from tierctl.rollout.executor import RolloutResult
@@ -62,6 +70,30 @@ def _no_credential(value: str) -> str:
             "token or an authorization header): name the fleet, keep secrets in the environment"
         )
     return value
+
+
+def _no_credential_in(value: Any, field: str) -> None:
+    """``value`` (a string, or a mapping's keys and values) holds no credential: a host's
+    labels, file paths, ``gate_host`` and ``host_label`` are printed in plans, runbooks and
+    journals as written (a label ``url: http://u:PW@h`` was in ``runbook --fleet``'s host
+    table, file fuzzer #38).
+
+    Raises:
+        ValueError: naming the field, never the value.
+    """
+    from tierctl.credentials import mask_credentials
+
+    texts = [value] if isinstance(value, str) else []
+    if isinstance(value, dict):
+        texts = [str(t) for kv in value.items() for t in kv]
+    elif isinstance(value, list):
+        texts = [str(t) for t in value]
+    if any(mask_credentials(t) != t for t in texts):
+        raise ValueError(
+            f"a host's {field} holds a credential (a URL's password, a token or an "
+            "authorization header), and it is printed in plans, runbooks and journals: keep "
+            "secrets in the environment or a token_file"
+        )
 
 
 _URL_HOST = re.compile(
@@ -96,6 +128,12 @@ def server_url(value: str, key: str, *, credentials: bool) -> str:
             "in a runbook's curl line): write http://HOST:PORT[/PATH] with letters, digits "
             "and . - _ ~ / %"
         )
+    # DNS's limits: the HTTP client's IDNA encoding raised UnicodeError ("label too long")
+    # on a 300-character host at the first request of `rollout --fleet --dry-run` (file
+    # fuzzer #38, seed 2 case 212).
+    problem = dns_name_problem(parts.hostname)
+    if problem:
+        raise ValueError(f"{key}: {problem}: write http://HOST:PORT with a name that resolves")
     # The port as written (urlsplit takes "+1", "1_0" and "٣" for numbers): ASCII digits.
     written = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
     if written and not (written.isascii() and written.isdigit() and port and port <= 65535):
@@ -140,6 +178,12 @@ class FleetHost(_Model):
     labels: dict[str, str] = Field(default_factory=dict, description="region, zone, role, ...")
 
     _paths = field_validator("file", "token_file")(_no_nul)
+
+    @field_validator("file", "overrides", "gate_host", "host_label", "labels")
+    @classmethod
+    def _printed(cls, value: Any, info: ValidationInfo) -> Any:
+        _no_credential_in(value, str(info.field_name))
+        return value
 
     @field_validator("overrides")
     @classmethod

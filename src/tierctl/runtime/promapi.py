@@ -18,11 +18,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from tierctl.credentials import mask_userinfo
 from tierctl.errors import CannotJudge, InputError
+from tierctl.netnames import dns_name_problem
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,16 @@ def check_prometheus_url(base_url: str, *, param: str = "prometheus") -> None:
             fix=f"pass e.g. `{param}` http://127.0.0.1:9090",
             params=(param,),
         ) from None
+    problem = dns_name_problem(urlsplit(base_url).hostname or "")
+    if problem:
+        # httpx raises the resolver's UnicodeError ("label too long") at the first query.
+        raise InputError(
+            f"the Prometheus URL's host is no DNS name: {problem}",
+            rule="prometheus-url",
+            value=mask_userinfo(base_url)[:120],
+            fix=f"pass e.g. `{param}` http://127.0.0.1:9090",
+            params=(param,),
+        )
 
 
 class PrometheusClient:

@@ -24,18 +24,32 @@ from tierctl.errors import InputError, Location
 
 
 def read_stdin() -> str:
-    """Standard input's text, bounded like every input file."""
-    from tierctl.readers import Limits
+    """Standard input's text, bounded and decoded like every input file (UTF-8, a BOM
+    dropped, a bad byte named by line and column).
+
+    Its bytes, not the text stream: Python decodes standard input with ``surrogateescape``,
+    so a byte that is no UTF-8 (``caf\xe9``) came through as a lone surrogate and PyYAML's
+    encoder raised ``UnicodeEncodeError`` (a traceback, file fuzzer #38).
+    """
+    from tierctl.readers import Limits, decode
 
     limit = Limits.config().max_bytes
-    text = sys.stdin.read(limit + 1)
-    if len(text) > limit:
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is not None:
+        data = bytes(buffer.read(limit + 1))
+    else:  # a text stream (an in-process runner's): its text as the bytes it stands for
+        text = sys.stdin.read(limit + 1)
+        try:
+            data = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            data = text.encode("utf-8", "surrogatepass")  # refused by decode, located
+    if len(data) > limit:
         raise InputError(
             f"standard input holds more than {limit:,} bytes",
             rule="inputs are bounded (TIERCTL_MAX_INPUT_MB)",
             fix="validate the manifests from files, or raise TIERCTL_MAX_INPUT_MB",
         )
-    return text
+    return decode(data, "<stdin>")
 
 
 def _stdin_of(paths: Sequence[Path]) -> str | None:
