@@ -115,9 +115,28 @@ def literal_secret(name: str, value: str) -> bool:
 _HEADER_CREDENTIAL = re.compile(
     r"(?i)(?<![\w-])(?:proxy-authorization|authorization|x-api-key|api-key|x-auth-token"
     r"|x-access-token|cookie)[\"']?\s*[:=]\s*[\"']?\s*"
-    r"(?:(?:bearer|basic|token|digest)\s+)?(?P<v>[^\s\"',;}]+)"
+    r"(?:(?:bearer|basic|token|digest)\s+)?(?P<v>(?:[^\s\"',;}]|\}(?=[^\s\"',;}]))+)"
 )
-_BEARER = re.compile(r"(?i)(?<![\w-])bearer\s+(?P<v>[^\s\"',;}]{8,})")
+#: A value that is an interpolation reference (``${TOKEN}``, ``$TOKEN``), not a credential.
+#: (The value's pattern stops before a ``}``, so ``${TOKEN}`` is seen as ``${TOKEN``.)
+#: A default (``${T:-x}``) is a literal and is masked; a required reference's message is not.
+_BRACED_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?\?[^${}]*)?")
+_PLAIN_REFERENCE = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
+_VALUE_END = frozenset(" \t\r\n\"',;)]")
+
+
+def _is_reference(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` is a whole interpolation reference and nothing else."""
+    after = text[end + 1 : end + 2]
+    if _BRACED_REFERENCE.fullmatch(text, start, end):
+        return text[end : end + 1] == "}" and (after == "" or after in _VALUE_END)
+    if _PLAIN_REFERENCE.fullmatch(text, start, end):
+        return text[end : end + 1] in ("", *_VALUE_END)
+    return False
+
+
+# A ``}`` inside a value (``${A}sk-...``) is part of it; one that closes a mapping is not.
+_BEARER = re.compile(r"(?i)(?<![\w-])bearer\s+(?P<v>(?:[^\s\"',;}]|\}(?=[^\s\"',;}])){8,})")
 _URL_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^/\s:@]*:(?P<v>[^/\s@]+)@")
 # A URL query parameter named for a credential: ``?token=X``, ``&api_key=X``, ``&sig=X``.
 _QUERY_CREDENTIAL = re.compile(
@@ -406,6 +425,10 @@ def mask_credentials(text: str, replacement: str = "***") -> str:
 
     def hide(m: re.Match[str]) -> str:
         start, end = m.span("v")
+        if _is_reference(m.string, start, end):
+            # ``Bearer ${TOKEN}`` names where the secret comes from (the fix tierctl itself
+            # suggests): it holds none, so it stays readable.
+            return m.group(0)
         return m.string[m.start() : start] + replacement + m.string[end : m.end()]
 
     text = mask_userinfo(text, replacement)

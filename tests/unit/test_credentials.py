@@ -21,7 +21,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests.secret_search import holds_fragment
-from tierctl.credentials import FRAGMENT_CHARS, mask, mask_userinfo, url_password
+from tierctl.credentials import FRAGMENT_CHARS, mask, mask_credentials, mask_userinfo, url_password
 
 # What the masked output may still hold of a secret: fewer than this many of its characters
 # in a row, in any encoding.
@@ -287,3 +287,26 @@ def test_an_error_value_with_a_user_only_url_is_masked(
     assert result.code == 2, result.err
     assert "ghp-tok3n" not in result.err + result.out
     assert "token_env" in result.err
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        # the fix validate itself prints: a reference names where the secret comes from
+        ('write "Authorization: Bearer ${TOKEN}", and set TOKEN', True),
+        ("Authorization: Bearer $TOKEN", True),
+        ("X-Api-Key=${API_KEY:?required}", True),
+        # a default is a literal: masked
+        ("X-Api-Key=${API_KEY:-sk-defaultsecret}", False),
+        # a reference with a literal after it is no reference
+        ("Authorization: Bearer ${A}sk-trailingsecret", False),
+        ("Authorization: Bearer $abc$realsecret", False),
+        ("Authorization: Bearer sk-abcdefgh1234", False),
+    ],
+)
+def test_a_reference_is_not_masked_and_a_literal_beside_one_is(text: str, kept: bool) -> None:
+    out = mask_credentials(text)
+    assert (out == text) is kept, out
+    if not kept:
+        assert "secret" not in out
+        assert "1234" not in out
