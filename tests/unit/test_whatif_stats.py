@@ -189,3 +189,55 @@ def test_null_prediction_and_skill() -> None:
     assert skill(1.0, 0.0) == -math.inf
     with pytest.raises(ValueError, match="paired"):
         mean_score([band], [1.0, 1.1])
+
+
+from tierctl.whatif import REFERENCES, Scored, score_figure, total_skill  # noqa: E402
+
+
+def test_score_figure_scores_the_null_band_from_the_measured_floor_and_the_no_change_answer() -> (
+    None
+):
+    pred = Prediction(1.5, 1.3, 1.8)
+    no_change = Prediction(1.0, 0.9, 1.1)
+    sc = score_figure(pred, 1.6, 0.25, no_change)
+    assert sc.model == pytest.approx(interval_score(pred, 1.6))
+    # The null band is [1/1.25, 1.25]: 1.6 lies above it, so it pays the miss 20 times.
+    assert sc.references["null"] == pytest.approx(math.log(1.25 / 0.8) + 20 * math.log(1.6 / 1.25))
+    assert sc.references["no change"] == pytest.approx(interval_score(no_change, 1.6))
+    assert sc.skill("null") == pytest.approx(1 - sc.model / sc.references["null"])
+    assert sc.skill("null") > 0  # a right, narrow interval beats the band it falls outside
+    without = score_figure(pred, 1.6, 0.25, None)
+    assert "no change" not in without.references
+    assert without.skill("no change") is None
+
+
+def test_total_skill_is_the_skill_of_the_mean_scores_not_the_mean_of_skills() -> None:
+    # Figure 1: model 0.1 against 1.0 (skill 0.9); figure 2: model 3.0 against 5.0 (0.4).
+    scored = [Scored(0.1, {"null": 1.0}), Scored(3.0, {"null": 5.0})]
+    tot = total_skill(scored)
+    assert tot is not None
+    assert tot.figures == 2
+    assert tot.model == pytest.approx(1.55)
+    assert tot.references["null"] == pytest.approx(3.0)
+    assert tot.skills["null"] == pytest.approx(1 - 1.55 / 3.0)  # 0.483
+    assert tot.skills["null"] != pytest.approx((0.9 + 0.4) / 2)  # the mean of skills, 0.65
+    assert "no change" not in tot.skills
+    assert total_skill([]) is None
+
+
+def test_total_skill_scores_a_reference_only_over_the_figures_it_answered() -> None:
+    scored = [Scored(1.0, {"null": 2.0, "no change": 4.0}), Scored(9.0, {"null": 3.0})]
+    tot = total_skill(scored)
+    assert tot is not None
+    assert tot.skills["null"] == pytest.approx(1 - 5.0 / 2.5)
+    assert tot.skills["no change"] == pytest.approx(1 - 1.0 / 4.0)  # figure 2 not counted
+    assert set(REFERENCES) == {"null", "no change"}
+
+
+@given(st.lists(st.tuples(ratios, st.floats(0.01, 3.0)), min_size=1, max_size=12))
+def test_the_null_predictor_has_zero_skill_against_itself(cells: list[tuple[float, float]]) -> None:
+    scored = [score_figure(null_prediction(f), y, f, null_prediction(f)) for y, f in cells]
+    tot = total_skill(scored)
+    assert tot is not None
+    assert tot.skills["null"] == pytest.approx(0.0, abs=1e-9)
+    assert tot.skills["no change"] == pytest.approx(0.0, abs=1e-9)
