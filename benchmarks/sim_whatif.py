@@ -1,7 +1,13 @@
 """Can an operator trust `sim compare`? Held-out flag changes on the real vLLM CPU engine.
 
-Run: PYTHONPATH=src /work/main/.venv/bin/python benchmarks/sim_whatif.py [--quick]
+Run: PYTHONPATH=src /work/main/.venv/bin/python benchmarks/sim_whatif.py [--quick | --held-out]
      [--save DIR] [--replay DIR]
+
+``--held-out`` is issue #40's second held-out set: five flag changes no earlier run used
+(``--max-num-seqs 3``, ``--max-num-batched-tokens 384``, ``--long-prefill-token-threshold
+256``, ``--scheduling-policy priority``, ``--num-gpu-blocks-override 36``) on two workloads
+of new shapes (a bimodal long/short prompt mix and a chat mix of many short decodes, seed
+20261208); ``meta.json`` in the save folder records the set, so ``--replay`` judges the same.
 
 1. **Fit at F0** (``--max-num-seqs 8 --max-num-batched-tokens 512``), on a fit run that covers
    the question: ``tierctl.sim.fit_plan.fit_plan_cover`` (``sim fit-plan``'s design, over every
@@ -22,6 +28,15 @@ Run: PYTHONPATH=src /work/main/.venv/bin/python benchmarks/sim_whatif.py [--quic
    its range, the prediction with its interval, the direction and whether the measured ratio
    lies inside the interval; the totals against the bar (direction right on every figure
    whose effect exceeds the A/A floor; inside the interval on >= 80 % of figures).
+5. **Score** every figure with the interval score (:func:`tierctl.whatif.interval_score`:
+   the 90 % interval's width in log ratio plus 20 times how far outside the measured ratio
+   fell; proper, so a wide interval that always covers pays its width) and print the skill
+   ``1 - score / reference score`` per figure and in total (all figures, per workload, per
+   change, per figure kind) against two references: the **null predictor** (1.00 inside the
+   measured A/A band) and **no change** (``sim compare`` with the candidate equal to the
+   control: 1.00 inside the simulated A/A band). Skill > 0 beats the reference. The
+   judgement is written to ``judgement.json`` (``judgement-aa.json`` for part 2); a replay
+   says whether it reproduces it.
 
 The measurement is protected from the busy host: the client measures under ``SCHED_FIFO``
 (:func:`tierctl.bench.clientcheck.realtime`; beside vLLM CPU's busy processes a client at nice
@@ -680,7 +695,9 @@ def main(args: argparse.Namespace) -> int:
           "before any A/B was measured")  # fmt: skip
     checks = judge_all(runs, preds, rounds)
     ok = report(checks)
-    compare_judgement(save, "judgement.json", judgement(checks))
+    # Judged with other measurements (--also): its own file, named after them.
+    tag = "".join(f"+{Path(m).name}" for m in args.also or ())
+    compare_judgement(save, f"judgement{tag}.json", judgement(checks))
     # 2. The same, told the A/A floor the A/A arm measured (sim compare --aa-floor, per
     # figure): where it exceeds the simulated floor the interval widens by the excess.
     floors = measured_floors(runs, rounds)
@@ -694,7 +711,7 @@ def main(args: argparse.Namespace) -> int:
     print("\n#### 2. sim compare --aa-floor with the A/A arm's measured floor per figure")
     checks_aa = judge_all(runs, preds_aa, rounds)
     ok_aa = report(checks_aa)
-    compare_judgement(save, "judgement-aa.json", judgement(checks_aa))
+    compare_judgement(save, f"judgement-aa{tag}.json", judgement(checks_aa))
     for line in note:
         print(f"note: {line}")
     print(f"\n{len(arms)} arms x {rounds} rounds; total {time.monotonic() - t_start:.0f} s; "
