@@ -537,6 +537,8 @@ def _print_control(wl: str, ctl: list[dict[str, float | None]], preds: dict[str,
 def report(checks: list[Any]) -> bool:
     """The totals against the issue's bar, and the skill against each reference (total, per
     workload, per change); True when the bar is met."""
+    import statistics
+
     from tierctl.whatif import REFERENCES, tally, total_skill
 
     t = tally([c for _, _, c, _ in checks])
@@ -553,10 +555,16 @@ def report(checks: list[Any]) -> bool:
         if tot is None:
             return
         sub = tally([c for _, _, c, _ in sel])
+        # The model's score split into the interval's mean width and the mean charge for
+        # misses; bias: the mean log of predicted / measured (> 0: predicted too high).
+        width = statistics.fmean(math.log(c.predicted.high / c.predicted.low) for _, _, c, _ in sel)
+        bias = statistics.fmean(math.log(c.predicted.ratio / c.measured.ratio)
+                                for _, _, c, _ in sel)  # fmt: skip
         print(f"  {label:<40} n={tot.figures:<3} dir {sub.direction_right}/{sub.effects} "
               f"inside {sub.inside}/{sub.figures}  score {tot.model:.3f}" + "".join(
                   f"  {ref} {tot.references[ref]:.3f} skill {_fmt_skill(tot.skills[ref])}"
-                  for ref in REFERENCES if ref in tot.skills))  # fmt: skip
+                  for ref in REFERENCES if ref in tot.skills)
+              + f"  (width {width:.3f} + miss {tot.model - width:.3f}; bias {bias:+.3f})")  # fmt: skip
 
     print("interval score (log ratio; mean over figures; lower is better) and skill = 1 - "
           "score / reference score (> 0 beats the reference):")  # fmt: skip
