@@ -122,11 +122,14 @@ def arm_flags(change: tuple[str, ...]) -> tuple[str, ...]:
 
 def held_out_workloads() -> dict[str, list[Any]]:
     """The second held-out set's two workloads (seed 20261208), of shapes no earlier run used:
-    a bimodal mix (Poisson 2/s; three in ten requests a long prompt of 1,600-2,800 tokens
+    a bimodal mix (Poisson 3/s; three in ten requests a long prompt of 1,600-2,800 tokens
     with a short answer, the rest short prompts decoding 48-128 tokens: the long prompts'
-    chunks land among running decodes), and a chat mix of many short decodes (Poisson 8/s,
-    prompts log-uniform 64-320 tokens, answers 6-24: up to ~8 requests at once, TTFT and
-    admission dominate)."""
+    chunks land among running decodes, and two long prompts overfill a 36-block pool), and a
+    chat mix of many short decodes (64 requests, Poisson 20/s, prompts log-uniform 64-320
+    tokens, answers 16-48: more requests at once than a 3-sequence limit admits, so TTFT
+    and admission dominate). The rates were chosen with a cost model of this engine's size
+    (session 10's fit numbers) so that each workload has changes that matter and changes
+    that do not; no measurement chose them."""
     from tierctl.fidelity import PlannedSend
 
     rng = random.Random(HELD_OUT_SEED)
@@ -136,12 +139,12 @@ def held_out_workloads() -> dict[str, list[Any]]:
             bimodal.append(PlannedSend(round(t, 3), rng.randint(1600, 2800), rng.randint(16, 40)))
         else:
             bimodal.append(PlannedSend(round(t, 3), rng.randint(24, 96), rng.randint(48, 128)))
-        t += rng.expovariate(2.0)
+        t += rng.expovariate(3.0)
     chat, t = [], 0.0
-    for _ in range(48):
+    for _ in range(64):
         prompt = round(math.exp(rng.uniform(math.log(64), math.log(320))))
-        chat.append(PlannedSend(round(t, 3), prompt, rng.randint(6, 24)))
-        t += rng.expovariate(8.0)
+        chat.append(PlannedSend(round(t, 3), prompt, rng.randint(16, 48)))
+        t += rng.expovariate(20.0)
     return {"bimodal long/short": bimodal, "chat short decodes": chat}
 
 
