@@ -465,11 +465,15 @@ def _prediction(row: dict[str, Any] | None) -> Any:
     return Prediction(row["ratio"], row["low"] or row["ratio"], row["high"] or row["ratio"])
 
 
-def judge_all(runs: dict[str, Any], preds: dict[str, Any], rounds: int) -> list[Any]:
+def judge_all(
+    runs: dict[str, Any], preds: dict[str, Any], rounds: int, control: str = "F0"
+) -> list[Any]:
     """Every (change, workload, figure) judged and scored (the interval score of the
     prediction, of the null predictor with the measured A/A floor and of ``sim compare``'s
-    no-change answer); prints the table; returns (change, workload, check, scored)."""
-    from tierctl.whatif import aa_floor, judge, measured, paired_ratios, score_figure
+    no-change answer); prints the table; returns (change, workload, check, scored).
+    ``control``: "F0" (each candidate against the F0 arm), or "pooled" (against F0 and the
+    A/A arm pooled per round, :func:`tierctl.whatif.pooled`)."""
+    from tierctl.whatif import aa_floor, judge, measured, paired_ratios, pooled, score_figure
 
     def figs(arm: str, wl: str) -> list[dict[str, float | None]]:
         return arm_figures(runs, arm, wl, rounds)
@@ -479,7 +483,7 @@ def judge_all(runs: dict[str, Any], preds: dict[str, Any], rounds: int) -> list[
     for wl in wls:
         aa = paired_ratios(figs("F0", wl), figs("A/A", wl))
         floors = {m: aa_floor(v) for m, v in aa.items()}
-        ctl = figs("F0", wl)
+        ctl = figs("F0", wl) if control == "F0" else pooled(figs("F0", wl), figs("A/A", wl))
         _print_control(wl, ctl, preds)
         none_rows = {r["metric"]: r for r in preds.get(f"{NO_CHANGE} | {wl}", {}).get("table", [])}
         print(f"\n== {wl}: A/A floor " + ", ".join(
@@ -704,10 +708,11 @@ def main(args: argparse.Namespace) -> int:
               "(its send or event loop late; see arms.json); --keep-untrusted keeps them")  # fmt: skip
     print("\n#### 1. sim compare's own intervals (fit bootstrap + step jitter), predicted "
           "before any A/B was measured")  # fmt: skip
-    checks = judge_all(runs, preds, rounds)
+    checks = judge_all(runs, preds, rounds, args.control)
     ok = report(checks)
     # Judged with other measurements (--also): its own file, named after them.
     tag = "".join(f"+{Path(m).name}" for m in args.also or ())
+    tag += "" if args.control == "F0" else f"-{args.control}"
     compare_judgement(save, f"judgement{tag}.json", judgement(checks))
     # 2. The same, told the A/A floor the A/A arm measured (sim compare --aa-floor, per
     # figure): where it exceeds the simulated floor the interval widens by the excess.
@@ -720,7 +725,7 @@ def main(args: argparse.Namespace) -> int:
     predict_all(preds_aa, models, arms, plans, args.draws, save, texts)
     (save / "predictions-aa.json").write_text(json.dumps(preds_aa, indent=1))
     print("\n#### 2. sim compare --aa-floor with the A/A arm's measured floor per figure")
-    checks_aa = judge_all(runs, preds_aa, rounds)
+    checks_aa = judge_all(runs, preds_aa, rounds, args.control)
     ok_aa = report(checks_aa)
     compare_judgement(save, f"judgement-aa{tag}.json", judgement(checks_aa))
     for line in note:
@@ -991,6 +996,14 @@ if __name__ == "__main__":
         "--held-out",
         action="store_true",
         help="issue #40's second held-out set: 5 changes and 2 workloads no earlier run used",
+    )
+    ap.add_argument(
+        "--control",
+        choices=("F0", "pooled"),
+        default="F0",
+        help="pair each candidate with the F0 arm (default) or with F0 and the A/A arm pooled "
+        "per round (geometric mean: half one engine start's speed; the A/A floor stays F0 vs "
+        "A/A)",
     )
     ap.add_argument("--no-bar", action="store_true", help="exit 0 even when the bar is missed")
     ap.add_argument(

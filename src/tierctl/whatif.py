@@ -9,6 +9,7 @@ statistics that judge the prediction, kept apart so tests can break them:
 * :func:`run_figures`: one run's figures, computed as the simulator's summary computes them
   (TTFT p50/p95 and TPOT p50/p90: ``sim compare``'s latency rows);
 * :func:`paired_ratios`: candidate / control per round (rounds are paired, never pooled);
+* :func:`pooled`: two control arms' figures per round as one control (geometric mean);
 * :func:`aa_floor`: the A/A floor, the largest relative deviation the identical arms showed;
 * :func:`judge`: one figure: is the measured effect beyond the floor, is the predicted
   direction right, does the measured ratio lie inside the predicted interval;
@@ -70,6 +71,30 @@ def paired_ratios(
                 out.setdefault(metric, []).append(y / x)
             else:
                 out.setdefault(metric, [])
+    return out
+
+
+def pooled(
+    first: Sequence[Mapping[str, float | None]], second: Sequence[Mapping[str, float | None]]
+) -> list[dict[str, float | None]]:
+    """Two control arms' figures pooled per round: the geometric mean of each figure (None
+    where either lacks it). A candidate paired with the pool instead of one control carries
+    half that control's engine-start effect: on vLLM CPU one engine start ran ~15-20 %
+    slower than another with the same flags for the whole run, and every candidate paired
+    with it read as 0.8x.
+
+    Raises:
+        ValueError: the two arms ran a different number of rounds.
+    """
+    if len(first) != len(second):
+        raise ValueError(f"pooled arms need the same rounds: {len(first)} != {len(second)}")
+    out: list[dict[str, float | None]] = []
+    for a, b in zip(first, second, strict=True):
+        row: dict[str, float | None] = {}
+        for metric, x in a.items():
+            y = b.get(metric)
+            row[metric] = math.sqrt(x * y) if x is not None and y is not None else None
+        out.append(row)
     return out
 
 

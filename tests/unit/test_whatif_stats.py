@@ -241,3 +241,28 @@ def test_the_null_predictor_has_zero_skill_against_itself(cells: list[tuple[floa
     assert tot is not None
     assert tot.skills["null"] == pytest.approx(0.0, abs=1e-9)
     assert tot.skills["no change"] == pytest.approx(0.0, abs=1e-9)
+
+
+from tierctl.whatif import pooled  # noqa: E402
+
+
+def test_pooled_is_the_geometric_mean_per_round_and_figure() -> None:
+    a = [{"TTFT p50": 1.0, "TPOT p50": 4.0}, {"TTFT p50": 2.0, "TPOT p50": None}]
+    b = [{"TTFT p50": 4.0, "TPOT p50": 1.0}, {"TTFT p50": 8.0, "TPOT p50": 3.0}]
+    got = pooled(a, b)
+    assert got == [{"TTFT p50": 2.0, "TPOT p50": 2.0}, {"TTFT p50": 4.0, "TPOT p50": None}]
+    with pytest.raises(ValueError, match="same rounds"):
+        pooled(a, b[:1])
+
+
+@given(st.lists(st.tuples(ratios, ratios), min_size=1, max_size=8))
+def test_a_candidate_against_the_pool_is_the_geometric_mean_of_its_two_ratios(
+    pairs: list[tuple[float, float]],
+) -> None:
+    f0 = [{"m": x} for x, _ in pairs]
+    aa = [{"m": y} for _, y in pairs]
+    cand = [{"m": 1.0} for _ in pairs]
+    vs_pool = paired_ratios(pooled(f0, aa), cand)["m"]
+    vs_f0, vs_aa = paired_ratios(f0, cand)["m"], paired_ratios(aa, cand)["m"]
+    for p, r1, r2 in zip(vs_pool, vs_f0, vs_aa, strict=True):
+        assert p == pytest.approx(math.sqrt(r1 * r2))
