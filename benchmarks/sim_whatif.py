@@ -38,6 +38,17 @@ of new shapes (a bimodal long/short prompt mix and a chat mix of many short deco
    judgement is written to ``judgement.json`` (``judgement-aa.json`` for part 2); a replay
    says whether it reproduces it.
 
+**Held-out result** (``--held-out``, 2026-12-08 01:20-01:57 UTC, load 2.2-7.7; three
+measurements of one fit, 12 paired samples per figure, judged together with ``--replay DIR
+--also DIR2 --also DIR3``): skill against the null predictor **+0.54** (mean interval score
+0.58 against 1.25), against no change **+0.17** (0.58 against 0.70); 32 of 40 figures inside
+the 90 % interval (80 %); direction right on the 1 figure beyond the A/A floor. With
+``--aa-floor``: +0.23 / +0.21, 39 of 40 inside. One measurement alone is not enough: in the
+first, F0's two engine starts ran 15-20 % slow and every candidate read ~0.8x (skill -0.82
+against the null on the model's own intervals). The defect still standing: the prefill
+step's linear cost over-charges small chunks (``--long-prefill-token-threshold 256`` TTFT p95
+predicted 1.24x, measured 1.07x / 0.92x). docs/sim.md has every figure.
+
 The measurement is protected from the busy host: the client measures under ``SCHED_FIFO``
 (:func:`tierctl.bench.clientcheck.realtime`; beside vLLM CPU's busy processes a client at nice
 -15 still stalled 200-390 ms, under FIFO none over 40 ms); this process also re-runs itself in
