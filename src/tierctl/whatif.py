@@ -9,6 +9,7 @@ statistics that judge the prediction, kept apart so tests can break them:
 * :func:`run_figures`: one run's figures, computed as the simulator's summary computes them
   (TTFT p50/p95 and TPOT p50/p90: ``sim compare``'s latency rows);
 * :func:`paired_ratios`: candidate / control per round (rounds are paired, never pooled);
+* :func:`pooled`: two control arms' figures per round as one control (geometric mean);
 * :func:`aa_floor`: the A/A floor, the largest relative deviation the identical arms showed;
 * :func:`judge`: one figure: is the measured effect beyond the floor, is the predicted
   direction right, does the measured ratio lie inside the predicted interval;
@@ -17,7 +18,10 @@ statistics that judge the prediction, kept apart so tests can break them:
   interval (Gneiting and Raftery's interval score, on log ratios: the width, plus 20 times
   how far outside the measurement fell), the reference predictors (1.00 inside an A/A band)
   and the skill against one (1 - score / reference score: > 0 beats it). Coverage alone
-  rewards wide intervals on a noisy host; the interval score charges the width.
+  rewards wide intervals on a noisy host; the interval score charges the width;
+* :func:`score_figure`, :func:`total_skill`: one figure scored against both references (the
+  null predictor's band from the measured A/A floor; ``sim compare``'s own answer with the
+  candidate equal to the control), and the skill of a set's mean scores.
 """
 
 from __future__ import annotations
@@ -67,6 +71,30 @@ def paired_ratios(
                 out.setdefault(metric, []).append(y / x)
             else:
                 out.setdefault(metric, [])
+    return out
+
+
+def pooled(
+    first: Sequence[Mapping[str, float | None]], second: Sequence[Mapping[str, float | None]]
+) -> list[dict[str, float | None]]:
+    """Two control arms' figures pooled per round: the geometric mean of each figure (None
+    where either lacks it). A candidate paired with the pool instead of one control carries
+    half that control's engine-start effect: on vLLM CPU one engine start ran ~15-20 %
+    slower than another with the same flags for the whole run, and every candidate paired
+    with it read as 0.8x.
+
+    Raises:
+        ValueError: the two arms ran a different number of rounds.
+    """
+    if len(first) != len(second):
+        raise ValueError(f"pooled arms need the same rounds: {len(first)} != {len(second)}")
+    out: list[dict[str, float | None]] = []
+    for a, b in zip(first, second, strict=True):
+        row: dict[str, float | None] = {}
+        for metric, x in a.items():
+            y = b.get(metric)
+            row[metric] = math.sqrt(x * y) if x is not None and y is not None else None
+        out.append(row)
     return out
 
 
@@ -226,3 +254,62 @@ def skill(score: float, reference: float) -> float:
     if reference <= 0:
         return 0.0 if score <= reference else -math.inf
     return 1.0 - score / reference
+
+
+#: The references every prediction is scored against: the null predictor (1.00 inside the
+#: measured A/A band) and "the fit's own engine, no change" (``sim compare`` asked for the
+#: control against itself: 1.00 inside the simulated A/A band).
+REFERENCES: tuple[str, ...] = ("null", "no change")
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One figure's interval scores: the prediction's and each reference's (by name, as
+    :data:`REFERENCES`; a reference with no interval for the figure is absent)."""
+
+    model: float
+    references: Mapping[str, float]
+
+    def skill(self, reference: str) -> float | None:
+        """This figure's skill against ``reference`` (None: not scored against it)."""
+        ref = self.references.get(reference)
+        return None if ref is None else skill(self.model, ref)
+
+
+def score_figure(
+    pred: Prediction, observed: float, floor: float, no_change: Prediction | None
+) -> Scored:
+    """Score one figure's prediction and both references against the measured ratio: the
+    null predictor's band is the measured A/A ``floor``; ``no_change`` is ``sim compare``'s
+    own answer with the candidate equal to the control (None: it gave none)."""
+    refs = {"null": interval_score(null_prediction(floor), observed)}
+    if no_change is not None:
+        refs["no change"] = interval_score(no_change, observed)
+    return Scored(interval_score(pred, observed), refs)
+
+
+@dataclass(frozen=True)
+class SkillTotal:
+    """Mean interval scores over a set of figures and the skill against each reference."""
+
+    figures: int
+    model: float
+    references: Mapping[str, float]
+    skills: Mapping[str, float]
+
+
+def total_skill(scored: Sequence[Scored]) -> SkillTotal | None:
+    """The mean score over ``scored`` and ``1 - mean / mean reference`` per reference, over
+    the figures scored against that reference (the skill of the total, not a mean of the
+    figures' skills: one figure with a near-zero reference score would swamp that). None
+    for no figures."""
+    if not scored:
+        return None
+    refs: dict[str, float] = {}
+    skills: dict[str, float] = {}
+    for name in REFERENCES:
+        pairs = [(s.model, s.references[name]) for s in scored if name in s.references]
+        if pairs:
+            refs[name] = statistics.fmean(r for _, r in pairs)
+            skills[name] = skill(statistics.fmean(m for m, _ in pairs), refs[name])
+    return SkillTotal(len(scored), statistics.fmean(s.model for s in scored), refs, skills)

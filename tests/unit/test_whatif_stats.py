@@ -189,3 +189,80 @@ def test_null_prediction_and_skill() -> None:
     assert skill(1.0, 0.0) == -math.inf
     with pytest.raises(ValueError, match="paired"):
         mean_score([band], [1.0, 1.1])
+
+
+from tierctl.whatif import REFERENCES, Scored, score_figure, total_skill  # noqa: E402
+
+
+def test_score_figure_scores_the_null_band_from_the_measured_floor_and_the_no_change_answer() -> (
+    None
+):
+    pred = Prediction(1.5, 1.3, 1.8)
+    no_change = Prediction(1.0, 0.9, 1.1)
+    sc = score_figure(pred, 1.6, 0.25, no_change)
+    assert sc.model == pytest.approx(interval_score(pred, 1.6))
+    # The null band is [1/1.25, 1.25]: 1.6 lies above it, so it pays the miss 20 times.
+    assert sc.references["null"] == pytest.approx(math.log(1.25 / 0.8) + 20 * math.log(1.6 / 1.25))
+    assert sc.references["no change"] == pytest.approx(interval_score(no_change, 1.6))
+    assert sc.skill("null") == pytest.approx(1 - sc.model / sc.references["null"])
+    assert sc.skill("null") > 0  # a right, narrow interval beats the band it falls outside
+    without = score_figure(pred, 1.6, 0.25, None)
+    assert "no change" not in without.references
+    assert without.skill("no change") is None
+
+
+def test_total_skill_is_the_skill_of_the_mean_scores_not_the_mean_of_skills() -> None:
+    # Figure 1: model 0.1 against 1.0 (skill 0.9); figure 2: model 3.0 against 5.0 (0.4).
+    scored = [Scored(0.1, {"null": 1.0}), Scored(3.0, {"null": 5.0})]
+    tot = total_skill(scored)
+    assert tot is not None
+    assert tot.figures == 2
+    assert tot.model == pytest.approx(1.55)
+    assert tot.references["null"] == pytest.approx(3.0)
+    assert tot.skills["null"] == pytest.approx(1 - 1.55 / 3.0)  # 0.483
+    assert tot.skills["null"] != pytest.approx((0.9 + 0.4) / 2)  # the mean of skills, 0.65
+    assert "no change" not in tot.skills
+    assert total_skill([]) is None
+
+
+def test_total_skill_scores_a_reference_only_over_the_figures_it_answered() -> None:
+    scored = [Scored(1.0, {"null": 2.0, "no change": 4.0}), Scored(9.0, {"null": 3.0})]
+    tot = total_skill(scored)
+    assert tot is not None
+    assert tot.skills["null"] == pytest.approx(1 - 5.0 / 2.5)
+    assert tot.skills["no change"] == pytest.approx(1 - 1.0 / 4.0)  # figure 2 not counted
+    assert set(REFERENCES) == {"null", "no change"}
+
+
+@given(st.lists(st.tuples(ratios, st.floats(0.01, 3.0)), min_size=1, max_size=12))
+def test_the_null_predictor_has_zero_skill_against_itself(cells: list[tuple[float, float]]) -> None:
+    scored = [score_figure(null_prediction(f), y, f, null_prediction(f)) for y, f in cells]
+    tot = total_skill(scored)
+    assert tot is not None
+    assert tot.skills["null"] == pytest.approx(0.0, abs=1e-9)
+    assert tot.skills["no change"] == pytest.approx(0.0, abs=1e-9)
+
+
+from tierctl.whatif import pooled  # noqa: E402
+
+
+def test_pooled_is_the_geometric_mean_per_round_and_figure() -> None:
+    a = [{"TTFT p50": 1.0, "TPOT p50": 4.0}, {"TTFT p50": 2.0, "TPOT p50": None}]
+    b = [{"TTFT p50": 4.0, "TPOT p50": 1.0}, {"TTFT p50": 8.0, "TPOT p50": 3.0}]
+    got = pooled(a, b)
+    assert got == [{"TTFT p50": 2.0, "TPOT p50": 2.0}, {"TTFT p50": 4.0, "TPOT p50": None}]
+    with pytest.raises(ValueError, match="same rounds"):
+        pooled(a, b[:1])
+
+
+@given(st.lists(st.tuples(ratios, ratios), min_size=1, max_size=8))
+def test_a_candidate_against_the_pool_is_the_geometric_mean_of_its_two_ratios(
+    pairs: list[tuple[float, float]],
+) -> None:
+    f0 = [{"m": x} for x, _ in pairs]
+    aa = [{"m": y} for _, y in pairs]
+    cand = [{"m": 1.0} for _ in pairs]
+    vs_pool = paired_ratios(pooled(f0, aa), cand)["m"]
+    vs_f0, vs_aa = paired_ratios(f0, cand)["m"], paired_ratios(aa, cand)["m"]
+    for p, r1, r2 in zip(vs_pool, vs_f0, vs_aa, strict=True):
+        assert p == pytest.approx(math.sqrt(r1 * r2))
