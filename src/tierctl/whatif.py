@@ -263,7 +263,7 @@ REFERENCES: tuple[str, ...] = ("null", "no change")
 
 
 @dataclass(frozen=True)
-class Scored:
+class FigureScore:
     """One figure's interval scores: the prediction's and each reference's (by name, as
     :data:`REFERENCES`; a reference with no interval for the figure is absent)."""
 
@@ -278,14 +278,14 @@ class Scored:
 
 def score_figure(
     pred: Prediction, observed: float, floor: float, no_change: Prediction | None
-) -> Scored:
+) -> FigureScore:
     """Score one figure's prediction and both references against the measured ratio: the
     null predictor's band is the measured A/A ``floor``; ``no_change`` is ``sim compare``'s
     own answer with the candidate equal to the control (None: it gave none)."""
     refs = {"null": interval_score(null_prediction(floor), observed)}
     if no_change is not None:
         refs["no change"] = interval_score(no_change, observed)
-    return Scored(interval_score(pred, observed), refs)
+    return FigureScore(interval_score(pred, observed), refs)
 
 
 @dataclass(frozen=True)
@@ -298,7 +298,7 @@ class SkillTotal:
     skills: Mapping[str, float]
 
 
-def total_skill(scored: Sequence[Scored]) -> SkillTotal | None:
+def total_skill(scored: Sequence[FigureScore]) -> SkillTotal | None:
     """The mean score over ``scored`` and ``1 - mean / mean reference`` per reference, over
     the figures scored against that reference (the skill of the total, not a mean of the
     figures' skills: one figure with a near-zero reference score would swamp that). None

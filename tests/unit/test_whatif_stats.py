@@ -191,7 +191,7 @@ def test_null_prediction_and_skill() -> None:
         mean_score([band], [1.0, 1.1])
 
 
-from tierctl.whatif import REFERENCES, Scored, score_figure, total_skill  # noqa: E402
+from tierctl.whatif import REFERENCES, FigureScore, score_figure, total_skill  # noqa: E402
 
 
 def test_score_figure_scores_the_null_band_from_the_measured_floor_and_the_no_change_answer() -> (
@@ -213,7 +213,7 @@ def test_score_figure_scores_the_null_band_from_the_measured_floor_and_the_no_ch
 
 def test_total_skill_is_the_skill_of_the_mean_scores_not_the_mean_of_skills() -> None:
     # Figure 1: model 0.1 against 1.0 (skill 0.9); figure 2: model 3.0 against 5.0 (0.4).
-    scored = [Scored(0.1, {"null": 1.0}), Scored(3.0, {"null": 5.0})]
+    scored = [FigureScore(0.1, {"null": 1.0}), FigureScore(3.0, {"null": 5.0})]
     tot = total_skill(scored)
     assert tot is not None
     assert tot.figures == 2
@@ -226,7 +226,7 @@ def test_total_skill_is_the_skill_of_the_mean_scores_not_the_mean_of_skills() ->
 
 
 def test_total_skill_scores_a_reference_only_over_the_figures_it_answered() -> None:
-    scored = [Scored(1.0, {"null": 2.0, "no change": 4.0}), Scored(9.0, {"null": 3.0})]
+    scored = [FigureScore(1.0, {"null": 2.0, "no change": 4.0}), FigureScore(9.0, {"null": 3.0})]
     tot = total_skill(scored)
     assert tot is not None
     assert tot.skills["null"] == pytest.approx(1 - 5.0 / 2.5)
