@@ -122,9 +122,9 @@ def kube_schema(kind: str) -> Schema:
     """The JSON schema tierctl checks a ``kind`` object against, its refs resolvable."""
     name = KUBE_SCHEMAS[kind]
     if name.startswith("crd:"):
-        import tierctl.kube
+        import tierctl.kubernetes
 
-        path = Path(tierctl.kube.__file__).with_name("crds") / name.removeprefix("crd:")
+        path = Path(tierctl.kubernetes.__file__).with_name("crds") / name.removeprefix("crd:")
         doc = json.loads(path.read_text(encoding="utf-8"))
     else:
         import importlib.resources
