@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tierctl.kube import check_manifests, parse_manifests, read_manifests
+from tierctl.contracts.kubernetes import check_manifests
+from tierctl.kubernetes import parse_manifests, read_manifests
 from tierctl.render.kubernetes import render_kubernetes
 from tierctl.spec import load_spec
 

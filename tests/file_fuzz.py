@@ -13,7 +13,7 @@ fuzzers' inputs (:func:`tests.schema_fuzz.input_at`, :mod:`tests.http_fuzz`). Tw
 * **kube**: a manifest of the public corpus (``tests/fixtures/kube_public``) or one generated
   whole, edited along the paths of the real schema of its kind: the Kubernetes 1.33 strict
   schemas ``kubernetes-validate`` ships (Deployment, StatefulSet, Pod, Service) or tierctl's
-  LeaderWorkerSet schema (``kube/crds``); run by ``validate`` (auto and ``--target
+  LeaderWorkerSet schema (``kubernetes/crds``); run by ``validate`` (auto and ``--target
   kubernetes``, json and text; the bytes also on standard input, ``validate -``) and
   ``import -o``.
 
@@ -122,9 +122,9 @@ def kube_schema(kind: str) -> Schema:
     """The JSON schema tierctl checks a ``kind`` object against, its refs resolvable."""
     name = KUBE_SCHEMAS[kind]
     if name.startswith("crd:"):
-        import tierctl.kube
+        import tierctl.kubernetes
 
-        path = Path(tierctl.kube.__file__).with_name("crds") / name.removeprefix("crd:")
+        path = Path(tierctl.kubernetes.__file__).with_name("crds") / name.removeprefix("crd:")
         doc = json.loads(path.read_text(encoding="utf-8"))
     else:
         import importlib.resources

@@ -57,7 +57,7 @@ ONE_ENGINE_MODULES = {
     "demo/tier.py": "the bundled demo's story is an SGLang incident",
     "demo/ingestion.py": "the ingestion incident is SGLang's tokenizer manager",
     "fidelity.py": "the fidelity check is measured against the real vLLM on CPU",
-    "kube/containers.py": "KServe's default runtime (kube/ is issue #41's this session)",
+    "kubernetes/containers.py": "KServe's default runtime (issue #41's reader of the shapes)",
 }
 
 

@@ -227,7 +227,7 @@ OWN_READS = {
     "rollout/drivers/local.py": "the driver's own state file and its engines' logs; /proc",
     "bundled_tokenizer.py": "package data",
     "contracts/schema.py": "package data",
-    "kube/schemas.py": "package data: the core Kubernetes schemas kubernetes-validate ships",
+    "kubernetes/schemas.py": "package data: the core Kubernetes schemas kubernetes-validate ships",
     "realengine/tiny_model.py": "its own source, hashed as the model's cache key",
     "demo/offline.py": "the file the demo rendered a step before",
     "demo/ingestion.py": "the log of the router the demo started",

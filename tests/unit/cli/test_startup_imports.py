@@ -28,7 +28,10 @@ NOT_LOADED = (
     "tierctl.spec.tier_spec",
     "tierctl.contracts.validation",
     "tierctl.compose.binary",
-    "tierctl.kube",
+    "tierctl.kubernetes",
+    "tierctl.contracts.kubernetes",
+    "tierctl.adopt",
+    "tierctl.rollout.kubernetes",
     "rich",
 )
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tierctl.kube import check_manifests, parse_manifests, read_manifests
-from tierctl.kube.containers import engine_containers
+from tierctl.contracts.kubernetes import check_manifests
+from tierctl.kubernetes import parse_manifests, read_manifests
+from tierctl.kubernetes.containers import engine_containers
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures/kube_corpus"
 FILES = sorted(CORPUS.glob("*.yaml"))

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CliResult
+from tierctl.adopt.kubernetes import import_manifests
+from tierctl.contracts.kubernetes import check_manifests
 from tierctl.errors import InputError
-from tierctl.kube import check_manifests, parse_manifests
-from tierctl.kube.importing import import_manifests
+from tierctl.kubernetes import parse_manifests
 from tierctl.render.kubernetes import render_kubernetes
 from tierctl.spec import resolve_tier
 

@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from tests.conftest import CliResult
+from tierctl.adopt.kubernetes import import_manifests
+from tierctl.contracts.kubernetes import KubeCheck, check_manifests
 from tierctl.errors import InputError
-from tierctl.kube import check_manifests, parse_manifests
-from tierctl.kube.containers import engine_containers
-from tierctl.kube.importing import import_manifests
-from tierctl.kube.validation import KubeCheck
+from tierctl.kubernetes import parse_manifests
+from tierctl.kubernetes.containers import engine_containers
 from tierctl.render.kubernetes import ENGINE_ANNOTATION, render_kubernetes
 from tierctl.spec import load_spec
 

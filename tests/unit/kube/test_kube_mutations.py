@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tierctl.contracts.kubernetes import KubeCheck, check_manifests
 from tierctl.contracts.report import Report
-from tierctl.kube import KubeCheck, check_manifests, parse_manifests
+from tierctl.kubernetes import parse_manifests
 from tierctl.render.kubernetes import render_kubernetes
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.spec import load_spec

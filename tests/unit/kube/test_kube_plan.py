@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import CliResult
-from tierctl.kube.plan import kube_plan
+from tierctl.rollout.kubernetes import kube_plan
 from tierctl.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]

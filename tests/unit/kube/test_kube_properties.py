@@ -11,7 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tierctl.kube import check_manifests, parse_manifests
+from tierctl.contracts.kubernetes import check_manifests
+from tierctl.kubernetes import parse_manifests
 from tierctl.render.kubernetes import render_kubernetes
 from tierctl.render.yaml_emit import dump_yaml
 from tierctl.spec import load_spec_text

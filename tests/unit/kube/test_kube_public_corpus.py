@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
+from tierctl.adopt.kubernetes import KubeImport, import_manifests
+from tierctl.contracts.kubernetes import KubeCheck, check_manifests, choose_catalog, image_release
 from tierctl.errors import InputError
-from tierctl.kube import check_manifests, parse_manifests
-from tierctl.kube.containers import EngineContainer, engine_containers
-from tierctl.kube.importing import KubeImport, import_manifests
-from tierctl.kube.validation import KubeCheck, choose_catalog, image_release
+from tierctl.kubernetes import parse_manifests
+from tierctl.kubernetes.containers import EngineContainer, engine_containers
 from tierctl.render.kubernetes import render_kubernetes
 
 PUBLIC = Path(__file__).resolve().parents[2] / "fixtures/kube_public"

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tierctl.kube import KubeCheck, check_manifests, parse_manifests
-from tierctl.kube.containers import engine_containers
-from tierctl.kube.importing import import_manifests
+from tierctl.adopt.kubernetes import import_manifests
+from tierctl.contracts.kubernetes import KubeCheck, check_manifests
+from tierctl.kubernetes import parse_manifests
+from tierctl.kubernetes.containers import engine_containers
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures/kube_corpus"
 

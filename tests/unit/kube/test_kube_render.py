@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tierctl.contracts.kubernetes import check_manifests
 from tierctl.engines import profile_for
-from tierctl.kube import check_manifests, parse_manifests
+from tierctl.kubernetes import parse_manifests
 from tierctl.render.kubernetes import (
     MIN_LIVENESS_TIMEOUT_S,
     MIN_LIVENESS_WINDOW_S,

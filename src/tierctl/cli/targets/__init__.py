@@ -17,7 +17,8 @@ the refusal of the steps it lacks). Adapters are imported only when
 a command needs one, so ``tierctl --help`` loads none of them.
 
 The registry lives in the CLI because it is the one layer allowed to import every target's
-modules (compose's ``contracts`` and ``adopt``, Kubernetes's ``kube`` and ``render.kubernetes``);
+modules (compose's ``contracts`` and ``adopt``, Kubernetes's ``contracts.kubernetes``,
+``adopt.kubernetes``, ``rollout.kubernetes`` and ``render.kubernetes``);
 the library steps stay target-specific and never see each other.
 """
 

@@ -37,7 +37,7 @@ class ComposeTarget:
         {
             "render": "tierctl.render.compose",
             "validate": "tierctl.contracts.validation",
-            "import": "tierctl.adopt",
+            "import": "tierctl.adopt.compose",
             "plan": "tierctl.rollout.planner",
             "runbook": "tierctl.rollout.runbook",
             "rollout": "tierctl.rollout.executor",
@@ -94,7 +94,7 @@ class ComposeTarget:
 
     def import_files(self, request: ImportRequest) -> Imported:
         """A spec for compose files (merged like ``docker compose -f a -f b``)."""
-        from tierctl.adopt import adopt
+        from tierctl.adopt.compose import adopt
 
         result = adopt(
             request.paths,

@@ -1,7 +1,8 @@
-"""The Kubernetes target: render with ``render.kubernetes``, validate and import with ``kube``,
-its rollout as a runbook of kubectl commands with ``kube.plan`` (docs/kubernetes.md; it has no
-``plan`` or ``rollout`` step: tierctl does not run kubectl). The modules stay where they are this round; the
-move to a ``kubernetes/`` package is in docs/architecture.md."""
+"""The Kubernetes target: render with ``render.kubernetes``, validate with
+``contracts.kubernetes``, import with ``adopt.kubernetes`` (all reading manifests with the
+``kubernetes`` package), its rollout as a runbook of kubectl commands with
+``rollout.kubernetes`` (docs/kubernetes.md; it has no ``plan`` or ``rollout`` step: tierctl
+does not run kubectl)."""
 
 from __future__ import annotations
 
@@ -63,9 +64,9 @@ class KubernetesTarget:
     modules: Mapping[str, str] = MappingProxyType(
         {
             "render": "tierctl.render.kubernetes",
-            "validate": "tierctl.kube.validation",
-            "import": "tierctl.kube.importing",
-            "runbook": "tierctl.kube.plan",
+            "validate": "tierctl.contracts.kubernetes",
+            "import": "tierctl.adopt.kubernetes",
+            "runbook": "tierctl.rollout.kubernetes",
         }
     )
 
@@ -89,7 +90,7 @@ class KubernetesTarget:
 
     def render(self, request: RenderRequest) -> Rendering:
         """The objects, gated by the Kubernetes validation of the rendering."""
-        from tierctl.kube.validation import validate_manifest_text
+        from tierctl.contracts.kubernetes import validate_manifest_text
         from tierctl.render.files import spec_output
         from tierctl.render.kubernetes import kube_output_name, render_kubernetes
 
@@ -104,7 +105,7 @@ class KubernetesTarget:
 
     def validate(self, request: ValidateRequest) -> Report:
         """The manifests: core and custom-resource schemas, then the engines' flags."""
-        from tierctl.kube.validation import KubeCheck, validate_manifests
+        from tierctl.contracts.kubernetes import KubeCheck, validate_manifests
         from tierctl.render.kubernetes import KUBERNETES_VERSION
 
         if not request.paths:
@@ -127,7 +128,7 @@ class KubernetesTarget:
 
     def import_files(self, request: ImportRequest) -> Imported:
         """A spec for the engine workloads of the manifests."""
-        from tierctl.kube.importing import import_manifests
+        from tierctl.adopt.kubernetes import import_manifests
 
         result = import_manifests(
             request.paths,
@@ -150,8 +151,8 @@ class KubernetesTarget:
     def runbook(self, request: ChangeRequest) -> Planned:
         """From OLD's rendering to NEW's (OLD and NEW: one tier spec each), replica by
         replica, canary first: dry run, diff, apply, wait, rollback."""
-        from tierctl.kube.plan import kube_plan
         from tierctl.render.kubernetes import kube_output_name
+        from tierctl.rollout.kubernetes import kube_plan
         from tierctl.spec import load_spec
 
         old, new = _one_spec_each(request)

@@ -19,7 +19,7 @@ from typing import Any
 
 from tierctl.compose.shellwords import ShellWordsError, split_shell_words
 from tierctl.engines import PROFILES, EngineProfile, profile_for_argv
-from tierctl.kube.manifests import Manifest
+from tierctl.kubernetes.manifests import Manifest
 
 Path = tuple[str | int, ...]
 

@@ -2,7 +2,7 @@
 
 Every object is checked against its schema (TC007: the core API's, strict, or tierctl's of a
 custom resource). Every container that runs an engine, in whatever shape holds it
-(:mod:`tierctl.kube.containers`), is checked as a compose service's engine is:
+(:mod:`tierctl.kubernetes.containers`), is checked as a compose service's engine is:
 
 - TC004 engine-flag-catalog: each flag of its argv, of a shell-script token, and of an env
   string of extra flags, against the pinned release's catalog (did-you-mean included);
@@ -41,9 +41,14 @@ from tierctl.credentials import (
 )
 from tierctl.engine_catalog import Catalog
 from tierctl.engines import EngineProfile
-from tierctl.kube.containers import EngineContainer, engine_containers, pod_sites, split_scripts
-from tierctl.kube.manifests import Manifest, parse_manifests, read_manifests
-from tierctl.kube.schemas import has_schema, schema_findings
+from tierctl.kubernetes.containers import (
+    EngineContainer,
+    engine_containers,
+    pod_sites,
+    split_scripts,
+)
+from tierctl.kubernetes.manifests import Manifest, parse_manifests, read_manifests
+from tierctl.kubernetes.schemas import has_schema, schema_findings
 from tierctl.render.kubernetes import (
     ENGINE_ANNOTATION,
     GROUP_SIZE_VARIABLES,
@@ -68,7 +73,7 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 @dataclass
-class _Findings:
+class ManifestFindings:
     violations: list[Violation] = field(default_factory=list)
     warnings: list[Violation] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
@@ -78,7 +83,7 @@ def _v(m: Manifest, path: tuple[str | int, ...], rule: str, message: str, **kw: 
     return Violation(rule=rule, service=m.ref, message=message, location=m.location(*path), **kw)
 
 
-def _schema(m: Manifest, version: str, out: _Findings) -> None:
+def _schema(m: Manifest, version: str, out: ManifestFindings) -> None:
     if not m.kind or not m.api_version:
         out.violations.append(
             _v(
@@ -280,7 +285,7 @@ def container_name(e: EngineContainer) -> str:
 
 
 def _flags(
-    e: EngineContainer, catalog: Catalog | None, out: _Findings, guessed: bool = False
+    e: EngineContainer, catalog: Catalog | None, out: ManifestFindings, guessed: bool = False
 ) -> dict[str, Any]:
     """TC004 on the argv and the env strings; the flags as the spec writes them.
 
@@ -418,7 +423,7 @@ def _expand(e: EngineContainer, value: Any) -> Any:
     return _ENV_REF.sub(sub, value)
 
 
-def _gpu_fit(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
+def _gpu_fit(e: EngineContainer, flags: dict[str, Any], out: ManifestFindings) -> None:
     # LWS (and RBG's leaderWorkerPattern) give every pod its group's size in the env
     # (LWS_GROUP_SIZE, RBG_LWP_GROUP_SIZE: the examples' --nnodes).
     sizes = {f"$({name})": str(e.site.nodes) for name in GROUP_SIZE_VARIABLES}
@@ -479,7 +484,7 @@ def _int(probe: dict[str, Any], key: str, default: int) -> int:
         return default
 
 
-def _probes(e: EngineContainer, load_s: int, out: _Findings, judged: bool) -> None:
+def _probes(e: EngineContainer, load_s: int, out: ManifestFindings, judged: bool) -> None:
     """Probe timings that risk a restart. ``judged`` (a spec gives the load budget, and the
     rendering follows tierctl's probe rule) makes them violations; without a spec they are
     warnings (``--strict`` fails them): the file shows neither the model's load time nor a
@@ -538,7 +543,7 @@ def _probes(e: EngineContainer, load_s: int, out: _Findings, judged: bool) -> No
             )
 
 
-def _listen(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
+def _listen(e: EngineContainer, flags: dict[str, Any], out: ManifestFindings) -> None:
     host = flags.get(e.profile.listen_host_flag)
     if e.site.role != "worker" and isinstance(host, str) and host in _LOOPBACK:
         out.violations.append(
@@ -554,7 +559,7 @@ def _listen(e: EngineContainer, flags: dict[str, Any], out: _Findings) -> None:
         )
 
 
-def _split_scripts(m: Manifest, out: _Findings) -> None:
+def _split_scripts(m: Manifest, out: ManifestFindings) -> None:
     """An engine command handed to ``sh -c`` word by word: the shell runs the first word
     alone (``python3``, which reads its stdin and exits), so the container never serves."""
     for path, profile, words in split_scripts(m):
@@ -574,7 +579,7 @@ def _split_scripts(m: Manifest, out: _Findings) -> None:
         )
 
 
-def _secrets(m: Manifest, out: _Findings) -> None:
+def secret_findings(m: Manifest, out: ManifestFindings) -> None:
     """A credential written into a container's env value or argv (not a secretKeyRef)."""
     for site in pod_sites(m):
         containers = site.spec.get("containers") or []
@@ -639,7 +644,7 @@ def _argv_place(flag: str, k: int) -> str:
     return flag if flag.startswith("-") and " " not in flag else f"argument {k}"
 
 
-def _replica_of(e: EngineContainer, spec: TierSpec) -> str | None:
+def replica_of(e: EngineContainer, spec: TierSpec) -> str | None:
     tier = e.site.labels.get(REPLICA_LABEL)
     if tier in spec.replicas:
         return tier
@@ -662,19 +667,19 @@ def _expected_flags(spec: TierSpec, r: ResolvedReplica, e: EngineContainer) -> d
 
 
 def _pinning(
-    spec: TierSpec, engines: list[tuple[EngineContainer, dict[str, Any]]], out: _Findings
+    spec: TierSpec, engines: list[tuple[EngineContainer, dict[str, Any]]], out: ManifestFindings
 ) -> int:
     tier = resolve_tier(spec)
     seen: set[str] = set()
     for e, actual in engines:
-        name = _replica_of(e, spec)
+        name = replica_of(e, spec)
         if name is None:
             continue
         seen.add(name)
         r = tier.replicas[name]
         catalog = engine_catalog(spec)
-        expected = _canonical(_expected_flags(spec, r, e), catalog)
-        found = _canonical(actual, catalog)
+        expected = canonical_flags(_expected_flags(spec, r, e), catalog)
+        found = canonical_flags(actual, catalog)
         for flag in [*expected, *(f for f in found if f not in expected)]:
             want, got = expected.get(flag), found.get(flag)
             if want == got:
@@ -684,7 +689,7 @@ def _pinning(
                 for o in tier.replicas.values()
                 if o.name != name
                 and got is not None
-                and _canonical(_expected_flags(spec, o, e), catalog).get(flag) == got
+                and canonical_flags(_expected_flags(spec, o, e), catalog).get(flag) == got
             ]
             note = f" (the value of {owner[0].role or 'replica'} {owner[0].name})" if owner else ""
             out.violations.append(
@@ -738,7 +743,7 @@ def _pinning(
     return len(seen)
 
 
-def _canonical(flags: dict[str, Any], catalog: Catalog | None) -> dict[str, Any]:
+def canonical_flags(flags: dict[str, Any], catalog: Catalog | None) -> dict[str, Any]:
     """Flags by the catalog's primary spelling (an abbreviation or alias read as its flag)."""
     if catalog is None:
         return flags
@@ -791,13 +796,13 @@ def check_manifests(
     """Every check of the module docstring over ``manifests``."""
     settings = settings or KubeCheck()
     forced = resolve_catalog(settings.engine) if settings.engine else None
-    out = _Findings()
+    out = ManifestFindings()
     engines: list[tuple[EngineContainer, dict[str, Any]]] = []
     catalogs: set[str] = set()
     load_s = load_budget_s(spec) if spec is not None else MIN_LOAD_S
     for m in manifests:
         _schema(m, settings.version, out)
-        _secrets(m, out)
+        secret_findings(m, out)
         _split_scripts(m, out)
         found = list(engine_containers(m))
         if not found and m.kind == "DynamoGraphDeployment":

@@ -3,7 +3,7 @@
 Each serving engine container (a Deployment's, a StatefulSet's, an LWS leader's, a KServe
 template's, an RBG role's, a Dynamo worker's) of the most common engine becomes one replica;
 the flags and environment they share become the engine's, the rest each replica's overrides,
-as :mod:`tierctl.adopt` does for compose services. GPUs come from ``nvidia.com/gpu``, the host
+as :mod:`tierctl.adopt.compose` does for compose services. GPUs come from ``nvidia.com/gpu``, the host
 from a ``kubernetes.io/hostname`` node selector, secrets from ``secretKeyRef`` (as
 ``{secret: NAME}``, never a value; a literal credential is refused).
 
@@ -23,13 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tierctl.adopt import common_keys as _common
-from tierctl.adopt import overrides_over as _overrides
-from tierctl.catalog.build import parse_ref
-from tierctl.engine_catalog import Catalog
-from tierctl.errors import InputError, Location
-from tierctl.kube.containers import EngineContainer, engine_containers
-from tierctl.kube.import_checks import (
+from tierctl.adopt.compose import common_keys as _common
+from tierctl.adopt.compose import overrides_over as _overrides
+from tierctl.adopt.kubernetes_checks import (
     Release,
     check_group,
     check_script,
@@ -41,8 +37,17 @@ from tierctl.kube.import_checks import (
     volumes,
     who,
 )
-from tierctl.kube.manifests import Manifest, parse_manifests, read_manifests
-from tierctl.kube.validation import _canonical, _Findings, _replica_of, _secrets
+from tierctl.catalog.build import parse_ref
+from tierctl.contracts.kubernetes import (
+    ManifestFindings,
+    canonical_flags,
+    replica_of,
+    secret_findings,
+)
+from tierctl.engine_catalog import Catalog
+from tierctl.errors import InputError, Location
+from tierctl.kubernetes.containers import EngineContainer, engine_containers
+from tierctl.kubernetes.manifests import Manifest, parse_manifests, read_manifests
 from tierctl.render.kubernetes import (
     ENV_FILE_ANNOTATION,
     KUBE_KEY,
@@ -194,9 +199,9 @@ def import_manifests(
             a variable the spec cannot carry (each located in the manifests).
     """
     manifests = read_manifests(paths, stdin)
-    found = _Findings()
+    found = ManifestFindings()
     for m in manifests:
-        _secrets(m, found)
+        secret_findings(m, found)
     for v in found.violations:
         raise InputError(
             v.message,
@@ -448,7 +453,7 @@ def _round_trip(spec: TierSpec, parts: dict[str, dict[str, Any]], catalog: Catal
     """Replica by replica, the flags the spec's rendering runs against the manifests'."""
     rendered = parse_manifests(render_kubernetes(spec), "(rendered)")
     again = {
-        _replica_of(e, spec): e
+        replica_of(e, spec): e
         for m in rendered
         for e in engine_containers(m)
         if e.site.role != "worker"
@@ -466,8 +471,8 @@ def _round_trip(spec: TierSpec, parts: dict[str, dict[str, Any]], catalog: Catal
         if e is None:
             out.append(f"replica {name}: not rendered")
             continue
-        want = _canonical(p["flags"], catalog)
-        got = _canonical(_flags(e, catalog), catalog)
+        want = canonical_flags(p["flags"], catalog)
+        got = canonical_flags(_flags(e, catalog), catalog)
         host = e.profile.listen_host_flag
         if want.get(host) in ("127.0.0.1", "localhost", "::1"):
             want[host] = "0.0.0.0"  # the rendering listens on the pod's IP

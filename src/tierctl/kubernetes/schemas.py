@@ -5,7 +5,7 @@ of one Kubernetes release in strict mode (an unknown field is an error, as ``kub
 --validate=strict`` makes it), carried by the ``kubernetes-validate`` package. Custom
 resources (LWS, KServe's LLMInferenceService, Dynamo, RBG, InferencePool, Argo Rollouts,
 Flagger, the Prometheus operator's monitors) are checked against schemas tierctl writes from
-their published APIs (``kube/crds/``; each says which fields it checks in
+their published APIs (``kubernetes/crds/``; each says which fields it checks in
 ``x-tierctl-checked``); pod templates inside them are checked against the core schema.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tierctl.errors import InputError
-from tierctl.kube.manifests import Manifest
+from tierctl.kubernetes.manifests import Manifest
 from tierctl.readers import load_json, read_text
 
 #: The package that carries the core schemas (an extra: ``pip install -e '.[kube]'``).

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tierctl.catalog.store import load_catalog, shipped
+from tierctl.contracts.kubernetes import container_name, engine_pin, image_release
 from tierctl.engine_catalog import Catalog
 from tierctl.errors import InputError, Location
-from tierctl.kube.containers import EngineContainer
-from tierctl.kube.validation import container_name, engine_pin, image_release
+from tierctl.kubernetes.containers import EngineContainer
 from tierctl.render.kubernetes import GROUP_SIZE_VARIABLES
 
 #: Commands of a script around the engine that change nothing the engine sees: tracing,
