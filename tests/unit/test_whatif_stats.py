@@ -10,15 +10,24 @@ from hypothesis import strategies as st
 
 from tierctl.results import MeasuredRequest
 from tierctl.whatif import (
+    REFERENCES,
     Check,
+    FigureScore,
     Measured,
     Prediction,
     aa_floor,
+    interval_score,
     judge,
+    mean_score,
     measured,
+    null_prediction,
     paired_ratios,
+    pooled,
     run_figures,
+    score_figure,
+    skill,
     tally,
+    total_skill,
 )
 
 ratios = st.floats(min_value=0.05, max_value=20.0, allow_nan=False)
@@ -138,8 +147,6 @@ def test_tally_counts_direction_only_on_effects_and_the_80_percent_bar() -> None
 
 # -- the interval score and skill (issue #40) ---------------------------------------------
 
-from tierctl.whatif import interval_score, mean_score, null_prediction, skill  # noqa: E402
-
 
 def test_the_interval_score_is_the_width_inside_and_charges_misses_20_times() -> None:
     p = Prediction(1.0, 0.8, 1.25)
@@ -191,9 +198,6 @@ def test_null_prediction_and_skill() -> None:
         mean_score([band], [1.0, 1.1])
 
 
-from tierctl.whatif import REFERENCES, FigureScore, score_figure, total_skill  # noqa: E402
-
-
 def test_score_figure_scores_the_null_band_from_the_measured_floor_and_the_no_change_answer() -> (
     None
 ):
@@ -241,9 +245,6 @@ def test_the_null_predictor_has_zero_skill_against_itself(cells: list[tuple[floa
     assert tot is not None
     assert tot.skills["null"] == pytest.approx(0.0, abs=1e-9)
     assert tot.skills["no change"] == pytest.approx(0.0, abs=1e-9)
-
-
-from tierctl.whatif import pooled  # noqa: E402
 
 
 def test_pooled_is_the_geometric_mean_per_round_and_figure() -> None:
